@@ -1,0 +1,748 @@
+#!/usr/bin/python3
+"""Export the Collage Studio model zoo to ONNX.
+
+Every model gets random weights from a fixed seed (nothing is downloaded), is
+exported in eval mode with constant folding and a dynamic batch dimension
+named "batch", and is written together with one reference input and
+PyTorch's output for it:
+
+    <stem>.onnx           the model
+    <stem>.input_0.pb     onnx.TensorProto, named after the graph input
+    <stem>.output_0.pb    onnx.TensorProto, named after the graph output
+    zoo.json              manifest of everything in the directory
+
+<stem> is the model name, plus "_b<N>" when --batch N is not 1 and
+"_opset<N>" when the opset is not the default (17).
+
+Full-size models (default) go to $XDG_CACHE_HOME/collage-studio/zoo (or
+~/.cache/collage-studio/zoo).  With --small, tiny variants with the same op
+structure are written to resources/models/ of this repository, together with
+two older-opset test models and a generated README.md.
+
+Needs PyTorch 1.13, torchvision 0.14 and onnx 1.12 (Debian: python3-torch,
+python3-torchvision, python3-onnx).  Run it with the interpreter that has
+them, e.g. /usr/bin/python3.
+"""
+
+import argparse
+import collections
+import datetime
+import json
+import math
+import os
+import sys
+import time
+import zlib
+
+import numpy as np
+import onnx
+import onnx.numpy_helper
+import onnx.shape_inference
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torchvision
+from torchvision.models import inception as tv_inception
+from torchvision.models import mobilenetv2 as tv_mobilenetv2
+from torchvision.models import resnet as tv_resnet
+from torchvision.models.video import resnet as tv_video_resnet
+
+DEFAULT_OPSET = 17
+DEFAULT_SEED = 0
+SCRIPT_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO_ROOT = os.path.normpath(os.path.join(SCRIPT_DIR, "..", ".."))
+SMALL_OUT_DIR = os.path.join(REPO_ROOT, "resources", "models")
+REGENERATE_SMALL_CMD = "/usr/bin/python3 bench/models/export_zoo.py --small --force"
+
+
+def default_cache_dir():
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "collage-studio", "zoo")
+
+
+# --------------------------------------------------------------------------
+# Model definitions written here
+# --------------------------------------------------------------------------
+
+
+class DCGANGenerator(nn.Module):
+    """The classic DCGAN generator (Radford et al.; PyTorch examples/dcgan).
+
+    noise [B, nz, 1, 1] -> image [B, nc, 64, 64] in (-1, 1).
+    """
+
+    def __init__(self, nz=100, ngf=64, nc=3):
+        super().__init__()
+        self.main = nn.Sequential(
+            nn.ConvTranspose2d(nz, ngf * 8, 4, 1, 0, bias=False),  # 4x4
+            nn.BatchNorm2d(ngf * 8),
+            nn.ReLU(True),
+            nn.ConvTranspose2d(ngf * 8, ngf * 4, 4, 2, 1, bias=False),  # 8x8
+            nn.BatchNorm2d(ngf * 4),
+            nn.ReLU(True),
+            nn.ConvTranspose2d(ngf * 4, ngf * 2, 4, 2, 1, bias=False),  # 16x16
+            nn.BatchNorm2d(ngf * 2),
+            nn.ReLU(True),
+            nn.ConvTranspose2d(ngf * 2, ngf, 4, 2, 1, bias=False),  # 32x32
+            nn.BatchNorm2d(ngf),
+            nn.ReLU(True),
+            nn.ConvTranspose2d(ngf, nc, 4, 2, 1, bias=False),  # 64x64
+            nn.Tanh(),
+        )
+
+    def forward(self, noise):
+        return self.main(noise)
+
+
+class BertEmbeddings(nn.Module):
+    def __init__(self, vocab, hidden, max_pos, type_vocab, seq_len, eps):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(vocab, hidden)
+        self.position_embeddings = nn.Embedding(max_pos, hidden)
+        self.token_type_embeddings = nn.Embedding(type_vocab, hidden)
+        self.LayerNorm = nn.LayerNorm(hidden, eps=eps)
+        # Fixed sequence length: position and token-type ids are constants, so
+        # their Gathers fold into constant tensors at export.
+        self.register_buffer("position_ids", torch.arange(seq_len).unsqueeze(0), persistent=False)
+        self.register_buffer("token_type_ids", torch.zeros(1, seq_len, dtype=torch.long), persistent=False)
+
+    def forward(self, input_ids):
+        x = self.word_embeddings(input_ids)
+        x = x + self.position_embeddings(self.position_ids)
+        x = x + self.token_type_embeddings(self.token_type_ids)
+        return self.LayerNorm(x)
+
+
+class BertSelfAttention(nn.Module):
+    def __init__(self, hidden, heads, seq_len):
+        super().__init__()
+        assert hidden % heads == 0
+        self.heads = heads
+        self.head_dim = hidden // heads
+        self.seq_len = seq_len
+        self.query = nn.Linear(hidden, hidden)
+        self.key = nn.Linear(hidden, hidden)
+        self.value = nn.Linear(hidden, hidden)
+
+    def _split(self, x):
+        # [B, S, H] -> [B, heads, S, head_dim]; -1 keeps the batch dynamic
+        # without Shape ops in the graph (the sequence length is fixed).
+        return x.reshape(-1, self.seq_len, self.heads, self.head_dim).permute(0, 2, 1, 3)
+
+    def forward(self, x):
+        q = self._split(self.query(x))
+        k = self._split(self.key(x))
+        v = self._split(self.value(x))
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.head_dim)
+        probs = torch.softmax(scores, dim=-1)
+        ctx = torch.matmul(probs, v)
+        return ctx.permute(0, 2, 1, 3).reshape(-1, self.seq_len, self.heads * self.head_dim)
+
+
+class BertLayer(nn.Module):
+    def __init__(self, hidden, heads, intermediate, seq_len, eps):
+        super().__init__()
+        self.attention = BertSelfAttention(hidden, heads, seq_len)
+        self.attention_output = nn.Linear(hidden, hidden)
+        self.attention_norm = nn.LayerNorm(hidden, eps=eps)
+        self.intermediate = nn.Linear(hidden, intermediate)
+        self.output = nn.Linear(intermediate, hidden)
+        self.output_norm = nn.LayerNorm(hidden, eps=eps)
+
+    def forward(self, x):
+        x = self.attention_norm(self.attention_output(self.attention(x)) + x)
+        h = F.gelu(self.intermediate(x))  # exact (erf) GELU
+        return self.output_norm(self.output(h) + x)
+
+
+class BertEncoder(nn.Module):
+    """BERT encoder: input_ids int64 [B, S] -> last hidden state [B, S, H].
+
+    No attention mask and no pooler; token types are all 0.
+    """
+
+    def __init__(self, vocab=30522, hidden=768, layers=12, heads=12, intermediate=3072,
+                 max_pos=512, type_vocab=2, seq_len=128, eps=1e-12):
+        super().__init__()
+        self.vocab = vocab
+        self.seq_len = seq_len
+        self.embeddings = BertEmbeddings(vocab, hidden, max_pos, type_vocab, seq_len, eps)
+        self.layers = nn.ModuleList(
+            [BertLayer(hidden, heads, intermediate, seq_len, eps) for _ in range(layers)])
+        for m in self.modules():  # BERT's initializer (std 0.02), small random biases
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, 0.0, 0.02)
+            if isinstance(m, nn.Linear):
+                nn.init.normal_(m.bias, 0.0, 0.02)
+            if isinstance(m, nn.LayerNorm):
+                nn.init.uniform_(m.weight, 0.8, 1.2)
+                nn.init.normal_(m.bias, 0.0, 0.02)
+
+    def forward(self, input_ids):
+        x = self.embeddings(input_ids)
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+class SmallResNet(nn.Module):
+    """torchvision's ResNet layout (7x7 stem, maxpool, 4 stages of torchvision
+    Bottleneck blocks, global average pool, fc) with configurable widths."""
+
+    def __init__(self, layers, widths, groups=1, width_per_group=64, num_classes=100):
+        super().__init__()
+        self.inplanes = widths[0]
+        self.groups = groups
+        self.base_width = width_per_group
+        self.conv1 = nn.Conv2d(3, self.inplanes, kernel_size=7, stride=2, padding=3, bias=False)
+        self.bn1 = nn.BatchNorm2d(self.inplanes)
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
+        stages = []
+        for i, (n, w) in enumerate(zip(layers, widths)):
+            stages.append(self._make_layer(w, n, stride=1 if i == 0 else 2))
+        self.layer1, self.layer2, self.layer3, self.layer4 = stages
+        self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+        self.fc = nn.Linear(widths[-1] * tv_resnet.Bottleneck.expansion, num_classes)
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+
+    def _make_layer(self, planes, blocks, stride):
+        block = tv_resnet.Bottleneck
+        downsample = None
+        if stride != 1 or self.inplanes != planes * block.expansion:
+            downsample = nn.Sequential(
+                nn.Conv2d(self.inplanes, planes * block.expansion, 1, stride=stride, bias=False),
+                nn.BatchNorm2d(planes * block.expansion))
+        layers = [block(self.inplanes, planes, stride, downsample, self.groups, self.base_width)]
+        self.inplanes = planes * block.expansion
+        for _ in range(1, blocks):
+            layers.append(block(self.inplanes, planes, groups=self.groups, base_width=self.base_width))
+        return nn.Sequential(*layers)
+
+    def forward(self, x):
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        x = torch.flatten(self.avgpool(x), 1)
+        return self.fc(x)
+
+
+class SmallInception(nn.Module):
+    """Inception v3 built from torchvision's own InceptionA..E blocks with every
+    channel count divided by `div` (a scaling conv_block), one block of each
+    kind: stem, A, B, C, D, E, global average pool, fc."""
+
+    def __init__(self, div=8, num_classes=100):
+        super().__init__()
+
+        def conv(cin, cout, **kw):
+            if cin != 3:
+                assert cin % div == 0, cin
+                cin //= div
+            assert cout % div == 0, cout
+            return tv_inception.BasicConv2d(cin, cout // div, **kw)
+
+        self.Conv2d_1a_3x3 = conv(3, 32, kernel_size=3, stride=2)
+        self.Conv2d_2a_3x3 = conv(32, 32, kernel_size=3)
+        self.Conv2d_2b_3x3 = conv(32, 64, kernel_size=3, padding=1)
+        self.maxpool1 = nn.MaxPool2d(kernel_size=3, stride=2)
+        self.Conv2d_3b_1x1 = conv(64, 80, kernel_size=1)
+        self.Conv2d_4a_3x3 = conv(80, 192, kernel_size=3)
+        self.maxpool2 = nn.MaxPool2d(kernel_size=3, stride=2)
+        self.Mixed_5b = tv_inception.InceptionA(192, pool_features=32, conv_block=conv)  # -> 256
+        self.Mixed_6a = tv_inception.InceptionB(256, conv_block=conv)  # -> 736
+        self.Mixed_6b = tv_inception.InceptionC(736, channels_7x7=128, conv_block=conv)  # -> 768
+        self.Mixed_7a = tv_inception.InceptionD(768, conv_block=conv)  # -> 1280
+        self.Mixed_7b = tv_inception.InceptionE(1280, conv_block=conv)  # -> 2048
+        self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+        self.fc = nn.Linear(2048 // div, num_classes)
+
+    def forward(self, x):
+        x = self.Conv2d_2b_3x3(self.Conv2d_2a_3x3(self.Conv2d_1a_3x3(x)))
+        x = self.maxpool1(x)
+        x = self.maxpool2(self.Conv2d_4a_3x3(self.Conv2d_3b_1x1(x)))
+        x = self.Mixed_7b(self.Mixed_7a(self.Mixed_6b(self.Mixed_6a(self.Mixed_5b(x)))))
+        x = torch.flatten(self.avgpool(x), 1)
+        return self.fc(x)
+
+
+class SmallVideoResNet(nn.Module):
+    """torchvision's R3D layout (3x7x7 stem, 4 stages of torchvision video
+    BasicBlock with Conv3DSimple, global average pool, fc) with small widths."""
+
+    def __init__(self, layers=(1, 1, 1, 1), widths=(8, 16, 32, 64), num_classes=100):
+        super().__init__()
+        self.inplanes = widths[0]
+        self.stem = nn.Sequential(
+            nn.Conv3d(3, widths[0], kernel_size=(3, 7, 7), stride=(1, 2, 2), padding=(1, 3, 3), bias=False),
+            nn.BatchNorm3d(widths[0]),
+            nn.ReLU(inplace=True))
+        stages = []
+        for i, (n, w) in enumerate(zip(layers, widths)):
+            stages.append(self._make_layer(w, n, stride=1 if i == 0 else 2))
+        self.layer1, self.layer2, self.layer3, self.layer4 = stages
+        self.avgpool = nn.AdaptiveAvgPool3d((1, 1, 1))
+        self.fc = nn.Linear(widths[-1], num_classes)
+        for m in self.modules():
+            if isinstance(m, nn.Conv3d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+
+    def _make_layer(self, planes, blocks, stride):
+        block, conv = tv_video_resnet.BasicBlock, tv_video_resnet.Conv3DSimple
+        downsample = None
+        if stride != 1 or self.inplanes != planes:
+            downsample = nn.Sequential(
+                nn.Conv3d(self.inplanes, planes, 1, stride=conv.get_downsample_stride(stride), bias=False),
+                nn.BatchNorm3d(planes))
+        layers = [block(self.inplanes, planes, conv, stride, downsample)]
+        self.inplanes = planes
+        for _ in range(1, blocks):
+            layers.append(block(self.inplanes, planes, conv))
+        return nn.Sequential(*layers)
+
+    def forward(self, x):
+        x = self.stem(x)
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        return self.fc(self.avgpool(x).flatten(1))
+
+
+# --------------------------------------------------------------------------
+# Zoo
+# --------------------------------------------------------------------------
+
+Spec = collections.namedtuple(
+    "Spec", "name build input_name input_shape input_kind output_name description")
+# input_shape excludes the batch; input_kind is "float" (standard normal) or
+# ("ids", vocab) (uniform int64 token ids in [0, vocab)).
+
+
+def _full_specs():
+    tvm = torchvision.models
+    return [
+        Spec("resnet50", lambda: tvm.resnet50(weights=None), "input", (3, 224, 224), "float", "output",
+             "torchvision resnet50, 224x224, 1000 classes"),
+        Spec("resnext50_32x4d", lambda: tvm.resnext50_32x4d(weights=None), "input", (3, 224, 224), "float",
+             "output", "torchvision resnext50_32x4d (grouped 3x3 convs, 32 groups), 224x224"),
+        Spec("mobilenet_v2", lambda: tvm.mobilenet_v2(weights=None), "input", (3, 224, 224), "float", "output",
+             "torchvision mobilenet_v2 (depthwise convs, inverted residuals, ReLU6), 224x224"),
+        Spec("inception_v3",
+             lambda: tvm.inception_v3(weights=None, aux_logits=False, init_weights=False),
+             "input", (3, 299, 299), "float", "output",
+             "torchvision inception_v3 (aux_logits=False, init_weights=False), 299x299"),
+        Spec("r3d_18", lambda: tvm.video.r3d_18(weights=None), "input", (3, 16, 112, 112), "float", "output",
+             "torchvision video r3d_18 (3D convs), clip 3x16x112x112, 400 classes"),
+        Spec("dcgan", lambda: DCGANGenerator(nz=100, ngf=64, nc=3), "noise", (100, 1, 1), "float", "image",
+             "DCGAN generator nz=100 ngf=64 nc=3 (ConvTranspose2d+BatchNorm+ReLU, Tanh), 64x64 output"),
+        Spec("bert_base", lambda: BertEncoder(), "input_ids", (128,), ("ids", 30522), "last_hidden_state",
+             "BERT-base encoder: 12 layers, hidden 768, 12 heads, intermediate 3072, exact GELU, "
+             "seq 128, vocab 30522; no attention mask, no pooler"),
+    ]
+
+
+def _small_specs():
+    return [
+        Spec("resnet50_small",
+             lambda: SmallResNet([2, 2, 2, 2], [8, 16, 32, 64]),
+             "input", (3, 64, 64), "float", "output",
+             "ResNet of torchvision Bottleneck blocks (residual Add), layers [2,2,2,2], "
+             "widths 8/16/32/64 (x4 out), 64x64 input, 100 classes"),
+        Spec("resnext50_32x4d_small",
+             lambda: SmallResNet([2, 2, 2, 2], [8, 16, 32, 64], groups=4, width_per_group=32),
+             "input", (3, 64, 64), "float", "output",
+             "ResNeXt of torchvision Bottleneck blocks with grouped 3x3 convs (4 groups, "
+             "bottleneck width 2x planes as in 32x4d), layers [2,2,2,2], 64x64 input, 100 classes"),
+        Spec("mobilenet_v2_small",
+             lambda: torchvision.models.MobileNetV2(num_classes=100, width_mult=0.25),
+             "input", (3, 64, 64), "float", "output",
+             "torchvision MobileNetV2(width_mult=0.25, num_classes=100): depthwise convs, "
+             "inverted residuals, ReLU6 (Clip); 64x64 input"),
+        Spec("inception_v3_small",
+             lambda: SmallInception(div=8, num_classes=100),
+             "input", (3, 139, 139), "float", "output",
+             "Inception v3 stem + one each of torchvision InceptionA/B/C/D/E with channels / 8 "
+             "(multi-branch Concat, 1x7/7x1 and 1x3/3x1 convs, AveragePool branches), 139x139 input"),
+        Spec("r3d_18_small",
+             lambda: SmallVideoResNet((1, 1, 1, 1), (8, 16, 32, 64), num_classes=100),
+             "input", (3, 8, 32, 32), "float", "output",
+             "R3D of torchvision video BasicBlocks (Conv3d, residual Add), widths 8/16/32/64, "
+             "clip 3x8x32x32, 100 classes"),
+        Spec("dcgan_small", lambda: DCGANGenerator(nz=16, ngf=8, nc=3), "noise", (16, 1, 1), "float", "image",
+             "DCGAN generator nz=16 ngf=8 nc=3 (same 5 ConvTranspose2d layers), 64x64 output"),
+        Spec("bert_small",
+             lambda: BertEncoder(vocab=1000, hidden=64, layers=2, heads=4, intermediate=256,
+                                 max_pos=64, seq_len=16),
+             "input_ids", (16,), ("ids", 1000), "last_hidden_state",
+             "BERT encoder: 2 layers, hidden 64, 4 heads, intermediate 256, exact GELU, seq 16, vocab 1000"),
+    ]
+
+
+# base name -> (extra name, opset): older-opset test variants written with --small
+SMALL_EXTRAS = {
+    "resnet50_small": ("resnet50_small_opset9", 9),
+    "bert_small": ("bert_small_opset13", 13),
+}
+
+ALIASES = {"resnext50": "resnext50_32x4d", "bert": "bert_base", "mobilenetv2": "mobilenet_v2",
+           "inception": "inception_v3", "r3d": "r3d_18"}
+
+
+# --------------------------------------------------------------------------
+# Export
+# --------------------------------------------------------------------------
+
+
+def _randomize_norms(model, gen):
+    """Random (but tame) BatchNorm affine params and running stats, so that the
+    folded conv biases and BatchNormalization nodes are non-trivial."""
+    for m in model.modules():
+        if isinstance(m, nn.modules.batchnorm._BatchNorm):
+            n = m.num_features
+            with torch.no_grad():
+                m.weight.copy_(torch.empty(n).uniform_(0.5, 1.5, generator=gen))
+                m.bias.copy_(torch.empty(n).uniform_(-0.2, 0.2, generator=gen))
+                m.running_mean.copy_(torch.empty(n).uniform_(-0.2, 0.2, generator=gen))
+                m.running_var.copy_(torch.empty(n).uniform_(0.5, 1.5, generator=gen))
+
+
+def _make_input(spec, batch, gen):
+    shape = (batch,) + tuple(spec.input_shape)
+    if spec.input_kind == "float":
+        return torch.randn(shape, generator=gen)
+    _, vocab = spec.input_kind
+    return torch.randint(0, vocab, shape, generator=gen, dtype=torch.int64)
+
+
+def _model_seed(seed, name):
+    base = name[:-len("_small")] if name.endswith("_small") else name
+    return (seed * 1000003 + zlib.crc32(base.encode())) & 0x7FFFFFFF
+
+
+def _stem(name, batch, opset):
+    s = name
+    if batch != 1:
+        s += "_b%d" % batch
+    if opset != DEFAULT_OPSET:
+        s += "_opset%d" % opset
+    return s
+
+
+def _paths(out_dir, stem):
+    return (os.path.join(out_dir, stem + ".onnx"),
+            os.path.join(out_dir, stem + ".input_0.pb"),
+            os.path.join(out_dir, stem + ".output_0.pb"))
+
+
+def _write_tensor(path, array, name):
+    t = onnx.numpy_helper.from_array(np.ascontiguousarray(array), name=name)
+    with open(path, "wb") as f:
+        f.write(t.SerializeToString())
+
+
+def _try_export(model, example, path, spec, opset):
+    torch.onnx.export(
+        model, (example,), path,
+        input_names=[spec.input_name], output_names=[spec.output_name],
+        dynamic_axes={spec.input_name: {0: "batch"}, spec.output_name: {0: "batch"}},
+        opset_version=opset, do_constant_folding=True,
+        training=torch.onnx.TrainingMode.EVAL, verbose=False)
+
+
+def export_model(spec, out_dir, batch, opset, seed, force, out_name=None, opset_fallback=False):
+    """Export one model; returns a manifest entry (dict)."""
+    name = out_name or spec.name
+    onnx_path, in_path, out_path = _paths(out_dir, _stem(name, batch, opset))
+    if not force and all(os.path.exists(p) for p in (onnx_path, in_path, out_path)):
+        print("[skip] %s: %s exists (use --force to re-export)" % (name, os.path.basename(onnx_path)))
+        return _manifest_entry(spec, name, onnx_path, in_path, out_path, None, None, batch)
+
+    t0 = time.time()
+    mseed = _model_seed(seed, spec.name)
+    torch.manual_seed(mseed)
+    model = spec.build()
+    _randomize_norms(model, torch.Generator().manual_seed(mseed + 1))
+    model.eval()
+    params = sum(p.numel() for p in model.parameters())
+    example = _make_input(spec, batch, torch.Generator().manual_seed(mseed + 2))
+    print("[export] %s: %s params, input %s %s, opset %d -> %s"
+          % (name, format(params, ","), spec.input_name, list(example.shape), opset, onnx_path))
+    with torch.no_grad():
+        reference = model(example)
+
+    # Export (if asked, falling back to the nearest opset that torch can export).
+    tried, used, last_err = [], None, None
+    candidates = [opset]
+    if opset_fallback:
+        for d in range(1, 9):
+            candidates += [opset + d, opset - d]
+        candidates = [o for o in candidates if 7 <= o <= DEFAULT_OPSET]
+    for o in candidates:
+        tried.append(o)
+        p = onnx_path if o == opset else _paths(out_dir, _stem(name, batch, o))[0]
+        try:
+            with torch.no_grad():
+                _try_export(model, example, p, spec, o)
+            used = o
+            onnx_path = p
+            break
+        except Exception as e:  # noqa: BLE001 - report and try the next opset
+            last_err = e
+            print("  ! export at opset %d failed: %s" % (o, str(e).splitlines()[0][:200]))
+    if used is None:
+        raise RuntimeError("export of %s failed at opsets %s: %s" % (name, tried, last_err))
+    if used != opset:
+        print("  ! %s exported at opset %d instead of %d" % (name, used, opset))
+        _, in_path, out_path = _paths(out_dir, _stem(name, batch, used))
+
+    m = onnx.load(onnx_path)
+    graph_inputs = [i.name for i in m.graph.input]
+    graph_outputs = [o.name for o in m.graph.output]
+    assert graph_inputs == [spec.input_name], graph_inputs
+    assert graph_outputs == [spec.output_name], graph_outputs
+    _write_tensor(in_path, example.numpy(), graph_inputs[0])
+    _write_tensor(out_path, reference.numpy(), graph_outputs[0])
+    print("  done in %.1f s" % (time.time() - t0))
+    entry = _manifest_entry(spec, name, onnx_path, in_path, out_path, params, m, batch)
+    if used != opset:
+        entry["note"] = "requested opset %d could not be exported by torch %s; exported at opset %d" % (
+            opset, torch.__version__, used)
+    return entry
+
+
+def _dims(type_proto):
+    out = []
+    for d in type_proto.tensor_type.shape.dim:
+        out.append(d.dim_param if d.dim_param else d.dim_value)
+    return out
+
+
+def _elem_type_name(type_proto):
+    return onnx.TensorProto.DataType.Name(type_proto.tensor_type.elem_type).lower()
+
+
+def _op_histogram(model):
+    return dict(sorted(collections.Counter(n.op_type for n in model.graph.node).items(),
+                       key=lambda kv: (-kv[1], kv[0])))
+
+
+def _manifest_entry(spec, name, onnx_path, in_path, out_path, params, model, batch):
+    if model is None:
+        model = onnx.load(onnx_path)
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    in_t = onnx.TensorProto()
+    with open(in_path, "rb") as f:
+        in_t.ParseFromString(f.read())
+    out_t = onnx.TensorProto()
+    with open(out_path, "rb") as f:
+        out_t.ParseFromString(f.read())
+
+    def io(values, tensor):
+        res = []
+        for v in values:
+            res.append({"name": v.name, "dtype": _elem_type_name(v.type),
+                        "symbolic_shape": _dims(v.type), "shape": list(tensor.dims)})
+        return res
+
+    entry = {
+        "name": name,
+        "description": spec.description,
+        "file": os.path.basename(onnx_path),
+        "size_bytes": os.path.getsize(onnx_path),
+        "opset": opset,
+        "batch": batch,
+        "inputs": io(model.graph.input, in_t),
+        "outputs": io(model.graph.output, out_t),
+        "input_data": [os.path.basename(in_path)],
+        "output_data": [os.path.basename(out_path)],
+        "parameters": params,
+        "initializer_elements": int(sum(int(np.prod(t.dims)) for t in model.graph.initializer)),
+        "nodes": len(model.graph.node),
+        "ops": _op_histogram(model),
+    }
+    return entry
+
+
+def validate(entry, out_dir):
+    path = os.path.join(out_dir, entry["file"])
+    m = onnx.load(path)
+    onnx.checker.check_model(m)
+    inferred = onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=False)
+    # The inferred output shape must agree with the stored reference output.
+    out = inferred.graph.output[0]
+    dims = _dims(out.type)
+    ref = entry["outputs"][0]["shape"]
+    ok = len(dims) == len(ref) and all(isinstance(d, str) or d == r for d, r in zip(dims, ref))
+    hist = " ".join("%s:%d" % kv for kv in _op_histogram(m).items())
+    print("[ok] %-26s opset %-2d %9.3f MB %4d nodes | %s%s" % (
+        entry["file"], entry["opset"], os.path.getsize(path) / 1e6, len(m.graph.node), hist,
+        "" if ok else "  (!! inferred output shape %s != reference %s)" % (dims, ref)))
+    if not ok:
+        raise RuntimeError("shape inference disagrees with reference output for " + entry["file"])
+    return set(_op_histogram(m))
+
+
+def _load_manifest(path):
+    if os.path.exists(path):
+        with open(path) as f:
+            try:
+                return json.load(f)
+            except ValueError:
+                pass
+    return {}
+
+
+def write_manifest(out_dir, entries):
+    path = os.path.join(out_dir, "zoo.json")
+    old = _load_manifest(path)
+    by_file = {e["file"]: e for e in old.get("models", [])}
+    for e in entries:
+        prev = by_file.get(e["file"])
+        if e["parameters"] is None and prev is not None:
+            e["parameters"] = prev.get("parameters")
+        by_file[e["file"]] = e
+    # Drop entries whose files vanished.
+    models = [e for _, e in sorted(by_file.items()) if os.path.exists(os.path.join(out_dir, e["file"]))]
+    manifest = {
+        "generator": "bench/models/export_zoo.py",
+        "torch": torch.__version__,
+        "torchvision": torchvision.__version__,
+        "onnx": onnx.__version__,
+        "models": models,
+    }
+    with open(path, "w") as f:
+        json.dump(manifest, f, indent=1)
+        f.write("\n")
+    print("[manifest] %s (%d models)" % (path, len(models)))
+    return manifest
+
+
+def write_small_readme(out_dir, manifest):
+    lines = [
+        "# Small sample models",
+        "",
+        "Generated by `bench/models/export_zoo.py`; do not edit by hand. Regenerate from the",
+        "repository root with:",
+        "",
+        "```",
+        REGENERATE_SMALL_CMD,
+        "```",
+        "",
+        "(`/usr/bin/python3` with Debian's python3-torch %s, python3-torchvision %s and"
+        % (torch.__version__.split("a")[0].split("+")[0], torchvision.__version__.split("a")[0]),
+        "python3-onnx %s; without `--force` files that already exist are kept)." % onnx.__version__,
+        "",
+        "Each model is a tiny variant of a model of the full zoo with the same op",
+        "structure (same op types and fusion opportunities), random weights from a",
+        "fixed seed, eval mode, constant folding (BatchNorm after Conv folded into the",
+        "Conv), batch dimension dynamic (`batch`), everything else static. For each",
+        "`<name>.onnx` there is `<name>.input_0.pb` (one random input, batch 1) and",
+        "`<name>.output_0.pb` (PyTorch's output for it), both serialized",
+        "`onnx.TensorProto`s named after the graph input/output. `zoo.json` lists all",
+        "of them with shapes, parameter counts and op histograms.",
+        "",
+        "| file | opset | size | input | output | what |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for e in manifest["models"]:
+        i, o = e["inputs"][0], e["outputs"][0]
+        lines.append("| `%s` | %d | %.0f KB | `%s` %s %s | `%s` %s %s | %s |" % (
+            e["file"], e["opset"], e["size_bytes"] / 1024.0,
+            i["name"], i["dtype"], "x".join(map(str, i["symbolic_shape"])),
+            o["name"], o["dtype"], "x".join(map(str, o["symbolic_shape"])), e["description"]))
+    lines += ["", "Op types per model:", ""]
+    for e in manifest["models"]:
+        lines.append("- `%s`: %s" % (e["file"], ", ".join("%s %d" % kv for kv in e["ops"].items())))
+    lines += [
+        "",
+        "Older-opset variants: `resnet50_small_opset9.onnx` is `resnet50_small` exported at",
+        "opset 9 (Clip-free, Flatten/Gemm head, MaxPool with pads); `bert_small_opset13.onnx`",
+        "is `bert_small` at opset 13, where LayerNormalization does not exist and torch",
+        "decomposes it into ReduceMean/Sub/Pow/Add/Sqrt/Div/Mul. Same weights and the same",
+        "input/output data as the opset-17 files.",
+    ]
+    notes = [e for e in manifest["models"] if e.get("note")]
+    for e in notes:
+        lines.append("- `%s`: %s" % (e["file"], e["note"]))
+    with open(os.path.join(out_dir, "README.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("[readme] %s" % os.path.join(out_dir, "README.md"))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default="all",
+                    help="comma-separated model names or 'all' (names: %s; with --small the "
+                         "same names, optionally with the _small suffix)"
+                    % ", ".join(s.name for s in _full_specs()))
+    ap.add_argument("--batch", type=int, default=1, help="batch size of the reference data (default 1)")
+    ap.add_argument("--out", help="output directory (default: %s; with --small: resources/models)"
+                    % default_cache_dir())
+    ap.add_argument("--small", action="store_true",
+                    help="export the tiny variants (and the older-opset test models)")
+    ap.add_argument("--opset", type=int, default=DEFAULT_OPSET, help="ONNX opset (default 17)")
+    ap.add_argument("--force", action="store_true", help="re-export even if the files exist")
+    ap.add_argument("--seed", type=int, default=DEFAULT_SEED, help="random seed (default 0)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    ap.add_argument("--no-extras", action="store_true",
+                    help="with --small: skip resnet50_small_opset9 and bert_small_opset13")
+    ap.add_argument("--list", action="store_true", help="list the models and exit")
+    args = ap.parse_args(argv)
+
+    torch.set_num_threads(max(1, args.threads))
+    specs = _small_specs() if args.small else _full_specs()
+    if args.list:
+        for s in specs:
+            print("%-24s %s" % (s.name, s.description))
+        return 0
+    if args.batch < 1:
+        ap.error("--batch must be >= 1")
+    if not 7 <= args.opset <= DEFAULT_OPSET:
+        ap.error("--opset must be in [7, %d] (torch %s)" % (DEFAULT_OPSET, torch.__version__))
+
+    by_name = {s.name: s for s in specs}
+    if args.models.strip() == "all":
+        selected = specs
+    else:
+        selected = []
+        for raw in args.models.split(","):
+            n = raw.strip()
+            if not n:
+                continue
+            n = ALIASES.get(n, n)
+            if args.small and not n.endswith("_small"):
+                n = ALIASES.get(n, n) + "_small"
+            if n not in by_name:
+                ap.error("unknown model %r (known: %s)" % (raw, ", ".join(by_name)))
+            if by_name[n] not in selected:
+                selected.append(by_name[n])
+
+    out_dir = args.out or (SMALL_OUT_DIR if args.small else default_cache_dir())
+    os.makedirs(out_dir, exist_ok=True)
+    print("torch %s, torchvision %s, onnx %s; %d thread(s); out dir %s"
+          % (torch.__version__, torchvision.__version__, onnx.__version__, torch.get_num_threads(), out_dir))
+
+    entries = []
+    for spec in selected:
+        entries.append(export_model(spec, out_dir, args.batch, args.opset, args.seed, args.force))
+        if args.small and not args.no_extras and spec.name in SMALL_EXTRAS:
+            extra_name, extra_opset = SMALL_EXTRAS[spec.name]
+            extra_spec = spec._replace(description=spec.description + "; opset %d variant" % extra_opset)
+            # The extra's name already carries its opset: write it without a second suffix.
+            e = export_model(extra_spec, out_dir, args.batch, extra_opset, args.seed, args.force,
+                             out_name=extra_name[: -len("_opset%d" % extra_opset)], opset_fallback=True)
+            entries.append(e)
+
+    manifest = write_manifest(out_dir, entries)
+    print("\nvalidation (onnx.checker + shape inference):")
+    all_ops = set()
+    for e in entries:
+        all_ops |= validate(e, out_dir)
+    print("\ndistinct op types (%d): %s" % (len(all_ops), " ".join(sorted(all_ops))))
+    if args.small and out_dir == SMALL_OUT_DIR:
+        write_small_readme(out_dir, manifest)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+// ONNX import into the core Graph, on Debian's libonnx (protobuf) with ONNX's
+// own checker. Produces a graph with a static TensorType on every value:
+//  - dynamic dimensions of the inputs are bound from ImportOptions::inputShapes
+//    ("name=1x3x224x224") or set to defaultDim;
+//  - initializers (and external-data tensors read from beside the model) and
+//    Constant nodes become constant Values;
+//  - shape subgraphs (Shape, Gather, Concat, ConstantOfShape, ...) are folded
+//    into constants by running the reference kernels on constant inputs;
+//  - parameters passed as constant tensor inputs become attributes (see
+//    op_registry.h, "Canonical form"), and ONNX defaults are filled in.
+// Every user-caused problem is an Error naming the file and the node or tensor.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "core/graph.h"
+#include "core/tensor.h"
+
+namespace collage {
+
+struct ImportOptions {
+  std::map<std::string, Shape> inputShapes;  // bindings for inputs with dynamic dims
+  int64_t defaultDim = 1;                    // for dynamic dims with no binding
+  // Graph inputs to bind to known values; they become constants (the
+  // conformance runner binds shape-like inputs such as Reshape's shape this way).
+  std::map<std::string, Tensor> constantInputs;
+  bool foldConstants = true;
+};
+
+// Parses "name=1x3x224x224"; throws Error on bad text.
+std::pair<std::string, Shape> parseInputShapeBinding(const std::string& text);
+
+Graph importOnnx(const std::string& path, const ImportOptions& options = {});
+
+// Reads/writes a serialized onnx.TensorProto (the format of ONNX's test data
+// input_0.pb / output_0.pb). `name` receives the tensor's name if non-null.
+Tensor readTensorProtoFile(const std::string& path, std::string* name = nullptr);
+void writeTensorProtoFile(const std::string& path, const Tensor& tensor, const std::string& name);
+
+}  // namespace collage

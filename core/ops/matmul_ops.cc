@@ -1,0 +1,7 @@
+#include "core/op_registry.h"
+
+namespace collage {
+
+void registerMatMulOps(OpRegistry& r) {}
+
+}  // namespace collage

@@ -1,0 +1,22 @@
+// Small helpers shared by the reference kernels' shape inference.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/graph.h"
+#include "core/op_registry.h"
+#include "core/tensor.h"
+
+namespace collage {
+
+// Normalises a possibly negative axis against rank; throws Error naming the node.
+int64_t normalizeAxis(const Node& node, int64_t axis, int64_t rank);
+// Numpy-style multidirectional broadcast of shapes; throws Error naming the node.
+Shape broadcastShapes(const Node& node, const std::vector<Shape>& shapes);
+// Throws Unsupported unless the type is float32.
+void requireFloat32(const Node& node, const TensorType& type);
+// "node 'conv1' (Conv): " — prefix for messages.
+std::string nodeLabel(const Node& node);
+
+}  // namespace collage
