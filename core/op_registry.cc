@@ -44,6 +44,7 @@ const OpRegistry& OpRegistry::instance() {
     registerPoolOps(r);
     registerNormalizationOps(r);
     registerMiscOps(r);
+    registerSpatialOps(r);
     return r;
   }();
   return registry;

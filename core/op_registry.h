@@ -104,5 +104,6 @@ void registerMatMulOps(OpRegistry& r);
 void registerPoolOps(OpRegistry& r);
 void registerNormalizationOps(OpRegistry& r);
 void registerMiscOps(OpRegistry& r);
+void registerSpatialOps(OpRegistry& r);
 
 }  // namespace collage

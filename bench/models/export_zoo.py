@@ -573,7 +573,7 @@ def validate(entry, out_dir):
     ref = entry["outputs"][0]["shape"]
     ok = len(dims) == len(ref) and all(isinstance(d, str) or d == r for d, r in zip(dims, ref))
     hist = " ".join("%s:%d" % kv for kv in _op_histogram(m).items())
-    print("[ok] %-26s opset %-2d %9.3f MB %4d nodes | %s%s" % (
+    print("[ok] %-34s opset %-2d %9.3f MB %4d nodes | %s%s" % (
         entry["file"], entry["opset"], os.path.getsize(path) / 1e6, len(m.graph.node), hist,
         "" if ok else "  (!! inferred output shape %s != reference %s)" % (dims, ref)))
     if not ok:
@@ -711,7 +711,7 @@ def main(argv=None):
                 continue
             n = ALIASES.get(n, n)
             if args.small and not n.endswith("_small"):
-                n = ALIASES.get(n, n) + "_small"
+                n = "bert_small" if n == "bert_base" else n + "_small"
             if n not in by_name:
                 ap.error("unknown model %r (known: %s)" % (raw, ", ".join(by_name)))
             if by_name[n] not in selected:

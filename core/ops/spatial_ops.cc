@@ -1,0 +1,7 @@
+#include "core/op_registry.h"
+
+namespace collage {
+
+void registerSpatialOps(OpRegistry& r) {}
+
+}  // namespace collage
