@@ -1,1 +1,56 @@
-int main() { return 0; }
+// `collage`: the command line face of Collage Studio. Every subcommand is a
+// thin layer over collage_core, the same library the desktop app uses.
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <map>
+
+#include "app/cli_common.h"
+#include "core/error.h"
+
+namespace collage::cli {
+
+void ModelOptions::addTo(CLI::App& command) {
+  command.add_option("model", modelPath, "ONNX model file")->required();
+  command.add_option("--input-shape", inputShapes,
+                     "bind an input's dynamic dimensions, e.g. input_ids=1x128 (repeatable)");
+}
+
+ImportOptions ModelOptions::importOptions() const {
+  ImportOptions options;
+  for (const auto& text : inputShapes) {
+    auto [name, shape] = parseInputShapeBinding(text);
+    options.inputShapes[name] = shape;
+  }
+  return options;
+}
+
+Graph ModelOptions::load() const { return importOnnx(modelPath, importOptions()); }
+
+}  // namespace collage::cli
+
+int main(int argc, char** argv) {
+  using namespace collage;
+  CLI::App app{"collage: place the parts of an ONNX model on the backends that run them fastest"};
+  app.require_subcommand(1);
+  std::map<CLI::App*, cli::Action> actions;
+  auto add = [&](cli::Action (*registrar)(CLI::App&)) {
+    size_t before = app.get_subcommands({}).size();
+    cli::Action action = registrar(app);
+    actions[app.get_subcommands({})[before]] = std::move(action);
+  };
+  add(cli::addInspectCommand);
+  add(cli::addRunCommand);
+
+  CLI11_PARSE(app, argc, argv);
+  try {
+    for (auto& [command, action] : actions)
+      if (command->parsed()) return action();
+  } catch (const Error& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  }
+  return 0;
+}

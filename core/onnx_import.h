@@ -13,6 +13,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "core/graph.h"
 #include "core/tensor.h"
@@ -28,14 +29,33 @@ struct ImportOptions {
   bool foldConstants = true;
 };
 
+// Default-domain opsets the importer canonicalises.
+inline constexpr int64_t kMinOnnxOpset = 9;
+inline constexpr int64_t kMaxOnnxOpset = 18;
+
 // Parses "name=1x3x224x224"; throws Error on bad text.
 std::pair<std::string, Shape> parseInputShapeBinding(const std::string& text);
 
+// Throws Error for a file that cannot be read, is not a valid model, fails
+// ONNX's checker, or uses an opset out of range; Unsupported (an Error) for
+// ops, element types or attribute kinds Collage does not cover: the message
+// lists every unsupported op with its nodes.
 Graph importOnnx(const std::string& path, const ImportOptions& options = {});
 
 // Reads/writes a serialized onnx.TensorProto (the format of ONNX's test data
 // input_0.pb / output_0.pb). `name` receives the tensor's name if non-null.
 Tensor readTensorProtoFile(const std::string& path, std::string* name = nullptr);
 void writeTensorProtoFile(const std::string& path, const Tensor& tensor, const std::string& name);
+
+// True for the ONNX default domain ("" or "ai.onnx").
+bool isOnnxDefaultDomain(const std::string& domain);
+// True if the importer can take a default-domain node of this op: the op (or
+// the op it is rewritten to, e.g. Upsample -> Resize) is registered, or the
+// importer itself resolves it (Constant; Shape and Size when folding).
+bool isImportableOp(const std::string& op, bool foldConstants = true);
+// ONNX input positions of a default-domain `op` at `opset` that must be
+// constant (they become attributes). Lets a test harness bind such graph
+// inputs with ImportOptions::constantInputs.
+std::vector<int> constInputSlots(const std::string& op, int64_t opset);
 
 }  // namespace collage

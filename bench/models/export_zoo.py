@@ -26,7 +26,6 @@ them, e.g. /usr/bin/python3.
 
 import argparse
 import collections
-import datetime
 import json
 import math
 import os
@@ -43,7 +42,6 @@ import torch.nn as nn
 import torch.nn.functional as F
 import torchvision
 from torchvision.models import inception as tv_inception
-from torchvision.models import mobilenetv2 as tv_mobilenetv2
 from torchvision.models import resnet as tv_resnet
 from torchvision.models.video import resnet as tv_video_resnet
 
@@ -392,17 +390,28 @@ ALIASES = {"resnext50": "resnext50_32x4d", "bert": "bert_base", "mobilenetv2": "
 # --------------------------------------------------------------------------
 
 
-def _randomize_norms(model, gen):
-    """Random (but tame) BatchNorm affine params and running stats, so that the
-    folded conv biases and BatchNormalization nodes are non-trivial."""
-    for m in model.modules():
-        if isinstance(m, nn.modules.batchnorm._BatchNorm):
+def _randomize_norms(model, gen, calibration):
+    """Make BatchNorm layers look trained: random (but tame) affine parameters,
+    and running statistics equal to the statistics that each layer actually
+    sees on a random calibration batch (as after training, so activations stay
+    O(1) through deep residual stacks instead of growing without bound). The
+    folded conv biases and BatchNormalization nodes are thus non-trivial."""
+    norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    if not norms:
+        return
+    with torch.no_grad():
+        for m in norms:
             n = m.num_features
-            with torch.no_grad():
-                m.weight.copy_(torch.empty(n).uniform_(0.5, 1.5, generator=gen))
-                m.bias.copy_(torch.empty(n).uniform_(-0.2, 0.2, generator=gen))
-                m.running_mean.copy_(torch.empty(n).uniform_(-0.2, 0.2, generator=gen))
-                m.running_var.copy_(torch.empty(n).uniform_(0.5, 1.5, generator=gen))
+            m.weight.copy_(torch.empty(n).uniform_(0.5, 1.5, generator=gen))
+            m.bias.copy_(torch.empty(n).uniform_(-0.2, 0.2, generator=gen))
+            m.reset_running_stats()
+            m.momentum = None  # cumulative average: one batch -> its statistics
+        model.train()
+        model(calibration)
+        model.eval()
+        for m in norms:
+            m.momentum = 0.1
+            m.num_batches_tracked.zero_()
 
 
 def _make_input(spec, batch, gen):
@@ -460,7 +469,8 @@ def export_model(spec, out_dir, batch, opset, seed, force, out_name=None, opset_
     mseed = _model_seed(seed, spec.name)
     torch.manual_seed(mseed)
     model = spec.build()
-    _randomize_norms(model, torch.Generator().manual_seed(mseed + 1))
+    _randomize_norms(model, torch.Generator().manual_seed(mseed + 1),
+                     _make_input(spec, 2, torch.Generator().manual_seed(mseed + 3)))
     model.eval()
     params = sum(p.numel() for p in model.parameters())
     example = _make_input(spec, batch, torch.Generator().manual_seed(mseed + 2))
@@ -499,6 +509,10 @@ def export_model(spec, out_dir, batch, opset, seed, force, out_name=None, opset_
     graph_outputs = [o.name for o in m.graph.output]
     assert graph_inputs == [spec.input_name], graph_inputs
     assert graph_outputs == [spec.output_name], graph_outputs
+    # torch sometimes leaves made-up symbolic names on static output dims (e.g.
+    # BERT's sequence dim); declare exactly "batch" x the static dims.
+    if _fix_output_dims(m.graph.output[0], reference.shape):
+        onnx.save(m, onnx_path)
     _write_tensor(in_path, example.numpy(), graph_inputs[0])
     _write_tensor(out_path, reference.numpy(), graph_outputs[0])
     print("  done in %.1f s" % (time.time() - t0))
@@ -507,6 +521,21 @@ def export_model(spec, out_dir, batch, opset, seed, force, out_name=None, opset_
         entry["note"] = "requested opset %d could not be exported by torch %s; exported at opset %d" % (
             opset, torch.__version__, used)
     return entry
+
+
+def _fix_output_dims(value_info, shape):
+    dims = value_info.type.tensor_type.shape.dim
+    assert len(dims) == len(shape), (list(dims), shape)
+    changed = False
+    for i, (d, n) in enumerate(zip(dims, shape)):
+        want_param, want_value = ("batch", 0) if i == 0 else ("", int(n))
+        if d.dim_param != want_param or d.dim_value != want_value:
+            if want_param:
+                d.dim_param = want_param
+            else:
+                d.dim_value = want_value
+            changed = True
+    return changed
 
 
 def _dims(type_proto):
@@ -655,8 +684,8 @@ def write_small_readme(out_dir, manifest):
     lines += [
         "",
         "Older-opset variants: `resnet50_small_opset9.onnx` is `resnet50_small` exported at",
-        "opset 9 (Clip-free, Flatten/Gemm head, MaxPool with pads); `bert_small_opset13.onnx`",
-        "is `bert_small` at opset 13, where LayerNormalization does not exist and torch",
+        "opset 9 (same op types; exercises the importer's handling of old opset versions).",
+        "`bert_small_opset13.onnx` is `bert_small` at opset 13, where LayerNormalization does not exist and torch",
         "decomposes it into ReduceMean/Sub/Pow/Add/Sqrt/Div/Mul. Same weights and the same",
         "input/output data as the opset-17 files.",
     ]

@@ -1,0 +1,31 @@
+// Pieces shared by the `collage` subcommands: model loading with the
+// --input-shape bindings, and the registration function of each subcommand.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/graph.h"
+#include "core/onnx_import.h"
+
+namespace collage::cli {
+
+// Options every command that opens a model shares.
+struct ModelOptions {
+  std::string modelPath;
+  std::vector<std::string> inputShapes;  // "name=1x3x224x224"
+
+  void addTo(CLI::App& command);
+  ImportOptions importOptions() const;
+  Graph load() const;
+};
+
+// Each subcommand registers itself and returns the action to run when chosen;
+// the action returns the process exit code.
+using Action = std::function<int()>;
+Action addInspectCommand(CLI::App& app);
+Action addRunCommand(CLI::App& app);
+
+}  // namespace collage::cli

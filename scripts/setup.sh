@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs what Collage Studio needs from Debian's packages (idempotent: quick
+# when everything is present), then configures and builds into build/.
+#   scripts/setup.sh            runtime + build + test dependencies, then build
+#   scripts/setup.sh --bench    also the benchmark peers (PyTorch, ONNX Python, matplotlib)
+# Environment: BUILD_DIR (default build), COLLAGE_JOBS (default: all cores).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  build-essential cmake ninja-build pkg-config ccache git
+  libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
+  libdnnl-dev libopenblas-openmp-dev
+  libtomlplusplus-dev nlohmann-json3-dev libdlpack-dev libsqlite3-dev libcli11-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  qtbase5-dev libqt5charts5-dev libqt5svg5-dev libgraphviz-dev
+  xvfb xauth
+)
+if [[ "${1:-}" == "--bench" ]]; then
+  packages+=(python3-torch python3-torchvision python3-onnx python3-numpy python3-matplotlib nodejs npm)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if ((${#missing[@]})); then
+  echo "== installing ${#missing[@]} Debian packages: ${missing[*]}"
+  SUDO=""
+  [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+BUILD_DIR=${BUILD_DIR:-build}
+JOBS=${COLLAGE_JOBS:-$(nproc)}
+if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release
+fi
+echo "== building in $BUILD_DIR"
+cmake --build "$BUILD_DIR" -j "$JOBS"
