@@ -1,6 +1,6 @@
 #include "core/backend.h"
 
-#include <algorithm>
+#include "core/sub_graph.h"
 
 namespace collage {
 
@@ -13,26 +13,13 @@ std::string_view backendKindName(BackendKind kind) {
 }
 
 KernelRequest KernelRequest::of(const Graph& graph, const NodeSet& nodes, std::string origin) {
+  SubGraph sub(graph, nodes);
   KernelRequest r;
   r.graph = &graph;
   r.nodes = nodes;
   r.origin = std::move(origin);
-  nodes.forEach([&](NodeId n) {
-    const Node& node = graph.node(n);
-    for (ValueId v : node.inputs) {
-      if (v == kNoValue) continue;
-      const Value& val = graph.value(v);
-      if (val.isConstant() || nodes.contains(val.producer)) continue;
-      if (std::find(r.inputs.begin(), r.inputs.end(), v) == r.inputs.end()) r.inputs.push_back(v);
-    }
-    for (ValueId v : node.outputs) {
-      if (v == kNoValue) continue;
-      const Value& val = graph.value(v);
-      bool escapes = val.isGraphOutput;
-      for (NodeId c : val.consumers) escapes = escapes || !nodes.contains(c);
-      if (escapes) r.outputs.push_back(v);
-    }
-  });
+  r.inputs = sub.dataInputs();
+  r.outputs = sub.outputs();
   return r;
 }
 

@@ -42,8 +42,8 @@ std::string_view backendKindName(BackendKind kind);
 struct KernelRequest {
   const Graph* graph = nullptr;
   NodeSet nodes;
-  std::vector<ValueId> inputs;   // non-constant values read from outside the group, first use order
-  std::vector<ValueId> outputs;  // values produced inside and read outside or graph outputs
+  std::vector<ValueId> inputs;   // non-constant values read from outside (SubGraph::dataInputs)
+  std::vector<ValueId> outputs;  // values used outside or graph outputs (SubGraph::outputs)
   std::string origin;            // the pattern or rule that produced it, for messages
 
   // Builds the request for a node set (inputs/outputs derived from the graph).

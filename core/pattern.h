@@ -119,6 +119,7 @@ struct PatternExpr {
   std::string capture;  // Op, Wildcard, Const: the capture's name, or empty
   std::string refName;  // Ref: the capture referred to
   SourcePos pos;        // of the expression's first token after any capture
+  SourcePos capturePos;  // of the capture's name
 
   bool isValue() const { return kind == Kind::Wildcard || kind == Kind::Const; }
   // Canonical text: the parser reads it back to an equal tree.

@@ -201,7 +201,8 @@ class MatchSearch {
         if (!graph_.value(v).isConstant()) return;
         [[fallthrough]];
       case K::Wildcard: {
-        Restore r1(inputs_), r2(valueCaptures_);
+        Restore r1(inputs_);
+        Restore r2(valueCaptures_);
         inputs_.push_back(v);
         if (!e.capture.empty()) valueCaptures_.push_back({&e.capture, v});
         k();
@@ -234,7 +235,9 @@ class MatchSearch {
       const Attribute* a = node.attrs.find(c.attribute);
       if (!a || !attributeSatisfies(*a, c)) return;  // a missing attribute never satisfies
     }
-    Restore r1(nodes_), r2(nodeCaptures_), r3(inputs_);
+    Restore r1(nodes_);
+    Restore r2(nodeCaptures_);
+    Restore r3(inputs_);
     nodes_.push_back(n);
     if (!e.capture.empty()) nodeCaptures_.push_back({&e.capture, n, out});
     if (!e.hasArgs) {  // a bare op name: every present input is a match input

@@ -184,6 +184,7 @@ class Parser {
       capture = next().text;
       if (isKeyword(capture)) fail(capturePos, "'const' is a keyword, not a capture name");
       next();  // '='
+      if (isPunct("?")) fail(peek(), "write the capture after '?': ?" + capture + "=...");
     }
     PatternExpr e = parsePrimary();
     if (!capture.empty()) {
@@ -192,10 +193,9 @@ class Parser {
                              "=' inside each alternative of the group");
       if (e.kind == PatternExpr::Kind::Ref)
         fail(capturePos, "a reference ($" + e.refName + ") cannot be captured again");
-      if (e.kind == PatternExpr::Kind::Optional)
-        fail(capturePos, "write the capture after '?': ?" + capture + "=...");
       if (!e.capture.empty()) fail(capturePos, "two captures on one expression");
       e.capture = capture;
+      e.capturePos = capturePos;
     }
     if (isPunct(":")) {
       next();
@@ -477,9 +477,8 @@ class Parser {
       }
     }
     if (!e.capture.empty()) {
-      if (names.count(e.capture))
-        fail(names[e.capture], "capture '" + e.capture + "' is defined twice");
-      names.emplace(e.capture, e.pos);
+      if (names.count(e.capture)) fail(e.capturePos, "capture '" + e.capture + "' is defined twice");
+      names.emplace(e.capture, e.capturePos);
     }
     return names;
   }
@@ -543,10 +542,6 @@ std::string literalProblem(AttributeType type, CompareOp op, const PatternLitera
   return "";
 }
 
-const char* article(AttributeType t) {
-  return t == AttributeType::Int || t == AttributeType::Ints ? "an" : "a";
-}
-
 void validateExpr(const PatternExpr& e, const OpRegistry& registry) {
   if (e.kind == PatternExpr::Kind::Op) {
     for (const auto& op : e.ops) {
@@ -576,8 +571,8 @@ void validateExpr(const PatternExpr& e, const OpRegistry& registry) {
         std::string problem = literalProblem(*type, c.op, c.value);
         if (!problem.empty())
           throw PatternError(c.pos.line, c.pos.column,
-                             "attribute '" + c.attribute + "' of " + op + " is " + article(*type) +
-                                 " " + std::string(attributeTypeName(*type)) + ": " + problem);
+                             "attribute '" + c.attribute + "' of " + op + " has type " +
+                                 std::string(attributeTypeName(*type)) + ": " + problem);
       }
     }
   }

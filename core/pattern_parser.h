@@ -23,8 +23,8 @@ Pattern parsePattern(std::string_view text, int firstLine = 1, int firstColumn =
 
 // Throws PatternError at the offending op or attribute: "unknown op 'Convv'",
 // "op Conv has no attribute 'kernal_shape'", "Relu takes at most 1 input, the
-// pattern gives 2", "attribute 'auto_pad' of Conv is a string: '>' compares
-// numbers".
+// pattern gives 2", "attribute 'auto_pad' of Conv has type string: compare it with
+// == != or in".
 void validatePattern(const Pattern& pattern,
                      const OpRegistry& registry = OpRegistry::instance());
 

@@ -10,13 +10,11 @@
 // therefore has the sink as its immediate post-dominator: a kernel ending
 // elsewhere would hide that output.
 //
-//        conv              sink
-//        /  \               |
-//     relu   |      =>     add
-//        \  /             /   \
-//        add            conv  relu
-//         |
-//      (output)
+//   graph:  conv -> relu -> add -> (graph output)     tree:  sink
+//           conv ---------> add                               |
+//                                                            add
+//                                                           /   \    (conv and relu
+//                                                        conv   relu    both lead to add)
 #pragma once
 
 #include <cstdint>

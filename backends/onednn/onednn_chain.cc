@@ -1,0 +1,451 @@
+#include "backends/onednn/onednn_chain.h"
+
+#include <dnnl_debug.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "core/ops/op_helpers.h"
+
+namespace collage::onednn {
+
+using dnnl::algorithm;
+
+PostOp PostOp::eltwise(algorithm alg, float alpha, float beta, std::string node) {
+  PostOp p;
+  p.kind = Kind::Eltwise;
+  p.alg = alg;
+  p.alpha = alpha;
+  p.beta = beta;
+  p.node = std::move(node);
+  return p;
+}
+
+PostOp PostOp::binary(algorithm alg, Operand operand, std::string node) {
+  PostOp p;
+  p.kind = Kind::Binary;
+  p.alg = alg;
+  p.operand = std::move(operand);
+  p.node = std::move(node);
+  return p;
+}
+
+std::string FusedChain::describe(const Graph& graph) const {
+  std::string s = anchor == kNoNode ? std::string("input") : graph.node(anchor).op;
+  for (const PostOp& p : postOps) {
+    s += " + ";
+    s += dnnl_alg_kind2str(dnnl::convert_to_c(p.alg));
+    if (p.kind == PostOp::Kind::Binary) s += "[" + shapeToString(p.operand.shape) + "]";
+  }
+  return s;
+}
+
+bool isAnchorOp(const std::string& op) {
+  static const std::set<std::string> anchors = {
+      "Conv",        "ConvTranspose",     "MatMul",        "Gemm",
+      "MaxPool",     "AveragePool",       "GlobalMaxPool", "GlobalAveragePool",
+      "Softmax",     "LogSoftmax",        "BatchNormalization", "LayerNormalization"};
+  return anchors.count(op) != 0;
+}
+
+Operand operandOf(const KernelRequest& request, ValueId v) {
+  Operand o;
+  if (v == kNoValue) return o;
+  const Value& val = request.graph->value(v);
+  o.shape = val.type.shape;
+  if (val.isConstant()) {
+    o.isConstant = true;
+    o.constant = *val.constant;
+    return o;
+  }
+  auto it = std::find(request.inputs.begin(), request.inputs.end(), v);
+  if (it != request.inputs.end()) o.inputIndex = static_cast<int>(it - request.inputs.begin());
+  return o;
+}
+
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+struct Walker {
+  const KernelRequest& request;
+  const Graph& g;
+  FusedChain& chain;
+  std::set<NodeId> done;
+  ValueId result = kNoValue;  // the running result
+
+  bool inGroup(NodeId n) const { return n != kNoNode && request.nodes.contains(n); }
+
+  // Consumers of v inside the group.
+  std::vector<NodeId> groupConsumers(ValueId v) const {
+    std::vector<NodeId> out;
+    for (NodeId c : g.value(v).consumers)
+      if (inGroup(c)) out.push_back(c);
+    return out;
+  }
+
+  // The one node consuming v, if v has exactly one consumer, it is in the
+  // group and v does not leave it.
+  NodeId soleConsumer(ValueId v) const {
+    const Value& val = g.value(v);
+    if (val.isGraphOutput || val.consumers.size() != 1 || !inGroup(val.consumers[0]))
+      return kNoNode;
+    return done.count(val.consumers[0]) ? kNoNode : val.consumers[0];
+  }
+
+  // The scalar value of a constant input, or NaN.
+  float constScalar(ValueId v) const {
+    if (v == kNoValue) return std::nanf("");
+    const Value& val = g.value(v);
+    if (!val.isConstant() || val.type.numElements() != 1 ||
+        val.type.elementType != ElementType::Float32)
+      return std::nanf("");
+    return val.constant->data<float>()[0];
+  }
+
+  static bool near(float x, double want) { return std::abs(x - want) <= 1e-4 * std::abs(want); }
+
+  // For a two-input node reading `v`, the other input (kNoValue if neither is v).
+  ValueId otherInput(const Node& node, ValueId v) const {
+    if (node.inputs.size() != 2) return kNoValue;
+    if (node.inputs[0] == v) return node.inputs[1];
+    if (node.inputs[1] == v) return node.inputs[0];
+    return kNoValue;
+  }
+
+  // Mul(v, c) or Mul(c, v) or Div(v, 1/c) with a scalar constant c ~ want.
+  bool isScaleBy(const Node& node, ValueId v, double want) const {
+    ValueId o = otherInput(node, v);
+    if (o == kNoValue) return false;
+    if (node.op == "Mul") return near(constScalar(o), want);
+    if (node.op == "Div" && node.inputs[0] == v) return near(1.0f / constScalar(o), want);
+    return false;
+  }
+
+  // GELU written out with Erf, as PyTorch exports it:
+  //   0.5 * x * (1 + erf(x / sqrt(2)))
+  // in either association of the two products. Returns the value it produces.
+  bool tryGeluErf(ValueId x) {
+    const double invSqrt2 = 0.70710678118654752;
+    for (NodeId d : groupConsumers(x)) {
+      if (done.count(d) || !isScaleBy(g.node(d), x, invSqrt2)) continue;
+      const NodeId e = soleConsumer(g.node(d).outputs[0]);
+      if (e == kNoNode || g.node(e).op != "Erf") continue;
+      const NodeId a = soleConsumer(g.node(e).outputs[0]);
+      if (a == kNoNode || g.node(a).op != "Add") continue;
+      const ValueId erfOut = g.node(e).outputs[0];
+      if (!near(constScalar(otherInput(g.node(a), erfOut)), 1.0)) continue;
+      const ValueId onePlus = g.node(a).outputs[0];
+      const NodeId m = soleConsumer(onePlus);
+      if (m == kNoNode || g.node(m).op != "Mul") continue;
+      const ValueId other = otherInput(g.node(m), onePlus);
+      std::vector<NodeId> nodes = {d, e, a, m};
+      ValueId out = kNoValue;
+      if (other == x) {  // (x * (1 + erf)) * 0.5
+        const NodeId h = soleConsumer(g.node(m).outputs[0]);
+        if (h == kNoNode || !isScaleBy(g.node(h), g.node(m).outputs[0], 0.5)) continue;
+        nodes.push_back(h);
+        out = g.node(h).outputs[0];
+      } else if (other != kNoValue && g.value(other).producer != kNoNode) {  // (x * 0.5) * (1 + erf)
+        const NodeId h = g.value(other).producer;
+        if (!inGroup(h) || done.count(h) || soleConsumer(other) != m ||
+            !isScaleBy(g.node(h), x, 0.5))
+          continue;
+        nodes.push_back(h);
+        out = g.node(m).outputs[0];
+      } else {
+        continue;
+      }
+      chain.postOps.push_back(PostOp::eltwise(algorithm::eltwise_gelu_erf, 0, 0, g.node(d).name));
+      done.insert(nodes.begin(), nodes.end());
+      result = out;
+      return true;
+    }
+    return false;
+  }
+
+  // x * sigmoid(x) (SiLU / swish).
+  bool trySwish(ValueId x) {
+    for (NodeId s : groupConsumers(x)) {
+      if (done.count(s) || g.node(s).op != "Sigmoid") continue;
+      const ValueId sig = g.node(s).outputs[0];
+      const NodeId m = soleConsumer(sig);
+      if (m == kNoNode || g.node(m).op != "Mul" || otherInput(g.node(m), sig) != x) continue;
+      chain.postOps.push_back(PostOp::eltwise(algorithm::eltwise_swish, 1.0f, 0, g.node(s).name));
+      done.insert({s, m});
+      result = g.node(m).outputs[0];
+      return true;
+    }
+    return false;
+  }
+
+  void eltwise(const Node& node, algorithm alg, float alpha = 0, float beta = 0) {
+    chain.postOps.push_back(PostOp::eltwise(alg, alpha, beta, node.name));
+  }
+
+  // Unary ops as eltwise post-ops. Returns false if `node.op` is not one.
+  bool mapUnary(const Node& node) {
+    const std::string& op = node.op;
+    const AttributeMap& a = node.attrs;
+    if (op == "Relu") eltwise(node, algorithm::eltwise_relu);
+    else if (op == "LeakyRelu") eltwise(node, algorithm::eltwise_relu, a.getFloat("alpha", 0.01f));
+    else if (op == "Elu") eltwise(node, algorithm::eltwise_elu, a.getFloat("alpha", 1.0f));
+    else if (op == "Selu") {
+      eltwise(node, algorithm::eltwise_elu, a.getFloat("alpha", 1.67326319217681884765625f));
+      eltwise(node, algorithm::eltwise_linear, a.getFloat("gamma", 1.05070102214813232421875f));
+    } else if (op == "Sigmoid") eltwise(node, algorithm::eltwise_logistic);
+    else if (op == "Tanh") eltwise(node, algorithm::eltwise_tanh);
+    else if (op == "Exp") eltwise(node, algorithm::eltwise_exp);
+    else if (op == "Log") eltwise(node, algorithm::eltwise_log);
+    else if (op == "Sqrt") eltwise(node, algorithm::eltwise_sqrt);
+    else if (op == "Abs") eltwise(node, algorithm::eltwise_abs);
+    else if (op == "Softplus") eltwise(node, algorithm::eltwise_soft_relu);
+    else if (op == "HardSwish") eltwise(node, algorithm::eltwise_hardswish);
+    else if (op == "HardSigmoid") {
+      eltwise(node, algorithm::eltwise_linear, a.getFloat("alpha", 0.2f), a.getFloat("beta", 0.5f));
+      eltwise(node, algorithm::eltwise_clip_v2, 0.0f, 1.0f);
+    } else if (op == "Clip") {
+      eltwise(node, algorithm::eltwise_clip_v2, a.getFloat("min", -kInf), a.getFloat("max", kInf));
+    } else if (op == "Neg") eltwise(node, algorithm::eltwise_linear, -1.0f, 0.0f);
+    else if (op == "Reciprocal") eltwise(node, algorithm::eltwise_pow, 1.0f, -1.0f);
+    else if (op == "Gelu") {
+      eltwise(node, a.getString("approximate", "none") == "tanh" ? algorithm::eltwise_gelu_tanh
+                                                                 : algorithm::eltwise_gelu_erf);
+    } else if (op == "Identity" || op == "Dropout") {
+      // No computation; Dropout at inference is the identity (its mask output is checked below).
+    } else {
+      return false;
+    }
+    return true;
+  }
+
+  // The per-channel affine form of an inference BatchNormalization:
+  // y = x * s + t with s = scale / sqrt(var + eps), t = B - mean * s.
+  std::string mapBatchNorm(const Node& node) {
+    if (node.attrs.getInt("training_mode", 0) != 0)
+      return nodeLabel(node) + "training_mode is not an inference BatchNormalization";
+    for (size_t i = 1; i < 5; ++i)
+      if (i >= node.inputs.size() || !g.value(node.inputs[i]).isConstant())
+        return nodeLabel(node) +
+               "after another op, BatchNormalization needs constant scale, B, mean and var";
+    const Shape& x = g.value(node.inputs[0]).type.shape;
+    if (x.size() < 2) return nodeLabel(node) + "input of rank < 2";
+    const int64_t C = x[1];
+    const float eps = node.attrs.getFloat("epsilon", 1e-5f);
+    std::vector<float> p[4];
+    for (int i = 0; i < 4; ++i) {
+      p[i] = g.value(node.inputs[i + 1]).constant->toFloats();
+      if (static_cast<int64_t>(p[i].size()) != C)
+        return nodeLabel(node) + "parameter " + std::to_string(i + 1) + " is not of size C";
+    }
+    Shape perChannel(x.size(), 1);
+    perChannel[1] = C;
+    std::vector<float> s(C), t(C);
+    for (int64_t c = 0; c < C; ++c) {
+      s[c] = static_cast<float>(p[0][c] / std::sqrt(static_cast<double>(p[3][c]) + eps));
+      t[c] = p[1][c] - p[2][c] * s[c];
+    }
+    Operand so, to;
+    so.isConstant = to.isConstant = true;
+    so.shape = to.shape = perChannel;
+    so.constant = Tensor::fromFloats(perChannel, s);
+    to.constant = Tensor::fromFloats(perChannel, t);
+    chain.postOps.push_back(PostOp::binary(algorithm::binary_mul, so, node.name));
+    chain.postOps.push_back(PostOp::binary(algorithm::binary_add, to, node.name));
+    return {};
+  }
+
+  static Operand mapConstant(const Operand& o, float (*f)(float)) {
+    Operand r = o;
+    r.constant = o.constant.clone();
+    float* d = r.constant.data<float>();
+    for (int64_t i = 0; i < r.constant.numElements(); ++i) d[i] = f(d[i]);
+    return r;
+  }
+
+  // Two-input ops as binary post-ops (or eltwise ones when both inputs are the result).
+  std::string mapBinary(const Node& node) {
+    const std::string& op = node.op;
+    std::vector<ValueId> ins;
+    for (ValueId v : node.inputs)
+      if (v != kNoValue) ins.push_back(v);
+    if ((op == "Sum" || op == "Mean" || op == "Max" || op == "Min") && ins.size() == 1)
+      return {};  // one operand: the identity
+    if (ins.size() != 2)
+      return nodeLabel(node) + "oneDNN post-ops take two operands, the node has " +
+             std::to_string(ins.size());
+    const size_t pos = ins[0] == result ? 0 : 1;
+    const ValueId other = ins[1 - pos];
+    if (g.value(node.outputs[0]).type.shape != chain.shape)
+      return nodeLabel(node) + "broadcasting grows the result from " +
+             shapeToString(chain.shape) + " to " +
+             shapeToString(g.value(node.outputs[0]).type.shape) +
+             "; a post-op keeps the shape of the result";
+    if (other == result) {  // x op x
+      if (op == "Add" || op == "Sum") eltwise(node, algorithm::eltwise_linear, 2.0f, 0.0f);
+      else if (op == "Mul") eltwise(node, algorithm::eltwise_square);
+      else if (op == "Sub") eltwise(node, algorithm::eltwise_linear, 0.0f, 0.0f);
+      else if (op == "Max" || op == "Min" || op == "Mean") {
+      } else return nodeLabel(node) + op + "(x, x) has no oneDNN post-op";
+      return {};
+    }
+    Operand o = operandOf(request, other);
+    if (!o.present())
+      return nodeLabel(node) + "its other operand '" + g.value(other).name +
+             "' is computed inside the group; a post-op reads only inputs and constants";
+    const bool scalarConst = o.isConstant && o.constant.numElements() == 1;
+    if (op == "Pow") {
+      if (pos != 0 || !scalarConst)
+        return nodeLabel(node) + "only Pow(x, constant scalar) is an eltwise post-op";
+      eltwise(node, algorithm::eltwise_pow, 1.0f, o.constant.toFloats()[0]);
+      return {};
+    }
+    auto bin = [&](algorithm alg, Operand operand) {
+      chain.postOps.push_back(PostOp::binary(alg, std::move(operand), node.name));
+    };
+    if (op == "Add" || op == "Sum") bin(algorithm::binary_add, o);
+    else if (op == "Mean") {
+      bin(algorithm::binary_add, o);
+      eltwise(node, algorithm::eltwise_linear, 0.5f, 0.0f);
+    } else if (op == "Mul") bin(algorithm::binary_mul, o);
+    else if (op == "Max") bin(algorithm::binary_max, o);
+    else if (op == "Min") bin(algorithm::binary_min, o);
+    else if (op == "Sub") {
+      if (pos == 0 && o.isConstant) {  // x - c = x + (-c): foldable into a bias
+        bin(algorithm::binary_add, mapConstant(o, [](float v) { return -v; }));
+      } else if (pos == 0) {
+        bin(algorithm::binary_sub, o);
+      } else {  // o - x = -x + o
+        eltwise(node, algorithm::eltwise_linear, -1.0f, 0.0f);
+        bin(algorithm::binary_add, o);
+      }
+    } else if (op == "Div") {
+      if (pos == 0 && o.isConstant) {  // x / c = x * (1/c): foldable into weights
+        bin(algorithm::binary_mul, mapConstant(o, [](float v) { return 1.0f / v; }));
+      } else if (pos == 0) {
+        bin(algorithm::binary_div, o);
+      } else {  // o / x = x^-1 * o
+        eltwise(node, algorithm::eltwise_pow, 1.0f, -1.0f);
+        bin(algorithm::binary_mul, o);
+      }
+    } else {
+      return nodeLabel(node) + "no oneDNN post-op for " + op;
+    }
+    return {};
+  }
+
+  bool consumesResult(const Node& node) const {
+    return std::find(node.inputs.begin(), node.inputs.end(), result) != node.inputs.end();
+  }
+
+  std::string appendNode(NodeId n) {
+    const Node& node = g.node(n);
+    if (!consumesResult(node))
+      return nodeLabel(node) + "does not consume the result of the nodes before it ('" +
+             g.value(result).name + "'); oneDNN fuses only a chain of post-ops";
+    if (tryGeluErf(result) || trySwish(result))  // composites starting at the result
+      return done.count(n) ? std::string() : appendNode(n);
+    for (size_t i = 1; i < node.outputs.size(); ++i) {
+      const ValueId v = node.outputs[i];
+      if (v != kNoValue && (!g.value(v).consumers.empty() || g.value(v).isGraphOutput))
+        return nodeLabel(node) + "its output '" + g.value(v).name +
+               "' is used; a post-op has one output";
+    }
+    if (node.inputs.size() == 1 || node.op == "Clip" || node.op == "Dropout") {
+      if (node.inputs[0] != result)
+        return nodeLabel(node) + "the result must be its first input";
+      if (!mapUnary(node)) return nodeLabel(node) + "no oneDNN post-op for " + node.op;
+    } else if (node.op == "BatchNormalization") {
+      if (node.inputs[0] != result)
+        return nodeLabel(node) + "the result must be its input X";
+      if (std::string why = mapBatchNorm(node); !why.empty()) return why;
+    } else {
+      if (std::string why = mapBinary(node); !why.empty()) return why;
+    }
+    done.insert(n);
+    result = node.outputs[0];
+    return {};
+  }
+
+  std::string checkTypes() const {
+    std::string why;
+    request.nodes.forEach([&](NodeId n) {
+      const Node& node = g.node(n);
+      auto check = [&](ValueId v) {
+        if (v == kNoValue || !why.empty()) return;
+        const TensorType& t = g.value(v).type;
+        if (t.elementType != ElementType::Float32)
+          why = nodeLabel(node) + "tensor '" + g.value(v).name + "' is " + t.toString() +
+                "; the oneDNN backend runs float32 only";
+      };
+      for (ValueId v : node.inputs) check(v);
+      for (ValueId v : node.outputs) check(v);
+    });
+    return why;
+  }
+
+  std::string run() {
+    const std::vector<NodeId> members = request.members();
+    if (members.empty()) return "empty group";
+    if (request.outputs.size() != 1)
+      return "the group " + request.toString() + " has " + std::to_string(request.outputs.size()) +
+             " outputs; a oneDNN kernel has one";
+    if (std::string why = checkTypes(); !why.empty()) return why;
+    const Node& first = g.node(members[0]);
+    if (isAnchorOp(first.op)) {
+      chain.anchor = members[0];
+      for (size_t i = 1; i < first.outputs.size(); ++i) {
+        const ValueId v = first.outputs[i];
+        if (v != kNoValue && (!g.value(v).consumers.empty() || g.value(v).isGraphOutput))
+          return nodeLabel(first) + "its output '" + g.value(v).name +
+                 "' is used; oneDNN computes only the first output of " + first.op;
+      }
+      done.insert(members[0]);
+      result = first.outputs[0];
+    } else {
+      // Elementwise ops alone: the chain starts at an input with the output's shape.
+      const Shape& outShape = g.value(first.outputs[0]).type.shape;
+      for (ValueId v : first.inputs) {
+        if (v == kNoValue) continue;
+        Operand o = operandOf(request, v);
+        if (o.inputIndex >= 0 && o.shape == outShape) {
+          chain.source = o;
+          result = v;
+          break;
+        }
+      }
+      if (result == kNoValue)
+        return nodeLabel(first) + "no input of it is a non-constant tensor of the output's shape " +
+               shapeToString(outShape) + " (oneDNN broadcasts only the second operand)";
+    }
+    chain.shape = g.value(result).type.shape;
+    for (NodeId n : members) {
+      if (done.count(n)) continue;
+      if (std::string why = appendNode(n); !why.empty()) return why;
+    }
+    if (result != request.outputs[0])
+      return "the group's output '" + g.value(request.outputs[0]).name +
+             "' is not the end of its chain of ops";
+    if (chain.anchor == kNoNode && chain.postOps.empty())
+      return "the group " + request.toString() + " computes nothing (identity ops only)";
+    chain.output = result;
+    return {};
+  }
+};
+
+}  // namespace
+
+ChainAnalysis analyzeChain(const KernelRequest& request) {
+  ChainAnalysis a;
+  Walker w{request, *request.graph, a.chain, {}, kNoValue};
+  try {
+    a.refusal = w.run();
+  } catch (const Error& e) {  // a malformed attribute: not a kernel we can build
+    a.refusal = e.what();
+  }
+  return a;
+}
+
+}  // namespace collage::onednn

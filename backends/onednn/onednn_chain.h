@@ -1,0 +1,75 @@
+// Lowering a group of nodes for oneDNN, step one: read the group as one
+// oneDNN primitive (the anchor) followed by a chain of post-ops.
+//
+// The analysis is generic over the group, not a table of patterns: it walks
+// the nodes in topological order; the first is the anchor (Conv, MatMul,
+// pooling, a normalisation, Softmax, ...) or, for a group of elementwise ops
+// alone, the group's input is the start; every later node must consume the
+// running result and map to eltwise or binary post-ops. A composition nobody
+// listed (Conv then Sigmoid then Mul by a tensor) therefore runs as soon as a
+// spec pattern names it. The second step (onednn_kernel.cc) turns the chain
+// into primitives, folding what it can into the anchor's weights.
+#pragma once
+
+#include <dnnl.hpp>
+
+#include <string>
+#include <vector>
+
+#include "core/backend.h"
+
+namespace collage::onednn {
+
+// A tensor the kernel reads: a constant of the graph (taken at compile time)
+// or one of the request's inputs (bound at run time).
+struct Operand {
+  bool isConstant = false;
+  Tensor constant;      // when isConstant (shares the graph's storage)
+  int inputIndex = -1;  // position in KernelRequest::inputs otherwise
+  Shape shape;
+  bool present() const { return isConstant || inputIndex >= 0; }
+};
+
+struct PostOp {
+  enum class Kind { Eltwise, Binary };
+  Kind kind = Kind::Eltwise;
+  dnnl::algorithm alg = dnnl::algorithm::undef;
+  float alpha = 0.0f;  // Eltwise parameters (oneDNN's meaning per algorithm)
+  float beta = 0.0f;
+  Operand operand;     // Binary: result = result <alg> operand (numpy broadcasting)
+  std::string node;    // the node it comes from, for messages
+
+  static PostOp eltwise(dnnl::algorithm alg, float alpha, float beta, std::string node);
+  static PostOp binary(dnnl::algorithm alg, Operand operand, std::string node);
+};
+
+// anchor <post-op> <post-op> ... -> output.
+struct FusedChain {
+  // The anchor node; kNoNode for a group of elementwise ops only, whose
+  // post-ops then apply to `source`.
+  NodeId anchor = kNoNode;
+  Operand source;             // elementwise groups: the value the chain starts from
+  std::vector<PostOp> postOps;
+  Shape shape;                // of the running result (the output)
+  ValueId output = kNoValue;
+
+  std::string describe(const Graph& graph) const;  // "Conv + eltwise_relu + binary_add"
+};
+
+// Either a chain or the reason the group is not one oneDNN can run.
+struct ChainAnalysis {
+  FusedChain chain;
+  std::string refusal;
+  bool ok() const { return refusal.empty(); }
+};
+
+ChainAnalysis analyzeChain(const KernelRequest& request);
+
+// The operand for value `v` of the request's graph: a constant or one of the
+// request's inputs; not present for kNoValue or a value made inside the group.
+Operand operandOf(const KernelRequest& request, ValueId v);
+
+// Ops the analysis accepts as an anchor (the first node of a group).
+bool isAnchorOp(const std::string& op);
+
+}  // namespace collage::onednn
