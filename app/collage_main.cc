@@ -40,6 +40,8 @@ int main(int argc, char** argv) {
   };
   add(cli::addInspectCommand);
   add(cli::addRunCommand);
+  add(cli::addCandidatesCommand);
+  add(cli::addSpecCommand);
 
   CLI11_PARSE(app, argc, argv);
   try {

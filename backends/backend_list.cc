@@ -1,5 +1,6 @@
 #include "backends/backend_list.h"
 
+#include <algorithm>
 #include <functional>
 #include <utility>
 
@@ -31,6 +32,44 @@ std::unique_ptr<Backend> createBackend(const std::string& name) {
   for (const auto& [n, factory] : factories())
     if (n == name) return factory();
   return nullptr;
+}
+
+}  // namespace collage
+
+namespace collage {
+
+std::vector<BackendCapabilities> BackendSet::capabilities() const {
+  std::vector<BackendCapabilities> caps;
+  for (size_t i = 0; i < specs.size(); ++i)
+    caps.push_back(BackendCapabilities{&specs[i], backends[i] ? backends[i]->codeRule() : nullptr});
+  return caps;
+}
+
+Backend* BackendSet::find(const std::string& name) const {
+  for (size_t i = 0; i < specs.size(); ++i)
+    if (specs[i].name == name) return backends[i].get();
+  return nullptr;
+}
+
+BackendSet loadBackendSet(const std::vector<std::string>& names,
+                          const std::string& userPatternsPath) {
+  BackendSet set;
+  std::vector<BackendSpec> all = loadAllSpecs(&set.warnings, userPatternsPath);
+  std::vector<std::string> wanted = names.empty() ? builtinBackendNames() : names;
+  for (const auto& name : wanted) {
+    auto spec = std::find_if(all.begin(), all.end(), [&](const BackendSpec& s) { return s.name == name; });
+    std::unique_ptr<Backend> backend = createBackend(name);
+    if (spec == all.end() || !backend) {
+      std::string known;
+      for (const auto& n : builtinBackendNames()) known += (known.empty() ? "" : ", ") + n;
+      std::string why = spec == all.end() ? "no spec file for it loaded" : "no such backend is built in";
+      for (const auto& w : set.warnings) why += "\n  " + w;
+      throw Error("backend '" + name + "': " + why + " (known backends: " + known + ")");
+    }
+    set.specs.push_back(*spec);
+    set.backends.push_back(std::move(backend));
+  }
+  return set;
 }
 
 }  // namespace collage

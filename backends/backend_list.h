@@ -16,3 +16,27 @@ std::vector<std::string> builtinBackendNames();
 std::unique_ptr<Backend> createBackend(const std::string& name);
 
 }  // namespace collage
+
+#include "core/backend_spec.h"
+#include "core/candidate.h"
+
+namespace collage {
+
+// A chosen set of backends: their specs (user patterns merged), the backend
+// objects, and what enumeration needs. Shared by the CLI and the app.
+struct BackendSet {
+  std::vector<BackendSpec> specs;
+  std::vector<std::unique_ptr<Backend>> backends;  // same order as specs
+  std::vector<std::string> warnings;               // spec files that did not load
+
+  std::vector<BackendCapabilities> capabilities() const;
+  Backend* find(const std::string& name) const;
+};
+
+// Loads the named backends (all built-in ones when `names` is empty). An
+// unknown name or a backend whose spec did not load is an Error listing the
+// known ones.
+BackendSet loadBackendSet(const std::vector<std::string>& names = {},
+                          const std::string& userPatternsPath = UserPatternStore::defaultPath());
+
+}  // namespace collage

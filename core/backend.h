@@ -17,6 +17,7 @@
 
 #include "core/graph.h"
 #include "core/node_set.h"
+#include "core/pattern_rule.h"
 
 namespace collage {
 
@@ -80,6 +81,9 @@ class Backend {
   virtual BackendKind kind() const { return BackendKind::OpLibrary; }
   // Compiles a group; an unsupported combination is a refusal, never a crash.
   virtual CompileResult compile(const KernelRequest& request) = 0;
+  // A pattern rule written in C++ (opRule/fusionRule), for capabilities too
+  // rich for the spec file's declarative [rule]; null for most backends.
+  virtual std::shared_ptr<const PatternRule> codeRule() const { return nullptr; }
 };
 
 }  // namespace collage

@@ -36,6 +36,14 @@ bool isNondeterministic(const std::string& op) {
          op == "RandomUniformLike" || op == "Multinomial" || op == "Bernoulli";
 }
 
+// Data inputs whose VALUES decide the output shape. Collage's shapes are
+// static, so these must be constant (the node is then folded away).
+std::vector<int> valueShapedInputs(const std::string& op) {
+  if (op == "ConstantOfShape") return {0};
+  if (op == "Range") return {0, 1, 2};
+  return {};
+}
+
 // The op a default-domain node becomes in the canonical form.
 std::string canonicalOp(const std::string& op) { return op == "Upsample" ? "Resize" : op; }
 
@@ -660,9 +668,8 @@ void Importer::finishNode(Node node) {
                   " outputs, the op defines " + std::to_string(outTypes.size()));
     values_[static_cast<size_t>(node.outputs[i])].type = outTypes[i];
   }
-  for (ValueId v : node.outputs)
-    if (v != kNoValue) checkDeclaredType(node, v);
-
+  // Declared types are checked after folding: a folded value's type comes
+  // from the computed tensor (ConstantOfShape's shape is only known then).
   bool foldable = options_.foldConstants && !isNondeterministic(node.op);
   for (ValueId v : node.inputs)
     if (v != kNoValue && !values_[static_cast<size_t>(v)].constant) foldable = false;
@@ -684,10 +691,13 @@ void Importer::finishNode(Node node) {
         WValue& val = values_[static_cast<size_t>(node.outputs[i])];
         val.constant = std::move((*out)[i]);
         val.type = val.constant->type();
+        checkDeclaredType(node, node.outputs[i]);
       }
       return;
     }
   }
+  for (ValueId v : node.outputs)
+    if (v != kNoValue) checkDeclaredType(node, v);
   const int index = static_cast<int>(nodes_.size());
   for (ValueId v : node.outputs)
     if (v != kNoValue) values_[static_cast<size_t>(v)].producer = index;
@@ -744,6 +754,17 @@ void Importer::importNode(const onnx::NodeProto& proto, int index) {
   }
   const OpSchema& schema = OpRegistry::instance().get(node.op);
   applyConstInputs(node, onnxOp, schema);
+  for (int i : valueShapedInputs(node.op)) {
+    if (i >= static_cast<int>(node.inputs.size()) || node.inputs[static_cast<size_t>(i)] == kNoValue)
+      continue;
+    const WValue& val = values_[static_cast<size_t>(node.inputs[static_cast<size_t>(i)])];
+    if (!val.constant)
+      throw Error(label(node) + "the output shape depends on the values of input " +
+                  std::to_string(i) + " ('" + val.name +
+                  "'), which must be a constant: an initializer, a Constant, or computed from "
+                  "them and static shapes" +
+                  (val.isInput ? std::string(" (it is a graph input: bind it to a value)") : ""));
+  }
   const bool coerced2d =
       (node.op == "Softmax" || node.op == "LogSoftmax" || node.op == "Hardmax") && opset_ < 13;
   if (coerced2d && rewriteCoercedSoftmax(node)) return;
@@ -846,7 +867,7 @@ bool isImportableOp(const std::string& op, bool foldConstants) {
 std::vector<int> constInputSlots(const std::string& op, int64_t opset) {
   const OpSchema* schema = OpRegistry::instance().find(canonicalOp(op));
   if (!schema) return {};
-  std::vector<int> out;
+  std::vector<int> out = valueShapedInputs(canonicalOp(op));
   for (const auto& c : constSlotsFor(op, opset, *schema)) out.push_back(c.index);
   return out;
 }

@@ -54,7 +54,8 @@ bool isOnnxDefaultDomain(const std::string& domain);
 // importer itself resolves it (Constant; Shape and Size when folding).
 bool isImportableOp(const std::string& op, bool foldConstants = true);
 // ONNX input positions of a default-domain `op` at `opset` that must be
-// constant (they become attributes). Lets a test harness bind such graph
+// constant: they become attributes, or their values decide the output shape
+// (ConstantOfShape, Range: such nodes are folded). Lets a test harness bind such graph
 // inputs with ImportOptions::constantInputs.
 std::vector<int> constInputSlots(const std::string& op, int64_t opset);
 

@@ -1,7 +1,6 @@
 #include "core/pattern_matcher.h"
 
 #include <algorithm>
-#include <functional>
 #include <set>
 
 namespace collage {
@@ -153,7 +152,19 @@ bool typeSatisfies(const TensorType& t, const TypeConstraint& c) {
 // and pops, so every way the pattern can match is visited once.
 class MatchSearch {
  public:
-  using Cont = std::function<void()>;
+  // A non-owning callable reference: continuations live on the stack of the
+  // caller for exactly the duration of the call, so std::function's heap
+  // allocations would be pure overhead here.
+  class Cont {
+   public:
+    template <class F>
+    Cont(const F& f) : obj_(&f), call_([](const void* o) { (*static_cast<const F*>(o))(); }) {}
+    void operator()() const { call_(obj_); }
+
+   private:
+    const void* obj_;
+    void (*call_)(const void*);
+  };
 
   MatchSearch(const Graph& graph, NodeId root, std::vector<PatternMatch>& out)
       : graph_(graph), root_(root), out_(out), firstOut_(out.size()) {}

@@ -1,9 +1,43 @@
-#include "core/backend.h"
+#include "backends/onednn/onednn_backend.h"
+
+#include <dnnl.hpp>
+
+#include "backends/onednn/onednn_chain.h"
+#include "backends/onednn/onednn_kernel.h"
 
 namespace collage {
 
-std::unique_ptr<Backend> createNativeBackendPlaceholder();
+namespace {
 
-std::unique_ptr<Backend> createOneDnnBackend() { return nullptr; }
+class OneDnnBackend final : public Backend {
+ public:
+  OneDnnBackend() : context_(std::make_shared<onednn::Context>()) {}
+
+  std::string name() const override { return "onednn"; }
+
+  std::string version() const override {
+    const dnnl_version_t* v = dnnl_version();
+    return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+           std::to_string(v->patch) + " (" + v->hash + ")";
+  }
+
+  CompileResult compile(const KernelRequest& request) override {
+    const onednn::ChainAnalysis analysis = onednn::analyzeChain(request);
+    if (!analysis.ok()) return CompileResult::refuse(analysis.refusal);
+    return onednn::lowerChain(context_, request, analysis.chain);
+  }
+
+ private:
+  std::shared_ptr<onednn::Context> context_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> createOneDnnBackend() { return std::make_unique<OneDnnBackend>(); }
+
+std::string describeOneDnnKernel(const Kernel& kernel) {
+  const auto* k = dynamic_cast<const onednn::OneDnnKernel*>(&kernel);
+  return k ? k->describe() : std::string();
+}
 
 }  // namespace collage

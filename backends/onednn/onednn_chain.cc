@@ -394,7 +394,17 @@ struct Walker {
              " outputs; a oneDNN kernel has one";
     if (std::string why = checkTypes(); !why.empty()) return why;
     const Node& first = g.node(members[0]);
-    if (isAnchorOp(first.op)) {
+    // An inference BatchNormalization with constant parameters is a
+    // per-channel multiply-add: lowered as elementwise ops, it takes any chain
+    // of post-ops (oneDNN's own primitive fuses only a Relu).
+    bool anchor = isAnchorOp(first.op);
+    if (first.op == "BatchNormalization") {
+      bool constParams = first.inputs.size() >= 5;
+      for (size_t i = 1; constParams && i < 5; ++i)
+        constParams = first.inputs[i] != kNoValue && g.value(first.inputs[i]).isConstant();
+      anchor = !constParams;
+    }
+    if (anchor) {
       chain.anchor = members[0];
       for (size_t i = 1; i < first.outputs.size(); ++i) {
         const ValueId v = first.outputs[i];

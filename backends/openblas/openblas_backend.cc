@@ -57,7 +57,7 @@ class Lowering {
 
     const Node& anchor = g_.node(members_.front());
     if (anchor.outputs.empty() || anchor.outputs[0] == kNoValue)
-      refuse(anchor, "has no output");
+      refuse(anchor, "the anchor has no output");
     shape_ = g_.value(anchor.outputs[0]).type.shape;
     epilogue_ = Epilogue(shape_);
     registerOf_[anchor.outputs[0]] = 0;
@@ -294,7 +294,7 @@ class Lowering {
   void lowerEpilogueNode(const Node& node) {
     int produced = 0;
     for (ValueId v : node.outputs) produced += v != kNoValue;
-    if (produced != 1 || node.outputs[0] == kNoValue) refuse(node, "must have exactly one output");
+    if (produced != 1 || node.outputs[0] == kNoValue) refuse(node, "an epilogue node must have exactly one output");
     const ValueId out = node.outputs[0];
     if (shapeOf(out) != shape_)
       refuse(node, "its result " + g_.value(out).type.toString() + " is not the anchor's output shape " +
@@ -319,7 +319,7 @@ class Lowering {
       op = jt->second;
       arity = 1;
     } else {
-      refuse(node, "is not an elementwise op that OpenBLAS kernels can apply to a product's output "
+      refuse(node, "not an elementwise op that OpenBLAS kernels can apply to a product's output "
                    "(they take Add, Sub, Mul, Div, Relu, LeakyRelu, Clip, Sigmoid, Tanh, HardSwish, "
                    "HardSigmoid, Elu, Erf, Gelu, Identity)");
     }
@@ -351,7 +351,7 @@ class Lowering {
 
     std::vector<Epilogue::Arg> args;
     for (ValueId v : node.inputs) {
-      if (v == kNoValue) refuse(node, "has an absent input");
+      if (v == kNoValue) refuse(node, "an epilogue input is absent");
       if (auto it = registerOf_.find(v); it != registerOf_.end()) {
         args.push_back(Epilogue::Arg::reg(it->second));
       } else {

@@ -6,7 +6,7 @@
 //
 // Dimensions of size 1 are dropped and adjacent dimensions that every operand
 // walks contiguously are merged, so that the innermost loop is as long as
-// possible: adding a [C,1,1] bias to [N,C,H,W] becomes [N*C, H*W] with the
+// possible: adding a [C,1,1] bias to [N,C,H,W] becomes [N, C, H*W] with the
 // bias's inner stride 0, and equal shapes become one flat row.
 #pragma once
 

@@ -40,11 +40,12 @@ auto plain(F f) {
 
 template <unsigned Set, class Maker>
 void addUnary(OpRegistry& r, const std::string& name, std::vector<AttributeSpec> attrs,
-              Maker maker) {
+              Maker maker, std::vector<ConstInput> constInputs = {}) {
   OpSchema s;
   s.name = name;
   s.kind = OpKind::ElemWise;
   s.attributes = std::move(attrs);
+  s.constInputs = std::move(constInputs);
   s.infer = [](const Node& node, const Types& in) {
     requireTypeIn(node, Set, in[0].elementType);
     return Types{in[0]};
@@ -175,7 +176,8 @@ void registerUnaryOps(OpRegistry& r) {
                          if (v > hi) v = hi;
                          return static_cast<T>(v);
                        };
-                     });
+                     },
+                     {{1, "min", AttributeType::Float}, {2, "max", AttributeType::Float}});
 }
 
 // ---------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-// Pad and Resize (and the deprecated Upsample, which is a Resize with
-// asymmetric coordinates).
+// Pad and Resize. (The importer rewrites the deprecated Upsample and
+// Resize-10 into Resize with asymmetric coordinates and floor rounding.)
 //
 // Resize is computed as separable 1-D passes, innermost axis first, which is
 // exactly how the ONNX reference defines n-dimensional interpolation (it
@@ -193,9 +193,9 @@ enum class CoordMode {
   TfHalfPixelForNn,
   TfCropAndResize,
 };
-enum class NearestMode { RoundPreferFloor, RoundPreferCeil, Floor, Ceil, Simple };
+enum class NearestMode { RoundPreferFloor, RoundPreferCeil, Floor, Ceil };
 
-// Everything a Resize (or Upsample) needs, resolved per dimension.
+// Everything a Resize needs, resolved per dimension.
 struct ResizeSpec {
   ResizeMode mode = ResizeMode::Nearest;
   CoordMode coord = CoordMode::HalfPixel;
@@ -311,32 +311,6 @@ ResizeSpec resizeSpec(const Node& node, const TensorType& x) {
   return s;
 }
 
-// Upsample (opset 7-9): scales for every dimension, asymmetric coordinates,
-// nearest rounds down when enlarging (up when shrinking), as ONNX Runtime does.
-ResizeSpec upsampleSpec(const Node& node, const TensorType& x) {
-  requireFloat32(node, x);
-  ResizeSpec s;
-  const std::string mode = node.attrs.getString("mode", "nearest");
-  if (mode == "nearest") s.mode = ResizeMode::Nearest;
-  else if (mode == "linear" || mode == "bilinear") s.mode = ResizeMode::Linear;
-  else throw Error(nodeLabel(node) + "unknown mode '" + mode + "'");
-  s.coord = CoordMode::Asymmetric;
-  s.nearest = NearestMode::Simple;
-  const std::vector<double> scales = toDoubles(node.attrs.getFloats("scales", {}));
-  if (static_cast<int64_t>(scales.size()) != x.rank())
-    throw Error(nodeLabel(node) + "scales must have one value per dimension of " +
-                shapeToString(x.shape));
-  s.input = s.output = x.shape;
-  s.scales = scales;
-  s.roiStart.assign(scales.size(), 0.0);
-  s.roiEnd.assign(scales.size(), 1.0);
-  for (size_t i = 0; i < scales.size(); ++i) {
-    if (!(scales[i] > 0)) throw Error(nodeLabel(node) + "scales must be positive");
-    s.output[i] = static_cast<int64_t>(std::floor(static_cast<double>(x.shape[i]) * scales[i]));
-  }
-  return s;
-}
-
 // Taps of one output position along one axis.
 struct Taps {
   int64_t index[4];
@@ -410,7 +384,6 @@ std::vector<Taps> axisTaps(const ResizeSpec& s, size_t d) {
           case NearestMode::RoundPreferCeil: up = frac >= 0.5; break;
           case NearestMode::Floor: up = false; break;
           case NearestMode::Ceil: up = frac > 0; break;
-          case NearestMode::Simple: up = s.scales[d] < 1 && frac > 0; break;
         }
         t.count = 1;
         t.index[0] = clampIndex(i0 + (up ? 1 : 0));
@@ -521,15 +494,6 @@ void runResize(const Node& node, const std::vector<const Tensor*>& in,
   runResizeSpec(resizeSpec(node, in[0]->type()), *in[0], *out[0]);
 }
 
-std::vector<TensorType> inferUpsample(const Node& node, const std::vector<TensorType>& in) {
-  return {TensorType{ElementType::Float32, upsampleSpec(node, in.at(0)).output}};
-}
-
-void runUpsample(const Node& node, const std::vector<const Tensor*>& in,
-                 const std::vector<Tensor*>& out) {
-  runResizeSpec(upsampleSpec(node, in[0]->type()), *in[0], *out[0]);
-}
-
 double resizeFlops(const Node& node, const std::vector<TensorType>&,
                    const std::vector<TensorType>& out) {
   const std::string mode = node.attrs.getString("mode", "nearest");
@@ -585,20 +549,6 @@ void registerSpatialOps(OpRegistry& r) {
   resize.reference = runResize;
   resize.flops = resizeFlops;
   r.add(std::move(resize));
-
-  // Deprecated since opset 10; still found in older models.
-  OpSchema upsample;
-  upsample.name = "Upsample";
-  upsample.kind = OpKind::Injective;
-  upsample.attributes = {
-      {"mode", AttributeType::String, Attribute(std::string("nearest"))},
-      {"scales", AttributeType::Floats, std::nullopt, true},
-  };
-  upsample.constInputs = {{1, "scales", AttributeType::Floats}};
-  upsample.infer = inferUpsample;
-  upsample.reference = runUpsample;
-  upsample.flops = resizeFlops;
-  r.add(std::move(upsample));
 }
 
 }  // namespace collage

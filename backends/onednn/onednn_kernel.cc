@@ -1,0 +1,764 @@
+#include "backends/onednn/onednn_kernel.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <type_traits>
+
+#include "core/conv_geometry.h"
+#include "core/ops/op_helpers.h"
+#include "core/threading.h"
+
+namespace collage::onednn {
+
+using dnnl::algorithm;
+using dnnl::memory;
+using dnnl::prop_kind;
+using Args = std::unordered_map<int, memory>;
+
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+memory::dims dimsOf(const Shape& s) {
+  if (s.empty()) return {1};  // oneDNN has no rank-0 tensors; a scalar is [1]
+  return memory::dims(s.begin(), s.end());
+}
+
+memory::dims rowMajorStrides(const memory::dims& d) {
+  memory::dims s(d.size(), 1);
+  for (size_t i = d.size(); i-- > 1;) s[i - 1] = s[i] * d[i];
+  return s;
+}
+
+// Plain row-major float32: the layout of every tensor at a kernel boundary.
+// (memory::dims and Shape are the same type; a rank-0 shape becomes [1].)
+memory::desc plainDesc(const memory::dims& d) {
+  const memory::dims dims = dimsOf(d);
+  return memory::desc(dims, memory::data_type::f32, rowMajorStrides(dims));
+}
+
+memory::desc anyDesc(const memory::dims& d) {
+  return memory::desc(d, memory::data_type::f32, memory::format_tag::any);
+}
+
+// `s` with leading 1s up to `rank` dimensions (numpy broadcasting alignment).
+Shape padTo(const Shape& s, size_t rank) {
+  Shape r(rank > s.size() ? rank - s.size() : 0, 1);
+  r.insert(r.end(), s.begin(), s.end());
+  return r;
+}
+
+bool isRef(const dnnl::primitive_desc& pd) {
+  return std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
+}
+
+std::string kindName(dnnl::primitive::kind k) {
+  switch (k) {
+    case dnnl::primitive::kind::reorder: return "reorder";
+    case dnnl::primitive::kind::convolution: return "convolution";
+    case dnnl::primitive::kind::deconvolution: return "deconvolution";
+    case dnnl::primitive::kind::eltwise: return "eltwise";
+    case dnnl::primitive::kind::softmax_v2: return "softmax";
+    case dnnl::primitive::kind::pooling_v2: return "pooling";
+    case dnnl::primitive::kind::batch_normalization: return "batch_normalization";
+    case dnnl::primitive::kind::layer_normalization: return "layer_normalization";
+    case dnnl::primitive::kind::binary: return "binary";
+    case dnnl::primitive::kind::matmul: return "matmul";
+    default: return "primitive";
+  }
+}
+
+// Which layout a convolution computes in. The kernel's boundary is always
+// plain (NCHW); `Blocked` lets oneDNN pick its preferred layout for src and
+// dst (nChw8c on AVX2) and reorders around the primitive, `Plain` runs the
+// primitive on NCHW directly.
+enum class ConvLayout { Auto, Plain, Blocked };
+
+ConvLayout convLayoutSetting() {
+  const char* v = std::getenv("COLLAGE_ONEDNN_CONV_LAYOUT");
+  if (!v) return ConvLayout::Auto;
+  const std::string s(v);
+  if (s == "plain") return ConvLayout::Plain;
+  if (s == "blocked") return ConvLayout::Blocked;
+  return ConvLayout::Auto;
+}
+
+// The combined affine map of leading post-ops that multiply or add a constant
+// varying along one dimension (the output channel) only:
+// result * scale[c] + shift[c]. Anchors with constant weights take it into
+// their weights and bias, which removes those post-ops altogether.
+struct Fold {
+  size_t count = 0;  // leading post-ops folded
+  bool scales = false, shifts = false;
+  std::vector<float> scale, shift;
+};
+
+Fold foldLeading(const std::vector<PostOp>& ops, const Shape& dst, size_t channelDim,
+                 bool allowMul, bool allowAdd) {
+  Fold f;
+  const int64_t C = dst[channelDim];
+  f.scale.assign(static_cast<size_t>(C), 1.0f);
+  f.shift.assign(static_cast<size_t>(C), 0.0f);
+  for (const PostOp& p : ops) {
+    if (p.kind != PostOp::Kind::Binary || !p.operand.isConstant) break;
+    const bool mul = p.alg == algorithm::binary_mul, add = p.alg == algorithm::binary_add;
+    if (!(mul && allowMul) && !(add && allowAdd)) break;
+    if (p.operand.shape.size() > dst.size()) break;
+    const Shape s = padTo(p.operand.shape, dst.size());
+    bool perChannel = true;
+    for (size_t i = 0; i < s.size(); ++i)
+      if (s[i] != 1 && !(i == channelDim && s[i] == C)) perChannel = false;
+    if (!perChannel) break;
+    const std::vector<float> v = p.operand.constant.toFloats();
+    for (int64_t c = 0; c < C; ++c) {
+      const float x = v[v.size() == 1 ? 0 : static_cast<size_t>(c)];
+      if (mul) {
+        f.scale[c] *= x;
+        f.shift[c] *= x;
+      } else {
+        f.shift[c] += x;
+      }
+    }
+    f.scales = f.scales || mul;
+    f.shifts = f.shifts || add || (mul && f.shifts);
+    ++f.count;
+  }
+  return f;
+}
+
+// Scalar-constant binary post-ops as eltwise ones: cheaper, and they need no
+// operand memory.
+std::vector<PostOp> simplified(std::vector<PostOp> ops) {
+  for (PostOp& p : ops) {
+    if (p.kind != PostOp::Kind::Binary || !p.operand.isConstant ||
+        p.operand.constant.numElements() != 1)
+      continue;
+    const float c = p.operand.constant.toFloats()[0];
+    switch (p.alg) {
+      case algorithm::binary_add: p = PostOp::eltwise(algorithm::eltwise_linear, 1.0f, c, p.node); break;
+      case algorithm::binary_sub: p = PostOp::eltwise(algorithm::eltwise_linear, 1.0f, -c, p.node); break;
+      case algorithm::binary_mul: p = PostOp::eltwise(algorithm::eltwise_linear, c, 0.0f, p.node); break;
+      case algorithm::binary_max: p = PostOp::eltwise(algorithm::eltwise_clip_v2, c, kInf, p.node); break;
+      case algorithm::binary_min: p = PostOp::eltwise(algorithm::eltwise_clip_v2, -kInf, c, p.node); break;
+      default: break;  // Div by a constant was turned into Mul by the analysis
+    }
+  }
+  return ops;
+}
+
+struct Refusal {
+  std::string reason;
+};
+
+class Builder {
+ public:
+  Builder(std::shared_ptr<Context> context, const KernelRequest& request, const FusedChain& chain)
+      : context_(std::move(context)),
+        request_(request),
+        g_(*request.graph),
+        chain_(chain),
+        kernel_(std::make_unique<OneDnnKernel>(context_)) {}
+
+  std::unique_ptr<Kernel> build() {
+    if (chain_.anchor == kNoNode) {
+      buildElementwise();
+    } else {
+      const std::string& op = g_.node(chain_.anchor).op;
+      if (op == "Conv") buildConv(false);
+      else if (op == "ConvTranspose") buildConv(true);
+      else if (op == "MatMul" || op == "Gemm") buildMatMul(op == "Gemm");
+      else if (op == "MaxPool" || op == "AveragePool" || op == "GlobalMaxPool" ||
+               op == "GlobalAveragePool")
+        buildPool();
+      else if (op == "BatchNormalization") buildBatchNorm();
+      else if (op == "LayerNormalization") buildLayerNorm();
+      else if (op == "Softmax" || op == "LogSoftmax") buildSoftmax(op == "LogSoftmax");
+      else refuse("no oneDNN lowering for " + op);
+    }
+    return std::move(kernel_);
+  }
+
+ private:
+  [[noreturn]] void refuse(const std::string& why) const { throw Refusal{why}; }
+  std::string anchorLabel() const { return nodeLabel(g_.node(chain_.anchor)); }
+  const dnnl::engine& engine() const { return context_->engine; }
+
+  // ---- memories
+
+  memory bound(const memory::desc& md, int index, bool output) {
+    memory m(md, engine(), DNNL_MEMORY_NONE);
+    kernel_->bindings.push_back({m, output, index});
+    return m;
+  }
+  memory owned(const memory::desc& md) {
+    memory m(md, engine());
+    kernel_->owned.push_back(m);
+    return m;
+  }
+  memory constant(const memory::desc& md, const void* data) {
+    memory m = owned(md);
+    std::memcpy(m.get_data_handle(), data, md.get_size());
+    return m;
+  }
+  // A constant given in layout `from`, stored in the layout `to` the primitive wants.
+  memory reorderedConstant(const memory::desc& from, const void* data, const memory::desc& to) {
+    if (from == to) return constant(to, data);
+    memory src(from, engine(), const_cast<void*>(data));
+    memory dst = owned(to);
+    dnnl::reorder(src, dst).execute(context_->stream, src, dst);
+    context_->stream.wait();
+    return dst;
+  }
+  memory operand(const Operand& o, const memory::desc& md) {
+    COLLAGE_CHECK(o.present(), "operand without a source");
+    return o.isConstant ? constant(md, o.constant.raw()) : bound(md, o.inputIndex, false);
+  }
+  // A primitive's source: the caller's plain buffer, reordered first if the
+  // primitive wants another layout.
+  memory source(const Operand& o, const memory::desc& plain, const memory::desc& want) {
+    if (plain == want) return operand(o, plain);
+    if (o.isConstant) return reorderedConstant(plain, o.constant.raw(), want);
+    memory user = operand(o, plain);
+    memory internal = owned(want);
+    addStep(dnnl::reorder::primitive_desc(user, internal), {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, internal}});
+    return internal;
+  }
+
+  template <class PD>
+  void addStep(const PD& pd, Args args) {
+    const memory::desc scratch = pd.scratchpad_desc();
+    if (scratch.get_size() > 0) args[DNNL_ARG_SCRATCHPAD] = owned(scratch);
+    dnnl::primitive p;
+    if constexpr (std::is_same_v<PD, dnnl::reorder::primitive_desc>) p = dnnl::reorder(pd);
+    else p = dnnl::primitive(pd);
+    kernel_->steps.push_back({p, std::move(args),
+                              kindName(pd.get_kind()) + "(" + pd.impl_info_str() + ")"});
+  }
+
+  // Runs `pd` with `args` (DNNL_ARG_DST added) writing the kernel's output,
+  // through an internal buffer and a reorder if the primitive's dst layout
+  // is not plain.
+  template <class PD>
+  void addMainStep(const PD& pd, Args args, const std::vector<PostOp>& ops) {
+    const memory::desc plain = plainDesc(chain_.shape);
+    bindPostOps(ops, args);
+    const memory::desc dstMd = pd.dst_desc();
+    if (dstMd == plain) {
+      args[DNNL_ARG_DST] = bound(plain, 0, true);
+      addStep(pd, std::move(args));
+      return;
+    }
+    memory internal = owned(dstMd);
+    args[DNNL_ARG_DST] = internal;
+    addStep(pd, std::move(args));
+    memory user = bound(plain, 0, true);
+    addStep(dnnl::reorder::primitive_desc(internal, user), {{DNNL_ARG_FROM, internal}, {DNNL_ARG_TO, user}});
+  }
+
+  // ---- post-ops
+
+  memory::desc operandDesc(const PostOp& p) const {
+    return plainDesc(padTo(p.operand.shape, chain_.shape.size()));
+  }
+
+  dnnl::primitive_attr attrFor(const std::vector<PostOp>& ops) const {
+    dnnl::post_ops po;
+    for (const PostOp& p : ops) {
+      if (p.kind == PostOp::Kind::Eltwise) po.append_eltwise(1.0f, p.alg, p.alpha, p.beta);
+      else po.append_binary(p.alg, operandDesc(p));
+    }
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(po);
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // allocated once, at compile
+    return attr;
+  }
+
+  void bindPostOps(const std::vector<PostOp>& ops, Args& args) {
+    for (size_t i = 0; i < ops.size(); ++i)
+      if (ops[i].kind == PostOp::Kind::Binary)
+        args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1] =
+            operand(ops[i].operand, operandDesc(ops[i]));
+  }
+
+  std::string opsText(const std::vector<PostOp>& ops) const {
+    FusedChain c = chain_;
+    c.postOps = ops;
+    return c.describe(g_);
+  }
+
+  Operand input(size_t i) const {
+    const Node& node = g_.node(chain_.anchor);
+    return i < node.inputs.size() ? operandOf(request_, node.inputs[i]) : Operand{};
+  }
+
+  // ---- Conv / ConvTranspose
+
+  void buildConv(bool transpose) {
+    const Node& node = g_.node(chain_.anchor);
+    const Operand x = input(0), w = input(1), b = input(2);
+    const ConvGeometry geo = transpose ? ConvGeometry::convTranspose(node, x.shape, w.shape)
+                                       : ConvGeometry::conv(node, x.shape, w.shape);
+    const size_t k = geo.spatialRank();
+    if (k < 1 || k > 3) refuse(anchorLabel() + std::to_string(k) + " spatial dimensions");
+    const int64_t G = geo.group, OC = geo.outChannels, IC = geo.inChannels;
+    const int64_t KS = geo.kernelSize();
+
+    // Weights as oneDNN sees them ([G,] OC/G, IC/G, k...) over ONNX's memory:
+    // Conv stores [OC, IC/G, k...] (row-major already), ConvTranspose
+    // [IC, OC/G, k...] = [G][IC/G][OC/G][k...].
+    memory::dims wd;
+    if (G > 1) wd.push_back(G);
+    wd.push_back(OC / G);
+    wd.push_back(IC / G);
+    wd.insert(wd.end(), geo.kernel.begin(), geo.kernel.end());
+    memory::dims ws = rowMajorStrides(wd);
+    if (transpose) {
+      const size_t o = G > 1 ? 1 : 0;  // position of the OC/G dimension
+      ws[o] = KS;
+      ws[o + 1] = (OC / G) * KS;
+      if (G > 1) ws[0] = (IC / G) * (OC / G) * KS;
+    }
+    const memory::desc wPlain(wd, memory::data_type::f32, ws);
+
+    const bool biasFoldable = !b.present() || b.isConstant;
+    const Fold fold = foldLeading(chain_.postOps, chain_.shape, 1, w.isConstant && biasFoldable,
+                                  biasFoldable);
+    const std::vector<PostOp> ops = simplified(
+        std::vector<PostOp>(chain_.postOps.begin() + static_cast<std::ptrdiff_t>(fold.count),
+                            chain_.postOps.end()));
+
+    std::vector<float> wData;
+    if (w.isConstant) {
+      wData = w.constant.toFloats();
+      if (fold.scales) {
+        // Output channel of each weight: Conv rows are output channels;
+        // ConvTranspose's are input channels, its second dimension OC/G.
+        for (size_t i = 0; i < wData.size(); ++i) {
+          const int64_t e = static_cast<int64_t>(i);
+          int64_t oc;
+          if (!transpose) {
+            oc = e / ((IC / G) * KS);
+          } else {
+            const int64_t ic = e / ((OC / G) * KS), j = (e / KS) % (OC / G);
+            oc = (ic / (IC / G)) * (OC / G) + j;
+          }
+          wData[i] *= fold.scale[oc];
+        }
+      }
+    }
+    const bool hasBias = b.present() || fold.shifts;
+    std::vector<float> bData;
+    if (hasBias && biasFoldable) {
+      bData = b.present() ? b.constant.toFloats() : std::vector<float>(OC, 0.0f);
+      for (int64_t c = 0; c < OC; ++c) bData[c] = bData[c] * fold.scale[c] + fold.shift[c];
+    }
+
+    memory::dims strides(geo.strides.begin(), geo.strides.end());
+    memory::dims dil, pl(geo.padsBegin.begin(), geo.padsBegin.end()), pr;
+    for (size_t i = 0; i < k; ++i) {
+      dil.push_back(geo.dilations[i] - 1);
+      pr.push_back(geo.padsEnd[i] - geo.outputPadding[i]);
+    }
+
+    const memory::desc srcPlain = plainDesc(x.shape), dstPlain = plainDesc(chain_.shape);
+    const memory::desc wWant = w.isConstant ? anyDesc(wd) : wPlain;
+    const memory::desc biasMd = hasBias ? plainDesc(memory::dims{OC}) : memory::desc();
+    const dnnl::primitive_attr attr = attrFor(ops);
+
+    ConvLayout setting = convLayoutSetting();
+    std::vector<bool> blockedOrder;
+    if (setting == ConvLayout::Plain) blockedOrder = {false};
+    else if (setting == ConvLayout::Blocked) blockedOrder = {true};
+    else blockedOrder = {true, false};
+
+    auto makePd = [&](bool blocked, auto tag) {
+      const memory::desc src = blocked ? anyDesc(dimsOf(x.shape)) : srcPlain;
+      const memory::desc dst = blocked ? anyDesc(dimsOf(chain_.shape)) : dstPlain;
+      using P = decltype(tag);
+      if constexpr (std::is_same_v<P, dnnl::convolution_forward>) {
+        dnnl::convolution_forward::desc d(prop_kind::forward_inference,
+                                          algorithm::convolution_direct, src, wWant, biasMd, dst,
+                                          strides, dil, pl, pr);
+        return dnnl::convolution_forward::primitive_desc(d, attr, engine());
+      } else {
+        dnnl::deconvolution_forward::desc d(prop_kind::forward_inference,
+                                            algorithm::deconvolution_direct, src, wWant, biasMd,
+                                            dst, strides, dil, pl, pr);
+        return dnnl::deconvolution_forward::primitive_desc(d, attr, engine());
+      }
+    };
+    auto finish = [&](const auto& pd) {
+      Args args;
+      args[DNNL_ARG_SRC] = source(x, srcPlain, pd.src_desc());
+      args[DNNL_ARG_WEIGHTS] = w.isConstant
+                                   ? reorderedConstant(wPlain, wData.data(), pd.weights_desc())
+                                   : operand(w, wPlain);
+      if (hasBias)
+        args[DNNL_ARG_BIAS] = biasFoldable ? constant(biasMd, bData.data()) : operand(b, biasMd);
+      addMainStep(pd, std::move(args), ops);
+    };
+    auto pick = [&](auto tag) {
+      using PD = typename decltype(tag)::primitive_desc;
+      PD chosen;
+      bool have = false;
+      std::string error;
+      for (bool blocked : blockedOrder) {
+        try {
+          PD pd = makePd(blocked, tag);
+          // A reference implementation is a last resort: it is correct but
+          // orders of magnitude slower than the JIT ones.
+          if (!have || (isRef(chosen) && !isRef(pd))) {
+            chosen = pd;
+            have = true;
+          }
+          if (!isRef(pd)) break;
+        } catch (const dnnl::error& e) {
+          error = e.what();
+        }
+      }
+      if (!have)
+        refuse(anchorLabel() + "oneDNN cannot run " + opsText(ops) + " (" + geo.toString() +
+               "): " + error);
+      finish(chosen);
+    };
+    if (transpose) pick(dnnl::deconvolution_forward{});
+    else pick(dnnl::convolution_forward{});
+  }
+
+  // ---- MatMul / Gemm
+
+  void buildMatMul(bool gemm) {
+    const Node& node = g_.node(chain_.anchor);
+    const Operand a = input(0), b = input(1), c = gemm ? input(2) : Operand{};
+    const Shape& y = chain_.shape;
+    const size_t r = y.size();
+    if (a.shape.size() < 2 || b.shape.size() < 2)
+      refuse(anchorLabel() + "a 1-D operand (" + shapeToString(a.shape) + " x " +
+             shapeToString(b.shape) + ") has no oneDNN matmul");
+    const bool transA = gemm && node.attrs.getInt("transA", 0) != 0;
+    const bool transB = gemm && node.attrs.getInt("transB", 0) != 0;
+    const int64_t N = y[r - 1];
+
+    // A: transposition is a strided view; B: constants are made [..., K, N]
+    // plain here (so scales can be folded into columns), run-time ones are viewed.
+    memory::desc aMd = plainDesc(padTo(a.shape, r));
+    if (transA) aMd = memory::desc({a.shape[1], a.shape[0]}, memory::data_type::f32, {1, a.shape[1]});
+    Shape bShape = padTo(b.shape, r);
+    std::vector<float> bData;
+    memory::desc bMd = plainDesc(bShape);
+    if (transB) {
+      bShape = {b.shape[1], b.shape[0]};
+      bMd = b.isConstant ? plainDesc(bShape)
+                         : memory::desc({b.shape[1], b.shape[0]}, memory::data_type::f32, {1, b.shape[1]});
+    }
+    if (b.isConstant) {
+      bData = b.constant.toFloats();
+      if (transB) {
+        std::vector<float> t(bData.size());
+        const int64_t rows = b.shape[0], cols = b.shape[1];
+        for (int64_t i = 0; i < rows; ++i)
+          for (int64_t j = 0; j < cols; ++j) t[j * rows + i] = bData[i * cols + j];
+        bData.swap(t);
+      }
+    }
+
+    // Gemm's alpha and beta * C become leading post-ops, so that they fold
+    // into B and the bias like any other scale or shift.
+    std::vector<PostOp> all;
+    if (gemm) {
+      const float alpha = node.attrs.getFloat("alpha", 1.0f);
+      const float beta = node.attrs.getFloat("beta", 1.0f);
+      if (alpha != 1.0f) {
+        Operand s;
+        s.isConstant = true;
+        s.constant = Tensor::scalarFloat(alpha);
+        all.push_back(PostOp::binary(algorithm::binary_mul, s, node.name));
+      }
+      if (c.present() && beta != 0.0f) {
+        Operand cc = c;
+        if (c.isConstant) {
+          cc.constant = c.constant.clone();
+          float* d = cc.constant.data<float>();
+          for (int64_t i = 0; i < cc.constant.numElements(); ++i) d[i] *= beta;
+        } else if (beta != 1.0f) {
+          refuse(anchorLabel() + "a non-constant C with beta != 1");
+        }
+        all.push_back(PostOp::binary(algorithm::binary_add, cc, node.name));
+      }
+    }
+    all.insert(all.end(), chain_.postOps.begin(), chain_.postOps.end());
+
+    const Fold fold = foldLeading(all, y, r - 1, b.isConstant, true);
+    const std::vector<PostOp> ops = simplified(
+        std::vector<PostOp>(all.begin() + static_cast<std::ptrdiff_t>(fold.count), all.end()));
+    if (fold.scales)
+      for (size_t i = 0; i < bData.size(); ++i) bData[i] *= fold.scale[i % N];
+    std::vector<float> biasData;
+    memory::desc biasMd;
+    if (fold.shifts) {
+      biasData = fold.shift;
+      Shape bs(r, 1);
+      bs[r - 1] = N;
+      biasMd = plainDesc(bs);
+    }
+
+    const memory::desc dstMd = plainDesc(y);
+    const memory::desc bWant = b.isConstant ? anyDesc(dimsOf(bShape)) : bMd;
+    try {
+      const dnnl::primitive_attr attr = attrFor(ops);
+      dnnl::matmul::primitive_desc pd =
+          fold.shifts ? dnnl::matmul::primitive_desc(dnnl::matmul::desc(aMd, bWant, biasMd, dstMd),
+                                                     attr, engine())
+                      : dnnl::matmul::primitive_desc(dnnl::matmul::desc(aMd, bWant, dstMd), attr,
+                                                     engine());
+      Args args;
+      args[DNNL_ARG_SRC] = operand(a, aMd);
+      args[DNNL_ARG_WEIGHTS] = b.isConstant ? reorderedConstant(bMd, bData.data(), pd.weights_desc())
+                                            : operand(b, bMd);
+      if (fold.shifts) args[DNNL_ARG_BIAS] = constant(biasMd, biasData.data());
+      addMainStep(pd, std::move(args), ops);
+    } catch (const dnnl::error& e) {
+      refuse(anchorLabel() + "oneDNN cannot run " + opsText(ops) + " for " +
+             shapeToString(a.shape) + " x " + shapeToString(b.shape) + ": " + e.what());
+    }
+  }
+
+  // ---- pooling
+
+  void buildPool() {
+    const Node& node = g_.node(chain_.anchor);
+    const Operand x = input(0);
+    if (x.shape.size() < 3 || x.shape.size() > 5)
+      refuse(anchorLabel() + "oneDNN pools tensors of rank 3 to 5, not " + shapeToString(x.shape));
+    const size_t k = x.shape.size() - 2;
+    const bool global = node.op.rfind("Global", 0) == 0;
+    const bool isMax = node.op == "MaxPool" || node.op == "GlobalMaxPool";
+    memory::dims kernel, strides, dil, pl, pr;
+    bool includePad = false;
+    if (global) {
+      kernel.assign(x.shape.begin() + 2, x.shape.end());
+      strides.assign(k, 1);
+      dil.assign(k, 0);
+      pl.assign(k, 0);
+      pr.assign(k, 0);
+    } else {
+      const ConvGeometry geo = ConvGeometry::pool(node, x.shape);
+      includePad = !isMax && node.attrs.getInt("count_include_pad", 0) != 0;
+      for (size_t i = 0; i < k; ++i) {
+        kernel.push_back(geo.kernel[i]);
+        strides.push_back(geo.strides[i]);
+        dil.push_back(geo.dilations[i] - 1);
+        pl.push_back(geo.padsBegin[i]);
+        // oneDNN sizes the output with floor; ceil_mode's extra window is
+        // end padding that oneDNN must be told about.
+        const int64_t in = geo.inputSpatial[i], out = geo.outputSpatial[i];
+        int64_t end = geo.padsEnd[i];
+        const int64_t effK = geo.effectiveKernel(i);
+        if ((in + geo.padsBegin[i] + end - effK) / geo.strides[i] + 1 != out) {
+          const int64_t needed = (out - 1) * geo.strides[i] + effK - in - geo.padsBegin[i];
+          if (includePad && needed > end)
+            refuse(anchorLabel() +
+                   "count_include_pad with ceil_mode windows past the pads has no oneDNN equivalent");
+          end = needed;
+        }
+        pr.push_back(end);
+      }
+    }
+    const algorithm alg = isMax        ? algorithm::pooling_max
+                          : includePad ? algorithm::pooling_avg_include_padding
+                                       : algorithm::pooling_avg_exclude_padding;
+    const memory::desc srcMd = plainDesc(x.shape), dstMd = plainDesc(chain_.shape);
+    const std::vector<PostOp> ops = simplified(chain_.postOps);
+    try {
+      dnnl::pooling_v2_forward::desc d(prop_kind::forward_inference, alg, srcMd, dstMd, strides,
+                                       kernel, dil, pl, pr);
+      dnnl::pooling_v2_forward::primitive_desc pd(d, attrFor(ops), engine());
+      addMainStep(pd, {{DNNL_ARG_SRC, operand(x, srcMd)}}, ops);
+    } catch (const dnnl::error& e) {
+      refuse(anchorLabel() + "oneDNN cannot run " + opsText(ops) + ": " + e.what());
+    }
+  }
+
+  // ---- normalisations and softmax
+
+  // BatchNormalization with run-time statistics or parameters (constant ones
+  // are lowered as a per-channel multiply-add, see onednn_chain.cc).
+  void buildBatchNorm() {
+    const Node& node = g_.node(chain_.anchor);
+    if (node.attrs.getInt("training_mode", 0) != 0)
+      refuse(anchorLabel() + "training_mode is not an inference BatchNormalization");
+    const Operand x = input(0);
+    if (x.shape.size() < 2) refuse(anchorLabel() + "input of rank < 2");
+    auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
+                 dnnl::normalization_flags::use_shift;
+    const std::vector<PostOp> ops = simplified(chain_.postOps);
+    if (ops.size() == 1 && ops[0].kind == PostOp::Kind::Eltwise &&
+        ops[0].alg == algorithm::eltwise_relu && ops[0].alpha == 0.0f)
+      flags = flags | dnnl::normalization_flags::fuse_norm_relu;
+    else if (!ops.empty())
+      refuse(anchorLabel() + "oneDNN batch normalization fuses only a Relu after it, not " +
+             opsText(ops));
+    const memory::desc md = plainDesc(x.shape), cMd = plainDesc(memory::dims{x.shape[1]});
+    try {
+      dnnl::batch_normalization_forward::desc d(prop_kind::forward_inference, md,
+                                                node.attrs.getFloat("epsilon", 1e-5f), flags);
+      dnnl::batch_normalization_forward::primitive_desc pd(d, attrFor({}), engine());
+      Args args{{DNNL_ARG_SRC, operand(x, md)},
+                {DNNL_ARG_SCALE, operand(input(1), cMd)},
+                {DNNL_ARG_SHIFT, operand(input(2), cMd)},
+                {DNNL_ARG_MEAN, operand(input(3), cMd)},
+                {DNNL_ARG_VARIANCE, operand(input(4), cMd)}};
+      addMainStep(pd, std::move(args), {});
+    } catch (const dnnl::error& e) {
+      refuse(anchorLabel() + "oneDNN cannot run it: " + e.what());
+    }
+  }
+
+  void buildLayerNorm() {
+    const Node& node = g_.node(chain_.anchor);
+    const Operand x = input(0), scale = input(1), bias = input(2);
+    const int64_t rank = static_cast<int64_t>(x.shape.size());
+    if (rank < 1) refuse(anchorLabel() + "a scalar input");
+    const int64_t axis = normalizeAxis(node, node.attrs.getInt("axis", -1), rank);
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < rank; ++d) (d < axis ? outer : inner) *= x.shape[d];
+    if (numElements(scale.shape) != inner || (bias.present() && numElements(bias.shape) != inner))
+      refuse(anchorLabel() + "Scale/B must have the normalised dimensions' size " +
+             std::to_string(inner) + " (no broadcasting in oneDNN)");
+    // oneDNN normalises over the last dimension: the data is viewed as
+    // [outer, inner] unless post-ops need the real shape (axis = -1, rank <= 5).
+    const std::vector<PostOp> ops = simplified(chain_.postOps);
+    const bool keepShape = !ops.empty() && axis == rank - 1 && rank >= 2 && rank <= 5;
+    if (!ops.empty() && !keepShape)
+      refuse(anchorLabel() + "post-ops after a LayerNormalization over more than the last axis");
+    const memory::desc md = keepShape ? plainDesc(x.shape) : plainDesc(memory::dims{outer, inner});
+    const memory::desc cMd = plainDesc(memory::dims{inner});
+    auto flags = dnnl::normalization_flags::use_scale;
+    if (bias.present()) flags = flags | dnnl::normalization_flags::use_shift;
+    try {
+      dnnl::layer_normalization_forward::desc d(prop_kind::forward_inference, md,
+                                                node.attrs.getFloat("epsilon", 1e-5f), flags);
+      dnnl::layer_normalization_forward::primitive_desc pd(d, attrFor(ops), engine());
+      Args args{{DNNL_ARG_SRC, operand(x, md)}, {DNNL_ARG_SCALE, operand(scale, cMd)}};
+      if (bias.present()) args[DNNL_ARG_SHIFT] = operand(bias, cMd);
+      bindPostOps(ops, args);
+      args[DNNL_ARG_DST] = bound(md, 0, true);  // same bytes as the plain output
+      addStep(pd, std::move(args));
+    } catch (const dnnl::error& e) {
+      refuse(anchorLabel() + "oneDNN cannot run " + opsText(ops) + ": " + e.what());
+    }
+  }
+
+  void buildSoftmax(bool log) {
+    const Node& node = g_.node(chain_.anchor);
+    const Operand x = input(0);
+    const int64_t rank = static_cast<int64_t>(x.shape.size());
+    if (rank < 1) refuse(anchorLabel() + "a scalar input");
+    const int64_t axis = normalizeAxis(node, node.attrs.getInt("axis", -1), rank);
+    const std::vector<PostOp> ops = simplified(chain_.postOps);
+    const memory::desc md = plainDesc(x.shape);
+    try {
+      dnnl::softmax_v2_forward::desc d(prop_kind::forward_inference,
+                                       log ? algorithm::softmax_log : algorithm::softmax_accurate,
+                                       md, md, static_cast<int>(axis));
+      dnnl::softmax_v2_forward::primitive_desc pd(d, attrFor(ops), engine());
+      addMainStep(pd, {{DNNL_ARG_SRC, operand(x, md)}}, ops);
+    } catch (const dnnl::error& e) {
+      refuse(anchorLabel() + "oneDNN cannot run " + opsText(ops) + ": " + e.what());
+    }
+  }
+
+  // ---- elementwise ops alone
+
+  // The first op is the primitive (eltwise or binary), the rest its post-ops.
+  // Where oneDNN does not take those post-ops on that primitive, a binary
+  // "add 0" carries the whole chain instead.
+  void buildElementwise() {
+    const std::vector<PostOp> ops = simplified(chain_.postOps);
+    const memory::desc md = plainDesc(chain_.shape);
+    std::string error;
+    try {
+      const std::vector<PostOp> rest(ops.begin() + 1, ops.end());
+      const dnnl::primitive_attr attr = attrFor(rest);
+      const PostOp& first = ops[0];
+      if (first.kind == PostOp::Kind::Eltwise) {
+        dnnl::eltwise_forward::desc d(prop_kind::forward_inference, first.alg, md, first.alpha,
+                                      first.beta);
+        dnnl::eltwise_forward::primitive_desc pd(d, attr, engine());
+        addMainStep(pd, {{DNNL_ARG_SRC, operand(chain_.source, md)}}, rest);
+      } else {
+        const memory::desc src1 = operandDesc(first);
+        dnnl::binary::desc d(first.alg, md, src1, md);
+        dnnl::binary::primitive_desc pd(d, attr, engine());
+        addMainStep(pd,
+                    {{DNNL_ARG_SRC_0, operand(chain_.source, md)},
+                     {DNNL_ARG_SRC_1, operand(first.operand, src1)}},
+                    rest);
+      }
+      return;
+    } catch (const dnnl::error& e) {
+      error = e.what();
+    }
+    try {
+      static const float zero = 0.0f;
+      const memory::desc src1 = plainDesc(Shape(chain_.shape.size(), 1));
+      dnnl::binary::desc d(algorithm::binary_add, md, src1, md);
+      dnnl::binary::primitive_desc pd(d, attrFor(ops), engine());
+      addMainStep(pd,
+                  {{DNNL_ARG_SRC_0, operand(chain_.source, md)}, {DNNL_ARG_SRC_1, constant(src1, &zero)}},
+                  ops);
+    } catch (const dnnl::error& e) {
+      refuse("oneDNN cannot run " + opsText(ops) + " on " + shapeToString(chain_.shape) + ": " +
+             e.what());
+    }
+  }
+
+  std::shared_ptr<Context> context_;
+  const KernelRequest& request_;
+  const Graph& g_;
+  const FusedChain& chain_;
+  std::unique_ptr<OneDnnKernel> kernel_;
+};
+
+}  // namespace
+
+void OneDnnKernel::run(const std::vector<const DLTensor*>& inputs,
+                       const std::vector<DLTensor*>& outputs) {
+  const int threads = threadCount();
+  if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
+  for (Binding& b : bindings) {
+    const DLTensor* t = b.isOutput ? outputs[b.index] : inputs[b.index];
+    b.memory.set_data_handle(static_cast<char*>(t->data) + t->byte_offset);
+  }
+  for (Step& s : steps) s.primitive.execute(context_->stream, s.args);
+  context_->stream.wait();
+}
+
+std::string OneDnnKernel::describe() const {
+  std::string s;
+  for (const Step& step : steps) s += (s.empty() ? "" : " -> ") + step.impl;
+  return s;
+}
+
+CompileResult lowerChain(const std::shared_ptr<Context>& context, const KernelRequest& request,
+                         const FusedChain& chain) {
+  const int threads = threadCount();
+  if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
+  try {
+    return CompileResult::ok(Builder(context, request, chain).build());
+  } catch (const Refusal& r) {
+    return CompileResult::refuse(r.reason);
+  } catch (const dnnl::error& e) {
+    return CompileResult::refuse("oneDNN: " + std::string(e.what()));
+  } catch (const Error& e) {
+    return CompileResult::refuse(e.what());
+  }
+}
+
+}  // namespace collage::onednn

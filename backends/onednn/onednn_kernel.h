@@ -1,0 +1,61 @@
+// Lowering a group of nodes for oneDNN, step two: a FusedChain (see
+// onednn_chain.h) becomes a short list of primitives with every argument
+// bound. All one-time work happens here: primitive creation (oneDNN JITs its
+// kernels then), weight reordering into the layout the primitive prefers,
+// folding per-channel scales and shifts into weights and bias, scratchpad
+// allocation. Kernel::run only binds the caller's buffers and executes.
+#pragma once
+
+#include <dnnl.hpp>
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backends/onednn/onednn_chain.h"
+#include "core/backend.h"
+
+namespace collage::onednn {
+
+// One engine and one stream for all the kernels of a backend.
+struct Context {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+};
+
+class OneDnnKernel final : public Kernel {
+ public:
+  struct Step {
+    dnnl::primitive primitive;
+    std::unordered_map<int, dnnl::memory> args;
+    std::string impl;  // oneDNN's implementation name ("jit:avx2", "gemm:jit", ...)
+  };
+  // A memory whose buffer is the caller's: one of the kernel's inputs or outputs.
+  struct Binding {
+    dnnl::memory memory;
+    bool isOutput = false;
+    int index = 0;
+  };
+
+  explicit OneDnnKernel(std::shared_ptr<Context> context) : context_(std::move(context)) {}
+  void run(const std::vector<const DLTensor*>& inputs,
+           const std::vector<DLTensor*>& outputs) override;
+
+  // "reorder(simple:any) -> convolution(jit:avx2) -> reorder(simple:any)": what
+  // oneDNN chose, for messages and the report.
+  std::string describe() const;
+
+  std::vector<Step> steps;
+  std::vector<Binding> bindings;
+  std::vector<dnnl::memory> owned;  // constants and intermediates kept alive
+
+ private:
+  std::shared_ptr<Context> context_;
+};
+
+// Builds the kernel for an analysed group, or refuses with the reason oneDNN gave.
+CompileResult lowerChain(const std::shared_ptr<Context>& context, const KernelRequest& request,
+                         const FusedChain& chain);
+
+}  // namespace collage::onednn
