@@ -29,5 +29,10 @@ Action addInspectCommand(CLI::App& app);
 Action addRunCommand(CLI::App& app);
 Action addCandidatesCommand(CLI::App& app);
 Action addSpecCommand(CLI::App& app);
+Action addOptimizeCommand(CLI::App& app);
+Action addMeasureWorkerCommand(CLI::App& app);
+
+// The argv that starts a measurement worker for this model (this executable).
+std::vector<std::string> workerCommand(const ModelOptions& model);
 
 }  // namespace collage::cli

@@ -6,6 +6,7 @@
 
 #include "app/cli_common.h"
 #include "core/error.h"
+#include "core/threading.h"
 
 namespace collage::cli {
 
@@ -32,6 +33,9 @@ int main(int argc, char** argv) {
   using namespace collage;
   CLI::App app{"collage: place the parts of an ONNX model on the backends that run them fastest"};
   app.require_subcommand(1);
+  int threads = 0;
+  app.add_option("--threads", threads,
+                 "threads for every backend (default: the number of cores)");
   std::map<CLI::App*, cli::Action> actions;
   auto add = [&](cli::Action (*registrar)(CLI::App&)) {
     size_t before = app.get_subcommands({}).size();
@@ -42,8 +46,11 @@ int main(int argc, char** argv) {
   add(cli::addRunCommand);
   add(cli::addCandidatesCommand);
   add(cli::addSpecCommand);
+  add(cli::addOptimizeCommand);
+  add(cli::addMeasureWorkerCommand);
 
   CLI11_PARSE(app, argc, argv);
+  setThreadCount(threads);
   try {
     for (auto& [command, action] : actions)
       if (command->parsed()) return action();

@@ -49,7 +49,10 @@ std::vector<NodeId> CandidateSet::uncovered() const {
 CandidateSet enumerateCandidates(const Graph& graph, const std::vector<BackendCapabilities>& backends,
                                  const EnumerationOptions& options) {
   CandidateSet set(graph.numNodes());
-  GraphReachability reach(graph);
+  // One generator for every rule: it builds the post-dominator tree and the
+  // reachability sets once, and the validity checks reuse the latter.
+  PatternGenerator generator(graph);
+  const GraphReachability& reach = generator.reachability();
   PatternMatcher matcher(graph);
   for (const auto& b : backends) {
     const BackendSpec& spec = *b.spec;
@@ -65,7 +68,7 @@ CandidateSet enumerateCandidates(const Graph& graph, const std::vector<BackendCa
     if (spec.rule) rules.push_back(spec.rule.get());
     if (b.codeRule) rules.push_back(b.codeRule.get());
     for (const PatternRule* rule : rules) {
-      for (GeneratedGroup& g : generateGroups(graph, *rule, spec.limits))
+      for (GeneratedGroup& g : generator.generate(*rule, spec.limits))
         set.add(Candidate{std::move(g.nodes), spec.name, "rule:" + g.label, {}});
     }
   }

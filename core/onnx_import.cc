@@ -198,6 +198,7 @@ class Importer {
   void importConstantNode(const onnx::NodeProto& proto, const Node& node);
   AttributeMap convertAttributes(const onnx::NodeProto& proto, const Node& node);
   void rewriteLegacyForms(Node& node, const std::string& onnxOp);
+  void rewriteLegacyBroadcast(Node& node);
   void applyConstInputs(Node& node, const std::string& onnxOp, const OpSchema& schema);
   void fillDefaults(Node& node, const OpSchema& schema);
   bool rewriteCoercedSoftmax(Node& node);
@@ -466,7 +467,65 @@ void Importer::importConstantNode(const onnx::NodeProto& proto, const Node& node
   checkDeclaredType(node, id);
 }
 
+// Before opset 7, binary ops broadcast only B onto A, aligned at `axis`
+// (default: trailing) when broadcast=1. Padding B's shape with trailing 1s
+// gives the same result under numpy broadcasting.
+void Importer::rewriteLegacyBroadcast(Node& node) {
+  const int64_t broadcast = node.attrs.getInt("broadcast", 0);
+  const std::optional<int64_t> axisAttr =
+      node.attrs.has("axis") ? std::optional<int64_t>(node.attrs.getInt("axis")) : std::nullopt;
+  node.attrs.erase("broadcast");
+  node.attrs.erase("axis");
+  if (!broadcast || !axisAttr || node.inputs.size() != 2 || node.inputs[0] == kNoValue ||
+      node.inputs[1] == kNoValue)
+    return;
+  const int64_t rankA = values_[static_cast<size_t>(node.inputs[0])].type.rank();
+  const Shape shapeB = values_[static_cast<size_t>(node.inputs[1])].type.shape;
+  const int64_t rankB = static_cast<int64_t>(shapeB.size());
+  const int64_t axis = *axisAttr < 0 ? *axisAttr + rankA : *axisAttr;
+  if (axis < 0 || axis + rankB > rankA)
+    throw Error(label(node) + "legacy broadcast of " + shapeToString(shapeB) + " at axis " +
+                std::to_string(*axisAttr) + " does not fit rank " + std::to_string(rankA));
+  const int64_t trailing = rankA - axis - rankB;
+  if (trailing == 0) return;
+  Shape padded = shapeB;
+  padded.insert(padded.end(), static_cast<size_t>(trailing), 1);
+  const ValueId b = node.inputs[1];
+  const std::string name = freshValueName(values_[static_cast<size_t>(b)].name + "/broadcast_" +
+                                          std::to_string(axis));
+  if (values_[static_cast<size_t>(b)].constant) {
+    Tensor t = values_[static_cast<size_t>(b)].constant->reshaped(padded);
+    int id = addValue(name, t.type());
+    values_[static_cast<size_t>(id)].constant = std::move(t);
+    node.inputs[1] = id;
+    return;
+  }
+  if (!OpRegistry::instance().find("Reshape"))
+    throw Unsupported(label(node) + "legacy broadcast needs Reshape, which is not registered");
+  int id = addValue(name, {});
+  Node reshape;
+  reshape.name = freshNodeName(node.name + "/broadcast_reshape");
+  reshape.op = "Reshape";
+  reshape.attrs.set("shape", std::vector<int64_t>(padded.begin(), padded.end()));
+  reshape.inputs = {b};
+  reshape.outputs = {id};
+  finishNode(std::move(reshape));
+  node.inputs[1] = id;
+}
+
 void Importer::rewriteLegacyForms(Node& node, const std::string& onnxOp) {
+  if (opset_ < 7 && node.attrs.has("broadcast")) rewriteLegacyBroadcast(node);
+  if (onnxOp == "PRelu" && opset_ < 7 && node.inputs.size() == 2 && node.inputs[0] != kNoValue &&
+      node.inputs[1] != kNoValue) {
+    // PRelu-6 applies a 1-D slope per channel (axis 1), as Caffe did.
+    const Shape& x = values_[static_cast<size_t>(node.inputs[0])].type.shape;
+    const Shape& slope = values_[static_cast<size_t>(node.inputs[1])].type.shape;
+    if (x.size() >= 2 && slope.size() == 1 && slope[0] == x[1] && slope[0] != 1) {
+      node.attrs.set("broadcast", int64_t{1});
+      node.attrs.set("axis", int64_t{1});
+      rewriteLegacyBroadcast(node);
+    }
+  }
   if (onnxOp == "Upsample" || (onnxOp == "Resize" && opset_ < 11)) {
     // Upsample-9 and Resize-10 scale with asymmetric coordinates and take the
     // floor of the source index for nearest: say so explicitly, since the
@@ -486,6 +545,8 @@ void Importer::rewriteLegacyForms(Node& node, const std::string& onnxOp) {
     node.attrs.erase("is_test");
   } else if (onnxOp == "Dropout") {
     node.attrs.erase("is_test");
+  } else if (onnxOp == "Gemm" && opset_ < 7) {
+    node.attrs.erase("broadcast");  // Gemm-7 broadcasts C unidirectionally, as numpy
   }
 }
 
@@ -500,8 +561,9 @@ void Importer::applyConstInputs(Node& node, const std::string& onnxOp, const OpS
       if (v == kNoValue) continue;  // absent optional input
       const WValue& val = values_[static_cast<size_t>(v)];
       if (!val.constant)
-        throw Error(label(node) + "input '" + c.attribute + "' ('" + val.name +
-                    "') must be a constant: an initializer, a Constant, or computed from "
+        throw Error(label(node) + "input '" + c.attribute + "'" +
+                    (val.name == c.attribute ? std::string() : " ('" + val.name + "')") +
+                    " must be a constant: an initializer, a Constant, or computed from "
                     "them and static shapes" +
                     (val.isInput ? std::string(" (it is a graph input: bind it to a value)") : ""));
       node.attrs.set(c.attribute, constToAttribute(node, c.attribute, c.type, *val.constant));
@@ -834,9 +896,10 @@ Graph Importer::run() {
       hasDefault = true;
       opset_ = o.version();
     }
-  if (hasDefault && (opset_ < kMinOnnxOpset || opset_ > kMaxOnnxOpset))
+  const int64_t minOpset = options_.allowLegacyOpsets ? kMinLegacyOnnxOpset : kMinOnnxOpset;
+  if (hasDefault && (opset_ < minOpset || opset_ > kMaxOnnxOpset))
     throw Unsupported(path_ + ": default-domain opset " + std::to_string(opset_) +
-                      " is not supported (supported: " + std::to_string(kMinOnnxOpset) + " to " +
+                      " is not supported (supported: " + std::to_string(minOpset) + " to " +
                       std::to_string(kMaxOnnxOpset) + ")");
   checkModel();
   checkSupportedOps();

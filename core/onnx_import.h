@@ -27,11 +27,16 @@ struct ImportOptions {
   // conformance runner binds shape-like inputs such as Reshape's shape this way).
   std::map<std::string, Tensor> constantInputs;
   bool foldConstants = true;
+  // Also accept default-domain opsets 6 to 8 (legacy binary-op broadcast,
+  // Gemm's broadcast attribute). Off by default: the product supports 9 to
+  // 18; the conformance runner turns it on to cover ONNX's older test models.
+  bool allowLegacyOpsets = false;
 };
 
 // Default-domain opsets the importer canonicalises.
 inline constexpr int64_t kMinOnnxOpset = 9;
 inline constexpr int64_t kMaxOnnxOpset = 18;
+inline constexpr int64_t kMinLegacyOnnxOpset = 6;  // with ImportOptions::allowLegacyOpsets
 
 // Parses "name=1x3x224x224"; throws Error on bad text.
 std::pair<std::string, Shape> parseInputShapeBinding(const std::string& text);

@@ -17,9 +17,11 @@ std::string PatternGeneratorStats::toString() const {
          ", by validity=" + std::to_string(validityStops) + "}";
 }
 
-PatternGenerator::PatternGenerator(const Graph& graph) : graph_(&graph), pdom_(graph), reach_(graph) {}
+PatternGenerator::PatternGenerator(const Graph& graph)
+    : graph_(&graph), pdom_(graph), reach_(graph) {}
 
-std::vector<GeneratedGroup> PatternGenerator::generate(const PatternRule& rule, const SubGraphLimits& limits,
+std::vector<GeneratedGroup> PatternGenerator::generate(const PatternRule& rule,
+                                                       const SubGraphLimits& limits,
                                                        PatternGeneratorStats* stats) const {
   const Graph& graph = *graph_;
   const int32_t n = graph.numNodes();

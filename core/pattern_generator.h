@@ -41,10 +41,10 @@ struct GeneratedGroup {
 
 // Counts of what a generate() call did, for logs and tests.
 struct PatternGeneratorStats {
-  int seeds = 0;               // nodes that passed the op rule
-  int opRuleStops = 0;         // growths stopped by a node failing the op rule
-  int fusionRuleStops = 0;     // growths stopped by the fusion rule
-  int validityStops = 0;       // growths stopped by checkSubGraph
+  int seeds = 0;            // nodes that passed the op rule
+  int opRuleStops = 0;      // growths stopped by a node failing the op rule
+  int fusionRuleStops = 0;  // growths stopped by the fusion rule
+  int validityStops = 0;    // growths stopped by checkSubGraph
   int emitted = 0;
 
   std::string toString() const;

@@ -184,15 +184,16 @@ class MatchSearch {
     return !e.hasType || (v != kNoValue && typeSatisfies(graph_.value(v).type, e.type));
   }
 
+  // Matches `e` with node n as the exit; a type constraint applies to n's first output.
   void matchRoot(const PatternExpr& e, NodeId n, const Cont& k) {
+    const Node& node = graph_.node(n);
+    ValueId out = node.outputs.empty() ? kNoValue : node.outputs[0];
+    if (!typeOk(e, out)) return;
     if (e.kind == PatternExpr::Kind::Alternative) {
       for (const auto& alt : e.children) matchRoot(alt, n, k);
       return;
     }
     if (e.kind != PatternExpr::Kind::Op) return;  // a value leaf is never an exit
-    const Node& node = graph_.node(n);
-    ValueId out = node.outputs.empty() ? kNoValue : node.outputs[0];
-    if (!typeOk(e, out)) return;
     matchOp(e, n, out, k);
     if (e.optionalOp) matchRoot(e.children[0], n, k);
   }

@@ -177,6 +177,14 @@ class Parser {
 
   // expr := [IDENT '='] primary [':' type]
   PatternExpr parseExpr() {
+    // The parser recurses once per nesting level; a bound keeps a pasted
+    // pathological text from exhausting the stack.
+    struct Depth {
+      int& d;
+      explicit Depth(int& depth) : d(depth) { ++d; }
+      ~Depth() { --d; }
+    } depth(depth_);
+    if (depth_ > kMaxDepth) fail(peek(), "the pattern is nested too deeply");
     std::string capture;
     SourcePos capturePos;
     if (peek().kind == Tok::Ident && isPunct("=", 1)) {
@@ -402,8 +410,10 @@ class Parser {
       next();
       if (peek().kind != Tok::Int || peek().text[0] == '-')
         fail(peek(), "expected a rank (0, 1, 2, ...) in rank(...)");
-      int64_t rank = std::stoll(next().text);
-      if (rank > 64) fail(type.pos, "rank " + std::to_string(rank) + " is too large");
+      const Token& r = next();
+      int64_t rank = 0;
+      auto [p, ec] = std::from_chars(r.text.data(), r.text.data() + r.text.size(), rank);
+      if (ec != std::errc() || rank > 64) fail(r, "rank " + r.text + " is too large");
       expectPunct(")", "expected ')' after the rank");
       type.hasShape = true;
       type.dims.assign(static_cast<size_t>(rank), TypeConstraint::kAnyDim);
@@ -496,8 +506,10 @@ class Parser {
     if (!e.capture.empty()) enclosing.pop_back();
   }
 
+  static constexpr int kMaxDepth = 256;
   std::vector<Token> toks_;
   size_t pos_ = 0;
+  int depth_ = 0;
 };
 
 // ---------------------------------------------------------------- validation

@@ -45,11 +45,16 @@ OpKind effectiveOpKind(const Graph& graph, NodeId node, OpKind registered) {
 
 std::string_view fusionStyleName(FusionStyle style) {
   switch (style) {
-    case FusionStyle::AnchorElemwise: return "anchor_elemwise";
-    case FusionStyle::InjectiveChain: return "injective_chain";
-    case FusionStyle::ElemwiseReduction: return "elemwise_reduction";
-    case FusionStyle::ElemwiseOnly: return "elemwise_only";
-    case FusionStyle::Any: return "any";
+    case FusionStyle::AnchorElemwise:
+      return "anchor_elemwise";
+    case FusionStyle::InjectiveChain:
+      return "injective_chain";
+    case FusionStyle::ElemwiseReduction:
+      return "elemwise_reduction";
+    case FusionStyle::ElemwiseOnly:
+      return "elemwise_only";
+    case FusionStyle::Any:
+      return "any";
   }
   return "?";
 }
@@ -80,13 +85,15 @@ DeclarativePatternRule::DeclarativePatternRule(std::string name, OpRuleSpec opRu
     if (!style) {
       std::string known;
       for (const std::string& k : fusionStyleNames()) known += (known.empty() ? "" : ", ") + k;
-      throw Error("pattern rule '" + name_ + "': unknown fusion style '" + s + "' (known: " + known + ")");
+      throw Error("pattern rule '" + name_ + "': unknown fusion style '" + s +
+                  "' (known: " + known + ")");
     }
     if (!listed(styles_, *style)) styles_.push_back(*style);
   }
   if (fusionSpec_.maxNodes < 0)
     throw Error("pattern rule '" + name_ + "': max nodes must not be negative");
-  if (opSpec_.maxRank < 0) throw Error("pattern rule '" + name_ + "': max rank must not be negative");
+  if (opSpec_.maxRank < 0)
+    throw Error("pattern rule '" + name_ + "': max rank must not be negative");
 }
 
 OpKind DeclarativePatternRule::kindOf(const Graph& graph, NodeId node) const {
@@ -102,9 +109,14 @@ std::string DeclarativePatternRule::opRuleRefusal(const Graph& graph, NodeId nod
   const std::string who = nodeLabel(graph, node);
   if (listed(opSpec_.excludedOps, n.op)) return who + ": op " + n.op + " is excluded";
   if (!opSpec_.ops.empty() || !opSpec_.kinds.empty()) {
-    OpKind kind = kindOf(graph, node);
-    if (!listed(opSpec_.ops, n.op) && !listed(opSpec_.kinds, kind))
-      return who + ": neither the op nor its kind " + std::string(opKindName(kind)) + " is supported";
+    // Either kind will do: an Add listed as Broadcast is still a Broadcast op
+    // when it happens to broadcast nothing.
+    OpKind registered = kindOf_(n.op);
+    OpKind effective = effectiveOpKind(graph, node, registered);
+    if (!listed(opSpec_.ops, n.op) && !listed(opSpec_.kinds, registered) &&
+        !listed(opSpec_.kinds, effective))
+      return who + ": neither the op nor its kind " + std::string(opKindName(effective)) +
+             " is supported";
   }
   auto checkType = [&](ValueId v, const char* role) -> std::string {
     if (v == kNoValue) return {};
@@ -113,8 +125,8 @@ std::string DeclarativePatternRule::opRuleRefusal(const Graph& graph, NodeId nod
       return who + ": " + role + " '" + value.name + "' has unsupported element type " +
              std::string(elementTypeName(value.type.elementType));
     if (opSpec_.maxRank > 0 && value.type.rank() > opSpec_.maxRank)
-      return who + ": " + role + " '" + value.name + "' has rank " + std::to_string(value.type.rank()) +
-             ", more than " + std::to_string(opSpec_.maxRank);
+      return who + ": " + role + " '" + value.name + "' has rank " +
+             std::to_string(value.type.rank()) + ", more than " + std::to_string(opSpec_.maxRank);
     return {};
   };
   for (ValueId v : n.inputs)
@@ -129,13 +141,14 @@ std::string DeclarativePatternRule::opRuleRefusal(const Graph& graph, NodeId nod
       return who + ": attribute '" + c.attribute + "' is not set";
     }
     std::string text = attributeToString(*a);
-    if (!listed(c.allowed, text)) return who + ": attribute " + c.attribute + "=" + text + " is not supported";
+    if (!listed(c.allowed, text))
+      return who + ": attribute " + c.attribute + "=" + text + " is not supported";
   }
   return {};
 }
 
-bool DeclarativePatternRule::styleAccepts(FusionStyle style, const Graph& graph, const NodeSet& group,
-                                          NodeId seed, NodeId sink) const {
+bool DeclarativePatternRule::styleAccepts(FusionStyle style, const Graph& graph,
+                                          const NodeSet& group, NodeId seed, NodeId sink) const {
   bool ok = true;
   int reductions = 0;
   switch (style) {
@@ -167,13 +180,15 @@ bool DeclarativePatternRule::styleAccepts(FusionStyle style, const Graph& graph,
         if (!isElemWise(kindOf(graph, m))) ok = false;
       });
       return ok;
-    case FusionStyle::Any: return true;
+    case FusionStyle::Any:
+      return true;
   }
   return false;
 }
 
-std::optional<std::string> DeclarativePatternRule::fusionRule(const Graph& graph, const NodeSet& group,
-                                                              NodeId seed, NodeId sink) const {
+std::optional<std::string> DeclarativePatternRule::fusionRule(const Graph& graph,
+                                                              const NodeSet& group, NodeId seed,
+                                                              NodeId sink) const {
   if (fusionSpec_.maxNodes > 0 && group.count() > fusionSpec_.maxNodes) return std::nullopt;
   for (FusionStyle style : styles_)
     if (styleAccepts(style, graph, group, seed, sink)) return std::string(fusionStyleName(style));
@@ -190,9 +205,11 @@ std::string DeclarativePatternRule::toString() const {
   for (OpKind k : opSpec_.kinds) kinds.emplace_back(opKindName(k));
   for (ElementType t : opSpec_.elementTypes) types.emplace_back(elementTypeName(t));
   for (const AttributeCondition& c : opSpec_.attributes)
-    attrs.push_back((c.op.empty() ? "*" : c.op) + "." + c.attribute + " in [" + join(c.allowed) + "]");
-  std::string s = "PatternRule '" + name_ + "' {ops=[" + join(opSpec_.ops) + "], kinds=[" + join(kinds) +
-                  "], excluded=[" + join(opSpec_.excludedOps) + "], types=[" + join(types) + "]";
+    attrs.push_back((c.op.empty() ? "*" : c.op) + "." + c.attribute + " in [" + join(c.allowed) +
+                    "]");
+  std::string s = "PatternRule '" + name_ + "' {ops=[" + join(opSpec_.ops) + "], kinds=[" +
+                  join(kinds) + "], excluded=[" + join(opSpec_.excludedOps) + "], types=[" +
+                  join(types) + "]";
   if (opSpec_.maxRank > 0) s += ", maxRank=" + std::to_string(opSpec_.maxRank);
   if (!attrs.empty()) s += ", attributes=[" + join(attrs) + "]";
   s += ", fusion=[" + join(fusionSpec_.styles) + "]";

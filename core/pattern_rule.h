@@ -46,8 +46,8 @@ class PatternRule {
   // only exit. Returns the name of the fusion that accepts the group (the
   // candidate's label becomes "fusion:<name>"), or nullopt, which stops the
   // growth from this seed.
-  virtual std::optional<std::string> fusionRule(const Graph& graph, const NodeSet& group, NodeId seed,
-                                                NodeId sink) const = 0;
+  virtual std::optional<std::string> fusionRule(const Graph& graph, const NodeSet& group,
+                                                NodeId seed, NodeId sink) const = 0;
 };
 
 // How a rule learns an op's kind. The default asks the op registry (an op it
@@ -75,7 +75,9 @@ struct AttributeCondition {
 };
 
 // The op rule. A node passes when
-//   (its op is in `ops` or its effective kind is in `kinds`, or both lists are empty)
+//   (its op is in `ops` or its kind is in `kinds`, or both lists are empty; the
+//    kind may be the registered or the effective one, so a shape-preserving Add
+//    passes both [Broadcast] and [ElemWise])
 //   and its op is not in `excludedOps`
 //   and every present input and output has an element type in `elementTypes` (if any listed)
 //   and rank at most `maxRank` (if > 0)
@@ -158,15 +160,17 @@ class DeclarativePatternRule : public PatternRule {
 class FunctionPatternRule : public PatternRule {
  public:
   using OpRuleFn = std::function<bool(const Graph&, NodeId)>;
-  using FusionRuleFn =
-      std::function<std::optional<std::string>(const Graph&, const NodeSet&, NodeId seed, NodeId sink)>;
+  using FusionRuleFn = std::function<std::optional<std::string>(const Graph&, const NodeSet&,
+                                                                NodeId seed, NodeId sink)>;
 
   // A null fusion function means "single ops only".
   FunctionPatternRule(std::string name, OpRuleFn opRule, FusionRuleFn fusionRule = nullptr)
       : name_(std::move(name)), opRule_(std::move(opRule)), fusionRule_(std::move(fusionRule)) {}
 
   std::string name() const override { return name_; }
-  bool opRule(const Graph& graph, NodeId node) const override { return opRule_ && opRule_(graph, node); }
+  bool opRule(const Graph& graph, NodeId node) const override {
+    return opRule_ && opRule_(graph, node);
+  }
   std::optional<std::string> fusionRule(const Graph& graph, const NodeSet& group, NodeId seed,
                                         NodeId sink) const override {
     if (!fusionRule_) return std::nullopt;

@@ -65,7 +65,8 @@ bool PostDominatorTree::postDominates(NodeId p, NodeId n) const {
 
 std::vector<NodeId> PostDominatorTree::postDominators(NodeId n) const {
   std::vector<NodeId> out;
-  for (NodeId v = immediatePostDominator(n); v != sink() && v != kNoNode; v = ipdom_[static_cast<size_t>(v)])
+  for (NodeId v = immediatePostDominator(n); v != sink() && v != kNoNode;
+       v = ipdom_[static_cast<size_t>(v)])
     out.push_back(v);
   return out;
 }

@@ -51,7 +51,9 @@ NodeId findReenteringPath(const Graph& graph, const NodeSet& set) {
   const NodeId lo = members.front();
   const NodeId hi = members.back();
   std::vector<char> tainted(static_cast<size_t>(hi - lo + 1), 0);
-  auto isTainted = [&](NodeId p) { return p > lo && p <= hi && tainted[static_cast<size_t>(p - lo)]; };
+  auto isTainted = [&](NodeId p) {
+    return p > lo && p <= hi && tainted[static_cast<size_t>(p - lo)];
+  };
   for (NodeId n = lo + 1; n <= hi; ++n) {
     const bool member = set.contains(n);
     for (ValueId v : graph.node(n).inputs) {
@@ -134,8 +136,8 @@ SubGraphValidity notConvexVerdict(const Graph& graph, NodeId witness) {
 
 void checkCapacity(const Graph& graph, const NodeSet& set) {
   COLLAGE_CHECK(set.capacity() == graph.numNodes(),
-                "NodeSet capacity " + std::to_string(set.capacity()) + " does not match the graph's " +
-                    std::to_string(graph.numNodes()) + " nodes");
+                "NodeSet capacity " + std::to_string(set.capacity()) +
+                    " does not match the graph's " + std::to_string(graph.numNodes()) + " nodes");
 }
 
 }  // namespace
@@ -215,18 +217,26 @@ std::string SubGraphLimits::toString() const {
 
 std::string_view subGraphProblemName(SubGraphProblem problem) {
   switch (problem) {
-    case SubGraphProblem::None: return "ok";
-    case SubGraphProblem::Empty: return "empty";
-    case SubGraphProblem::NotConvex: return "not convex";
-    case SubGraphProblem::TooDeep: return "too deep";
-    case SubGraphProblem::TooManyExits: return "too many exits";
-    case SubGraphProblem::TooManyNodes: return "too many nodes";
-    case SubGraphProblem::Tap: return "tap";
+    case SubGraphProblem::None:
+      return "ok";
+    case SubGraphProblem::Empty:
+      return "empty";
+    case SubGraphProblem::NotConvex:
+      return "not convex";
+    case SubGraphProblem::TooDeep:
+      return "too deep";
+    case SubGraphProblem::TooManyExits:
+      return "too many exits";
+    case SubGraphProblem::TooManyNodes:
+      return "too many nodes";
+    case SubGraphProblem::Tap:
+      return "tap";
   }
   return "?";
 }
 
-SubGraphValidity checkSubGraph(const Graph& graph, const NodeSet& set, const SubGraphLimits& limits) {
+SubGraphValidity checkSubGraph(const Graph& graph, const NodeSet& set,
+                               const SubGraphLimits& limits) {
   checkCapacity(graph, set);
   if (set.empty()) return emptyVerdict();
   NodeId witness = findReenteringPath(graph, set);
@@ -234,8 +244,8 @@ SubGraphValidity checkSubGraph(const Graph& graph, const NodeSet& set, const Sub
   return checkLimits(graph, set, limits);
 }
 
-SubGraphValidity checkSubGraph(const Graph& graph, const GraphReachability& reach, const NodeSet& set,
-                               const SubGraphLimits& limits) {
+SubGraphValidity checkSubGraph(const Graph& graph, const GraphReachability& reach,
+                               const NodeSet& set, const SubGraphLimits& limits) {
   checkCapacity(graph, set);
   if (set.empty()) return emptyVerdict();
   NodeSet outside = reach.outsidePathNodes(set);
@@ -251,7 +261,8 @@ int subGraphDepth(const Graph& graph, const NodeSet& set) {
     for (ValueId v : graph.node(members[i]).inputs) {
       NodeId p = producerOf(graph, v);
       if (p == kNoNode || !set.contains(p)) continue;
-      size_t j = static_cast<size_t>(std::lower_bound(members.begin(), members.end(), p) - members.begin());
+      size_t j = static_cast<size_t>(std::lower_bound(members.begin(), members.end(), p) -
+                                     members.begin());
       depth[i] = std::max(depth[i], depth[j] + 1);
     }
     best = std::max(best, depth[i]);

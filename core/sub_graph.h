@@ -61,8 +61,8 @@ class GraphReachability {
 // Limits a backend sets on the candidates it accepts (the spec file fills
 // them). 0 means "no limit" for maxDepth, maxNodes and maxExits.
 struct SubGraphLimits {
-  int maxDepth = 0;   // longest path inside the group, counted in nodes
-  int maxExits = 1;   // members whose results are used outside or are graph outputs
+  int maxDepth = 0;  // longest path inside the group, counted in nodes
+  int maxExits = 1;  // members whose results are used outside or are graph outputs
   int maxNodes = 0;
   bool allowTaps = true;  // may an exit's result also feed a member?
 
@@ -91,9 +91,10 @@ std::string_view subGraphProblemName(SubGraphProblem problem);
 // so nothing after it can lead back in). The second form uses a
 // GraphReachability and costs O(|set| * N / 64); use it when checking
 // thousands of sets of one graph. Both give the same answers.
-SubGraphValidity checkSubGraph(const Graph& graph, const NodeSet& set, const SubGraphLimits& limits);
-SubGraphValidity checkSubGraph(const Graph& graph, const GraphReachability& reach, const NodeSet& set,
+SubGraphValidity checkSubGraph(const Graph& graph, const NodeSet& set,
                                const SubGraphLimits& limits);
+SubGraphValidity checkSubGraph(const Graph& graph, const GraphReachability& reach,
+                               const NodeSet& set, const SubGraphLimits& limits);
 
 // A NodeSet of a Graph with its boundary cached. Construction is one pass over
 // the members' edges; the Graph must outlive the SubGraph.

@@ -9,6 +9,7 @@
 
 #include "core/op_registry.h"
 #include "core/ops/elementwise_kernels.h"
+#include "core/ops/half_float.h"
 #include "core/ops/op_helpers.h"
 #include "core/ops/type_dispatch.h"
 
@@ -34,6 +35,45 @@ auto plain(F f) {
   return [f](const Node&) { return f; };
 }
 
+// Types an op accepts in inference: float16 along with the float
+// types, computed through float32 by withHalfSupport().
+constexpr unsigned withHalf(unsigned set) { return (set & kFloatTypes) ? set | kHalfTypes : set; }
+
+// Wraps a reference kernel: float16 inputs are given to it as
+// float32 copies, and its float32 results are rounded into half outputs.
+template <class Kernel>
+ReferenceFn withHalfSupport(Kernel kernel) {
+  return [kernel](const Node& node, const Inputs& in, const Outputs& out) {
+    bool half = false;
+    for (const Tensor* t : in) half = half || (t && isHalfType(t->elementType()));
+    if (!half) return kernel(node, in, out);
+    std::vector<Tensor> inStore, outStore;
+    inStore.reserve(in.size());
+    outStore.reserve(out.size());
+    Inputs in32;
+    Outputs out32;
+    for (const Tensor* t : in) {
+      if (t && isHalfType(t->elementType())) {
+        inStore.push_back(halfToFloat32(*t));
+        in32.push_back(&inStore.back());
+      } else {
+        in32.push_back(t);
+      }
+    }
+    for (Tensor* t : out) {
+      if (t && isHalfType(t->elementType())) {
+        outStore.emplace_back(ElementType::Float32, t->shape());
+        out32.push_back(&outStore.back());
+      } else {
+        out32.push_back(t);
+      }
+    }
+    kernel(node, in32, out32);
+    for (size_t i = 0; i < out.size(); ++i)
+      if (out[i] && out32[i] != out[i]) float32ToHalf(*out32[i], *out[i]);
+  };
+}
+
 // ---------------------------------------------------------------------------
 // Unary ops: the output has the input's type; `maker(node)` returns the scalar
 // function (reading the node's attributes once, not per element).
@@ -47,16 +87,16 @@ void addUnary(OpRegistry& r, const std::string& name, std::vector<AttributeSpec>
   s.attributes = std::move(attrs);
   s.constInputs = std::move(constInputs);
   s.infer = [](const Node& node, const Types& in) {
-    requireTypeIn(node, Set, in[0].elementType);
+    requireTypeIn(node, withHalf(Set), in[0].elementType);
     return Types{in[0]};
   };
-  s.reference = [maker](const Node& node, const Inputs& in, const Outputs& out) {
+  s.reference = withHalfSupport([maker](const Node& node, const Inputs& in, const Outputs& out) {
     const auto f = maker(node);
     visitType<Set>(node, in[0]->elementType(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       mapUnary<T, T>(*in[0], *out[0], f);
     });
-  };
+  });
   r.add(std::move(s));
 }
 
@@ -105,6 +145,43 @@ void registerUnaryOps(OpRegistry& r) {
                           return x * std::max(T(0), std::min(T(1), x / T(6) + T(0.5)));
                         }));
   addUnary<kBoolType>(r, "Not", {}, plain([](bool x) { return !x; }));
+  addUnary<kFloatTypes>(r, "Tan", {}, plain([](auto x) { return std::tan(x); }));
+  addUnary<kFloatTypes>(r, "Asin", {}, plain([](auto x) { return std::asin(x); }));
+  addUnary<kFloatTypes>(r, "Acos", {}, plain([](auto x) { return std::acos(x); }));
+  addUnary<kFloatTypes>(r, "Atan", {}, plain([](auto x) { return std::atan(x); }));
+  addUnary<kFloatTypes>(r, "Sinh", {}, plain([](auto x) { return std::sinh(x); }));
+  addUnary<kFloatTypes>(r, "Cosh", {}, plain([](auto x) { return std::cosh(x); }));
+  addUnary<kFloatTypes>(r, "Asinh", {}, plain([](auto x) { return std::asinh(x); }));
+  addUnary<kFloatTypes>(r, "Acosh", {}, plain([](auto x) { return std::acosh(x); }));
+  addUnary<kFloatTypes>(r, "Atanh", {}, plain([](auto x) { return std::atanh(x); }));
+  // Halves round to even, as ONNX specifies (nearbyint in the default rounding mode).
+  addUnary<kFloatTypes>(r, "Round", {}, plain([](auto x) { return std::nearbyint(x); }));
+  addUnary<kFloatTypes>(r, "Celu", {floatAttr("alpha", 1.0f)}, [](const Node& node) {
+    const float alpha = node.attrs.getFloat("alpha");
+    return [alpha](auto x) {
+      using T = decltype(x);
+      return std::max(T(0), x) + std::min(T(0), T(alpha) * (std::exp(x / T(alpha)) - T(1)));
+    };
+  });
+  addUnary<kFloatTypes>(r, "ThresholdedRelu", {floatAttr("alpha", 1.0f)}, [](const Node& node) {
+    const float alpha = node.attrs.getFloat("alpha");
+    return [alpha](auto x) {
+      using T = decltype(x);
+      return x > T(alpha) ? x : T(0);
+    };
+  });
+  addUnary<kSignedNumeric>(r, "Shrink", {floatAttr("bias", 0.0f), floatAttr("lambd", 0.5f)},
+                           [](const Node& node) {
+                             const double bias = node.attrs.getFloat("bias");
+                             const double lambd = node.attrs.getFloat("lambd");
+                             return [bias, lambd](auto x) {
+                               using T = decltype(x);
+                               const double v = static_cast<double>(x);
+                               return static_cast<T>(v < -lambd ? v + bias
+                                                     : v > lambd ? v - bias
+                                                                 : 0.0);
+                             };
+                           });
 
   addUnary<kFloatTypes>(r, "LeakyRelu", {floatAttr("alpha", 0.01f)}, [](const Node& node) {
     const float alpha = node.attrs.getFloat("alpha");
@@ -191,6 +268,53 @@ void requireMovable(const Node& node, ElementType t) {
   if (elementSize(t) == 0) throw unsupportedType(node, t);
 }
 
+void castInto(const Node& node, const Tensor& in, Tensor& out) {
+  visitType<kAllTypes>(node, in.elementType(), [&](auto from) {
+    using F = typename decltype(from)::type;
+    visitType<kAllTypes>(node, out.elementType(), [&](auto to) {
+      using T = typename decltype(to)::type;
+      if constexpr (std::is_same_v<T, bool>)
+        mapUnary<F, T>(in, out, [](F x) { return x != F(0); });
+      else
+        mapUnary<F, T>(in, out, [](F x) { return static_cast<T>(x); });
+    });
+  });
+}
+
+// IsNaN, IsInf: float -> bool.
+template <class Maker>
+void addPredicate(OpRegistry& r, const std::string& name, std::vector<AttributeSpec> attrs,
+                  Maker maker) {
+  OpSchema s;
+  s.name = name;
+  s.kind = OpKind::ElemWise;
+  s.attributes = std::move(attrs);
+  s.infer = [](const Node& node, const Types& in) {
+    requireTypeIn(node, withHalf(kFloatTypes), in[0].elementType);
+    return Types{{ElementType::Bool, in[0].shape}};
+  };
+  s.reference = withHalfSupport([maker](const Node& node, const Inputs& in, const Outputs& out) {
+    const auto f = maker(node);
+    visitType<kFloatTypes>(node, in[0]->elementType(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      mapUnary<T, bool>(*in[0], *out[0], f);
+    });
+  });
+  r.add(std::move(s));
+}
+
+void registerPredicates(OpRegistry& r) {
+  addPredicate(r, "IsNaN", {}, plain([](auto x) { return std::isnan(x); }));
+  addPredicate(r, "IsInf", {intAttr("detect_negative", 1), intAttr("detect_positive", 1)},
+               [](const Node& node) {
+                 const bool negative = node.attrs.getInt("detect_negative") != 0;
+                 const bool positive = node.attrs.getInt("detect_positive") != 0;
+                 return [negative, positive](auto x) {
+                   return std::isinf(x) && (x < 0 ? negative : positive);
+                 };
+               });
+}
+
 void registerIdentityLikeOps(OpRegistry& r) {
   {
     OpSchema s;
@@ -246,23 +370,45 @@ void registerIdentityLikeOps(OpRegistry& r) {
       if (to == ElementType::Undefined)
         throw Error(nodeLabel(node) + "'to' = " + std::to_string(code) +
                     " is not an ONNX element type");
-      requireTypeIn(node, kAllTypes, in[0].elementType);
-      requireTypeIn(node, kAllTypes, to);
+      requireTypeIn(node, kAllTypes | kHalfTypes, in[0].elementType);
+      requireTypeIn(node, kAllTypes | kHalfTypes, to);
       return Types{{to, in[0].shape}};
     };
     s.reference = [](const Node& node, const Inputs& in, const Outputs& out) {
-      visitType<kAllTypes>(node, in[0]->elementType(), [&](auto from) {
-        using F = typename decltype(from)::type;
-        visitType<kAllTypes>(node, out[0]->elementType(), [&](auto to) {
-          using T = typename decltype(to)::type;
-          if constexpr (std::is_same_v<T, bool>)
-            mapUnary<F, T>(*in[0], *out[0], [](F x) { return x != F(0); });
-          else
-            mapUnary<F, T>(*in[0], *out[0], [](F x) { return static_cast<T>(x); });
-        });
-      });
+      if (in[0]->elementType() == out[0]->elementType()) return copyBytes(*in[0], *out[0]);
+      // Half types go through float32.
+      Tensor in32, out32;
+      const Tensor* src = in[0];
+      if (isHalfType(src->elementType())) {
+        in32 = halfToFloat32(*src);
+        src = &in32;
+      }
+      Tensor* dst = out[0];
+      if (isHalfType(dst->elementType())) {
+        out32 = Tensor(ElementType::Float32, dst->shape());
+        dst = &out32;
+      }
+      castInto(node, *src, *dst);
+      if (dst != out[0]) float32ToHalf(*dst, *out[0]);
     };
+    ReferenceFn cast = s.reference;
     r.add(std::move(s));
+
+    // CastLike: Cast to the element type of the second input.
+    OpSchema like;
+    like.name = "CastLike";
+    like.kind = OpKind::ElemWise;
+    like.minInputs = like.maxInputs = 2;
+    like.attributes = {{"saturate", AttributeType::Int, Attribute(int64_t{1})}};
+    like.infer = [](const Node& node, const Types& in) {
+      requireTypeIn(node, kAllTypes | kHalfTypes, in[0].elementType);
+      requireTypeIn(node, kAllTypes | kHalfTypes, in[1].elementType);
+      return Types{{in[1].elementType, in[0].shape}};
+    };
+    like.reference = [cast](const Node& node, const Inputs& in, const Outputs& out) {
+      cast(node, {in[0]}, out);
+    };
+    r.add(std::move(like));
   }
 }
 
@@ -293,17 +439,17 @@ void addBinary(OpRegistry& r, const std::string& name, std::vector<AttributeSpec
   s.attributes = std::move(attrs);
   s.infer = [](const Node& node, const Types& in) {
     requireSameTypes(node, in);
-    requireTypeIn(node, Set, in[0].elementType);
+    requireTypeIn(node, withHalf(Set), in[0].elementType);
     return Types{{BoolOut ? ElementType::Bool : in[0].elementType, broadcastInputs(node, in)}};
   };
-  s.reference = [maker](const Node& node, const Inputs& in, const Outputs& out) {
+  s.reference = withHalfSupport([maker](const Node& node, const Inputs& in, const Outputs& out) {
     const auto f = maker(node);
     visitType<Set>(node, in[0]->elementType(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       using O = std::conditional_t<BoolOut, bool, T>;
       broadcastBinary<T, T, O>(*in[0], *in[1], *out[0], [&f](T a, T b) -> O { return f(a, b); });
     });
-  };
+  });
   r.add(std::move(s));
 }
 
@@ -317,10 +463,10 @@ void addVariadic(OpRegistry& r, const std::string& name, F f, bool mean) {
   s.maxInputs = kVariadic;
   s.infer = [](const Node& node, const Types& in) {
     requireSameTypes(node, in);
-    requireTypeIn(node, Set, in[0].elementType);
+    requireTypeIn(node, withHalf(Set), in[0].elementType);
     return Types{{in[0].elementType, broadcastInputs(node, in)}};
   };
-  s.reference = [f, mean](const Node& node, const Inputs& in, const Outputs& out) {
+  s.reference = withHalfSupport([f, mean](const Node& node, const Inputs& in, const Outputs& out) {
     visitType<Set>(node, in[0]->elementType(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       Tensor& y = *out[0];
@@ -336,7 +482,7 @@ void addVariadic(OpRegistry& r, const std::string& name, F f, bool mean) {
         for (int64_t i = 0; i < y.numElements(); ++i) p[i] /= n;
       }
     });
-  };
+  });
   s.flops = [](const Node&, const Types& in, const Types& out) {
     return static_cast<double>(out[0].numElements()) * static_cast<double>(in.size() - 1);
   };
@@ -404,6 +550,19 @@ void registerBinaryOps(OpRegistry& r) {
   addBinary<kBoolType, true>(r, "And", {}, plain([](bool a, bool b) { return a && b; }));
   addBinary<kBoolType, true>(r, "Or", {}, plain([](bool a, bool b) { return a || b; }));
   addBinary<kBoolType, true>(r, "Xor", {}, plain([](bool a, bool b) { return a != b; }));
+  addBinary<kUnsignedTypes, false>(
+      r, "BitShift", {{"direction", AttributeType::String, std::nullopt, true}},
+      [](const Node& node) {
+        const std::string direction = node.attrs.getString("direction");
+        if (direction != "LEFT" && direction != "RIGHT")
+          throw Error(nodeLabel(node) + "direction must be LEFT or RIGHT, not '" + direction + "'");
+        const bool left = direction == "LEFT";
+        return [left](auto a, auto b) {
+          using T = decltype(a);
+          if (b >= sizeof(T) * 8) return T(0);  // a full shift would be undefined in C++
+          return static_cast<T>(left ? a << b : a >> b);
+        };
+      });
 
   addVariadic<kNumeric>(r, "Sum", add, false);
   addVariadic<kFloatTypes>(r, "Mean", add, true);
@@ -502,6 +661,7 @@ void registerBinaryOps(OpRegistry& r) {
 
 void registerElementwiseOps(OpRegistry& r) {
   registerUnaryOps(r);
+  registerPredicates(r);
   registerIdentityLikeOps(r);
   registerBinaryOps(r);
 }

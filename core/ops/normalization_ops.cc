@@ -254,15 +254,19 @@ void runSoftmax(const Node& node, const std::vector<const Tensor*>& in,
       float* yp = y + o * d.len * d.inner + i;
       float m = -std::numeric_limits<float>::infinity();
       for (int64_t k = 0; k < d.len; ++k) m = std::max(m, xp[k * d.inner]);
+      // exp(x - max) in float (<= 1, so no overflow), summed in double.
       double sum = 0;
-      for (int64_t k = 0; k < d.len; ++k) sum += std::exp(static_cast<double>(xp[k * d.inner] - m));
+      for (int64_t k = 0; k < d.len; ++k) {
+        const float e = std::exp(xp[k * d.inner] - m);
+        if constexpr (!kLog) yp[k * d.inner] = e;
+        sum += e;
+      }
       if constexpr (kLog) {
-        const double logSum = std::log(sum);
-        for (int64_t k = 0; k < d.len; ++k)
-          yp[k * d.inner] = static_cast<float>(xp[k * d.inner] - m - logSum);
+        const float logSum = static_cast<float>(std::log(sum));
+        for (int64_t k = 0; k < d.len; ++k) yp[k * d.inner] = xp[k * d.inner] - m - logSum;
       } else {
-        for (int64_t k = 0; k < d.len; ++k)
-          yp[k * d.inner] = static_cast<float>(std::exp(static_cast<double>(xp[k * d.inner] - m)) / sum);
+        const float inv = static_cast<float>(1.0 / sum);
+        for (int64_t k = 0; k < d.len; ++k) yp[k * d.inner] *= inv;
       }
     }
 }

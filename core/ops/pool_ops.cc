@@ -45,7 +45,7 @@ struct TapRange {
   int64_t start, lo, hi;
 };
 
-TapRange tapRange(int64_t outPos, int64_t dim, const ConvGeometry& g) {
+TapRange tapRange(int64_t outPos, size_t dim, const ConvGeometry& g) {
   const int64_t start = outPos * g.strides[dim] - g.padsBegin[dim];
   const int64_t d = g.dilations[dim], in = g.inputSpatial[dim];
   int64_t lo = 0, hi = g.kernel[dim];
@@ -55,7 +55,7 @@ TapRange tapRange(int64_t outPos, int64_t dim, const ConvGeometry& g) {
 }
 
 // Taps inside the padded input [-padBegin, in + padEnd), for count_include_pad.
-int64_t paddedTapCount(int64_t outPos, int64_t dim, const ConvGeometry& g) {
+int64_t paddedTapCount(int64_t outPos, size_t dim, const ConvGeometry& g) {
   const int64_t start = outPos * g.strides[dim] - g.padsBegin[dim];
   const int64_t d = g.dilations[dim];
   const int64_t limit = g.inputSpatial[dim] + g.padsEnd[dim];
@@ -63,6 +63,15 @@ int64_t paddedTapCount(int64_t outPos, int64_t dim, const ConvGeometry& g) {
   for (int64_t t = 0; t < g.kernel[dim]; ++t)
     if (start + t * d < limit) ++count;
   return count;
+}
+
+// Tap ranges of every output position, per dimension (computed once per
+// node rather than once per output element).
+std::vector<std::vector<TapRange>> allTapRanges(const ConvGeometry& g) {
+  std::vector<std::vector<TapRange>> r(g.spatialRank());
+  for (size_t d = 0; d < g.spatialRank(); ++d)
+    for (int64_t o = 0; o < g.outputSpatial[d]; ++o) r[d].push_back(tapRange(o, d, g));
+  return r;
 }
 
 // ---- MaxPool ----
@@ -92,14 +101,15 @@ void maxPool(const Node& node, const Tensor& X, Tensor& Y, Tensor* indices) {
   const T* x = X.data<T>();
   T* y = Y.data<T>();
   int64_t* idx = indices ? indices->data<int64_t>() : nullptr;
+  const std::vector<std::vector<TapRange>> ranges = allTapRanges(g);
   for (int64_t nc = 0; nc < g.batch * g.inChannels; ++nc) {
     const T* xc = x + nc * inP;
     for (int64_t od = 0; od < OD; ++od) {
-      const TapRange rd = tapRange(od, 0, g);
+      const TapRange& rd = ranges[0][od];
       for (int64_t oh = 0; oh < OH; ++oh) {
-        const TapRange rh = tapRange(oh, 1, g);
+        const TapRange& rh = ranges[1][oh];
         for (int64_t ow = 0; ow < OW; ++ow) {
-          const TapRange rw = tapRange(ow, 2, g);
+          const TapRange& rw = ranges[2][ow];
           T best = std::numeric_limits<T>::lowest();
           int64_t bd = -1, bh = 0, bw = 0;
           for (int64_t td = rd.lo; td < rd.hi; ++td) {
@@ -165,14 +175,21 @@ void runAveragePool(const Node& node, const std::vector<const Tensor*>& in,
   const int64_t inP = g.inputSpatialSize();
   const float* x = in[0]->data<float>();
   float* y = out[0]->data<float>();
+  const std::vector<std::vector<TapRange>> ranges = allTapRanges(g);
+  // Divisors per dimension; the window's divisor is their product.
+  std::vector<std::vector<int64_t>> counts(3);
+  for (size_t d = 0; d < 3; ++d)
+    for (int64_t o = 0; o < g.outputSpatial[d]; ++o)
+      counts[d].push_back(includePad ? paddedTapCount(o, d, g)
+                                     : ranges[d][o].hi - ranges[d][o].lo);
   for (int64_t nc = 0; nc < g.batch * g.inChannels; ++nc) {
     const float* xc = x + nc * inP;
     for (int64_t od = 0; od < OD; ++od) {
-      const TapRange rd = tapRange(od, 0, g);
+      const TapRange& rd = ranges[0][od];
       for (int64_t oh = 0; oh < OH; ++oh) {
-        const TapRange rh = tapRange(oh, 1, g);
+        const TapRange& rh = ranges[1][oh];
         for (int64_t ow = 0; ow < OW; ++ow) {
-          const TapRange rw = tapRange(ow, 2, g);
+          const TapRange& rw = ranges[2][ow];
           float sum = 0.0f;
           for (int64_t td = rd.lo; td < rd.hi; ++td) {
             const int64_t id = rd.start + td * g.dilations[0];
@@ -181,11 +198,7 @@ void runAveragePool(const Node& node, const std::vector<const Tensor*>& in,
               for (int64_t tw = rw.lo; tw < rw.hi; ++tw) sum += row[rw.start + tw * g.dilations[2]];
             }
           }
-          int64_t count;
-          if (includePad)
-            count = paddedTapCount(od, 0, g) * paddedTapCount(oh, 1, g) * paddedTapCount(ow, 2, g);
-          else
-            count = (rd.hi - rd.lo) * (rh.hi - rh.lo) * (rw.hi - rw.lo);
+          const int64_t count = counts[0][od] * counts[1][oh] * counts[2][ow];
           *y++ = count > 0 ? sum / static_cast<float>(count) : 0.0f;
         }
       }

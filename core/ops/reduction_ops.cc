@@ -182,6 +182,11 @@ void registerReduceOps(OpRegistry& r) {
     run(zero<Acc>(), [](Acc& a, auto x) { a += static_cast<Acc>(x) * static_cast<Acc>(x); },
         [](Acc a, int64_t) { return std::sqrt(a); });
   });
+  addReduce<kFloatTypes>(r, "ReduceLogSum", [](auto, auto acc, auto run) {
+    using Acc = typename decltype(acc)::type;
+    run(zero<Acc>(), [](Acc& a, auto x) { a += static_cast<Acc>(x); },
+        [](Acc a, int64_t) { return std::log(a); });
+  });
   addReduce<kFloatTypes>(r, "ReduceLogSumExp", [](auto, auto acc, auto run) {
     using Acc = typename decltype(acc)::type;
     run(zero<Acc>(), [](Acc& a, auto x) { a += std::exp(static_cast<Acc>(x)); },
@@ -237,12 +242,61 @@ void addArgReduce(OpRegistry& r, const std::string& name) {
   r.add(std::move(s));
 }
 
+// CumSum: running sums along `axis` (a constant input in ONNX), optionally
+// exclusive (each sum leaves out its own element) and/or from the end.
+void addCumSum(OpRegistry& r) {
+  OpSchema s;
+  s.name = "CumSum";
+  s.kind = OpKind::Opaque;
+  s.attributes = {{"axis", AttributeType::Int, std::nullopt, true},
+                  {"exclusive", AttributeType::Int, Attribute(int64_t{0})},
+                  {"reverse", AttributeType::Int, Attribute(int64_t{0})}};
+  s.constInputs = {{1, "axis", AttributeType::Int}};
+  s.infer = [](const Node& node, const Types& in) {
+    requireTypeIn(node, kNumeric, in[0].elementType);
+    normalizeAxis(node, node.attrs.getInt("axis"), in[0].rank());
+    return Types{in[0]};
+  };
+  s.reference = [](const Node& node, const Inputs& in, const Outputs& out) {
+    const Shape& shape = in[0]->shape();
+    const int64_t axis = normalizeAxis(node, node.attrs.getInt("axis"), in[0]->rank());
+    const bool exclusive = node.attrs.getInt("exclusive", 0) != 0;
+    const bool reverse = node.attrs.getInt("reverse", 0) != 0;
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < axis; ++d) outer *= shape[d];
+    for (int64_t d = axis + 1; d < in[0]->rank(); ++d) inner *= shape[d];
+    const int64_t n = in[0]->rank() ? shape[axis] : 1;
+    visitType<kNumeric>(node, in[0]->elementType(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* x = in[0]->data<T>();
+      T* y = out[0]->data<T>();
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t i = 0; i < inner; ++i) {
+          AccumulatorOf<T> sum = 0;
+          for (int64_t step = 0; step < n; ++step) {
+            const int64_t k = reverse ? n - 1 - step : step;
+            const int64_t at = (o * n + k) * inner + i;
+            if (exclusive) {
+              y[at] = static_cast<T>(sum);
+              sum += x[at];
+            } else {
+              sum += x[at];
+              y[at] = static_cast<T>(sum);
+            }
+          }
+        }
+    });
+  };
+  r.add(std::move(s));
+}
+
 }  // namespace
 
 void registerReductionOps(OpRegistry& r) {
   registerReduceOps(r);
   addArgReduce<true>(r, "ArgMax");
   addArgReduce<false>(r, "ArgMin");
+  addCumSum(r);
 }
 
 }  // namespace collage

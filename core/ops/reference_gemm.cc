@@ -3,17 +3,28 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 namespace collage {
 
 namespace {
 
+// Floats per vector register of the target: the micro-kernel's vector type
+// must match it (a 32-byte vector type on an SSE-only build is lowered
+// through memory, ~100x slower).
+#if defined(__AVX512F__)
+constexpr int64_t kLanes = 16;
+#elif defined(__AVX__)
+constexpr int64_t kLanes = 8;
+#else
+constexpr int64_t kLanes = 4;
+#endif
 // Register tile: MR rows of A times NR columns of B held in MR * NR float
-// accumulators. 6 x 16 fills 12 of AVX2's 16 vector registers (2 per row);
-// on narrower targets the compiler splits the rows, which is still correct.
+// accumulators, two vectors per row: 12 of the 16 vector registers of
+// SSE/AVX2 (with AVX2, a 6 x 16 tile).
 constexpr int64_t kMR = 6;
-constexpr int64_t kNR = 16;
-// Cache blocks: a KC x NR panel of B (16 KiB) stays in L1 while it meets
+constexpr int64_t kNR = 2 * kLanes;
+// Cache blocks: a KC x NR panel of B (16 KiB with AVX2) stays in L1 while it meets
 // every MR-row panel of an MC x KC block of A (L2); a KC x NC block of B is
 // reused across all of M.
 constexpr int64_t kKC = 256;
@@ -65,12 +76,9 @@ void packB(bool transB, const float* B, int64_t ldb, int64_t p0, int64_t j0, int
 }
 
 // The micro-kernel works on rows of NR floats as GCC/Clang vector types:
-// written as plain loops, GCC's vectoriser shuffles and spills the 6 x 16
-// tile (measured ~2x slower); with explicit vector values the tile stays in
-// registers and a * b + c becomes an FMA where the target has one. The code
-// is still portable C++ (the vector extension lowers to scalar code on a
-// target without SIMD).
-constexpr int64_t kLanes = 8;
+// written as plain loops, GCC's vectoriser shuffles and spills the tile
+// (measured ~2x slower); with explicit vector values the tile stays in
+// registers and a * b + c becomes an FMA where the target has one.
 constexpr int64_t kVecPerRow = kNR / kLanes;
 typedef float Vec __attribute__((vector_size(kLanes * sizeof(float))));
 
@@ -99,6 +107,56 @@ void microKernel(int64_t kc, const float* __restrict a, const float* __restrict 
   }
 }
 
+// Dot product with 8 independent partial sums, so that it vectorises
+// without reassociation flags.
+float dot(const float* __restrict a, const float* __restrict b, int64_t n) {
+  float partial[8] = {};
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8)
+    for (int l = 0; l < 8; ++l) partial[l] += a[k + l] * b[k + l];
+  float sum = 0.0f;
+  for (; k < n; ++k) sum += a[k] * b[k];
+  for (float p : partial) sum += p;
+  return sum;
+}
+
+// C (already scaled by beta) += alpha * op(A) * op(B) when op(A) is a single
+// row (M == 1) or op(B) a single column (N == 1): a matrix-vector product,
+// for which packing would cost more than the arithmetic (a classifier's
+// Gemm at batch 1, a depthwise Conv's one output channel per group).
+void gemv(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
+          const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc) {
+  std::vector<float> vec(static_cast<size_t>(K));
+  if (M == 1) {
+    for (int64_t k = 0; k < K; ++k) vec[k] = transA ? A[k * lda] : A[k];
+    if (transB) {
+      for (int64_t j = 0; j < N; ++j) C[j] += alpha * dot(vec.data(), B + j * ldb, K);
+    } else {
+      for (int64_t k = 0; k < K; ++k) {
+        const float s = alpha * vec[k];
+        const float* __restrict row = B + k * ldb;
+        float* __restrict c = C;
+        for (int64_t j = 0; j < N; ++j) c[j] += s * row[j];
+      }
+    }
+    return;
+  }
+  // N == 1: C is a column with stride ldc.
+  for (int64_t k = 0; k < K; ++k) vec[k] = transB ? B[k] : B[k * ldb];
+  if (!transA) {
+    for (int64_t i = 0; i < M; ++i) C[i * ldc] += alpha * dot(A + i * lda, vec.data(), K);
+  } else {
+    std::vector<float> acc(static_cast<size_t>(M), 0.0f);
+    for (int64_t k = 0; k < K; ++k) {
+      const float s = vec[k];
+      const float* __restrict row = A + k * lda;
+      float* __restrict a = acc.data();
+      for (int64_t i = 0; i < M; ++i) a[i] += s * row[i];
+    }
+    for (int64_t i = 0; i < M; ++i) C[i * ldc] += alpha * acc[i];
+  }
+}
+
 struct AlignedFree {
   void operator()(float* p) const { std::free(p); }
 };
@@ -123,6 +181,10 @@ void referenceSgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, f
       for (int64_t j = 0; j < N; ++j) C[i * ldc + j] *= beta;
   }
   if (K <= 0 || alpha == 0.0f) return;
+  if (M == 1 || N == 1) {
+    gemv(transA, transB, M, N, K, alpha, A, lda, B, ldb, C, ldc);
+    return;
+  }
 
   const int64_t mcMax = std::min(kMC, (M + kMR - 1) / kMR * kMR);
   const int64_t kcMax = std::min(kKC, K);

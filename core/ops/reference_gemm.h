@@ -1,9 +1,10 @@
 // A single-threaded sgemm for the reference kernels (Conv, ConvTranspose,
 // Gemm, MatMul). Core links no BLAS library, yet the reference executor must
 // run a ResNet-50 in seconds, so this is a cache-blocked GEMM in the GotoBLAS
-// style (packed panels of A and B, a register-tiled micro-kernel written in
-// plain C++ that the compiler vectorises) rather than a triple loop.
-// Accumulation is in float.
+// style (packed panels of A and B, a 6 x 16 register-tiled micro-kernel
+// written with GCC/Clang vector types, no intrinsics, so the compiler picks
+// the instructions: FMA on AVX2) rather than a triple loop. Row or column
+// vectors (M == 1 or N == 1) skip the packing. Accumulation is in float.
 #pragma once
 
 #include <cstdint>

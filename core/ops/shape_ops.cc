@@ -504,6 +504,94 @@ void addTile(OpRegistry& r) {
   r.add(std::move(s));
 }
 
+// GatherElements: out[i][j][k] = data[index[i][j][k]][j][k] for axis 0 (and
+// likewise along other axes); the output has the indices' shape.
+void addGatherElements(OpRegistry& r) {
+  OpSchema s;
+  s.name = "GatherElements";
+  s.kind = OpKind::Injective;
+  s.minInputs = s.maxInputs = 2;
+  s.attributes = {{"axis", AttributeType::Int, Attribute(int64_t{0})}};
+  s.infer = [](const Node& node, const Types& in) {
+    requireMovable(node, in[0].elementType);
+    if (in[1].elementType != ElementType::Int64 && in[1].elementType != ElementType::Int32)
+      throw Error(nodeLabel(node) + "indices must be int32 or int64, not " + in[1].toString());
+    const int64_t axis = normalizeAxis(node, node.attrs.getInt("axis", 0), in[0].rank());
+    bool ok = in[1].rank() == in[0].rank();
+    for (int64_t d = 0; ok && d < in[0].rank(); ++d)
+      ok = d == axis || in[1].shape[d] <= in[0].shape[d];
+    if (!ok)
+      throw Error(nodeLabel(node) + "indices " + in[1].toString() + " do not fit data " +
+                  in[0].toString() + " along axis " + std::to_string(axis));
+    return Types{{in[0].elementType, in[1].shape}};
+  };
+  s.reference = [](const Node& node, const Inputs& in, const Outputs& out) {
+    const int64_t axis = normalizeAxis(node, node.attrs.getInt("axis", 0), in[0]->rank());
+    const int64_t dim = in[0]->shape()[axis];
+    std::vector<int64_t> indices = in[1]->toInts();
+    for (int64_t& index : indices) {
+      if (index < -dim || index >= dim)
+        throw Error(nodeLabel(node) + "index " + std::to_string(index) +
+                    " is out of range for dimension " + std::to_string(dim));
+      if (index < 0) index += dim;
+    }
+    // Walk the output; operand 0 is the data offset without the axis term.
+    std::vector<int64_t> strides = stridesOf(in[0]->shape());
+    const int64_t axisStride = strides.empty() ? 0 : strides[axis];
+    if (!strides.empty()) strides[axis] = 0;
+    const StridedPlan plan = makeStridedPlan(out[0]->shape(), {strides});
+    const int64_t s0 = plan.innerStride(0);
+    visitBySize(node, in[0]->elementType(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* x = in[0]->data<T>();
+      T* y = out[0]->data<T>();
+      forEachRow(plan, [&](int64_t o, const int64_t* off, int64_t n) {
+        for (int64_t j = 0; j < n; ++j) y[o + j] = x[off[0] + j * s0 + indices[o + j] * axisStride];
+      });
+    });
+  };
+  s.flops = noFlops;
+  r.add(std::move(s));
+}
+
+// Trilu: keeps the upper (j - i >= k) or lower (j - i <= k) triangle of the
+// last two dimensions and zeroes the rest.
+void addTrilu(OpRegistry& r) {
+  OpSchema s;
+  s.name = "Trilu";
+  s.kind = OpKind::Injective;
+  s.attributes = {{"upper", AttributeType::Int, Attribute(int64_t{1})},
+                  {"k", AttributeType::Int, Attribute(int64_t{0})}};
+  s.constInputs = {{1, "k", AttributeType::Int}};
+  s.infer = [](const Node& node, const Types& in) {
+    requireMovable(node, in[0].elementType);
+    if (in[0].rank() < 2)
+      throw Error(nodeLabel(node) + "the input must have rank 2 or more, not " + in[0].toString());
+    return Types{in[0]};
+  };
+  s.reference = [](const Node& node, const Inputs& in, const Outputs& out) {
+    const Shape& shape = in[0]->shape();
+    const int64_t rows = shape[shape.size() - 2], cols = shape.back();
+    const int64_t batch = rows * cols != 0 ? in[0]->numElements() / (rows * cols) : 0;
+    const bool upper = node.attrs.getInt("upper", 1) != 0;
+    const int64_t k = node.attrs.getInt("k", 0);
+    visitBySize(node, in[0]->elementType(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* x = in[0]->data<T>();
+      T* y = out[0]->data<T>();
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t i = 0; i < rows; ++i)
+          for (int64_t j = 0; j < cols; ++j) {
+            const int64_t at = (b * rows + i) * cols + j;
+            const bool keep = upper ? j - i >= k : j - i <= k;
+            y[at] = keep ? x[at] : T(0);
+          }
+    });
+  };
+  s.flops = noFlops;
+  r.add(std::move(s));
+}
+
 }  // namespace
 
 void registerShapeOps(OpRegistry& r) {
@@ -524,6 +612,8 @@ void registerShapeOps(OpRegistry& r) {
   addGather(r);
   addExpand(r);
   addTile(r);
+  addGatherElements(r);
+  addTrilu(r);
 }
 
 }  // namespace collage

@@ -25,6 +25,7 @@ inline constexpr unsigned kFloatTypes = 1;     // float, double
 inline constexpr unsigned kSignedTypes = 2;    // int8, int16, int32, int64
 inline constexpr unsigned kUnsignedTypes = 4;  // uint8, uint16, uint32, uint64
 inline constexpr unsigned kBoolType = 8;
+inline constexpr unsigned kHalfTypes = 16;     // float16 (never visited: see half_float.h)
 inline constexpr unsigned kSignedNumeric = kFloatTypes | kSignedTypes;
 inline constexpr unsigned kNumeric = kFloatTypes | kSignedTypes | kUnsignedTypes;
 inline constexpr unsigned kAllTypes = kNumeric | kBoolType;
@@ -46,6 +47,8 @@ inline bool typeInSet(unsigned set, ElementType t) {
       return set & kUnsignedTypes;
     case ElementType::Bool:
       return set & kBoolType;
+    case ElementType::Float16:
+      return set & kHalfTypes;
     default:
       return false;
   }

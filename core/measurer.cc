@@ -1,0 +1,304 @@
+#include "core/measurer.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "core/error.h"
+
+extern char** environ;
+
+namespace collage {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+Tensor randomTensor(const TensorType& type, std::mt19937& rng) {
+  Tensor t(type);
+  const int64_t n = t.numElements();
+  std::uniform_real_distribution<float> real(-1.0f, 1.0f);
+  switch (type.elementType) {
+    case ElementType::Float32:
+      for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = real(rng);
+      break;
+    case ElementType::Int64:
+      for (int64_t i = 0; i < n; ++i) t.data<int64_t>()[i] = static_cast<int64_t>(rng() % 4);
+      break;
+    case ElementType::Int32:
+      for (int64_t i = 0; i < n; ++i) t.data<int32_t>()[i] = static_cast<int32_t>(rng() % 4);
+      break;
+    default:
+      break;  // zeros: valid for bools and indices
+  }
+  return t;
+}
+}  // namespace
+
+void summarizeSamples(std::vector<double>& s, Measurement& m) {
+  std::sort(s.begin(), s.end());
+  const size_t n = s.size();
+  m.samples = static_cast<int32_t>(n);
+  if (n == 0) return;
+  // Quantiles by linear interpolation between order statistics.
+  auto at = [&](double q) {
+    double pos = q * static_cast<double>(n - 1);
+    size_t lo = static_cast<size_t>(pos);
+    size_t hi = std::min(n - 1, lo + 1);
+    return s[lo] + (pos - static_cast<double>(lo)) * (s[hi] - s[lo]);
+  };
+  m.medianNs = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+  m.minNs = s.front();
+  m.spread = m.medianNs > 0 ? (at(0.75) - at(0.25)) / m.medianNs : 0;
+}
+
+Measurement measureKernel(Backend& backend, const KernelRequest& request,
+                          const MeasurerOptions& options) {
+  Measurement m;
+  auto start = Clock::now();
+  CompileResult compiled;
+  try {
+    compiled = backend.compile(request);
+  } catch (const std::exception& e) {
+    m.status = MeasurementStatus::Failed;
+    m.message = std::string("compile threw: ") + e.what();
+    m.measureSeconds = secondsSince(start);
+    return m;
+  }
+  if (!compiled) {
+    m.status = MeasurementStatus::Invalid;
+    m.message = compiled.refusal;
+    m.measureSeconds = secondsSince(start);
+    return m;
+  }
+  const Graph& g = *request.graph;
+  std::mt19937 rng(42);
+  std::vector<Tensor> inputs, outputs;
+  for (ValueId v : request.inputs) inputs.push_back(randomTensor(g.value(v).type, rng));
+  for (ValueId v : request.outputs) outputs.emplace_back(g.value(v).type);
+  std::vector<DLTensor> inViews, outViews;
+  for (auto& t : inputs) inViews.push_back(t.toDLTensor());
+  for (auto& t : outputs) outViews.push_back(t.toDLTensor());
+  std::vector<const DLTensor*> in;
+  std::vector<DLTensor*> out;
+  for (auto& d : inViews) in.push_back(&d);
+  for (auto& d : outViews) out.push_back(&d);
+
+  try {
+    auto warm = Clock::now();
+    do {
+      compiled.kernel->run(in, out);
+    } while (secondsSince(warm) < options.warmupSeconds);
+    std::vector<double> samples;
+    auto timed = Clock::now();
+    double total = 0;
+    while (true) {
+      auto t0 = Clock::now();
+      compiled.kernel->run(in, out);
+      double ns = std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
+      samples.push_back(ns);
+      total += ns * 1e-9;
+      const int n = static_cast<int>(samples.size());
+      if (n < options.minSamples || total < options.minTotalSeconds) continue;
+      if (n >= options.maxSamples || secondsSince(timed) >= options.maxSeconds) break;
+      std::vector<double> copy = samples;
+      Measurement probe;
+      summarizeSamples(copy, probe);
+      if (probe.spread <= options.targetSpread) break;
+    }
+    summarizeSamples(samples, m);
+    m.status = MeasurementStatus::Ok;
+  } catch (const std::exception& e) {
+    m.status = MeasurementStatus::Failed;
+    m.message = std::string("run threw: ") + e.what();
+  }
+  m.measureSeconds = secondsSince(start);
+  return m;
+}
+
+namespace {
+nlohmann::json toJson(const Measurement& m) {
+  return {{"status", measurementStatusName(m.status)}, {"median_ns", m.medianNs},
+          {"spread", m.spread}, {"min_ns", m.minNs}, {"samples", m.samples},
+          {"seconds", m.measureSeconds}, {"message", m.message}};
+}
+Measurement fromJson(const nlohmann::json& j) {
+  Measurement m;
+  m.status = measurementStatusFromName(j.value("status", "failed"));
+  m.medianNs = j.value("median_ns", 0.0);
+  m.spread = j.value("spread", 0.0);
+  m.minNs = j.value("min_ns", 0.0);
+  m.samples = j.value("samples", 0);
+  m.measureSeconds = j.value("seconds", 0.0);
+  m.message = j.value("message", "");
+  return m;
+}
+}  // namespace
+
+void runMeasurementWorker(const Graph& graph,
+                          const std::function<Backend*(const std::string&)>& backendFor,
+                          const MeasurerOptions& options, std::istream& in, std::ostream& out) {
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    Measurement m;
+    try {
+      auto req = nlohmann::json::parse(line);
+      std::string name = req.at("backend").get<std::string>();
+      Backend* backend = backendFor(name);
+      if (!backend) throw Error("unknown backend '" + name + "'");
+      NodeSet nodes(graph.numNodes());
+      for (int n : req.at("nodes")) {
+        if (n < 0 || n >= graph.numNodes()) throw Error("node index out of range");
+        nodes.insert(n);
+      }
+      m = measureKernel(*backend, KernelRequest::of(graph, nodes, "measure"), options);
+    } catch (const std::exception& e) {
+      m.status = MeasurementStatus::Failed;
+      m.message = e.what();
+    }
+    out << toJson(m).dump() << "\n" << std::flush;
+  }
+}
+
+IsolatedMeasurer::IsolatedMeasurer(std::vector<std::string> workerCommand, MeasurerOptions options)
+    : command_(std::move(workerCommand)), options_(options) {
+  // A worker that dies makes our next write raise SIGPIPE: report it instead.
+  signal(SIGPIPE, SIG_IGN);
+}
+
+IsolatedMeasurer::~IsolatedMeasurer() { stopWorker(false); }
+
+void IsolatedMeasurer::startWorker() {
+  int toChild[2], fromChild[2];
+  if (pipe(toChild) != 0 || pipe(fromChild) != 0) throw Error("cannot create pipes for a worker");
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, toChild[0], STDIN_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, fromChild[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addclose(&actions, toChild[1]);
+  posix_spawn_file_actions_addclose(&actions, fromChild[0]);
+  std::vector<char*> argv;
+  for (auto& a : command_) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid;
+  int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(toChild[0]);
+  close(fromChild[1]);
+  if (rc != 0) {
+    close(toChild[1]);
+    close(fromChild[0]);
+    throw Error("cannot start the measurement worker '" + command_[0] + "': " + std::strerror(rc));
+  }
+  pid_ = pid;
+  toWorker_ = toChild[1];
+  fromWorker_ = fromChild[0];
+  readBuffer_.clear();
+  ++workersStarted_;
+}
+
+void IsolatedMeasurer::stopWorker(bool killIt) {
+  if (pid_ < 0) return;
+  if (toWorker_ >= 0) close(toWorker_);
+  if (fromWorker_ >= 0) close(fromWorker_);
+  toWorker_ = fromWorker_ = -1;
+  if (killIt) kill(pid_, SIGKILL);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+}
+
+std::string IsolatedMeasurer::describeExit(int status) const {
+  if (WIFSIGNALED(status))
+    return std::string("the kernel crashed the measurement worker (signal ") +
+           strsignal(WTERMSIG(status)) + ")";
+  if (WIFEXITED(status))
+    return "the measurement worker exited with status " + std::to_string(WEXITSTATUS(status));
+  return "the measurement worker stopped";
+}
+
+Measurement IsolatedMeasurer::measure(const std::string& backend, const NodeSet& nodes) {
+  if (pid_ < 0) {
+    try {
+      startWorker();
+    } catch (const Error& e) {
+      Measurement m;
+      m.message = e.what();
+      return m;  // Failed
+    }
+  }
+  nlohmann::json req = {{"backend", backend}, {"nodes", nodes.members()}};
+  std::string line = req.dump() + "\n";
+  auto start = Clock::now();
+  Measurement failed;
+  if (write(toWorker_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+    // The worker is gone already (e.g. it could not load the model).
+    int status = 0;
+    close(toWorker_);
+    close(fromWorker_);
+    toWorker_ = fromWorker_ = -1;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    failed.status = MeasurementStatus::Failed;
+    failed.message = describeExit(status);
+    return failed;
+  }
+  while (true) {
+    auto nl = readBuffer_.find('\n');
+    if (nl != std::string::npos) {
+      std::string reply = readBuffer_.substr(0, nl);
+      readBuffer_.erase(0, nl + 1);
+      try {
+        return fromJson(nlohmann::json::parse(reply));
+      } catch (const std::exception& e) {
+        failed.status = MeasurementStatus::Failed;
+        failed.message = "garbled reply from the measurement worker: " + reply.substr(0, 200);
+        stopWorker(true);
+        return failed;
+      }
+    }
+    double left = options_.timeoutSeconds - secondsSince(start);
+    if (left <= 0) {
+      stopWorker(true);
+      failed.status = MeasurementStatus::TimedOut;
+      failed.message = "no result within " + std::to_string(static_cast<int>(options_.timeoutSeconds)) +
+                       " s: the worker was killed";
+      failed.measureSeconds = secondsSince(start);
+      return failed;
+    }
+    pollfd pfd{fromWorker_, POLLIN, 0};
+    int ready = poll(&pfd, 1, static_cast<int>(std::min(left, 1.0) * 1000) + 1);
+    if (ready <= 0) continue;
+    char buf[4096];
+    ssize_t got = read(fromWorker_, buf, sizeof buf);
+    if (got > 0) {
+      readBuffer_.append(buf, static_cast<size_t>(got));
+      continue;
+    }
+    // EOF: the worker died mid-measurement.
+    int status = 0;
+    close(toWorker_);
+    close(fromWorker_);
+    toWorker_ = fromWorker_ = -1;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    failed.status = MeasurementStatus::Failed;
+    failed.message = describeExit(status);
+    failed.measureSeconds = secondsSince(start);
+    return failed;
+  }
+}
+
+}  // namespace collage
