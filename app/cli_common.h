@@ -31,6 +31,7 @@ Action addCandidatesCommand(CLI::App& app);
 Action addSpecCommand(CLI::App& app);
 Action addOptimizeCommand(CLI::App& app);
 Action addMeasureWorkerCommand(CLI::App& app);
+Action addDbCommand(CLI::App& app);
 
 // The argv that starts a measurement worker for this model (this executable).
 std::vector<std::string> workerCommand(const ModelOptions& model);

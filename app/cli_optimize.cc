@@ -150,10 +150,11 @@ Action addOptimizeCommand(CLI::App& app) {
                   priority.total / result.total);
     }
 
-    std::vector<std::pair<std::string, std::string>> backendVersions(versions.begin(), versions.end());
-    Plan plan = makePlan(graph, options->modelPath, options->importOptions().inputShapes, candidates,
-                         result.chosen, measurements, PlanOrigin::OpLevel, fingerprint,
-                         backendVersions);
+    std::vector<BackendVersion> backendVersions;
+    for (const auto& [name, version] : versions) backendVersions.push_back(BackendVersion{name, version});
+    Plan plan = makePlan(graph, options->modelPath, candidates, result.chosen, measurements,
+                         PlanOrigin::OpLevel, fingerprint, backendVersions);
+    plan.predictedNs = result.total;
     savePlan(plan, options->output);
     std::printf("plan written to %s (%zu groups)\n", options->output.c_str(), plan.groups.size());
     return 0;

@@ -7,17 +7,19 @@
 namespace collage::cli {
 
 void TerminalProgress::onMeasureProgress(const MeasureProgressEvent& e) {
-  // Redraw at most 10 times a second, and always at the end.
-  if (e.done < e.total && e.elapsedSeconds - lastDraw_ < 0.1 && lastDraw_ >= 0) return;
+  // On a terminal redraw at most 10 times a second; in a log (not a
+  // terminal) one line every 10 seconds. Always at the end.
+  const double interval = isatty(STDERR_FILENO) ? 0.1 : 10.0;
+  if (e.done < e.total && e.elapsedSeconds - lastDraw_ < interval && lastDraw_ >= 0) return;
   lastDraw_ = e.elapsedSeconds;
   const int width = 30;
   int filled = e.total ? width * e.done / e.total : width;
   char bar[width + 1];
   for (int i = 0; i < width; ++i) bar[i] = i < filled ? '#' : '.';
   bar[width] = 0;
+  const bool tty = isatty(STDERR_FILENO);
   char eta[32] = "--";
   if (e.etaSeconds >= 0) std::snprintf(eta, sizeof eta, "%.0fs", e.etaSeconds);
-  const bool tty = isatty(STDERR_FILENO);
   std::fprintf(stderr, "%smeasuring [%s] %d/%d (cached %d, failed %d) %.0fs ETA %s %-40.40s%s",
                tty ? "\r" : "", bar, e.done, e.total, e.cached, e.failed, e.elapsedSeconds, eta,
                e.current.c_str(), tty ? "" : "\n");

@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   add(cli::addSpecCommand);
   add(cli::addOptimizeCommand);
   add(cli::addMeasureWorkerCommand);
+  add(cli::addDbCommand);
 
   CLI11_PARSE(app, argc, argv);
   setThreadCount(threads);

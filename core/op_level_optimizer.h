@@ -8,8 +8,10 @@
 // lowest node is the state's lowest uncovered node are tried. Every cover is
 // reached this way exactly once (its kernels sorted by lowest node), so the
 // search is exact over the candidate set, and states stay few because covered
-// sets are nearly prefixes of the topological order. Disjoint convex groups
-// never form a cycle between them, so every cover found can be scheduled.
+// sets are nearly prefixes of the topological order. Groups with one exit that
+// every member reaches (pattern matches, generated groups) cannot form a cycle
+// between them, so such a cover can always be scheduled; a Session checks
+// the order anyway (planExecutionOrder).
 #pragma once
 
 #include <functional>

@@ -169,9 +169,9 @@ void exportAnnotatedOnnx(const std::string& modelPath, const Plan& plan, const s
     if (std::isfinite(g.costNs)) props.push_back({"collage.cost_us", formatUs(g.costNs)});
     props.push_back({"collage.group_nodes", nodesList});
     setNodeMetadata(*node, props);
-    std::string line = "collage: " + g.backend + " group " + std::to_string(gi);
-    if (!g.pattern.empty()) line += " " + g.pattern;
-    line += " " + costToString(g.costNs);
+    std::string line = "collage: backend " + g.backend + ", group " + std::to_string(gi);
+    if (!g.pattern.empty()) line += ", pattern " + g.pattern;
+    line += ", cost " + costToString(g.costNs);
     setDocLine(*node, line);
   }
 

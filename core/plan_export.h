@@ -26,7 +26,7 @@ namespace collage {
 //    NodeProto.metadata_props is field 9 since ONNX 1.16 (IR 10); it is
 //    written in that wire format, so newer ONNX, Netron and Model Explorer
 //    read it, and older ONNX keeps it as an unknown field;
-//  - a line "collage: <backend> group <g> <pattern> <cost>" appended to the
+//  - a line "collage: backend <b>, group <g>, pattern <p>, cost <c>" added to the
 //    node's doc_string, which every ONNX version and Netron show.
 // Earlier collage.* entries and doc lines are replaced, so exporting an
 // exported model again is safe. Model-level metadata_props get

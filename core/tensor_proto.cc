@@ -213,15 +213,48 @@ Tensor tensorFromProto(const onnx::TensorProto& proto, const std::string& baseDi
   }
   if (proto.has_segment())
     throw Unsupported(tensorLabel(proto) + ": segmented tensors are not supported");
-  Tensor t(et, shape);
+  // Check the size before allocating: a corrupt file must not make us ask
+  // for terabytes.
+  int64_t count = 1;
+  for (int64_t d : shape) {
+    if (d != 0 && count > (int64_t{1} << 40) / d)
+      throw Error(tensorLabel(proto) + ": shape " + shapeToString(shape) + " is too large");
+    count *= d;
+  }
+  const size_t bytes = static_cast<size_t>(count) * elementSize(et);
+  auto expectBytes = [&](size_t have, const char* where) {
+    if (have != bytes)
+      throw Error(tensorLabel(proto) + ": " + where + " holds " + std::to_string(have) +
+                  " bytes, its type " + TensorType{et, shape}.toString() + " needs " +
+                  std::to_string(bytes));
+  };
   if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
-    copyBytes(readExternal(proto, baseDir), t, proto, "its external data");
+    std::string data = readExternal(proto, baseDir);
+    expectBytes(data.size(), "its external data");
+    Tensor t(et, shape);
+    copyBytes(data, t, proto, "its external data");
     return t;
   }
   if (proto.has_raw_data()) {
+    expectBytes(proto.raw_data().size(), "raw_data");
+    Tensor t(et, shape);
     copyBytes(proto.raw_data(), t, proto, "raw_data");
     return t;
   }
+  int64_t have = 0;
+  const char* field = "int32_data";
+  switch (et) {
+    case ElementType::Float32: have = proto.float_data_size(); field = "float_data"; break;
+    case ElementType::Float64: have = proto.double_data_size(); field = "double_data"; break;
+    case ElementType::Int64: have = proto.int64_data_size(); field = "int64_data"; break;
+    case ElementType::UInt32:
+    case ElementType::UInt64: have = proto.uint64_data_size(); field = "uint64_data"; break;
+    default: have = proto.int32_data_size(); break;
+  }
+  if (have != count)
+    throw Error(tensorLabel(proto) + ": " + field + " holds " + std::to_string(have) +
+                " values, its shape " + shapeToString(shape) + " needs " + std::to_string(count));
+  Tensor t(et, shape);
   switch (et) {
     case ElementType::Float32:
       copyField(proto.float_data(), t, proto, "float_data");

@@ -74,7 +74,8 @@ void copyStrided(const StridedPlan& plan, const void* src, int64_t srcBase, void
                  size_t elemSize) {
   switch (elemSize) {
     case 1:
-      copyStridedTyped(plan, static_cast<const uint8_t*>(src) + srcBase, static_cast<uint8_t*>(dst));
+      copyStridedTyped(plan, static_cast<const uint8_t*>(src) + srcBase,
+                       static_cast<uint8_t*>(dst));
       break;
     case 2:
       copyStridedTyped(plan, static_cast<const uint16_t*>(src) + srcBase,

@@ -1,6 +1,8 @@
-// Elementwise and broadcasting ops: unary math (Relu ... Gelu), Clip, Cast,
-// Identity, Dropout (inference), Not, the numpy-broadcasting binary ops
-// (Add ... Mod), the variadic Sum/Mean/Max/Min, PRelu and Where.
+// Elementwise and broadcasting ops: unary math (Relu ... Gelu, trigonometric
+// and hyperbolic functions), Clip, IsNaN/IsInf, Cast/CastLike, Identity,
+// Dropout (inference), Not, the numpy-broadcasting binary ops (Add ... Mod,
+// comparisons, logic, BitShift), the variadic Sum/Mean/Max/Min, PRelu, Where.
+// Float16 is computed through float32 (see half_float.h).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -79,8 +81,8 @@ ReferenceFn withHalfSupport(Kernel kernel) {
 // function (reading the node's attributes once, not per element).
 
 template <unsigned Set, class Maker>
-void addUnary(OpRegistry& r, const std::string& name, std::vector<AttributeSpec> attrs,
-              Maker maker, std::vector<ConstInput> constInputs = {}) {
+void addUnary(OpRegistry& r, const std::string& name, std::vector<AttributeSpec> attrs, Maker maker,
+              std::vector<ConstInput> constInputs = {}) {
   OpSchema s;
   s.name = name;
   s.kind = OpKind::ElemWise;
@@ -106,9 +108,8 @@ T sigmoid(T x) {
 }
 
 void registerUnaryOps(OpRegistry& r) {
-  addUnary<kSignedNumeric>(r, "Relu", {}, plain([](auto x) {
-                             return x > decltype(x)(0) ? x : decltype(x)(0);
-                           }));
+  addUnary<kSignedNumeric>(r, "Relu", {},
+                           plain([](auto x) { return x > decltype(x)(0) ? x : decltype(x)(0); }));
   addUnary<kSignedNumeric>(r, "Neg", {}, plain([](auto x) { return -x; }));
   addUnary<kNumeric>(r, "Abs", {}, plain([](auto x) {
                        using T = decltype(x);
@@ -126,8 +127,7 @@ void registerUnaryOps(OpRegistry& r) {
   addUnary<kFloatTypes>(r, "Exp", {}, plain([](auto x) { return std::exp(x); }));
   addUnary<kFloatTypes>(r, "Log", {}, plain([](auto x) { return std::log(x); }));
   addUnary<kFloatTypes>(r, "Sqrt", {}, plain([](auto x) { return std::sqrt(x); }));
-  addUnary<kFloatTypes>(r, "Reciprocal", {},
-                        plain([](auto x) { return decltype(x)(1) / x; }));
+  addUnary<kFloatTypes>(r, "Reciprocal", {}, plain([](auto x) { return decltype(x)(1) / x; }));
   addUnary<kFloatTypes>(r, "Erf", {}, plain([](auto x) { return std::erf(x); }));
   addUnary<kFloatTypes>(r, "Floor", {}, plain([](auto x) { return std::floor(x); }));
   addUnary<kFloatTypes>(r, "Ceil", {}, plain([](auto x) { return std::ceil(x); }));
@@ -170,18 +170,16 @@ void registerUnaryOps(OpRegistry& r) {
       return x > T(alpha) ? x : T(0);
     };
   });
-  addUnary<kSignedNumeric>(r, "Shrink", {floatAttr("bias", 0.0f), floatAttr("lambd", 0.5f)},
-                           [](const Node& node) {
-                             const double bias = node.attrs.getFloat("bias");
-                             const double lambd = node.attrs.getFloat("lambd");
-                             return [bias, lambd](auto x) {
-                               using T = decltype(x);
-                               const double v = static_cast<double>(x);
-                               return static_cast<T>(v < -lambd ? v + bias
-                                                     : v > lambd ? v - bias
-                                                                 : 0.0);
-                             };
-                           });
+  addUnary<kSignedNumeric>(
+      r, "Shrink", {floatAttr("bias", 0.0f), floatAttr("lambd", 0.5f)}, [](const Node& node) {
+        const double bias = node.attrs.getFloat("bias");
+        const double lambd = node.attrs.getFloat("lambd");
+        return [bias, lambd](auto x) {
+          using T = decltype(x);
+          const double v = static_cast<double>(x);
+          return static_cast<T>(v < -lambd ? v + bias : v > lambd ? v - bias : 0.0);
+        };
+      });
 
   addUnary<kFloatTypes>(r, "LeakyRelu", {floatAttr("alpha", 0.01f)}, [](const Node& node) {
     const float alpha = node.attrs.getFloat("alpha");
@@ -223,8 +221,7 @@ void registerUnaryOps(OpRegistry& r) {
       [](const Node& node) {
         const std::string mode = node.attrs.getString("approximate");
         if (mode != "none" && mode != "tanh")
-          throw Error(nodeLabel(node) + "approximate must be 'none' or 'tanh', not '" + mode +
-                      "'");
+          throw Error(nodeLabel(node) + "approximate must be 'none' or 'tanh', not '" + mode + "'");
         const bool useTanh = mode == "tanh";
         return [useTanh](auto x) {
           using T = decltype(x);
@@ -238,23 +235,23 @@ void registerUnaryOps(OpRegistry& r) {
 
   // Clip: an absent min or max is no bound (opset 11+ passes them as optional
   // inputs, which the importer turns into these attributes).
-  addUnary<kNumeric>(r, "Clip",
-                     {{"min", AttributeType::Float, std::nullopt},
-                      {"max", AttributeType::Float, std::nullopt}},
-                     [](const Node& node) {
-                       const float inf = std::numeric_limits<float>::infinity();
-                       const double lo = node.attrs.getFloat("min", -inf);
-                       const double hi = node.attrs.getFloat("max", inf);
-                       // Compared in double so that integer bounds stay exact.
-                       return [lo, hi](auto x) {
-                         using T = decltype(x);
-                         double v = static_cast<double>(x);
-                         if (v < lo) v = lo;
-                         if (v > hi) v = hi;
-                         return static_cast<T>(v);
-                       };
-                     },
-                     {{1, "min", AttributeType::Float}, {2, "max", AttributeType::Float}});
+  addUnary<kNumeric>(
+      r, "Clip",
+      {{"min", AttributeType::Float, std::nullopt}, {"max", AttributeType::Float, std::nullopt}},
+      [](const Node& node) {
+        const float inf = std::numeric_limits<float>::infinity();
+        const double lo = node.attrs.getFloat("min", -inf);
+        const double hi = node.attrs.getFloat("max", inf);
+        // Compared in double so that integer bounds stay exact.
+        return [lo, hi](auto x) {
+          using T = decltype(x);
+          double v = static_cast<double>(x);
+          if (v < lo) v = lo;
+          if (v > hi) v = hi;
+          return static_cast<T>(v);
+        };
+      },
+      {{1, "min", AttributeType::Float}, {2, "max", AttributeType::Float}});
 }
 
 // ---------------------------------------------------------------------------
@@ -337,7 +334,8 @@ void registerIdentityLikeOps(OpRegistry& r) {
     s.name = "Dropout";
     s.kind = OpKind::ElemWise;
     s.maxOutputs = 2;
-    s.attributes = {floatAttr("ratio", 0.5f), intAttr("training_mode", 0),
+    s.attributes = {floatAttr("ratio", 0.5f),
+                    intAttr("training_mode", 0),
                     {"seed", AttributeType::Int, std::nullopt}};
     s.constInputs = {{1, "ratio", AttributeType::Float}, {2, "training_mode", AttributeType::Int}};
     s.infer = [](const Node& node, const Types& in) {
@@ -362,8 +360,7 @@ void registerIdentityLikeOps(OpRegistry& r) {
     OpSchema s;
     s.name = "Cast";
     s.kind = OpKind::ElemWise;
-    s.attributes = {{"to", AttributeType::Int, std::nullopt, true},
-                    {"saturate", AttributeType::Int, Attribute(int64_t{1})}};
+    s.attributes = {{"to", AttributeType::Int, std::nullopt, true}};
     s.infer = [](const Node& node, const Types& in) {
       const int64_t code = node.attrs.getInt("to");
       const ElementType to = elementTypeFromOnnx(static_cast<int32_t>(code));
@@ -399,7 +396,6 @@ void registerIdentityLikeOps(OpRegistry& r) {
     like.name = "CastLike";
     like.kind = OpKind::ElemWise;
     like.minInputs = like.maxInputs = 2;
-    like.attributes = {{"saturate", AttributeType::Int, Attribute(int64_t{1})}};
     like.infer = [](const Node& node, const Types& in) {
       requireTypeIn(node, kAllTypes | kHalfTypes, in[0].elementType);
       requireTypeIn(node, kAllTypes | kHalfTypes, in[1].elementType);
@@ -424,8 +420,8 @@ Shape broadcastInputs(const Node& node, const Types& in) {
 void requireSameTypes(const Node& node, const Types& in) {
   for (size_t i = 1; i < in.size(); ++i)
     if (in[i].elementType != in[0].elementType)
-      throw Error(nodeLabel(node) + "inputs have different element types: " +
-                  in[0].toString() + " and " + in[i].toString());
+      throw Error(nodeLabel(node) + "inputs have different element types: " + in[0].toString() +
+                  " and " + in[i].toString());
 }
 
 // out = f(a, b) over Set, the output type is In (the inputs' type) or Bool.
@@ -499,9 +495,19 @@ Tensor toFloat64(const Node& node, const Tensor& t) {
   return d;
 }
 
+// -a in two's complement (defined for the minimum value too).
+template <class T>
+T wrappingNegate(T a) {
+  using U = std::make_unsigned_t<T>;
+  return static_cast<T>(U(0) - static_cast<U>(a));
+}
+
+// a mod b with the sign of b (Python's %), or of a when cStyle (C's fmod).
 template <class T>
 T integerMod(T a, T b, bool cStyle) {
   if (b == T(0)) return T(0);  // undefined in ONNX; avoid the trap
+  if constexpr (std::is_signed_v<T>)
+    if (b == T(-1)) return T(0);  // MIN % -1 would trap
   T m = static_cast<T>(a % b);
   if constexpr (std::is_signed_v<T>)
     if (!cStyle && m != 0 && ((m < 0) != (b < 0))) m = static_cast<T>(m + b);
@@ -518,13 +524,16 @@ void registerBinaryOps(OpRegistry& r) {
   addBinary<kNumeric, false>(r, "Add", {}, plain(add));
   addBinary<kNumeric, false>(r, "Sub", {}, plain(sub));
   addBinary<kNumeric, false>(r, "Mul", {}, plain(mul));
-  // Integer division truncates toward zero (as C++, numpy's floor division
-  // differs only for mixed signs, which the ONNX tests do not exercise);
-  // division by zero gives 0 rather than trapping.
+  // Integer division truncates toward zero, as ONNX's reference implementation
+  // and ONNX Runtime do. Division by zero (undefined in ONNX) gives 0 and
+  // MIN / -1 wraps, rather than trapping.
   addBinary<kNumeric, false>(r, "Div", {}, plain([](auto a, auto b) {
                                using T = decltype(a);
-                               if constexpr (std::is_integral_v<T>)
+                               if constexpr (std::is_integral_v<T>) {
                                  if (b == T(0)) return T(0);
+                                 if constexpr (std::is_signed_v<T>)
+                                   if (b == T(-1)) return wrappingNegate(a);
+                               }
                                return static_cast<T>(a / b);
                              }));
   addBinary<kNumeric, false>(r, "Mod", {intAttr("fmod", 0)}, [](const Node& node) {
@@ -545,8 +554,7 @@ void registerBinaryOps(OpRegistry& r) {
   addBinary<kNumeric, true>(r, "Less", {}, plain([](auto a, auto b) { return a < b; }));
   addBinary<kNumeric, true>(r, "Greater", {}, plain([](auto a, auto b) { return a > b; }));
   addBinary<kNumeric, true>(r, "LessOrEqual", {}, plain([](auto a, auto b) { return a <= b; }));
-  addBinary<kNumeric, true>(r, "GreaterOrEqual", {},
-                            plain([](auto a, auto b) { return a >= b; }));
+  addBinary<kNumeric, true>(r, "GreaterOrEqual", {}, plain([](auto a, auto b) { return a >= b; }));
   addBinary<kBoolType, true>(r, "And", {}, plain([](bool a, bool b) { return a && b; }));
   addBinary<kBoolType, true>(r, "Or", {}, plain([](bool a, bool b) { return a || b; }));
   addBinary<kBoolType, true>(r, "Xor", {}, plain([](bool a, bool b) { return a != b; }));
@@ -631,8 +639,8 @@ void registerBinaryOps(OpRegistry& r) {
       if (in[0].elementType != ElementType::Bool)
         throw Error(nodeLabel(node) + "the condition must be bool, not " + in[0].toString());
       if (in[1].elementType != in[2].elementType)
-        throw Error(nodeLabel(node) + "inputs have different element types: " +
-                    in[1].toString() + " and " + in[2].toString());
+        throw Error(nodeLabel(node) + "inputs have different element types: " + in[1].toString() +
+                    " and " + in[2].toString());
       requireMovable(node, in[1].elementType);
       return Types{{in[1].elementType, broadcastInputs(node, in)}};
     };
@@ -645,8 +653,7 @@ void registerBinaryOps(OpRegistry& r) {
         const T* x = in[1]->data<T>();
         const T* y = in[2]->data<T>();
         T* z = out[0]->data<T>();
-        const int64_t sc = plan.innerStride(0), sx = plan.innerStride(1),
-                      sy = plan.innerStride(2);
+        const int64_t sc = plan.innerStride(0), sx = plan.innerStride(1), sy = plan.innerStride(2);
         forEachRow(plan, [&](int64_t o, const int64_t* off, int64_t n) {
           for (int64_t j = 0; j < n; ++j)
             z[o + j] = c[off[0] + j * sc] ? x[off[1] + j * sx] : y[off[2] + j * sy];

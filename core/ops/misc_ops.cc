@@ -88,7 +88,8 @@ void addConstantOfShape(OpRegistry& r) {
     Tensor result(value.elementType(), shape);
     const size_t elem = elementSize(value.elementType());
     auto* dst = static_cast<char*>(result.raw());
-    for (int64_t i = 0; i < result.numElements(); ++i) std::memcpy(dst + i * elem, value.raw(), elem);
+    for (int64_t i = 0; i < result.numElements(); ++i)
+      std::memcpy(dst + i * elem, value.raw(), elem);
     *out[0] = std::move(result);
   };
   s.flops = noFlops;
@@ -114,8 +115,7 @@ void addRange(OpRegistry& r) {
   s.reference = [](const Node& node, const Inputs& in, const Outputs& out) {
     visitType<kRangeTypes>(node, in[0]->elementType(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      const T start = in[0]->data<T>()[0], limit = in[1]->data<T>()[0],
-              delta = in[2]->data<T>()[0];
+      const T start = in[0]->data<T>()[0], limit = in[1]->data<T>()[0], delta = in[2]->data<T>()[0];
       if (delta == T(0)) throw Error(nodeLabel(node) + "delta is 0");
       const double steps = std::ceil((static_cast<double>(limit) - static_cast<double>(start)) /
                                      static_cast<double>(delta));

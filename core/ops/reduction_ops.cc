@@ -61,8 +61,7 @@ void reduce(const Tensor& in, Tensor& out, const ReduceShape& shape, Init init, 
   const int64_t outCount = out.numElements();
   std::vector<Acc> acc(static_cast<size_t>(outCount), init());
   const T* x = in.data<T>();
-  const StridedPlan plan =
-      makeStridedPlan(in.shape(), {broadcastStrides(shape.kept, in.shape())});
+  const StridedPlan plan = makeStridedPlan(in.shape(), {broadcastStrides(shape.kept, in.shape())});
   const int64_t s = plan.innerStride(0);
   forEachRow(plan, [&](int64_t inOff, const int64_t* off, int64_t n) {
     const T* row = x + inOff;
@@ -122,17 +121,18 @@ auto identityFinish() {
 void registerReduceOps(OpRegistry& r) {
   addReduce<kNumeric>(r, "ReduceSum", [](auto, auto acc, auto run) {
     using Acc = typename decltype(acc)::type;
-    run(zero<Acc>(), [](Acc& a, auto x) { a += static_cast<Acc>(x); }, identityFinish());
+    run(
+        zero<Acc>(), [](Acc& a, auto x) { a += static_cast<Acc>(x); }, identityFinish());
   });
   addReduce<kNumeric>(r, "ReduceMean", [](auto, auto acc, auto run) {
     using Acc = typename decltype(acc)::type;
-    run(zero<Acc>(), [](Acc& a, auto x) { a += static_cast<Acc>(x); },
+    run(
+        zero<Acc>(), [](Acc& a, auto x) { a += static_cast<Acc>(x); },
         [](Acc a, int64_t n) { return n ? a / static_cast<Acc>(n) : a; });
   });
   addReduce<kNumeric>(r, "ReduceProd", [](auto, auto acc, auto run) {
     using Acc = typename decltype(acc)::type;
-    run([] { return Acc(1); }, [](Acc& a, auto x) { a *= static_cast<Acc>(x); },
-        identityFinish());
+    run([] { return Acc(1); }, [](Acc& a, auto x) { a *= static_cast<Acc>(x); }, identityFinish());
   });
   addReduce<kNumeric>(r, "ReduceMax", [](auto t, auto acc, auto run) {
     using T = typename decltype(t)::type;
@@ -163,7 +163,8 @@ void registerReduceOps(OpRegistry& r) {
   addReduce<kNumeric>(r, "ReduceL1", [](auto t, auto acc, auto run) {
     using T = typename decltype(t)::type;
     using Acc = typename decltype(acc)::type;
-    run(zero<Acc>(),
+    run(
+        zero<Acc>(),
         [](Acc& a, auto x) {
           if constexpr (std::is_unsigned_v<T>)
             a += static_cast<Acc>(x);
@@ -174,22 +175,26 @@ void registerReduceOps(OpRegistry& r) {
   });
   addReduce<kNumeric>(r, "ReduceSumSquare", [](auto, auto acc, auto run) {
     using Acc = typename decltype(acc)::type;
-    run(zero<Acc>(), [](Acc& a, auto x) { a += static_cast<Acc>(x) * static_cast<Acc>(x); },
+    run(
+        zero<Acc>(), [](Acc& a, auto x) { a += static_cast<Acc>(x) * static_cast<Acc>(x); },
         identityFinish());
   });
   addReduce<kFloatTypes>(r, "ReduceL2", [](auto, auto acc, auto run) {
     using Acc = typename decltype(acc)::type;
-    run(zero<Acc>(), [](Acc& a, auto x) { a += static_cast<Acc>(x) * static_cast<Acc>(x); },
+    run(
+        zero<Acc>(), [](Acc& a, auto x) { a += static_cast<Acc>(x) * static_cast<Acc>(x); },
         [](Acc a, int64_t) { return std::sqrt(a); });
   });
   addReduce<kFloatTypes>(r, "ReduceLogSum", [](auto, auto acc, auto run) {
     using Acc = typename decltype(acc)::type;
-    run(zero<Acc>(), [](Acc& a, auto x) { a += static_cast<Acc>(x); },
+    run(
+        zero<Acc>(), [](Acc& a, auto x) { a += static_cast<Acc>(x); },
         [](Acc a, int64_t) { return std::log(a); });
   });
   addReduce<kFloatTypes>(r, "ReduceLogSumExp", [](auto, auto acc, auto run) {
     using Acc = typename decltype(acc)::type;
-    run(zero<Acc>(), [](Acc& a, auto x) { a += std::exp(static_cast<Acc>(x)); },
+    run(
+        zero<Acc>(), [](Acc& a, auto x) { a += std::exp(static_cast<Acc>(x)); },
         [](Acc a, int64_t) { return std::log(a); });
   });
 }
@@ -206,9 +211,9 @@ void addArgReduce(OpRegistry& r, const std::string& name) {
   s.infer = [](const Node& node, const Types& in) {
     requireTypeIn(node, kNumeric, in[0].elementType);
     const int64_t axis = node.attrs.getInt("axis", 0);
-    return Types{{ElementType::Int64,
-                  reduceShape(node, in[0].shape, {axis}, node.attrs.getInt("keepdims", 1), false)
-                      .out}};
+    return Types{
+        {ElementType::Int64,
+         reduceShape(node, in[0].shape, {axis}, node.attrs.getInt("keepdims", 1), false).out}};
   };
   s.reference = [](const Node& node, const Inputs& in, const Outputs& out) {
     const Shape& shape = in[0]->shape();

@@ -213,8 +213,7 @@ void addConcat(OpRegistry& r) {
     Shape out = in[0].shape;
     for (size_t i = 1; i < in.size(); ++i) {
       bool ok = in[i].elementType == in[0].elementType && in[i].rank() == in[0].rank();
-      for (int64_t d = 0; ok && d < in[0].rank(); ++d)
-        ok = d == axis || in[i].shape[d] == out[d];
+      for (int64_t d = 0; ok && d < in[0].rank(); ++d) ok = d == axis || in[i].shape[d] == out[d];
       if (!ok)
         throw Error(nodeLabel(node) + "cannot concatenate " + in[0].toString() + " and " +
                     in[i].toString() + " along axis " + std::to_string(axis));
@@ -262,7 +261,8 @@ std::vector<int64_t> splitSizes(const Node& node, const Shape& in, int64_t axis)
       throw Error(nodeLabel(node) + "num_outputs " + std::to_string(numOutputs) + " but " +
                   std::to_string(n) + " outputs");
     const int64_t chunk = (dim + n - 1) / n;
-    for (int64_t i = 0; i < n; ++i) split.push_back(std::max<int64_t>(0, std::min(chunk, dim - i * chunk)));
+    for (int64_t i = 0; i < n; ++i)
+      split.push_back(std::max<int64_t>(0, std::min(chunk, dim - i * chunk)));
     return split;
   }
   if (n <= 0 || dim % n != 0)
@@ -328,8 +328,7 @@ std::vector<SliceRange> sliceRanges(const Node& node, const Shape& in) {
   if (axes.empty())
     for (int64_t d = 0; d < static_cast<int64_t>(starts.size()); ++d) axes.push_back(d);
   if (steps.empty()) steps.assign(starts.size(), 1);
-  if (ends.size() != starts.size() || axes.size() != starts.size() ||
-      steps.size() != starts.size())
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
     throw Error(nodeLabel(node) + "starts, ends, axes and steps differ in length");
   std::vector<SliceRange> ranges(in.size());
   for (int64_t d = 0; d < rank; ++d) ranges[d] = {0, 1, in[d]};
@@ -455,8 +454,8 @@ void addExpand(OpRegistry& r) {
   };
   s.reference = [](const Node&, const Inputs& in, const Outputs& out) {
     const Shape& shape = out[0]->shape();
-    copyStrided(makeStridedPlan(shape, {broadcastStrides(in[0]->shape(), shape)}), in[0]->raw(),
-                0, out[0]->raw(), elementSize(in[0]->elementType()));
+    copyStrided(makeStridedPlan(shape, {broadcastStrides(in[0]->shape(), shape)}), in[0]->raw(), 0,
+                out[0]->raw(), elementSize(in[0]->elementType()));
   };
   s.flops = noFlops;
   r.add(std::move(s));

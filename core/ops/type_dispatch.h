@@ -25,7 +25,7 @@ inline constexpr unsigned kFloatTypes = 1;     // float, double
 inline constexpr unsigned kSignedTypes = 2;    // int8, int16, int32, int64
 inline constexpr unsigned kUnsignedTypes = 4;  // uint8, uint16, uint32, uint64
 inline constexpr unsigned kBoolType = 8;
-inline constexpr unsigned kHalfTypes = 16;     // float16 (never visited: see half_float.h)
+inline constexpr unsigned kHalfTypes = 16;  // float16 (never visited: see half_float.h)
 inline constexpr unsigned kSignedNumeric = kFloatTypes | kSignedTypes;
 inline constexpr unsigned kNumeric = kFloatTypes | kSignedTypes | kUnsignedTypes;
 inline constexpr unsigned kAllTypes = kNumeric | kBoolType;
@@ -68,12 +68,12 @@ inline void requireTypeIn(const Node& node, unsigned set, ElementType t) {
 template <unsigned Set, class F>
 void visitType(const Node& node, ElementType t, F&& f) {
   switch (t) {
-#define COLLAGE_VISIT(ET, CT, BIT)              \
-  case ElementType::ET:                         \
-    if constexpr ((Set & (BIT)) != 0) {         \
-      f(TypeTag<CT>{});                         \
-      return;                                   \
-    }                                           \
+#define COLLAGE_VISIT(ET, CT, BIT)      \
+  case ElementType::ET:                 \
+    if constexpr ((Set & (BIT)) != 0) { \
+      f(TypeTag<CT>{});                 \
+      return;                           \
+    }                                   \
     break;
     COLLAGE_VISIT(Float32, float, kFloatTypes)
     COLLAGE_VISIT(Float64, double, kFloatTypes)
@@ -98,11 +98,20 @@ void visitType(const Node& node, ElementType t, F&& f) {
 template <class F>
 void visitBySize(const Node& node, ElementType t, F&& f) {
   switch (elementSize(t)) {
-    case 1: f(TypeTag<uint8_t>{}); return;
-    case 2: f(TypeTag<uint16_t>{}); return;
-    case 4: f(TypeTag<uint32_t>{}); return;
-    case 8: f(TypeTag<uint64_t>{}); return;
-    default: throw unsupportedType(node, t);
+    case 1:
+      f(TypeTag<uint8_t>{});
+      return;
+    case 2:
+      f(TypeTag<uint16_t>{});
+      return;
+    case 4:
+      f(TypeTag<uint32_t>{});
+      return;
+    case 8:
+      f(TypeTag<uint64_t>{});
+      return;
+    default:
+      throw unsupportedType(node, t);
   }
 }
 
