@@ -1,13 +1,21 @@
-// `collage run model.onnx --backend reference`: runs a model on random or given
-// inputs, prints the outputs' summary and latency, and optionally checks them.
+// `collage run model.onnx`: runs a model with the reference executor or a
+// plan's Session, on random or given inputs; reports latency and peak memory,
+// checks outputs (--expect files, --verify against the reference), and
+// writes the per-kernel trace and node-data exports.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 
 #include "app/cli_common.h"
+#include "backends/backend_list.h"
 #include "core/error.h"
+#include "core/hardware_fingerprint.h"
+#include "core/model_stats.h"
+#include "core/plan.h"
+#include "core/plan_export.h"
 #include "core/reference_executor.h"
+#include "core/session.h"
 #include "core/tensor_compare.h"
 
 namespace collage::cli {
@@ -15,23 +23,34 @@ namespace collage::cli {
 Action addRunCommand(CLI::App& app) {
   struct RunOptions : ModelOptions {
     std::string backend = "reference";
+    std::string plan;
+    bool verify = false;
     std::vector<std::string> inputFiles;
     std::vector<std::string> expectFiles;
     int repeat = 1;
     uint64_t seed = 0;
+    std::string trace, nodeData, annotated;
+    std::string nodeDataKind = "backend";
   };
-  auto* command = app.add_subcommand("run", "run a model and report latency");
+  auto* command = app.add_subcommand("run", "run a model (reference or a plan) and report latency");
   auto options = std::make_shared<RunOptions>();
   options->addTo(*command);
-  command->add_option("--backend", options->backend, "executor: reference")
+  command->add_option("--backend", options->backend, "executor without a plan: reference")
       ->check(CLI::IsMember({"reference"}));
+  command->add_option("--plan", options->plan, "run this plan (from collage optimize) in a Session");
+  command->add_flag("--verify", options->verify,
+                    "compare every output of the plan with the reference executor");
   command->add_option("--input", options->inputFiles,
                       "input TensorProto (.pb) files, in input order (default: random)");
   command->add_option("--expect", options->expectFiles,
-                      "expected output TensorProto files, in output order: checked with "
-                      "rtol 1e-3, atol 1e-5");
+                      "expected output TensorProto files, in output order (rtol 1e-3, atol 1e-5)");
   command->add_option("--repeat", options->repeat, "timed runs")->check(CLI::PositiveNumber);
   command->add_option("--seed", options->seed, "seed of the random inputs");
+  command->add_option("--trace", options->trace, "write per-kernel timings as Chrome-trace JSON");
+  command->add_option("--node-data", options->nodeData, "write Model Explorer node data JSON");
+  command->add_option("--node-data-kind", options->nodeDataKind, "backend | latency | group-latency");
+  command->add_option("--annotated-onnx", options->annotated,
+                      "write the model with each node's backend and group in its metadata");
   return [options]() {
     Graph graph = options->load();
     std::vector<Tensor> inputs;
@@ -39,33 +58,85 @@ Action addRunCommand(CLI::App& app) {
       inputs = randomInputs(graph, options->seed);
     } else {
       if (options->inputFiles.size() != graph.inputs().size())
-        throw Error(options->modelPath + ": the model has " +
-                    std::to_string(graph.inputs().size()) + " inputs, " +
-                    std::to_string(options->inputFiles.size()) + " --input files given");
+        throw Error(options->modelPath + ": the model has " + std::to_string(graph.inputs().size()) +
+                    " inputs, " + std::to_string(options->inputFiles.size()) + " --input files given");
       for (const auto& f : options->inputFiles) inputs.push_back(readTensorProtoFile(f));
     }
-    ReferenceExecutor executor(graph);
+
+    std::unique_ptr<Plan> plan;
+    std::unique_ptr<BackendSet> backends;
+    std::unique_ptr<Session> session;
+    if (!options->plan.empty()) {
+      plan = std::make_unique<Plan>(loadPlan(options->plan));
+      std::vector<std::string> names;
+      for (const auto& g : plan->groups)
+        if (std::find(names.begin(), names.end(), g.backend) == names.end()) names.push_back(g.backend);
+      backends = std::make_unique<BackendSet>(loadBackendSet(names));
+      std::vector<BackendVersion> available;
+      for (size_t i = 0; i < backends->specs.size(); ++i)
+        available.push_back(BackendVersion{backends->specs[i].name, backends->backends[i]->version()});
+      HardwareFingerprint here = HardwareFingerprint::current();
+      for (const auto& w : checkPlanAgainst(*plan, graph, options->modelPath, available, &here))
+        std::cerr << "warning: " << w << "\n";
+      session = std::make_unique<Session>(
+          graph, *plan, [&](const std::string& name) { return backends->find(name); });
+      session->setProfiling(!options->trace.empty() || !options->nodeData.empty());
+    } else if (options->verify) {
+      throw Error("--verify compares a plan with the reference executor: give --plan");
+    }
+
+    ReferenceExecutor reference(graph);
     std::vector<Tensor> outputs;
     std::vector<double> ms;
+    std::vector<Session::KernelTiming> timings;
+    // One untimed run first: the first run pays page faults and thread start-up.
+    if (options->repeat > 1) session ? (void)session->run(inputs) : (void)reference.run(inputs);
     for (int r = 0; r < options->repeat; ++r) {
       auto t0 = std::chrono::steady_clock::now();
-      outputs = executor.run(inputs);
-      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                       .count());
+      outputs = session ? session->run(inputs) : reference.run(inputs);
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      if (session && session->profiling())
+        timings.insert(timings.end(), session->lastTimings().begin(), session->lastTimings().end());
     }
-    std::sort(ms.begin(), ms.end());
+    std::vector<double> sorted = ms;
+    std::sort(sorted.begin(), sorted.end());
+    const double median = sorted[sorted.size() / 2];
+    const double spread = sorted.size() >= 4
+                              ? (sorted[3 * sorted.size() / 4] - sorted[sorted.size() / 4]) / median
+                              : 0;
     for (size_t i = 0; i < outputs.size(); ++i)
-      std::cout << "output " << graph.value(graph.outputs()[i]).name << ": "
-                << outputs[i].toString() << "\n";
-    std::printf("latency: median %.3f ms over %d run(s) (min %.3f, max %.3f), backend %s\n",
-                ms[ms.size() / 2], options->repeat, ms.front(), ms.back(),
-                options->backend.c_str());
+      std::cout << "output " << graph.value(graph.outputs()[i]).name << ": " << outputs[i].toString()
+                << "\n";
+    std::printf("latency: median %.3f ms, spread %.1f%% over %d run(s) (min %.3f, max %.3f), %s\n",
+                median, spread * 100, options->repeat, sorted.front(), sorted.back(),
+                session ? ("plan " + options->plan).c_str() : "reference executor");
+    if (session) {
+      std::printf("peak memory: %s of intermediate tensors (%s if none were reused), %zu kernels\n",
+                  formatBytes(static_cast<double>(session->peakBytes())).c_str(),
+                  formatBytes(static_cast<double>(session->totalValueBytes())).c_str(),
+                  plan->groups.size());
+      if (plan->predictedNs > 0)
+        std::printf("predicted: %.3f ms (measured/predicted %.2f)\n", plan->predictedNs / 1e6,
+                    median / (plan->predictedNs / 1e6));
+    }
+
     int status = 0;
+    if (options->verify) {
+      SessionVerification v = verifySession(*session, inputs);
+      if (v.ok()) {
+        double worst = 0;
+        for (const auto& c : v.comparisons) worst = std::max(worst, c.maxAbsError);
+        std::printf("verify: every output matches the reference executor (max abs error %g)\n", worst);
+      } else {
+        for (const auto& p : v.problems) std::printf("verify: MISMATCH %s\n", p.c_str());
+        status = 3;
+      }
+    }
     if (!options->expectFiles.empty()) {
       if (options->expectFiles.size() != outputs.size())
         throw Error("the model has " + std::to_string(outputs.size()) + " outputs, " +
                     std::to_string(options->expectFiles.size()) + " --expect files given");
-      // PyTorch and the reference sum in different orders: deep nets accumulate
+      // PyTorch and Collage sum in different orders: deep nets accumulate
       // float32 rounding, hence an absolute floor above ONNX's 1e-7.
       for (size_t i = 0; i < outputs.size(); ++i) {
         Tensor expected = readTensorProtoFile(options->expectFiles[i]);
@@ -75,6 +146,23 @@ Action addRunCommand(CLI::App& app) {
                   << c.maxAbsError << ")\n";
         if (!c.ok) status = 3;
       }
+    }
+    if (plan) {
+      if (!options->trace.empty()) {
+        exportChromeTrace(*plan, timings, options->trace);
+        std::printf("trace written to %s (open in Perfetto or chrome://tracing)\n", options->trace.c_str());
+      }
+      if (!options->nodeData.empty()) {
+        exportModelExplorerNodeData(*plan, options->nodeData, nodeDataKindFromName(options->nodeDataKind),
+                                    &timings);
+        std::printf("Model Explorer node data written to %s\n", options->nodeData.c_str());
+      }
+      if (!options->annotated.empty()) {
+        exportAnnotatedOnnx(options->modelPath, *plan, options->annotated);
+        std::printf("annotated model written to %s\n", options->annotated.c_str());
+      }
+    } else if (!options->trace.empty() || !options->nodeData.empty() || !options->annotated.empty()) {
+      throw Error("--trace, --node-data and --annotated-onnx describe a plan: give --plan");
     }
     return status;
   };

@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
   add(cli::addOptimizeCommand);
   add(cli::addMeasureWorkerCommand);
   add(cli::addDbCommand);
+  add(cli::addExplainCommand);
 
   CLI11_PARSE(app, argc, argv);
   setThreadCount(threads);

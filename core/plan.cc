@@ -104,6 +104,35 @@ class FieldReader {
   std::string path_;
 };
 
+// JSON on one line with a space after ':' and ',' (nlohmann's compact dump has none).
+std::string compact(const json& j) {
+  std::string s;
+  if (j.is_object()) {
+    s = "{";
+    bool first = true;
+    for (const auto& [key, value] : j.items()) {
+      s += (first ? "" : ", ") + json(key).dump() + ": " + compact(value);
+      first = false;
+    }
+    return s + "}";
+  }
+  if (j.is_array()) {
+    s = "[";
+    for (size_t i = 0; i < j.size(); ++i) s += (i ? ", " : "") + compact(j[i]);
+    return s + "]";
+  }
+  return j.dump();
+}
+
+// An object with one member per line (each member compact), indented.
+std::string expanded(const json& obj, const std::string& indent) {
+  std::string s = "{\n";
+  size_t i = 0;
+  for (const auto& [key, value] : obj.items())
+    s += indent + "  " + json(key).dump() + ": " + compact(value) + (++i < obj.size() ? ",\n" : "\n");
+  return s + indent + "}";
+}
+
 json costToJson(double c) {
   if (isUnknown(c)) return nullptr;
   if (isInvalid(c)) return "invalid";
@@ -208,8 +237,20 @@ std::string planToJson(const Plan& plan) {
     gj["nodes"] = g.nodes;
     groups.push_back(gj);
   }
-  j["groups"] = groups;
-  return j.dump(2) + "\n";
+  // Layout for people and diffs: one line per group, nested objects expanded
+  // one level, everything else compact.
+  std::string out = "{\n";
+  for (const auto& [key, value] : j.items()) {
+    out += "  " + json(key).dump() + ": ";
+    if (key == "model" || key == "fingerprint") out += expanded(value, "  ");
+    else out += compact(value);
+    out += ",\n";
+  }
+  out += "  \"groups\": [";
+  for (size_t i = 0; i < groups.size(); ++i)
+    out += std::string(i ? "," : "") + "\n    " + compact(groups[i]);
+  out += groups.empty() ? "]\n}\n" : "\n  ]\n}\n";
+  return out;
 }
 
 Plan planFromJson(const std::string& text, const std::string& displayPath) {

@@ -84,7 +84,7 @@ struct Plan {
 
 // ---- JSON ----------------------------------------------------------------
 
-// The plan as pretty-printed JSON (2-space indent, trailing newline).
+// The plan as JSON laid out for people and diffs: one line per group.
 std::string planToJson(const Plan& plan);
 // Parses a plan. Every malformed case is an Error that starts with
 // `displayPath` and names the field: not JSON, not a Collage plan (missing or

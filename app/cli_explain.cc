@@ -1,0 +1,92 @@
+// `collage explain plan.json`: for each group, why this backend: its cost
+// against every other backend that has a valid candidate for the same nodes
+// (costs from the measurement database), or that it was pinned or the only
+// choice.
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+
+#include "app/cli_common.h"
+#include "backends/backend_list.h"
+#include "core/candidate_signature.h"
+#include "core/error.h"
+#include "core/measurement_db.h"
+#include "core/plan.h"
+
+namespace collage::cli {
+
+Action addExplainCommand(CLI::App& app) {
+  struct Options {
+    std::string plan;
+    std::string model;
+    std::string db = MeasurementDb::defaultPath();
+  };
+  auto* command = app.add_subcommand("explain", "say why each group of a plan runs where it does");
+  auto options = std::make_shared<Options>();
+  command->add_option("plan", options->plan, "plan file from collage optimize")->required();
+  command->add_option("--model", options->model, "the model (default: the path in the plan)");
+  command->add_option("--db", options->db, "measurement database to read costs from");
+  return [options]() {
+    Plan plan = loadPlan(options->plan);
+    std::string modelPath = options->model.empty() ? plan.modelPath : options->model;
+    ImportOptions importOptions;
+    importOptions.inputShapes = plan.inputShapes;
+    Graph graph = importOnnx(modelPath, importOptions);
+    BackendSet set = loadBackendSet();
+    std::vector<BackendVersion> available;
+    for (size_t i = 0; i < set.specs.size(); ++i)
+      available.push_back({set.specs[i].name, set.backends[i]->version()});
+    for (const auto& w : checkPlanAgainst(plan, graph, modelPath, available))
+      std::cerr << "warning: " << w << "\n";
+    CandidateSet candidates =
+        enumerateCandidates(graph, set.capabilities(), EnumerationOptions{false});
+    MeasurementDb db(options->db);
+    HardwareFingerprint here = HardwareFingerprint::current();
+    for (size_t i = 0; i < set.specs.size(); ++i)
+      here.libraryVersions += (here.libraryVersions.empty() ? "" : ";") + set.specs[i].name + "=" +
+                              set.backends[i]->version();
+
+    std::printf("%s: %zu groups, predicted %s\n", options->plan.c_str(), plan.groups.size(),
+                costToString(plan.predictedNs).c_str());
+    std::vector<NodeSet> groups = resolvePlanGroups(plan, graph);
+    for (size_t g = 0; g < plan.groups.size(); ++g) {
+      const PlanGroup& group = plan.groups[g];
+      std::printf("\n%s\n", plan.describeGroup(g).c_str());
+      std::printf("  chosen: %s %s (%s)\n", group.backend.c_str(), costToString(group.costNs).c_str(),
+                  std::string(planOriginName(group.origin)).c_str());
+      // Alternatives: every candidate with exactly these nodes.
+      CandidateSignature sig = candidateSignature(graph, groups[g]);
+      struct Alt {
+        std::string backend, origin;
+        Cost cost;
+        std::string note;
+      };
+      std::vector<Alt> alts;
+      for (const auto& c : candidates.all()) {
+        if (!(c.nodes == groups[g]) || c.backend == group.backend) continue;
+        Backend* b = set.find(c.backend);
+        auto m = db.find(here, MeasurementKey{c.backend, b ? b->version() : "", sig.hash});
+        alts.push_back(Alt{c.backend, c.origin, m ? m->cost() : kUnknownCost,
+                           m ? (m->status == MeasurementStatus::Ok ? "" : m->toString()) : "not measured"});
+      }
+      std::sort(alts.begin(), alts.end(), [](const Alt& a, const Alt& b) { return a.cost < b.cost; });
+      if (group.origin == PlanOrigin::User) {
+        std::printf("  why: pinned by the user\n");
+      } else if (alts.empty()) {
+        std::printf("  why: the only backend with a candidate for exactly these nodes\n");
+      } else {
+        bool best = std::all_of(alts.begin(), alts.end(),
+                                [&](const Alt& a) { return !(a.cost < group.costNs); });
+        std::printf("  why: %s\n", best ? "fastest measured candidate for these nodes"
+                                        : "cheaper overall with its neighbours' groups (the cover "
+                                          "as a whole is cheapest)");
+      }
+      for (const auto& a : alts)
+        std::printf("  vs %-9s %-12s %s%s%s\n", a.backend.c_str(), costToString(a.cost).c_str(),
+                    a.origin.c_str(), a.note.empty() ? "" : "  ", a.note.c_str());
+    }
+    return 0;
+  };
+}
+
+}  // namespace collage::cli

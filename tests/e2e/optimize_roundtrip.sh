@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# End to end: optimize a model (cold database), optimize it again (warm: must
+# measure nothing), run the plan with --verify against the reference, explain
+# it, and export everything. Usage: optimize_roundtrip.sh COLLAGE MODEL.onnx
+set -euo pipefail
+collage=$1
+model=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+db="$work/measurements.sqlite"
+
+"$collage" optimize "$model" --db "$db" -o "$work/plan.json" --baselines | tee "$work/cold.txt"
+grep -q "^measured [1-9][0-9]* kernels" "$work/cold.txt"
+
+"$collage" optimize "$model" --db "$db" -o "$work/plan2.json" | tee "$work/warm.txt"
+grep -q "warm database: nothing measured" "$work/warm.txt"
+
+"$collage" run "$model" --plan "$work/plan.json" --verify --repeat 3 \
+  --trace "$work/trace.json" --node-data "$work/nodes.json" --annotated-onnx "$work/annotated.onnx" \
+  | tee "$work/run.txt"
+grep -q "verify: every output matches the reference executor" "$work/run.txt"
+test -s "$work/trace.json" && test -s "$work/nodes.json" && test -s "$work/annotated.onnx"
+# The annotated model is still a model.
+"$collage" inspect "$work/annotated.onnx" > /dev/null
+
+"$collage" explain "$work/plan.json" --db "$db" | tee "$work/explain.txt"
+grep -q "why:" "$work/explain.txt"
+
+"$collage" db stats --db "$db"
+"$collage" db export --db "$db" -o "$work/m.csv"
+test "$(wc -l < "$work/m.csv")" -gt 1
+echo "optimize round trip ok: $model"
