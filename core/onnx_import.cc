@@ -309,8 +309,10 @@ void Importer::bindInputs() {
       throw Unsupported("input '" + name + "' is not a tensor (sequences, maps and optionals are not supported)");
     const auto& tt = in->type().tensor_type();
     ElementType et = elementTypeFromOnnx(tt.elem_type());
+    if (tt.elem_type() == 0) throw Error("input '" + name + "' has no element type");
     if (et == ElementType::Undefined)
-      throw Error("input '" + name + "' has no element type");
+      throw Unsupported("input '" + name + "': element type code " +
+                        std::to_string(tt.elem_type()) + " is not supported");
     if (et == ElementType::String)
       throw Unsupported("input '" + name + "' is a string tensor; string tensors are not supported");
     auto bound = options_.inputShapes.find(name);
@@ -451,8 +453,13 @@ void Importer::importConstantNode(const onnx::NodeProto& proto, const Node& node
   std::optional<Tensor> t;
   for (const auto& a : proto.attribute()) {
     const std::string& n = a.name();
-    if (n == "value") t = tensorFromProto(a.t(), dir_);
-    else if (n == "value_float") t = Tensor::scalarFloat(a.f());
+    if (n == "value") {
+      try {
+        t = tensorFromProto(a.t(), dir_);
+      } catch (const Error& e) {
+        rethrowWith(label(node), e);
+      }
+    } else if (n == "value_float") t = Tensor::scalarFloat(a.f());
     else if (n == "value_floats")
       t = Tensor::fromFloats({a.floats_size()}, std::vector<float>(a.floats().begin(), a.floats().end()));
     else if (n == "value_int") t = Tensor::fromInts({}, {a.i()});
@@ -472,20 +479,20 @@ void Importer::importConstantNode(const onnx::NodeProto& proto, const Node& node
 // gives the same result under numpy broadcasting.
 void Importer::rewriteLegacyBroadcast(Node& node) {
   const int64_t broadcast = node.attrs.getInt("broadcast", 0);
-  const std::optional<int64_t> axisAttr =
-      node.attrs.has("axis") ? std::optional<int64_t>(node.attrs.getInt("axis")) : std::nullopt;
+  const bool hasAxis = node.attrs.has("axis");
+  const int64_t axisAttr = node.attrs.getInt("axis", 0);
   node.attrs.erase("broadcast");
   node.attrs.erase("axis");
-  if (!broadcast || !axisAttr || node.inputs.size() != 2 || node.inputs[0] == kNoValue ||
+  if (!broadcast || !hasAxis || node.inputs.size() != 2 || node.inputs[0] == kNoValue ||
       node.inputs[1] == kNoValue)
     return;
   const int64_t rankA = values_[static_cast<size_t>(node.inputs[0])].type.rank();
   const Shape shapeB = values_[static_cast<size_t>(node.inputs[1])].type.shape;
   const int64_t rankB = static_cast<int64_t>(shapeB.size());
-  const int64_t axis = *axisAttr < 0 ? *axisAttr + rankA : *axisAttr;
+  const int64_t axis = axisAttr < 0 ? axisAttr + rankA : axisAttr;
   if (axis < 0 || axis + rankB > rankA)
     throw Error(label(node) + "legacy broadcast of " + shapeToString(shapeB) + " at axis " +
-                std::to_string(*axisAttr) + " does not fit rank " + std::to_string(rankA));
+                std::to_string(axisAttr) + " does not fit rank " + std::to_string(rankA));
   const int64_t trailing = rankA - axis - rankB;
   if (trailing == 0) return;
   Shape padded = shapeB;

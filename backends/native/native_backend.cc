@@ -1,9 +1,55 @@
-#include "core/backend.h"
+#include "backends/native/native_backend.h"
+
+#include <omp.h>
+
+#include "backends/native/native_lowering.h"
+#include "core/pattern_rule.h"
+#include "core/threading.h"
 
 namespace collage {
 
-std::unique_ptr<Backend> createNativeBackendPlaceholder();
+namespace {
 
-std::unique_ptr<Backend> createNativeBackend() { return nullptr; }
+// Most nodes one fused kernel takes: beyond this the pattern generator's
+// groups stop growing (a decomposed LayerNorm with its residual is 11).
+constexpr int kMaxFusedNodes = 16;
+
+class NativeBackend : public Backend {
+ public:
+  std::string name() const override { return "native"; }
+  std::string version() const override {
+    return "native 0.1 (OpenMP " + std::to_string(_OPENMP) + ")";
+  }
+  BackendKind kind() const override { return BackendKind::GraphLibrary; }
+
+  CompileResult compile(const KernelRequest& request) override {
+    return native::compileGroup(request, threadCount());
+  }
+
+  // The spec's declarative [rule] names fusion styles of one kind each
+  // (elementwise only, injective and elementwise, reductions and
+  // elementwise). This rule adds what the styles cannot say: any group whose
+  // every node a fused pass evaluates, such as a Reshape feeding a Softmax,
+  // or a GlobalAveragePool (an Anchor by kind, a reduction here) followed by
+  // a Flatten. Groups both rules produce are kept once.
+  std::shared_ptr<const PatternRule> codeRule() const override {
+    return std::make_shared<FunctionPatternRule>(
+        "native",
+        [](const Graph& g, NodeId n) { return native::inlineRefusal(g, n).empty(); },
+        [](const Graph& g, const NodeSet& group, NodeId, NodeId) -> std::optional<std::string> {
+          if (group.count() > kMaxFusedNodes) return std::nullopt;
+          bool ok = true;
+          group.forEach([&](NodeId n) { ok = ok && native::inlineRefusal(g, n).empty(); });
+          if (!ok) return std::nullopt;
+          return std::string("fused_pass");
+        });
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> createNativeBackend() { return std::make_unique<NativeBackend>(); }
+
+std::string describeNativeKernel(const Kernel& kernel) { return native::describeKernel(kernel); }
 
 }  // namespace collage

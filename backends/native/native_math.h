@@ -10,7 +10,7 @@
 
 namespace collage::native {
 
-inline float fastExp(float x) {
+__attribute__((always_inline)) inline float fastExp(float x) {
   // exp(x) = 2^k * exp(r), k = round(x / ln2), |r| <= ln2 / 2.
   x = x < -87.33654f ? -87.33654f : x;
   x = x > 88.72283f ? 88.72283f : x;
@@ -36,7 +36,7 @@ inline float fastExp(float x) {
   return p * s1 * s2;
 }
 
-inline float fastLog(float x) {
+__attribute__((always_inline)) inline float fastLog(float x) {
   // Cephes logf: x = m * 2^e with m in [sqrt(1/2), sqrt(2)).
   const int32_t bits = std::bit_cast<int32_t>(x);
   int32_t e = ((bits >> 23) & 0xff) - 126;
@@ -68,7 +68,7 @@ inline float fastLog(float x) {
   return r;
 }
 
-inline float fastTanh(float x) {
+__attribute__((always_inline)) inline float fastTanh(float x) {
   const float ax = x < 0.0f ? -x : x;
   // Small |x|: Cephes tanhf polynomial; large: 1 - 2 / (exp(2|x|) + 1).
   const float z = x * x;
@@ -84,9 +84,9 @@ inline float fastTanh(float x) {
   return ax < 0.625f ? small : big;
 }
 
-inline float fastSigmoid(float x) { return 1.0f / (1.0f + fastExp(-x)); }
+__attribute__((always_inline)) inline float fastSigmoid(float x) { return 1.0f / (1.0f + fastExp(-x)); }
 
-inline float fastErf(float x) {
+__attribute__((always_inline)) inline float fastErf(float x) {
   const float ax = x < 0.0f ? -x : x;
   const float t = 1.0f / (1.0f + 0.3275911f * ax);
   float y = 1.061405429f;

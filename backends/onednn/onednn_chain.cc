@@ -36,17 +36,25 @@ std::string FusedChain::describe(const Graph& graph) const {
   std::string s = anchor == kNoNode ? std::string("input") : graph.node(anchor).op;
   for (const PostOp& p : postOps) {
     s += " + ";
-    s += dnnl_alg_kind2str(dnnl::convert_to_c(p.alg));
-    if (p.kind == PostOp::Kind::Binary) s += "[" + shapeToString(p.operand.shape) + "]";
+    s += p.kind == PostOp::Kind::Sum ? "sum" : dnnl_alg_kind2str(dnnl::convert_to_c(p.alg));
+    if (p.kind != PostOp::Kind::Eltwise) s += "[" + shapeToString(p.operand.shape) + "]";
   }
   return s;
 }
 
 bool isAnchorOp(const std::string& op) {
-  static const std::set<std::string> anchors = {
-      "Conv",        "ConvTranspose",     "MatMul",        "Gemm",
-      "MaxPool",     "AveragePool",       "GlobalMaxPool", "GlobalAveragePool",
-      "Softmax",     "LogSoftmax",        "BatchNormalization", "LayerNormalization"};
+  static const std::set<std::string> anchors = {"Conv",
+                                                "ConvTranspose",
+                                                "MatMul",
+                                                "Gemm",
+                                                "MaxPool",
+                                                "AveragePool",
+                                                "GlobalMaxPool",
+                                                "GlobalAveragePool",
+                                                "Softmax",
+                                                "LogSoftmax",
+                                                "BatchNormalization",
+                                                "LayerNormalization"};
   return anchors.count(op) != 0;
 }
 
@@ -148,7 +156,8 @@ struct Walker {
         if (h == kNoNode || !isScaleBy(g.node(h), g.node(m).outputs[0], 0.5)) continue;
         nodes.push_back(h);
         out = g.node(h).outputs[0];
-      } else if (other != kNoValue && g.value(other).producer != kNoNode) {  // (x * 0.5) * (1 + erf)
+      } else if (other != kNoValue &&
+                 g.value(other).producer != kNoNode) {  // (x * 0.5) * (1 + erf)
         const NodeId h = g.value(other).producer;
         if (!inGroup(h) || done.count(h) || soleConsumer(other) != m ||
             !isScaleBy(g.node(h), x, 0.5))
@@ -187,35 +196,48 @@ struct Walker {
 
   // Unary ops as eltwise post-ops. Returns false if `node.op` is not one.
   bool mapUnary(const Node& node) {
+    struct Plain {
+      const char* op;
+      algorithm alg;
+      float alpha, beta;
+    };
+    static const Plain plain[] = {
+        {"Relu", algorithm::eltwise_relu, 0, 0},
+        {"Sigmoid", algorithm::eltwise_logistic, 0, 0},
+        {"Tanh", algorithm::eltwise_tanh, 0, 0},
+        {"Exp", algorithm::eltwise_exp, 0, 0},
+        {"Log", algorithm::eltwise_log, 0, 0},
+        {"Sqrt", algorithm::eltwise_sqrt, 0, 0},
+        {"Abs", algorithm::eltwise_abs, 0, 0},
+        {"Softplus", algorithm::eltwise_soft_relu, 0, 0},
+        {"HardSwish", algorithm::eltwise_hardswish, 0, 0},
+        {"Neg", algorithm::eltwise_linear, -1, 0},
+        {"Reciprocal", algorithm::eltwise_pow, 1, -1},
+    };
+    for (const Plain& p : plain)
+      if (node.op == p.op) {
+        eltwise(node, p.alg, p.alpha, p.beta);
+        return true;
+      }
     const std::string& op = node.op;
     const AttributeMap& a = node.attrs;
-    if (op == "Relu") eltwise(node, algorithm::eltwise_relu);
-    else if (op == "LeakyRelu") eltwise(node, algorithm::eltwise_relu, a.getFloat("alpha", 0.01f));
-    else if (op == "Elu") eltwise(node, algorithm::eltwise_elu, a.getFloat("alpha", 1.0f));
-    else if (op == "Selu") {
+    if (op == "LeakyRelu") {
+      eltwise(node, algorithm::eltwise_relu, a.getFloat("alpha", 0.01f));
+    } else if (op == "Elu") {
+      eltwise(node, algorithm::eltwise_elu, a.getFloat("alpha", 1.0f));
+    } else if (op == "Selu") {  // gamma * elu_alpha(x)
       eltwise(node, algorithm::eltwise_elu, a.getFloat("alpha", 1.67326319217681884765625f));
       eltwise(node, algorithm::eltwise_linear, a.getFloat("gamma", 1.05070102214813232421875f));
-    } else if (op == "Sigmoid") eltwise(node, algorithm::eltwise_logistic);
-    else if (op == "Tanh") eltwise(node, algorithm::eltwise_tanh);
-    else if (op == "Exp") eltwise(node, algorithm::eltwise_exp);
-    else if (op == "Log") eltwise(node, algorithm::eltwise_log);
-    else if (op == "Sqrt") eltwise(node, algorithm::eltwise_sqrt);
-    else if (op == "Abs") eltwise(node, algorithm::eltwise_abs);
-    else if (op == "Softplus") eltwise(node, algorithm::eltwise_soft_relu);
-    else if (op == "HardSwish") eltwise(node, algorithm::eltwise_hardswish);
-    else if (op == "HardSigmoid") {
+    } else if (op == "HardSigmoid") {  // clip(alpha * x + beta, 0, 1)
       eltwise(node, algorithm::eltwise_linear, a.getFloat("alpha", 0.2f), a.getFloat("beta", 0.5f));
       eltwise(node, algorithm::eltwise_clip_v2, 0.0f, 1.0f);
-    } else if (op == "Clip") {
+    } else if (op == "Clip") {  // an absent bound is no bound
       eltwise(node, algorithm::eltwise_clip_v2, a.getFloat("min", -kInf), a.getFloat("max", kInf));
-    } else if (op == "Neg") eltwise(node, algorithm::eltwise_linear, -1.0f, 0.0f);
-    else if (op == "Reciprocal") eltwise(node, algorithm::eltwise_pow, 1.0f, -1.0f);
-    else if (op == "Gelu") {
+    } else if (op == "Gelu") {
       eltwise(node, a.getString("approximate", "none") == "tanh" ? algorithm::eltwise_gelu_tanh
                                                                  : algorithm::eltwise_gelu_erf);
-    } else if (op == "Identity" || op == "Dropout") {
-      // No computation; Dropout at inference is the identity (its mask output is checked below).
-    } else {
+    } else if (op != "Identity" && op != "Dropout") {
+      // (Dropout at inference is the identity; its mask output is checked by the caller.)
       return false;
     }
     return true;
@@ -279,16 +301,19 @@ struct Walker {
     const size_t pos = ins[0] == result ? 0 : 1;
     const ValueId other = ins[1 - pos];
     if (g.value(node.outputs[0]).type.shape != chain.shape)
-      return nodeLabel(node) + "broadcasting grows the result from " +
-             shapeToString(chain.shape) + " to " +
-             shapeToString(g.value(node.outputs[0]).type.shape) +
+      return nodeLabel(node) + "broadcasting grows the result from " + shapeToString(chain.shape) +
+             " to " + shapeToString(g.value(node.outputs[0]).type.shape) +
              "; a post-op keeps the shape of the result";
     if (other == result) {  // x op x
-      if (op == "Add" || op == "Sum") eltwise(node, algorithm::eltwise_linear, 2.0f, 0.0f);
-      else if (op == "Mul") eltwise(node, algorithm::eltwise_square);
-      else if (op == "Sub") eltwise(node, algorithm::eltwise_linear, 0.0f, 0.0f);
-      else if (op == "Max" || op == "Min" || op == "Mean") {
-      } else return nodeLabel(node) + op + "(x, x) has no oneDNN post-op";
+      if (op == "Add" || op == "Sum") {
+        eltwise(node, algorithm::eltwise_linear, 2.0f, 0.0f);
+      } else if (op == "Mul") {
+        eltwise(node, algorithm::eltwise_square);
+      } else if (op == "Sub") {
+        eltwise(node, algorithm::eltwise_linear, 0.0f, 0.0f);
+      } else if (op != "Max" && op != "Min" && op != "Mean") {  // those three: the identity
+        return nodeLabel(node) + op + "(x, x) has no oneDNN post-op";
+      }
       return {};
     }
     Operand o = operandOf(request, other);
@@ -305,14 +330,18 @@ struct Walker {
     auto bin = [&](algorithm alg, Operand operand) {
       chain.postOps.push_back(PostOp::binary(alg, std::move(operand), node.name));
     };
-    if (op == "Add" || op == "Sum") bin(algorithm::binary_add, o);
-    else if (op == "Mean") {
+    if (op == "Add" || op == "Sum") {
+      bin(algorithm::binary_add, o);
+    } else if (op == "Mean") {
       bin(algorithm::binary_add, o);
       eltwise(node, algorithm::eltwise_linear, 0.5f, 0.0f);
-    } else if (op == "Mul") bin(algorithm::binary_mul, o);
-    else if (op == "Max") bin(algorithm::binary_max, o);
-    else if (op == "Min") bin(algorithm::binary_min, o);
-    else if (op == "Sub") {
+    } else if (op == "Mul") {
+      bin(algorithm::binary_mul, o);
+    } else if (op == "Max") {
+      bin(algorithm::binary_max, o);
+    } else if (op == "Min") {
+      bin(algorithm::binary_min, o);
+    } else if (op == "Sub") {
       if (pos == 0 && o.isConstant) {  // x - c = x + (-c): foldable into a bias
         bin(algorithm::binary_add, mapConstant(o, [](float v) { return -v; }));
       } else if (pos == 0) {
@@ -354,12 +383,10 @@ struct Walker {
                "' is used; a post-op has one output";
     }
     if (node.inputs.size() == 1 || node.op == "Clip" || node.op == "Dropout") {
-      if (node.inputs[0] != result)
-        return nodeLabel(node) + "the result must be its first input";
+      if (node.inputs[0] != result) return nodeLabel(node) + "the result must be its first input";
       if (!mapUnary(node)) return nodeLabel(node) + "no oneDNN post-op for " + node.op;
     } else if (node.op == "BatchNormalization") {
-      if (node.inputs[0] != result)
-        return nodeLabel(node) + "the result must be its input X";
+      if (node.inputs[0] != result) return nodeLabel(node) + "the result must be its input X";
       if (std::string why = mapBatchNorm(node); !why.empty()) return why;
     } else {
       if (std::string why = mapBinary(node); !why.empty()) return why;

@@ -12,7 +12,6 @@
 #pragma once
 
 #include <dnnl.hpp>
-
 #include <string>
 #include <vector>
 
@@ -31,13 +30,16 @@ struct Operand {
 };
 
 struct PostOp {
-  enum class Kind { Eltwise, Binary };
+  // Sum: result += the operand, read from the destination buffer, which the
+  // kernel fills with the operand first (oneDNN's sum post-op; set by the
+  // lowering for a residual Add on a blocked-layout convolution).
+  enum class Kind { Eltwise, Binary, Sum };
   Kind kind = Kind::Eltwise;
   dnnl::algorithm alg = dnnl::algorithm::undef;
   float alpha = 0.0f;  // Eltwise parameters (oneDNN's meaning per algorithm)
   float beta = 0.0f;
-  Operand operand;     // Binary: result = result <alg> operand (numpy broadcasting)
-  std::string node;    // the node it comes from, for messages
+  Operand operand;   // Binary: result = result <alg> operand (numpy broadcasting); Sum: the addend
+  std::string node;  // the node it comes from, for messages
 
   static PostOp eltwise(dnnl::algorithm alg, float alpha, float beta, std::string node);
   static PostOp binary(dnnl::algorithm alg, Operand operand, std::string node);
@@ -48,9 +50,9 @@ struct FusedChain {
   // The anchor node; kNoNode for a group of elementwise ops only, whose
   // post-ops then apply to `source`.
   NodeId anchor = kNoNode;
-  Operand source;             // elementwise groups: the value the chain starts from
+  Operand source;  // elementwise groups: the value the chain starts from
   std::vector<PostOp> postOps;
-  Shape shape;                // of the running result (the output)
+  Shape shape;  // of the running result (the output)
   ValueId output = kNoValue;
 
   std::string describe(const Graph& graph) const;  // "Conv + eltwise_relu + binary_add"

@@ -7,7 +7,6 @@
 #pragma once
 
 #include <dnnl.hpp>
-
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -49,6 +48,7 @@ class OneDnnKernel final : public Kernel {
   std::vector<Step> steps;
   std::vector<Binding> bindings;
   std::vector<dnnl::memory> owned;  // constants and intermediates kept alive
+  std::string postOps;              // the chain as lowered (after folding), for describe()
 
  private:
   std::shared_ptr<Context> context_;

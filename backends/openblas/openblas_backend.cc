@@ -47,7 +47,8 @@ void requireBlasInt(const Node& node, std::initializer_list<int64_t> values) {
 
 class Lowering {
  public:
-  Lowering(const KernelRequest& request, int threads) : req_(request), g_(*request.graph), threads_(threads) {}
+  Lowering(const KernelRequest& request, int threads)
+      : req_(request), g_(*request.graph), threads_(threads) {}
 
   std::unique_ptr<Kernel> lower() {
     members_ = req_.members();
@@ -74,15 +75,17 @@ class Lowering {
     else if (anchor.op == "Conv")
       conv = lowerConv(anchor);
     else
-      refuse(anchor, "OpenBLAS kernels start with Gemm, MatMul or Conv; this group's first node is a " +
-                         anchor.op);
+      refuse(anchor,
+             "OpenBLAS kernels start with Gemm, MatMul or Conv; this group's first node is a " +
+                 anchor.op);
 
     for (size_t i = 1; i < members_.size(); ++i) lowerEpilogueNode(g_.node(members_[i]));
 
     for (size_t i = 0; i < req_.outputs.size(); ++i) {
       auto it = registerOf_.find(req_.outputs[i]);
       if (it == registerOf_.end())
-        throw Refusal{"output '" + g_.value(req_.outputs[i]).name + "' is not computed by the group"};
+        throw Refusal{"output '" + g_.value(req_.outputs[i]).name +
+                      "' is not computed by the group"};
       if (epilogue_.outputOf(it->second) >= 0)
         throw Refusal{"output '" + g_.value(req_.outputs[i]).name + "' is listed twice"};
       epilogue_.markOutput(it->second, static_cast<int>(i));
@@ -97,10 +100,14 @@ class Lowering {
     std::string why;
     if (!epilogue_.finalize(threads_, &why)) throw Refusal{why};
 
-    if (gemm) return std::make_unique<GemmKernel>(std::move(*gemm), std::move(epilogue_), anchorOutput, threads_);
+    if (gemm)
+      return std::make_unique<GemmKernel>(std::move(*gemm), std::move(epilogue_), anchorOutput,
+                                          threads_);
     if (matmul)
-      return std::make_unique<MatMulKernel>(std::move(*matmul), std::move(epilogue_), anchorOutput, threads_);
-    return std::make_unique<ConvKernel>(std::move(*conv), std::move(epilogue_), anchorOutput, threads_);
+      return std::make_unique<MatMulKernel>(std::move(*matmul), std::move(epilogue_), anchorOutput,
+                                            threads_);
+    return std::make_unique<ConvKernel>(std::move(*conv), std::move(epilogue_), anchorOutput,
+                                        threads_);
   }
 
  private:
@@ -109,7 +116,8 @@ class Lowering {
       if (v == kNoValue) return;
       const TensorType& t = g_.value(v).type;
       if (t.elementType != ElementType::Float32)
-        refuse(node, "'" + g_.value(v).name + "' is " + std::string(elementTypeName(t.elementType)) +
+        refuse(node, "'" + g_.value(v).name + "' is " +
+                         std::string(elementTypeName(t.elementType)) +
                          "; OpenBLAS kernels compute float32 only");
     };
     for (ValueId v : node.inputs) check(v);
@@ -127,7 +135,8 @@ class Lowering {
     refuse(node, "input '" + val.name + "' is neither a constant nor an input of the group");
   }
 
-  int operandFor(const Node& node, OperandSource source, const Shape& shape, const std::string& what) {
+  int operandFor(const Node& node, OperandSource source, const Shape& shape,
+                 const std::string& what) {
     const int k = epilogue_.addOperand(std::move(source), shape);
     if (k < 0)
       refuse(node, what + " " + shapeToString(shape) + " does not broadcast to the output " +
@@ -152,7 +161,8 @@ class Lowering {
     p.K = p.transA ? a[0] : a[1];
     p.N = p.transB ? b[0] : b[1];
     if ((p.transB ? b[1] : b[0]) != p.K) refuse(node, "inner dimensions of op(A) and op(B) differ");
-    if (shape_ != Shape{p.M, p.N}) refuse(node, "output shape " + shapeToString(shape_) + " is not MxN");
+    if (shape_ != Shape{p.M, p.N})
+      refuse(node, "output shape " + shapeToString(shape_) + " is not MxN");
     p.lda = a[1];
     p.ldb = b[1];
     requireBlasInt(node, {p.M, p.N, p.K, p.lda, p.ldb});
@@ -168,7 +178,8 @@ class Lowering {
         Tensor scaled = cv.constant->clone();
         float* d = scaled.data<float>();
         for (int64_t i = 0; i < scaled.numElements(); ++i) d[i] *= beta;
-        const int k = operandFor(node, OperandSource::ofConstant(std::move(scaled)), cv.type.shape, "C");
+        const int k =
+            operandFor(node, OperandSource::ofConstant(std::move(scaled)), cv.type.shape, "C");
         epilogue_.addStep(EpilogueOp::Add, {Epilogue::Arg::reg(0), Epilogue::Arg::operand(k)});
       } else {
         const int k = operandFor(node, sourceOf(node, c), cv.type.shape, "C");
@@ -191,7 +202,8 @@ class Lowering {
     p.K = a.back();
     p.N = b.size() >= 2 ? b.back() : 1;
     const int64_t kb = b.size() >= 2 ? b[b.size() - 2] : b[0];
-    if (kb != p.K) refuse(node, "inner dimensions differ: " + shapeToString(a) + " x " + shapeToString(b));
+    if (kb != p.K)
+      refuse(node, "inner dimensions differ: " + shapeToString(a) + " x " + shapeToString(b));
 
     // Batch dimensions, right-aligned and broadcast.
     Shape batchA(a.begin(), a.end() - std::min<size_t>(a.size(), 2));
@@ -294,20 +306,29 @@ class Lowering {
   void lowerEpilogueNode(const Node& node) {
     int produced = 0;
     for (ValueId v : node.outputs) produced += v != kNoValue;
-    if (produced != 1 || node.outputs[0] == kNoValue) refuse(node, "an epilogue node must have exactly one output");
+    if (produced != 1 || node.outputs[0] == kNoValue)
+      refuse(node, "an epilogue node must have exactly one output");
     const ValueId out = node.outputs[0];
     if (shapeOf(out) != shape_)
-      refuse(node, "its result " + g_.value(out).type.toString() + " is not the anchor's output shape " +
-                       shapeToString(shape_) + "; an OpenBLAS epilogue is elementwise over that output");
+      refuse(node, "its result " + g_.value(out).type.toString() +
+                       " is not the anchor's output shape " + shapeToString(shape_) +
+                       "; an OpenBLAS epilogue is elementwise over that output");
 
-    static const std::map<std::string, EpilogueOp> kBinary = {
-        {"Add", EpilogueOp::Add}, {"Sub", EpilogueOp::Sub}, {"Mul", EpilogueOp::Mul}, {"Div", EpilogueOp::Div}};
+    static const std::map<std::string, EpilogueOp> kBinary = {{"Add", EpilogueOp::Add},
+                                                              {"Sub", EpilogueOp::Sub},
+                                                              {"Mul", EpilogueOp::Mul},
+                                                              {"Div", EpilogueOp::Div}};
     static const std::map<std::string, EpilogueOp> kUnary = {
-        {"Relu", EpilogueOp::Relu},         {"LeakyRelu", EpilogueOp::LeakyRelu},
-        {"Clip", EpilogueOp::Clip},         {"Sigmoid", EpilogueOp::Sigmoid},
-        {"Tanh", EpilogueOp::Tanh},         {"HardSwish", EpilogueOp::HardSwish},
-        {"HardSigmoid", EpilogueOp::HardSigmoid}, {"Elu", EpilogueOp::Elu},
-        {"Erf", EpilogueOp::Erf},           {"Gelu", EpilogueOp::Gelu},
+        {"Relu", EpilogueOp::Relu},
+        {"LeakyRelu", EpilogueOp::LeakyRelu},
+        {"Clip", EpilogueOp::Clip},
+        {"Sigmoid", EpilogueOp::Sigmoid},
+        {"Tanh", EpilogueOp::Tanh},
+        {"HardSwish", EpilogueOp::HardSwish},
+        {"HardSigmoid", EpilogueOp::HardSigmoid},
+        {"Elu", EpilogueOp::Elu},
+        {"Erf", EpilogueOp::Erf},
+        {"Gelu", EpilogueOp::Gelu},
         {"Identity", EpilogueOp::Identity},
     };
     EpilogueOp op;
@@ -319,17 +340,22 @@ class Lowering {
       op = jt->second;
       arity = 1;
     } else {
-      refuse(node, "not an elementwise op that OpenBLAS kernels can apply to a product's output "
-                   "(they take Add, Sub, Mul, Div, Relu, LeakyRelu, Clip, Sigmoid, Tanh, HardSwish, "
-                   "HardSigmoid, Elu, Erf, Gelu, Identity)");
+      refuse(node,
+             "not an elementwise op that OpenBLAS kernels can apply to a product's output "
+             "(they take Add, Sub, Mul, Div, Relu, LeakyRelu, Clip, Sigmoid, Tanh, HardSwish, "
+             "HardSigmoid, Elu, Erf, Gelu, Identity)");
     }
     if (node.inputs.size() != arity) refuse(node, "expects " + std::to_string(arity) + " inputs");
 
     float p0 = 0.0f, p1 = 0.0f;
     const float inf = std::numeric_limits<float>::infinity();
     switch (op) {
-      case EpilogueOp::LeakyRelu: p0 = node.attrs.getFloat("alpha", 0.01f); break;
-      case EpilogueOp::Elu: p0 = node.attrs.getFloat("alpha", 1.0f); break;
+      case EpilogueOp::LeakyRelu:
+        p0 = node.attrs.getFloat("alpha", 0.01f);
+        break;
+      case EpilogueOp::Elu:
+        p0 = node.attrs.getFloat("alpha", 1.0f);
+        break;
       case EpilogueOp::Clip:
         p0 = node.attrs.getFloat("min", -inf);
         p1 = node.attrs.getFloat("max", inf);
@@ -346,7 +372,8 @@ class Lowering {
           refuse(node, "approximate = '" + mode + "' is not a Gelu form");
         break;
       }
-      default: break;
+      default:
+        break;
     }
 
     std::vector<Epilogue::Arg> args;
@@ -357,9 +384,10 @@ class Lowering {
       } else {
         const Value& val = g_.value(v);
         if (val.producer != kNoNode && req_.nodes.contains(val.producer))
-          refuse(node, "reads '" + val.name + "', which the group computes but not as an elementwise value");
-        args.push_back(Epilogue::Arg::operand(operandFor(node, sourceOf(node, v), val.type.shape,
-                                                         "operand '" + val.name + "'")));
+          refuse(node, "reads '" + val.name +
+                           "', which the group computes but not as an elementwise value");
+        args.push_back(Epilogue::Arg::operand(
+            operandFor(node, sourceOf(node, v), val.type.shape, "operand '" + val.name + "'")));
       }
     }
     registerOf_[out] = epilogue_.addStep(op, std::move(args), p0, p1);
@@ -403,6 +431,8 @@ class OpenBlasBackend : public Backend {
 }  // namespace
 }  // namespace openblas
 
-std::unique_ptr<Backend> createOpenBlasBackend() { return std::make_unique<openblas::OpenBlasBackend>(); }
+std::unique_ptr<Backend> createOpenBlasBackend() {
+  return std::make_unique<openblas::OpenBlasBackend>();
+}
 
 }  // namespace collage

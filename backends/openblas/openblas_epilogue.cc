@@ -71,23 +71,40 @@ int epilogueArity(EpilogueOp op) {
 
 std::string_view epilogueOpName(EpilogueOp op) {
   switch (op) {
-    case EpilogueOp::Add: return "Add";
-    case EpilogueOp::Sub: return "Sub";
-    case EpilogueOp::Mul: return "Mul";
-    case EpilogueOp::Div: return "Div";
-    case EpilogueOp::AddScaled: return "AddScaled";
-    case EpilogueOp::Relu: return "Relu";
-    case EpilogueOp::LeakyRelu: return "LeakyRelu";
-    case EpilogueOp::Clip: return "Clip";
-    case EpilogueOp::Sigmoid: return "Sigmoid";
-    case EpilogueOp::Tanh: return "Tanh";
-    case EpilogueOp::HardSwish: return "HardSwish";
-    case EpilogueOp::HardSigmoid: return "HardSigmoid";
-    case EpilogueOp::Elu: return "Elu";
-    case EpilogueOp::Erf: return "Erf";
-    case EpilogueOp::Gelu: return "Gelu";
-    case EpilogueOp::GeluTanh: return "GeluTanh";
-    case EpilogueOp::Identity: return "Identity";
+    case EpilogueOp::Add:
+      return "Add";
+    case EpilogueOp::Sub:
+      return "Sub";
+    case EpilogueOp::Mul:
+      return "Mul";
+    case EpilogueOp::Div:
+      return "Div";
+    case EpilogueOp::AddScaled:
+      return "AddScaled";
+    case EpilogueOp::Relu:
+      return "Relu";
+    case EpilogueOp::LeakyRelu:
+      return "LeakyRelu";
+    case EpilogueOp::Clip:
+      return "Clip";
+    case EpilogueOp::Sigmoid:
+      return "Sigmoid";
+    case EpilogueOp::Tanh:
+      return "Tanh";
+    case EpilogueOp::HardSwish:
+      return "HardSwish";
+    case EpilogueOp::HardSigmoid:
+      return "HardSigmoid";
+    case EpilogueOp::Elu:
+      return "Elu";
+    case EpilogueOp::Erf:
+      return "Erf";
+    case EpilogueOp::Gelu:
+      return "Gelu";
+    case EpilogueOp::GeluTanh:
+      return "GeluTanh";
+    case EpilogueOp::Identity:
+      return "Identity";
   }
   return "?";
 }
@@ -267,9 +284,8 @@ void Epilogue::runTile(const Buffers& b, int64_t pos, int64_t n, const float* co
         mapUnary(a[0], sa[0], dst, n, [](float x) { return std::tanh(x); });
         break;
       case EpilogueOp::HardSwish:
-        mapUnary(a[0], sa[0], dst, n, [](float x) {
-          return x * std::max(0.0f, std::min(1.0f, x / 6.0f + 0.5f));
-        });
+        mapUnary(a[0], sa[0], dst, n,
+                 [](float x) { return x * std::max(0.0f, std::min(1.0f, x / 6.0f + 0.5f)); });
         break;
       case EpilogueOp::HardSigmoid:
         mapUnary(a[0], sa[0], dst, n,

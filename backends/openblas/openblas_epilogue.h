@@ -136,8 +136,8 @@ class Epilogue {
     EpilogueOp op;
     std::vector<Arg> args;
     float p0 = 0, p1 = 0;
-    int out = 0;             // register
-    bool direct = false;     // written straight into its output (the last step only)
+    int out = 0;          // register
+    bool direct = false;  // written straight into its output (the last step only)
   };
   struct Operand {
     OperandSource source;

@@ -131,7 +131,8 @@ void ConvKernel::im2col(const float* x, int64_t c0, int64_t c1, float* col) cons
               std::fill(dst, dst + lo, 0.0f);
               if (SW == 1) {
                 if (hi > lo)
-                  std::memcpy(dst + lo, row + lo + offW, static_cast<size_t>(hi - lo) * sizeof(float));
+                  std::memcpy(dst + lo, row + lo + offW,
+                              static_cast<size_t>(hi - lo) * sizeof(float));
               } else {
                 for (int64_t ow = lo; ow < hi; ++ow) dst[ow] = row[ow * SW + offW];
               }

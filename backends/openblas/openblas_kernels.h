@@ -43,7 +43,8 @@ class GemmKernel : public BlasKernel {
  public:
   GemmKernel(GemmParams p, Epilogue epilogue, int anchorOutput, int threads)
       : BlasKernel(std::move(epilogue), anchorOutput, threads), p_(std::move(p)) {}
-  void run(const std::vector<const DLTensor*>& inputs, const std::vector<DLTensor*>& outputs) override;
+  void run(const std::vector<const DLTensor*>& inputs,
+           const std::vector<DLTensor*>& outputs) override;
 
  private:
   GemmParams p_;
@@ -54,7 +55,7 @@ class GemmKernel : public BlasKernel {
 // output matrix, with A's and B's matrix index for each precomputed.
 struct MatMulParams {
   int64_t M = 0, N = 0, K = 0;
-  bool fold = false;      // one sgemm of (foldedRows x N x K)
+  bool fold = false;  // one sgemm of (foldedRows x N x K)
   int64_t foldedRows = 0;
   std::vector<int64_t> matrixA, matrixB;  // per output matrix (when !fold)
   bool parallelBatch = false;             // one matrix per thread instead of threaded sgemm
@@ -65,7 +66,8 @@ class MatMulKernel : public BlasKernel {
  public:
   MatMulKernel(MatMulParams p, Epilogue epilogue, int anchorOutput, int threads)
       : BlasKernel(std::move(epilogue), anchorOutput, threads), p_(std::move(p)) {}
-  void run(const std::vector<const DLTensor*>& inputs, const std::vector<DLTensor*>& outputs) override;
+  void run(const std::vector<const DLTensor*>& inputs,
+           const std::vector<DLTensor*>& outputs) override;
 
  private:
   MatMulParams p_;
@@ -86,7 +88,8 @@ struct ConvParams {
 class ConvKernel : public BlasKernel {
  public:
   ConvKernel(ConvParams p, Epilogue epilogue, int anchorOutput, int threads);
-  void run(const std::vector<const DLTensor*>& inputs, const std::vector<DLTensor*>& outputs) override;
+  void run(const std::vector<const DLTensor*>& inputs,
+           const std::vector<DLTensor*>& outputs) override;
 
  private:
   // Unfolds channels [c0, c1) of one group of one image (x at the group's

@@ -1,1 +1,555 @@
-int main() { return 0; }
+// ONNX conformance runner: imports every test case of ONNX's backend test data
+// (node, pytorch-converted, pytorch-operator, simple), runs it with the
+// reference executor and compares each output with the expected one.
+//
+//   conformance_runner DATA_DIR [--filter REGEX] [--verbose] [--list-failures] [--no-fork]
+//
+// Each case runs in a forked child so that a crashing or hanging kernel counts
+// as one failed case instead of ending the run. Cases that need something we
+// deliberately do not cover (an op, an element type, sequences, an old opset)
+// are skipped with the reason; the summary counts reasons so kernel authors
+// see what is missing. Exit status: 1 if any case failed, else 0.
+#include <onnx/onnx_pb.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/onnx_import.h"
+#include "core/op_registry.h"
+#include "core/reference_executor.h"
+#include "core/tensor_proto.h"
+
+namespace fs = std::filesystem;
+using namespace collage;
+
+namespace {
+
+constexpr double kRtol = 1e-3;
+constexpr double kAtol = 1e-7;
+constexpr unsigned kCaseTimeoutSeconds = 300;
+constexpr double kSlowCaseSeconds = 20.0;
+
+enum class Status { Pass, Fail, Skip };
+
+struct CaseResult {
+  Status status = Status::Fail;
+  std::string message;  // why it failed or was skipped
+  double seconds = 0;
+};
+
+// Thrown inside a case to mark it skipped with a reason.
+struct SkipCase {
+  std::string reason;
+};
+
+struct CaseInfo {
+  std::string id;     // "node/test_relu"
+  fs::path dir;
+  std::string group;  // op for single-op cases, "(multi-op)" otherwise
+  std::vector<std::string> ops;
+};
+
+std::string opLabel(const onnx::NodeProto& n) {
+  return isOnnxDefaultDomain(n.domain()) ? n.op_type() : n.domain() + "." + n.op_type();
+}
+
+onnx::ModelProto loadModelProto(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path.string() + ": cannot open");
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  onnx::ModelProto m;
+  if (!m.ParseFromString(bytes)) throw Error(path.string() + ": not a valid ONNX model");
+  return m;
+}
+
+int64_t defaultOpset(const onnx::ModelProto& m) {
+  for (const auto& o : m.opset_import())
+    if (isOnnxDefaultDomain(o.domain())) return o.version();
+  return 0;
+}
+
+// Graph inputs whose values must be known at import: they feed (possibly
+// through other nodes) an input that the canonical form turns into an
+// attribute, such as Reshape's shape.
+std::set<std::string> inputsNeedingConstants(const onnx::ModelProto& m) {
+  const auto& g = m.graph();
+  const int64_t opset = defaultOpset(m);
+  std::map<std::string, const onnx::NodeProto*> producer;
+  for (const auto& n : g.node())
+    for (const auto& o : n.output()) producer[o] = &n;
+  std::set<std::string> need, seen;
+  std::vector<std::string> work;
+  for (const auto& n : g.node()) {
+    if (!isOnnxDefaultDomain(n.domain())) continue;
+    for (int slot : constInputSlots(n.op_type(), opset))
+      if (slot < n.input_size() && !n.input(slot).empty()) work.push_back(n.input(slot));
+  }
+  while (!work.empty()) {
+    std::string v = work.back();
+    work.pop_back();
+    if (!seen.insert(v).second) continue;
+    auto it = producer.find(v);
+    if (it == producer.end()) {
+      need.insert(v);
+      continue;
+    }
+    // Shape and Size only need their input's (static) type.
+    const std::string& op = it->second->op_type();
+    if (op == "Shape" || op == "Size") continue;
+    for (const auto& in : it->second->input())
+      if (!in.empty()) work.push_back(in);
+  }
+  return need;
+}
+
+std::vector<fs::path> numberedFiles(const fs::path& dir, const std::string& prefix) {
+  std::vector<std::pair<int, fs::path>> found;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) != 0 || e.path().extension() != ".pb") continue;
+    try {
+      found.push_back({std::stoi(name.substr(prefix.size())), e.path()});
+    } catch (...) {
+    }
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<fs::path> out;
+  for (auto& f : found) out.push_back(f.second);
+  return out;
+}
+
+bool isNaN(double v) { return std::isnan(v); }
+
+// Empty string if equal within tolerance, else a description of the mismatch.
+std::string compareTensors(const Tensor& got, const Tensor& want) {
+  if (got.type() != want.type())
+    return "type " + got.type().toString() + ", expected " + want.type().toString();
+  const ElementType et = want.elementType();
+  const int64_t n = want.numElements();
+  if (isFloatingPoint(et)) {
+    std::vector<double> a = tensorToDoubles(got), b = tensorToDoubles(want);
+    double maxAbs = 0, maxRel = 0;
+    int64_t firstBad = -1, bad = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double x = a[i], y = b[i];
+      if (x == y || (isNaN(x) && isNaN(y))) continue;
+      const double diff = std::fabs(x - y);
+      const bool ok = !std::isnan(diff) && diff <= kAtol + kRtol * std::fabs(y);
+      if (std::isnan(diff) || std::isinf(diff)) {
+        maxAbs = INFINITY;
+      } else {
+        maxAbs = std::max(maxAbs, diff);
+        if (y != 0) maxRel = std::max(maxRel, diff / std::fabs(y));
+      }
+      if (!ok) {
+        ++bad;
+        if (firstBad < 0) firstBad = i;
+      }
+    }
+    if (firstBad < 0) return "";
+    std::ostringstream os;
+    os.precision(8);
+    os << bad << " of " << n << " values differ; max abs err " << maxAbs << ", max rel err "
+       << maxRel << "; first bad index " << firstBad << ": got " << a[firstBad] << ", expected "
+       << b[firstBad];
+    return os.str();
+  }
+  const size_t size = elementSize(et);
+  if (size == 0) throw Unsupported("cannot compare " + want.type().toString());
+  const auto* pa = static_cast<const uint8_t*>(got.raw());
+  const auto* pb = static_cast<const uint8_t*>(want.raw());
+  int64_t firstBad = -1, bad = 0;
+  for (int64_t i = 0; i < n; ++i)
+    if (std::memcmp(pa + i * size, pb + i * size, size) != 0) {
+      ++bad;
+      if (firstBad < 0) firstBad = i;
+    }
+  if (firstBad < 0) return "";
+  std::vector<double> a = tensorToDoubles(got), b = tensorToDoubles(want);
+  std::ostringstream os;
+  os << bad << " of " << n << " values differ (exact comparison); first bad index " << firstBad
+     << ": got " << a[firstBad] << ", expected " << b[firstBad];
+  return os.str();
+}
+
+// Runs one case; throws SkipCase, Unsupported (-> skip) or anything else (-> fail).
+// Returns a failure message, or "" if every output matched.
+std::string runCase(const CaseInfo& info) {
+  const fs::path modelPath = info.dir / "model.onnx";
+  onnx::ModelProto model = loadModelProto(modelPath);
+  const auto& g = model.graph();
+
+  for (const auto& vi : g.input())
+    if (!vi.type().has_tensor_type()) throw SkipCase{"sequence/optional/map input"};
+  for (const auto& vi : g.output())
+    if (!vi.type().has_tensor_type()) throw SkipCase{"sequence/optional/map output"};
+  for (const auto& n : g.node())
+    if (!isOnnxDefaultDomain(n.domain()) || !isImportableOp(n.op_type()))
+      throw SkipCase{"unsupported op " + opLabel(n)};
+  const int64_t opset = defaultOpset(model);
+  if (opset < kMinLegacyOnnxOpset || opset > kMaxOnnxOpset)
+    throw SkipCase{"opset " + std::to_string(opset)};
+
+  std::set<std::string> initNames;
+  for (const auto& init : g.initializer()) initNames.insert(init.name());
+  std::vector<std::string> inputNames;
+  for (const auto& vi : g.input())
+    if (!initNames.count(vi.name())) inputNames.push_back(vi.name());
+  std::vector<std::string> outputNames;
+  for (const auto& vi : g.output()) outputNames.push_back(vi.name());
+  const std::set<std::string> constNames = inputsNeedingConstants(model);
+
+  std::vector<fs::path> sets;
+  for (const auto& e : fs::directory_iterator(info.dir))
+    if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0)
+      sets.push_back(e.path());
+  std::sort(sets.begin(), sets.end());
+  if (sets.empty()) throw SkipCase{"no test data"};
+
+  for (const auto& set : sets) {
+    const std::string setName = set.filename().string();
+    std::map<std::string, Tensor> given;
+    std::vector<fs::path> inFiles = numberedFiles(set, "input_");
+    for (size_t k = 0; k < inFiles.size(); ++k) {
+      std::string name;
+      Tensor t = readTensorProtoFile(inFiles[k].string(), &name);
+      bool known = std::find(inputNames.begin(), inputNames.end(), name) != inputNames.end();
+      if (!known) {
+        if (k >= inputNames.size())
+          throw Error(setName + ": " + inFiles[k].filename().string() +
+                      " has no matching graph input");
+        name = inputNames[k];
+      }
+      given[name] = std::move(t);
+    }
+    // Some upstream cases ship data that contradicts the model's static
+    // input type (castlike *_expanded): nothing of ours is tested there.
+    for (const auto& vi : g.input()) {
+      auto it = given.find(vi.name());
+      if (it == given.end() || constNames.count(vi.name())) continue;
+      const auto& tt = vi.type().tensor_type();
+      bool ok = elementTypeFromOnnx(tt.elem_type()) == it->second.elementType();
+      if (tt.has_shape()) {
+        ok = ok && tt.shape().dim_size() == it->second.rank();
+        for (int d = 0; ok && d < tt.shape().dim_size(); ++d)
+          if (tt.shape().dim(d).has_dim_value() &&
+              tt.shape().dim(d).dim_value() != it->second.shape()[static_cast<size_t>(d)])
+            ok = false;
+      }
+      if (!ok)
+        throw SkipCase{"test data does not match the model's type of input '" + vi.name() + "'"};
+    }
+    ImportOptions options;
+    options.allowLegacyOpsets = true;
+    for (const auto& [name, t] : given) {
+      if (constNames.count(name))
+        options.constantInputs[name] = t;
+      else
+        options.inputShapes[name] = t.shape();
+    }
+    Graph graph = importOnnx(modelPath.string(), options);
+    std::map<std::string, Tensor> feeds;
+    for (ValueId v : graph.inputs()) {
+      const std::string& name = graph.value(v).name;
+      auto it = given.find(name);
+      if (it == given.end()) throw Error(setName + ": no test data for input '" + name + "'");
+      feeds[name] = it->second;
+    }
+    ReferenceExecutor exec(graph);
+    std::vector<Tensor> outputs = exec.run(feeds);
+    std::vector<fs::path> outFiles = numberedFiles(set, "output_");
+    if (outFiles.size() != outputNames.size())
+      throw Error(setName + ": " + std::to_string(outFiles.size()) + " expected outputs for " +
+                  std::to_string(outputNames.size()) + " graph outputs");
+    for (size_t k = 0; k < outFiles.size(); ++k) {
+      Tensor want = readTensorProtoFile(outFiles[k].string());
+      // Graph::outputs() lists each value once; find ours by name.
+      const Tensor* got = nullptr;
+      for (size_t j = 0; j < graph.outputs().size(); ++j)
+        if (graph.value(graph.outputs()[j]).name == outputNames[k]) got = &outputs[j];
+      if (!got) throw Error(setName + ": graph output '" + outputNames[k] + "' missing");
+      std::string diff = compareTensors(*got, want);
+      if (!diff.empty())
+        return setName + ": output '" + outputNames[k] + "' (#" + std::to_string(k) + "): " + diff;
+    }
+  }
+  return "";
+}
+
+CaseResult runCaseCaught(const CaseInfo& info) {
+  CaseResult r;
+  auto start = std::chrono::steady_clock::now();
+  try {
+    std::string failure = runCase(info);
+    r.status = failure.empty() ? Status::Pass : Status::Fail;
+    r.message = failure;
+  } catch (const SkipCase& s) {
+    r.status = Status::Skip;
+    r.message = s.reason;
+  } catch (const Unsupported& e) {
+    r.status = Status::Skip;
+    r.message = e.what();
+  } catch (const Error& e) {
+    r.message = e.what();
+  } catch (const std::exception& e) {
+    r.message = std::string("exception: ") + e.what();
+  } catch (...) {
+    r.message = "unknown exception";
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+// Runs the case in a child process; a crash or a hang becomes a failure.
+CaseResult runCaseIsolated(const CaseInfo& info) {
+  int fds[2];
+  if (pipe(fds) != 0) return runCaseCaught(info);
+  std::cout.flush();
+  std::cerr.flush();
+  auto start = std::chrono::steady_clock::now();
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return runCaseCaught(info);
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    alarm(kCaseTimeoutSeconds);
+    CaseResult r = runCaseCaught(info);
+    std::string out = std::to_string(static_cast<int>(r.status)) + "\n" +
+                      std::to_string(r.seconds) + "\n" + r.message;
+    const char* p = out.data();
+    size_t left = out.size();
+    while (left > 0) {
+      ssize_t w = write(fds[1], p, left);
+      if (w <= 0) break;
+      p += w;
+      left -= static_cast<size_t>(w);
+    }
+    close(fds[1]);
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string data;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = read(fds[0], buf, sizeof buf);
+    if (n > 0) {
+      data.append(buf, static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    break;
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  CaseResult r;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    r.status = Status::Fail;
+    r.message = sig == SIGALRM ? "timed out after " + std::to_string(kCaseTimeoutSeconds) + " s"
+                               : "crashed with signal " + std::to_string(sig) + " (" +
+                                     strsignal(sig) + ")";
+    return r;
+  }
+  size_t a = data.find('\n');
+  size_t b = a == std::string::npos ? a : data.find('\n', a + 1);
+  if (b == std::string::npos) {
+    r.status = Status::Fail;
+    r.message = "the case process exited without a result (status " + std::to_string(status) + ")";
+    return r;
+  }
+  r.status = static_cast<Status>(std::stoi(data.substr(0, a)));
+  r.message = data.substr(b + 1);
+  return r;
+}
+
+// Groups skip reasons: drops file paths and the names of nodes and tensors.
+std::string reasonKey(std::string msg) {
+  static const std::regex filePrefix(R"(^.*?\.(onnx|pb): )");
+  msg = std::regex_replace(msg, filePrefix, "", std::regex_constants::format_first_only);
+  static const std::regex named(R"((node|tensor|input|output|initializer) '[^']*')");
+  msg = std::regex_replace(msg, named, "$1");
+  static const std::regex nodesList(R"( \(nodes? [^)]*\))");
+  msg = std::regex_replace(msg, nodesList, "");
+  if (msg.size() > 140) msg = msg.substr(0, 140) + "...";
+  return msg;
+}
+
+void usage() {
+  std::cerr << "usage: conformance_runner DATA_DIR [--filter REGEX] [--verbose] "
+               "[--list-failures] [--no-fork]\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string dataDir, filter;
+  bool verbose = false, listFailures = false, fork = true;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--filter" && i + 1 < argc)
+      filter = argv[++i];
+    else if (a == "--verbose" || a == "-v")
+      verbose = true;
+    else if (a == "--list-failures")
+      listFailures = true;
+    else if (a == "--no-fork")
+      fork = false;
+    else if (a == "--help" || a == "-h") {
+      usage();
+      return 0;
+    } else if (!a.empty() && a[0] != '-' && dataDir.empty())
+      dataDir = a;
+    else {
+      usage();
+      return 2;
+    }
+  }
+  if (dataDir.empty()) {
+    usage();
+    return 2;
+  }
+  std::regex filterRe;
+  try {
+    if (!filter.empty()) filterRe = std::regex(filter);
+  } catch (const std::regex_error& e) {
+    std::cerr << "bad --filter regex '" << filter << "': " << e.what() << "\n";
+    return 2;
+  }
+  (void)OpRegistry::instance();  // build once, before forking
+
+  std::vector<CaseInfo> cases;
+  for (const char* sub : {"node", "pytorch-converted", "pytorch-operator", "simple"}) {
+    fs::path dir = fs::path(dataDir) / sub;
+    if (!fs::is_directory(dir)) continue;
+    std::vector<fs::path> dirs;
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.is_directory()) dirs.push_back(e.path());
+    std::sort(dirs.begin(), dirs.end());
+    for (const auto& d : dirs) {
+      CaseInfo info;
+      info.id = std::string(sub) + "/" + d.filename().string();
+      info.dir = d;
+      if (!filter.empty() && !std::regex_search(info.id, filterRe)) continue;
+      cases.push_back(std::move(info));
+    }
+  }
+  if (cases.empty()) {
+    std::cerr << "no test cases under " << dataDir
+              << " (expected node/, pytorch-converted/, pytorch-operator/, simple/)\n";
+    return 2;
+  }
+
+  struct Counts {
+    int pass = 0, fail = 0, skip = 0;
+  };
+  std::map<std::string, Counts> byGroup;
+  std::map<std::string, int> skipReasons;
+  std::vector<std::pair<std::string, std::string>> failures;
+  std::map<std::string, std::vector<std::string>> multiOpFailures;
+  Counts total;
+
+  for (auto& info : cases) {
+    // Group: the op of a single-op case, else "(multi-op)".
+    try {
+      onnx::ModelProto m = loadModelProto(info.dir / "model.onnx");
+      std::set<std::string> ops;
+      for (const auto& n : m.graph().node())
+        if (ops.insert(opLabel(n)).second) info.ops.push_back(opLabel(n));
+    } catch (const std::exception&) {
+    }
+    // Constant nodes only feed the op under test: they do not make a case multi-op.
+    std::vector<std::string> tested;
+    for (const auto& op : info.ops)
+      if (op != "Constant") tested.push_back(op);
+    if (tested.empty()) tested = info.ops;
+    info.group = tested.size() == 1 ? tested[0] : tested.empty() ? "(no ops)" : "(multi-op)";
+
+    CaseResult r = fork ? runCaseIsolated(info) : runCaseCaught(info);
+    Counts& c = byGroup[info.group];
+    switch (r.status) {
+      case Status::Pass:
+        ++c.pass;
+        ++total.pass;
+        if (verbose) std::cout << "PASS " << info.id;
+        break;
+      case Status::Skip:
+        ++c.skip;
+        ++total.skip;
+        ++skipReasons[reasonKey(r.message)];
+        if (verbose) std::cout << "SKIP " << info.id << ": " << r.message;
+        break;
+      case Status::Fail:
+        ++c.fail;
+        ++total.fail;
+        failures.push_back({info.id, r.message});
+        if (info.group == "(multi-op)") {
+          std::string ops;
+          for (const auto& op : info.ops) ops += (ops.empty() ? "" : " ") + op;
+          multiOpFailures[info.id].push_back(ops);
+        }
+        std::cout << "FAIL " << info.id << ": " << r.message;
+        break;
+    }
+    if (verbose || r.status == Status::Fail) {
+      if (verbose || r.seconds > kSlowCaseSeconds) std::cout << " [" << r.seconds << " s]";
+      if (r.seconds > kSlowCaseSeconds) std::cout << " (slow)";
+      std::cout << "\n";
+    }
+    std::cout.flush();
+  }
+
+  std::cout << "\n" << std::left;
+  std::cout << "op                              pass  fail  skip\n";
+  for (const auto& [group, c] : byGroup) {
+    std::string name = group.size() > 30 ? group.substr(0, 30) : group;
+    std::cout << name << std::string(32 - name.size(), ' ');
+    auto col = [](int v) {
+      std::string s = std::to_string(v);
+      return s + std::string(s.size() < 6 ? 6 - s.size() : 1, ' ');
+    };
+    std::cout << col(c.pass) << col(c.fail) << col(c.skip) << "\n";
+  }
+  if (!multiOpFailures.empty()) {
+    std::cout << "\nfailed multi-op cases (their ops):\n";
+    for (const auto& [id, ops] : multiOpFailures) std::cout << "  " << id << ": " << ops[0] << "\n";
+  }
+  if (!skipReasons.empty()) {
+    std::vector<std::pair<int, std::string>> sorted;
+    for (const auto& [reason, n] : skipReasons) sorted.push_back({-n, reason});
+    std::sort(sorted.begin(), sorted.end());
+    std::cout << "\nskip reasons (" << sorted.size() << " distinct):\n";
+    const size_t shown = verbose ? sorted.size() : std::min<size_t>(sorted.size(), 25);
+    for (size_t i = 0; i < shown; ++i)
+      std::cout << "  " << -sorted[i].first << "  " << sorted[i].second << "\n";
+    if (shown < sorted.size()) std::cout << "  ... " << sorted.size() - shown << " more\n";
+  }
+  if (listFailures && !failures.empty()) {
+    std::cout << "\nfailures:\n";
+    for (const auto& [id, msg] : failures) std::cout << "  " << id << ": " << msg << "\n";
+  }
+  std::cout << "\n" << total.pass << " passed, " << total.fail << " failed, " << total.skip
+            << " skipped\n";
+  return total.fail > 0 ? 1 : 0;
+}
