@@ -48,6 +48,7 @@ Action addOptimizeCommand(CLI::App& app) {
     std::string output = "plan.json";
     bool noDb = false;
     bool baselines = false;
+    std::string baselinePlans;
     double timeout = 60;
   };
   auto* command = app.add_subcommand("optimize", "measure candidates and find the fastest placement");
@@ -64,6 +65,9 @@ Action addOptimizeCommand(CLI::App& app) {
   command->add_option("-o,--output", options->output, "where to write the plan");
   command->add_flag("--baselines", options->baselines,
                     "also report each single-backend placement and the priority placement");
+  command->add_option("--baseline-plans", options->baselinePlans,
+                      "also write each baseline as a plan into this folder (only_<backend>.json, "
+                      "priority.json), for like-for-like benchmarks; implies --baselines");
   command->add_option("--timeout", options->timeout, "seconds before a kernel measurement is killed");
   return [options]() {
     using Clock = std::chrono::steady_clock;
@@ -132,13 +136,25 @@ Action addOptimizeCommand(CLI::App& app) {
                 static_cast<long long>(result.statesExpanded),
                 std::chrono::duration<double>(Clock::now() - t0).count());
 
-    if (options->baselines) {
+    std::vector<BackendVersion> backendVersions;
+    for (const auto& [name, version] : versions) backendVersions.push_back(BackendVersion{name, version});
+    auto writeBaseline = [&](const OpLevelResult& r, const std::string& file, const std::string& label) {
+      if (options->baselinePlans.empty()) return;
+      std::filesystem::create_directories(options->baselinePlans);
+      Plan p = makePlan(graph, options->modelPath, candidates, r.chosen, measurements,
+                        PlanOrigin::OpLevel, fingerprint, backendVersions);
+      p.predictedNs = r.total;
+      p.createdBy = "collage optimize (baseline: " + label + ")";
+      savePlan(p, options->baselinePlans + "/" + file);
+    };
+    if (options->baselines || !options->baselinePlans.empty()) {
       std::printf("\nbaselines (predicted from the same measurements):\n");
       for (const auto& spec : set.specs) {
         try {
           OpLevelResult single = singleBackendPlacement(problem, spec.name);
           std::printf("  %-24s %9.3f ms  (%.2fx the op-level plan)\n", ("only " + spec.name).c_str(),
                       single.total / 1e6, single.total / result.total);
+          writeBaseline(single, "only_" + spec.name + ".json", "only " + spec.name);
         } catch (const Error& e) {
           std::printf("  only %-19s cannot cover the model: %s\n", spec.name.c_str(), e.what());
         }
@@ -148,10 +164,9 @@ Action addOptimizeCommand(CLI::App& app) {
       OpLevelResult priority = priorityPlacement(problem, order);
       std::printf("  %-24s %9.3f ms  (%.2fx)\n", "priority", priority.total / 1e6,
                   priority.total / result.total);
+      writeBaseline(priority, "priority.json", "priority order");
     }
 
-    std::vector<BackendVersion> backendVersions;
-    for (const auto& [name, version] : versions) backendVersions.push_back(BackendVersion{name, version});
     Plan plan = makePlan(graph, options->modelPath, candidates, result.chosen, measurements,
                          PlanOrigin::OpLevel, fingerprint, backendVersions);
     plan.predictedNs = result.total;

@@ -46,11 +46,6 @@ struct NeedSplit {
 
 std::string label(const Node& node) { return "node '" + node.name + "' (" + node.op + ")"; }
 
-template <class T>
-bool contains(std::initializer_list<T> list, const T& x) {
-  return std::find(list.begin(), list.end(), x) != list.end();
-}
-
 const std::map<std::string, Op>& unaryOps() {
   static const std::map<std::string, Op> m = {
       {"Relu", Op::Relu},       {"Neg", Op::Neg},           {"Abs", Op::Abs},

@@ -7,6 +7,7 @@
 
 #include "backends/native/native_pass.h"
 
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -58,7 +59,7 @@ const char* opName(Op op) {
       "Leaf", "Const", "Relu", "Neg", "Abs", "Sign", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt",
       "Reciprocal", "Erf", "Floor", "Ceil", "Sin", "Cos", "Softplus", "Softsign", "HardSwish",
       "Not", "LeakyRelu", "Elu", "Selu", "HardSigmoid", "Gelu", "GeluTanh", "Clip", "ToBool",
-      "Square", "Copy", "Add", "Sub", "Mul", "Div", "Mod", "FMod", "Pow", "Max", "Min", "Equal",
+      "Square", "Add", "Sub", "Mul", "Div", "Mod", "FMod", "Pow", "Max", "Min", "Equal",
       "Less", "Greater", "LessEq", "GreaterEq", "And", "Or", "Xor", "PRelu", "Where", "ReduceSum",
       "ReduceMax", "ReduceMin", "ReduceProd"};
   const size_t i = static_cast<size_t>(op);
@@ -190,10 +191,22 @@ void loadStrided(float* o, const void* base, ElementType type, int64_t off, int6
 }
 
 // Writes n values (or one value repeated, when !src.vec) converted to `type`.
-void storeValues(void* base, ElementType type, int64_t off, int64_t stride, Operand src, int n) {
+// With `stream`, contiguous float runs go out as non-temporal stores: an
+// output larger than the caches is then written without first being read
+// into them (a third less memory traffic for an elementwise pass).
+void storeValues(void* base, ElementType type, int64_t off, int64_t stride, Operand src, int n,
+                 bool stream = false) {
   if (type == ElementType::Float32) {
     float* __restrict d = static_cast<float*>(base) + off;
     if (stride == 1 && src.vec) {
+#ifdef __AVX__
+      if (stream && (reinterpret_cast<uintptr_t>(d) & 31) == 0) {
+        int j = 0;
+        for (; j + 8 <= n; j += 8) _mm256_stream_ps(d + j, _mm256_loadu_ps(src.p + j));
+        for (; j < n; ++j) d[j] = src.p[j];
+        return;
+      }
+#endif
       if (d != src.p) std::memcpy(d, src.p, static_cast<size_t>(n) * sizeof(float));
     } else if (src.vec) {
       for (int j = 0; j < n; ++j) d[j * stride] = src.p[j];
@@ -291,6 +304,7 @@ struct CompiledPass::Impl {
   std::vector<int32_t> rowStores;
   int slotCount = 0;
   int cacheCount = 0;
+  bool stream = false;  // non-temporal stores for outputs larger than the caches
   int64_t innerTotal = 1;
 
   std::vector<ThreadState> states;
@@ -594,6 +608,9 @@ void CompiledPass::Impl::plan() {
   }
 
   // Final loop: stores that vary along the inner dims.
+  int64_t storedBytes = 0;
+  for (const Store& st : prog.stores) storedBytes += total * static_cast<int64_t>(elementSize(st.type));
+  stream = storedBytes >= (int64_t{16} << 20);
   std::vector<int32_t> finalRoots;
   std::vector<int32_t> inPlace(n, -1);
   for (size_t s = 0; s < prog.stores.size(); ++s) {
@@ -607,7 +624,7 @@ void CompiledPass::Impl::plan() {
     finalRoots.push_back(st.node);
     const IrNode& node = prog.nodes[st.node];
     const bool directLeaf = node.op == Op::Leaf && leafInfo[node.leaf].direct;
-    if (!uniform[st.node] && vec[st.node] && !directLeaf && st.type == ElementType::Float32 &&
+    if (!stream && !uniform[st.node] && vec[st.node] && !directLeaf && st.type == ElementType::Float32 &&
         formInner[storeForm[s]].back() == 1 && inPlace[st.node] < 0)
       inPlace[st.node] = static_cast<int32_t>(s);
   }
@@ -771,7 +788,6 @@ void CompiledPass::Impl::evalEntries(const std::vector<Entry>& entries, int n, T
         break;
       case Op::ToBool: rv = un(o, a, m, [](float x) { return b2f(x != 0.0f); }); break;
       case Op::Square: rv = un(o, a, m, [](float x) { return x * x; }); break;
-      case Op::Copy: rv = un(o, a, m, [](float x) { return x; }); break;
       case Op::Add: rv = bin(o, a, b, m, [](float x, float y) { return x + y; }); break;
       case Op::Sub: rv = bin(o, a, b, m, [](float x, float y) { return x - y; }); break;
       case Op::Mul: rv = bin(o, a, b, m, [](float x, float y) { return x * y; }); break;
@@ -912,7 +928,7 @@ void CompiledPass::Impl::storeBlock(const LoopPlan& loop, int n, ThreadState& ts
     const Operand src = ts.opnd[st.node];
     const int32_t f = storeForm[s];
     if (src.p == static_cast<float*>(buffers.ptr[st.buffer]) + ts.off[f] && src.vec) continue;
-    storeValues(buffers.ptr[st.buffer], st.type, ts.off[f], formInner[f].back(), src, n);
+    storeValues(buffers.ptr[st.buffer], st.type, ts.off[f], formInner[f].back(), src, n, stream);
   }
 }
 
@@ -989,6 +1005,15 @@ void CompiledPass::Impl::runTile(int64_t group, int64_t chunk, ThreadState& ts,
     }
 }
 
+namespace {
+// Orders a thread's non-temporal stores before whatever reads the output next.
+inline void fence() {
+#ifdef __AVX__
+  _mm_sfence();
+#endif
+}
+}  // namespace
+
 CompiledPass::CompiledPass(PassProgram program, int threads) : impl_(std::make_unique<Impl>()) {
   impl_->prog = std::move(program);
   impl_->threads = std::max(1, threads);
@@ -1015,14 +1040,19 @@ void CompiledPass::run(const BufferTable& buffers) {
   const int threads = im.items > 1 && work >= (int64_t{1} << 15) ? im.threads : 1;
   if (threads == 1) {
     for (int64_t it = 0; it < im.items; ++it) im.runItem(it, im.states[0], buffers);
+    if (im.stream) fence();
     return;
   }
   // Dynamic: on a machine shared with other work a descheduled thread's
   // share is taken over instead of being waited for.
   const int64_t grain = std::max<int64_t>(1, im.items / (8LL * threads));
-#pragma omp parallel for schedule(dynamic, grain) num_threads(threads)
-  for (int64_t it = 0; it < im.items; ++it)
-    im.runItem(it, im.states[static_cast<size_t>(omp_get_thread_num())], buffers);
+#pragma omp parallel num_threads(threads)
+  {
+    ThreadState& ts = im.states[static_cast<size_t>(omp_get_thread_num())];
+#pragma omp for schedule(dynamic, grain) nowait
+    for (int64_t it = 0; it < im.items; ++it) im.runItem(it, ts, buffers);
+    if (im.stream) fence();
+  }
 }
 
 std::string CompiledPass::describe() const {
@@ -1036,6 +1066,7 @@ std::string CompiledPass::describe() const {
      << im.slotCount << " slots";
   if (im.cacheCount) os << ", " << im.cacheCount << " row-cached value(s)";
   if (im.tileRows > 1) os << ", tiles of " << im.tileRows << " rows";
+  if (im.stream) os << ", streaming stores";
   return os.str();
 }
 
