@@ -19,6 +19,7 @@
 #include "core/op_level_optimizer.h"
 #include "core/placement_constraints.h"
 #include "core/plan.h"
+#include "core/switch_costs.h"
 #include "core/threading.h"
 
 namespace collage::cli {
@@ -106,16 +107,27 @@ Action addOptimizeCommand(CLI::App& app) {
     std::vector<Measurement> measurements =
         coster.costAll(candidates, allowed, &progress, nullptr, &report);
     progress.finish();
-    if (report.measured == 0)
+    if (report.measured == 0 && !options->noDb)
       std::printf("warm database: nothing measured, %d distinct kernels from %s\n", report.cached,
                   options->db.c_str());
     else
       std::printf("measured %d kernels in %.1f s (%d from the database, %d failed or invalid)\n",
                   report.measured, report.seconds, report.cached, report.failed);
 
+    SwitchCostTable switchCosts = measureSwitchCosts(
+        candidates, measurements, versions, db.get(), fingerprint,
+        [&](const Candidate& a, const Candidate& b) {
+          return measurer.measureSwitch(a.backend, a.nodes, b.backend, b.nodes);
+        });
+    std::printf("%s", switchCosts.toString().c_str());
+    if (switchCosts.measured == 0 && report.measured == 0)
+      std::printf("(switching costs from the database too)\n");
+
     std::vector<Cost> costs;
     for (const auto& m : measurements) costs.push_back(m.cost());
-    OpLevelProblem problem{&graph, &candidates, costs, nullptr, allowed};
+    OpLevelProblem problem{&graph, &candidates, costs,
+                           [&](const std::string& b) { return switchCosts.epsilonInto(b); },
+                           allowed};
     auto searchStart = Clock::now();
     OpLevelResult result = optimizeOpLevel(problem, &progress);
     double searchSeconds = std::chrono::duration<double>(Clock::now() - searchStart).count();
@@ -125,7 +137,7 @@ Action addOptimizeCommand(CLI::App& app) {
     for (int32_t c : result.chosen) {
       auto& [groups, ns] = perBackend[candidates[c].backend];
       ++groups;
-      ns += costs[c];
+      ns += costs[c] + switchCosts.epsilonInto(candidates[c].backend);
     }
     std::printf("\n%-10s %7s %12s %7s\n", "backend", "groups", "time", "share");
     for (const auto& [backend, v] : perBackend)

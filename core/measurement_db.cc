@@ -87,6 +87,18 @@ CREATE TABLE IF NOT EXISTS measurements (
   measured_at      TEXT NOT NULL DEFAULT '',
   PRIMARY KEY (fingerprint_id, backend, backend_version, signature)
 );
+CREATE TABLE IF NOT EXISTS switch_costs (
+  fingerprint_id TEXT NOT NULL,
+  from_backend   TEXT NOT NULL,
+  from_version   TEXT NOT NULL,
+  to_backend     TEXT NOT NULL,
+  to_version     TEXT NOT NULL,
+  epsilon_ns     REAL NOT NULL,
+  spread         REAL NOT NULL DEFAULT 0,
+  samples        INTEGER NOT NULL DEFAULT 0,
+  measured_at    TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY (fingerprint_id, from_backend, from_version, to_backend, to_version)
+);
 )sql";
 
 }  // namespace
@@ -260,8 +272,33 @@ MeasurementDbStats MeasurementDb::stats(const HardwareFingerprint& current) cons
   return st;
 }
 
+std::optional<double> MeasurementDb::findSwitchCost(const HardwareFingerprint& fp,
+                                                    const BackendVersion& from,
+                                                    const BackendVersion& to) const {
+  Statement s(db_,
+              "SELECT epsilon_ns FROM switch_costs WHERE fingerprint_id=? AND from_backend=? AND "
+              "from_version=? AND to_backend=? AND to_version=?",
+              path_);
+  s.bind(1, fp.id()).bind(2, from.first).bind(3, from.second).bind(4, to.first).bind(5, to.second);
+  if (!s.step()) return std::nullopt;
+  return s.real(0);
+}
+
+void MeasurementDb::storeSwitchCost(const HardwareFingerprint& fp, const BackendVersion& from,
+                                    const BackendVersion& to, const Measurement& m) {
+  Statement s(db_,
+              "INSERT OR REPLACE INTO switch_costs (fingerprint_id, from_backend, from_version, "
+              "to_backend, to_version, epsilon_ns, spread, samples, measured_at) "
+              "VALUES (?,?,?,?,?,?,?,?,?)",
+              path_);
+  s.bind(1, fp.id()).bind(2, from.first).bind(3, from.second).bind(4, to.first).bind(5, to.second);
+  s.bind(6, m.medianNs).bind(7, m.spread).bind(8, int64_t{m.samples}).bind(9, nowIso8601());
+  s.step();
+}
+
 int64_t MeasurementDb::clear(const std::string& backend) {
   if (backend.empty()) {
+    exec("DELETE FROM switch_costs");
     exec("DELETE FROM measurements");
   } else {
     Statement s(db_, "DELETE FROM measurements WHERE backend=?", path_);

@@ -62,6 +62,13 @@ class MeasurementDb {
   // Inserts or replaces.
   void store(const MeasurementRecord& record);
 
+  // Switching costs between two backends' kernels (core/measurer.h measureSwitch).
+  using BackendVersion = std::pair<std::string, std::string>;  // (name, version)
+  std::optional<double> findSwitchCost(const HardwareFingerprint& fp, const BackendVersion& from,
+                                       const BackendVersion& to) const;
+  void storeSwitchCost(const HardwareFingerprint& fp, const BackendVersion& from,
+                       const BackendVersion& to, const Measurement& m);
+
   std::vector<MeasurementRecord> all() const;
   MeasurementDbStats stats(const HardwareFingerprint& current) const;
   // Deletes every row (or those of one backend); returns how many.

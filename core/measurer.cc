@@ -63,50 +63,66 @@ void summarizeSamples(std::vector<double>& s, Measurement& m) {
   m.spread = m.medianNs > 0 ? (at(0.75) - at(0.25)) / m.medianNs : 0;
 }
 
+namespace {
+// A compiled kernel with random inputs and allocated outputs, ready to run.
+struct PreparedKernel {
+  CompileResult compiled;
+  std::vector<Tensor> inputs, outputs;
+  std::vector<DLTensor> inViews, outViews;
+  std::vector<const DLTensor*> in;
+  std::vector<DLTensor*> out;
+
+  PreparedKernel(Backend& backend, const KernelRequest& request, uint32_t seed) {
+    compiled = backend.compile(request);
+    if (!compiled) return;
+    const Graph& g = *request.graph;
+    std::mt19937 rng(seed);
+    for (ValueId v : request.inputs) inputs.push_back(randomTensor(g.value(v).type, rng));
+    for (ValueId v : request.outputs) outputs.emplace_back(g.value(v).type);
+    for (auto& t : inputs) inViews.push_back(t.toDLTensor());
+    for (auto& t : outputs) outViews.push_back(t.toDLTensor());
+    for (auto& d : inViews) in.push_back(&d);
+    for (auto& d : outViews) out.push_back(&d);
+  }
+  void run() { compiled.kernel->run(in, out); }
+};
+
+double timeOnceNs(const std::function<void()>& f) {
+  auto t0 = Clock::now();
+  f();
+  return std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
+}
+}  // namespace
+
 Measurement measureKernel(Backend& backend, const KernelRequest& request,
                           const MeasurerOptions& options) {
   Measurement m;
   auto start = Clock::now();
-  CompileResult compiled;
+  std::unique_ptr<PreparedKernel> k;
   try {
-    compiled = backend.compile(request);
+    k = std::make_unique<PreparedKernel>(backend, request, 42);
   } catch (const std::exception& e) {
     m.status = MeasurementStatus::Failed;
     m.message = std::string("compile threw: ") + e.what();
     m.measureSeconds = secondsSince(start);
     return m;
   }
-  if (!compiled) {
+  if (!k->compiled) {
     m.status = MeasurementStatus::Invalid;
-    m.message = compiled.refusal;
+    m.message = k->compiled.refusal;
     m.measureSeconds = secondsSince(start);
     return m;
   }
-  const Graph& g = *request.graph;
-  std::mt19937 rng(42);
-  std::vector<Tensor> inputs, outputs;
-  for (ValueId v : request.inputs) inputs.push_back(randomTensor(g.value(v).type, rng));
-  for (ValueId v : request.outputs) outputs.emplace_back(g.value(v).type);
-  std::vector<DLTensor> inViews, outViews;
-  for (auto& t : inputs) inViews.push_back(t.toDLTensor());
-  for (auto& t : outputs) outViews.push_back(t.toDLTensor());
-  std::vector<const DLTensor*> in;
-  std::vector<DLTensor*> out;
-  for (auto& d : inViews) in.push_back(&d);
-  for (auto& d : outViews) out.push_back(&d);
-
   try {
     auto warm = Clock::now();
     do {
-      compiled.kernel->run(in, out);
+      k->run();
     } while (secondsSince(warm) < options.warmupSeconds);
     std::vector<double> samples;
     auto timed = Clock::now();
     double total = 0;
     while (true) {
-      auto t0 = Clock::now();
-      compiled.kernel->run(in, out);
-      double ns = std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
+      double ns = timeOnceNs([&] { k->run(); });
       samples.push_back(ns);
       total += ns * 1e-9;
       const int n = static_cast<int>(samples.size());
@@ -122,6 +138,52 @@ Measurement measureKernel(Backend& backend, const KernelRequest& request,
   } catch (const std::exception& e) {
     m.status = MeasurementStatus::Failed;
     m.message = std::string("run threw: ") + e.what();
+  }
+  m.measureSeconds = secondsSince(start);
+  return m;
+}
+
+Measurement measureSwitch(Backend& first, const KernelRequest& firstRequest, Backend& second,
+                          const KernelRequest& secondRequest, const MeasurerOptions& options) {
+  Measurement m;
+  auto start = Clock::now();
+  try {
+    PreparedKernel a(first, firstRequest, 1), b(second, secondRequest, 2);
+    if (!a.compiled || !b.compiled) {
+      m.status = MeasurementStatus::Invalid;
+      m.message = !a.compiled ? a.compiled.refusal : b.compiled.refusal;
+      return m;
+    }
+    // Interleave A, B and A-then-B so that drift hits all three alike. The
+    // pair's extra time over its parts is what a boundary between the two
+    // kernels costs (pool hand-over, caches), whatever the kernels compute.
+    auto warm = Clock::now();
+    do {
+      a.run();
+      b.run();
+    } while (secondsSince(warm) < options.warmupSeconds);
+    std::vector<double> ta, tb, tab;
+    auto timed = Clock::now();
+    while (static_cast<int>(tab.size()) < std::max(options.minSamples, 31) ||
+           secondsSince(timed) < options.minTotalSeconds) {
+      ta.push_back(timeOnceNs([&] { a.run(); }));
+      tb.push_back(timeOnceNs([&] { b.run(); }));
+      tab.push_back(timeOnceNs([&] {
+        a.run();
+        b.run();
+      }));
+      if (static_cast<int>(tab.size()) >= options.maxSamples || secondsSince(timed) >= options.maxSeconds)
+        break;
+    }
+    Measurement ma, mb;
+    summarizeSamples(ta, ma);
+    summarizeSamples(tb, mb);
+    summarizeSamples(tab, m);
+    m.medianNs = std::max(0.0, m.medianNs - ma.medianNs - mb.medianNs);
+    m.status = MeasurementStatus::Ok;
+  } catch (const std::exception& e) {
+    m.status = MeasurementStatus::Failed;
+    m.message = e.what();
   }
   m.measureSeconds = secondsSince(start);
   return m;
@@ -158,12 +220,25 @@ void runMeasurementWorker(const Graph& graph,
       std::string name = req.at("backend").get<std::string>();
       Backend* backend = backendFor(name);
       if (!backend) throw Error("unknown backend '" + name + "'");
-      NodeSet nodes(graph.numNodes());
-      for (int n : req.at("nodes")) {
-        if (n < 0 || n >= graph.numNodes()) throw Error("node index out of range");
-        nodes.insert(n);
+      auto nodesOf = [&](const nlohmann::json& list) {
+        NodeSet nodes(graph.numNodes());
+        for (int n : list) {
+          if (n < 0 || n >= graph.numNodes()) throw Error("node index out of range");
+          nodes.insert(n);
+        }
+        return nodes;
+      };
+      KernelRequest request = KernelRequest::of(graph, nodesOf(req.at("nodes")), "measure");
+      if (req.contains("then")) {
+        std::string secondName = req["then"].at("backend").get<std::string>();
+        Backend* second = backendFor(secondName);
+        if (!second) throw Error("unknown backend '" + secondName + "'");
+        m = measureSwitch(*backend, request, *second,
+                          KernelRequest::of(graph, nodesOf(req["then"].at("nodes")), "switch"),
+                          options);
+      } else {
+        m = measureKernel(*backend, request, options);
       }
-      m = measureKernel(*backend, KernelRequest::of(graph, nodes, "measure"), options);
     } catch (const std::exception& e) {
       m.status = MeasurementStatus::Failed;
       m.message = e.what();
@@ -230,6 +305,18 @@ std::string IsolatedMeasurer::describeExit(int status) const {
 }
 
 Measurement IsolatedMeasurer::measure(const std::string& backend, const NodeSet& nodes) {
+  return request(nlohmann::json{{"backend", backend}, {"nodes", nodes.members()}}.dump());
+}
+
+Measurement IsolatedMeasurer::measureSwitch(const std::string& first, const NodeSet& firstNodes,
+                                            const std::string& second, const NodeSet& secondNodes) {
+  return request(nlohmann::json{{"backend", first},
+                                {"nodes", firstNodes.members()},
+                                {"then", {{"backend", second}, {"nodes", secondNodes.members()}}}}
+                     .dump());
+}
+
+Measurement IsolatedMeasurer::request(const std::string& json) {
   if (pid_ < 0) {
     try {
       startWorker();
@@ -239,8 +326,7 @@ Measurement IsolatedMeasurer::measure(const std::string& backend, const NodeSet&
       return m;  // Failed
     }
   }
-  nlohmann::json req = {{"backend", backend}, {"nodes", nodes.members()}};
-  std::string line = req.dump() + "\n";
+  std::string line = json + "\n";
   auto start = Clock::now();
   Measurement failed;
   if (write(toWorker_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {

@@ -39,11 +39,17 @@ struct MeasurerOptions {
 Measurement measureKernel(Backend& backend, const KernelRequest& request,
                           const MeasurerOptions& options);
 
+// The switching cost between two kernels run back to back: the median of
+// (A then B) minus the medians of A and of B, interleaved, floored at 0.
+Measurement measureSwitch(Backend& first, const KernelRequest& firstRequest, Backend& second,
+                          const KernelRequest& secondRequest, const MeasurerOptions& options);
+
 // Median and relative inter-quartile spread of samples (ns); sorts them.
 void summarizeSamples(std::vector<double>& samplesNs, Measurement& m);
 
 // The worker's loop: reads one JSON request per line from `in`
 //   {"backend": "onednn", "nodes": [3, 4, 5]}
+// (with "then": {"backend": ..., "nodes": [...]} for a switching-cost pair)
 // and writes one JSON reply per line to `out`
 //   {"status": "ok", "median_ns": ..., "spread": ..., "min_ns": ..., "samples": ..., "message": ...}
 // `backendFor` returns the backend of a name (nullptr if unknown).
@@ -60,9 +66,13 @@ class IsolatedMeasurer {
   ~IsolatedMeasurer();
 
   Measurement measure(const std::string& backend, const NodeSet& nodes);
+  // measureSwitch() in the worker.
+  Measurement measureSwitch(const std::string& first, const NodeSet& firstNodes,
+                            const std::string& second, const NodeSet& secondNodes);
   int workersStarted() const { return workersStarted_; }
 
  private:
+  Measurement request(const std::string& json);
   void startWorker();
   void stopWorker(bool kill);
   std::string describeExit(int status) const;
