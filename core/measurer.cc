@@ -286,13 +286,18 @@ void IsolatedMeasurer::startWorker() {
 
 void IsolatedMeasurer::stopWorker(bool killIt) {
   if (pid_ < 0) return;
+  if (killIt) kill(pid_, SIGKILL);
+  reapWorker();
+}
+
+int IsolatedMeasurer::reapWorker() {
   if (toWorker_ >= 0) close(toWorker_);
   if (fromWorker_ >= 0) close(fromWorker_);
   toWorker_ = fromWorker_ = -1;
-  if (killIt) kill(pid_, SIGKILL);
   int status = 0;
-  waitpid(pid_, &status, 0);
+  if (pid_ >= 0) waitpid(pid_, &status, 0);
   pid_ = -1;
+  return status;
 }
 
 std::string IsolatedMeasurer::describeExit(int status) const {
@@ -329,18 +334,15 @@ Measurement IsolatedMeasurer::request(const std::string& json) {
   std::string line = json + "\n";
   auto start = Clock::now();
   Measurement failed;
-  if (write(toWorker_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
-    // The worker is gone already (e.g. it could not load the model).
-    int status = 0;
-    close(toWorker_);
-    close(fromWorker_);
-    toWorker_ = fromWorker_ = -1;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
+  // The worker died: reap it and say how (its signal or exit status).
+  auto workerDied = [&]() {
     failed.status = MeasurementStatus::Failed;
-    failed.message = describeExit(status);
+    failed.message = describeExit(reapWorker());
+    failed.measureSeconds = secondsSince(start);
     return failed;
-  }
+  };
+  if (write(toWorker_, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+    return workerDied();  // gone already (e.g. it could not load the model)
   while (true) {
     auto nl = readBuffer_.find('\n');
     if (nl != std::string::npos) {
@@ -373,17 +375,7 @@ Measurement IsolatedMeasurer::request(const std::string& json) {
       readBuffer_.append(buf, static_cast<size_t>(got));
       continue;
     }
-    // EOF: the worker died mid-measurement.
-    int status = 0;
-    close(toWorker_);
-    close(fromWorker_);
-    toWorker_ = fromWorker_ = -1;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    failed.status = MeasurementStatus::Failed;
-    failed.message = describeExit(status);
-    failed.measureSeconds = secondsSince(start);
-    return failed;
+    return workerDied();  // EOF: it died mid-measurement
   }
 }
 

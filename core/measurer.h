@@ -75,6 +75,7 @@ class IsolatedMeasurer {
   Measurement request(const std::string& json);
   void startWorker();
   void stopWorker(bool kill);
+  int reapWorker();  // closes the pipes, waits; returns the wait status
   std::string describeExit(int status) const;
 
   std::vector<std::string> command_;

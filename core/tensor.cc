@@ -143,6 +143,7 @@ std::vector<Out> convertAll(const Tensor& t) {
 
 std::vector<int64_t> Tensor::toInts() const { return convertAll<int64_t>(*this); }
 std::vector<float> Tensor::toFloats() const { return convertAll<float>(*this); }
+std::vector<double> Tensor::toDoubles() const { return convertAll<double>(*this); }
 
 DLDataType toDLDataType(ElementType type) {
   DLDataType dt{};

@@ -80,6 +80,7 @@ class Tensor {
   // Values converted to int64 / float (for shape-like tensors and tests).
   std::vector<int64_t> toInts() const;
   std::vector<float> toFloats() const;
+  std::vector<double> toDoubles() const;
 
   // A DLPack view of this tensor (CPU device, compact row-major: strides == nullptr).
   // The shape array points into this Tensor, which must outlive the view.

@@ -168,34 +168,22 @@ uint16_t floatToHalf(float value) {
 
 std::vector<double> tensorToDoubles(const Tensor& t) {
   const int64_t n = t.numElements();
-  std::vector<double> out(static_cast<size_t>(n));
+  std::vector<double> out;
   switch (t.elementType()) {
-#define COLLAGE_CASE(ET, CT) \
-  case ElementType::ET:      \
-    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<double>(t.data<CT>()[i]); \
-    break;
-    COLLAGE_CASE(Float32, float)
-    COLLAGE_CASE(Float64, double)
-    COLLAGE_CASE(Int8, int8_t)
-    COLLAGE_CASE(Int16, int16_t)
-    COLLAGE_CASE(Int32, int32_t)
-    COLLAGE_CASE(Int64, int64_t)
-    COLLAGE_CASE(UInt8, uint8_t)
-    COLLAGE_CASE(UInt16, uint16_t)
-    COLLAGE_CASE(UInt32, uint32_t)
-    COLLAGE_CASE(UInt64, uint64_t)
-    COLLAGE_CASE(Bool, bool)
-#undef COLLAGE_CASE
     case ElementType::Float16:
+      out.resize(static_cast<size_t>(n));
       for (int64_t i = 0; i < n; ++i) out[i] = halfToFloat(t.data<uint16_t>()[i]);
-      break;
+      return out;
     case ElementType::BFloat16:
+      out.resize(static_cast<size_t>(n));
       for (int64_t i = 0; i < n; ++i) out[i] = bfloat16ToFloat(t.data<uint16_t>()[i]);
-      break;
-    default:
+      return out;
+    case ElementType::String:
+    case ElementType::Undefined:
       throw Unsupported("cannot read " + t.type().toString() + " as numbers");
+    default:
+      return t.toDoubles();  // every plain numeric type and bool
   }
-  return out;
 }
 
 Tensor tensorFromProto(const onnx::TensorProto& proto, const std::string& baseDir) {
