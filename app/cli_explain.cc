@@ -36,15 +36,12 @@ Action addExplainCommand(CLI::App& app) {
     std::vector<BackendVersion> available;
     for (size_t i = 0; i < set.specs.size(); ++i)
       available.push_back({set.specs[i].name, set.backends[i]->version()});
-    for (const auto& w : checkPlanAgainst(plan, graph, modelPath, available))
+    for (const auto& w : checkPlanAgainst(plan, graph, modelPath, available, nullptr))
       std::cerr << "warning: " << w << "\n";
     CandidateSet candidates =
         enumerateCandidates(graph, set.capabilities(), EnumerationOptions{false});
     MeasurementDb db(options->db);
-    HardwareFingerprint here = HardwareFingerprint::current();
-    for (size_t i = 0; i < set.specs.size(); ++i)
-      here.libraryVersions += (here.libraryVersions.empty() ? "" : ";") + set.specs[i].name + "=" +
-                              set.backends[i]->version();
+    HardwareFingerprint here = set.fingerprint();
 
     std::printf("%s: %zu groups, predicted %s\n", options->plan.c_str(), plan.groups.size(),
                 costToString(plan.predictedNs).c_str());

@@ -84,13 +84,9 @@ Action addOptimizeCommand(CLI::App& app) {
       constraints.forbids.push_back(PlacementConstraints::parseForbid(f));
     std::vector<bool> allowed = allowedCandidates(graph, candidates, constraints);
 
-    HardwareFingerprint fingerprint = HardwareFingerprint::current();
+    HardwareFingerprint fingerprint = set.fingerprint();
     std::map<std::string, std::string> versions;
-    for (size_t i = 0; i < set.specs.size(); ++i) {
-      versions[set.specs[i].name] = set.backends[i]->version();
-      fingerprint.libraryVersions += (fingerprint.libraryVersions.empty() ? "" : ";") +
-                                     set.specs[i].name + "=" + versions[set.specs[i].name];
-    }
+    for (size_t i = 0; i < set.specs.size(); ++i) versions[set.specs[i].name] = set.backends[i]->version();
     std::unique_ptr<MeasurementDb> db;
     if (!options->noDb) db = std::make_unique<MeasurementDb>(options->db);
 

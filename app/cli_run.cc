@@ -75,7 +75,7 @@ Action addRunCommand(CLI::App& app) {
       std::vector<BackendVersion> available;
       for (size_t i = 0; i < backends->specs.size(); ++i)
         available.push_back(BackendVersion{backends->specs[i].name, backends->backends[i]->version()});
-      HardwareFingerprint here = HardwareFingerprint::current();
+      HardwareFingerprint here = backends->fingerprint();
       for (const auto& w : checkPlanAgainst(*plan, graph, options->modelPath, available, &here))
         std::cerr << "warning: " << w << "\n";
       session = std::make_unique<Session>(

@@ -45,6 +45,14 @@ std::vector<BackendCapabilities> BackendSet::capabilities() const {
   return caps;
 }
 
+HardwareFingerprint BackendSet::fingerprint() const {
+  HardwareFingerprint f = HardwareFingerprint::current();
+  for (size_t i = 0; i < specs.size(); ++i)
+    f.libraryVersions += (f.libraryVersions.empty() ? "" : ";") + specs[i].name + "=" +
+                         (backends[i] ? backends[i]->version() : "");
+  return f;
+}
+
 Backend* BackendSet::find(const std::string& name) const {
   for (size_t i = 0; i < specs.size(); ++i)
     if (specs[i].name == name) return backends[i].get();

@@ -19,6 +19,7 @@ std::unique_ptr<Backend> createBackend(const std::string& name);
 
 #include "core/backend_spec.h"
 #include "core/candidate.h"
+#include "core/hardware_fingerprint.h"
 
 namespace collage {
 
@@ -30,6 +31,9 @@ struct BackendSet {
   std::vector<std::string> warnings;               // spec files that did not load
 
   std::vector<BackendCapabilities> capabilities() const;
+  // This machine's fingerprint with these backends' library versions, in set
+  // order: the key under which their measurements are stored.
+  HardwareFingerprint fingerprint() const;
   Backend* find(const std::string& name) const;
 };
 

@@ -647,7 +647,12 @@ std::vector<std::string> checkPlanAgainst(const Plan& plan, const Graph& graph,
       warnings.push_back(name + " was measured with " + b + " " + version + ", this build has " +
                          b + " " + it->second + ": its costs may be out of date");
   }
-  if (machine && !plan.fingerprint.cpuModel.empty() && !(plan.fingerprint == *machine))
+  // The hardware only: library versions were compared per backend above.
+  auto sameHardware = [](const HardwareFingerprint& a, const HardwareFingerprint& b) {
+    return a.cpuVendor == b.cpuVendor && a.cpuModel == b.cpuModel && a.isaFlags == b.isaFlags &&
+           a.cores == b.cores && a.threads == b.threads;
+  };
+  if (machine && !plan.fingerprint.cpuModel.empty() && !sameHardware(plan.fingerprint, *machine))
     warnings.push_back(name + " was measured on another machine (" + plan.fingerprint.toString() +
                        "); this one is " + machine->toString() + ": its costs may not hold here");
   return warnings;

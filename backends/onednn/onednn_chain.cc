@@ -206,7 +206,8 @@ struct Walker {
         {"Sigmoid", algorithm::eltwise_logistic, 0, 0},
         {"Tanh", algorithm::eltwise_tanh, 0, 0},
         {"Exp", algorithm::eltwise_exp, 0, 0},
-        {"Log", algorithm::eltwise_log, 0, 0},
+        // No Log: oneDNN 2.6's JIT eltwise_log is not exact at 1 (Log(1) =
+        // -1.43e-6, ONNX test_log_example wants 0 within 1e-7).
         {"Sqrt", algorithm::eltwise_sqrt, 0, 0},
         {"Abs", algorithm::eltwise_abs, 0, 0},
         {"Softplus", algorithm::eltwise_soft_relu, 0, 0},
