@@ -20,6 +20,8 @@
 #include "core/reference_executor.h"
 #include "core/threading.h"
 
+#include "tests/unit/test_support.h"
+
 namespace collage {
 namespace {
 
@@ -88,14 +90,7 @@ class Builder {
   int count_ = 0;
 };
 
-class ThreadCountGuard {
- public:
-  ThreadCountGuard() : saved_(threadCount()) {}
-  ~ThreadCountGuard() { setThreadCount(saved_); }
-
- private:
-  int saved_;
-};
+using test_support::ThreadCountGuard;
 
 std::unique_ptr<Backend> native() {
   std::unique_ptr<Backend> b = createBackend("native");

@@ -16,6 +16,8 @@
 #include "core/reference_executor.h"
 #include "core/threading.h"
 
+#include "tests/unit/test_support.h"
+
 namespace collage {
 namespace {
 
@@ -84,15 +86,7 @@ class Builder {
   int count_ = 0;
 };
 
-// Restores the global thread count when a test ends.
-class ThreadCountGuard {
- public:
-  ThreadCountGuard() : saved_(threadCount()) {}
-  ~ThreadCountGuard() { setThreadCount(saved_); }
-
- private:
-  int saved_;
-};
+using test_support::ThreadCountGuard;
 
 std::unique_ptr<Backend> openBlas() {
   std::unique_ptr<Backend> b = createBackend("openblas");

@@ -19,6 +19,8 @@
 #include "core/onnx_import.h"
 #include "core/plan_export.h"
 
+#include "tests/unit/test_support.h"
+
 namespace collage {
 namespace {
 
@@ -52,16 +54,7 @@ std::string readFile(const std::string& path) {
 }
 
 // Expects `f` to throw a collage::Error whose message contains every one of `parts`.
-template <class F>
-void expectError(F&& f, std::initializer_list<std::string> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no Error thrown";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    for (const auto& p : parts) EXPECT_NE(what.find(p), std::string::npos) << "'" << p << "' not in: " << what;
-  }
-}
+using test_support::expectError;
 
 // x -> relu -> {sig, tanh} -> add: a diamond of four elementwise nodes.
 struct Diamond {

@@ -19,6 +19,8 @@
 #include "core/plan.h"
 #include "core/reference_executor.h"
 
+#include "tests/unit/test_support.h"
+
 namespace collage {
 namespace {
 
@@ -43,16 +45,7 @@ Backend* backendNamed(const std::string& name) {
 }
 const BackendLookup kLookup = [](const std::string& n) { return backendNamed(n); };
 
-template <class F>
-void expectError(F&& f, std::initializer_list<std::string> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no Error thrown";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    for (const auto& p : parts) EXPECT_NE(what.find(p), std::string::npos) << "'" << p << "' not in: " << what;
-  }
-}
+using test_support::expectError;
 
 // x -> relu -> {sig, tanh} -> add.
 struct Diamond {

@@ -1,0 +1,37 @@
+// Helpers several unit-test files share.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <initializer_list>
+#include <string>
+
+#include "core/error.h"
+#include "core/threading.h"
+
+namespace collage::test_support {
+
+// Asserts that f() throws a collage::Error whose message contains every part.
+template <class F>
+void expectError(F&& f, std::initializer_list<std::string> parts) {
+  try {
+    f();
+    ADD_FAILURE() << "no Error thrown";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    for (const auto& p : parts)
+      EXPECT_NE(what.find(p), std::string::npos) << "'" << p << "' not in: " << what;
+  }
+}
+
+// Restores the global thread count when a test ends.
+class ThreadCountGuard {
+ public:
+  ThreadCountGuard() : saved_(threadCount()) {}
+  ~ThreadCountGuard() { setThreadCount(saved_); }
+
+ private:
+  int saved_;
+};
+
+}  // namespace collage::test_support
