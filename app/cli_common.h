@@ -33,6 +33,7 @@ Action addOptimizeCommand(CLI::App& app);
 Action addMeasureWorkerCommand(CLI::App& app);
 Action addDbCommand(CLI::App& app);
 Action addExplainCommand(CLI::App& app);
+Action addLayoutWorkerCommand(CLI::App& app);
 
 // The argv that starts a measurement worker for this model (this executable).
 std::vector<std::string> workerCommand(const ModelOptions& model);

@@ -18,6 +18,7 @@
 #include "core/measurer.h"
 #include "core/op_level_optimizer.h"
 #include "core/placement_constraints.h"
+#include "core/plan_override.h"
 #include "core/plan.h"
 #include "core/switch_costs.h"
 #include "core/threading.h"
@@ -178,6 +179,7 @@ Action addOptimizeCommand(CLI::App& app) {
     Plan plan = makePlan(graph, options->modelPath, candidates, result.chosen, measurements,
                          PlanOrigin::OpLevel, fingerprint, backendVersions);
     plan.predictedNs = result.total;
+    markPinnedGroups(plan, graph, constraints);  // pinned groups say so: origin "user"
     savePlan(plan, options->output);
     std::printf("plan written to %s (%zu groups)\n", options->output.c_str(), plan.groups.size());
     return 0;

@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
   add(cli::addMeasureWorkerCommand);
   add(cli::addDbCommand);
   add(cli::addExplainCommand);
+  add(cli::addLayoutWorkerCommand);
 
   CLI11_PARSE(app, argc, argv);
   setThreadCount(threads);

@@ -1,8 +1,12 @@
 #include "app/main_window.h"
 
+#include "app/input_shape_dialog.h"
+
 #include <QApplication>
 #include <QCloseEvent>
 #include <QDockWidget>
+#include <QElapsedTimer>
+#include <QVBoxLayout>
 #include <QDragEnterEvent>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -20,8 +24,8 @@
 #include <QSortFilterProxyModel>
 #include <QStatusBar>
 #include <QSvgGenerator>
+#include <QTextStream>
 #include <QTableView>
-#include <QTextBrowser>
 #include <QToolBar>
 #include <QtConcurrent/QtConcurrent>
 
@@ -33,25 +37,38 @@
 #include "core/error.h"
 #include "core/onnx_import.h"
 #include "core/plan_export.h"
+#include "views/find_bar.h"
 #include "views/graph_scene.h"
+#include "views/layout_job.h"
+#include "views/pattern_editor.h"
 #include "views/graph_view.h"
 #include "views/kernel_table_model.h"
 #include "views/node_inspector.h"
+#include "views/override_commands.h"
 #include "views/optimize_worker.h"
 
 namespace collage {
 namespace {
 
-LoadedModel loadAndLayout(const QString& path) {
+constexpr int kMaxRecentFiles = 10;
+
+LoadedModel importModel(const QString& path, const QStringList& inputShapes) {
   LoadedModel out;
   out.path = path;
+  out.inputShapes = inputShapes;
+  QElapsedTimer clock;
+  clock.start();
   try {
-    auto graph = std::make_shared<Graph>(importOnnx(path.toStdString()));
-    out.layout = computeLayout(*graph);
-    out.graph = std::move(graph);
+    ImportOptions options;
+    for (const QString& binding : inputShapes) {
+      auto [name, shape] = parseInputShapeBinding(binding.toStdString());
+      options.inputShapes[name] = shape;
+    }
+    out.graph = std::make_shared<Graph>(importOnnx(path.toStdString(), options));
   } catch (const std::exception& e) {
     out.error = QString::fromStdString(e.what());
   }
+  out.importSeconds = clock.elapsed() / 1000.0;
   return out;
 }
 
@@ -66,8 +83,9 @@ QString formatSeconds(double s) {
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   OptimizeWorker::registerMetaTypes();
   buildUi();
+  reloadPatternEditorSpecs();
   setAcceptDrops(true);
-  connect(&layoutWatcher_, &QFutureWatcher<LoadedModel>::finished, this, &MainWindow::onLayoutDone);
+  connect(&importWatcher_, &QFutureWatcher<LoadedModel>::finished, this, &MainWindow::onImportDone);
   QSettings settings;
   restoreGeometry(settings.value("window/geometry").toByteArray());
   restoreState(settings.value("window/state").toByteArray());
@@ -76,7 +94,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
 MainWindow::~MainWindow() {
   if (worker_) worker_->cancel();
   worker_.reset();  // waits for the job to stop at its next check
-  layoutWatcher_.waitForFinished();
+  importWatcher_.waitForFinished();
+  if (layoutJob_) layoutJob_->cancel();
 }
 
 void MainWindow::buildUi() {
@@ -84,10 +103,31 @@ void MainWindow::buildUi() {
   scene_ = new GraphScene(this);
   view_ = new GraphView(this);
   view_->setScene(scene_);
-  setCentralWidget(view_);
+  findBar_ = new FindBar(scene_, view_, this);
+  findBar_->hide();
+  auto* central = new QWidget(this);
+  auto* centralLayout = new QVBoxLayout(central);
+  centralLayout->setContentsMargins(0, 0, 0, 0);
+  centralLayout->setSpacing(0);
+  centralLayout->addWidget(findBar_);
+  centralLayout->addWidget(view_, 1);
+  setCentralWidget(central);
+  layoutJob_ = new LayoutJob(this);
+  connect(layoutJob_, &LayoutJob::finished, this, &MainWindow::onLayoutFinished);
+  connect(layoutJob_, &LayoutJob::failed, this, &MainWindow::onLayoutStopped);
+  connect(layoutJob_, &LayoutJob::cancelled, this, [this] { onLayoutStopped(QString()); });
+  connect(scene_, &GraphScene::groupExpandRequested, layoutJob_, &LayoutJob::expandGroup);
   connect(scene_, &QGraphicsScene::selectionChanged, this, &MainWindow::onSceneSelection);
 
-  inspector_ = new QTextBrowser(this);
+  inspector_ = new InspectorPanel(this);
+  overrides_ = new OverrideController(this);
+  connect(overrides_, &OverrideController::planChanged, this, &MainWindow::onPlanChanged);
+  connect(overrides_, &OverrideController::refused, this, [this](const QString& why) {
+    status_->setText(why);
+    if (dialogsAllowed()) QMessageBox::information(this, tr("Override refused"), why);
+  });
+  view_->setContextMenuPolicy(Qt::CustomContextMenu);
+  connect(view_, &QWidget::customContextMenuRequested, this, &MainWindow::showGraphContextMenu);
   auto* inspectorDock = new QDockWidget(tr("Inspector"), this);
   inspectorDock->setObjectName("inspector");
   inspectorDock->setWidget(inspector_);
@@ -111,18 +151,68 @@ void MainWindow::buildUi() {
   kernelDock->setWidget(table_);
   addDockWidget(Qt::BottomDockWidgetArea, kernelDock);
 
+  patternEditor_ = new PatternEditor(this);
+  auto* patternDock = new QDockWidget(tr("Patterns"), this);
+  patternDock->setObjectName("patterns");
+  patternDock->setWidget(patternEditor_);
+  addDockWidget(Qt::BottomDockWidgetArea, patternDock);
+  tabifyDockWidget(kernelDock, patternDock);
+  kernelDock->raise();
+  // A registered, disabled or removed pattern takes effect at the next
+  // optimisation: the backend set is rebuilt then (not during a run: the
+  // running job's candidates point into its specs).
+  connect(patternEditor_, &PatternEditor::patternsChanged, this, [this] {
+    if (!isOptimizing()) backendSet_.reset();
+    status_->setText(tr("Patterns changed: the next optimisation uses them"));
+  });
+  connect(patternEditor_, &PatternEditor::matchesChanged, this,
+          [this](const QVector<QVector<NodeId>>& matches) {
+            QVector<NodeId> all;
+            for (const auto& m : matches) all += m;
+            scene_->setHighlightedNodes(all);
+          });
+  connect(patternEditor_, &PatternEditor::matchActivated, this, [this](const QVector<NodeId>& nodes) {
+    scene_->selectNodes(nodes);
+    view_->centerOnNodes(nodes);
+  });
+
   QMenu* file = menuBar()->addMenu(tr("&File"));
   file->addAction(tr("&Open model..."), this, &MainWindow::openModelDialog, QKeySequence::Open);
+  recentMenu_ = file->addMenu(tr("Open &recent"));
+  connect(recentMenu_, &QMenu::aboutToShow, this, &MainWindow::rebuildRecentMenu);
+  file->addAction(tr("Open p&lan..."), this, &MainWindow::openPlanDialog);
   file->addAction(tr("&Save plan..."), this, &MainWindow::savePlanDialog, QKeySequence::Save);
-  file->addAction(tr("&Export graph image..."), this, &MainWindow::exportImageDialog);
+  QMenu* exportMenu = file->addMenu(tr("&Export"));
+  exportMenu->addAction(tr("Graph as SVG or PNG..."), this, &MainWindow::exportImageDialog);
+  exportMenu->addAction(tr("Annotated ONNX model (Netron)..."), this, [this] {
+    exportDialog(tr("Export annotated model"), QFileInfo(modelPath_).completeBaseName() + ".collage.onnx",
+                 tr("ONNX models (*.onnx)"), &MainWindow::exportAnnotatedModel);
+  });
+  exportMenu->addAction(tr("Node data (Model Explorer)..."), this, [this] {
+    exportDialog(tr("Export node data"), "node_data.json", tr("JSON (*.json)"), &MainWindow::exportNodeData);
+  });
+  exportMenu->addAction(tr("Measurements as CSV..."), this, [this] {
+    exportDialog(tr("Export measurements"), "measurements.csv", tr("CSV (*.csv)"),
+                 &MainWindow::exportMeasurementsCsv);
+  });
   file->addSeparator();
   file->addAction(tr("&Quit"), this, &QWidget::close, QKeySequence::Quit);
+  QMenu* edit = menuBar()->addMenu(tr("&Edit"));
+  QAction* undo = overrides_->undoStack()->createUndoAction(this, tr("&Undo override"));
+  undo->setShortcut(QKeySequence::Undo);
+  edit->addAction(undo);
+  QAction* redo = overrides_->undoStack()->createRedoAction(this, tr("&Redo override"));
+  redo->setShortcut(QKeySequence::Redo);
+  edit->addAction(redo);
   QMenu* viewMenu = menuBar()->addMenu(tr("&View"));
   viewMenu->addAction(tr("Zoom &in"), view_, &GraphView::zoomIn, QKeySequence::ZoomIn);
   viewMenu->addAction(tr("Zoom &out"), view_, &GraphView::zoomOut, QKeySequence::ZoomOut);
   viewMenu->addAction(tr("&Fit"), view_, &GraphView::fitAll, QKeySequence(QStringLiteral("Ctrl+0")));
+  viewMenu->addAction(tr("&Find node..."), findBar_, &FindBar::activate, QKeySequence::Find);
+  viewMenu->addSeparator();
   viewMenu->addAction(inspectorDock->toggleViewAction());
   viewMenu->addAction(kernelDock->toggleViewAction());
+  viewMenu->addAction(patternDock->toggleViewAction());
 
   QToolBar* tools = addToolBar(tr("Main"));
   tools->setObjectName("main-toolbar");
@@ -137,7 +227,7 @@ void MainWindow::buildUi() {
   progress_->setVisible(false);
   cancel_ = new QPushButton(tr("Cancel"), this);
   cancel_->setVisible(false);
-  connect(cancel_, &QPushButton::clicked, this, &MainWindow::cancelOptimization);
+  connect(cancel_, &QPushButton::clicked, this, &MainWindow::cancelCurrentWork);
   statusBar()->addWidget(status_, 1);
   statusBar()->addPermanentWidget(progress_);
   statusBar()->addPermanentWidget(cancel_);
@@ -149,60 +239,168 @@ void MainWindow::openModelDialog() {
   if (!path.isEmpty()) openModel(path);
 }
 
-void MainWindow::openModel(const QString& path) {
-  if (layoutWatcher_.isRunning()) {
-    status_->setText(tr("Still laying out the previous model"));
+bool MainWindow::dialogsAllowed() const {
+  return !qEnvironmentVariableIsSet("COLLAGE_STUDIO_NO_DIALOGS") &&
+         QGuiApplication::platformName() != QLatin1String("offscreen");
+}
+
+void MainWindow::openModel(const QString& path, const QStringList& inputShapes) {
+  if (importWatcher_.isRunning()) {
+    status_->setText(tr("Still importing the previous model"));
     return;
   }
   if (isOptimizing()) {
     status_->setText(tr("Cancel the optimisation before opening another model"));
     return;
   }
-  status_->setText(tr("Loading %1...").arg(QFileInfo(path).fileName()));
-  layoutWatcher_.setFuture(QtConcurrent::run(loadAndLayout, path));
+  QStringList shapes = inputShapes;
+  if (shapes.isEmpty()) {
+    // The declared inputs are read without the weights (milliseconds even
+    // for BERT-base), so asking before the import costs nothing.
+    std::vector<DeclaredInput> declared;
+    try {
+      declared = readDeclaredInputs(path.toStdString());
+    } catch (const std::exception&) {
+      // The import below reports the same problem with the full message.
+    }
+    const QString key = QStringLiteral("inputShapes/") + QFileInfo(path).absoluteFilePath();
+    const QStringList previous = QSettings().value(key).toStringList();
+    const bool dynamic = std::any_of(declared.begin(), declared.end(),
+                                     [](const DeclaredInput& d) { return d.isDynamic(); });
+    if (dynamic && dialogsAllowed()) {
+      InputShapeDialog dialog(QFileInfo(path).fileName(), declared, previous, this);
+      if (dialog.exec() != QDialog::Accepted) {
+        status_->setText(tr("Opening %1 cancelled").arg(QFileInfo(path).fileName()));
+        return;
+      }
+      shapes = dialog.bindings();
+    } else if (dynamic) {
+      shapes = previous;
+    }
+  }
+  startLoad(path, shapes);
 }
 
-void MainWindow::onLayoutDone() {
-  LoadedModel loaded = layoutWatcher_.result();
+void MainWindow::startLoad(const QString& path, const QStringList& inputShapes) {
+  layoutJob_->cancel();  // a model still being laid out is dropped
+  status_->setText(tr("Loading %1...").arg(QFileInfo(path).fileName()));
+  progress_->setRange(0, 0);
+  progress_->setVisible(true);
+  importWatcher_.setFuture(QtConcurrent::run(importModel, path, inputShapes));
+}
+
+bool MainWindow::isLoading() const { return importWatcher_.isRunning() || layoutJob_->isRunning(); }
+
+void MainWindow::onImportDone() {
+  LoadedModel loaded = importWatcher_.result();
   if (!loaded.error.isEmpty()) {
+    progress_->setVisible(isOptimizing());
     status_->setText(tr("Cannot open %1").arg(loaded.path));
-    if (!qEnvironmentVariableIsSet("COLLAGE_STUDIO_NO_DIALOGS") &&
-        QGuiApplication::platformName() != QLatin1String("offscreen"))
-      QMessageBox::warning(this, tr("Cannot open model"), loaded.error);
+    if (dialogsAllowed()) QMessageBox::warning(this, tr("Cannot open model"), loaded.error);
     emit loadFailed(loaded.error);
     return;
   }
-  modelPath_ = loaded.path;
-  graph_ = loaded.graph;
+  pending_ = std::move(loaded);
+  status_->setText(tr("Laying out %1 (%2 nodes)...")
+                       .arg(QFileInfo(pending_.path).fileName())
+                       .arg(pending_.graph->numNodes()));
+  cancel_->setVisible(true);
+  cancel_->setEnabled(true);
+  layoutJob_->start(pending_.graph);
+}
+
+void MainWindow::onLayoutFinished(const GraphLayout& layout) {
+  if (graph_ && layoutJob_->graph() == graph_) {
+    scene_->setGraph(graph_, layout);  // a group expanded or collapsed: colours are kept
+    return;
+  }
+  if (!pending_.graph || layoutJob_->graph() != pending_.graph) return;
+  modelPath_ = pending_.path;
+  inputShapes_ = pending_.inputShapes;
+  if (!inputShapes_.isEmpty())
+    QSettings().setValue(QStringLiteral("inputShapes/") + QFileInfo(modelPath_).absoluteFilePath(),
+                         inputShapes_);
+  addRecentFile(modelPath_);
+  graph_ = pending_.graph;
+  pending_ = LoadedModel{};
   plan_.reset();
   kernels_->clear();
-  scene_->setGraph(graph_, loaded.layout);
+  scene_->setGraph(graph_, layout);
   view_->fitAll();
   inspector_->clear();
-  optimizeAction_->setEnabled(true);
+  overrides_->clear();
+  patternEditor_->setGraph(graph_);
+  optimizeAction_->setEnabled(!isOptimizing());
+  progress_->setVisible(isOptimizing());
+  cancel_->setVisible(isOptimizing());
   setWindowTitle(tr("Collage Studio - %1").arg(QFileInfo(modelPath_).fileName()));
-  status_->setText(tr("%1: %2 nodes").arg(QFileInfo(modelPath_).fileName()).arg(graph_->numNodes()));
+  status_->setText(tr("%1: %2 nodes%3")
+                       .arg(QFileInfo(modelPath_).fileName())
+                       .arg(graph_->numNodes())
+                       .arg(layout.fromCache ? tr(" (layout from cache)") : QString()));
   emit modelLoaded();
+}
+
+void MainWindow::onLayoutStopped(const QString& why) {
+  progress_->setVisible(isOptimizing());
+  cancel_->setVisible(isOptimizing());
+  if (!pending_.graph) return;  // an expand that was superseded
+  const QString name = QFileInfo(pending_.path).fileName();
+  pending_ = LoadedModel{};
+  if (why.isEmpty()) {
+    status_->setText(tr("Opening %1 cancelled").arg(name));
+    emit loadFailed(tr("cancelled"));
+  } else {
+    status_->setText(tr("Cannot lay out %1: %2").arg(name, why));
+    emit loadFailed(why);
+  }
+}
+
+void MainWindow::cancelCurrentWork() {
+  if (layoutJob_->isRunning())
+    layoutJob_->cancel();
+  else
+    cancelOptimization();
+}
+
+void MainWindow::reloadPatternEditorSpecs() {
+  std::vector<std::string> errors;
+  std::vector<BackendSpec> specs = loadAllSpecs(&errors, patternEditor_->userPatternPath().toStdString());
+  QStringList codeRules;
+  for (const std::string& name : builtinBackendNames())
+    if (auto backend = createBackend(name); backend && backend->codeRule())
+      codeRules << QString::fromStdString(name);
+  patternEditor_->setBackendSpecs(std::move(specs), codeRules);
+  if (!errors.empty()) status_->setText(QString::fromStdString(errors.front()));
 }
 
 bool MainWindow::isOptimizing() const { return worker_ && worker_->isRunning(); }
 
+OptimizationJobOptions MainWindow::jobOptions() {
+  std::vector<std::string> names;
+  for (const QString& n : backendNames_) names.push_back(n.toStdString());
+  if (!backendSet_)
+    backendSet_ = std::make_shared<BackendSet>(
+        loadBackendSet(names, patternEditor_->userPatternPath().toStdString()));
+  OptimizationJobOptions options;
+  options.modelPath = modelPath_.toStdString();
+  for (const QString& binding : inputShapes_) options.inputShapes.push_back(binding.toStdString());
+  options.capabilities = backendSet_->capabilities();
+  for (size_t i = 0; i < backendSet_->specs.size(); ++i)
+    options.versions.emplace_back(backendSet_->specs[i].name, backendSet_->backends[i]->version());
+  options.dbPath = dbPath_.toStdString();
+  options.workerExecutable = findCollageCli(QCoreApplication::applicationDirPath()).toStdString();
+  if (options.workerExecutable.empty())
+    throw Error("cannot find the 'collage' executable that measures kernels (set COLLAGE_CLI)");
+  // The user's overrides are pins the optimizer honours.
+  options.constraints = overrides_->constraints();
+  return options;
+}
+
 void MainWindow::startOptimization() {
   if (!graph_ || isOptimizing()) return;
   try {
-    std::vector<std::string> names;
-    for (const QString& n : backendNames_) names.push_back(n.toStdString());
-    if (!backendSet_) backendSet_ = std::make_shared<BackendSet>(loadBackendSet(names));
-    OptimizationJobOptions options;
-    options.modelPath = modelPath_.toStdString();
-    options.capabilities = backendSet_->capabilities();
-    for (size_t i = 0; i < backendSet_->specs.size(); ++i)
-      options.versions.emplace_back(backendSet_->specs[i].name, backendSet_->backends[i]->version());
-    options.dbPath = dbPath_.toStdString();
-    options.workerExecutable = findCollageCli(QCoreApplication::applicationDirPath()).toStdString();
-    if (options.workerExecutable.empty())
-      throw Error("cannot find the 'collage' executable that measures kernels (set COLLAGE_CLI)");
-    worker_ = std::make_unique<OptimizeWorker>(graph_, std::move(options));
+    worker_ = std::make_unique<OptimizeWorker>(graph_, jobOptions());
   } catch (const std::exception& e) {
     onOptimizationError(QString::fromStdString(e.what()));
     return;
@@ -256,6 +454,12 @@ void MainWindow::onOptimizationDone(std::shared_ptr<const OptimizationResult> re
   setBusy(false);
   if (result->hasPlan) {
     plan_ = result->plan;
+    try {
+      overrides_->setMeasureFn(jobMeasureFn(graph_, jobOptions()));
+    } catch (const std::exception&) {
+      overrides_->setMeasureFn({});  // overrides that need a new measurement are refused, with the reason
+    }
+    overrides_->setResult(graph_, result);
     QVector<bool> fromCache;
     for (int32_t c : result->chosen)
       fromCache.push_back(result->measurements.at(static_cast<size_t>(c)).fromCache);
@@ -283,13 +487,22 @@ void MainWindow::showPlan(const QVector<bool>& fromCache) {
   if (!plan_ || !graph_) return;
   QVector<QColor> colors(graph_->numNodes());
   QMap<QString, QColor> legend;
+  QVector<QVector<NodeId>> groups;  // fused groups get a frame in their backend's colour
+  QVector<QColor> groupColors;
   for (const PlanGroup& g : plan_->groups) {
     QColor color(QString::fromStdString(backendColor(g.backend)));
     legend[QString::fromStdString(g.backend)] = color;
+    QVector<NodeId> members;
     for (const auto& name : g.nodes)
-      if (auto n = graph_->findNode(name)) colors[*n] = color;
+      if (auto n = graph_->findNode(name)) {
+        colors[*n] = color;
+        members << *n;
+      }
+    groups << members;
+    groupColors << color.darker(140);
   }
   scene_->setNodeColors(colors, legend);
+  scene_->setGroups(groups, groupColors);
   try {
     kernels_->setPlan(*graph_, *plan_, fromCache);
   } catch (const std::exception& e) {
@@ -300,13 +513,52 @@ void MainWindow::showPlan(const QVector<bool>& fromCache) {
 
 void MainWindow::onSceneSelection() {
   if (!graph_) return;
-  QVector<NodeId> selected = scene_->selectedNodes();
-  if (selected.size() == 1)
-    inspector_->setHtml(describeNodeHtml(*graph_, selected.front(), plan()));
-  else if (selected.isEmpty())
-    inspector_->setHtml(tr("<p>Select a node to inspect it.</p>"));
-  else
-    inspector_->setHtml(tr("<p>%1 nodes selected.</p>").arg(selected.size()));
+  inspector_->showSelection(graph_.get(), scene_->selectedNodes(), plan(), overrides_->result());
+}
+
+void MainWindow::onPlanChanged(const Plan& plan) {
+  const bool same = plan_ && planToJson(*plan_) == planToJson(plan);
+  plan_ = plan;
+  if (!same) {
+    showPlan({});
+    status_->setText(tr("Plan: predicted %1 ms, %2 kernels")
+                         .arg(plan_->predictedNs / 1e6, 0, 'f', 3)
+                         .arg(plan_->groups.size()));
+  }
+}
+
+void MainWindow::showGraphContextMenu(const QPoint& pos) {
+  if (!graph_) return;
+  // Right-clicking an unselected node selects it alone first, as file managers do.
+  if (QGraphicsItem* item = view_->itemAt(pos)) {
+    QVariant id = item->data(GraphScene::kNodeIdRole);
+    for (QGraphicsItem* p = item; !id.isValid() && p->parentItem(); p = p->parentItem())
+      id = p->parentItem()->data(GraphScene::kNodeIdRole);
+    if (id.isValid() && !scene_->selectedNodes().contains(id.value<NodeId>()))
+      scene_->selectNodes({id.value<NodeId>()});
+  }
+  const QVector<NodeId> nodes = scene_->selectedNodes();
+  if (nodes.isEmpty()) return;
+  QMenu menu(this);
+  QMenu* runOn = menu.addMenu(tr("Run on"));
+  if (overrides_->hasResult()) {
+    populateRunOnMenu(runOn, overrides_, nodes);
+  } else {
+    runOn->addAction(tr("Optimise first: overrides re-plan from the measurements"))->setEnabled(false);
+  }
+  if (plan_ && nodes.size() == 1) {
+    menu.addAction(tr("Select its group"), this, [this, n = nodes.front()] {
+      for (size_t g = 0; g < plan_->groups.size(); ++g) {
+        NodeSet set = groupNodes(*plan_, g, *graph_);
+        if (!set.contains(n)) continue;
+        QVector<NodeId> members;
+        set.forEach([&](NodeId m) { members << m; });
+        scene_->selectNodes(members);
+        return;
+      }
+    });
+  }
+  menu.exec(view_->viewport()->mapToGlobal(pos));
 }
 
 void MainWindow::onTableSelection() {
@@ -375,6 +627,132 @@ void MainWindow::savePlanDialog() {
   if (path.isEmpty()) return;
   QString error;
   if (!savePlanTo(path, &error)) QMessageBox::warning(this, tr("Cannot save plan"), error);
+}
+
+void MainWindow::exportDialog(const QString& title, const QString& defaultName, const QString& filter,
+                              bool (MainWindow::*exporter)(const QString&, QString*)) {
+  QString path = QFileDialog::getSaveFileName(this, title, defaultName, filter);
+  if (path.isEmpty()) return;
+  QString error;
+  if ((this->*exporter)(path, &error))
+    status_->setText(tr("Wrote %1").arg(path));
+  else
+    QMessageBox::warning(this, title, error);
+}
+
+bool MainWindow::exportAnnotatedModel(const QString& path, QString* error) {
+  if (!plan_) {
+    if (error) *error = tr("no plan yet: optimise first");
+    return false;
+  }
+  try {
+    exportAnnotatedOnnx(modelPath_.toStdString(), *plan_, path.toStdString());
+    return true;
+  } catch (const std::exception& e) {
+    if (error) *error = QString::fromStdString(e.what());
+    return false;
+  }
+}
+
+bool MainWindow::exportNodeData(const QString& path, QString* error) {
+  if (!plan_) {
+    if (error) *error = tr("no plan yet: optimise first");
+    return false;
+  }
+  try {
+    exportModelExplorerNodeData(*plan_, path.toStdString(), NodeDataKind::Backend);
+    return true;
+  } catch (const std::exception& e) {
+    if (error) *error = QString::fromStdString(e.what());
+    return false;
+  }
+}
+
+bool MainWindow::exportMeasurementsCsv(const QString& path, QString* error) {
+  QFile file(path);
+  if (!file.open(QIODevice::WriteOnly | QIODevice::Truncate | QIODevice::Text)) {
+    if (error) *error = tr("cannot write %1: %2").arg(path, file.errorString());
+    return false;
+  }
+  // RFC 4180: quote every field, double the quotes inside.
+  auto quoted = [](QString text) { return '"' + text.replace('"', QLatin1String("\"\"")) + '"'; };
+  QTextStream out(&file);
+  QStringList header;
+  for (int c = 0; c < proxy_->columnCount(); ++c)
+    header << quoted(proxy_->headerData(c, Qt::Horizontal).toString());
+  out << header.join(',') << '\n';
+  for (int r = 0; r < proxy_->rowCount(); ++r) {
+    QStringList row;
+    for (int c = 0; c < proxy_->columnCount(); ++c) row << quoted(proxy_->index(r, c).data().toString());
+    out << row.join(',') << '\n';
+  }
+  out.flush();
+  if (file.error() != QFileDevice::NoError) {
+    if (error) *error = tr("cannot write %1: %2").arg(path, file.errorString());
+    return false;
+  }
+  return true;
+}
+
+void MainWindow::openPlanDialog() {
+  QString path = QFileDialog::getOpenFileName(this, tr("Open plan"), QString(), tr("Plans (*.json)"));
+  if (path.isEmpty()) return;
+  QString error;
+  if (!openPlan(path, &error)) QMessageBox::warning(this, tr("Cannot use this plan"), error);
+}
+
+bool MainWindow::openPlan(const QString& path, QString* error) {
+  if (!graph_) {
+    if (error) *error = tr("open the plan's model first");
+    return false;
+  }
+  try {
+    Plan plan = loadPlan(path.toStdString());
+    if (!backendSet_)
+      backendSet_ = std::make_shared<BackendSet>(
+          loadBackendSet({}, patternEditor_->userPatternPath().toStdString()));
+    std::vector<BackendVersion> available;
+    for (size_t i = 0; i < backendSet_->specs.size(); ++i)
+      available.push_back({backendSet_->specs[i].name, backendSet_->backends[i]->version()});
+    std::vector<std::string> warnings = checkPlanAgainst(plan, *graph_, modelPath_.toStdString(), available);
+    plan_ = std::move(plan);
+    showPlan({});
+    QString text = tr("Plan %1: predicted %2 ms, %3 kernels")
+                       .arg(QFileInfo(path).fileName())
+                       .arg(plan_->predictedNs / 1e6, 0, 'f', 3)
+                       .arg(plan_->groups.size());
+    for (const std::string& w : warnings) text += QStringLiteral("; ") + QString::fromStdString(w);
+    status_->setText(text);
+    return true;
+  } catch (const std::exception& e) {
+    if (error) *error = QString::fromStdString(e.what());
+    status_->setText(tr("Cannot use plan %1").arg(QFileInfo(path).fileName()));
+    return false;
+  }
+}
+
+QStringList MainWindow::recentFiles() const {
+  return QSettings().value(QStringLiteral("recentFiles")).toStringList();
+}
+
+void MainWindow::addRecentFile(const QString& path) {
+  QStringList files = recentFiles();
+  const QString absolute = QFileInfo(path).absoluteFilePath();
+  files.removeAll(absolute);
+  files.prepend(absolute);
+  while (files.size() > kMaxRecentFiles) files.removeLast();
+  QSettings().setValue(QStringLiteral("recentFiles"), files);
+}
+
+void MainWindow::rebuildRecentMenu() {
+  recentMenu_->clear();
+  const QStringList files = recentFiles();
+  for (const QString& file : files) {
+    QAction* action = recentMenu_->addAction(QFileInfo(file).fileName(), this, [this, file] { openModel(file); });
+    action->setToolTip(file);
+    action->setEnabled(QFileInfo::exists(file));
+  }
+  if (files.isEmpty()) recentMenu_->addAction(tr("(none)"))->setEnabled(false);
 }
 
 void MainWindow::exportImageDialog() {

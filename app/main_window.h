@@ -18,28 +18,34 @@
 
 class QAction;
 class QLabel;
+class QMenu;
 class QProgressBar;
 class QPushButton;
 class QSortFilterProxyModel;
 class QTableView;
-class QTextBrowser;
 
 namespace collage {
 
 struct BackendSet;
 class GraphScene;
 class GraphView;
+class FindBar;
+class InspectorPanel;
+class LayoutJob;
+class PatternEditor;
+class OverrideController;
 class KernelTableModel;
 class OptimizeWorker;
 struct MeasureProgressEvent;
 struct SearchStepEvent;
 
-// A model imported and laid out off the UI thread.
+// A model imported off the UI thread (the layout follows in a LayoutJob).
 struct LoadedModel {
   QString path;
+  QStringList inputShapes;
   std::shared_ptr<const Graph> graph;
-  GraphLayout layout;
   QString error;
+  double importSeconds = 0;
 };
 
 class MainWindow : public QMainWindow {
@@ -49,21 +55,36 @@ class MainWindow : public QMainWindow {
   ~MainWindow() override;
 
   // Imports and lays out `path` on a worker thread; modelLoaded() or
-  // loadFailed() follows.
-  void openModel(const QString& path);
+  // loadFailed() follows. `inputShapes` ("name=1x128") bind dynamic
+  // dimensions; when empty and the model has some, the window asks (the last
+  // sizes used for that model are offered; without dialogs they are used, or 1).
+  void openModel(const QString& path, const QStringList& inputShapes = {});
+  // Loads a plan saved earlier and shows it, after checking it against the
+  // open model (false and the reason otherwise).
+  bool openPlan(const QString& path, QString* error = nullptr);
+  QStringList inputShapes() const { return inputShapes_; }
+  QStringList recentFiles() const;
   // Measurement database for the next optimisation ("" = the default one).
   void setDatabasePath(const QString& path) { dbPath_ = path; }
   // Backends for the next optimisation (empty = all).
   void setBackends(const QStringList& names) { backendNames_ = names; }
 
   GraphScene* graphScene() const { return scene_; }
+  PatternEditor* patternEditor() const { return patternEditor_; }
+  FindBar* findBar() const { return findBar_; }
+  bool isLoading() const;
   KernelTableModel* kernelModel() const { return kernels_; }
   const Graph* graph() const { return graph_.get(); }
   const Plan* plan() const { return plan_ ? &*plan_ : nullptr; }
+  OverrideController* overrides() const { return overrides_; }
+  InspectorPanel* inspector() const { return inspector_; }
   bool isOptimizing() const;
 
   bool savePlanTo(const QString& path, QString* error = nullptr);
   bool exportImage(const QString& path, QString* error = nullptr);  // .svg or .png
+  bool exportAnnotatedModel(const QString& path, QString* error = nullptr);
+  bool exportNodeData(const QString& path, QString* error = nullptr);  // Model Explorer, by backend
+  bool exportMeasurementsCsv(const QString& path, QString* error = nullptr);  // the table as filtered
 
  public slots:
   void startOptimization();
@@ -83,7 +104,11 @@ class MainWindow : public QMainWindow {
 
  private:
   void buildUi();
-  void onLayoutDone();
+  void onImportDone();
+  void onLayoutFinished(const GraphLayout& layout);
+  void onLayoutStopped(const QString& why);
+  void cancelCurrentWork();
+  void reloadPatternEditorSpecs();
   void onMeasureProgress(const MeasureProgressEvent& e);
   void onSearchStep(const SearchStepEvent& e);
   void onOptimizationDone(std::shared_ptr<const OptimizationResult> result);
@@ -92,12 +117,26 @@ class MainWindow : public QMainWindow {
   void onSceneSelection();
   void onTableSelection();
   void savePlanDialog();
+  void openPlanDialog();
   void exportImageDialog();
+  // Asks for a file name, then calls `exporter`; reports a failure.
+  void exportDialog(const QString& title, const QString& defaultName, const QString& filter,
+                    bool (MainWindow::*exporter)(const QString&, QString*));
+  void startLoad(const QString& path, const QStringList& inputShapes);
+  void addRecentFile(const QString& path);
+  void rebuildRecentMenu();
+  bool dialogsAllowed() const;
   void setBusy(bool busy);
+  void showGraphContextMenu(const QPoint& pos);
+  void onPlanChanged(const Plan& plan);
+  // The job's options for the open model and the chosen backends (Error if
+  // the measurement worker cannot be found).
+  OptimizationJobOptions jobOptions();
 
   GraphScene* scene_ = nullptr;
   GraphView* view_ = nullptr;
-  QTextBrowser* inspector_ = nullptr;
+  InspectorPanel* inspector_ = nullptr;
+  OverrideController* overrides_ = nullptr;
   KernelTableModel* kernels_ = nullptr;
   QSortFilterProxyModel* proxy_ = nullptr;
   QTableView* table_ = nullptr;
@@ -105,10 +144,16 @@ class MainWindow : public QMainWindow {
   QPushButton* cancel_ = nullptr;
   QLabel* status_ = nullptr;
   QAction* optimizeAction_ = nullptr;
-  QFutureWatcher<LoadedModel> layoutWatcher_;
+  QMenu* recentMenu_ = nullptr;
+  QFutureWatcher<LoadedModel> importWatcher_;
+  LayoutJob* layoutJob_ = nullptr;
+  LoadedModel pending_;  // imported, being laid out; becomes the open model when shown
+  FindBar* findBar_ = nullptr;
+  PatternEditor* patternEditor_ = nullptr;
   bool syncingSelection_ = false;
 
   QString modelPath_;
+  QStringList inputShapes_;  // of the open model
   std::shared_ptr<const Graph> graph_;
   std::optional<Plan> plan_;
   QString dbPath_;

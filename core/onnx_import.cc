@@ -1,7 +1,12 @@
 #include "core/onnx_import.h"
 
 #include <onnx/checker.h>
+#include <fcntl.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <google/protobuf/wire_format_lite.h>
 #include <onnx/onnx_pb.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -960,6 +965,102 @@ std::pair<std::string, Shape> parseInputShapeBinding(const std::string& text) {
 Graph importOnnx(const std::string& path, const ImportOptions& options) {
   Importer importer(path, options);
   return importer.run();
+}
+
+// ---- Declared inputs without the weights.
+
+bool DeclaredInput::isDynamic() const {
+  return !rankKnown || std::any_of(dims.begin(), dims.end(), [](int64_t d) { return d < 0; });
+}
+
+namespace {
+
+using google::protobuf::internal::WireFormatLite;
+
+constexpr int kModelGraphField = 7;         // ModelProto.graph
+constexpr int kGraphInitializerField = 5;   // GraphProto.initializer
+constexpr int kGraphInputField = 11;        // GraphProto.input
+constexpr int kTensorNameField = 8;         // TensorProto.name
+
+bool isLengthDelimited(uint32_t tag) {
+  return WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
+}
+
+// Calls onField(fieldNumber, tag) for each field of the message that ends at
+// the current limit; onField consumes the field or returns false to skip it.
+template <typename OnField>
+bool scanMessage(google::protobuf::io::CodedInputStream& in, OnField onField) {
+  for (uint32_t tag; (tag = in.ReadTag()) != 0;) {
+    int field = WireFormatLite::GetTagFieldNumber(tag);
+    bool consumed = false;
+    if (isLengthDelimited(tag)) {
+      uint32_t length = 0;
+      if (!in.ReadVarint32(&length)) return false;
+      auto limit = in.PushLimit(static_cast<int>(length));
+      consumed = onField(field, in);
+      if (!consumed && !in.Skip(static_cast<int>(length))) return false;
+      if (in.BytesUntilLimit() != 0 && !in.Skip(in.BytesUntilLimit())) return false;
+      in.PopLimit(limit);
+    } else if (!WireFormatLite::SkipField(&in, tag)) {
+      return false;
+    }
+  }
+  return in.ConsumedEntireMessage();
+}
+
+}  // namespace
+
+std::vector<DeclaredInput> readDeclaredInputs(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) throw Error(path + ": cannot open (no such file or not readable)");
+  std::vector<onnx::ValueInfoProto> inputs;
+  std::set<std::string> initializerNames;
+  bool sawGraph = false, ok = false;
+  {
+    google::protobuf::io::FileInputStream raw(fd);
+    raw.SetCloseOnDelete(true);
+    google::protobuf::io::CodedInputStream in(&raw);
+    ok = scanMessage(in, [&](int field, google::protobuf::io::CodedInputStream& model) {
+      if (field != kModelGraphField) return false;
+      sawGraph = true;
+      return scanMessage(model, [&](int gfield, google::protobuf::io::CodedInputStream& graph) {
+        if (gfield == kGraphInputField) {
+          std::string bytes;
+          if (!graph.ReadString(&bytes, graph.BytesUntilLimit())) return false;
+          onnx::ValueInfoProto info;
+          if (!info.ParseFromString(bytes)) return false;
+          inputs.push_back(std::move(info));
+          return true;
+        }
+        if (gfield == kGraphInitializerField) {
+          return scanMessage(graph, [&](int tfield, google::protobuf::io::CodedInputStream& tensor) {
+            if (tfield != kTensorNameField) return false;
+            std::string name;
+            if (!tensor.ReadString(&name, tensor.BytesUntilLimit())) return false;
+            initializerNames.insert(std::move(name));
+            return true;
+          });
+        }
+        return false;
+      });
+    });
+  }
+  if (!ok || !sawGraph) throw Error(path + ": not a valid ONNX model (truncated or corrupt protobuf)");
+  std::vector<DeclaredInput> out;
+  for (const auto& info : inputs) {
+    if (initializerNames.count(info.name())) continue;
+    DeclaredInput d;
+    d.name = info.name();
+    const bool hasShape = info.type().has_tensor_type() && info.type().tensor_type().has_shape();
+    d.rankKnown = hasShape;
+    if (hasShape)
+      for (const auto& dim : info.type().tensor_type().shape().dim()) {
+        d.dims.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
+        d.symbols.push_back(dim.has_dim_param() ? dim.dim_param() : std::string());
+      }
+    out.push_back(std::move(d));
+  }
+  return out;
 }
 
 }  // namespace collage

@@ -47,6 +47,23 @@ std::pair<std::string, Shape> parseInputShapeBinding(const std::string& text);
 // lists every unsupported op with its nodes.
 Graph importOnnx(const std::string& path, const ImportOptions& options = {});
 
+// A graph input as the file declares it (initializers listed as inputs are
+// left out). dims[i] is the size, or -1 for a dynamic dimension whose symbol
+// ("batch", or "" when unnamed) is symbols[i]; a rank-unknown input has
+// rankKnown false.
+struct DeclaredInput {
+  std::string name;
+  std::vector<int64_t> dims;
+  std::vector<std::string> symbols;
+  bool rankKnown = true;
+  bool isDynamic() const;
+};
+
+// The model's graph inputs, read without loading its weights (the reader
+// skips initializer data), so a front end can ask for dynamic dimensions
+// before the import. Throws Error for a file that is not a model.
+std::vector<DeclaredInput> readDeclaredInputs(const std::string& path);
+
 // Reads/writes a serialized onnx.TensorProto (the format of ONNX's test data
 // input_0.pb / output_0.pb). `name` receives the tensor's name if non-null.
 Tensor readTensorProtoFile(const std::string& path, std::string* name = nullptr);

@@ -8,6 +8,7 @@
 #include "core/measurement_db.h"
 #include "core/measurer.h"
 #include "core/op_level_optimizer.h"
+#include "core/plan_override.h"
 #include "core/switch_costs.h"
 #include "core/threading.h"
 
@@ -26,18 +27,64 @@ std::vector<std::string> optimizationWorkerCommand(const OptimizationJobOptions&
   return cmd;
 }
 
+namespace {
+
+// The job's hardware fingerprint: this machine plus the backends' versions in
+// the set's order, as the CLI keys its database entries.
+HardwareFingerprint jobFingerprint(const OptimizationJobOptions& options) {
+  HardwareFingerprint fingerprint = HardwareFingerprint::current();
+  for (const auto& [name, version] : options.versions)
+    fingerprint.libraryVersions +=
+        (fingerprint.libraryVersions.empty() ? "" : ";") + name + "=" + version;
+  return fingerprint;
+}
+
+}  // namespace
+
+MeasureFn jobMeasureFn(std::shared_ptr<const Graph> graph, const OptimizationJobOptions& options) {
+  struct State {
+    std::shared_ptr<const Graph> graph;
+    std::map<std::string, std::string> versions;
+    std::unique_ptr<MeasurementDb> db;
+    std::unique_ptr<IsolatedMeasurer> measurer;
+    std::unique_ptr<CandidateCoster> coster;
+  };
+  auto state = std::make_shared<State>();
+  state->graph = std::move(graph);
+  for (const auto& [name, version] : options.versions) state->versions[name] = version;
+  if (!options.noDb)
+    state->db = std::make_unique<MeasurementDb>(options.dbPath.empty() ? MeasurementDb::defaultPath()
+                                                                       : options.dbPath);
+  MeasurerOptions measurerOptions;
+  measurerOptions.timeoutSeconds = options.timeoutSeconds;
+  state->measurer =
+      std::make_unique<IsolatedMeasurer>(optimizationWorkerCommand(options), measurerOptions);
+  State* raw = state.get();
+  state->coster = std::make_unique<CandidateCoster>(
+      *state->graph, state->db.get(), jobFingerprint(options),
+      [raw](const std::string& b) { return raw->versions[b]; },
+      [raw](const Candidate& c) { return raw->measurer->measure(c.backend, c.nodes); });
+  return [state](const Candidate& candidate) {
+    CandidateSet one(state->graph->numNodes());
+    one.add(candidate);
+    return state->coster->costAll(one, {}, nullptr, nullptr).front();
+  };
+}
+
 OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobOptions& options,
                                       SearchObserver* observer, const CancellationToken* cancel) {
   OptimizationResult result;
   result.candidates = enumerateCandidates(graph, options.capabilities);
+  result.constraints = options.constraints;
+  result.versions = options.versions;
+  for (const auto& cap : options.capabilities)
+    if (cap.spec) result.limits[cap.spec->name] = cap.spec->limits;
+  // Throws Error (naming the selector or node) for a pin that cannot hold.
+  result.allowed = allowedCandidates(graph, result.candidates, options.constraints);
 
-  HardwareFingerprint fingerprint = HardwareFingerprint::current();
+  HardwareFingerprint fingerprint = jobFingerprint(options);
   std::map<std::string, std::string> versions;
-  for (const auto& [name, version] : options.versions) {
-    versions[name] = version;
-    fingerprint.libraryVersions +=
-        (fingerprint.libraryVersions.empty() ? "" : ";") + name + "=" + version;
-  }
+  for (const auto& [name, version] : options.versions) versions[name] = version;
   std::unique_ptr<MeasurementDb> db;
   if (!options.noDb)
     db = std::make_unique<MeasurementDb>(options.dbPath.empty() ? MeasurementDb::defaultPath()
@@ -49,13 +96,16 @@ OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobO
   CandidateCoster coster(
       graph, db.get(), fingerprint, [&](const std::string& b) { return versions[b]; },
       [&](const Candidate& c) { return measurer.measure(c.backend, c.nodes); });
-  result.measurements = coster.costAll(result.candidates, {}, observer, cancel, &result.report);
+  result.measurements =
+      coster.costAll(result.candidates, result.allowed, observer, cancel, &result.report);
+  result.measured.clear();
+  for (const auto& m : result.measurements) result.measured.push_back(!isMissingMeasurement(m));
   if (result.report.cancelled || (cancel && cancel->cancelled())) {
     result.cancelled = true;
     return result;
   }
 
-  SwitchCostTable switchCosts = measureSwitchCosts(
+  result.switchCosts = measureSwitchCosts(
       result.candidates, result.measurements, versions, db.get(), fingerprint,
       [&](const Candidate& a, const Candidate& b) {
         return measurer.measureSwitch(a.backend, a.nodes, b.backend, b.nodes);
@@ -63,7 +113,8 @@ OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobO
   std::vector<Cost> costs;
   for (const auto& m : result.measurements) costs.push_back(m.cost());
   OpLevelProblem problem{&graph, &result.candidates, costs,
-                         [&](const std::string& b) { return switchCosts.epsilonInto(b); }, {}};
+                         [&](const std::string& b) { return result.switchCosts.epsilonInto(b); },
+                         result.allowed};
   OpLevelResult opLevel = optimizeOpLevel(problem, observer, cancel);
   result.cancelled = opLevel.cancelled;
 
@@ -73,6 +124,7 @@ OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobO
                          result.measurements, PlanOrigin::OpLevel, fingerprint, backendVersions);
   result.plan.predictedNs = opLevel.total;
   result.plan.createdBy = "collage-studio (op-level)";
+  markPinnedGroups(result.plan, graph, options.constraints);
   result.chosen = opLevel.chosen;
   result.hasPlan = true;
   return result;

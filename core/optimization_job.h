@@ -6,6 +6,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,8 +14,11 @@
 #include "core/candidate_costs.h"
 #include "core/graph.h"
 #include "core/measurement.h"
+#include "core/placement_constraints.h"
 #include "core/plan.h"
 #include "core/search_events.h"
+#include "core/sub_graph.h"
+#include "core/switch_costs.h"
 
 namespace collage {
 
@@ -33,6 +37,11 @@ struct OptimizationJobOptions {
   // argv prefix of the measurement worker: {"/path/to/collage"}; the job adds
   // "--threads N measure-worker model [--input-shape s]...".
   std::string workerExecutable;
+  // Pins and forbids, applied as the CLI's --pin / --forbid are: candidates
+  // they exclude are neither measured nor chosen, and the groups holding
+  // pinned nodes get origin "user" in the plan. The app passes the manual
+  // overrides here (views/override_commands.h).
+  PlacementConstraints constraints;
 };
 
 struct OptimizationResult {
@@ -44,12 +53,31 @@ struct OptimizationResult {
   std::vector<int32_t> chosen;            // candidate index per plan group
   CostingReport report;
   std::vector<std::string> warnings;
+
+  // What re-planning needs without measuring again (core/plan_override.h):
+  // the DP's inputs as the job had them.
+  PlacementConstraints constraints;       // the ones the plan honours
+  std::vector<bool> allowed;              // per candidate: what the constraints allowed
+  std::vector<bool> measured;             // per candidate: has a real measurement (cached or
+                                          // fresh); false = skipped (excluded) or cancelled
+  SwitchCostTable switchCosts;            // epsilon per kernel, as the DP charged it
+  std::vector<BackendVersion> versions;   // every backend of the job, in the set's order
+  std::map<std::string, SubGraphLimits> limits;  // backend -> the limits its spec sets
 };
 
 // Runs the whole flow on `graph` (imported from options.modelPath with the
-// same input shapes). Throws Error for a model no backend set can cover.
+// same input shapes). Throws Error for a model no backend set can cover, and
+// for a pin that cannot hold (allowedCandidates names the node and why).
 OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobOptions& options,
                                       SearchObserver* observer, const CancellationToken* cancel);
+
+// A MeasureFn for what re-planning after the job finds missing
+// (core/plan_override.h, OverrideController::setMeasureFn): the job's
+// database first, else an isolated worker (started on first use, kept), and
+// each new measurement stored, exactly as the job would have. One worker
+// process serves every call, so call it from one thread at a time. Throws
+// Error when there is no worker executable.
+MeasureFn jobMeasureFn(std::shared_ptr<const Graph> graph, const OptimizationJobOptions& options);
 
 // The argv that starts a measurement worker for this job.
 std::vector<std::string> optimizationWorkerCommand(const OptimizationJobOptions& options);

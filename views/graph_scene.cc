@@ -1,14 +1,16 @@
 #include "views/graph_scene.h"
 
 #include <algorithm>
+#include <set>
 
 #include <QBrush>
 #include <QFont>
-#include <QGraphicsItemGroup>
 #include <QGraphicsPathItem>
 #include <QGraphicsRectItem>
+#include <QGraphicsSceneMouseEvent>
 #include <QGraphicsSimpleTextItem>
 #include <QPainterPath>
+#include <QPainterPathStroker>
 #include <QPen>
 #include <QStringList>
 
@@ -16,6 +18,9 @@ namespace collage {
 namespace {
 
 const QColor kDefaultFill(0xf4, 0xf4, 0xf4);
+const QColor kGroupFill(0xe4, 0xe8, 0xee);
+const QPen kNodePen(QColor(0x40, 0x40, 0x40), 1);
+const QPen kHighlightPen(QColor(0xff, 0x8c, 0x00), 5);
 
 QString shortName(const std::string& name) {
   QString s = QString::fromStdString(name);
@@ -25,25 +30,62 @@ QString shortName(const std::string& name) {
   return s;
 }
 
-QString shapeText(const Graph& graph, ValueId v) {
-  const Value& value = graph.value(v);
-  QStringList dims;
-  for (int64_t d : value.type.shape) dims << QString::number(d);
-  return QString::fromStdString(value.name) + ": [" + dims.join(QStringLiteral(", ")) + "]";
+// "x.3: float32[1x64x56x56]".
+QString edgeText(const Graph& graph, const EdgePath& e) {
+  const Value& value = graph.value(e.value);
+  QString text = QString::fromStdString(value.name) + ": " + QString::fromStdString(value.type.toString());
+  if (e.tensorCount > 1)
+    text += QObject::tr("\n(and %1 more tensors between these groups)").arg(e.tensorCount - 1);
+  return text;
 }
 
 // Black or white text, whichever reads better on `fill`.
 QColor textOn(const QColor& fill) { return fill.lightnessF() < 0.5 ? Qt::white : Qt::black; }
+
+// An edge whose hover area is wider than its 1-point stroke, so its tooltip
+// is easy to reach.
+class EdgeItem : public QGraphicsPathItem {
+ public:
+  using QGraphicsPathItem::QGraphicsPathItem;
+  QPainterPath shape() const override {
+    QPainterPathStroker stroker;
+    stroker.setWidth(8);
+    return stroker.createStroke(path());
+  }
+  QRectF boundingRect() const override { return QGraphicsPathItem::boundingRect().adjusted(-4, -4, 4, 4); }
+};
+
+QRectF boxRect(const NodeBox& box) {
+  return QRectF(box.cx - box.width / 2, box.cy - box.height / 2, box.width, box.height);
+}
+
+void setTextColor(QGraphicsItem* parent, const QColor& fill) {
+  for (QGraphicsItem* child : parent->childItems())
+    if (auto* text = dynamic_cast<QGraphicsSimpleTextItem*>(child)) text->setBrush(textOn(fill));
+}
 
 }  // namespace
 
 GraphScene::GraphScene(QObject* parent) : QGraphicsScene(parent) {}
 
 void GraphScene::setGraph(std::shared_ptr<const Graph> graph, const GraphLayout& layout) {
+  const bool relayout = graph && graph == graph_;
   clear();
   nodeItems_.clear();
+  groupOfNode_.clear();
+  groupBoxes_.clear();
+  groupMembers_.clear();
+  frames_.clear();
+  nodeItemCount_ = 0;
   edgeCount_ = 0;
   graph_ = std::move(graph);
+  if (!relayout) {
+    colors_.clear();
+    legend_.clear();
+    frameGroups_.clear();
+    frameColors_.clear();
+    highlighted_.clear();
+  }
   if (!graph_) return;
 
   QPen edgePen(QColor(0x70, 0x70, 0x70), 1.2);
@@ -55,9 +97,11 @@ void GraphScene::setGraph(std::shared_ptr<const Graph> graph, const GraphLayout&
       path.cubicTo(QPointF(e.points[i].x, e.points[i].y), QPointF(e.points[i + 1].x, e.points[i + 1].y),
                    QPointF(e.points[i + 2].x, e.points[i + 2].y));
     for (; i < e.points.size(); ++i) path.lineTo(QPointF(e.points[i].x, e.points[i].y));
-    auto* item = addPath(path, edgePen);
-    item->setToolTip(shapeText(*graph_, e.value));
+    auto* item = new EdgeItem(path);
+    item->setPen(edgePen);
+    item->setToolTip(edgeText(*graph_, e));
     item->setZValue(0);
+    addItem(item);
     ++edgeCount_;
   }
 
@@ -66,49 +110,120 @@ void GraphScene::setGraph(std::shared_ptr<const Graph> graph, const GraphLayout&
   opFont.setPointSizeF(9);
   QFont nameFont;
   nameFont.setPointSizeF(7.5);
+  auto addLabel = [](QGraphicsItem* parent, const QString& text, const QFont& font, const QRectF& r,
+                     bool top) {
+    auto* label = new QGraphicsSimpleTextItem(text, parent);
+    label->setFont(font);
+    QRectF b = label->boundingRect();
+    label->setPos(r.center().x() - b.width() / 2, top ? r.top() + 3 : r.bottom() - b.height() - 3);
+  };
+
+  nodeItems_.fill(nullptr, graph_->numNodes());
+  groupOfNode_.fill(-1, graph_->numNodes());
   for (NodeId n = 0; n < graph_->numNodes(); ++n) {
-    const Node& node = graph_->node(n);
     const NodeBox& box = layout.nodes.at(static_cast<size_t>(n));
-    auto* rect = addRect(QRectF(box.cx - box.width / 2, box.cy - box.height / 2, box.width, box.height),
-                         QPen(QColor(0x40, 0x40, 0x40), 1), QBrush(kDefaultFill));
+    if (box.collapsed) continue;
+    const Node& node = graph_->node(n);
+    QRectF r = boxRect(box);
+    auto* rect = addRect(r, kNodePen, QBrush(kDefaultFill));
     rect->setFlag(QGraphicsItem::ItemIsSelectable);
     rect->setData(kNodeIdRole, n);
     rect->setZValue(1);
     rect->setToolTip(QString::fromStdString(node.op + " " + node.name));
-    auto* op = new QGraphicsSimpleTextItem(QString::fromStdString(node.op), rect);
-    op->setFont(opFont);
-    QRectF ob = op->boundingRect();
-    op->setPos(box.cx - ob.width() / 2, box.cy - box.height / 2 + 3);
-    auto* name = new QGraphicsSimpleTextItem(shortName(node.name), rect);
-    name->setFont(nameFont);
-    QRectF nb = name->boundingRect();
-    name->setPos(box.cx - nb.width() / 2, box.cy + box.height / 2 - nb.height() - 3);
-    nodeItems_.push_back(rect);
+    addLabel(rect, QString::fromStdString(node.op), opFont, r, true);
+    addLabel(rect, shortName(node.name), nameFont, r, false);
+    nodeItems_[n] = rect;
+    ++nodeItemCount_;
+  }
+
+  for (const GroupBox& g : layout.groups) {
+    QRectF r = boxRect(g.box);
+    auto* rect = addRect(r, QPen(QColor(0x30, 0x40, 0x60), 1.5, Qt::DashLine), QBrush(kGroupFill));
+    rect->setFlag(QGraphicsItem::ItemIsSelectable);
+    rect->setData(kGroupIdRole, g.id);
+    rect->setZValue(1);
+    QString name = QString::fromStdString(g.name);
+    rect->setToolTip(tr("%1\n%2 nodes (double-click to expand)").arg(name).arg(g.nodes.size()));
+    addLabel(rect, tr("%1 nodes").arg(g.nodes.size()), opFont, r, true);
+    QString shown = name.size() > 28 ? QChar(0x2026) + name.right(27) : name;
+    addLabel(rect, shown, nameFont, r, false);
+    QVector<NodeId> members;
+    for (NodeId n : g.nodes) {
+      members.push_back(n);
+      if (n >= 0 && n < groupOfNode_.size()) groupOfNode_[n] = groupBoxes_.size();
+    }
+    groupBoxes_.push_back(rect);
+    groupMembers_.push_back(members);
   }
   setSceneRect(itemsBoundingRect().adjusted(-20, -20, 20, 20));
+  applyColors();
+  rebuildLegend(legend_);
+  rebuildFrames();
+  applyHighlight();
+}
+
+bool GraphScene::isCollapsed(NodeId n) const {
+  return n >= 0 && n < groupOfNode_.size() && groupOfNode_[n] >= 0;
+}
+
+QGraphicsRectItem* GraphScene::boxOf(NodeId n) const {
+  if (n < 0 || n >= nodeItems_.size()) return nullptr;
+  if (nodeItems_[n]) return nodeItems_[n];
+  int g = groupOfNode_[n];
+  return g >= 0 ? groupBoxes_[g] : nullptr;
+}
+
+QGraphicsItem* GraphScene::itemForNode(NodeId n) const { return boxOf(n); }
+
+QRectF GraphScene::nodeRect(NodeId n) const {
+  QGraphicsRectItem* item = boxOf(n);
+  return item ? item->sceneBoundingRect() : QRectF();
 }
 
 void GraphScene::setNodeColors(const QVector<QColor>& colors, const QMap<QString, QColor>& legend) {
+  colors_ = colors;
+  legend_ = legend;
+  applyColors();
+  rebuildLegend(legend_);
+}
+
+void GraphScene::applyColors() {
+  auto fillOf = [&](int n) { return n < colors_.size() && colors_[n].isValid() ? colors_[n] : kDefaultFill; };
   for (int n = 0; n < nodeItems_.size(); ++n) {
-    QColor fill = n < colors.size() && colors[n].isValid() ? colors[n] : kDefaultFill;
     auto* rect = nodeItems_[n];
+    if (!rect) continue;
+    QColor fill = fillOf(n);
     rect->setBrush(fill);
-    for (QGraphicsItem* child : rect->childItems())
-      if (auto* text = dynamic_cast<QGraphicsSimpleTextItem*>(child)) text->setBrush(textOn(fill));
+    setTextColor(rect, fill);
   }
-  rebuildLegend(legend);
+  // A collapsed group shows the color most of its nodes have.
+  for (int g = 0; g < groupBoxes_.size(); ++g) {
+    QMap<QRgb, int> votes;
+    for (NodeId n : groupMembers_[g])
+      if (n < colors_.size() && colors_[n].isValid()) ++votes[colors_[n].rgba()];
+    QColor fill = kGroupFill;
+    int best = 0;
+    for (auto it = votes.begin(); it != votes.end(); ++it)
+      if (it.value() > best) {
+        best = it.value();
+        fill = QColor::fromRgba(it.key());
+      }
+    groupBoxes_[g]->setBrush(fill);
+    setTextColor(groupBoxes_[g], fill);
+  }
 }
 
 void GraphScene::clearNodeColors() { setNodeColors({}, {}); }
 
 QColor GraphScene::nodeColor(NodeId n) const {
   if (n < 0 || n >= nodeItems_.size()) return {};
-  return nodeItems_[n]->brush().color();
+  if (nodeItems_[n]) return nodeItems_[n]->brush().color();
+  return n < colors_.size() && colors_[n].isValid() ? colors_[n] : kDefaultFill;
 }
 
 void GraphScene::rebuildLegend(const QMap<QString, QColor>& legend) {
   for (QGraphicsItem* item : items())
-    if (item->data(1).toBool()) {
+    if (item->data(kLegendRole).toBool()) {
       removeItem(item);
       delete item;
     }
@@ -117,20 +232,70 @@ void GraphScene::rebuildLegend(const QMap<QString, QColor>& legend) {
   double x = bounds.left() + 10, y = bounds.top() + 10;
   for (auto it = legend.begin(); it != legend.end(); ++it) {
     auto* swatch = addRect(QRectF(x, y, 14, 14), QPen(Qt::black), QBrush(it.value()));
-    swatch->setData(1, true);
+    swatch->setData(kLegendRole, true);
     swatch->setZValue(3);
     auto* label = addSimpleText(it.key());
     label->setPos(x + 20, y - 1);
-    label->setData(1, true);
+    label->setData(kLegendRole, true);
     label->setZValue(3);
     y += 20;
+  }
+}
+
+void GraphScene::setGroups(const QVector<QVector<NodeId>>& groups, const QVector<QColor>& colors) {
+  frameGroups_ = groups;
+  frameColors_ = colors;
+  rebuildFrames();
+}
+
+void GraphScene::rebuildFrames() {
+  for (QGraphicsItem* item : frames_) {
+    removeItem(item);
+    delete item;
+  }
+  frames_.clear();
+  for (int i = 0; i < frameGroups_.size(); ++i) {
+    const auto& group = frameGroups_[i];
+    if (group.size() < 2) continue;
+    QRectF area;
+    for (NodeId n : group) area |= nodeRect(n);
+    if (area.isNull()) continue;
+    QColor color = i < frameColors_.size() && frameColors_[i].isValid() ? frameColors_[i] : QColor(Qt::darkGray);
+    QPainterPath path;
+    path.addRoundedRect(area.adjusted(-8, -8, 8, 8), 12, 12);
+    QColor fill = color;
+    fill.setAlpha(40);
+    auto* frame = addPath(path, QPen(color, 2.5), QBrush(fill));
+    frame->setZValue(0.5);
+    frame->setData(kFrameRole, true);
+    frames_.push_back(frame);
+  }
+}
+
+void GraphScene::setHighlightedNodes(const QVector<NodeId>& nodes) {
+  highlighted_ = nodes;
+  applyHighlight();
+}
+
+bool GraphScene::isHighlighted(NodeId n) const { return highlighted_.contains(n); }
+
+void GraphScene::applyHighlight() {
+  std::set<QGraphicsRectItem*> on;
+  for (NodeId n : highlighted_)
+    if (QGraphicsRectItem* item = boxOf(n)) on.insert(item);
+  for (QGraphicsRectItem* item : nodeItems_)
+    if (item) item->setPen(on.count(item) ? kHighlightPen : kNodePen);
+  for (QGraphicsRectItem* item : groupBoxes_) {
+    QPen pen = on.count(item) ? kHighlightPen : QPen(QColor(0x30, 0x40, 0x60), 1.5);
+    pen.setStyle(Qt::DashLine);
+    item->setPen(pen);
   }
 }
 
 void GraphScene::selectNodes(const QVector<NodeId>& nodes) {
   clearSelection();
   for (NodeId n : nodes)
-    if (n >= 0 && n < nodeItems_.size()) nodeItems_[n]->setSelected(true);
+    if (QGraphicsRectItem* item = boxOf(n)) item->setSelected(true);
 }
 
 QVector<NodeId> GraphScene::selectedNodes() const {
@@ -138,9 +303,29 @@ QVector<NodeId> GraphScene::selectedNodes() const {
   for (QGraphicsItem* item : selectedItems()) {
     QVariant v = item->data(kNodeIdRole);
     if (v.isValid()) out.push_back(v.toInt());
+    QVariant g = item->data(kGroupIdRole);
+    if (g.isValid()) {
+      int index = groupBoxes_.indexOf(static_cast<QGraphicsRectItem*>(item));
+      if (index >= 0) out += groupMembers_[index];
+    }
   }
   std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
+}
+
+void GraphScene::mouseDoubleClickEvent(QGraphicsSceneMouseEvent* event) {
+  for (QGraphicsItem* item : items(event->scenePos())) {
+    for (QGraphicsItem* it = item; it; it = it->parentItem()) {  // a label's box
+      QVariant g = it->data(kGroupIdRole);
+      if (g.isValid()) {
+        emit groupExpandRequested(g.toInt());
+        event->accept();
+        return;
+      }
+    }
+  }
+  QGraphicsScene::mouseDoubleClickEvent(event);
 }
 
 }  // namespace collage

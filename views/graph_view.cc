@@ -3,6 +3,8 @@
 #include <QMouseEvent>
 #include <QWheelEvent>
 
+#include "views/graph_scene.h"
+
 namespace collage {
 
 GraphView::GraphView(QWidget* parent) : QGraphicsView(parent) {
@@ -14,6 +16,18 @@ GraphView::GraphView(QWidget* parent) : QGraphicsView(parent) {
 
 void GraphView::fitAll() {
   if (scene()) fitInView(scene()->sceneRect(), Qt::KeepAspectRatio);
+}
+
+void GraphView::centerOnNodes(const QVector<NodeId>& nodes) {
+  auto* graphScene = qobject_cast<GraphScene*>(scene());
+  if (!graphScene) return;
+  QRectF area;
+  for (NodeId n : nodes) area |= graphScene->nodeRect(n);
+  if (area.isNull()) return;
+  QRectF visible = mapToScene(viewport()->rect()).boundingRect();
+  if (area.width() > visible.width() * 0.9 || area.height() > visible.height() * 0.9)
+    fitInView(area.adjusted(-40, -40, 40, 40), Qt::KeepAspectRatio);
+  centerOn(area.center());
 }
 
 void GraphView::zoomBy(double factor) {

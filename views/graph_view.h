@@ -3,6 +3,9 @@
 #pragma once
 
 #include <QGraphicsView>
+#include <QVector>
+
+#include "core/graph.h"
 
 namespace collage {
 
@@ -13,6 +16,9 @@ class GraphView : public QGraphicsView {
 
  public slots:
   void fitAll();
+  // Scrolls so these nodes (of the GraphScene shown) are in the middle,
+  // zooming out only if they do not fit; nothing without a GraphScene.
+  void centerOnNodes(const QVector<collage::NodeId>& nodes);
   void zoomIn() { zoomBy(1.25); }
   void zoomOut() { zoomBy(0.8); }
 

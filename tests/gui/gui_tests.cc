@@ -3,15 +3,20 @@
 #include <cmath>
 
 #include <QAbstractItemModelTester>
+#include <QSettings>
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include "app/input_shape_dialog.h"
 #include "app/main_window.h"
 #include "core/onnx_import.h"
 #include "core/plan.h"
 #include "core/plan_export.h"
+#include "core/plan_override.h"
+#include "views/override_commands.h"
+#include "views/pattern_editor.h"
 #include "views/graph_layout.h"
 #include "views/graph_scene.h"
 #include "views/kernel_table_model.h"
@@ -33,6 +38,7 @@ class GuiTests : public QObject {
     QCoreApplication::setOrganizationName("CollageTests");
     QCoreApplication::setApplicationName("gui_tests");
     qputenv("COLLAGE_CLI", COLLAGE_CLI_PATH);
+    QSettings().clear();  // no recent files or input shapes from an earlier run
   }
 
   void loadBertDrawsEveryNode() {
@@ -132,14 +138,123 @@ class GuiTests : public QObject {
     QVERIFY(window.exportImage(dir.filePath("graph.svg")));
     QVERIFY(window.exportImage(dir.filePath("graph.png")));
     QVERIFY(QFileInfo(dir.filePath("graph.png")).size() > 0);
+    QString error;
+    QVERIFY2(window.exportAnnotatedModel(dir.filePath("annotated.onnx"), &error), qPrintable(error));
+    QCOMPARE(importOnnx(dir.filePath("annotated.onnx").toStdString()).numNodes(), window.graph()->numNodes());
+    QVERIFY2(window.exportNodeData(dir.filePath("nodes.json"), &error), qPrintable(error));
+    QVERIFY(QFileInfo(dir.filePath("nodes.json")).size() > 0);
+    QVERIFY2(window.exportMeasurementsCsv(dir.filePath("m.csv"), &error), qPrintable(error));
+    QFile csv(dir.filePath("m.csv"));
+    QVERIFY(csv.open(QIODevice::ReadOnly));
+    QCOMPARE(QString(csv.readAll()).trimmed().split('\n').size(), window.kernelModel()->rowCount() + 1);
 
-    // A second run reads everything from the database: every row is cached.
+    // Re-import the saved plan: same groups, same colours.
+    QVector<QColor> before;
+    for (NodeId n = 0; n < window.graph()->numNodes(); ++n) before << window.graphScene()->nodeColor(n);
+    QVERIFY2(window.openPlan(planPath, &error), qPrintable(error));
+    QCOMPARE(window.plan()->groups.size(), plan.groups.size());
+    for (NodeId n = 0; n < window.graph()->numNodes(); ++n) QCOMPARE(window.graphScene()->nodeColor(n), before[n]);
+
+    // Override one node: "Run on" another backend re-plans at once, undo restores the plan.
+    const std::string planBefore = planToJson(*window.plan());
+    bool overridden = false;
+    for (NodeId n = 0; n < window.graph()->numNodes() && !overridden; ++n)
+      for (const RunOnChoice& c : window.overrides()->choices({n})) {
+        if (!c.runnable || !c.measured || c.current) continue;
+        QVERIFY(window.overrides()->applyOverride({n}, QString::fromStdString(c.backend)));
+        const Plan& changed = *window.plan();
+        bool found = false;
+        for (const PlanGroup& g : changed.groups)
+          if (g.nodes == std::vector<std::string>{window.graph()->node(n).name}) {
+            QCOMPARE(g.backend, c.backend);
+            QCOMPARE(g.origin, PlanOrigin::User);
+            found = true;
+          }
+        QVERIFY(found);
+        QCOMPARE(window.graphScene()->nodeColor(n), QColor(QString::fromStdString(backendColor(c.backend))));
+        window.overrides()->undoStack()->undo();
+        QCOMPARE(planToJson(*window.plan()), planBefore);
+        window.overrides()->undoStack()->redo();
+        QVERIFY(planToJson(*window.plan()) != planBefore);
+        overridden = true;
+        break;
+      }
+    QVERIFY2(overridden, "no node had a second backend to override to");
+
+    // A second run reads everything from the database: every row is cached,
+    // and the override is a pin the optimizer honours.
     done.clear();
     window.startOptimization();
     QTRY_VERIFY_WITH_TIMEOUT(!done.isEmpty() || !failed.isEmpty(), 300000);
     QVERIFY(failed.isEmpty());
     for (int r = 0; r < window.kernelModel()->rowCount(); ++r)
       QCOMPARE(window.kernelModel()->row(r).cached, true);
+    const bool keepsPin = std::any_of(window.plan()->groups.begin(), window.plan()->groups.end(),
+                                      [](const PlanGroup& g) { return g.origin == PlanOrigin::User; });
+    QVERIFY(keepsPin);
+  }
+
+  void planForAnotherModelIsRefused() {
+    QTemporaryDir dir;
+    MainWindow window;
+    QSignalSpy loaded(&window, &MainWindow::modelLoaded);
+    window.openModel(model("dcgan_small"));
+    QVERIFY(loaded.wait(120000));
+    Graph other = importOnnx(model("mobilenet_v2_small").toStdString());
+    savePlan(singleNodePlan(other, "native"), dir.filePath("other.json").toStdString());
+    QString error;
+    QVERIFY(!window.openPlan(dir.filePath("other.json"), &error));
+    QVERIFY2(error.contains("other.json"), qPrintable(error));
+    QVERIFY(window.plan() == nullptr);
+  }
+
+  void inputShapesBindDynamicDimsAndFilesAreRemembered() {
+    MainWindow window;
+    QSignalSpy loaded(&window, &MainWindow::modelLoaded);
+    window.openModel(model("resnet50_small"), {"input=2x3x64x64"});
+    QVERIFY(loaded.wait(120000));
+    const Graph& g = *window.graph();
+    QCOMPARE(g.value(g.inputs()[0]).type.shape, (Shape{2, 3, 64, 64}));
+    QCOMPARE(window.inputShapes(), QStringList{"input=2x3x64x64"});
+    QCOMPARE(window.recentFiles().front(), QFileInfo(model("resnet50_small")).absoluteFilePath());
+    // Without shapes and without dialogs, the last sizes used for the model are used again.
+    loaded.clear();
+    window.openModel(model("resnet50_small"));
+    QVERIFY(loaded.wait(120000));
+    QCOMPARE(window.graph()->value(window.graph()->inputs()[0]).type.shape, (Shape{2, 3, 64, 64}));
+  }
+
+  void patternMatchesAreHighlightedInTheGraph() {
+    MainWindow window;
+    QSignalSpy loaded(&window, &MainWindow::modelLoaded);
+    window.openModel(model("resnet50_small"));
+    QVERIFY(loaded.wait(120000));
+    // Count Conv -> Relu pairs from the graph itself.
+    const Graph& g = *window.graph();
+    QSet<NodeId> expected;
+    for (NodeId n = 0; n < g.numNodes(); ++n) {
+      if (g.node(n).op != "Relu") continue;
+      NodeId producer = g.value(g.node(n).inputs[0]).producer;
+      if (producer != kNoNode && g.node(producer).op == "Conv") expected << n << producer;
+    }
+    QVERIFY(!expected.isEmpty());
+    window.patternEditor()->setPatternText("Relu(Conv(*, const, ?const))");
+    window.patternEditor()->reparseNow();
+    QTRY_COMPARE_WITH_TIMEOUT(window.patternEditor()->matchCount(), expected.size() / 2, 10000);
+    QTRY_COMPARE_WITH_TIMEOUT(window.graphScene()->highlightedNodes().size(), expected.size(), 10000);
+    for (NodeId n : window.graphScene()->highlightedNodes()) QVERIFY(expected.contains(n));
+  }
+
+  void inputShapeDialogValidates() {
+    std::vector<DeclaredInput> inputs = readDeclaredInputs(model("bert_small").toStdString());
+    QCOMPARE(inputs.size(), size_t{1});
+    QCOMPARE(InputShapeDialog::defaultText(inputs[0]), QString("1x16"));
+    QVERIFY(InputShapeDialog::validate(inputs[0], "4x16").isEmpty());
+    QVERIFY(InputShapeDialog::validate(inputs[0], "4x17").contains("fixed at 16"));
+    QVERIFY(InputShapeDialog::validate(inputs[0], "4").contains("2 dimensions"));
+    QVERIFY(InputShapeDialog::validate(inputs[0], "0x16").contains("positive"));
+    InputShapeDialog dialog("bert_small.onnx", inputs, {"input_ids=8x16"});
+    QCOMPARE(dialog.bindings(), QStringList{"input_ids=8x16"});
   }
 
   void cancelStopsTheWorker() {

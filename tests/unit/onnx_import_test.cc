@@ -200,6 +200,33 @@ TEST(OnnxImport, DynamicBatchIsBoundOrDefaultsToOne) {
   EXPECT_EQ(g7.value(g7.inputs()[0]).type.shape, (Shape{7, 3}));
 }
 
+TEST(OnnxImport, DeclaredInputsAreReadWithoutTheWeights) {
+  ModelBuilder m;
+  m.input("x", kFloat, {std::string("batch"), 3});
+  m.input("w", kFloat, {2, 3});  // an initializer listed as an input: not a real input
+  m.input("z", kFloat, {Dim(int64_t{4}), std::string()});
+  m.initializer("w", Tensor::fromFloats({2, 3}, {1, 2, 3, 4, 5, 6}));
+  m.node("Add", {"x", "w"}, {"y"});
+  m.output("y", kFloat, {std::string("batch"), 3});
+  const std::string path = m.write();
+  std::vector<DeclaredInput> inputs = readDeclaredInputs(path);
+  ASSERT_EQ(inputs.size(), 2u);
+  EXPECT_EQ(inputs[0].name, "x");
+  EXPECT_EQ(inputs[0].dims, (std::vector<int64_t>{-1, 3}));
+  EXPECT_EQ(inputs[0].symbols[0], "batch");
+  EXPECT_TRUE(inputs[0].isDynamic());
+  EXPECT_EQ(inputs[1].name, "z");
+  EXPECT_EQ(inputs[1].dims, (std::vector<int64_t>{4, -1}));
+  EXPECT_TRUE(inputs[1].isDynamic());
+
+  // Cut inside the graph: the reader must say so, not return what it read so far.
+  fs::resize_file(path, fs::file_size(path) / 2);
+  std::string msg = errorOf([&] { readDeclaredInputs(path); });
+  EXPECT_NE(msg.find("not a valid ONNX model"), std::string::npos) << msg;
+  msg = errorOf([&] { readDeclaredInputs(path + ".missing"); });
+  EXPECT_NE(msg.find("cannot open"), std::string::npos) << msg;
+}
+
 TEST(OnnxImport, BindingThatContradictsAStaticDimIsAnError) {
   REQUIRE_OPS("Relu");
   ModelBuilder m;
