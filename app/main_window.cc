@@ -4,7 +4,10 @@
 
 #include <QApplication>
 #include <QCloseEvent>
+#include <QCheckBox>
 #include <QDockWidget>
+#include <QHBoxLayout>
+#include <QLineEdit>
 #include <QElapsedTimer>
 #include <QVBoxLayout>
 #include <QDragEnterEvent>
@@ -41,6 +44,8 @@
 #include "views/graph_scene.h"
 #include "views/layout_job.h"
 #include "views/pattern_editor.h"
+#include "views/search_chart.h"
+#include "views/session_runner.h"
 #include "views/graph_view.h"
 #include "views/kernel_table_model.h"
 #include "views/node_inspector.h"
@@ -139,17 +144,47 @@ void MainWindow::buildUi() {
   proxy_->setSortRole(KernelTableModel::kSortRole);
   proxy_->setFilterKeyColumn(-1);
   proxy_->setFilterCaseSensitivity(Qt::CaseInsensitive);
+  settings_ = OptimizeSettings::load();
   table_ = new QTableView(this);
+  table_->setObjectName("kernelTable");
   table_->setModel(proxy_);
   table_->setSortingEnabled(true);
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->horizontalHeader()->setStretchLastSection(true);
   connect(table_->selectionModel(), &QItemSelectionModel::selectionChanged, this,
           &MainWindow::onTableSelection);
+  // Above the table: a filter over every column, the choice between the
+  // plan's kernels and every measured candidate, and predicted vs measured.
+  tableFilter_ = new QLineEdit(this);
+  tableFilter_->setPlaceholderText(tr("Filter (ops, backend, ...)"));
+  tableFilter_->setClearButtonEnabled(true);
+  connect(tableFilter_, &QLineEdit::textChanged, proxy_, &QSortFilterProxyModel::setFilterFixedString);
+  tableFilter_->setObjectName("kernelFilter");
+  allCandidates_ = new QCheckBox(tr("Every candidate"), this);
+  allCandidates_->setObjectName("allCandidates");
+  allCandidates_->setToolTip(tr("List every measured candidate, not only the plan's kernels"));
+  connect(allCandidates_, &QCheckBox::toggled, this, &MainWindow::refreshKernelTable);
+  planSummary_ = new QLabel(this);
+  planSummary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  auto* kernelPanel = new QWidget(this);
+  auto* kernelLayout = new QVBoxLayout(kernelPanel);
+  kernelLayout->setContentsMargins(2, 2, 2, 2);
+  auto* kernelBar = new QHBoxLayout;
+  kernelBar->addWidget(tableFilter_, 1);
+  kernelBar->addWidget(allCandidates_);
+  kernelBar->addWidget(planSummary_);
+  kernelLayout->addLayout(kernelBar);
+  kernelLayout->addWidget(table_, 1);
   auto* kernelDock = new QDockWidget(tr("Kernels"), this);
   kernelDock->setObjectName("kernels");
-  kernelDock->setWidget(table_);
+  kernelDock->setWidget(kernelPanel);
   addDockWidget(Qt::BottomDockWidgetArea, kernelDock);
+
+  chart_ = new SearchChart(this);
+  auto* chartDock = new QDockWidget(tr("Search"), this);
+  chartDock->setObjectName("search");
+  chartDock->setWidget(chart_);
+  addDockWidget(Qt::RightDockWidgetArea, chartDock);
 
   patternEditor_ = new PatternEditor(this);
   auto* patternDock = new QDockWidget(tr("Patterns"), this);
@@ -191,6 +226,9 @@ void MainWindow::buildUi() {
   exportMenu->addAction(tr("Node data (Model Explorer)..."), this, [this] {
     exportDialog(tr("Export node data"), "node_data.json", tr("JSON (*.json)"), &MainWindow::exportNodeData);
   });
+  exportMenu->addAction(tr("Kernel timeline (Chrome trace, Perfetto)..."), this, [this] {
+    exportDialog(tr("Export trace"), "trace.json", tr("JSON (*.json)"), &MainWindow::exportTrace);
+  });
   exportMenu->addAction(tr("Measurements as CSV..."), this, [this] {
     exportDialog(tr("Export measurements"), "measurements.csv", tr("CSV (*.csv)"),
                  &MainWindow::exportMeasurementsCsv);
@@ -213,12 +251,17 @@ void MainWindow::buildUi() {
   viewMenu->addAction(inspectorDock->toggleViewAction());
   viewMenu->addAction(kernelDock->toggleViewAction());
   viewMenu->addAction(patternDock->toggleViewAction());
+  viewMenu->addAction(chartDock->toggleViewAction());
 
   QToolBar* tools = addToolBar(tr("Main"));
   tools->setObjectName("main-toolbar");
   tools->addAction(tr("Open"), this, &MainWindow::openModelDialog);
-  optimizeAction_ = tools->addAction(tr("Optimize"), this, &MainWindow::startOptimization);
+  optimizeAction_ = tools->addAction(tr("Optimize..."), this, &MainWindow::optimizeWithOptions);
+  optimizeAction_->setToolTip(tr("Choose backends, database and time budget, then optimise"));
   optimizeAction_->setEnabled(false);
+  measureAction_ = tools->addAction(tr("Measure plan"), this, &MainWindow::measurePlan);
+  measureAction_->setToolTip(tr("Run the plan end to end (10 runs) and show it next to the prediction"));
+  measureAction_->setEnabled(false);
   tools->addAction(tr("Fit"), view_, &GraphView::fitAll);
 
   status_ = new QLabel(tr("Open an ONNX model (File > Open, or drop it here)"), this);
@@ -324,6 +367,11 @@ void MainWindow::onLayoutFinished(const GraphLayout& layout) {
   graph_ = pending_.graph;
   pending_ = LoadedModel{};
   plan_.reset();
+  lastResult_.reset();
+  if (sessionRunner_) sessionRunner_->cancel();
+  planSummary_->clear();
+  chart_->clear();
+  measureAction_->setEnabled(false);
   kernels_->clear();
   scene_->setGraph(graph_, layout);
   view_->fitAll();
@@ -374,11 +422,34 @@ void MainWindow::reloadPatternEditorSpecs() {
   if (!errors.empty()) status_->setText(QString::fromStdString(errors.front()));
 }
 
-bool MainWindow::isOptimizing() const { return worker_ && worker_->isRunning(); }
+bool MainWindow::isOptimizing() const { return optimizing_; }
+
+void MainWindow::setBackends(const QStringList& names) {
+  if (names == settings_.backends) return;
+  settings_.backends = names;
+  if (!isOptimizing()) backendSet_.reset();
+}
+
+void MainWindow::setOptimizeSettings(const OptimizeSettings& settings) {
+  setBackends(settings.backends);
+  settings_ = settings;
+}
+
+void MainWindow::optimizeWithOptions() {
+  if (!graph_ || isOptimizing()) return;
+  if (dialogsAllowed()) {
+    QStringList available;
+    for (const std::string& name : builtinBackendNames()) available << QString::fromStdString(name);
+    OptimizeOptionsDialog dialog(settings_, available, this);
+    if (dialog.exec() != QDialog::Accepted) return;
+    setOptimizeSettings(dialog.settings());
+  }
+  startOptimization();
+}
 
 OptimizationJobOptions MainWindow::jobOptions() {
   std::vector<std::string> names;
-  for (const QString& n : backendNames_) names.push_back(n.toStdString());
+  for (const QString& n : settings_.backends) names.push_back(n.toStdString());
   if (!backendSet_)
     backendSet_ = std::make_shared<BackendSet>(
         loadBackendSet(names, patternEditor_->userPatternPath().toStdString()));
@@ -388,7 +459,7 @@ OptimizationJobOptions MainWindow::jobOptions() {
   options.capabilities = backendSet_->capabilities();
   for (size_t i = 0; i < backendSet_->specs.size(); ++i)
     options.versions.emplace_back(backendSet_->specs[i].name, backendSet_->backends[i]->version());
-  options.dbPath = dbPath_.toStdString();
+  settings_.applyTo(options);
   options.workerExecutable = findCollageCli(QCoreApplication::applicationDirPath()).toStdString();
   if (options.workerExecutable.empty())
     throw Error("cannot find the 'collage' executable that measures kernels (set COLLAGE_CLI)");
@@ -407,6 +478,14 @@ void MainWindow::startOptimization() {
   }
   connect(worker_.get(), &OptimizeWorker::measureProgress, this, &MainWindow::onMeasureProgress);
   connect(worker_.get(), &OptimizeWorker::searchStep, this, &MainWindow::onSearchStep);
+  connect(worker_.get(), &OptimizeWorker::searchSteps, chart_, &SearchChart::addSteps);
+  connect(worker_.get(), &OptimizeWorker::timeBudgetExpired, this, [this] {
+    status_->setText(tr("Time budget used up: keeping the best plan so far"));
+  });
+  worker_->setTimeBudget(settings_.timeBudgetSeconds);
+  chart_->clear();
+  if (sessionRunner_) sessionRunner_->cancel();
+  optimizing_ = true;
   connect(worker_.get(), &OptimizeWorker::finished, this, &MainWindow::onOptimizationDone);
   connect(worker_.get(), &OptimizeWorker::failed, this, &MainWindow::onOptimizationError);
   setBusy(true);
@@ -427,6 +506,7 @@ void MainWindow::setBusy(bool busy) {
   cancel_->setVisible(busy);
   cancel_->setEnabled(busy);
   optimizeAction_->setEnabled(!busy && graph_);
+  measureAction_->setEnabled(!busy && plan_);
 }
 
 void MainWindow::onMeasureProgress(const MeasureProgressEvent& e) {
@@ -450,7 +530,10 @@ void MainWindow::onSearchStep(const SearchStepEvent& e) {
 }
 
 void MainWindow::onOptimizationDone(std::shared_ptr<const OptimizationResult> result) {
-  if (worker_) worker_->wait(5000);
+  // The worker's thread ends right after this signal; it is joined when the
+  // next optimisation replaces it, never waited for here.
+  optimizing_ = false;
+  lastResult_ = result;
   setBusy(false);
   if (result->hasPlan) {
     plan_ = result->plan;
@@ -460,10 +543,7 @@ void MainWindow::onOptimizationDone(std::shared_ptr<const OptimizationResult> re
       overrides_->setMeasureFn({});  // overrides that need a new measurement are refused, with the reason
     }
     overrides_->setResult(graph_, result);
-    QVector<bool> fromCache;
-    for (int32_t c : result->chosen)
-      fromCache.push_back(result->measurements.at(static_cast<size_t>(c)).fromCache);
-    showPlan(fromCache);
+    showPlan();
     status_->setText(tr("%1: predicted %2 ms, %3 kernels (%4 measured, %5 cached)")
                          .arg(result->cancelled ? tr("Cancelled, best plan so far") : tr("Done"))
                          .arg(plan_->predictedNs / 1e6, 0, 'f', 3)
@@ -474,16 +554,17 @@ void MainWindow::onOptimizationDone(std::shared_ptr<const OptimizationResult> re
     status_->setText(tr("Cancelled before every kernel was measured; no plan"));
   }
   emit optimizationFinished(result->hasPlan);
+  if (result->hasPlan) measurePlan();
 }
 
 void MainWindow::onOptimizationError(const QString& message) {
-  if (worker_) worker_->wait(5000);
+  optimizing_ = false;
   setBusy(false);
   status_->setText(tr("Optimisation failed: %1").arg(message));
   emit optimizationFailed(message);
 }
 
-void MainWindow::showPlan(const QVector<bool>& fromCache) {
+void MainWindow::showPlan() {
   if (!plan_ || !graph_) return;
   QVector<QColor> colors(graph_->numNodes());
   QMap<QString, QColor> legend;
@@ -503,12 +584,76 @@ void MainWindow::showPlan(const QVector<bool>& fromCache) {
   }
   scene_->setNodeColors(colors, legend);
   scene_->setGroups(groups, groupColors);
+  planSummary_->setText(tr("predicted %1 ms").arg(plan_->predictedNs / 1e6, 0, 'f', 3));
+  measureAction_->setEnabled(!isOptimizing());
+  refreshKernelTable();
+  onSceneSelection();
+}
+
+void MainWindow::refreshKernelTable() {
+  if (!graph_) return;
+  const OptimizationResult* result = overrides_->result();
   try {
-    kernels_->setPlan(*graph_, *plan_, fromCache);
+    if (allCandidates_->isChecked() && result) {
+      kernels_->setCandidates(*graph_, *result);
+    } else if (plan_) {
+      // Cached or fresh is known for the optimizer's own plan; after an
+      // override or for a loaded plan it is not (shown as cached).
+      QVector<bool> fromCache;
+      if (lastResult_ && lastResult_->hasPlan && planToJson(lastResult_->plan) == planToJson(*plan_))
+        for (int32_t c : lastResult_->chosen)
+          fromCache.push_back(lastResult_->measurements.at(static_cast<size_t>(c)).fromCache);
+      kernels_->setPlan(*graph_, *plan_, fromCache);
+    } else {
+      kernels_->clear();
+    }
   } catch (const std::exception& e) {
     status_->setText(tr("The plan does not match the model: %1").arg(e.what()));
   }
-  onSceneSelection();
+}
+
+QString MainWindow::planSummary() const { return planSummary_->text(); }
+
+void MainWindow::measurePlan() {
+  if (!graph_ || !plan_) return;
+  try {
+    if (!backendSet_)
+      backendSet_ = std::make_shared<BackendSet>(
+          loadBackendSet({}, patternEditor_->userPatternPath().toStdString()));
+  } catch (const std::exception& e) {
+    emit planMeasureFailed(QString::fromStdString(e.what()));
+    return;
+  }
+  sessionRunner_ = std::make_unique<SessionRunner>(
+      graph_, *plan_, [set = backendSet_](const std::string& n) { return set->find(n); }, 10);
+  const double predictedNs = plan_->predictedNs;
+  planSummary_->setText(tr("predicted %1 ms, measuring...").arg(predictedNs / 1e6, 0, 'f', 3));
+  connect(sessionRunner_.get(), &SessionRunner::finished, this,
+          [this, predictedNs](double ms, double spread, qint64 peakBytes) {
+            planSummary_->setText(formatPredictedVsMeasured(predictedNs, ms, spread) +
+                                  tr(", peak %1 MiB").arg(peakBytes / 1048576.0, 0, 'f', 1));
+            emit planMeasured(ms);
+          });
+  connect(sessionRunner_.get(), &SessionRunner::failed, this, [this](const QString& message) {
+    planSummary_->setText(tr("the plan failed to run"));
+    status_->setText(tr("Running the plan failed: %1").arg(message));
+    emit planMeasureFailed(message);
+  });
+  sessionRunner_->start();
+}
+
+bool MainWindow::exportTrace(const QString& path, QString* error) {
+  if (!sessionRunner_ || sessionRunner_->isRunning() || sessionRunner_->timings().empty()) {
+    if (error) *error = tr("no kernel timings yet: Measure plan first");
+    return false;
+  }
+  try {
+    exportChromeTrace(sessionRunner_->plan(), sessionRunner_->timings(), path.toStdString());
+    return true;
+  } catch (const std::exception& e) {
+    if (error) *error = QString::fromStdString(e.what());
+    return false;
+  }
 }
 
 void MainWindow::onSceneSelection() {
@@ -520,7 +665,7 @@ void MainWindow::onPlanChanged(const Plan& plan) {
   const bool same = plan_ && planToJson(*plan_) == planToJson(plan);
   plan_ = plan;
   if (!same) {
-    showPlan({});
+    showPlan();
     status_->setText(tr("Plan: predicted %1 ms, %2 kernels")
                          .arg(plan_->predictedNs / 1e6, 0, 'f', 3)
                          .arg(plan_->groups.size()));
@@ -716,7 +861,7 @@ bool MainWindow::openPlan(const QString& path, QString* error) {
       available.push_back({backendSet_->specs[i].name, backendSet_->backends[i]->version()});
     std::vector<std::string> warnings = checkPlanAgainst(plan, *graph_, modelPath_.toStdString(), available);
     plan_ = std::move(plan);
-    showPlan({});
+    showPlan();
     QString text = tr("Plan %1: predicted %2 ms, %3 kernels")
                        .arg(QFileInfo(path).fileName())
                        .arg(plan_->predictedNs / 1e6, 0, 'f', 3)

@@ -15,9 +15,12 @@
 #include "core/optimization_job.h"
 #include "core/plan.h"
 #include "views/graph_layout.h"
+#include "views/optimize_options.h"
 
 class QAction;
+class QCheckBox;
 class QLabel;
+class QLineEdit;
 class QMenu;
 class QProgressBar;
 class QPushButton;
@@ -31,6 +34,8 @@ class GraphScene;
 class GraphView;
 class FindBar;
 class InspectorPanel;
+class SearchChart;
+class SessionRunner;
 class LayoutJob;
 class PatternEditor;
 class OverrideController;
@@ -65,9 +70,20 @@ class MainWindow : public QMainWindow {
   QStringList inputShapes() const { return inputShapes_; }
   QStringList recentFiles() const;
   // Measurement database for the next optimisation ("" = the default one).
-  void setDatabasePath(const QString& path) { dbPath_ = path; }
+  void setDatabasePath(const QString& path) { settings_.dbPath = path; }
   // Backends for the next optimisation (empty = all).
-  void setBackends(const QStringList& names) { backendNames_ = names; }
+  void setBackends(const QStringList& names);
+  // Everything the options dialog sets (backends, database, time budget,
+  // per-kernel timeout); persisted by the dialog.
+  const OptimizeSettings& optimizeSettings() const { return settings_; }
+  void setOptimizeSettings(const OptimizeSettings& settings);
+  SearchChart* searchChart() const { return chart_; }
+  // "predicted X ms, measured Y ms" once the plan has run in a Session.
+  QString planSummary() const;
+  // Runs the current plan in a Session (10 timed runs) on a worker thread;
+  // planMeasured() follows. Also done after every optimisation.
+  void measurePlan();
+  bool exportTrace(const QString& path, QString* error = nullptr);  // needs measurePlan() first
 
   GraphScene* graphScene() const { return scene_; }
   PatternEditor* patternEditor() const { return patternEditor_; }
@@ -88,6 +104,8 @@ class MainWindow : public QMainWindow {
 
  public slots:
   void startOptimization();
+  // Asks for the options (backends, database, budget), then optimises.
+  void optimizeWithOptions();
   void cancelOptimization();
   void openModelDialog();
 
@@ -96,6 +114,8 @@ class MainWindow : public QMainWindow {
   void loadFailed(QString message);
   void optimizationFinished(bool hasPlan);
   void optimizationFailed(QString message);
+  void planMeasured(double medianMs);
+  void planMeasureFailed(QString message);
 
  protected:
   void dragEnterEvent(QDragEnterEvent* event) override;
@@ -113,7 +133,7 @@ class MainWindow : public QMainWindow {
   void onSearchStep(const SearchStepEvent& e);
   void onOptimizationDone(std::shared_ptr<const OptimizationResult> result);
   void onOptimizationError(const QString& message);
-  void showPlan(const QVector<bool>& fromCache);
+  void showPlan();
   void onSceneSelection();
   void onTableSelection();
   void savePlanDialog();
@@ -127,6 +147,7 @@ class MainWindow : public QMainWindow {
   void rebuildRecentMenu();
   bool dialogsAllowed() const;
   void setBusy(bool busy);
+  void refreshKernelTable();
   void showGraphContextMenu(const QPoint& pos);
   void onPlanChanged(const Plan& plan);
   // The job's options for the open model and the chosen backends (Error if
@@ -144,6 +165,7 @@ class MainWindow : public QMainWindow {
   QPushButton* cancel_ = nullptr;
   QLabel* status_ = nullptr;
   QAction* optimizeAction_ = nullptr;
+  QAction* measureAction_ = nullptr;
   QMenu* recentMenu_ = nullptr;
   QFutureWatcher<LoadedModel> importWatcher_;
   LayoutJob* layoutJob_ = nullptr;
@@ -156,8 +178,14 @@ class MainWindow : public QMainWindow {
   QStringList inputShapes_;  // of the open model
   std::shared_ptr<const Graph> graph_;
   std::optional<Plan> plan_;
-  QString dbPath_;
-  QStringList backendNames_;
+  OptimizeSettings settings_;
+  SearchChart* chart_ = nullptr;
+  QLabel* planSummary_ = nullptr;
+  QLineEdit* tableFilter_ = nullptr;
+  QCheckBox* allCandidates_ = nullptr;
+  std::unique_ptr<SessionRunner> sessionRunner_;
+  bool optimizing_ = false;
+  std::shared_ptr<const OptimizationResult> lastResult_;
   std::shared_ptr<BackendSet> backendSet_;  // outlives the worker: candidates point into its specs
   std::unique_ptr<OptimizeWorker> worker_;
 };

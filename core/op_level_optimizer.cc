@@ -1,5 +1,6 @@
 #include "core/op_level_optimizer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <queue>
 #include <unordered_map>
@@ -61,6 +62,27 @@ void completeGreedily(const OpLevelProblem& p, NodeSet covered, OpLevelResult& r
   }
 }
 
+// The cost of a complete cover that extends `covered` greedily, as
+// completeGreedily does, or +inf at a dead end. Only for progress events: a
+// Dijkstra search has no complete plan until it ends, so each event reports
+// the plan through the frontier's cheapest state (an upper bound that falls
+// to the optimum).
+Cost greedyCompletionCost(const OpLevelProblem& p, NodeSet covered, Cost cost) {
+  const int32_t n = p.graph->numNodes();
+  while (true) {
+    NodeId low = covered.firstMissing();
+    if (low >= n) return cost;
+    int32_t best = -1;
+    for (int32_t c : p.candidates->startingAt(low)) {
+      if (!usable(p, c) || (*p.candidates)[c].nodes.intersects(covered)) continue;
+      if (best < 0 || kernelCost(p, c) < kernelCost(p, best)) best = c;
+    }
+    if (best < 0) return kInvalidCost;
+    cost += kernelCost(p, best);
+    covered |= (*p.candidates)[best].nodes;
+  }
+}
+
 }  // namespace
 
 OpLevelResult optimizeOpLevel(const OpLevelProblem& p, SearchObserver* observer,
@@ -92,6 +114,9 @@ OpLevelResult optimizeOpLevel(const OpLevelProblem& p, SearchObserver* observer,
   push(NodeSet(n), 0.0, -1, -1);
   int32_t goal = -1;
   int32_t deepest = 0;  // the popped state with most nodes, for a cancelled search
+  const int64_t stepPeriod = std::clamp<int64_t>(n / 64, 1, 2048);
+  int steps = 0;
+  Cost bestSample = kInvalidCost;  // cheapest greedy completion seen, for the events
   while (!queue.empty()) {
     auto [cost, s] = queue.top();
     queue.pop();
@@ -108,10 +133,16 @@ OpLevelResult optimizeOpLevel(const OpLevelProblem& p, SearchObserver* observer,
       r.cancelled = true;
       break;
     }
-    if (observer && r.statesExpanded % 2048 == 0)
+    // About 64 events over a search (states expanded are of the order of the
+    // node count): enough for a chart, cheap next to the search itself.
+    if (observer && r.statesExpanded % stepPeriod == 0) {
+      Cost sample = greedyCompletionCost(p, sets[s], cost);
+      if (sample < bestSample) bestSample = sample;
       observer->onSearchStep(SearchStepEvent{
-          "op-level", static_cast<int>(r.statesExpanded / 2048), static_cast<int>(r.statesExpanded),
-          cost, cost, std::chrono::duration<double>(Clock::now() - start).count()});
+          "op-level", ++steps, static_cast<int>(r.statesExpanded),
+          isKnown(bestSample) ? bestSample : cost, isKnown(sample) ? sample : cost,
+          std::chrono::duration<double>(Clock::now() - start).count()});
+    }
     bool any = false;
     for (int32_t c : p.candidates->startingAt(low)) {
       if (!usable(p, c)) continue;
@@ -142,7 +173,7 @@ OpLevelResult optimizeOpLevel(const OpLevelProblem& p, SearchObserver* observer,
   }
   r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (observer)
-    observer->onSearchStep(SearchStepEvent{"op-level", static_cast<int>(r.statesExpanded / 2048) + 1,
+    observer->onSearchStep(SearchStepEvent{"op-level", steps + 1,
                                            static_cast<int>(r.statesExpanded), r.total, r.total,
                                            r.seconds});
   return r;

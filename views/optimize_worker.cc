@@ -5,13 +5,18 @@
 #include <QFileInfo>
 #include <QMetaObject>
 
+#include <chrono>
 #include <exception>
+#include <thread>
 
 namespace collage {
 namespace {
 
 // Forwards core events as queued signals, throttled: an event is sent when
 // 50 ms passed since the previous one of its kind, or when it is a final one.
+// Step events are also collected into batches, so a search that steps faster
+// than the throttle (the op-level DP makes its ~64 steps in milliseconds)
+// still draws every step.
 class ThrottledObserver : public SearchObserver {
  public:
   explicit ThrottledObserver(OptimizeWorker* worker) : worker_(worker) {
@@ -25,6 +30,8 @@ class ThrottledObserver : public SearchObserver {
     emit worker_->measureProgress(e);
   }
   void onSearchStep(const SearchStepEvent& e) override {
+    batch_.push_back(e);
+    if (batch_.size() > OptimizeWorker::kMaxBatch) thin();
     if (stepSent_ && stepClock_.elapsed() < kIntervalMs) {
       lastStep_ = e;
       pendingStep_ = true;
@@ -34,19 +41,35 @@ class ThrottledObserver : public SearchObserver {
     pendingStep_ = false;
     stepClock_.restart();
     emit worker_->searchStep(e);
+    sendBatch();
   }
   void onLog(const std::string& line) override { emit worker_->logLine(QString::fromStdString(line)); }
   void flush() {
     if (pendingStep_) emit worker_->searchStep(lastStep_);
     pendingStep_ = false;
+    sendBatch();
   }
 
  private:
+  void sendBatch() {
+    if (batch_.isEmpty()) return;
+    emit worker_->searchSteps(batch_);
+    batch_.clear();
+  }
+  // Keeps every other step (and always the last), halving the batch.
+  void thin() {
+    QVector<SearchStepEvent> kept;
+    kept.reserve(batch_.size() / 2 + 1);
+    for (int i = batch_.size() - 1; i >= 0; i -= 2) kept.push_front(batch_[i]);
+    batch_ = std::move(kept);
+  }
+
   static constexpr qint64 kIntervalMs = 50;
   OptimizeWorker* worker_;
   QElapsedTimer measureClock_, stepClock_;
   bool measureSent_ = false, stepSent_ = false, pendingStep_ = false;
   SearchStepEvent lastStep_;
+  QVector<SearchStepEvent> batch_;
 };
 
 }  // namespace
@@ -54,6 +77,7 @@ class ThrottledObserver : public SearchObserver {
 void OptimizeWorker::registerMetaTypes() {
   qRegisterMetaType<collage::MeasureProgressEvent>("collage::MeasureProgressEvent");
   qRegisterMetaType<collage::SearchStepEvent>("collage::SearchStepEvent");
+  qRegisterMetaType<QVector<collage::SearchStepEvent>>("QVector<collage::SearchStepEvent>");
   qRegisterMetaType<std::shared_ptr<const collage::OptimizationResult>>(
       "std::shared_ptr<const collage::OptimizationResult>");
 }
@@ -78,16 +102,44 @@ void OptimizeWorker::start() {
 void OptimizeWorker::runJob() {
   // Signals emitted here cross to the receivers' (UI) thread as queued
   // connections: this object lives on the UI thread, the emitter does not.
+  //
+  // The budget is watched by a thread of its own rather than a QTimer: the
+  // job's thread has no event loop while it runs, and the UI thread's timers
+  // must not be what stops a job (a test or a modal dialog may hold it).
+  std::thread watcher;
+  if (budgetSeconds_ > 0) watcher = std::thread([this] { watchBudget(); });
   ThrottledObserver observer(this);
+  auto stopWatcher = [&] {
+    {
+      std::lock_guard<std::mutex> lock(budgetMutex_);
+      jobDone_ = true;
+    }
+    budgetWake_.notify_all();
+    if (watcher.joinable()) watcher.join();
+  };
   try {
     auto result = std::make_shared<OptimizationResult>(
         runOptimizationJob(*graph_, options_, &observer, &token_));
+    stopWatcher();
     observer.flush();
     emit finished(std::move(result));
   } catch (const std::exception& e) {
+    stopWatcher();
     observer.flush();
     emit failed(QString::fromStdString(e.what()));
   }
+}
+
+void OptimizeWorker::watchBudget() {
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                      std::chrono::duration<double>(budgetSeconds_));
+  std::unique_lock<std::mutex> lock(budgetMutex_);
+  if (budgetWake_.wait_until(lock, deadline, [this] { return jobDone_; })) return;
+  budgetExpired_.store(true);
+  token_.cancel();
+  lock.unlock();
+  emit timeBudgetExpired();
 }
 
 QString findCollageCli(const QString& appDir) {

@@ -1,13 +1,24 @@
 // Runs the optimization job (core/optimization_job.h) on a QThread. Search
-// events become queued signals carrying copies, at most ~20 a second (the
-// last event of each kind is always delivered); the UI thread never waits on
-// the worker. Cancel sets the core's CancellationToken from any thread.
+// events become queued signals carrying copies, at most ~20 a second per
+// signal (the last event of each kind is always delivered); the UI thread
+// never waits on the worker. Cancel sets the core's CancellationToken from
+// any thread. A time budget cancels the job when it runs out, so the job
+// keeps what it has (the best plan so far, or none while still measuring).
+//
+//   auto* w = new OptimizeWorker(graph, options, this);
+//   w->setTimeBudget(settings.timeBudgetSeconds);
+//   connect(w, &OptimizeWorker::searchSteps, chart, &SearchChart::addSteps);
+//   w->start();
 #pragma once
 
 #include <QObject>
 #include <QString>
 #include <QThread>
+#include <QVector>
+#include <atomic>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 
 #include "core/graph.h"
 #include "core/optimization_job.h"
@@ -27,6 +38,13 @@ class OptimizeWorker : public QObject {
                  QObject* parent = nullptr);
   ~OptimizeWorker() override;
 
+  // Wall-clock seconds from start() after which the job is cancelled
+  // (0 = no budget). Call before start().
+  void setTimeBudget(double seconds) { budgetSeconds_ = seconds; }
+  double timeBudget() const { return budgetSeconds_; }
+  // True once the budget ran out and cancelled the job (any thread).
+  bool budgetExpired() const { return budgetExpired_.load(); }
+
   // Starts the job on its own thread; returns at once.
   void start();
   bool isRunning() const { return thread_ && thread_->isRunning(); }
@@ -36,21 +54,36 @@ class OptimizeWorker : public QObject {
   bool wait(unsigned long ms) { return !thread_ || thread_->wait(ms); }
 
   static void registerMetaTypes();
+  static constexpr int kMaxBatch = 512;
 
  signals:
   void measureProgress(collage::MeasureProgressEvent event);
+  // The latest step (throttled: intermediate steps may be skipped).
   void searchStep(collage::SearchStepEvent event);
+  // Every step since the previous batch, in order (throttled by batching,
+  // nothing skipped unless a batch grows past kMaxBatch, then it is thinned
+  // evenly, keeping its last step): what a chart wants.
+  void searchSteps(QVector<collage::SearchStepEvent> events);
+  // The time budget ran out and the job was told to stop; finished() follows.
+  void timeBudgetExpired();
   void logLine(QString line);
   void finished(std::shared_ptr<const collage::OptimizationResult> result);
   void failed(QString message);
 
  private:
   void runJob();  // on thread_
+  void watchBudget();  // on its own std::thread while the job runs
 
   std::shared_ptr<const Graph> graph_;
   OptimizationJobOptions options_;
   CancellationToken token_;
   std::unique_ptr<QThread> thread_;
+  double budgetSeconds_ = 0;
+  std::atomic<bool> budgetExpired_{false};
+  // The budget watcher sleeps on this until the deadline or the job's end.
+  std::mutex budgetMutex_;
+  std::condition_variable budgetWake_;
+  bool jobDone_ = false;
 };
 
 // Where the `collage` CLI (the measurement worker) is: $COLLAGE_CLI, then next

@@ -3,7 +3,10 @@
 #include <cmath>
 
 #include <QAbstractItemModelTester>
+#include <QCheckBox>
+#include <QLineEdit>
 #include <QSettings>
+#include <QTableView>
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
 #include <QTemporaryDir>
@@ -17,6 +20,7 @@
 #include "core/plan_override.h"
 #include "views/override_commands.h"
 #include "views/pattern_editor.h"
+#include "views/search_chart.h"
 #include "views/graph_layout.h"
 #include "views/graph_scene.h"
 #include "views/kernel_table_model.h"
@@ -117,11 +121,31 @@ class GuiTests : public QObject {
                                     QAbstractItemModelTester::FailureReportingMode::QtTest);
     QSignalSpy done(&window, &MainWindow::optimizationFinished);
     QSignalSpy failed(&window, &MainWindow::optimizationFailed);
+    QSignalSpy measured(&window, &MainWindow::planMeasured);
     window.startOptimization();
     QVERIFY(window.isOptimizing());
     QTRY_VERIFY_WITH_TIMEOUT(!done.isEmpty() || !failed.isEmpty(), 300000);
     QVERIFY2(failed.isEmpty(), failed.isEmpty() ? "" : qPrintable(failed.front().front().toString()));
     QCOMPARE(done.front().front().toBool(), true);
+    // The search drew its steps, and the plan then ran end to end in a Session.
+    QVERIFY(window.searchChart()->chart()->series().size() >= 2);
+    QTRY_VERIFY_WITH_TIMEOUT(!measured.isEmpty(), 120000);
+    QVERIFY(measured.front().front().toDouble() > 0);
+    QVERIFY2(window.planSummary().contains("measured"), qPrintable(window.planSummary()));
+    QTemporaryDir traceDir;
+    QString traceError;
+    QVERIFY2(window.exportTrace(traceDir.filePath("trace.json"), &traceError), qPrintable(traceError));
+    QVERIFY(QFileInfo(traceDir.filePath("trace.json")).size() > 0);
+    // Every candidate behind the plan, then a filter over the table.
+    window.findChild<QCheckBox*>("allCandidates")->setChecked(true);
+    QVERIFY(window.kernelModel()->rowCount() > static_cast<int>(window.plan()->groups.size()));
+    auto* filter = window.findChild<QLineEdit*>("kernelFilter");
+    auto* proxy = window.findChild<QTableView*>("kernelTable")->model();
+    filter->setText("native");
+    QVERIFY(proxy->rowCount() > 0 && proxy->rowCount() < window.kernelModel()->rowCount());
+    filter->clear();
+    window.findChild<QCheckBox*>("allCandidates")->setChecked(false);
+    QCOMPARE(window.kernelModel()->rowCount(), static_cast<int>(window.plan()->groups.size()));
     QVERIFY(window.plan() != nullptr);
     const Plan& plan = *window.plan();
     QCOMPARE(window.kernelModel()->rowCount(), static_cast<int>(plan.groups.size()));

@@ -1,0 +1,388 @@
+// The optimize panel's parts on the offscreen platform: the search chart, the
+// options dialog, the worker's time budget, the Session runner, the kernel
+// table's all-candidates mode and the UI stall monitor.
+#include <cmath>
+
+#include <QAbstractItemModelTester>
+#include <QCheckBox>
+#include <QDoubleSpinBox>
+#include <QLineEdit>
+#include <QLineSeries>
+#include <QValueAxis>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QSortFilterProxyModel>
+#include <QTemporaryDir>
+#include <QThread>
+#include <QtTest>
+
+#include "backends/backend_list.h"
+#include "core/candidate.h"
+#include "core/onnx_import.h"
+#include "core/op_level_optimizer.h"
+#include "core/optimization_job.h"
+#include "core/plan.h"
+#include "views/kernel_table_model.h"
+#include "views/optimize_options.h"
+#include "views/optimize_worker.h"
+#include "views/search_chart.h"
+#include "views/session_runner.h"
+#include "views/ui_stall_monitor.h"
+
+using namespace collage;
+
+namespace {
+
+QString model(const char* name) {
+  return QStringLiteral(COLLAGE_SOURCE_DIR "/resources/models/") + name + ".onnx";
+}
+
+SearchStepEvent step(const char* search, int s, double bestMs, double meanMs) {
+  return SearchStepEvent{search, s, s * 10, bestMs * 1e6, meanMs * 1e6, s * 0.1};
+}
+
+// Collects the optimizer's step events.
+class StepRecorder : public SearchObserver {
+ public:
+  void onSearchStep(const SearchStepEvent& e) override { steps.push_back(e); }
+  QVector<SearchStepEvent> steps;
+};
+
+// A deterministic stand-in for measurements: a per-node price per backend,
+// with fused groups cheaper than their parts.
+std::vector<Measurement> fakeMeasurements(const CandidateSet& candidates) {
+  std::vector<Measurement> out;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const Candidate& c = candidates[i];
+    Measurement m;
+    m.status = MeasurementStatus::Ok;
+    const double perNode = c.backend == "onednn" ? 900 : c.backend == "openblas" ? 1100 : 1500;
+    m.medianNs = perNode * std::pow(c.nodes.count(), 0.8) + 37 * static_cast<double>(i % 7);
+    m.spread = 0.02;
+    m.samples = 9;
+    m.fromCache = i % 2 == 0;
+    out.push_back(m);
+  }
+  return out;
+}
+
+}  // namespace
+
+class OptimizePanelTests : public QObject {
+  Q_OBJECT
+ private slots:
+  void initTestCase() {
+    QCoreApplication::setOrganizationName("CollageTests");
+    QCoreApplication::setApplicationName("optimize_panel_tests");
+    qputenv("COLLAGE_CLI", COLLAGE_CLI_PATH);
+    OptimizeWorker::registerMetaTypes();
+  }
+
+  void chartKeepsTwoLinesPerSearch() {
+    SearchChart chart;
+    chart.resize(400, 300);
+    chart.show();
+    QVector<SearchStepEvent> opLevel;
+    for (int s = 1; s <= 5; ++s) opLevel.push_back(step("op-level", s, 10.0 - s, 12.0 - s));
+    chart.addSteps(opLevel);
+    chart.addStep(step("graph-level", 1, 4.5, 6));
+    chart.addSteps({step("graph-level", 2, 4.0, 5), step("graph-level", 3, 3.5, 4.8)});
+    QCOMPARE(chart.chart()->series().size(), 4);
+    QCOMPARE(chart.searchCount(), 2);
+    QCOMPARE(chart.bestSeries("op-level")->count(), 5);
+    QCOMPARE(chart.meanSeries("op-level")->count(), 5);
+    QCOMPARE(chart.bestSeries("graph-level")->count(), 3);
+    QCOMPARE(chart.meanSeries("graph-level")->count(), 3);
+    QCOMPARE(chart.bestSeries("op-level")->at(4).y(), 5.0);  // milliseconds
+    // The second search continues to the right of the first.
+    QVERIFY(chart.bestSeries("graph-level")->at(0).x() > chart.bestSeries("op-level")->at(4).x());
+    QCOMPARE(chart.evaluations("graph-level"), 30);
+    QVERIFY(chart.chart()->title().contains("graph-level"));
+    // Every point is inside the auto-ranged axes.
+    auto* y = qobject_cast<QtCharts::QValueAxis*>(chart.chart()->axes(Qt::Vertical).front());
+    auto* x = qobject_cast<QtCharts::QValueAxis*>(chart.chart()->axes(Qt::Horizontal).front());
+    QVERIFY(y && x);
+    for (auto* series : chart.chart()->series())
+      for (const QPointF& p : static_cast<QtCharts::QLineSeries*>(series)->points()) {
+        QVERIFY(p.y() >= y->min() && p.y() <= y->max());
+        QVERIFY(p.x() >= x->min() && p.x() <= x->max());
+      }
+    // An unknown or invalid cost is not drawn.
+    chart.addStep(SearchStepEvent{"op-level", 6, 60, NAN, INFINITY, 1});
+    QCOMPARE(chart.bestSeries("op-level")->count(), 5);
+    chart.clear();
+    QCOMPARE(chart.chart()->series().size(), 0);
+    QVERIFY(chart.bestSeries("op-level") == nullptr);
+  }
+
+  void opLevelSearchDrawsASeriesForARealModel() {
+    // The DP on resnet50_small's real candidates (costs made up): it must
+    // report enough steps for a chart, the best line falls to the optimum.
+    Graph graph = importOnnx(model("resnet50_small").toStdString());
+    BackendSet backends = loadBackendSet();
+    CandidateSet candidates = enumerateCandidates(graph, backends.capabilities());
+    std::vector<Measurement> measurements = fakeMeasurements(candidates);
+    std::vector<Cost> costs;
+    for (const auto& m : measurements) costs.push_back(m.cost());
+    OpLevelProblem problem{&graph, &candidates, costs, nullptr, {}};
+    StepRecorder recorder;
+    OpLevelResult r = optimizeOpLevel(problem, &recorder);
+    OpLevelResult silent = optimizeOpLevel(problem);
+    QVERIFY(r.chosen == silent.chosen);  // reporting does not change the result
+    QVERIFY2(recorder.steps.size() >= 10, qPrintable(QString::number(recorder.steps.size())));
+    for (int i = 1; i < recorder.steps.size(); ++i) {
+      QVERIFY(recorder.steps[i].bestCostNs <= recorder.steps[i - 1].bestCostNs + 1e-6);
+      QVERIFY(recorder.steps[i].step > recorder.steps[i - 1].step);
+    }
+    QCOMPARE(recorder.steps.back().bestCostNs, r.total);
+    SearchChart chart;
+    chart.addSteps(recorder.steps);
+    QCOMPARE(chart.bestSeries("op-level")->count(), recorder.steps.size());
+  }
+
+  void optionsRoundTripThroughSettings() {
+    QSettings().remove("optimize");
+    OptimizeSettings defaults = OptimizeSettings::load();
+    QVERIFY(defaults.backends.isEmpty());
+    QCOMPARE(defaults.timeBudgetSeconds, 0.0);
+
+    OptimizeSettings s;
+    s.backends = QStringList{"onednn", "native"};
+    s.dbPath = "/tmp/some/measurements.sqlite";
+    s.noDb = true;
+    s.timeBudgetSeconds = 30;
+    s.kernelTimeoutSeconds = 12;
+    const QStringList available = {"onednn", "openblas", "native"};
+    OptimizeOptionsDialog dialog(s, available);
+    QVERIFY(dialog.backendBox("onednn")->isChecked());
+    QVERIFY(!dialog.backendBox("openblas")->isChecked());
+    QCOMPARE(dialog.dbPathEdit()->text(), s.dbPath);
+    QVERIFY(!dialog.dbPathEdit()->isEnabled());  // "no database" disables the path
+    QCOMPARE(dialog.settings(), s);
+    dialog.accept();
+    QCOMPARE(OptimizeSettings::load(), s);
+
+    // Edit through the widgets: all backends checked means "all" (empty).
+    dialog.backendBox("openblas")->setChecked(true);
+    dialog.noDbBox()->setChecked(false);
+    dialog.timeBudgetBox()->setValue(0);
+    dialog.accept();
+    OptimizeSettings loaded = OptimizeSettings::load();
+    QVERIFY(loaded.backends.isEmpty());
+    QCOMPARE(loaded.noDb, false);
+    QCOMPARE(loaded.timeBudgetSeconds, 0.0);
+    QCOMPARE(loaded.kernelTimeoutSeconds, 12.0);
+    OptimizeOptionsDialog again(loaded, available);
+    QCOMPARE(again.settings(), loaded);
+
+    OptimizationJobOptions options;
+    loaded.applyTo(options);
+    QCOMPARE(QString::fromStdString(options.dbPath), s.dbPath);
+    QCOMPARE(options.timeoutSeconds, 12.0);
+    QSettings().remove("optimize");
+  }
+
+  void workerStopsWhenTheTimeBudgetRunsOut() {
+    QTemporaryDir dir;
+    auto graph = std::make_shared<const Graph>(importOnnx(model("resnet50_small").toStdString()));
+    auto backends = std::make_shared<BackendSet>(loadBackendSet());
+    OptimizationJobOptions options;
+    options.modelPath = model("resnet50_small").toStdString();
+    options.capabilities = backends->capabilities();
+    for (size_t i = 0; i < backends->specs.size(); ++i)
+      options.versions.emplace_back(backends->specs[i].name, backends->backends[i]->version());
+    options.dbPath = dir.filePath("measurements.sqlite").toStdString();
+    options.workerExecutable = COLLAGE_CLI_PATH;
+    OptimizeWorker worker(graph, options);
+    worker.setTimeBudget(1);
+    QSignalSpy finished(&worker, &OptimizeWorker::finished);
+    QSignalSpy failed(&worker, &OptimizeWorker::failed);
+    QSignalSpy expired(&worker, &OptimizeWorker::timeBudgetExpired);
+    QSignalSpy progress(&worker, &OptimizeWorker::measureProgress);
+    UiStallMonitor monitor(10);
+    monitor.start();
+    worker.start();
+    QVERIFY(worker.isRunning());  // start() returned while the job runs
+    QTRY_VERIFY_WITH_TIMEOUT(!finished.isEmpty() || !failed.isEmpty(), 300000);
+    QVERIFY2(failed.isEmpty(), failed.isEmpty() ? "" : qPrintable(failed.front().front().toString()));
+    // A cold resnet50_small on every backend takes far more than a second.
+    QVERIFY(worker.budgetExpired());
+    QCOMPARE(expired.size(), 1);
+    auto result = finished.front().front().value<std::shared_ptr<const OptimizationResult>>();
+    QVERIFY(result != nullptr);
+    QVERIFY(result->cancelled);
+    if (result->hasPlan) QVERIFY(!result->plan.groups.empty());
+    QVERIFY(!progress.isEmpty());
+    // The UI thread kept turning while the job ran.
+    QVERIFY(monitor.ticks() > 0);
+    QVERIFY(worker.wait(60000));
+  }
+
+  void workerDeliversEveryStepToTheChart() {
+    // A whole (cold) optimisation of a small model: the DP's steps arrive in
+    // batches and the chart's best line ends at the plan's predicted total.
+    QTemporaryDir dir;
+    auto graph = std::make_shared<const Graph>(importOnnx(model("dcgan_small").toStdString()));
+    auto backends = std::make_shared<BackendSet>(loadBackendSet());
+    OptimizationJobOptions options;
+    options.modelPath = model("dcgan_small").toStdString();
+    options.capabilities = backends->capabilities();
+    for (size_t i = 0; i < backends->specs.size(); ++i)
+      options.versions.emplace_back(backends->specs[i].name, backends->backends[i]->version());
+    options.dbPath = dir.filePath("measurements.sqlite").toStdString();
+    options.workerExecutable = COLLAGE_CLI_PATH;
+    OptimizeWorker worker(graph, options);
+    SearchChart chart;
+    connect(&worker, &OptimizeWorker::searchSteps, &chart, &SearchChart::addSteps);
+    QSignalSpy finished(&worker, &OptimizeWorker::finished);
+    QSignalSpy failed(&worker, &OptimizeWorker::failed);
+    QSignalSpy steps(&worker, &OptimizeWorker::searchSteps);
+    worker.start();
+    QTRY_VERIFY_WITH_TIMEOUT(!finished.isEmpty() || !failed.isEmpty(), 600000);
+    QVERIFY2(failed.isEmpty(), failed.isEmpty() ? "" : qPrintable(failed.front().front().toString()));
+    auto result = finished.front().front().value<std::shared_ptr<const OptimizationResult>>();
+    QVERIFY(result->hasPlan && !result->cancelled);
+    QVERIFY(!worker.budgetExpired());
+    int delivered = 0;
+    for (const auto& args : steps) delivered += args.front().value<QVector<SearchStepEvent>>().size();
+    QVERIFY(chart.bestSeries("op-level") != nullptr);
+    QCOMPARE(chart.bestSeries("op-level")->count(), delivered);
+    QVERIFY(delivered >= 2);
+    QCOMPARE(chart.bestSeries("op-level")->points().back().y(), result->plan.predictedNs / 1e6);
+  }
+
+  void sessionRunnerMeasuresAPlan() {
+    auto graph = std::make_shared<const Graph>(importOnnx(model("dcgan_small").toStdString()));
+    auto backends = std::make_shared<BackendSet>(loadBackendSet({"native"}));
+    Plan plan = singleNodePlan(*graph, "native");
+    SessionRunner runner(graph, plan, [backends](const std::string& n) { return backends->find(n); }, 4);
+    QSignalSpy finished(&runner, &SessionRunner::finished);
+    QSignalSpy failed(&runner, &SessionRunner::failed);
+    QSignalSpy progress(&runner, &SessionRunner::progress);
+    runner.start();
+    QTRY_VERIFY_WITH_TIMEOUT(!finished.isEmpty() || !failed.isEmpty(), 120000);
+    QVERIFY2(failed.isEmpty(), failed.isEmpty() ? "" : qPrintable(failed.front().front().toString()));
+    QVERIFY(finished.front().at(0).toDouble() > 0);
+    QVERIFY(finished.front().at(1).toDouble() >= 0);
+    QVERIFY(finished.front().at(2).toLongLong() > 0);
+    QCOMPARE(progress.size(), 4);
+    QVERIFY(formatPredictedVsMeasured(2.5e6, 3.0, 0.1).contains("predicted 2.500 ms"));
+  }
+
+  void sessionRunnerCancelsBetweenRuns() {
+    auto graph = std::make_shared<const Graph>(importOnnx(model("dcgan_small").toStdString()));
+    auto backends = std::make_shared<BackendSet>(loadBackendSet({"native"}));
+    SessionRunner runner(graph, singleNodePlan(*graph, "native"),
+                         [backends](const std::string& n) { return backends->find(n); }, 100000);
+    QSignalSpy cancelled(&runner, &SessionRunner::cancelled);
+    QSignalSpy finished(&runner, &SessionRunner::finished);
+    QSignalSpy progress(&runner, &SessionRunner::progress);
+    runner.start();
+    QTRY_VERIFY_WITH_TIMEOUT(!progress.isEmpty(), 120000);
+    runner.cancel();
+    QTRY_VERIFY_WITH_TIMEOUT(!cancelled.isEmpty(), 120000);
+    QVERIFY(finished.isEmpty());
+  }
+
+  void sessionRunnerReportsABadPlan() {
+    auto graph = std::make_shared<const Graph>(importOnnx(model("dcgan_small").toStdString()));
+    Plan plan = singleNodePlan(*graph, "nosuchbackend");
+    SessionRunner runner(graph, plan, [](const std::string&) { return nullptr; });
+    QSignalSpy failed(&runner, &SessionRunner::failed);
+    runner.start();
+    QTRY_VERIFY_WITH_TIMEOUT(!failed.isEmpty(), 60000);
+    QVERIFY(!failed.front().front().toString().isEmpty());
+  }
+
+  void kernelTableListsEveryCandidate() {
+    Graph graph = importOnnx(model("resnet50_small").toStdString());
+    BackendSet backends = loadBackendSet();
+    OptimizationResult result;
+    result.candidates = enumerateCandidates(graph, backends.capabilities());
+    result.measurements = fakeMeasurements(result.candidates);
+    result.measurements[1].status = MeasurementStatus::Invalid;
+    result.measurements[1].message = "refused";
+    result.measured.assign(result.candidates.size(), true);
+    std::vector<Cost> costs;
+    for (const auto& m : result.measurements) costs.push_back(m.cost());
+    OpLevelResult r = optimizeOpLevel(OpLevelProblem{&graph, &result.candidates, costs, nullptr, {}});
+    result.chosen = r.chosen;
+    result.hasPlan = true;
+
+    KernelTableModel kernels;
+    QAbstractItemModelTester tester(&kernels, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QSortFilterProxyModel proxy;
+    QAbstractItemModelTester proxyTester(&proxy, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    proxy.setSourceModel(&kernels);
+    proxy.setSortRole(KernelTableModel::kSortRole);
+    kernels.setCandidates(graph, result);
+    QVERIFY(kernels.mode() == KernelTableModel::Mode::AllCandidates);
+    QCOMPARE(kernels.rowCount(), static_cast<int>(result.candidates.size()));
+    int chosen = 0;
+    for (int row = 0; row < kernels.rowCount(); ++row) {
+      const KernelRow& k = kernels.row(row);
+      if (k.chosen) {
+        ++chosen;
+        QCOMPARE(kernels.data(kernels.index(row, KernelTableModel::Chosen)).toString(), QString("chosen"));
+        QCOMPARE(result.chosen.at(static_cast<size_t>(k.group)), k.candidate);
+      } else {
+        QCOMPARE(kernels.data(kernels.index(row, KernelTableModel::Group)).toString(), QString());
+      }
+      QCOMPARE(static_cast<int>(k.nodes.size()),
+               static_cast<int>(result.candidates[static_cast<size_t>(row)].nodes.count()));
+    }
+    QCOMPARE(chosen, static_cast<int>(result.chosen.size()));
+    QCOMPARE(kernels.data(kernels.index(1, KernelTableModel::Median)).toString(), QString("invalid"));
+    QCOMPARE(kernels.data(kernels.index(0, KernelTableModel::Source)).toString(), QString("cached"));
+    QCOMPARE(kernels.data(kernels.index(3, KernelTableModel::Source)).toString(), QString("fresh"));
+
+    // Filter to one backend, then sort by median: the invalid one sorts last.
+    proxy.setFilterKeyColumn(KernelTableModel::Backend);
+    proxy.setFilterFixedString(QString::fromStdString(result.candidates[1].backend));
+    QVERIFY(proxy.rowCount() > 0 && proxy.rowCount() < kernels.rowCount());
+    for (int row = 0; row < proxy.rowCount(); ++row)
+      QCOMPARE(proxy.index(row, KernelTableModel::Backend).data().toString(),
+               QString::fromStdString(result.candidates[1].backend));
+    proxy.sort(KernelTableModel::Median, Qt::AscendingOrder);
+    QCOMPARE(proxy.mapToSource(proxy.index(proxy.rowCount() - 1, 0)).row(), 1);
+    proxy.sort(KernelTableModel::Chosen, Qt::DescendingOrder);
+    QCOMPARE(proxy.index(0, KernelTableModel::Chosen).data().toString(), QString("chosen"));
+
+    // A result cancelled while measuring: nothing chosen, unreached rows say so.
+    OptimizationResult partial = result;
+    partial.hasPlan = false;
+    partial.chosen.clear();
+    partial.measured[3] = false;
+    partial.measurements[3] = Measurement{};
+    kernels.setCandidates(graph, partial);
+    QCOMPARE(kernels.data(kernels.index(3, KernelTableModel::Median)).toString(), QString("not measured"));
+    for (int row = 0; row < kernels.rowCount(); ++row) QVERIFY(!kernels.row(row).chosen);
+
+    // Back to the plan's groups.
+    Plan plan = makePlan(graph, "", result.candidates, result.chosen, result.measurements,
+                         PlanOrigin::OpLevel, backends.fingerprint(), {});
+    kernels.setPlan(graph, plan, {});
+    QVERIFY(kernels.mode() == KernelTableModel::Mode::PlanGroups);
+    QCOMPARE(kernels.rowCount(), static_cast<int>(plan.groups.size()));
+    QCOMPARE(kernels.data(kernels.index(0, KernelTableModel::Chosen)).toString(), QString("chosen"));
+  }
+
+  void stallMonitorSeesABlockedUiThread() {
+    UiStallMonitor monitor(10);
+    monitor.start();
+    QTRY_VERIFY_WITH_TIMEOUT(monitor.ticks() > 0, 5000);
+    QSignalSpy stalled(&monitor, &UiStallMonitor::stalled);
+    QTimer::singleShot(0, [] { QThread::msleep(200); });
+    QTest::qWait(100);
+    QTRY_VERIFY_WITH_TIMEOUT(monitor.maxStallMs() >= 150, 5000);
+    QVERIFY(monitor.stallsOver() >= 1);
+    QVERIFY(!stalled.isEmpty());
+    monitor.reset();
+    QCOMPARE(monitor.maxStallMs(), 0.0);
+    monitor.stop();
+    QVERIFY(!monitor.isRunning());
+  }
+};
+
+QTEST_MAIN(OptimizePanelTests)
+#include "optimize_panel_tests.moc"

@@ -1,0 +1,157 @@
+#include "views/optimize_options.h"
+
+#include <QCheckBox>
+#include <QDialogButtonBox>
+#include <QDoubleSpinBox>
+#include <QFileDialog>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QSettings>
+#include <QVBoxLayout>
+
+#include "core/optimization_job.h"
+
+namespace collage {
+
+OptimizeSettings OptimizeSettings::load() {
+  QSettings settings;
+  return load(settings);
+}
+
+OptimizeSettings OptimizeSettings::load(QSettings& settings) {
+  OptimizeSettings s;
+  settings.beginGroup(QStringLiteral("optimize"));
+  s.backends = settings.value(QStringLiteral("backends")).toStringList();
+  s.dbPath = settings.value(QStringLiteral("dbPath")).toString();
+  s.noDb = settings.value(QStringLiteral("noDb"), false).toBool();
+  s.timeBudgetSeconds = std::max(0.0, settings.value(QStringLiteral("timeBudgetSeconds"), 0.0).toDouble());
+  s.kernelTimeoutSeconds = settings.value(QStringLiteral("kernelTimeoutSeconds"), 60.0).toDouble();
+  if (!(s.kernelTimeoutSeconds > 0)) s.kernelTimeoutSeconds = 60;
+  settings.endGroup();
+  return s;
+}
+
+void OptimizeSettings::save() const {
+  QSettings settings;
+  save(settings);
+}
+
+void OptimizeSettings::save(QSettings& settings) const {
+  settings.beginGroup(QStringLiteral("optimize"));
+  settings.setValue(QStringLiteral("backends"), backends);
+  settings.setValue(QStringLiteral("dbPath"), dbPath);
+  settings.setValue(QStringLiteral("noDb"), noDb);
+  settings.setValue(QStringLiteral("timeBudgetSeconds"), timeBudgetSeconds);
+  settings.setValue(QStringLiteral("kernelTimeoutSeconds"), kernelTimeoutSeconds);
+  settings.endGroup();
+}
+
+void OptimizeSettings::applyTo(OptimizationJobOptions& options) const {
+  options.dbPath = dbPath.toStdString();
+  options.noDb = noDb;
+  options.timeoutSeconds = kernelTimeoutSeconds;
+}
+
+OptimizeOptionsDialog::OptimizeOptionsDialog(const OptimizeSettings& initial,
+                                             const QStringList& available, QWidget* parent)
+    : QDialog(parent), available_(available) {
+  setWindowTitle(tr("Optimize"));
+  auto* backends = new QGroupBox(tr("Backends"), this);
+  auto* backendLayout = new QHBoxLayout(backends);
+  for (const QString& name : available_) {
+    auto* box = new QCheckBox(name, backends);
+    connect(box, &QCheckBox::toggled, this, &OptimizeOptionsDialog::updateEnabled);
+    backendLayout->addWidget(box);
+    backendBoxes_.insert(name, box);
+  }
+  backendLayout->addStretch();
+
+  dbPath_ = new QLineEdit(this);
+  dbPath_->setPlaceholderText(tr("default database"));
+  browse_ = new QPushButton(tr("Browse..."), this);
+  connect(browse_, &QPushButton::clicked, this, &OptimizeOptionsDialog::browseDb);
+  auto* dbRow = new QHBoxLayout;
+  dbRow->addWidget(dbPath_, 1);
+  dbRow->addWidget(browse_);
+  noDb_ = new QCheckBox(tr("No database (measure everything, store nothing)"), this);
+  connect(noDb_, &QCheckBox::toggled, this, &OptimizeOptionsDialog::updateEnabled);
+
+  budget_ = new QDoubleSpinBox(this);
+  budget_->setRange(0, 7 * 24 * 3600);
+  budget_->setDecimals(0);
+  budget_->setSuffix(tr(" s"));
+  budget_->setSpecialValueText(tr("none"));  // shown for 0
+  budget_->setToolTip(tr("Stop the optimisation after this long and keep the best plan so far"));
+  timeout_ = new QDoubleSpinBox(this);
+  timeout_->setRange(1, 3600);
+  timeout_->setDecimals(0);
+  timeout_->setSuffix(tr(" s"));
+  timeout_->setToolTip(tr("A kernel that takes longer to measure counts as timed out"));
+
+  auto* form = new QFormLayout;
+  form->addRow(tr("Measurement database:"), dbRow);
+  form->addRow(QString(), noDb_);
+  form->addRow(tr("Time budget:"), budget_);
+  form->addRow(tr("Per-kernel timeout:"), timeout_);
+
+  auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);
+  ok_ = buttons->button(QDialogButtonBox::Ok);
+  ok_->setText(tr("Optimize"));
+  connect(buttons, &QDialogButtonBox::accepted, this, &OptimizeOptionsDialog::accept);
+  connect(buttons, &QDialogButtonBox::rejected, this, &OptimizeOptionsDialog::reject);
+
+  auto* layout = new QVBoxLayout(this);
+  layout->addWidget(backends);
+  layout->addLayout(form);
+  layout->addWidget(buttons);
+  setSettings(initial);
+}
+
+void OptimizeOptionsDialog::setSettings(const OptimizeSettings& s) {
+  for (auto it = backendBoxes_.begin(); it != backendBoxes_.end(); ++it)
+    (*it)->setChecked(s.backends.isEmpty() || s.backends.contains(it.key()));
+  dbPath_->setText(s.dbPath);
+  noDb_->setChecked(s.noDb);
+  budget_->setValue(s.timeBudgetSeconds);
+  timeout_->setValue(s.kernelTimeoutSeconds);
+  updateEnabled();
+}
+
+OptimizeSettings OptimizeOptionsDialog::settings() const {
+  OptimizeSettings s;
+  QStringList checked;
+  for (const QString& name : available_)  // in the offered (priority) order
+    if (backendBoxes_.value(name)->isChecked()) checked << name;
+  // All checked means "every backend", which stays right when one is added.
+  if (checked.size() != available_.size()) s.backends = checked;
+  s.dbPath = dbPath_->text().trimmed();
+  s.noDb = noDb_->isChecked();
+  s.timeBudgetSeconds = budget_->value();
+  s.kernelTimeoutSeconds = timeout_->value();
+  return s;
+}
+
+void OptimizeOptionsDialog::accept() {
+  settings().save();
+  QDialog::accept();
+}
+
+void OptimizeOptionsDialog::browseDb() {
+  QString path = QFileDialog::getSaveFileName(this, tr("Measurement database"), dbPath_->text(),
+                                              tr("SQLite databases (*.sqlite *.db);;All files (*)"),
+                                              nullptr, QFileDialog::DontConfirmOverwrite);
+  if (!path.isEmpty()) dbPath_->setText(path);
+}
+
+void OptimizeOptionsDialog::updateEnabled() {
+  dbPath_->setEnabled(!noDb_->isChecked());
+  browse_->setEnabled(!noDb_->isChecked());
+  bool any = false;
+  for (QCheckBox* box : backendBoxes_) any = any || box->isChecked();
+  ok_->setEnabled(any);  // no backend, no plan
+}
+
+}  // namespace collage

@@ -1,0 +1,81 @@
+// What the user chooses before an optimisation: backends, measurement
+// database, time budget and per-kernel timeout. OptimizeSettings is the plain
+// value the window hands to the worker; the dialog edits it and remembers it
+// in QSettings (group "optimize").
+//
+//   OptimizeSettings s = OptimizeSettings::load();
+//   OptimizeOptionsDialog dialog(s, builtinNames, this);
+//   if (dialog.exec() == QDialog::Accepted) { s = dialog.settings(); s.save(); }
+//   s.applyTo(jobOptions);  worker->setTimeBudget(s.timeBudgetSeconds);
+#pragma once
+
+#include <QDialog>
+#include <QMap>
+#include <QString>
+#include <QStringList>
+
+class QCheckBox;
+class QDoubleSpinBox;
+class QLineEdit;
+class QPushButton;
+class QSettings;
+
+namespace collage {
+
+struct OptimizationJobOptions;
+
+struct OptimizeSettings {
+  QStringList backends;          // empty = every available backend
+  QString dbPath;                // empty = MeasurementDb::defaultPath()
+  bool noDb = false;             // measure everything, store nothing
+  double timeBudgetSeconds = 0;  // 0 = no budget
+  double kernelTimeoutSeconds = 60;
+
+  // From / to QSettings (the application's default store when none given).
+  static OptimizeSettings load();
+  static OptimizeSettings load(QSettings& settings);
+  void save() const;
+  void save(QSettings& settings) const;
+  // Copies the database and timeout choices into a job's options (backends
+  // and the time budget are the window's and the worker's to apply).
+  void applyTo(OptimizationJobOptions& options) const;
+
+  bool operator==(const OptimizeSettings&) const = default;
+};
+
+class OptimizeOptionsDialog : public QDialog {
+  Q_OBJECT
+ public:
+  // `available`: the backend names to offer (builtinBackendNames()).
+  OptimizeOptionsDialog(const OptimizeSettings& initial, const QStringList& available,
+                        QWidget* parent = nullptr);
+
+  // What the widgets say now (backends: the checked ones; all checked = empty).
+  OptimizeSettings settings() const;
+  void setSettings(const OptimizeSettings& settings);
+
+  // For tests and scripting: the widgets.
+  QCheckBox* backendBox(const QString& name) const { return backendBoxes_.value(name); }
+  QLineEdit* dbPathEdit() const { return dbPath_; }
+  QCheckBox* noDbBox() const { return noDb_; }
+  QDoubleSpinBox* timeBudgetBox() const { return budget_; }
+  QDoubleSpinBox* kernelTimeoutBox() const { return timeout_; }
+
+  // accept() also saves the settings to QSettings.
+  void accept() override;
+
+ private:
+  void browseDb();
+  void updateEnabled();
+
+  QStringList available_;
+  QMap<QString, QCheckBox*> backendBoxes_;
+  QLineEdit* dbPath_ = nullptr;
+  QPushButton* browse_ = nullptr;
+  QCheckBox* noDb_ = nullptr;
+  QDoubleSpinBox* budget_ = nullptr;
+  QDoubleSpinBox* timeout_ = nullptr;
+  QPushButton* ok_ = nullptr;
+};
+
+}  // namespace collage
