@@ -459,19 +459,11 @@ bool PatternEditor::registerPattern() {
     store_.setEnabled(backend.toStdString(), name.toStdString(), true);
     store_.save();
   } catch (const std::exception& e) {
-    QString message = tr("Not registered: %1").arg(qs(e.what()));
-    reloadUserPatterns();
-    return refuse(message);
+    return changeFailed(tr("Not registered: %1").arg(qs(e.what())));
   }
-  refreshUserPatterns();
-  refreshBuiltinView();
-  errorText_.clear();
   errorPosition_ = -1;
-  showStatus(tr("Registered '%1' for %2 in %3; the next optimisation uses it")
-                 .arg(name, backend, userPatternPath()),
-             false);
-  emit patternsChanged();
-  return true;
+  return changeDone(tr("Registered '%1' for %2 in %3; the next optimisation uses it")
+                        .arg(name, backend, userPatternPath()));
 }
 
 bool PatternEditor::removePattern(const QString& backend, const QString& name) {
@@ -485,19 +477,9 @@ bool PatternEditor::removePattern(const QString& backend, const QString& name) {
     store_.setEnabled(backend.toStdString(), name.toStdString(), true);
     store_.save();
   } catch (const std::exception& e) {
-    errorText_ = tr("Not removed: %1").arg(qs(e.what()));
-    QString message = errorText_;
-    reloadUserPatterns();
-    errorText_ = message;
-    showStatus(message, true);
-    return false;
+    return changeFailed(tr("Not removed: %1").arg(qs(e.what())));
   }
-  refreshUserPatterns();
-  refreshBuiltinView();
-  errorText_.clear();
-  showStatus(tr("Removed %1 pattern '%2'").arg(backend, name), false);
-  emit patternsChanged();
-  return true;
+  return changeDone(tr("Removed %1 pattern '%2'").arg(backend, name));
 }
 
 bool PatternEditor::setPatternEnabled(const QString& backend, const QString& name, bool enabled) {
@@ -515,18 +497,25 @@ bool PatternEditor::setPatternEnabled(const QString& backend, const QString& nam
     store_.setEnabled(backend.toStdString(), name.toStdString(), enabled);
     store_.save();
   } catch (const std::exception& e) {
-    QString message = tr("Not saved: %1").arg(qs(e.what()));
-    reloadUserPatterns();
-    errorText_ = message;
-    showStatus(message, true);
-    return false;
+    return changeFailed(tr("Not saved: %1").arg(qs(e.what())));
   }
+  return changeDone(enabled ? tr("Enabled %1 pattern '%2'").arg(backend, name)
+                            : tr("Disabled %1 pattern '%2'").arg(backend, name));
+}
+
+bool PatternEditor::changeFailed(const QString& message) {
+  // The file may have been changed under us: show what it holds now.
+  reloadUserPatterns();
+  errorText_ = message;
+  showStatus(message, true);
+  return false;
+}
+
+bool PatternEditor::changeDone(const QString& message) {
   refreshUserPatterns();
   refreshBuiltinView();
   errorText_.clear();
-  showStatus(enabled ? tr("Enabled %1 pattern '%2'").arg(backend, name)
-                     : tr("Disabled %1 pattern '%2'").arg(backend, name),
-             false);
+  showStatus(message, false);
   emit patternsChanged();
   return true;
 }

@@ -140,6 +140,11 @@ class PatternEditor : public QWidget {
   // Re-reads the file before a change so nothing written by `collage spec` in
   // the meantime is lost; false (error shown) if it does not load.
   bool loadStoreForChange();
+  // The ends of a change to the user file: a failure re-reads the file and
+  // shows `message` as an error; a success refreshes the lists, shows
+  // `message` and emits patternsChanged().
+  bool changeFailed(const QString& message);
+  bool changeDone(const QString& message);
 
   // Widgets.
   QComboBox* backendBox_ = nullptr;
