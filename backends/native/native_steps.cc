@@ -7,6 +7,7 @@
 #include <exception>
 #include <optional>
 
+#include "backends/native/native_pool.h"
 #include "core/op_registry.h"
 #include "core/ops/op_helpers.h"
 #include "core/ops/reference_gemm.h"
@@ -380,6 +381,7 @@ std::unique_ptr<Step> makeNodeStep(NodeBinding binding, int threads) {
   }();
   if (op == "MatMul" && allFloat) return std::make_unique<MatMulStep>(binding, threads);
   if (op == "Gemm" && allFloat) return std::make_unique<GemmStep>(binding, threads);
+  if (auto pool = makeDirectPoolStep(binding, threads)) return pool;
   std::vector<Call> calls;
   if (op == "Conv" && allFloat)
     calls = convCalls(binding, threads);

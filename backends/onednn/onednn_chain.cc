@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <cstdint>
+#include <map>
+#include <utility>
 #include <set>
 
 #include "core/ops/op_helpers.h"
@@ -484,6 +487,103 @@ ChainAnalysis analyzeChain(const KernelRequest& request) {
     a.refusal = e.what();
   }
   return a;
+}
+
+ChainSequence analyzeSequence(const KernelRequest& request) {
+  ChainSequence seq;
+  const Graph& g = *request.graph;
+  const std::vector<NodeId> members = request.members();
+  // Assign nodes to chains.
+  std::vector<std::vector<NodeId>> chains;
+  std::map<ValueId, size_t> resultOf;  // a chain's running result -> the chain
+  size_t anchors = 0;
+  for (NodeId n : members) {
+    const Node& node = g.node(n);
+    size_t c = chains.size();
+    const bool anchor = isAnchorOp(node.op) && node.op != "BatchNormalization";
+    if (!anchor) {
+      for (ValueId v : node.inputs) {
+        auto it = resultOf.find(v);
+        if (v != kNoValue && it != resultOf.end()) {
+          c = it->second;
+          resultOf.erase(it);
+          break;
+        }
+      }
+    } else {
+      ++anchors;
+    }
+    if (c == chains.size()) chains.emplace_back();
+    chains[c].push_back(n);
+    if (!node.outputs.empty() && node.outputs[0] != kNoValue) resultOf[node.outputs[0]] = c;
+  }
+  seq.severalAnchors = anchors >= 2 && chains.size() >= 2;
+  if (!seq.severalAnchors) {
+    seq.refusal = "the group " + request.toString() + " is not a sequence of two or more chains";
+    return seq;
+  }
+  // Requests, and which chain makes each value.
+  std::vector<KernelRequest> requests;
+  std::map<ValueId, size_t> madeBy;
+  for (size_t c = 0; c < chains.size(); ++c) {
+    requests.push_back(KernelRequest::of(g, NodeSet::of(g.numNodes(), chains[c]), request.origin));
+    if (requests.back().outputs.size() != 1) {
+      seq.refusal = "the chain " + requests.back().toString() + " of the group has " +
+                    std::to_string(requests.back().outputs.size()) + " outputs; it needs one";
+      return seq;
+    }
+    madeBy[requests.back().outputs[0]] = c;
+  }
+  // Order the chains so that each follows those it reads (Kahn's algorithm, stable).
+  std::vector<size_t> order, placed(chains.size(), SIZE_MAX);
+  while (order.size() < chains.size()) {
+    bool progress = false;
+    for (size_t c = 0; c < chains.size(); ++c) {
+      if (placed[c] != SIZE_MAX) continue;
+      bool ready = true;
+      for (ValueId v : requests[c].inputs) {
+        auto it = madeBy.find(v);
+        if (it != madeBy.end() && placed[it->second] == SIZE_MAX) ready = false;
+      }
+      if (!ready) continue;
+      placed[c] = order.size();
+      order.push_back(c);
+      progress = true;
+    }
+    if (!progress) {
+      seq.refusal = "the chains of the group " + request.toString() + " depend on each other";
+      return seq;
+    }
+  }
+  if (requests[order.back()].outputs[0] != request.outputs.at(0)) {
+    seq.refusal = "the group's output is not the result of its last chain";
+    return seq;
+  }
+  for (size_t c : order) {
+    ChainSequence::Part part;
+    part.request = requests[c];
+    ChainAnalysis a = analyzeChain(part.request);
+    if (!a.ok()) {
+      seq.refusal = a.refusal;
+      return seq;
+    }
+    part.chain = a.chain;
+    for (ValueId v : part.request.inputs) {
+      auto it = madeBy.find(v);
+      if (it != madeBy.end()) {
+        part.inputs.emplace_back(-1, static_cast<int>(placed[it->second]));
+      } else {
+        auto o = std::find(request.inputs.begin(), request.inputs.end(), v);
+        if (o == request.inputs.end()) {
+          seq.refusal = "value '" + g.value(v).name + "' is neither an input of the group nor made in it";
+          return seq;
+        }
+        part.inputs.emplace_back(static_cast<int>(o - request.inputs.begin()), -1);
+      }
+    }
+    seq.parts.push_back(std::move(part));
+  }
+  return seq;
 }
 
 }  // namespace collage::onednn

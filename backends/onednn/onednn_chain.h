@@ -67,6 +67,30 @@ struct ChainAnalysis {
 
 ChainAnalysis analyzeChain(const KernelRequest& request);
 
+// A group of several anchors (a ResNet bottleneck block: Conv -> Relu ->
+// Conv -> Relu -> Conv -> Add -> Relu, or any chains feeding each other)
+// read as a sequence of chains: each anchor starts a chain, every other node
+// extends the chain whose running result is its first such input. Each part
+// is a request of its own (analysed as a chain); the last part's output is
+// the group's output.
+struct ChainSequence {
+  struct Part {
+    KernelRequest request;
+    FusedChain chain;
+    // Per input of `request`: {index in the group's inputs, -1}, or
+    // {-1, index of the earlier part that makes it}.
+    std::vector<std::pair<int, int>> inputs;
+  };
+  std::vector<Part> parts;
+  bool severalAnchors = false;  // false: not a sequence at all (refusal says why)
+  std::string refusal;
+  bool ok() const { return refusal.empty(); }
+};
+
+// Splits a group with two or more anchors into chains, in an order where
+// each part comes after the parts it reads; refuses otherwise.
+ChainSequence analyzeSequence(const KernelRequest& request);
+
 // The operand for value `v` of the request's graph: a constant or one of the
 // request's inputs; not present for kNoValue or a value made inside the group.
 Operand operandOf(const KernelRequest& request, ValueId v);

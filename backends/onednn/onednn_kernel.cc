@@ -24,6 +24,8 @@ using Args = std::unordered_map<int, memory>;
 namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
+// Columns per panel of a wide constant matmul (see buildPanelMatMul).
+constexpr int64_t kMatMulPanel = 768;
 
 memory::dims dimsOf(const Shape& s) {
   if (s.empty()) return {1};  // oneDNN has no rank-0 tensors; a scalar is [1]
@@ -258,9 +260,25 @@ class Builder {
         request_(request),
         g_(*request.graph),
         chain_(chain),
-        kernel_(std::make_unique<OneDnnKernel>(context_)) {}
+        ownKernel_(std::make_unique<OneDnnKernel>(context_)),
+        kernel_(ownKernel_.get()) {}
+  // One chain of a sequence: its steps are appended to `kernel`, its inputs
+  // and output wired as `link` says.
+  Builder(std::shared_ptr<Context> context, const KernelRequest& request, const FusedChain& chain,
+          OneDnnKernel* kernel, ChainLink* link)
+      : context_(std::move(context)),
+        request_(request),
+        g_(*request.graph),
+        chain_(chain),
+        kernel_(kernel),
+        link_(link) {}
 
   std::unique_ptr<Kernel> build() {
+    buildSteps();
+    return std::move(ownKernel_);
+  }
+
+  void buildSteps() {
     if (chain_.anchor == kNoNode) {
       buildElementwise();
     } else {
@@ -283,7 +301,6 @@ class Builder {
       else
         refuse("no oneDNN lowering for " + op);
     }
-    return std::move(kernel_);
   }
 
  private:
@@ -294,10 +311,36 @@ class Builder {
   // ---- memories
 
   memory bound(const memory::desc& md, int index, bool output) {
+    if (link_ && output && link_->outputInternal) {
+      // An intermediate of a sequence: the next chains read this memory.
+      if (link_->produced && link_->produced.get_desc() == md) return link_->produced;
+      memory m = owned(md);
+      link_->produced = m;
+      return m;
+    }
+    if (link_ && !output) {
+      const ChainLink::Input& in = link_->inputs.at(static_cast<size_t>(index));
+      if (in.outer < 0) {
+        // Made by an earlier chain, in whatever layout it chose.
+        if (in.internal.get_desc() == md) return in.internal;
+        memory m = owned(md);
+        addStep(dnnl::reorder::primitive_desc(in.internal, m),
+                {{DNNL_ARG_FROM, in.internal}, {DNNL_ARG_TO, m}});
+        return m;
+      }
+      index = in.outer;
+    }
     memory m(md, engine(), DNNL_MEMORY_NONE);
     kernel_->bindings.push_back({m, output, index});
     return m;
   }
+  // A sequence's intermediate read as is (any layout); null otherwise.
+  memory internalInput(const Operand& o) const {
+    if (!link_ || o.isConstant || o.inputIndex < 0) return memory();
+    const ChainLink::Input& in = link_->inputs.at(static_cast<size_t>(o.inputIndex));
+    return in.outer < 0 ? in.internal : memory();
+  }
+  bool outputInternal() const { return link_ && link_->outputInternal; }
   memory owned(const memory::desc& md) {
     memory m(md, engine());
     kernel_->owned.push_back(m);
@@ -325,6 +368,13 @@ class Builder {
   // A primitive's source: the caller's plain buffer, reordered first if the
   // primitive wants another layout.
   memory source(const Operand& o, const memory::desc& plain, const memory::desc& want) {
+    if (memory in = internalInput(o)) {
+      if (in.get_desc() == want) return in;  // blocked from the previous chain: no reorder
+      memory internal = owned(want);
+      addStep(dnnl::reorder::primitive_desc(in, internal),
+              {{DNNL_ARG_FROM, in}, {DNNL_ARG_TO, internal}});
+      return internal;
+    }
     if (plain == want) return operand(o, plain);
     if (o.isConstant) return reorderedConstant(plain, o.constant.raw(), want);
     memory user = operand(o, plain);
@@ -354,19 +404,22 @@ class Builder {
   template <class PD>
   void addMainStep(const PD& pd, Args args, const std::vector<PostOp>& ops) {
     const memory::desc plain = plainDesc(chain_.shape);
-    kernel_->postOps = opsText(ops);
+    kernel_->postOps += (kernel_->postOps.empty() ? "" : "; ") + opsText(ops);
     bindPostOps(ops, args);
     const memory::desc dstMd = pd.dst_desc();
-    const memory dst = dstMd == plain ? bound(plain, 0, true) : owned(dstMd);
+    // Inside a sequence the result stays in the primitive's layout.
+    const bool keep = dstMd == plain || outputInternal();
+    const memory dst = keep ? bound(dstMd, 0, true) : owned(dstMd);
     for (const PostOp& p : ops)
       if (p.kind == PostOp::Kind::Sum) {
-        memory addend = operand(p.operand, plain);
+        memory addend = internalInput(p.operand);
+        if (!addend) addend = operand(p.operand, plain);
         addStep(dnnl::reorder::primitive_desc(addend, dst),
                 {{DNNL_ARG_FROM, addend}, {DNNL_ARG_TO, dst}});
       }
     args[DNNL_ARG_DST] = dst;
     addStep(pd, std::move(args));
-    if (dstMd == plain) return;
+    if (keep) return;
     memory user = bound(plain, 0, true);
     addStep(dnnl::reorder::primitive_desc(dst, user), {{DNNL_ARG_FROM, dst}, {DNNL_ARG_TO, user}});
   }
@@ -486,7 +539,9 @@ class Builder {
 
     ConvLayout setting = convLayoutSetting();
     std::vector<bool> blockedOrder;
-    if (setting == ConvLayout::Plain)
+    if (link_ && setting == ConvLayout::Auto)
+      blockedOrder = {true, false};  // a sequence keeps the blocked layout between its convs
+    else if (setting == ConvLayout::Plain)
       blockedOrder = {false};
     else if (setting == ConvLayout::Blocked)
       blockedOrder = {true};
@@ -656,23 +711,107 @@ class Builder {
 
     const memory::desc dstMd = plainDesc(y);
     const memory::desc bWant = b.isConstant ? anyDesc(dimsOf(bShape)) : bMd;
+    // oneDNN 2.6's gemm-based matmul (the one on AVX2) applies eltwise and
+    // binary post-ops in a scalar loop after the product: BERT's 128x768x3072
+    // product with the erf GELU took twice as long as the product alone.
+    // Its sum post-op is the GEMM's beta, free. So a leading run-time addend
+    // of the result's shape (a residual) becomes sum, and trailing eltwise
+    // ops run afterwards as JIT eltwise primitives in place on the output.
+    std::vector<PostOp> mmOps = ops, after;
+    if (!mmOps.empty() && mmOps[0].kind == PostOp::Kind::Binary &&
+        mmOps[0].alg == algorithm::binary_add && !mmOps[0].operand.isConstant &&
+        padTo(mmOps[0].operand.shape, y.size()) == y)
+      mmOps[0].kind = PostOp::Kind::Sum;
+    const size_t lead = !mmOps.empty() && mmOps[0].kind == PostOp::Kind::Sum ? 1 : 0;
+    if (mmOps.size() > lead &&
+        std::all_of(mmOps.begin() + static_cast<std::ptrdiff_t>(lead), mmOps.end(),
+                    [](const PostOp& p) { return p.kind == PostOp::Kind::Eltwise; })) {
+      after.assign(mmOps.begin() + static_cast<std::ptrdiff_t>(lead), mmOps.end());
+      mmOps.resize(lead);
+    } else if (lead == 0 || mmOps.size() > lead) {
+      mmOps = ops;  // other chains: post-ops as lowered
+    }
     try {
-      const dnnl::primitive_attr attr = attrFor(ops);
-      dnnl::matmul::primitive_desc pd =
-          fold.shifts
-              ? dnnl::matmul::primitive_desc(dnnl::matmul::desc(aMd, bWant, biasMd, dstMd), attr,
-                                             engine())
-              : dnnl::matmul::primitive_desc(dnnl::matmul::desc(aMd, bWant, dstMd), attr, engine());
-      Args args;
-      args[DNNL_ARG_SRC] = operand(a, aMd);
-      args[DNNL_ARG_WEIGHTS] =
-          b.isConstant ? reorderedConstant(bMd, bData.data(), pd.weights_desc()) : operand(b, bMd);
-      if (fold.shifts) args[DNNL_ARG_BIAS] = constant(biasMd, biasData.data());
-      addMainStep(pd, std::move(args), ops);
+      const int64_t K = bShape[bShape.size() - 2];
+      memory out;  // the plain output, for the eltwise steps after the product
+      if (b.isConstant && b.shape.size() == 2 && mmOps.empty() && !outputInternal() &&
+          N >= 2 * kMatMulPanel && static_cast<int64_t>(bData.size()) == K * N) {
+        out = buildPanelMatMul(a, aMd, bData, K, N, fold.shifts ? biasData.data() : nullptr);
+      } else {
+        const dnnl::primitive_attr attr = attrFor(mmOps);
+        dnnl::matmul::primitive_desc pd =
+            fold.shifts
+                ? dnnl::matmul::primitive_desc(dnnl::matmul::desc(aMd, bWant, biasMd, dstMd), attr,
+                                               engine())
+                : dnnl::matmul::primitive_desc(dnnl::matmul::desc(aMd, bWant, dstMd), attr, engine());
+        Args args;
+        args[DNNL_ARG_SRC] = operand(a, aMd);
+        args[DNNL_ARG_WEIGHTS] =
+            b.isConstant ? reorderedConstant(bMd, bData.data(), pd.weights_desc()) : operand(b, bMd);
+        if (fold.shifts) args[DNNL_ARG_BIAS] = constant(biasMd, biasData.data());
+        addMainStep(pd, std::move(args), mmOps);
+        // The matmul wrote the plain output directly (its dst is plain).
+        out = kernel_->steps.back().args.at(DNNL_ARG_DST);
+      }
+      if (!after.empty()) {
+        for (const PostOp& p : after) {
+          dnnl::eltwise_forward::primitive_desc epd(
+              dnnl::eltwise_forward::desc(prop_kind::forward_inference, p.alg, out.get_desc(),
+                                          p.alpha, p.beta),
+              attrFor({}), engine());
+          addStep(epd, {{DNNL_ARG_SRC, out}, {DNNL_ARG_DST, out}});
+        }
+        kernel_->postOps += " (eltwise after the product)";
+      }
     } catch (const dnnl::error& e) {
       refuse(anchorLabel() + "oneDNN cannot run " + opsText(ops) + " for " +
              shapeToString(a.shape) + " x " + shapeToString(b.shape) + ": " + e.what());
     }
+  }
+
+  // A product with a wide constant B ([K, N], N >= 2 panels) as one matmul
+  // per panel of kMatMulPanel columns, each writing its columns of the plain
+  // output in place (a strided view). Measured at 1 thread (AVX2, gemm:jit):
+  // 128x768 x 768x3072 ran at 26 GFLOP/s as one product against 36 for each
+  // 768-column panel. The output is kernel output 0 (the caller's buffer).
+  memory buildPanelMatMul(const Operand& a, const memory::desc& aMd,
+                          const std::vector<float>& bData, int64_t K, int64_t N, const float* bias) {
+    const Shape& y = chain_.shape;
+    const memory::dims yd = dimsOf(y), ys = rowMajorStrides(yd);
+    const memory src = operand(a, aMd);
+    for (int64_t n0 = 0; n0 < N; n0 += kMatMulPanel) {
+      const int64_t nc = std::min(kMatMulPanel, N - n0);
+      memory::dims cd = yd;
+      cd.back() = nc;
+      const memory::desc dstMd(cd, memory::data_type::f32, ys);
+      std::vector<float> panel(static_cast<size_t>(K * nc));
+      for (int64_t k = 0; k < K; ++k)
+        std::copy_n(bData.begin() + k * N + n0, nc, panel.begin() + k * nc);
+      const Shape bs = padTo(Shape{K, nc}, y.size());
+      Shape biasShape(y.size(), 1);
+      biasShape.back() = nc;
+      const memory::desc biasMd = bias ? plainDesc(biasShape) : memory::desc();
+      dnnl::matmul::primitive_desc pd =
+          bias ? dnnl::matmul::primitive_desc(
+                     dnnl::matmul::desc(aMd, anyDesc(dimsOf(bs)), biasMd, dstMd), attrFor({}),
+                     engine())
+               : dnnl::matmul::primitive_desc(dnnl::matmul::desc(aMd, anyDesc(dimsOf(bs)), dstMd),
+                                              attrFor({}), engine());
+      Args args;
+      args[DNNL_ARG_SRC] = src;
+      args[DNNL_ARG_WEIGHTS] = reorderedConstant(plainDesc(bs), panel.data(), pd.weights_desc());
+      if (bias) args[DNNL_ARG_BIAS] = constant(biasMd, bias + n0);
+      memory dst(dstMd, engine(), DNNL_MEMORY_NONE);
+      kernel_->bindings.push_back({dst, true, 0, static_cast<size_t>(n0) * sizeof(float)});
+      args[DNNL_ARG_DST] = dst;
+      addStep(pd, std::move(args));
+    }
+    // The trailing eltwise steps below act on the whole output.
+    memory whole(plainDesc(y), engine(), DNNL_MEMORY_NONE);
+    kernel_->bindings.push_back({whole, true, 0, 0});
+    kernel_->postOps += (kernel_->postOps.empty() ? "" : "; ") +
+                        std::to_string((N + kMatMulPanel - 1) / kMatMulPanel) + " column panels";
+    return whole;
   }
 
   // ---- pooling
@@ -720,13 +859,18 @@ class Builder {
     const algorithm alg = isMax        ? algorithm::pooling_max
                           : includePad ? algorithm::pooling_avg_include_padding
                                        : algorithm::pooling_avg_exclude_padding;
-    const memory::desc srcMd = plainDesc(x.shape), dstMd = plainDesc(chain_.shape);
+    // In a sequence, a blocked input is pooled as is (JIT, blocked output);
+    // on NCHW oneDNN 2.6 has only a slow simple_nchw pooling.
+    const memory in = internalInput(x);
+    const bool blockedIn = in && in.get_desc() != plainDesc(x.shape);
+    const memory::desc srcMd = blockedIn ? in.get_desc() : plainDesc(x.shape);
+    const memory::desc dstMd = blockedIn ? anyDesc(dimsOf(chain_.shape)) : plainDesc(chain_.shape);
     const std::vector<PostOp> ops = simplified(chain_.postOps);
     try {
       dnnl::pooling_v2_forward::desc d(prop_kind::forward_inference, alg, srcMd, dstMd, strides,
                                        kernel, dil, pl, pr);
       dnnl::pooling_v2_forward::primitive_desc pd(d, attrFor(ops), engine());
-      addMainStep(pd, {{DNNL_ARG_SRC, operand(x, srcMd)}}, ops);
+      addMainStep(pd, {{DNNL_ARG_SRC, blockedIn ? in : operand(x, srcMd)}}, ops);
     } catch (const dnnl::error& e) {
       refuse(anchorLabel() + "oneDNN cannot run " + opsText(ops) + ": " + e.what());
     }
@@ -885,7 +1029,9 @@ class Builder {
   const KernelRequest& request_;
   const Graph& g_;
   const FusedChain& chain_;
-  std::unique_ptr<OneDnnKernel> kernel_;
+  std::unique_ptr<OneDnnKernel> ownKernel_;
+  OneDnnKernel* kernel_;
+  ChainLink* link_ = nullptr;
 };
 
 }  // namespace
@@ -896,7 +1042,7 @@ void OneDnnKernel::run(const std::vector<const DLTensor*>& inputs,
   if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
   for (Binding& b : bindings) {
     const DLTensor* t = b.isOutput ? outputs[b.index] : inputs[b.index];
-    b.memory.set_data_handle(static_cast<char*>(t->data) + t->byte_offset);
+    b.memory.set_data_handle(static_cast<char*>(t->data) + t->byte_offset + b.byteOffset);
   }
   for (Step& s : steps) s.primitive.execute(context_->stream, s.args);
   context_->stream.wait();
@@ -906,6 +1052,38 @@ std::string OneDnnKernel::describe() const {
   std::string s;
   for (const Step& step : steps) s += (s.empty() ? "" : " -> ") + step.impl;
   return postOps.empty() ? s : s + " [" + postOps + "]";
+}
+
+CompileResult lowerSequence(const std::shared_ptr<Context>& context, const ChainSequence& sequence) {
+  const int threads = threadCount();
+  if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
+  try {
+    auto kernel = std::make_unique<OneDnnKernel>(context);
+    std::vector<ChainLink> links(sequence.parts.size());
+    for (size_t i = 0; i < sequence.parts.size(); ++i) {
+      const ChainSequence::Part& part = sequence.parts[i];
+      ChainLink& link = links[i];
+      link.outputInternal = i + 1 < sequence.parts.size();
+      for (const auto& [outer, producer] : part.inputs) {
+        ChainLink::Input in;
+        in.outer = outer;
+        if (outer < 0) in.internal = links.at(static_cast<size_t>(producer)).produced;
+        link.inputs.push_back(in);
+      }
+      Builder(context, part.request, part.chain, kernel.get(), &link).buildSteps();
+      if (link.outputInternal && !link.produced)
+        return CompileResult::refuse("chain " + std::to_string(i + 1) + " of the sequence (" +
+                                     part.chain.describe(*part.request.graph) +
+                                     ") made no intermediate result");
+    }
+    return CompileResult::ok(std::move(kernel));
+  } catch (const Refusal& r) {
+    return CompileResult::refuse(r.reason);
+  } catch (const dnnl::error& e) {
+    return CompileResult::refuse("oneDNN: " + std::string(e.what()));
+  } catch (const Error& e) {
+    return CompileResult::refuse(e.what());
+  }
 }
 
 CompileResult lowerChain(const std::shared_ptr<Context>& context, const KernelRequest& request,

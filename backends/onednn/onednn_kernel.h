@@ -35,6 +35,7 @@ class OneDnnKernel final : public Kernel {
     dnnl::memory memory;
     bool isOutput = false;
     int index = 0;
+    size_t byteOffset = 0;  // into the caller's buffer (a panel of a wide matmul's output)
   };
 
   explicit OneDnnKernel(std::shared_ptr<Context> context) : context_(std::move(context)) {}
@@ -57,5 +58,24 @@ class OneDnnKernel final : public Kernel {
 // Builds the kernel for an analysed group, or refuses with the reason oneDNN gave.
 CompileResult lowerChain(const std::shared_ptr<Context>& context, const KernelRequest& request,
                          const FusedChain& chain);
+
+// How one chain of a sequence is wired: each of its request's inputs is the
+// kernel's input `outer` or (outer < 0) the memory an earlier chain made;
+// its result is the kernel's output, or (outputInternal) a memory of the
+// kernel in the layout its primitive chose (`produced`, set by the lowering).
+struct ChainLink {
+  struct Input {
+    int outer = -1;
+    dnnl::memory internal;
+  };
+  std::vector<Input> inputs;
+  bool outputInternal = false;
+  dnnl::memory produced;
+};
+
+// Builds one kernel that runs the chains of a sequence in order, keeping
+// oneDNN's blocked layout between them (reorders only at the kernel's
+// boundary and where a primitive wants another layout).
+CompileResult lowerSequence(const std::shared_ptr<Context>& context, const ChainSequence& sequence);
 
 }  // namespace collage::onednn

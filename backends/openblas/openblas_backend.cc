@@ -405,10 +405,13 @@ class Lowering {
 class OpenBlasBackend : public Backend {
  public:
   std::string name() const override { return "openblas"; }
+  // Part of the measurement database's key: the library's configuration plus
+  // the revision of our epilogue, bumped when its speed changes so that old
+  // measurements are not reused (2: vectorised erf/tanh/sigmoid).
   std::string version() const override {
     std::string config = openblas_get_config();
     while (!config.empty() && config.back() == ' ') config.pop_back();
-    return config;
+    return config + " (epilogue 2)";
   }
   Device device() const override { return Device{DeviceType::CPU, 0}; }
   BackendKind kind() const override { return BackendKind::OpLibrary; }

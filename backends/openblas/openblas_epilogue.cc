@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backends/native/native_math.h"
 #include "core/error.h"
 
 namespace collage::openblas {
@@ -16,13 +17,17 @@ namespace {
 // Elements below which splitting a range over threads costs more than it saves.
 constexpr int64_t kParallelThreshold = 32 * 1024;
 
-// The scalar functions, written exactly as the reference kernels write them
-// (core/ops/elementwise_ops.cc) so that results agree to rounding.
-inline float sigmoidOf(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-inline float geluOf(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.7071067811865476f)); }
+// The transcendental functions are the native backend's vectorisable ones
+// (native_math.h, a few ulps; erf 1.5e-7 absolute): libm's erf/exp/tanh
+// keep an epilogue loop scalar, and BERT's erf GELU over a 128x3072 product
+// cost more than a millisecond that way.
+inline float sigmoidOf(float x) { return native::fastSigmoid(x); }
+inline float geluOf(float x) {
+  return 0.5f * x * (1.0f + native::fastErf(x * 0.7071067811865476f));
+}
 inline float geluTanhOf(float x) {
   const float c = 0.7978845608028654f;  // sqrt(2 / pi)
-  return 0.5f * x * (1.0f + std::tanh(c * (x + 0.044715f * x * x * x)));
+  return 0.5f * x * (1.0f + native::fastTanh(c * (x + 0.044715f * x * x * x)));
 }
 
 // dst[j] = f(a[j * sa]) with sa 0 or 1. dst may alias a (same index).
@@ -281,7 +286,7 @@ void Epilogue::runTile(const Buffers& b, int64_t pos, int64_t n, const float* co
         mapUnary(a[0], sa[0], dst, n, sigmoidOf);
         break;
       case EpilogueOp::Tanh:
-        mapUnary(a[0], sa[0], dst, n, [](float x) { return std::tanh(x); });
+        mapUnary(a[0], sa[0], dst, n, [](float x) { return native::fastTanh(x); });
         break;
       case EpilogueOp::HardSwish:
         mapUnary(a[0], sa[0], dst, n,
@@ -296,7 +301,7 @@ void Epilogue::runTile(const Buffers& b, int64_t pos, int64_t n, const float* co
                  [p0](float x) { return x < 0.0f ? p0 * (std::exp(x) - 1.0f) : x; });
         break;
       case EpilogueOp::Erf:
-        mapUnary(a[0], sa[0], dst, n, [](float x) { return std::erf(x); });
+        mapUnary(a[0], sa[0], dst, n, [](float x) { return native::fastErf(x); });
         break;
       case EpilogueOp::Gelu:
         mapUnary(a[0], sa[0], dst, n, geluOf);

@@ -138,7 +138,7 @@ void expectRefusal(const Graph& g, const std::string& fragment, std::vector<Node
 TEST(NativeBackend, NameVersionAndKind) {
   auto b = native();
   EXPECT_EQ(b->name(), "native");
-  EXPECT_EQ(b->version().rfind("native 0.1 (OpenMP ", 0), 0u) << b->version();
+  EXPECT_EQ(b->version().rfind("native 0.2 (OpenMP ", 0), 0u) << b->version();
   EXPECT_EQ(b->kind(), BackendKind::GraphLibrary);
   EXPECT_EQ(b->device().toString(), "cpu");
   EXPECT_NE(b->codeRule(), nullptr);
@@ -434,6 +434,48 @@ TEST(NativeBackend, AnchorsAndPools) {
     ValueId y = b.op("ConvTranspose", {b.input({4, 16, 16, 16}), b.constant({16, 4, 3, 3})},
                      attrs({{"strides", Ints{2, 2}}}));
     expectMatches(b.finish(y));
+  }
+}
+
+// Pools run on the direct NCHW kernel (native_pool.cc): edge columns,
+// strides 1-3, dilations, ceil_mode windows past the pads, both AveragePool
+// divisors, 1D pools and ResNet's stem pool.
+TEST(NativeBackend, DirectPools) {
+  struct Case {
+    Shape x;
+    AttributeMap a;
+  };
+  const std::vector<Case> cases = {
+      {{1, 64, 112, 112}, attrs({{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}})},
+      {{2, 5, 17, 23}, attrs({{"kernel_shape", Ints{3, 3}}, {"strides", Ints{1, 1}}, {"pads", Ints{1, 1, 1, 1}}})},
+      {{1, 3, 20, 31}, attrs({{"kernel_shape", Ints{2, 4}}, {"strides", Ints{3, 3}}, {"pads", Ints{0, 2, 1, 1}}})},
+      {{1, 4, 19, 19}, attrs({{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"ceil_mode", int64_t{1}}})},
+      {{1, 4, 18, 18},
+       attrs({{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}},
+              {"ceil_mode", int64_t{1}}, {"count_include_pad", int64_t{1}}})},
+      {{1, 2, 15, 16}, attrs({{"kernel_shape", Ints{2, 3}}, {"dilations", Ints{2, 2}}, {"pads", Ints{1, 2, 1, 2}}})},
+      {{2, 6, 33}, attrs({{"kernel_shape", Ints{5}}, {"strides", Ints{2}}, {"pads", Ints{2, 2}}})},
+      {{1, 8, 7, 7}, attrs({{"kernel_shape", Ints{7, 7}}})},
+      {{1, 3, 4, 4}, attrs({{"kernel_shape", Ints{5, 5}}, {"pads", Ints{2, 2, 2, 2}}})},
+  };
+  for (const char* pool : {"MaxPool", "AveragePool"})
+    for (size_t i = 0; i < cases.size(); ++i) {
+      SCOPED_TRACE(std::string(pool) + " case " + std::to_string(i));
+      AttributeMap a = cases[i].a;
+      if (std::string(pool) == "MaxPool" && a.has("count_include_pad")) continue;
+      if (std::string(pool) == "AveragePool" && a.has("dilations")) continue;
+      Builder b;
+      ValueId y = b.op(pool, {b.input(cases[i].x)}, a);
+      const std::string d = expectMatches(b.finish(y));
+      EXPECT_NE(d.find("direct NCHW pooling"), std::string::npos) << d;
+    }
+  {
+    SCOPED_TRACE("MaxPool with Indices stays on the reference kernel");
+    Builder b;
+    std::vector<ValueId> ys = b.ops("MaxPool", {b.input({1, 4, 9, 9})},
+                                    attrs({{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}}), 2);
+    const std::string d = expectMatches(b.finish(ys));
+    EXPECT_EQ(d.find("direct NCHW pooling"), std::string::npos) << d;
   }
 }
 

@@ -612,6 +612,40 @@ TEST_F(OneDnn, VersionNamesTheLibrary) {
 // ---- the spec file: every pattern matches somewhere in a zoo of small
 // models, and every match compiles and computes what the reference does.
 
+// A small ResNet as PyTorch exports it (BatchNormalization folded into the
+// convs): stem Conv -> Relu -> MaxPool, bottleneck blocks with a
+// downsampling and an identity shortcut, basic blocks (one strided), and
+// channel counts that are and are not multiples of oneDNN's block of 8.
+std::unique_ptr<GraphBuilder> miniResNet() {
+  auto b = std::make_unique<GraphBuilder>(24);
+  const AttributeMap pad1 = attrs({{"pads", Ints{1, 1, 1, 1}}});
+  auto conv = [&](ValueId in, int64_t oc, int64_t k, AttributeMap a = {}) {
+    const int64_t ic = b->shape(in)[1];
+    return b->op("Conv", {in, b->constant({oc, ic, k, k}, -0.5f, 0.5f), b->constant({oc})}, a);
+  };
+  auto relu = [&](ValueId v) { return b->op("Relu", {v}); };
+  ValueId x = b->input({1, 3, 16, 16});
+  ValueId stem = relu(conv(x, 8, 3, pad1));
+  ValueId p = b->op("MaxPool", {stem},
+                    attrs({{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}}));
+  // Bottleneck with a downsampling shortcut, then one with an identity shortcut.
+  ValueId m1 = relu(conv(relu(conv(p, 4, 1)), 4, 3, pad1));
+  ValueId b1 = relu(b->op("Add", {conv(m1, 16, 1), conv(p, 16, 1)}));
+  ValueId b2 = b1;
+  for (int i = 0; i < 3; ++i) {  // three identity blocks (the x2 and x3 patterns)
+    ValueId m2 = relu(conv(relu(conv(b2, 4, 1)), 4, 3, pad1));
+    b2 = relu(b->op("Add", {conv(m2, 16, 1), b2}));
+  }
+  // Basic blocks: strided with a downsampling shortcut, then identity (12 channels).
+  const AttributeMap s2 = attrs({{"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}});
+  ValueId m3 = conv(relu(conv(b2, 12, 3, s2)), 12, 3, pad1);
+  ValueId b3 = relu(b->op("Add", {m3, conv(b2, 12, 1, attrs({{"strides", Ints{2, 2}}}))}));
+  ValueId m4 = conv(relu(conv(b3, 12, 3, pad1)), 12, 3, pad1);
+  ValueId b4 = relu(b->op("Add", {m4, b3}));
+  b->finish(b->op("GlobalAveragePool", {b4}));
+  return b;
+}
+
 std::vector<std::unique_ptr<GraphBuilder>> patternZoo() {
   std::vector<std::unique_ptr<GraphBuilder>> zoo;
   auto bn = [](GraphBuilder& b, ValueId x) {
@@ -691,6 +725,7 @@ std::vector<std::unique_ptr<GraphBuilder>> patternZoo() {
     b->finish(b->op("Add", {b->op("Mul", {act, b->scalar(2.0f)}), b->input({8})}));
     zoo.push_back(std::move(b));
   }
+  zoo.push_back(miniResNet());
   return zoo;
 }
 
@@ -720,6 +755,75 @@ TEST_F(OneDnn, EveryPatternOfTheSpecMatchesAndRunsCorrectly) {
   }
   EXPECT_GT(matches, 100);
   RecordProperty("matches", matches);
+}
+
+// ---- sequences of chains: one kernel for several anchors
+
+// Every connected run of the mini ResNet's blocks, as one oneDNN kernel.
+TEST_F(OneDnn, SequencesOfChainsMatchTheReference) {
+  std::unique_ptr<GraphBuilder> b = miniResNet();
+  const Graph& g = b->graph();
+  // Node ranges: the stem (3 nodes), the bottlenecks (8, then 3 x 7 nodes),
+  // the basic blocks (6 and 5).
+  const std::vector<std::pair<NodeId, NodeId>> ranges = {
+      {0, 3}, {3, 11}, {11, 18}, {32, 38}, {38, 43}, {0, 11}, {3, 25}, {11, 43}, {0, 43}};
+  for (const auto& [first, last] : ranges) {
+    std::vector<NodeId> nodes;
+    for (NodeId n = first; n < last; ++n) nodes.push_back(n);
+    const NodeSet set = NodeSet::of(g.numNodes(), nodes);
+    SCOPED_TRACE(KernelRequest::of(g, set).toString());
+    const KernelCheckResult r = checkKernelAgainstReference(*backend_, g, set, 5);
+    ASSERT_TRUE(r.compiled) << r.refusal;
+    EXPECT_TRUE(r.ok) << r.message;
+  }
+  // A bottleneck keeps the blocked layout between its convolutions: fewer
+  // reorders than the four convolutions would need each on their own.
+  std::vector<NodeId> block;
+  for (NodeId n = 3; n < 11; ++n) block.push_back(n);
+  CompileResult c = backend_->compile(KernelRequest::of(g, NodeSet::of(g.numNodes(), block)));
+  ASSERT_TRUE(c) << c.refusal;
+  const std::string d = describeOneDnnKernel(*c.kernel);
+  size_t convs = 0, reorders = 0;
+  for (size_t at = d.find("convolution"); at != std::string::npos; at = d.find("convolution", at + 1)) ++convs;
+  for (size_t at = d.find("reorder"); at != std::string::npos; at = d.find("reorder", at + 1)) ++reorders;
+  EXPECT_EQ(convs, 4u) << d;
+  EXPECT_LT(reorders, 2 * convs) << d;
+}
+
+// A wide constant B runs as one matmul per 768-column panel (the last one
+// narrower), with the bias split and the activation after the product.
+TEST_F(OneDnn, WideMatMulRunsInColumnPanels) {
+  for (bool gelu : {false, true}) {
+    GraphBuilder b;
+    const ValueId x = b.input({2, 5, 32});
+    ValueId y = b.op("Add", {b.constant({1600}), b.op("MatMul", {x, b.constant({32, 1600})})});
+    if (gelu) y = b.op("Gelu", {y});
+    const NodeSet nodes = b.finish(y);
+    const KernelCheckResult r = checkKernelAgainstReference(*backend_, b.graph(), nodes, 3);
+    ASSERT_TRUE(r.compiled) << r.refusal;
+    EXPECT_TRUE(r.ok) << r.message;
+    CompileResult c = backend_->compile(KernelRequest::of(b.graph(), nodes));
+    ASSERT_TRUE(c);
+    EXPECT_NE(describeOneDnnKernel(*c.kernel).find("3 column panels"), std::string::npos)
+        << describeOneDnnKernel(*c.kernel);
+  }
+}
+
+TEST_F(OneDnn, SequenceReadsAnEarlierChainsResultTwice) {
+  // conv1's Relu feeds conv2 and the residual Add of conv2's chain.
+  GraphBuilder b;
+  const ValueId r = b.op("Relu", {b.op("Conv", {b.input({1, 8, 6, 6}), b.constant({8, 8, 1, 1})})});
+  const ValueId c2 = b.op("Conv", {r, b.constant({8, 8, 3, 3})}, attrs({{"pads", Ints{1, 1, 1, 1}}}));
+  expectMatches(b, b.op("Add", {c2, r}), "Conv -> Relu -> Conv + residual");
+}
+
+TEST_F(OneDnn, RefusesASequenceWhoseChainHasTwoOutputs) {
+  // conv2 reads conv1's output before the Relu that continues conv1's chain.
+  GraphBuilder b;
+  const ValueId c1 = b.op("Conv", {b.input({1, 8, 6, 6}), b.constant({8, 8, 1, 1})});
+  const ValueId r = b.op("Relu", {c1});
+  const ValueId c2 = b.op("Conv", {c1, b.constant({8, 8, 1, 1})});
+  expectRefusal(b, b.op("Add", {c2, r}), "2 outputs");
 }
 
 // ---- refusals: a reason, never a crash
