@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <algorithm>
 #include <map>
 
 #include "app/cli_common.h"
@@ -20,6 +21,7 @@
 #include "core/placement_constraints.h"
 #include "core/plan_override.h"
 #include "core/plan.h"
+#include "core/plan_selection.h"
 #include "core/switch_costs.h"
 #include "core/threading.h"
 
@@ -52,6 +54,7 @@ Action addOptimizeCommand(CLI::App& app) {
     bool baselines = false;
     std::string baselinePlans;
     double timeout = 60;
+    bool noEndToEnd = false;
   };
   auto* command = app.add_subcommand("optimize", "measure candidates and find the fastest placement");
   auto options = std::make_shared<Options>();
@@ -71,6 +74,8 @@ Action addOptimizeCommand(CLI::App& app) {
                       "also write each baseline as a plan into this folder (only_<backend>.json, "
                       "priority.json), for like-for-like benchmarks; implies --baselines");
   command->add_option("--timeout", options->timeout, "seconds before a kernel measurement is killed");
+  command->add_flag("--no-end-to-end", options->noEndToEnd,
+                    "write the op-level plan without running it against the baselines end to end");
   return [options]() {
     using Clock = std::chrono::steady_clock;
     auto t0 = Clock::now();
@@ -156,29 +161,50 @@ Action addOptimizeCommand(CLI::App& app) {
       p.createdBy = "collage optimize (baseline: " + label + ")";
       savePlan(p, options->baselinePlans + "/" + file);
     };
+    // The baselines, from the same measurements: reported, written for the
+    // bench, and run end to end against the op-level plan below.
+    std::vector<std::string> order, uncovered;
+    for (const auto& spec : set.specs) order.push_back(spec.name);
+    std::vector<NamedPlacement> baselines = baselinePlacements(problem, order, &uncovered);
     if (options->baselines || !options->baselinePlans.empty()) {
       std::printf("\nbaselines (predicted from the same measurements):\n");
-      for (const auto& spec : set.specs) {
-        try {
-          OpLevelResult single = singleBackendPlacement(problem, spec.name);
-          std::printf("  %-24s %9.3f ms  (%.2fx the op-level plan)\n", ("only " + spec.name).c_str(),
-                      single.total / 1e6, single.total / result.total);
-          writeBaseline(single, "only_" + spec.name + ".json", "only " + spec.name);
-        } catch (const Error& e) {
-          std::printf("  only %-19s cannot cover the model: %s\n", spec.name.c_str(), e.what());
-        }
+      for (const auto& b : baselines)
+        std::printf("  %-24s %9.3f ms  (%.2fx the op-level plan)\n", b.label.c_str(), b.result.total / 1e6,
+                    b.result.total / result.total);
+      for (const auto& u : uncovered) {  // "backend: reason"
+        const size_t colon = u.find(": ");
+        std::printf("  only %-19s cannot cover the model: %s\n", u.substr(0, colon).c_str(),
+                    u.substr(colon + 2).c_str());
       }
-      std::vector<std::string> order;
-      for (const auto& spec : set.specs) order.push_back(spec.name);
-      OpLevelResult priority = priorityPlacement(problem, order);
-      std::printf("  %-24s %9.3f ms  (%.2fx)\n", "priority", priority.total / 1e6,
-                  priority.total / result.total);
-      writeBaseline(priority, "priority.json", "priority order");
     }
+    for (const auto& b : baselines) writeBaseline(b.result, b.file + ".json", b.label);
 
-    Plan plan = makePlan(graph, options->modelPath, candidates, result.chosen, measurements,
-                         PlanOrigin::OpLevel, fingerprint, backendVersions);
-    plan.predictedNs = result.total;
+    auto planOf = [&](const OpLevelResult& r) {
+      Plan p = makePlan(graph, options->modelPath, candidates, r.chosen, measurements, PlanOrigin::OpLevel,
+                        fingerprint, backendVersions);
+      p.predictedNs = r.total;
+      return p;
+    };
+    Plan plan = planOf(result);
+    // Pins and forbids constrain the op-level plan only (the baselines ignore
+    // them), so with constraints the op-level plan is written as it is.
+    if (!options->noEndToEnd && constraints.empty()) {
+      auto e2eStart = Clock::now();
+      EndToEndSelection selection;
+      int chosen = choosePlacementByEndToEnd(graph, result, baselines, planOf,
+                                             [&](const std::string& n) { return set.find(n); }, &selection);
+      std::printf("\nend to end (the sum of isolated kernel costs misses cache and layout effects between "
+                  "kernels), %.1f s:\n%s",
+                  std::chrono::duration<double>(Clock::now() - e2eStart).count(),
+                  describeSelection(selection).c_str());
+      if (chosen >= 0) {
+        plan = planOf(baselines[static_cast<size_t>(chosen)].result);
+        plan.createdBy += " (the " + baselines[static_cast<size_t>(chosen)].label +
+                          " placement ran faster end to end)";
+        std::printf("writing the %s placement: it ran faster than the op-level plan\n",
+                    baselines[static_cast<size_t>(chosen)].label.c_str());
+      }
+    }
     markPinnedGroups(plan, graph, constraints);  // pinned groups say so: origin "user"
     savePlan(plan, options->output);
     std::printf("plan written to %s (%zu groups)\n", options->output.c_str(), plan.groups.size());

@@ -465,6 +465,8 @@ OptimizationJobOptions MainWindow::jobOptions() {
     throw Error("cannot find the 'collage' executable that measures kernels (set COLLAGE_CLI)");
   // The user's overrides are pins the optimizer honours.
   options.constraints = overrides_->constraints();
+  // The plan is run end to end against the baselines before it is kept.
+  options.backends = [set = backendSet_](const std::string& n) { return set->find(n); };
   return options;
 }
 
@@ -544,6 +546,8 @@ void MainWindow::onOptimizationDone(std::shared_ptr<const OptimizationResult> re
     }
     overrides_->setResult(graph_, result);
     showPlan();
+    // The end-to-end check behind the choice, on hover over "predicted / measured".
+    planSummary_->setToolTip(QString::fromStdString(result->endToEnd));
     status_->setText(tr("%1: predicted %2 ms, %3 kernels (%4 measured, %5 cached)")
                          .arg(result->cancelled ? tr("Cancelled, best plan so far") : tr("Done"))
                          .arg(plan_->predictedNs / 1e6, 0, 'f', 3)

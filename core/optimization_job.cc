@@ -9,6 +9,7 @@
 #include "core/measurer.h"
 #include "core/op_level_optimizer.h"
 #include "core/plan_override.h"
+#include "core/plan_selection.h"
 #include "core/switch_costs.h"
 #include "core/threading.h"
 
@@ -120,10 +121,29 @@ OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobO
 
   std::vector<BackendVersion> backendVersions;
   for (const auto& [name, version] : versions) backendVersions.push_back(BackendVersion{name, version});
-  result.plan = makePlan(graph, options.modelPath, result.candidates, opLevel.chosen,
-                         result.measurements, PlanOrigin::OpLevel, fingerprint, backendVersions);
-  result.plan.predictedNs = opLevel.total;
-  result.plan.createdBy = "collage-studio (op-level)";
+  auto planOf = [&](const OpLevelResult& r) {
+    Plan p = makePlan(graph, options.modelPath, result.candidates, r.chosen, result.measurements,
+                      PlanOrigin::OpLevel, fingerprint, backendVersions);
+    p.predictedNs = r.total;
+    p.createdBy = "collage-studio (op-level)";
+    return p;
+  };
+  if (options.backends && options.constraints.empty() && !result.cancelled) {
+    std::vector<std::string> order;
+    for (const auto& [name, version] : options.versions) order.push_back(name);
+    std::vector<NamedPlacement> baselines = baselinePlacements(problem, order);
+    EndToEndSelection selection;
+    int chosen = choosePlacementByEndToEnd(graph, opLevel, baselines, planOf, options.backends, &selection, cancel);
+    result.endToEnd = describeSelection(selection);
+    if (observer) observer->onLog("end to end:\n" + result.endToEnd);
+    if (chosen >= 0) {
+      const NamedPlacement& b = baselines[static_cast<size_t>(chosen)];
+      opLevel = b.result;
+      result.plan = planOf(b.result);
+      result.plan.createdBy += " (the " + b.label + " placement ran faster end to end)";
+    }
+  }
+  if (result.plan.groups.empty()) result.plan = planOf(opLevel);
   markPinnedGroups(result.plan, graph, options.constraints);
   result.chosen = opLevel.chosen;
   result.hasPlan = true;

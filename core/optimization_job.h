@@ -17,6 +17,7 @@
 #include "core/placement_constraints.h"
 #include "core/plan.h"
 #include "core/search_events.h"
+#include "core/session.h"
 #include "core/sub_graph.h"
 #include "core/switch_costs.h"
 
@@ -37,6 +38,9 @@ struct OptimizationJobOptions {
   // argv prefix of the measurement worker: {"/path/to/collage"}; the job adds
   // "--threads N measure-worker model [--input-shape s]...".
   std::string workerExecutable;
+  // When set (and no constraints are given), the op-level plan is run end to
+  // end against the baselines and the fastest is kept (core/plan_selection.h).
+  BackendLookup backends;
   // Pins and forbids, applied as the CLI's --pin / --forbid are: candidates
   // they exclude are neither measured nor chosen, and the groups holding
   // pinned nodes get origin "user" in the plan. The app passes the manual
@@ -53,6 +57,8 @@ struct OptimizationResult {
   std::vector<int32_t> chosen;            // candidate index per plan group
   CostingReport report;
   std::vector<std::string> warnings;
+  // The end-to-end check's report (describeSelection), empty when not run.
+  std::string endToEnd;
 
   // What re-planning needs without measuring again (core/plan_override.h):
   // the DP's inputs as the job had them.

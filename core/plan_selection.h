@@ -1,0 +1,87 @@
+// The last step of an optimisation: run the op-level plan and the baselines
+// end to end, interleaved, and keep the fastest.
+//
+// Why: the op-level DP adds kernel costs measured one kernel at a time, with
+// that kernel's data hot in the caches. In a whole run kernels share the
+// caches and pay their layout changes at every boundary, so the cheapest sum
+// is not always the fastest plan. Measured on ResNet-50 (2 threads): the DP
+// split the bottleneck blocks into single-conv oneDNN groups (predicted
+// 51 ms) that ran in 55 ms, while the priority placement's whole-block
+// groups ran in 50 ms. This check measures what the sum cannot see, on a
+// handful of whole plans; it is a first step of the graph-level search,
+// which measures whole plans by the hundred.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/graph.h"
+#include "core/op_level_optimizer.h"
+#include "core/plan.h"
+#include "core/search_events.h"
+#include "core/session.h"
+
+namespace collage {
+
+struct PlanRunTiming {
+  std::string label;          // "op-level", "priority", "only onednn"
+  double medianMs = 0;        // +inf when the plan could not be compiled or run
+  double spread = 0;          // (p75 - p25) / median
+  int runs = 0;
+  std::string error;          // why it could not run
+};
+
+struct EndToEndSelection {
+  size_t chosen = 0;  // index into the plans
+  std::vector<PlanRunTiming> timings;
+  // Another plan replaces plans[0] only when it is faster by more than this
+  // fraction of plans[0]'s median, so noise does not trade the search's
+  // plan for an equal one.
+  static constexpr double kMinGain = 0.02;
+};
+
+struct EndToEndOptions {
+  double budgetSeconds = 4;  // for the timed runs (rounds shrink for slow models)
+  int minRounds = 3;
+  int maxRounds = 25;
+};
+
+// Runs every plan once untimed, then rounds of one run of each plan in turn
+// (A B C A B C ...: drift hits all alike) on the same random inputs, and
+// chooses the fastest by median. plans[0] is the search's own plan; a plan
+// that fails to compile or run is reported and never chosen (when plans[0]
+// fails, the Error propagates: the search's plan must run). Stops between
+// rounds when `cancel` is set.
+EndToEndSelection selectPlanByEndToEnd(const Graph& graph, const std::vector<Plan>& plans,
+                                       const std::vector<std::string>& labels, const BackendLookup& backends,
+                                       const EndToEndOptions& options = {},
+                                       const CancellationToken* cancel = nullptr);
+
+// The baselines the plan is compared with, from the same measurements: each
+// single backend that can cover the graph ("only onednn"), then the priority
+// placement in `order` ("priority"). `uncovered` receives "backend: reason"
+// for the single backends that cannot.
+struct NamedPlacement {
+  std::string label;
+  std::string file;  // "only_onednn", "priority": for plan files
+  OpLevelResult result;
+};
+std::vector<NamedPlacement> baselinePlacements(const OpLevelProblem& problem,
+                                               const std::vector<std::string>& order,
+                                               std::vector<std::string>* uncovered = nullptr);
+
+// The search's placement and every baseline that differs from it, run end to
+// end (selectPlanByEndToEnd); returns the index into `baselines` of the one
+// to keep, or -1 for the search's own. `planOf` builds a plan from a
+// placement; `selection` receives the timings (labels "op-level", ...).
+int choosePlacementByEndToEnd(const Graph& graph, const OpLevelResult& opLevel,
+                              const std::vector<NamedPlacement>& baselines,
+                              const std::function<Plan(const OpLevelResult&)>& planOf,
+                              const BackendLookup& backends, EndToEndSelection* selection,
+                              const CancellationToken* cancel = nullptr);
+
+// "end to end: op-level 55.1 ms, priority 49.8 ms (chosen, 10% faster), ..."
+std::string describeSelection(const EndToEndSelection& selection);
+
+}  // namespace collage
