@@ -184,7 +184,7 @@ void MainWindow::buildUi() {
   auto* chartDock = new QDockWidget(tr("Search"), this);
   chartDock->setObjectName("search");
   chartDock->setWidget(chart_);
-  addDockWidget(Qt::RightDockWidgetArea, chartDock);
+  addDockWidget(Qt::BottomDockWidgetArea, chartDock);
 
   patternEditor_ = new PatternEditor(this);
   auto* patternDock = new QDockWidget(tr("Patterns"), this);
@@ -192,6 +192,10 @@ void MainWindow::buildUi() {
   patternDock->setWidget(patternEditor_);
   addDockWidget(Qt::BottomDockWidgetArea, patternDock);
   tabifyDockWidget(kernelDock, patternDock);
+  tabifyDockWidget(kernelDock, chartDock);
+  // First start (no saved layout): the graph gets most of the window.
+  resizeDocks({inspectorDock}, {380}, Qt::Horizontal);
+  resizeDocks({kernelDock}, {230}, Qt::Vertical);
   kernelDock->raise();
   // A registered, disabled or removed pattern takes effect at the next
   // optimisation: the backend set is rebuilt then (not during a run: the
@@ -374,7 +378,7 @@ void MainWindow::onLayoutFinished(const GraphLayout& layout) {
   measureAction_->setEnabled(false);
   kernels_->clear();
   scene_->setGraph(graph_, layout);
-  view_->fitAll();
+  showGraphStart();
   inspector_->clear();
   overrides_->clear();
   patternEditor_->setGraph(graph_);
@@ -387,6 +391,20 @@ void MainWindow::onLayoutFinished(const GraphLayout& layout) {
                        .arg(graph_->numNodes())
                        .arg(layout.fromCache ? tr(" (layout from cache)") : QString()));
   emit modelLoaded();
+}
+
+void MainWindow::showGraphStart() {
+  // A whole deep network fitted into the view is a thin unreadable line:
+  // fit when that stays readable, else show the inputs at a readable scale,
+  // as one reads a graph from the top.
+  view_->fitAll();
+  constexpr double kReadable = 0.55;
+  if (view_->transform().m11() >= kReadable || !graph_ || graph_->numNodes() == 0) return;
+  view_->resetTransform();
+  view_->scale(kReadable + 0.25, kReadable + 0.25);
+  const QRectF first = scene_->nodeRect(0);
+  const QRectF visible = view_->mapToScene(view_->viewport()->rect()).boundingRect();
+  view_->centerOn(first.center().x(), first.top() - 20 + visible.height() / 2);
 }
 
 void MainWindow::onLayoutStopped(const QString& why) {
@@ -596,6 +614,10 @@ void MainWindow::showPlan() {
 
 void MainWindow::refreshKernelTable() {
   if (!graph_) return;
+  struct ResizeAfter {  // columns fit their contents once the rows are in
+    QTableView* table;
+    ~ResizeAfter() { table->resizeColumnsToContents(); }
+  } resizeAfter{table_};
   const OptimizationResult* result = overrides_->result();
   try {
     if (allCandidates_->isChecked() && result) {

@@ -127,6 +127,7 @@ class MainWindow : public QMainWindow {
   void onImportDone();
   void onLayoutFinished(const GraphLayout& layout);
   void onLayoutStopped(const QString& why);
+  void showGraphStart();
   void cancelCurrentWork();
   void reloadPatternEditorSpecs();
   void onMeasureProgress(const MeasureProgressEvent& e);

@@ -62,8 +62,10 @@ std::string nowIso8601() {
 
 // Version 1 was the first prototype's table: a fingerprint id, a signature
 // and a median. Version 2 keeps every field of the fingerprint in its own
-// column and the samples' statistics.
-const char* kSchemaV2 = R"sql(
+// column and the samples' statistics. Version 3 adds the switching costs
+// (early version-2 files lack that table). Every statement creates only what
+// is missing, so the same text brings any older file up to date.
+const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS measurements (
   fingerprint_id   TEXT NOT NULL,
   cpu_vendor       TEXT NOT NULL DEFAULT '',
@@ -164,14 +166,13 @@ void MeasurementDb::migrate() {
     if (version == 1) {
       // v1: measurements(fingerprint, backend, signature, median_ns, status).
       exec("ALTER TABLE measurements RENAME TO measurements_v1");
-      exec(kSchemaV2);
+      exec(kSchema);
       exec("INSERT OR REPLACE INTO measurements (fingerprint_id, backend, signature, status, "
            "median_ns, samples) SELECT fingerprint, backend, signature, status, median_ns, 1 "
            "FROM measurements_v1");
       exec("DROP TABLE measurements_v1");
-    } else if (version == 0) {
-      exec(kSchemaV2);
     }
+    if (version < kSchemaVersion) exec(kSchema);  // 0: a new file; 2: adds switch_costs
     exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
     exec("COMMIT");
   } catch (...) {

@@ -47,7 +47,7 @@ struct MeasurementDbStats {
 
 class MeasurementDb {
  public:
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
   // $XDG_CACHE_HOME/collage-studio/measurements.sqlite (~/.cache/... by default).
   static std::string defaultPath();
 

@@ -85,7 +85,7 @@ TEST(MeasurementDb, MigratesTheVersion1Schema) {
     sqlite3_close(db);
   }
   MeasurementDb db(path);
-  EXPECT_EQ(db.schemaVersion(), 2);
+  EXPECT_EQ(db.schemaVersion(), MeasurementDb::kSchemaVersion);
   auto rows = db.all();
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].key.backend, "openblas");
@@ -94,6 +94,25 @@ TEST(MeasurementDb, MigratesTheVersion1Schema) {
   auto hit = db.find(record("x", 1).fingerprint, MeasurementKey{"openblas", "", "sig1"});
   ASSERT_TRUE(hit);
   EXPECT_EQ(hit->status, MeasurementStatus::Ok);
+}
+
+TEST(MeasurementDb, AnEarlyVersion2FileGetsTheSwitchCostTable) {
+  // Version 2 as first released: the measurements table only.
+  std::string path = tempPath("v2.sqlite");
+  {
+    MeasurementDb current(path);
+  }
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "DROP TABLE switch_costs; PRAGMA user_version = 2;", nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  MeasurementDb db(path);
+  EXPECT_EQ(db.schemaVersion(), MeasurementDb::kSchemaVersion);
+  HardwareFingerprint fp = record("x", 1).fingerprint;
+  EXPECT_FALSE(db.findSwitchCost(fp, {"onednn", "1"}, {"native", "1"}));
 }
 
 TEST(MeasurementDb, NotADatabaseIsAClearError) {
