@@ -104,6 +104,7 @@ Action addOptimizeCommand(CLI::App& app) {
         [&](const Candidate& c) { return measurer.measure(c.backend, c.nodes); });
     TerminalProgress progress;
     CostingReport report;
+    if (std::string busy = busyMachineWarning(); !busy.empty()) std::cerr << "warning: " << busy << "\n";
     std::printf("%s: %d nodes, %zu candidates on %zu backends\n", options->modelPath.c_str(),
                 graph.numNodes(), candidates.size(), set.specs.size());
     std::vector<Measurement> measurements =

@@ -571,7 +571,10 @@ void MainWindow::onOptimizationDone(std::shared_ptr<const OptimizationResult> re
                          .arg(plan_->predictedNs / 1e6, 0, 'f', 3)
                          .arg(plan_->groups.size())
                          .arg(result->report.measured)
-                         .arg(result->report.cached));
+                         .arg(result->report.cached) +
+                     (result->warnings.empty() ? QString()
+                                               : QStringLiteral("; warning: ") +
+                                                     QString::fromStdString(result->warnings.front())));
   } else {
     status_->setText(tr("Cancelled before every kernel was measured; no plan"));
   }

@@ -97,6 +97,10 @@ OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobO
   CandidateCoster coster(
       graph, db.get(), fingerprint, [&](const std::string& b) { return versions[b]; },
       [&](const Candidate& c) { return measurer.measure(c.backend, c.nodes); });
+  if (std::string busy = busyMachineWarning(); !busy.empty()) {
+    result.warnings.push_back(busy);
+    if (observer) observer->onLog("warning: " + busy);
+  }
   result.measurements =
       coster.costAll(result.candidates, result.allowed, observer, cancel, &result.report);
   result.measured.clear();
