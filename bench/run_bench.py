@@ -83,6 +83,16 @@ class Model:
         self.input = os.path.join(self.dir, self.stem + ".input_0.pb")
         self.output = os.path.join(self.dir, self.stem + ".output_0.pb")
 
+    def shape_args(self):
+        """--input-shape for collage: the zoo's models declare a dynamic batch,
+        which collage binds to 1 unless told (the batch-8 variant needs it)."""
+        t = onnx.TensorProto()
+        with open(self.input, "rb") as f:
+            t.ParseFromString(f.read())
+        if not t.name:
+            return []
+        return ["--input-shape", "%s=%s" % (t.name, "x".join(str(d) for d in t.dims))]
+
     def ensure(self, small):
         if all(os.path.exists(p) for p in (self.onnx, self.input, self.output)):
             return True
@@ -150,7 +160,7 @@ class Collage:
         return r.returncode, text, wall
 
     def flops(self, model):
-        rc, text, _ = self.call(["inspect", model.onnx], "inspect.log")
+        rc, text, _ = self.call(["inspect", model.onnx] + model.shape_args(), "inspect.log")
         m = re.search(r"flops:\s+([\d.]+)\s*([KMGT]?)FLOP", text)
         if not m:
             return None
@@ -159,7 +169,7 @@ class Collage:
     def optimize(self, model, outdir, tag):
         plan = os.path.join(outdir, "plan.json")
         base = os.path.join(outdir, "baselines")
-        rc, text, wall = self.call(["optimize", model.onnx, "--db", self.db, "-o", plan,
+        rc, text, wall = self.call(["optimize", model.onnx] + model.shape_args() + ["--db", self.db, "-o", plan,
                                     "--baseline-plans", base], "%s.optimize.log" % model.label)
         info = {"rc": rc, "wall_s": wall, "tag": tag}
         m = re.search(r"predicted total ([\d.]+) ms; measuring ([\d.]+) s, search ([\d.]+) s.*?total ([\d.]+) s", text)
@@ -189,7 +199,8 @@ class Collage:
 
     def run_round(self, model, plan, repeat, extra=(), logname=None):
         """One `collage run --plan` process: (median, min, max, text, rc)."""
-        args = ["run", model.onnx, "--plan", plan, "--repeat", str(repeat), "--input", model.input] + list(extra)
+        args = (["run", model.onnx] + model.shape_args() +
+                ["--plan", plan, "--repeat", str(repeat), "--input", model.input] + list(extra))
         rc, text, _ = self.call(args, logname)
         m = re.search(r"latency: median ([\d.]+) ms, spread ([\d.]+)% over (\d+) run\(s\) \(min ([\d.]+), max ([\d.]+)\)",
                       text)
@@ -517,7 +528,7 @@ def write_reports(results, args, outdir, peak):
                 cells.append("n/a" if n in res.get("uncovered", {}) else "err: %s" % why[:40])
                 continue
             c = "%s ms (%s%%)" % (fmt(rr["median_ms"], "%.3g"), fmt(rr.get("spread_pct"), "%.0f"))
-            if n != "collage":
+            if n != "collage" and rr.get("ratio") is not None:  # none when the plan did not run
                 c += " **%.2fx**" % rr["ratio"]
                 ratios[n].append(rr["ratio"])
             if rr.get("peak_frac") is not None:

@@ -54,7 +54,7 @@ EndToEndSelection selectPlanByEndToEnd(const Graph& graph, const std::vector<Pla
     PlanRunTiming& t = out.timings[i];
     t.runs = static_cast<int>(v.size());
     t.medianMs = v[v.size() / 2];
-    t.spread = v.size() >= 4 && t.medianMs > 0 ? (v[3 * v.size() / 4] - v[v.size() / 4]) / t.medianMs : 0;
+    t.spread = t.medianMs > 0 ? (v[3 * v.size() / 4] - v[v.size() / 4]) / t.medianMs : 0;
   }
   size_t best = 0;
   for (size_t i = 1; i < plans.size(); ++i)
@@ -93,6 +93,7 @@ int choosePlacementByEndToEnd(const Graph& graph, const OpLevelResult& opLevel,
   std::vector<int> index = {-1};
   for (size_t i = 0; i < baselines.size(); ++i) {
     if (sorted(baselines[i].result.chosen) == own) continue;  // the same plan: nothing to learn
+    if (baselines[i].result.total > opLevel.total * kMaxPredictedRatio) continue;
     plans.push_back(planOf(baselines[i].result));
     labels.push_back(baselines[i].label);
     index.push_back(static_cast<int>(i));

@@ -69,5 +69,22 @@ TEST(PlanSelection, BaselinesEqualToTheSearchsPlanAreNotRunAgain) {
   EXPECT_EQ(s.timings[0].label, "op-level");
 }
 
+TEST(PlanSelection, BaselinesPredictedFarSlowerAreNotRun) {
+  Graph g = importOnnx(kModel);
+  OpLevelResult own;
+  own.chosen = {0};
+  own.total = 1000;
+  NamedPlacement close{"priority", "priority", own}, far{"only native", "only_native", own};
+  close.result.chosen = {1};
+  close.result.total = 1000 * kMaxPredictedRatio * 0.99;
+  far.result.chosen = {2};
+  far.result.total = 1000 * kMaxPredictedRatio * 1.01;
+  auto planOf = [&](const OpLevelResult&) { return singleNodePlan(g, "native"); };
+  EndToEndSelection s;
+  choosePlacementByEndToEnd(g, own, {close, far}, planOf, kLookup, &s);
+  ASSERT_EQ(s.timings.size(), 2u);
+  EXPECT_EQ(s.timings[1].label, "priority");
+}
+
 }  // namespace
 }  // namespace collage
