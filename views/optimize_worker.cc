@@ -137,9 +137,11 @@ void OptimizeWorker::watchBudget() {
   std::unique_lock<std::mutex> lock(budgetMutex_);
   if (budgetWake_.wait_until(lock, deadline, [this] { return jobDone_; })) return;
   budgetExpired_.store(true);
-  token_.cancel();
   lock.unlock();
+  // Signal first, then cancel: the job's finished() is posted only after it
+  // sees the cancel, so receivers always get timeBudgetExpired() before it.
   emit timeBudgetExpired();
+  token_.cancel();
 }
 
 QString findCollageCli(const QString& appDir) {

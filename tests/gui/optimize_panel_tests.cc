@@ -66,6 +66,19 @@ std::vector<Measurement> fakeMeasurements(const CandidateSet& candidates) {
   return out;
 }
 
+// A job on every backend of `backends` (which must outlive the job: the
+// capabilities point into its specs) for a small model, measuring into `dir`.
+OptimizationJobOptions jobOptions(const char* name, const QTemporaryDir& dir, const BackendSet& backends) {
+  OptimizationJobOptions options;
+  options.modelPath = model(name).toStdString();
+  options.capabilities = backends.capabilities();
+  for (size_t i = 0; i < backends.specs.size(); ++i)
+    options.versions.emplace_back(backends.specs[i].name, backends.backends[i]->version());
+  options.dbPath = dir.filePath("measurements.sqlite").toStdString();
+  options.workerExecutable = COLLAGE_CLI_PATH;
+  return options;
+}
+
 }  // namespace
 
 class OptimizePanelTests : public QObject {
@@ -185,14 +198,8 @@ class OptimizePanelTests : public QObject {
   void workerStopsWhenTheTimeBudgetRunsOut() {
     QTemporaryDir dir;
     auto graph = std::make_shared<const Graph>(importOnnx(model("resnet50_small").toStdString()));
-    auto backends = std::make_shared<BackendSet>(loadBackendSet());
-    OptimizationJobOptions options;
-    options.modelPath = model("resnet50_small").toStdString();
-    options.capabilities = backends->capabilities();
-    for (size_t i = 0; i < backends->specs.size(); ++i)
-      options.versions.emplace_back(backends->specs[i].name, backends->backends[i]->version());
-    options.dbPath = dir.filePath("measurements.sqlite").toStdString();
-    options.workerExecutable = COLLAGE_CLI_PATH;
+    auto backends = std::make_shared<BackendSet>(loadBackendSet());  // the options point into its specs
+    OptimizationJobOptions options = jobOptions("resnet50_small", dir, *backends);
     OptimizeWorker worker(graph, options);
     worker.setTimeBudget(1);
     QSignalSpy finished(&worker, &OptimizeWorker::finished);
@@ -223,14 +230,8 @@ class OptimizePanelTests : public QObject {
     // batches and the chart's best line ends at the plan's predicted total.
     QTemporaryDir dir;
     auto graph = std::make_shared<const Graph>(importOnnx(model("dcgan_small").toStdString()));
-    auto backends = std::make_shared<BackendSet>(loadBackendSet());
-    OptimizationJobOptions options;
-    options.modelPath = model("dcgan_small").toStdString();
-    options.capabilities = backends->capabilities();
-    for (size_t i = 0; i < backends->specs.size(); ++i)
-      options.versions.emplace_back(backends->specs[i].name, backends->backends[i]->version());
-    options.dbPath = dir.filePath("measurements.sqlite").toStdString();
-    options.workerExecutable = COLLAGE_CLI_PATH;
+    auto backends = std::make_shared<BackendSet>(loadBackendSet());  // the options point into its specs
+    OptimizationJobOptions options = jobOptions("dcgan_small", dir, *backends);
     OptimizeWorker worker(graph, options);
     SearchChart chart;
     connect(&worker, &OptimizeWorker::searchSteps, &chart, &SearchChart::addSteps);
