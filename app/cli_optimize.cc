@@ -104,12 +104,13 @@ Action addOptimizeCommand(CLI::App& app) {
         [&](const Candidate& c) { return measurer.measure(c.backend, c.nodes); });
     TerminalProgress progress;
     CostingReport report;
-    if (std::string busy = busyMachineWarning(); !busy.empty()) std::cerr << "warning: " << busy << "\n";
+    const std::string busy = busyMachineWarning();  // before our own worker adds to the load
     std::printf("%s: %d nodes, %zu candidates on %zu backends\n", options->modelPath.c_str(),
                 graph.numNodes(), candidates.size(), set.specs.size());
     std::vector<Measurement> measurements =
         coster.costAll(candidates, allowed, &progress, nullptr, &report);
     progress.finish();
+    if (!busy.empty() && report.measured > 0) std::cerr << "warning: " << busy << "\n";
     if (report.measured == 0 && !options->noDb)
       std::printf("warm database: nothing measured, %d distinct kernels from %s\n", report.cached,
                   options->db.c_str());

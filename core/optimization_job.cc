@@ -97,12 +97,14 @@ OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobO
   CandidateCoster coster(
       graph, db.get(), fingerprint, [&](const std::string& b) { return versions[b]; },
       [&](const Candidate& c) { return measurer.measure(c.backend, c.nodes); });
-  if (std::string busy = busyMachineWarning(); !busy.empty()) {
+  // Read before measuring: our own worker adds to the load once it runs.
+  const std::string busy = busyMachineWarning();
+  result.measurements =
+      coster.costAll(result.candidates, result.allowed, observer, cancel, &result.report);
+  if (!busy.empty() && result.report.measured > 0) {
     result.warnings.push_back(busy);
     if (observer) observer->onLog("warning: " + busy);
   }
-  result.measurements =
-      coster.costAll(result.candidates, result.allowed, observer, cancel, &result.report);
   result.measured.clear();
   for (const auto& m : result.measurements) result.measured.push_back(!isMissingMeasurement(m));
   if (result.report.cancelled || (cancel && cancel->cancelled())) {

@@ -1,5 +1,7 @@
 #include "views/graph_scene.h"
 
+#include <QFontMetricsF>
+
 #include <algorithm>
 #include <set>
 
@@ -22,10 +24,13 @@ const QColor kGroupFill(0xe4, 0xe8, 0xee);
 const QPen kNodePen(QColor(0x40, 0x40, 0x40), 1);
 const QPen kHighlightPen(QColor(0xff, 0x8c, 0x00), 5);
 
-QString shortName(const std::string& name) {
-  QString s = QString::fromStdString(name);
-  int slash = s.lastIndexOf('/');
-  if (slash >= 0 && slash + 1 < s.size()) s = s.mid(slash + 1);
+// The part of a node's name that tells it apart. PyTorch exports name nodes
+// "/layer1/layer1.0/conv1/Conv": the last part repeats the op, so the one
+// before it ("conv1") is shown instead.
+QString shortName(const std::string& name, const std::string& op) {
+  QStringList parts = QString::fromStdString(name).split('/', Qt::SkipEmptyParts);
+  if (parts.size() >= 2 && parts.back().startsWith(QString::fromStdString(op))) parts.removeLast();
+  QString s = parts.isEmpty() ? QString::fromStdString(name) : parts.back();
   if (s.size() > 20) s = s.left(9) + QChar(0x2026) + s.right(9);
   return s;
 }
@@ -131,7 +136,7 @@ void GraphScene::setGraph(std::shared_ptr<const Graph> graph, const GraphLayout&
     rect->setZValue(1);
     rect->setToolTip(QString::fromStdString(node.op + " " + node.name));
     addLabel(rect, QString::fromStdString(node.op), opFont, r, true);
-    addLabel(rect, shortName(node.name), nameFont, r, false);
+    addLabel(rect, shortName(node.name, node.op), nameFont, r, false);
     nodeItems_[n] = rect;
     ++nodeItemCount_;
   }
@@ -228,8 +233,12 @@ void GraphScene::rebuildLegend(const QMap<QString, QColor>& legend) {
       delete item;
     }
   if (legend.isEmpty()) return;
-  QRectF bounds = sceneRect();
-  double x = bounds.left() + 10, y = bounds.top() + 10;
+  // Left of the drawing, so it never covers a node or a frame.
+  QRectF bounds = itemsBoundingRect();
+  double width = 0;
+  for (auto it = legend.begin(); it != legend.end(); ++it)
+    width = std::max(width, QFontMetricsF(font()).horizontalAdvance(it.key()) + 20);
+  double x = bounds.left() - width - 30, y = bounds.top();
   for (auto it = legend.begin(); it != legend.end(); ++it) {
     auto* swatch = addRect(QRectF(x, y, 14, 14), QPen(Qt::black), QBrush(it.value()));
     swatch->setData(kLegendRole, true);
