@@ -59,7 +59,9 @@ EndToEndSelection selectPlanByEndToEnd(const Graph& graph, const std::vector<Pla
   size_t best = 0;
   for (size_t i = 1; i < plans.size(); ++i)
     if (out.timings[i].medianMs < out.timings[best].medianMs) best = i;
-  if (out.timings[best].medianMs < out.timings[0].medianMs * (1 - EndToEndSelection::kMinGain)) out.chosen = best;
+  const double gain =
+      std::max({EndToEndSelection::kMinGain, out.timings[0].spread, out.timings[best].spread});
+  if (out.timings[best].medianMs < out.timings[0].medianMs * (1 - gain)) out.chosen = best;
   return out;
 }
 
