@@ -646,6 +646,28 @@ std::unique_ptr<GraphBuilder> miniResNet() {
   return b;
 }
 
+// MobileNetV2's inverted residuals: expand 1x1 + ReLU6, depthwise 3x3 +
+// ReLU6, project 1x1, with the shortcut when the shape allows.
+std::unique_ptr<GraphBuilder> miniMobileNet() {
+  auto b = std::make_unique<GraphBuilder>(25);
+  auto conv = [&](ValueId in, int64_t oc, int64_t k, int64_t group, int64_t stride) {
+    const int64_t ic = b->shape(in)[1];
+    const int64_t pad = k / 2;
+    return b->op("Conv", {in, b->constant({oc, ic / group, k, k}, -0.5f, 0.5f), b->constant({oc})},
+                 attrs({{"group", group}, {"strides", Ints{stride, stride}}, {"pads", Ints{pad, pad, pad, pad}}}));
+  };
+  auto relu6 = [&](ValueId v) { return b->op("Clip", {v}, attrs({{"min", 0.0f}, {"max", 6.0f}})); };
+  ValueId x = b->input({1, 8, 10, 10});
+  // The first block: depthwise + project, no expansion.
+  ValueId f = conv(relu6(conv(x, 8, 3, 8, 1)), 8, 1, 1, 1);
+  // An identity block, then a strided one.
+  ValueId e1 = relu6(conv(f, 24, 1, 1, 1));
+  ValueId r1 = b->op("Add", {conv(relu6(conv(e1, 24, 3, 24, 1)), 8, 1, 1, 1), f});
+  ValueId e2 = relu6(conv(r1, 24, 1, 1, 1));
+  b->finish(conv(relu6(conv(e2, 24, 3, 24, 2)), 12, 1, 1, 1));
+  return b;
+}
+
 std::vector<std::unique_ptr<GraphBuilder>> patternZoo() {
   std::vector<std::unique_ptr<GraphBuilder>> zoo;
   auto bn = [](GraphBuilder& b, ValueId x) {
@@ -726,6 +748,7 @@ std::vector<std::unique_ptr<GraphBuilder>> patternZoo() {
     zoo.push_back(std::move(b));
   }
   zoo.push_back(miniResNet());
+  zoo.push_back(miniMobileNet());
   return zoo;
 }
 
