@@ -251,6 +251,8 @@ void MainWindow::buildUi() {
   viewMenu->addAction(tr("Zoom &out"), view_, &GraphView::zoomOut, QKeySequence::ZoomOut);
   viewMenu->addAction(tr("&Fit"), view_, &GraphView::fitAll, QKeySequence(QStringLiteral("Ctrl+0")));
   viewMenu->addAction(tr("&Find node..."), findBar_, &FindBar::activate, QKeySequence::Find);
+  // Big graphs open as groups (double-click one to open it): this closes them again.
+  viewMenu->addAction(tr("&Collapse opened groups"), layoutJob_, &LayoutJob::collapseAll);
   viewMenu->addSeparator();
   viewMenu->addAction(inspectorDock->toggleViewAction());
   viewMenu->addAction(kernelDock->toggleViewAction());
