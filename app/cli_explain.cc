@@ -33,10 +33,7 @@ Action addExplainCommand(CLI::App& app) {
     importOptions.inputShapes = plan.inputShapes;
     Graph graph = importOnnx(modelPath, importOptions);
     BackendSet set = loadBackendSet();
-    std::vector<BackendVersion> available;
-    for (size_t i = 0; i < set.specs.size(); ++i)
-      available.push_back({set.specs[i].name, set.backends[i]->version()});
-    for (const auto& w : checkPlanAgainst(plan, graph, modelPath, available, nullptr))
+    for (const auto& w : checkPlanAgainst(plan, graph, modelPath, set.versions(), nullptr))
       std::cerr << "warning: " << w << "\n";
     CandidateSet candidates =
         enumerateCandidates(graph, set.capabilities(), EnumerationOptions{false});

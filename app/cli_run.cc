@@ -72,9 +72,7 @@ Action addRunCommand(CLI::App& app) {
       for (const auto& g : plan->groups)
         if (std::find(names.begin(), names.end(), g.backend) == names.end()) names.push_back(g.backend);
       backends = std::make_unique<BackendSet>(loadBackendSet(names));
-      std::vector<BackendVersion> available;
-      for (size_t i = 0; i < backends->specs.size(); ++i)
-        available.push_back(BackendVersion{backends->specs[i].name, backends->backends[i]->version()});
+      const std::vector<BackendVersion> available = backends->versions();
       HardwareFingerprint here = backends->fingerprint();
       for (const auto& w : checkPlanAgainst(*plan, graph, options->modelPath, available, &here))
         std::cerr << "warning: " << w << "\n";

@@ -477,8 +477,7 @@ OptimizationJobOptions MainWindow::jobOptions() {
   options.modelPath = modelPath_.toStdString();
   for (const QString& binding : inputShapes_) options.inputShapes.push_back(binding.toStdString());
   options.capabilities = backendSet_->capabilities();
-  for (size_t i = 0; i < backendSet_->specs.size(); ++i)
-    options.versions.emplace_back(backendSet_->specs[i].name, backendSet_->backends[i]->version());
+  options.versions = backendSet_->versions();
   settings_.applyTo(options);
   options.workerExecutable = findCollageCli(QCoreApplication::applicationDirPath()).toStdString();
   if (options.workerExecutable.empty())
@@ -887,10 +886,8 @@ bool MainWindow::openPlan(const QString& path, QString* error) {
     if (!backendSet_)
       backendSet_ = std::make_shared<BackendSet>(
           loadBackendSet({}, patternEditor_->userPatternPath().toStdString()));
-    std::vector<BackendVersion> available;
-    for (size_t i = 0; i < backendSet_->specs.size(); ++i)
-      available.push_back({backendSet_->specs[i].name, backendSet_->backends[i]->version()});
-    std::vector<std::string> warnings = checkPlanAgainst(plan, *graph_, modelPath_.toStdString(), available);
+    std::vector<std::string> warnings =
+        checkPlanAgainst(plan, *graph_, modelPath_.toStdString(), backendSet_->versions());
     plan_ = std::move(plan);
     showPlan();
     QString text = tr("Plan %1: predicted %2 ms, %3 kernels")

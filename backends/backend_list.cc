@@ -53,6 +53,13 @@ HardwareFingerprint BackendSet::fingerprint() const {
   return f;
 }
 
+std::vector<BackendVersion> BackendSet::versions() const {
+  std::vector<BackendVersion> out;
+  for (size_t i = 0; i < specs.size(); ++i)
+    out.emplace_back(specs[i].name, backends[i] ? backends[i]->version() : "");
+  return out;
+}
+
 Backend* BackendSet::find(const std::string& name) const {
   for (size_t i = 0; i < specs.size(); ++i)
     if (specs[i].name == name) return backends[i].get();

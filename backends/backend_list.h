@@ -20,6 +20,7 @@ std::unique_ptr<Backend> createBackend(const std::string& name);
 #include "core/backend_spec.h"
 #include "core/candidate.h"
 #include "core/hardware_fingerprint.h"
+#include "core/plan.h"
 
 namespace collage {
 
@@ -35,6 +36,9 @@ struct BackendSet {
   // order: the key under which their measurements are stored.
   HardwareFingerprint fingerprint() const;
   Backend* find(const std::string& name) const;
+  // (name, version) of each backend, in set order: what plans record and
+  // checkPlanAgainst compares.
+  std::vector<BackendVersion> versions() const;
 };
 
 // Loads the named backends (all built-in ones when `names` is empty). An

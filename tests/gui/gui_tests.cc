@@ -33,6 +33,13 @@ QString model(const char* name) {
   return QStringLiteral(COLLAGE_SOURCE_DIR "/resources/models/") + name + ".onnx";
 }
 
+// Opens `path` in the window and waits until it is shown (import and layout).
+bool openAndWait(MainWindow& window, const QString& path) {
+  QSignalSpy loaded(&window, &MainWindow::modelLoaded);
+  window.openModel(path);
+  return loaded.wait(120000);
+}
+
 }  // namespace
 
 class GuiTests : public QObject {
@@ -47,9 +54,7 @@ class GuiTests : public QObject {
 
   void loadBertDrawsEveryNode() {
     MainWindow window;
-    QSignalSpy loaded(&window, &MainWindow::modelLoaded);
-    window.openModel(model("bert_small"));
-    QVERIFY(loaded.wait(120000));
+    QVERIFY(openAndWait(window, model("bert_small")));
     Graph graph = importOnnx(model("bert_small").toStdString());
     QVERIFY(window.graph() != nullptr);
     QCOMPARE(window.graph()->numNodes(), graph.numNodes());
@@ -114,9 +119,7 @@ class GuiTests : public QObject {
     QTemporaryDir dir;
     MainWindow window;
     window.setDatabasePath(dir.filePath("measurements.sqlite"));
-    QSignalSpy loaded(&window, &MainWindow::modelLoaded);
-    window.openModel(model("dcgan_small"));
-    QVERIFY(loaded.wait(120000));
+    QVERIFY(openAndWait(window, model("dcgan_small")));
     QAbstractItemModelTester tester(window.kernelModel(),
                                     QAbstractItemModelTester::FailureReportingMode::QtTest);
     QSignalSpy done(&window, &MainWindow::optimizationFinished);
@@ -221,9 +224,7 @@ class GuiTests : public QObject {
   void planForAnotherModelIsRefused() {
     QTemporaryDir dir;
     MainWindow window;
-    QSignalSpy loaded(&window, &MainWindow::modelLoaded);
-    window.openModel(model("dcgan_small"));
-    QVERIFY(loaded.wait(120000));
+    QVERIFY(openAndWait(window, model("dcgan_small")));
     Graph other = importOnnx(model("mobilenet_v2_small").toStdString());
     savePlan(singleNodePlan(other, "native"), dir.filePath("other.json").toStdString());
     QString error;
@@ -250,9 +251,7 @@ class GuiTests : public QObject {
 
   void patternMatchesAreHighlightedInTheGraph() {
     MainWindow window;
-    QSignalSpy loaded(&window, &MainWindow::modelLoaded);
-    window.openModel(model("resnet50_small"));
-    QVERIFY(loaded.wait(120000));
+    QVERIFY(openAndWait(window, model("resnet50_small")));
     // Count Conv -> Relu pairs from the graph itself.
     const Graph& g = *window.graph();
     QSet<NodeId> expected;
@@ -285,9 +284,7 @@ class GuiTests : public QObject {
     QTemporaryDir dir;
     MainWindow window;
     window.setDatabasePath(dir.filePath("measurements.sqlite"));
-    QSignalSpy loaded(&window, &MainWindow::modelLoaded);
-    window.openModel(model("dcgan_small"));
-    QVERIFY(loaded.wait(120000));
+    QVERIFY(openAndWait(window, model("dcgan_small")));
     QSignalSpy done(&window, &MainWindow::optimizationFinished);
     QSignalSpy failed(&window, &MainWindow::optimizationFailed);
     window.startOptimization();

@@ -246,8 +246,7 @@ class InspectorTests : public QObject {
     OptimizationJobOptions options;
     options.modelPath = path;
     options.capabilities = set.capabilities();
-    for (size_t i = 0; i < set.specs.size(); ++i)
-      options.versions.emplace_back(set.specs[i].name, set.backends[i]->version());
+    options.versions = set.versions();
     options.dbPath = dir.filePath("measurements.sqlite").toStdString();
     options.workerExecutable = COLLAGE_CLI_PATH;
     const std::string bn = "/main/main.4/BatchNormalization";

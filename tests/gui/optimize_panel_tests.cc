@@ -72,8 +72,7 @@ OptimizationJobOptions jobOptions(const char* name, const QTemporaryDir& dir, co
   OptimizationJobOptions options;
   options.modelPath = model(name).toStdString();
   options.capabilities = backends.capabilities();
-  for (size_t i = 0; i < backends.specs.size(); ++i)
-    options.versions.emplace_back(backends.specs[i].name, backends.backends[i]->version());
+  options.versions = backends.versions();
   options.dbPath = dir.filePath("measurements.sqlite").toStdString();
   options.workerExecutable = COLLAGE_CLI_PATH;
   return options;
