@@ -37,6 +37,7 @@ PostOp PostOp::binary(algorithm alg, Operand operand, std::string node) {
 
 std::string FusedChain::describe(const Graph& graph) const {
   std::string s = anchor == kNoNode ? std::string("input") : graph.node(anchor).op;
+  if (pad != kNoNode) s = "Pad + " + s;
   for (const PostOp& p : postOps) {
     s += " + ";
     s += p.kind == PostOp::Kind::Sum ? "sum" : dnnl_alg_kind2str(dnnl::convert_to_c(p.alg));
@@ -57,7 +58,8 @@ bool isAnchorOp(const std::string& op) {
                                                 "Softmax",
                                                 "LogSoftmax",
                                                 "BatchNormalization",
-                                                "LayerNormalization"};
+                                                "LayerNormalization",
+                                                "Concat"};
   return anchors.count(op) != 0;
 }
 
@@ -417,6 +419,45 @@ struct Walker {
     return why;
   }
 
+  // A group that starts with a constant-zero Pad of the spatial dimensions
+  // feeding a Conv or an AveragePool (Inception's branch pools are exported
+  // as Pad + AveragePool): the Pad becomes the anchor's padding, so the
+  // padded tensor is never made.
+  std::string foldPad(const std::vector<NodeId>& members) {
+    const Node& pad = g.node(members[0]);
+    const std::string label = nodeLabel(pad);
+    if (members.size() < 2) return label + "oneDNN runs a Pad only folded into the Conv or AveragePool after it";
+    const Node& next = g.node(members[1]);
+    if ((next.op != "Conv" && next.op != "AveragePool") || next.inputs.empty() ||
+        next.inputs[0] != pad.outputs[0] || soleConsumer(pad.outputs[0]) != members[1])
+      return label + "oneDNN folds a Pad only into a Conv or AveragePool that alone reads it";
+    if (pad.attrs.getString("mode", "constant") != "constant" ||
+        pad.attrs.getFloat("constant_value", 0.0f) != 0.0f)
+      return label + "only a constant-zero Pad folds into " + next.op + "'s padding";
+    const int64_t rank = static_cast<int64_t>(g.value(pad.inputs[0]).type.shape.size());
+    const PadAmounts amounts = padAmounts(pad, rank);
+    for (int64_t d = 0; d < rank; ++d) {
+      const bool spatial = d >= 2;
+      if (amounts.begin[d] < 0 || amounts.end[d] < 0 ||
+          (!spatial && (amounts.begin[d] != 0 || amounts.end[d] != 0)))
+        return label + "only non-negative pads of the spatial dimensions fold into " + next.op;
+    }
+    if (next.op == "AveragePool" && next.attrs.getInt("count_include_pad", 0) == 0) {
+      for (int64_t p : next.attrs.getInts("pads", {}))
+        if (p != 0)
+          return nodeLabel(next) + "its own pads are excluded from the average but the Pad's "
+                 "zeros before it are not; oneDNN has no pooling that mixes both";
+      if (next.attrs.getString("auto_pad", "NOTSET") != "NOTSET" &&
+          next.attrs.getString("auto_pad", "NOTSET") != "VALID")
+        return nodeLabel(next) + "auto_pad after a Pad does not fold";
+    }
+    chain.pad = members[0];
+    chain.padBegin.assign(amounts.begin.begin() + 2, amounts.begin.end());
+    chain.padEnd.assign(amounts.end.begin() + 2, amounts.end.end());
+    done.insert(members[0]);
+    return {};
+  }
+
   std::string run() {
     const std::vector<NodeId> members = request.members();
     if (members.empty()) return "empty group";
@@ -424,7 +465,12 @@ struct Walker {
       return "the group " + request.toString() + " has " + std::to_string(request.outputs.size()) +
              " outputs; a oneDNN kernel has one";
     if (std::string why = checkTypes(); !why.empty()) return why;
-    const Node& first = g.node(members[0]);
+    size_t start = 0;  // the anchor's position (1 after a folded Pad)
+    if (g.node(members[0]).op == "Pad") {
+      if (std::string why = foldPad(members); !why.empty()) return why;
+      start = 1;
+    }
+    const Node& first = g.node(members[start]);
     // An inference BatchNormalization with constant parameters is a
     // per-channel multiply-add: lowered as elementwise ops, it takes any chain
     // of post-ops (oneDNN's own primitive fuses only a Relu).
@@ -436,14 +482,14 @@ struct Walker {
       anchor = !constParams;
     }
     if (anchor) {
-      chain.anchor = members[0];
+      chain.anchor = members[start];
       for (size_t i = 1; i < first.outputs.size(); ++i) {
         const ValueId v = first.outputs[i];
         if (v != kNoValue && (!g.value(v).consumers.empty() || g.value(v).isGraphOutput))
           return nodeLabel(first) + "its output '" + g.value(v).name +
                  "' is used; oneDNN computes only the first output of " + first.op;
       }
-      done.insert(members[0]);
+      done.insert(members[start]);
       result = first.outputs[0];
     } else {
       // Elementwise ops alone: the chain starts at an input with the output's shape.
@@ -501,7 +547,18 @@ ChainSequence analyzeSequence(const KernelRequest& request) {
     const Node& node = g.node(n);
     size_t c = chains.size();
     const bool anchor = isAnchorOp(node.op) && node.op != "BatchNormalization";
-    if (!anchor) {
+    if (anchor && !node.inputs.empty()) {
+      // An anchor reading a chain that is only a Pad continues it (the Pad folds into it).
+      auto it = resultOf.find(node.inputs[0]);
+      if (it != resultOf.end() && chains[it->second].size() == 1 &&
+          g.node(chains[it->second][0]).op == "Pad") {
+        c = it->second;
+        resultOf.erase(it);
+      }
+    }
+    if (node.op == "Pad") {
+      // starts a chain of its own, which the anchor after it joins
+    } else if (!anchor) {
       for (ValueId v : node.inputs) {
         auto it = resultOf.find(v);
         if (v != kNoValue && it != resultOf.end()) {

@@ -51,6 +51,11 @@ struct FusedChain {
   // post-ops then apply to `source`.
   NodeId anchor = kNoNode;
   Operand source;  // elementwise groups: the value the chain starts from
+  // A constant-zero Pad folded into the anchor (a Conv or an AveragePool):
+  // the anchor reads the Pad's input and adds these amounts, one per spatial
+  // dimension, to its own padding.
+  NodeId pad = kNoNode;
+  std::vector<int64_t> padBegin, padEnd;
   std::vector<PostOp> postOps;
   Shape shape;  // of the running result (the output)
   ValueId output = kNoValue;

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <type_traits>
 
 #include "core/conv_geometry.h"
@@ -56,7 +57,17 @@ Shape padTo(const Shape& s, size_t rank) {
   return r;
 }
 
-bool isRef(const dnnl::primitive_desc& pd) {
+// The blocked format tag of `md` (nChw8c, nChw16c, ... for ranks 3 to 5), if it is one.
+std::optional<memory::format_tag> blockedTagOf(const memory::desc& md) {
+  using tag = memory::format_tag;
+  static const tag tags[] = {tag::nCw8c,   tag::nCw16c,   tag::nChw8c,
+                             tag::nChw16c, tag::nCdhw8c, tag::nCdhw16c};
+  for (tag t : tags)
+    if (memory::desc(md.dims(), memory::data_type::f32, t, true) == md) return t;
+  return std::nullopt;
+}
+
+bool isRef(const dnnl::primitive_desc_base& pd) {
   return std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
 }
 
@@ -298,6 +309,8 @@ class Builder {
         buildLayerNorm();
       else if (op == "Softmax" || op == "LogSoftmax")
         buildSoftmax(op == "LogSoftmax");
+      else if (op == "Concat")
+        buildConcat();
       else
         refuse("no oneDNN lowering for " + op);
     }
@@ -377,22 +390,36 @@ class Builder {
     }
     if (plain == want) return operand(o, plain);
     if (o.isConstant) return reorderedConstant(plain, o.constant.raw(), want);
+    // Several chains of a sequence reading one group input in the same
+    // layout (an Inception block's branches) share one reorder.
+    const int outer = outerIndex(o);
+    for (const auto& [index, copy] : kernel_->inputCopies)
+      if (index == outer && copy.get_desc() == want) return copy;
     memory user = operand(o, plain);
     memory internal = owned(want);
     addStep(dnnl::reorder::primitive_desc(user, internal),
             {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, internal}});
+    kernel_->inputCopies.emplace_back(outer, internal);
     return internal;
+  }
+  // The kernel's input index of a run-time operand of this chain.
+  int outerIndex(const Operand& o) const {
+    return link_ ? link_->inputs.at(static_cast<size_t>(o.inputIndex)).outer : o.inputIndex;
+  }
+  // A copy of group input `o` in a blocked layout that an earlier chain made; null if none.
+  memory blockedCopyOf(const Operand& o) const {
+    if (o.isConstant || o.inputIndex < 0) return memory();
+    const int outer = outerIndex(o);
+    for (const auto& [index, copy] : kernel_->inputCopies)
+      if (index == outer && copy.get_desc() != plainDesc(o.shape)) return copy;
+    return memory();
   }
 
   template <class PD>
   void addStep(const PD& pd, Args args) {
     const memory::desc scratch = pd.scratchpad_desc();
     if (scratch.get_size() > 0) args[DNNL_ARG_SCRATCHPAD] = owned(scratch);
-    dnnl::primitive p;
-    if constexpr (std::is_same_v<PD, dnnl::reorder::primitive_desc>)
-      p = dnnl::reorder(pd);
-    else
-      p = dnnl::primitive(pd);
+    dnnl::primitive p(pd.get());
     kernel_->steps.push_back(
         {p, std::move(args), kindName(pd.get_kind()) + "(" + pd.impl_info_str() + ")"});
   }
@@ -459,18 +486,27 @@ class Builder {
     return c.describe(g_);
   }
 
+  // The anchor's input i; input 0 is the Pad's input when a Pad is folded in.
   Operand input(size_t i) const {
     const Node& node = g_.node(chain_.anchor);
+    if (i == 0 && chain_.pad != kNoNode) return operandOf(request_, g_.node(chain_.pad).inputs[0]);
     return i < node.inputs.size() ? operandOf(request_, node.inputs[i]) : Operand{};
   }
+  // The shape the anchor's op sees at input 0 (padded when a Pad is folded in).
+  const Shape& anchorInputShape() const {
+    return g_.value(g_.node(chain_.anchor).inputs[0]).type.shape;
+  }
+  int64_t foldedPadBegin(size_t d) const { return chain_.pad == kNoNode ? 0 : chain_.padBegin.at(d); }
+  int64_t foldedPadEnd(size_t d) const { return chain_.pad == kNoNode ? 0 : chain_.padEnd.at(d); }
 
   // ---- Conv / ConvTranspose
 
   void buildConv(bool transpose) {
     const Node& node = g_.node(chain_.anchor);
     const Operand x = input(0), w = input(1), b = input(2);
+    if (transpose && chain_.pad != kNoNode) refuse(anchorLabel() + "a Pad folds only into a Conv");
     const ConvGeometry geo = transpose ? ConvGeometry::convTranspose(node, x.shape, w.shape)
-                                       : ConvGeometry::conv(node, x.shape, w.shape);
+                                       : ConvGeometry::conv(node, anchorInputShape(), w.shape);
     const size_t k = geo.spatialRank();
     if (k < 1 || k > 3) refuse(anchorLabel() + std::to_string(k) + " spatial dimensions");
     const int64_t G = geo.group, OC = geo.outChannels, IC = geo.inChannels;
@@ -526,10 +562,11 @@ class Builder {
     }
 
     memory::dims strides(geo.strides.begin(), geo.strides.end());
-    memory::dims dil, pl(geo.padsBegin.begin(), geo.padsBegin.end()), pr;
+    memory::dims dil, pl, pr;
     for (size_t i = 0; i < k; ++i) {
       dil.push_back(geo.dilations[i] - 1);
-      pr.push_back(geo.padsEnd[i] - geo.outputPadding[i]);
+      pl.push_back(geo.padsBegin[i] + foldedPadBegin(i));
+      pr.push_back(geo.padsEnd[i] - geo.outputPadding[i] + foldedPadEnd(i));
     }
 
     const memory::desc srcPlain = plainDesc(x.shape), dstPlain = plainDesc(chain_.shape);
@@ -833,13 +870,14 @@ class Builder {
       pl.assign(k, 0);
       pr.assign(k, 0);
     } else {
-      const ConvGeometry geo = ConvGeometry::pool(node, x.shape);
-      includePad = !isMax && node.attrs.getInt("count_include_pad", 0) != 0;
+      const ConvGeometry geo = ConvGeometry::pool(node, anchorInputShape());
+      // A folded Pad's zeros are part of every window they fall in.
+      includePad = !isMax && (node.attrs.getInt("count_include_pad", 0) != 0 || chain_.pad != kNoNode);
       for (size_t i = 0; i < k; ++i) {
         kernel.push_back(geo.kernel[i]);
         strides.push_back(geo.strides[i]);
         dil.push_back(geo.dilations[i] - 1);
-        pl.push_back(geo.padsBegin[i]);
+        pl.push_back(geo.padsBegin[i] + foldedPadBegin(i));
         // oneDNN sizes the output with floor; ceil_mode's extra window is
         // end padding that oneDNN must be told about.
         const int64_t in = geo.inputSpatial[i], out = geo.outputSpatial[i];
@@ -853,15 +891,18 @@ class Builder {
                 "count_include_pad with ceil_mode windows past the pads has no oneDNN equivalent");
           end = needed;
         }
-        pr.push_back(end);
+        pr.push_back(end + foldedPadEnd(i));
       }
     }
     const algorithm alg = isMax        ? algorithm::pooling_max
                           : includePad ? algorithm::pooling_avg_include_padding
                                        : algorithm::pooling_avg_exclude_padding;
     // In a sequence, a blocked input is pooled as is (JIT, blocked output);
-    // on NCHW oneDNN 2.6 has only a slow simple_nchw pooling.
-    const memory in = internalInput(x);
+    // on NCHW oneDNN 2.6 has only a slow simple_nchw pooling. A group input
+    // that another chain already reordered to a blocked layout is read from
+    // that copy.
+    memory in = internalInput(x);
+    if (!in) in = blockedCopyOf(x);
     const bool blockedIn = in && in.get_desc() != plainDesc(x.shape);
     const memory::desc srcMd = blockedIn ? in.get_desc() : plainDesc(x.shape);
     const memory::desc dstMd = blockedIn ? anyDesc(dimsOf(chain_.shape)) : plainDesc(chain_.shape);
@@ -873,6 +914,59 @@ class Builder {
       addMainStep(pd, {{DNNL_ARG_SRC, blockedIn ? in : operand(x, srcMd)}}, ops);
     } catch (const dnnl::error& e) {
       refuse(anchorLabel() + "oneDNN cannot run " + opsText(ops) + ": " + e.what());
+    }
+  }
+
+  // ---- Concat
+
+  // In a sequence the inputs an earlier chain made stay in their blocked
+  // layout, and the other inputs are reordered to it, so an Inception
+  // block's branches are joined without a trip through NCHW; otherwise (or
+  // when oneDNN has no blocked concat for these shapes) it copies NCHW.
+  void buildConcat() {
+    const Node& node = g_.node(chain_.anchor);
+    const std::vector<PostOp> ops = simplified(chain_.postOps);
+    if (!ops.empty()) refuse(anchorLabel() + "oneDNN's concat takes no post-ops (" + opsText(ops) + ")");
+    const int64_t rank = static_cast<int64_t>(chain_.shape.size());
+    const int axis = static_cast<int>(normalizeAxis(node, node.attrs.getInt("axis", 0), rank));
+    std::vector<Operand> parts;
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const Operand o = input(i);
+      if (o.present() && numElements(o.shape) > 0) parts.push_back(o);
+    }
+    if (parts.empty()) refuse(anchorLabel() + "every input is empty");
+    std::optional<memory::format_tag> blocked;
+    for (const Operand& o : parts)
+      if (memory in = internalInput(o); in && !blocked) blocked = blockedTagOf(in.get_desc());
+    auto attempt = [&](std::optional<memory::format_tag> tag) {
+      const size_t stepsBefore = kernel_->steps.size(), copiesBefore = kernel_->inputCopies.size();
+      Args args;
+      std::vector<memory::desc> srcs;
+      for (const Operand& o : parts) {
+        const memory::desc plain = plainDesc(o.shape);
+        const memory::desc want =
+            tag ? memory::desc(dimsOf(o.shape), memory::data_type::f32, *tag) : plain;
+        memory m = source(o, plain, want);
+        args[DNNL_ARG_MULTIPLE_SRC + static_cast<int>(srcs.size())] = m;
+        srcs.push_back(m.get_desc());
+      }
+      try {
+        dnnl::concat::primitive_desc pd(axis, srcs, engine(), attrFor(ops));
+        if (tag && isRef(pd)) throw dnnl::error(dnnl_unimplemented, "only a reference concat");
+        addMainStep(pd, std::move(args), ops);
+        return true;
+      } catch (const dnnl::error&) {
+        if (!tag) throw;
+        kernel_->steps.resize(stepsBefore);  // drop the reorders made for this attempt
+        kernel_->inputCopies.resize(copiesBefore);
+        return false;
+      }
+    };
+    try {
+      if (!blocked || !attempt(blocked)) attempt(std::nullopt);
+    } catch (const dnnl::error& e) {
+      refuse(anchorLabel() + "oneDNN cannot concatenate " + std::to_string(parts.size()) +
+             " tensors on axis " + std::to_string(axis) + ": " + e.what());
     }
   }
 

@@ -49,6 +49,10 @@ class OneDnnKernel final : public Kernel {
   std::vector<Step> steps;
   std::vector<Binding> bindings;
   std::vector<dnnl::memory> owned;  // constants and intermediates kept alive
+  // Compile time only: the kernel's inputs already reordered to another
+  // layout (input index, the copy), so that chains reading the same input
+  // share the reorder.
+  std::vector<std::pair<int, dnnl::memory>> inputCopies;
   std::string postOps;              // the chain as lowered (after folding), for describe()
 
  private:

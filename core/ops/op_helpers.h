@@ -19,4 +19,11 @@ void requireFloat32(const Node& node, const TensorType& type);
 // "node 'conv1' (Conv): " — prefix for messages.
 std::string nodeLabel(const Node& node);
 
+// A Pad node's per-dimension begin and end amounts (negative = crop), from
+// its `pads` and `axes` attributes; throws Error naming the node.
+struct PadAmounts {
+  std::vector<int64_t> begin, end;
+};
+PadAmounts padAmounts(const Node& node, int64_t rank);
+
 }  // namespace collage

@@ -32,31 +32,6 @@ PadMode padModeOf(const Node& node) {
               "' (expected constant, reflect, edge or wrap)");
 }
 
-// Per-dimension begin/end pads (negative = crop), from `pads` and `axes`.
-struct PadAmounts {
-  std::vector<int64_t> begin, end;
-};
-
-PadAmounts padAmounts(const Node& node, int64_t rank) {
-  const std::vector<int64_t> pads = node.attrs.getInts("pads", {});
-  std::vector<int64_t> axes = node.attrs.getInts("axes", {});
-  if (axes.empty())
-    for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
-  if (pads.size() != 2 * axes.size())
-    throw Error(nodeLabel(node) + "pads has " + std::to_string(pads.size()) +
-                " values, expected " + std::to_string(2 * axes.size()) + " (2 per padded axis)");
-  PadAmounts p{std::vector<int64_t>(rank, 0), std::vector<int64_t>(rank, 0)};
-  std::vector<bool> seen(rank, false);
-  for (size_t i = 0; i < axes.size(); ++i) {
-    const int64_t a = normalizeAxis(node, axes[i], rank);
-    if (seen[a]) throw Error(nodeLabel(node) + "axis " + std::to_string(axes[i]) + " repeated");
-    seen[a] = true;
-    p.begin[a] = pads[i];
-    p.end[a] = pads[i + axes.size()];
-  }
-  return p;
-}
-
 std::vector<TensorType> inferPad(const Node& node, const std::vector<TensorType>& in) {
   const TensorType& x = in.at(0);
   switch (x.elementType) {

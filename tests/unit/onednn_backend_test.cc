@@ -668,6 +668,53 @@ std::unique_ptr<GraphBuilder> miniMobileNet() {
   return b;
 }
 
+// Inception-v3's five kinds of block as PyTorch exports them (each branch
+// Conv -> Relu, the branch pools as a zero Pad + AveragePool), with channel
+// counts that are and are not multiples of oneDNN's block of 8, and a stem
+// whose Conv reads a Pad.
+std::unique_ptr<GraphBuilder> miniInception() {
+  auto b = std::make_unique<GraphBuilder>(26);
+  auto cr = [&](ValueId in, int64_t oc, int64_t kh, int64_t kw, int64_t stride = 1) {
+    const int64_t ic = b->shape(in)[1];
+    const AttributeMap a = attrs({{"strides", Ints{stride, stride}},
+                                  {"pads", stride == 1 ? Ints{kh / 2, kw / 2, kh / 2, kw / 2}
+                                                       : Ints{0, 0, 0, 0}}});
+    return b->op("Relu", {b->op("Conv", {in, b->constant({oc, ic, kh, kw}, -0.5f, 0.5f),
+                                         b->constant({oc})}, a)});
+  };
+  auto branchPool = [&](ValueId in, int64_t oc) {
+    ValueId padded = b->op("Pad", {in}, attrs({{"pads", Ints{0, 0, 1, 1, 0, 0, 1, 1}}}));
+    return cr(b->op("AveragePool", {padded}, attrs({{"kernel_shape", Ints{3, 3}}})), oc, 1, 1);
+  };
+  auto maxPool = [&](ValueId in) {
+    return b->op("MaxPool", {in}, attrs({{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}}));
+  };
+  auto concat = [&](std::vector<ValueId> parts) {
+    return b->op("Concat", parts, attrs({{"axis", int64_t{1}}}));
+  };
+  ValueId x = b->input({1, 3, 13, 13});
+  ValueId stemPad = b->op("Pad", {x}, attrs({{"pads", Ints{0, 0, 1, 0, 0, 0, 2, 1}}}));
+  ValueId stem = b->op("Conv", {stemPad, b->constant({16, 3, 3, 3}, -0.5f, 0.5f)});
+  // A (Mixed_5b): 1x1; 1x1 -> 5x5; 1x1 -> 3x3 -> 3x3; pool -> 1x1.
+  ValueId a = concat({cr(stem, 8, 1, 1), cr(cr(stem, 6, 1, 1), 8, 5, 5),
+                      cr(cr(cr(stem, 8, 1, 1), 12, 3, 3), 12, 3, 3), branchPool(stem, 4)});
+  // B (Mixed_6a): strided 3x3; 1x1 -> 3x3 -> strided 3x3; max pool.
+  ValueId bb = concat({cr(a, 16, 3, 3, 2), cr(cr(cr(a, 8, 1, 1), 12, 3, 3), 12, 3, 3, 2), maxPool(a)});
+  // C (Mixed_6b): 1x1; 1x1 -> 1x7 -> 7x1; 1x1 -> 7x1 -> 1x7 -> 7x1 -> 1x7; pool -> 1x1.
+  ValueId c = concat({cr(bb, 8, 1, 1), cr(cr(cr(bb, 6, 1, 1), 6, 1, 7), 8, 7, 1),
+                      cr(cr(cr(cr(cr(bb, 6, 1, 1), 6, 7, 1), 6, 1, 7), 6, 7, 1), 8, 1, 7),
+                      branchPool(bb, 8)});
+  // D (Mixed_7a): 1x1 -> strided 3x3; 1x1 -> 1x7 -> 7x1 -> strided 3x3; max pool.
+  ValueId d = concat({cr(cr(c, 8, 1, 1), 8, 3, 3, 2),
+                      cr(cr(cr(cr(c, 8, 1, 1), 8, 1, 7), 8, 7, 1), 8, 3, 3, 2), maxPool(c)});
+  // E (Mixed_7b): 1x1; 1x1 -> {1x3, 3x1}; 1x1 -> 3x3 -> {1x3, 3x1}; pool -> 1x1.
+  ValueId y = cr(d, 8, 1, 1), z = cr(cr(d, 8, 1, 1), 8, 3, 3);
+  ValueId e = concat({cr(d, 8, 1, 1), cr(y, 8, 1, 3), cr(y, 8, 3, 1), cr(z, 8, 1, 3),
+                      cr(z, 8, 3, 1), branchPool(d, 8)});
+  b->finish(b->op("GlobalAveragePool", {e}));
+  return b;
+}
+
 std::vector<std::unique_ptr<GraphBuilder>> patternZoo() {
   std::vector<std::unique_ptr<GraphBuilder>> zoo;
   auto bn = [](GraphBuilder& b, ValueId x) {
@@ -749,6 +796,7 @@ std::vector<std::unique_ptr<GraphBuilder>> patternZoo() {
   }
   zoo.push_back(miniResNet());
   zoo.push_back(miniMobileNet());
+  zoo.push_back(miniInception());
   return zoo;
 }
 
@@ -847,6 +895,90 @@ TEST_F(OneDnn, RefusesASequenceWhoseChainHasTwoOutputs) {
   const ValueId r = b.op("Relu", {c1});
   const ValueId c2 = b.op("Conv", {c1, b.constant({8, 8, 1, 1})});
   expectRefusal(b, b.op("Add", {c2, r}), "2 outputs");
+}
+
+// ---- Pad folded into the anchor, Concat
+
+TEST_F(OneDnn, PadFoldsIntoConvAndAveragePool) {
+  {  // asymmetric pads on a Conv that has pads of its own
+    GraphBuilder b;
+    ValueId x = b.input({1, 8, 9, 7});
+    ValueId p = b.op("Pad", {x}, attrs({{"pads", Ints{0, 0, 2, 0, 0, 0, 1, 3}}}));
+    expectMatches(b, b.op("Relu", {b.op("Conv", {p, b.constant({16, 8, 3, 3}), b.constant({16})},
+                                        attrs({{"pads", Ints{1, 1, 1, 1}}}))}),
+                  "Pad + Conv + Relu");
+  }
+  {  // Pad with `axes`, then an AveragePool that counts its own pads too
+    GraphBuilder b;
+    ValueId x = b.input({2, 5, 8, 8});
+    ValueId p = b.op("Pad", {x}, attrs({{"pads", Ints{1, 2, 1, 0}}, {"axes", Ints{2, 3}}}));
+    expectMatches(b, b.op("AveragePool", {p}, attrs({{"kernel_shape", Ints{3, 3}},
+                                                     {"pads", Ints{1, 1, 1, 1}},
+                                                     {"count_include_pad", int64_t{1}}})),
+                  "Pad + AveragePool(count_include_pad)");
+  }
+  {  // strided
+    GraphBuilder b;
+    ValueId x = b.input({1, 8, 10, 10});
+    ValueId p = b.op("Pad", {x}, attrs({{"pads", Ints{0, 0, 1, 1, 0, 0, 1, 1}}}));
+    expectMatches(b, b.op("AveragePool", {p}, attrs({{"kernel_shape", Ints{3, 3}},
+                                                     {"strides", Ints{2, 2}}})),
+                  "Pad + strided AveragePool");
+  }
+}
+
+TEST_F(OneDnn, RefusesAPadThatDoesNotFold) {
+  struct Case {
+    AttributeMap pad;
+    std::string next;
+    AttributeMap nextAttrs;
+    std::string mention;
+  };
+  const AttributeMap pool = attrs({{"kernel_shape", Ints{3, 3}}});
+  const std::vector<Case> cases = {
+      {attrs({{"pads", Ints{0, 0, 1, 1, 0, 0, 1, 1}}, {"mode", std::string("reflect")}}),
+       "AveragePool", pool, "constant-zero"},
+      {attrs({{"pads", Ints{0, 0, 1, 1, 0, 0, 1, 1}}, {"constant_value", 0.5f}}), "AveragePool",
+       pool, "constant-zero"},
+      {attrs({{"pads", Ints{0, 1, 1, 1, 0, 0, 1, 1}}}), "AveragePool", pool, "spatial"},
+      {attrs({{"pads", Ints{0, 0, -1, 1, 0, 0, 1, 1}}}), "AveragePool", pool, "non-negative"},
+      {attrs({{"pads", Ints{0, 0, 1, 1, 0, 0, 1, 1}}}), "AveragePool",
+       attrs({{"kernel_shape", Ints{3, 3}}, {"pads", Ints{1, 1, 1, 1}}}), "excluded"},
+      {attrs({{"pads", Ints{0, 0, 1, 1, 0, 0, 1, 1}}}), "MaxPool", pool, "Conv or AveragePool"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.mention);
+    GraphBuilder b;
+    ValueId x = b.input({1, 8, 6, 6});
+    expectRefusal(b, b.op(c.next, {b.op("Pad", {x}, c.pad)}, c.nextAttrs), c.mention);
+  }
+}
+
+TEST_F(OneDnn, ConcatAloneAndAfterChains) {
+  {  // plain inputs, several ranks and axes
+    GraphBuilder b;
+    expectMatches(b, b.op("Concat", {b.input({1, 3, 4, 4}), b.input({1, 5, 4, 4}), b.input({1, 8, 4, 4})},
+                          attrs({{"axis", int64_t{1}}})),
+                  "Concat of 3 on channels");
+  }
+  {
+    GraphBuilder b;
+    expectMatches(b, b.op("Concat", {b.input({2, 6}), b.input({2, 3})}, attrs({{"axis", int64_t{-1}}})),
+                  "Concat of matrices");
+  }
+  {  // blocked results of two convs (8 and 12 channels) and the group input (5 channels)
+    GraphBuilder b;
+    ValueId x = b.input({1, 5, 7, 7});
+    ValueId c1 = b.op("Relu", {b.op("Conv", {x, b.constant({8, 5, 3, 3})}, attrs({{"pads", Ints{1, 1, 1, 1}}}))});
+    ValueId c2 = b.op("Conv", {x, b.constant({12, 5, 1, 1}), b.constant({12})});
+    expectMatches(b, b.op("Concat", {c1, x, c2}, attrs({{"axis", int64_t{1}}})),
+                  "Concat of conv results and the input");
+  }
+  {  // a post-op after a Concat has no oneDNN form
+    GraphBuilder b;
+    ValueId c = b.op("Concat", {b.input({1, 8, 4, 4}), b.input({1, 8, 4, 4})}, attrs({{"axis", int64_t{1}}}));
+    expectRefusal(b, b.op("Relu", {c}), "no post-ops");
+  }
 }
 
 // ---- refusals: a reason, never a crash
