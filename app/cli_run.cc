@@ -113,6 +113,9 @@ Action addRunCommand(CLI::App& app) {
                   formatBytes(static_cast<double>(session->peakBytes())).c_str(),
                   formatBytes(static_cast<double>(session->totalValueBytes())).c_str(),
                   plan->groups.size());
+      if (session->nativeLayoutValues() > 0)
+        std::printf("%d tensor(s) passed between kernels in a backend's own layout (no reorders)\n",
+                    session->nativeLayoutValues());
       if (plan->predictedNs > 0)
         std::printf("predicted: %.3f ms (measured/predicted %.2f)\n", plan->predictedNs / 1e6,
                     median / (plan->predictedNs / 1e6));

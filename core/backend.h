@@ -12,6 +12,7 @@
 #include <dlpack/dlpack.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,15 @@ struct KernelRequest {
   std::string toString() const;  // "{conv1 Conv, relu1 Relu}"
 };
 
+// A backend's own memory layout for a tensor (oneDNN's blocked nChw8c), as a
+// kernel offers to write or read it at its boundary instead of plain
+// row-major memory.
+struct NativeLayout {
+  std::string name;  // compared for equality only: it must say everything (layout, type, dims)
+  size_t bytes = 0;  // buffer the layout needs (padding may make it larger than plain)
+  bool operator==(const NativeLayout&) const = default;
+};
+
 class Kernel {
  public:
   virtual ~Kernel() = default;
@@ -60,6 +70,19 @@ class Kernel {
   // pre-allocated by the caller. Must be callable repeatedly; not reentrant.
   virtual void run(const std::vector<const DLTensor*>& inputs,
                    const std::vector<DLTensor*>& outputs) = 0;
+
+  // Layout hand-over between kernels (optional). A kernel that converts an
+  // output from its own layout to plain memory as its last step, or an input
+  // from plain memory to its own layout as a pure copy, names that layout
+  // here. When a value's producer and every one of its consumers name the
+  // same layout, the Session switches them (useNative...) before the first
+  // run: the value then stays in that layout and both copies are skipped.
+  // Measured kernels are never switched, so this is a cross-kernel effect:
+  // the end-to-end check sees it, isolated costs do not.
+  virtual std::optional<NativeLayout> nativeOutputLayout(size_t /*output*/) const { return std::nullopt; }
+  virtual std::optional<NativeLayout> nativeInputLayout(size_t /*input*/) const { return std::nullopt; }
+  virtual void useNativeOutputLayout(size_t /*output*/) {}
+  virtual void useNativeInputLayout(size_t /*input*/) {}
 };
 
 // A compiled kernel, or the backend's reason for refusing the request.

@@ -1,6 +1,7 @@
 #include "core/session.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "core/error.h"
 #include "core/op_registry.h"
@@ -87,8 +88,41 @@ Session::Session(const Graph& graph, const Plan& plan, BackendLookup backends)
     for (ValueId v : k->request.inputs) k->inputs.push_back(&dl_[static_cast<size_t>(v)]);
     for (ValueId v : k->request.outputs) k->outputs.push_back(&dl_[static_cast<size_t>(v)]);
   }
+  handOverNativeLayouts();
   planMemory();
   timings_.reserve(order_.size());
+}
+
+void Session::handOverNativeLayouts() {
+  nativeBytes_.assign(static_cast<size_t>(graph_.numValues()), 0);
+  // A diagnostic switch, to measure what the hand-over gains.
+  if (const char* off = std::getenv("COLLAGE_NO_LAYOUT_HANDOVER"); off && *off && *off != '0') return;
+  // Who reads each value: (group, input position).
+  std::vector<std::vector<std::pair<size_t, size_t>>> readers(nativeBytes_.size());
+  for (size_t g = 0; g < kernels_.size(); ++g)
+    for (size_t i = 0; i < kernels_[g]->request.inputs.size(); ++i)
+      readers[static_cast<size_t>(kernels_[g]->request.inputs[i])].emplace_back(g, i);
+  for (auto& producer : kernels_) {
+    for (size_t o = 0; o < producer->request.outputs.size(); ++o) {
+      const ValueId v = producer->request.outputs[o];
+      const auto& consumers = readers[static_cast<size_t>(v)];
+      if (graph_.value(v).isGraphOutput || consumers.empty()) continue;
+      const std::optional<NativeLayout> layout = producer->kernel->nativeOutputLayout(o);
+      if (!layout) continue;
+      const bool all = std::all_of(consumers.begin(), consumers.end(), [&](const auto& c) {
+        return kernels_[c.first]->kernel->nativeInputLayout(c.second) == layout;
+      });
+      if (!all) continue;
+      producer->kernel->useNativeOutputLayout(o);
+      for (const auto& [g, i] : consumers) kernels_[g]->kernel->useNativeInputLayout(i);
+      nativeBytes_[static_cast<size_t>(v)] = layout->bytes;
+      ++nativeLayoutValues_;
+    }
+  }
+}
+
+size_t Session::bytesOf(ValueId v) const {
+  return std::max(graph_.value(v).type.byteSize(), nativeBytes_[static_cast<size_t>(v)]);
 }
 
 Session::~Session() = default;
@@ -119,7 +153,7 @@ void Session::planMemory() {
   for (size_t s = 0; s < order_.size(); ++s) {
     const KernelRequest& req = kernels_[order_[s]]->request;
     for (ValueId v : req.outputs) {
-      const size_t bytes = graph_.value(v).type.byteSize();
+      const size_t bytes = bytesOf(v);
       totalValueBytes_ += bytes;
       if (isOutput[static_cast<size_t>(v)]) {
         outputBytes += bytes;
@@ -153,7 +187,7 @@ void Session::planMemory() {
       int32_t b = bufferOf_[static_cast<size_t>(v)];
       if (b < 0 || pool[static_cast<size_t>(b)].free) return;
       pool[static_cast<size_t>(b)].free = true;
-      live -= graph_.value(v).type.byteSize();
+      live -= bytesOf(v);
     };
     for (ValueId v : req.inputs)
       if (lastRead[static_cast<size_t>(v)] == static_cast<int64_t>(s)) release(v);

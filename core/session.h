@@ -9,6 +9,10 @@
 //  - compiles every group once on its backend (KernelRequest::of(graph,
 //    nodes, pattern)); a missing backend or a refusal is an Error naming the
 //    group, its backend and the reason;
+//  - hands values over in a backend's own layout where a producer and all of
+//    its consumers offer the same one (Kernel::nativeOutputLayout: two
+//    oneDNN kernels pass a blocked tensor without reordering it to NCHW and
+//    back);
 //  - plans memory: every intermediate value (produced by one kernel, read by
 //    later ones, not a graph output) gets a buffer from a pool when its
 //    producer runs and gives it back after its last reader has run; a request
@@ -63,6 +67,8 @@ class Session {
   // The sum of the sizes of every value passed between kernels or returned
   // (what running without reuse would need).
   size_t totalValueBytes() const { return totalValueBytes_; }
+  // How many intermediate values pass between kernels in a backend's own layout.
+  int nativeLayoutValues() const { return nativeLayoutValues_; }
 
   struct KernelTiming {
     size_t group = 0;     // index into plan().groups
@@ -86,7 +92,9 @@ class Session {
 
  private:
   struct Kernel_;
+  void handOverNativeLayouts();
   void planMemory();
+  size_t bytesOf(ValueId v) const;
 
   const Graph& graph_;
   Plan plan_;
@@ -101,6 +109,8 @@ class Session {
   size_t peakBytes_ = 0;
   size_t arenaBytes_ = 0;
   size_t totalValueBytes_ = 0;
+  std::vector<size_t> nativeBytes_;  // per value: its native layout's size, 0 if plain
+  int nativeLayoutValues_ = 0;
 
   bool profiling_ = false;
   std::vector<KernelTiming> timings_;

@@ -19,11 +19,12 @@ class OneDnnBackend final : public Backend {
   // revision of our lowering, bumped when a kernel's speed changes so that old
   // measurements are not reused (2: sequences of chains, matmul eltwise after
   // the product and column panels; 3: Concat, folded Pads, one reorder per
-  // group input shared by the chains reading it).
+  // group input shared by the chains reading it; 4: pools on plain inputs
+  // run blocked).
   std::string version() const override {
     const dnnl_version_t* v = dnnl_version();
     return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-           std::to_string(v->patch) + " (" + v->hash + ") lowering 3";
+           std::to_string(v->patch) + " (" + v->hash + ") lowering 4";
   }
 
   CompileResult compile(const KernelRequest& request) override {

@@ -57,6 +57,14 @@ Shape padTo(const Shape& s, size_t rank) {
   return r;
 }
 
+// oneDNN's channel block on this CPU: 16 with AVX-512, 8 with AVX2 (what
+// its JIT convolutions choose).
+int64_t blockChannels() {
+  static const int64_t block =
+      dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core ? 16 : 8;
+  return block;
+}
+
 // The blocked format tag of `md` (nChw8c, nChw16c, ... for ranks 3 to 5), if it is one.
 std::optional<memory::format_tag> blockedTagOf(const memory::desc& md) {
   using tag = memory::format_tag;
@@ -903,6 +911,18 @@ class Builder {
     // that copy.
     memory in = internalInput(x);
     if (!in) in = blockedCopyOf(x);
+    if (!in && !x.isConstant && (x.shape.size() == 4 || x.shape.size() == 5) &&
+        x.shape[1] % blockChannels() == 0) {
+      // A plain input whose channels fill whole blocks: reordered in and the
+      // result out, around the JIT pooling; next to other oneDNN kernels the
+      // Session then hands the blocked tensors over and both reorders go.
+      const memory::format_tag tag = x.shape.size() == 4
+                                         ? (blockChannels() == 16 ? memory::format_tag::nChw16c
+                                                                  : memory::format_tag::nChw8c)
+                                         : (blockChannels() == 16 ? memory::format_tag::nCdhw16c
+                                                                  : memory::format_tag::nCdhw8c);
+      in = source(x, plainDesc(x.shape), memory::desc(dimsOf(x.shape), memory::data_type::f32, tag));
+    }
     const bool blockedIn = in && in.get_desc() != plainDesc(x.shape);
     const memory::desc srcMd = blockedIn ? in.get_desc() : plainDesc(x.shape);
     const memory::desc dstMd = blockedIn ? anyDesc(dimsOf(chain_.shape)) : plainDesc(chain_.shape);
@@ -1140,6 +1160,99 @@ void OneDnnKernel::run(const std::vector<const DLTensor*>& inputs,
   }
   for (Step& s : steps) s.primitive.execute(context_->stream, s.args);
   context_->stream.wait();
+}
+
+int OneDnnKernel::handOverStep(bool output, size_t index) const {
+  // The memories bound to the caller's buffer (an input read at several
+  // places may be bound more than once).
+  std::vector<memory> bound;
+  for (const Binding& b : bindings) {
+    if (b.isOutput != output || static_cast<size_t>(b.index) != index) continue;
+    if (b.byteOffset != 0 || (output && !bound.empty())) return -1;  // a panel of the buffer
+    bound.push_back(b.memory);
+  }
+  if (bound.empty()) return -1;
+  const int here = output ? DNNL_ARG_TO : DNNL_ARG_FROM, there = output ? DNNL_ARG_FROM : DNNL_ARG_TO;
+  // Every use of the caller's buffer must be a reorder from it (to it, for
+  // an output: then only one).
+  std::vector<size_t> uses;
+  for (size_t s = 0; s < steps.size(); ++s)
+    for (const auto& [arg, m] : steps[s].args) {
+      if (std::find(bound.begin(), bound.end(), m) == bound.end()) continue;
+      if (arg != here || steps[s].primitive.get_kind() != dnnl::primitive::kind::reorder) return -1;
+      uses.push_back(s);
+    }
+  if (uses.empty() || (output && uses.size() > 1)) return -1;
+  // The hand-over replaces a reorder whose other end is a blocked memory
+  // that, for an input, no other step writes: a pure copy of the input.
+  // (Other reorders of an input, such as a residual copied into a sum
+  // post-op's destination, then read that copy instead.)
+  for (size_t s : uses) {
+    const memory other = steps[s].args.at(there);
+    if (!blockedTagOf(other.get_desc())) continue;
+    bool pure = true;
+    for (size_t t = 0; t < steps.size() && pure && !output; ++t) {
+      if (t == s) continue;
+      for (const auto& [arg, m] : steps[t].args)
+        if (m == other && (arg == DNNL_ARG_DST || arg == DNNL_ARG_TO)) pure = false;
+    }
+    if (pure) return static_cast<int>(s);
+  }
+  return -1;
+}
+
+namespace {
+NativeLayout layoutOf(const memory::desc& md) {
+  std::string dims;
+  for (memory::dim d : md.dims()) dims += (dims.empty() ? "" : "x") + std::to_string(d);
+  const char* tag = dnnl_fmt_tag2str(static_cast<dnnl_format_tag_t>(*blockedTagOf(md)));
+  return {"onednn f32 " + dims + " " + tag, md.get_size()};
+}
+}  // namespace
+
+std::optional<NativeLayout> OneDnnKernel::nativeOutputLayout(size_t output) const {
+  const int s = handOverStep(true, output);
+  if (s < 0) return std::nullopt;
+  return layoutOf(steps[static_cast<size_t>(s)].args.at(DNNL_ARG_FROM).get_desc());
+}
+
+std::optional<NativeLayout> OneDnnKernel::nativeInputLayout(size_t input) const {
+  const int s = handOverStep(false, input);
+  if (s < 0) return std::nullopt;
+  return layoutOf(steps[static_cast<size_t>(s)].args.at(DNNL_ARG_TO).get_desc());
+}
+
+void OneDnnKernel::useNativeOutputLayout(size_t output) {
+  const int s = handOverStep(true, output);
+  COLLAGE_CHECK(s >= 0, "no blocked output to hand over");
+  const memory blocked = steps[static_cast<size_t>(s)].args.at(DNNL_ARG_FROM);
+  for (Binding& b : bindings)
+    if (b.isOutput && static_cast<size_t>(b.index) == output) b.memory = blocked;
+  steps.erase(steps.begin() + s);
+}
+
+void OneDnnKernel::useNativeInputLayout(size_t input) {
+  const int s = handOverStep(false, input);
+  COLLAGE_CHECK(s >= 0, "no blocked input to take over");
+  const memory blocked = steps[static_cast<size_t>(s)].args.at(DNNL_ARG_TO);
+  std::vector<memory> plain;
+  for (Binding& b : bindings)
+    if (!b.isOutput && static_cast<size_t>(b.index) == input) {
+      plain.push_back(b.memory);
+      b.memory = blocked;
+    }
+  steps.erase(steps.begin() + s);
+  // The other reorders of the input now start from the blocked copy.
+  for (Step& step : steps) {
+    auto from = step.args.find(DNNL_ARG_FROM);
+    if (from == step.args.end() || std::find(plain.begin(), plain.end(), from->second) == plain.end())
+      continue;
+    const memory to = step.args.at(DNNL_ARG_TO);
+    const dnnl::reorder::primitive_desc pd(blocked, to);
+    step.primitive = dnnl::reorder(pd);
+    step.impl = "reorder(" + std::string(pd.impl_info_str()) + ")";
+    from->second = blocked;
+  }
 }
 
 std::string OneDnnKernel::describe() const {

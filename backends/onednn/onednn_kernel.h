@@ -8,6 +8,7 @@
 
 #include <dnnl.hpp>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -46,6 +47,14 @@ class OneDnnKernel final : public Kernel {
   // oneDNN chose, for messages and the report.
   std::string describe() const;
 
+  // Layout hand-over: a blocked result reordered to the plain output as the
+  // last use of the output's buffer, or a plain input whose only use is one
+  // reorder into a blocked copy, can skip that reorder.
+  std::optional<NativeLayout> nativeOutputLayout(size_t output) const override;
+  std::optional<NativeLayout> nativeInputLayout(size_t input) const override;
+  void useNativeOutputLayout(size_t output) override;
+  void useNativeInputLayout(size_t input) override;
+
   std::vector<Step> steps;
   std::vector<Binding> bindings;
   std::vector<dnnl::memory> owned;  // constants and intermediates kept alive
@@ -56,6 +65,11 @@ class OneDnnKernel final : public Kernel {
   std::string postOps;              // the chain as lowered (after folding), for describe()
 
  private:
+  // The one step that touches the caller's buffer `index` (an input or an
+  // output), if it is a reorder between that buffer and a blocked memory of
+  // the kernel that no other step writes; its position in `steps`, or -1.
+  int handOverStep(bool output, size_t index) const;
+
   std::shared_ptr<Context> context_;
 };
 

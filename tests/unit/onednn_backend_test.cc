@@ -14,6 +14,8 @@
 #include "core/op_registry.h"
 #include "core/pattern_matcher.h"
 #include "core/reference_executor.h"
+#include "core/session.h"
+#include "backends/backend_list.h"
 
 namespace collage {
 namespace {
@@ -979,6 +981,61 @@ TEST_F(OneDnn, ConcatAloneAndAfterChains) {
     ValueId c = b.op("Concat", {b.input({1, 8, 4, 4}), b.input({1, 8, 4, 4})}, attrs({{"axis", int64_t{1}}}));
     expectRefusal(b, b.op("Relu", {c}), "no post-ops");
   }
+}
+
+// ---- layout hand-over: consecutive oneDNN kernels pass blocked tensors
+
+// A plan of the mini ResNet with one oneDNN group per block: every block
+// boundary (8, 16 and 12 channels: 12 pads to 16 in the blocked layout) can
+// stay blocked, and the Session's result must still be the reference's.
+TEST_F(OneDnn, SessionPassesBlockedTensorsBetweenKernels) {
+  std::unique_ptr<GraphBuilder> b = miniResNet();
+  const Graph& g = b->graph();
+  const std::vector<std::pair<NodeId, NodeId>> ranges = {
+      {0, 3}, {3, 11}, {11, 18}, {18, 25}, {25, 32}, {32, 38}, {38, 43}, {43, 44}};
+  Plan plan;
+  for (const auto& [first, last] : ranges) {
+    PlanGroup group;
+    group.backend = "onednn";
+    for (NodeId n = first; n < last; ++n) group.nodes.push_back(g.node(n).name);
+    plan.groups.push_back(group);
+  }
+  ASSERT_EQ(static_cast<NodeId>(g.numNodes()), ranges.back().second);
+  const BackendLookup lookup = [&](const std::string& name) {
+    return name == "onednn" ? backend_.get() : nullptr;
+  };
+  Session session(g, plan, lookup);
+  // Every boundary between the blocks (identity shortcuts included, whose
+  // residual copy then reads the blocked input); not the last one: the
+  // GlobalAveragePool of 12 channels (not whole blocks of 8) pools NCHW.
+  EXPECT_EQ(session.nativeLayoutValues(), 6);
+  for (uint64_t seed : {1, 2}) {
+    const SessionVerification v = verifySession(session, randomInputs(g, seed), {1e-3, 1e-4});
+    EXPECT_TRUE(v.ok()) << (v.problems.empty() ? "" : v.problems[0]);
+  }
+}
+
+// A value read by a oneDNN kernel and by another backend stays plain.
+TEST_F(OneDnn, SessionKeepsPlainTensorsForOtherBackends) {
+  GraphBuilder b;
+  ValueId x = b.input({1, 8, 6, 6});
+  ValueId c = b.op("Relu", {b.op("Conv", {x, b.constant({8, 8, 3, 3})}, attrs({{"pads", Ints{1, 1, 1, 1}}}))});
+  ValueId d = b.op("Conv", {c, b.constant({8, 8, 3, 3})}, attrs({{"pads", Ints{1, 1, 1, 1}}}));
+  ValueId e = b.op("Sigmoid", {c});
+  b.finish(b.op("Add", {d, e}));
+  const Graph& g = b.graph();
+  std::unique_ptr<Backend> native = createBackend("native");
+  const BackendLookup lookup = [&](const std::string& name) {
+    return name == "onednn" ? backend_.get() : native.get();
+  };
+  Plan plan;
+  plan.groups = {PlanGroup{{g.node(0).name, g.node(1).name}, "onednn"},
+                 PlanGroup{{g.node(2).name}, "onednn"},
+                 PlanGroup{{g.node(3).name, g.node(4).name}, "native"}};
+  Session session(g, plan, lookup);
+  EXPECT_EQ(session.nativeLayoutValues(), 0);
+  const SessionVerification v = verifySession(session, randomInputs(g, 3), {1e-3, 1e-4});
+  EXPECT_TRUE(v.ok()) << (v.problems.empty() ? "" : v.problems[0]);
 }
 
 // ---- refusals: a reason, never a crash
