@@ -117,4 +117,22 @@ std::vector<Measurement> CandidateCoster::costAll(const CandidateSet& candidates
   return out;
 }
 
+Measurement CandidateCoster::remeasure(const Candidate& candidate, const Measurement& current) {
+  Measurement fresh = measure_(candidate);
+  if (fresh.status != MeasurementStatus::Ok ||
+      (current.status == MeasurementStatus::Ok && current.medianNs <= fresh.medianNs))
+    return current;
+  if (db_) {
+    const CandidateSignature sig = candidateSignature(graph_, candidate.nodes);
+    MeasurementRecord rec;
+    rec.fingerprint = fingerprint_;
+    rec.key = MeasurementKey{candidate.backend, backendVersion_(candidate.backend), sig.hash};
+    rec.signatureText = sig.text;
+    rec.ops = opsLabel(graph_, candidate.nodes);
+    rec.measurement = fresh;
+    db_->store(rec);
+  }
+  return fresh;
+}
+
 }  // namespace collage

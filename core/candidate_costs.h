@@ -43,6 +43,11 @@ class CandidateCoster {
                                    SearchObserver* observer, const CancellationToken* cancel,
                                    CostingReport* report = nullptr);
 
+  // Measures `candidate` again and keeps whichever of `current` and the new
+  // measurement has the lower median (noise only adds time), storing the
+  // kept one in the database. A failed new measurement keeps `current`.
+  Measurement remeasure(const Candidate& candidate, const Measurement& current);
+
  private:
   const Graph& graph_;
   MeasurementDb* db_;

@@ -172,10 +172,12 @@ OpLevelResult optimizeOpLevel(const OpLevelProblem& p, SearchObserver* observer,
     completeGreedily(p, sets[deepest], r);
   }
   r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  if (observer)
+  if (observer) {
     observer->onSearchStep(SearchStepEvent{"op-level", steps + 1,
                                            static_cast<int>(r.statesExpanded), r.total, r.total,
                                            r.seconds});
+    r.steps = steps + 1;
+  }
   return r;
 }
 

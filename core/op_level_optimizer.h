@@ -38,6 +38,7 @@ struct OpLevelResult {
   int64_t statesExpanded = 0;
   int64_t statesPushed = 0;
   bool cancelled = false;  // stopped early: `chosen` was completed greedily
+  int steps = 0;           // SearchStepEvents sent (the last one's step number)
   double seconds = 0;
 };
 
