@@ -56,13 +56,37 @@ EndToEndSelection selectPlanByEndToEnd(const Graph& graph, const std::vector<Pla
     t.medianMs = v[v.size() / 2];
     t.spread = t.medianMs > 0 ? (v[3 * v.size() / 4] - v[v.size() / 4]) / t.medianMs : 0;
   }
-  size_t best = 0;
-  for (size_t i = 1; i < plans.size(); ++i)
-    if (out.timings[i].medianMs < out.timings[best].medianMs) best = i;
-  const double gain =
-      std::max({EndToEndSelection::kMinGain, out.timings[0].spread, out.timings[best].spread});
-  if (out.timings[best].medianMs < out.timings[0].medianMs * (1 - gain)) out.chosen = best;
+  out.chosen = chooseByPairedRounds(ms, out.timings);
   return out;
+}
+
+size_t chooseByPairedRounds(const std::vector<std::vector<double>>& ms,
+                            std::vector<PlanRunTiming>& timings) {
+  COLLAGE_CHECK(ms.size() == timings.size(), "one row of rounds per plan");
+  if (ms.empty() || ms[0].empty()) return 0;
+  size_t chosen = 0;
+  double chosenRatio = 1;
+  for (size_t i = 1; i < ms.size(); ++i) {
+    const size_t rounds = std::min(ms[0].size(), ms[i].size());  // a cancelled last round may be short
+    if (rounds == 0) continue;
+    std::vector<double> ratios;
+    int faster = 0;
+    for (size_t r = 0; r < rounds; ++r) {
+      ratios.push_back(ms[i][r] / ms[0][r]);
+      if (ms[i][r] < ms[0][r]) ++faster;
+    }
+    std::sort(ratios.begin(), ratios.end());
+    const double median = rounds % 2 ? ratios[rounds / 2] : (ratios[rounds / 2 - 1] + ratios[rounds / 2]) / 2;
+    timings[i].pairedRatio = median;
+    timings[i].fasterRounds = faster;
+    const bool passes = median < 1 - EndToEndSelection::kMinGain &&
+                        faster >= std::ceil(EndToEndSelection::kMinFasterShare * static_cast<double>(rounds));
+    if (passes && median < chosenRatio) {
+      chosen = i;
+      chosenRatio = median;
+    }
+  }
+  return chosen;
 }
 
 std::vector<NamedPlacement> baselinePlacements(const OpLevelProblem& problem,
@@ -121,7 +145,8 @@ std::string describeSelection(const EndToEndSelection& selection) {
     s << t.medianMs << " ms (spread " << std::setprecision(1) << 100 * t.spread << "%, " << t.runs
       << " runs)" << std::setprecision(3);
     if (i != 0 && std::isfinite(base) && base > 0)
-      s << ", " << std::setprecision(2) << t.medianMs / base << "x the op-level plan" << std::setprecision(3);
+      s << ", " << std::setprecision(2) << t.pairedRatio << "x the op-level plan round by round (faster in "
+        << t.fasterRounds << " of " << t.runs << ")" << std::setprecision(3);
     if (i == selection.chosen) s << "  <- chosen";
     s << "\n";
   }

@@ -30,17 +30,32 @@ struct PlanRunTiming {
   double spread = 0;          // (p75 - p25) / median
   int runs = 0;
   std::string error;          // why it could not run
+  // Against plans[0], round by round (the two ran one after the other, so
+  // the machine's drift cancels): the median of this plan's time over
+  // plans[0]'s, and in how many rounds this plan was the faster.
+  double pairedRatio = 1;
+  int fasterRounds = 0;
 };
 
 struct EndToEndSelection {
   size_t chosen = 0;  // index into the plans
   std::vector<PlanRunTiming> timings;
-  // Another plan replaces plans[0] only when it is faster by more than this
-  // fraction of plans[0]'s median and by more than either plan's own spread,
-  // so noise does not trade the search's plan for an equal one (seen on
-  // r3d_18: plans 5 % apart with 7 % spreads swapped places between runs).
+  // Another plan replaces plans[0] only when, round by round, it is faster
+  // by more than this fraction (the median of its per-round ratios) and was
+  // the faster in at least kMinFasterShare of the rounds, so noise does not
+  // trade the search's plan for an equal one (seen on r3d_18: plans 5 %
+  // apart with 7 % spreads swapped places between runs). Pairing the rounds
+  // cancels the drift both plans share, which per-plan spreads cannot.
   static constexpr double kMinGain = 0.02;
+  static constexpr double kMinFasterShare = 0.75;
 };
+
+// The decision on timed rounds: ms[plan][round] (one run of each plan per
+// round, in turn; an empty row is a plan that could not run). Fills each
+// timing's pairedRatio and fasterRounds and returns the chosen plan: the
+// lowest median ratio among those that pass the rule above, else 0.
+size_t chooseByPairedRounds(const std::vector<std::vector<double>>& ms,
+                            std::vector<PlanRunTiming>& timings);
 
 struct EndToEndOptions {
   double budgetSeconds = 4;  // for the timed runs (rounds shrink for slow models)

@@ -88,3 +88,50 @@ TEST(PlanSelection, BaselinesPredictedFarSlowerAreNotRun) {
 
 }  // namespace
 }  // namespace collage
+
+namespace collage {
+namespace {
+
+std::vector<PlanRunTiming> timingsFor(size_t plans) { return std::vector<PlanRunTiming>(plans); }
+
+// The decision rule on synthetic rounds (the timings are data here, not
+// measurements): pairing the rounds cancels drift that both plans share.
+TEST(PairedRounds, AConsistentlyFasterPlanWinsEvenWhenTheMachineDrifts) {
+  // The machine slows down 2x halfway; plan 1 is 5 % faster in every round.
+  std::vector<double> own = {100, 102, 99, 200, 205, 198, 101, 210};
+  std::vector<double> other;
+  for (double t : own) other.push_back(t * 0.95);
+  auto t = timingsFor(2);
+  EXPECT_EQ(chooseByPairedRounds({own, other}, t), 1u);
+  EXPECT_NEAR(t[1].pairedRatio, 0.95, 1e-9);
+  EXPECT_EQ(t[1].fasterRounds, 8);
+}
+
+TEST(PairedRounds, NoiseOrASmallGainKeepsTheSearchsPlan) {
+  auto t = timingsFor(3);
+  // Plan 1: 1 % faster (below the 2 % gain). Plan 2: 10 % faster in half the
+  // rounds, 10 % slower in the others.
+  std::vector<double> own = {100, 100, 100, 100, 100, 100};
+  std::vector<double> small = {99, 99, 99, 99, 99, 99};
+  std::vector<double> mixed = {90, 110, 90, 110, 90, 110};
+  EXPECT_EQ(chooseByPairedRounds({own, small, mixed}, t), 0u);
+  EXPECT_EQ(t[1].fasterRounds, 6);
+  EXPECT_EQ(t[2].fasterRounds, 3);
+}
+
+TEST(PairedRounds, TheLowestMedianRatioAmongThePassingPlansWinsAndBrokenPlansAreSkipped) {
+  auto t = timingsFor(4);
+  std::vector<double> own = {100, 100, 100, 100, 100};
+  std::vector<double> a = {90, 91, 89, 120, 90};  // 4 of 5 faster, median 0.90
+  std::vector<double> b = {80, 80, 80, 80, 80};   // 5 of 5, median 0.80
+  EXPECT_EQ(chooseByPairedRounds({own, a, b, {}}, t), 2u);
+  EXPECT_NEAR(t[1].pairedRatio, 0.90, 1e-9);
+  EXPECT_EQ(t[3].fasterRounds, 0);
+  // A cancelled run: the last round is short; only complete pairs count.
+  auto u = timingsFor(2);
+  EXPECT_EQ(chooseByPairedRounds({{100, 100, 100, 100}, {80, 80, 80}}, u), 1u);
+  EXPECT_EQ(u[1].fasterRounds, 3);
+}
+
+}  // namespace
+}  // namespace collage
