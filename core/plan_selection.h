@@ -90,11 +90,13 @@ std::vector<NamedPlacement> baselinePlacements(const OpLevelProblem& problem,
 // The search's placement and every baseline that differs from it, run end to
 // end (selectPlanByEndToEnd); returns the index into `baselines` of the one
 // to keep, or -1 for the search's own. Baselines predicted more than
-// kMaxPredictedRatio times the search's total are not run: the sum's error
-// between plans of one model stays well under that (measured/predicted
-// 0.9-1.2 on the zoo), and running a 5x slower plan only costs time. `planOf` builds a plan from a
-// placement; `selection` receives the timings (labels "op-level", ...).
-inline constexpr double kMaxPredictedRatio = 1.25;
+// kMaxPredictedRatio times the search's total are not run: running a 5x
+// slower plan only costs time. The margin is wide because on a loaded
+// machine the sum's error differs between plans of one model: ResNet-50's
+// priority placement was predicted 1.37x the op-level plan and ran 0.92x of
+// it (bench run 20261122-133818). `planOf` builds a plan from a placement;
+// `selection` receives the timings (labels "op-level", ...).
+inline constexpr double kMaxPredictedRatio = 1.5;
 int choosePlacementByEndToEnd(const Graph& graph, const OpLevelResult& opLevel,
                               const std::vector<NamedPlacement>& baselines,
                               const std::function<Plan(const OpLevelResult&)>& planOf,
