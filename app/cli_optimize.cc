@@ -136,18 +136,15 @@ Action addOptimizeCommand(CLI::App& app) {
     auto searchStart = Clock::now();
     OpLevelResult result = optimizeOpLevel(problem, &progress);
     double searchSeconds = std::chrono::duration<double>(Clock::now() - searchStart).count();
-    // Near ties the noise may have decided: measured again, then the DP again.
-    const std::vector<NearTie> ties = findNearTies(candidates, measurements, result.chosen, allowed);
-    if (!ties.empty()) {
-      const NearTieReport again = remeasureNearTies(graph, candidates, measurements, ties, coster);
+    // Near ties the noise may have decided (core/near_ties.h): measured again, then the DP again.
+    NearTieReport again;
+    const Cost before = result.total;
+    searchStart = Clock::now();
+    result = refineAtNearTies(graph, candidates, measurements, problem, result, coster, nullptr, &again);
+    costs = problem.costs;
+    if (again.ties > 0) {
       report.seconds += again.seconds;
-      costs.clear();
-      for (const auto& m : measurements) costs.push_back(m.cost());
-      problem.costs = costs;
-      const Cost before = result.total;
-      searchStart = Clock::now();
-      result = optimizeOpLevel(problem, &progress);
-      searchSeconds += std::chrono::duration<double>(Clock::now() - searchStart).count();
+      searchSeconds += std::chrono::duration<double>(Clock::now() - searchStart).count() - again.seconds;
       std::printf("near ties: %d fused kernel(s) within 25%% of their parts measured again with them "
                   "(%d kernels, %.1f s, %d read faster); predicted %.3f -> %.3f ms\n",
                   again.ties, again.remeasured, again.seconds, again.lowered, before / 1e6,

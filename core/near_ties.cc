@@ -92,4 +92,17 @@ NearTieReport remeasureNearTies(const Graph& graph, const CandidateSet& candidat
   return report;
 }
 
+OpLevelResult refineAtNearTies(const Graph& graph, const CandidateSet& candidates,
+                               std::vector<Measurement>& measurements, OpLevelProblem& problem,
+                               const OpLevelResult& first, CandidateCoster& coster,
+                               const CancellationToken* cancel, NearTieReport* report) {
+  const std::vector<NearTie> ties = findNearTies(candidates, measurements, first.chosen, problem.allowed);
+  const NearTieReport r = remeasureNearTies(graph, candidates, measurements, ties, coster);
+  if (report) *report = r;
+  if (ties.empty()) return first;
+  problem.costs.clear();
+  for (const auto& m : measurements) problem.costs.push_back(m.cost());
+  return optimizeOpLevel(problem, nullptr, cancel);
+}
+
 }  // namespace collage

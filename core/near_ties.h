@@ -17,6 +17,7 @@
 #include "core/candidate.h"
 #include "core/candidate_costs.h"
 #include "core/measurement.h"
+#include "core/op_level_optimizer.h"
 
 namespace collage {
 
@@ -54,5 +55,14 @@ struct NearTieReport {
 NearTieReport remeasureNearTies(const Graph& graph, const CandidateSet& candidates,
                                 std::vector<Measurement>& measurements,
                                 const std::vector<NearTie>& ties, CandidateCoster& coster);
+
+// The whole second look: finds the near ties of `first` (the DP's result on
+// `problem`), measures them again, updates `measurements` and
+// `problem.costs`, and returns the DP's result on the new costs, run without
+// an observer (`first` itself when there is no tie; `report->ties` is 0 then).
+OpLevelResult refineAtNearTies(const Graph& graph, const CandidateSet& candidates,
+                               std::vector<Measurement>& measurements, OpLevelProblem& problem,
+                               const OpLevelResult& first, CandidateCoster& coster,
+                               const CancellationToken* cancel, NearTieReport* report);
 
 }  // namespace collage

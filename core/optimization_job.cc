@@ -127,31 +127,26 @@ OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobO
   result.cancelled = opLevel.cancelled;
   // Near ties the noise may have decided (core/near_ties.h): measured again, then the DP again.
   if (!result.cancelled) {
-    const std::vector<NearTie> ties =
-        findNearTies(result.candidates, result.measurements, opLevel.chosen, result.allowed);
-    if (!ties.empty()) {
-      const NearTieReport again =
-          remeasureNearTies(graph, result.candidates, result.measurements, ties, coster);
+    NearTieReport again;
+    const OpLevelResult first = opLevel;
+    opLevel = refineAtNearTies(graph, result.candidates, result.measurements, problem, first, coster,
+                               cancel, &again);
+    result.cancelled = opLevel.cancelled;
+    if (again.ties > 0) {
       result.report.seconds += again.seconds;
-      problem.costs.clear();
-      for (const auto& m : result.measurements) problem.costs.push_back(m.cost());
-      const Cost before = opLevel.total;
-      const OpLevelResult first = opLevel;
-      // Run quietly; the chart gets one more step of the same search: where it ended.
-      opLevel = optimizeOpLevel(problem, nullptr, cancel);
-      result.cancelled = opLevel.cancelled;
-      if (observer)
+      if (observer) {
+        // The chart gets one more step of the same search: where it ended.
         observer->onSearchStep(SearchStepEvent{
             "op-level", first.steps + 1,
             static_cast<int>(first.statesExpanded + opLevel.statesExpanded), opLevel.total,
             opLevel.total, first.seconds + again.seconds + opLevel.seconds});
-      if (observer)
         observer->onLog("near ties: " + std::to_string(again.ties) +
                         " fused kernel(s) measured again with their parts (" +
                         std::to_string(again.remeasured) + " kernels, " +
                         std::to_string(again.lowered) + " read faster); predicted " +
-                        std::to_string(before / 1e6) + " -> " + std::to_string(opLevel.total / 1e6) +
-                        " ms");
+                        std::to_string(first.total / 1e6) + " -> " +
+                        std::to_string(opLevel.total / 1e6) + " ms");
+      }
     }
   }
 

@@ -1261,10 +1261,27 @@ std::string OneDnnKernel::describe() const {
   return postOps.empty() ? s : s + " [" + postOps + "]";
 }
 
-CompileResult lowerSequence(const std::shared_ptr<Context>& context, const ChainSequence& sequence) {
+namespace {
+// Runs a lowering on the backend's thread count, turning each way oneDNN or
+// the lowering can say no into a refusal.
+template <class Lower>
+CompileResult guardedLowering(Lower lower) {
   const int threads = threadCount();
   if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
   try {
+    return lower();
+  } catch (const Refusal& r) {
+    return CompileResult::refuse(r.reason);
+  } catch (const dnnl::error& e) {
+    return CompileResult::refuse("oneDNN: " + std::string(e.what()));
+  } catch (const Error& e) {
+    return CompileResult::refuse(e.what());
+  }
+}
+}  // namespace
+
+CompileResult lowerSequence(const std::shared_ptr<Context>& context, const ChainSequence& sequence) {
+  return guardedLowering([&] {
     auto kernel = std::make_unique<OneDnnKernel>(context);
     std::vector<ChainLink> links(sequence.parts.size());
     for (size_t i = 0; i < sequence.parts.size(); ++i) {
@@ -1284,28 +1301,12 @@ CompileResult lowerSequence(const std::shared_ptr<Context>& context, const Chain
                                      ") made no intermediate result");
     }
     return CompileResult::ok(std::move(kernel));
-  } catch (const Refusal& r) {
-    return CompileResult::refuse(r.reason);
-  } catch (const dnnl::error& e) {
-    return CompileResult::refuse("oneDNN: " + std::string(e.what()));
-  } catch (const Error& e) {
-    return CompileResult::refuse(e.what());
-  }
+  });
 }
 
 CompileResult lowerChain(const std::shared_ptr<Context>& context, const KernelRequest& request,
                          const FusedChain& chain) {
-  const int threads = threadCount();
-  if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
-  try {
-    return CompileResult::ok(Builder(context, request, chain).build());
-  } catch (const Refusal& r) {
-    return CompileResult::refuse(r.reason);
-  } catch (const dnnl::error& e) {
-    return CompileResult::refuse("oneDNN: " + std::string(e.what()));
-  } catch (const Error& e) {
-    return CompileResult::refuse(e.what());
-  }
+  return guardedLowering([&] { return CompileResult::ok(Builder(context, request, chain).build()); });
 }
 
 }  // namespace collage::onednn
