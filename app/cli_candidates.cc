@@ -5,8 +5,8 @@
 
 #include "app/cli_common.h"
 #include "backends/backend_list.h"
-#include "core/candidate.h"
-#include "core/error.h"
+#include "core/patterns/candidate.h"
+#include "core/ir/error.h"
 
 namespace collage::cli {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "core/graph.h"
-#include "core/onnx_import.h"
+#include "core/ir/graph.h"
+#include "core/onnx/onnx_import.h"
 
 namespace collage::cli {
 

@@ -3,7 +3,7 @@
 #include <iostream>
 
 #include "app/cli_common.h"
-#include "core/measurement_db.h"
+#include "core/measure/measurement_db.h"
 
 namespace collage::cli {
 

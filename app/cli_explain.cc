@@ -8,10 +8,10 @@
 
 #include "app/cli_common.h"
 #include "backends/backend_list.h"
-#include "core/candidate_signature.h"
-#include "core/error.h"
-#include "core/measurement_db.h"
-#include "core/plan.h"
+#include "core/patterns/candidate_signature.h"
+#include "core/ir/error.h"
+#include "core/measure/measurement_db.h"
+#include "core/plan/plan.h"
 
 namespace collage::cli {
 

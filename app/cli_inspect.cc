@@ -3,7 +3,7 @@
 #include <iostream>
 
 #include "app/cli_common.h"
-#include "core/model_stats.h"
+#include "core/ops/model_stats.h"
 
 namespace collage::cli {
 

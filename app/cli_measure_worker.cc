@@ -1,13 +1,13 @@
 // `collage measure-worker model.onnx`: the isolated measurement process the
-// optimizer starts (core/measurer.h). Not for people: it reads JSON requests
+// optimizer starts (core/measure/measurer.h). Not for people: it reads JSON requests
 // on stdin and answers on stdout.
 #include <iostream>
 #include <map>
 
 #include "app/cli_common.h"
 #include "backends/backend_list.h"
-#include "core/measurer.h"
-#include "core/threading.h"
+#include "core/measure/measurer.h"
+#include "core/ir/threading.h"
 
 namespace collage::cli {
 

@@ -13,18 +13,18 @@
 #include "app/cli_common.h"
 #include "app/cli_progress.h"
 #include "backends/backend_list.h"
-#include "core/candidate_costs.h"
-#include "core/error.h"
-#include "core/measurement_db.h"
-#include "core/measurer.h"
-#include "core/near_ties.h"
-#include "core/op_level_optimizer.h"
-#include "core/placement_constraints.h"
-#include "core/plan_override.h"
-#include "core/plan.h"
-#include "core/plan_selection.h"
-#include "core/switch_costs.h"
-#include "core/threading.h"
+#include "core/measure/candidate_costs.h"
+#include "core/ir/error.h"
+#include "core/measure/measurement_db.h"
+#include "core/measure/measurer.h"
+#include "core/search/near_ties.h"
+#include "core/search/op_level_optimizer.h"
+#include "core/search/placement_constraints.h"
+#include "core/search/plan_override.h"
+#include "core/plan/plan.h"
+#include "core/search/plan_selection.h"
+#include "core/measure/switch_costs.h"
+#include "core/ir/threading.h"
 
 namespace collage::cli {
 
@@ -136,7 +136,7 @@ Action addOptimizeCommand(CLI::App& app) {
     auto searchStart = Clock::now();
     OpLevelResult result = optimizeOpLevel(problem, &progress);
     double searchSeconds = std::chrono::duration<double>(Clock::now() - searchStart).count();
-    // Near ties the noise may have decided (core/near_ties.h): measured again, then the DP again.
+    // Near ties the noise may have decided (core/search/near_ties.h): measured again, then the DP again.
     NearTieReport again;
     const Cost before = result.total;
     searchStart = Clock::now();

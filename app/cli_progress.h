@@ -2,7 +2,7 @@
 // measuring (done/total, cached, ETA), and log lines.
 #pragma once
 
-#include "core/search_events.h"
+#include "core/ir/search_events.h"
 
 namespace collage::cli {
 

@@ -9,14 +9,14 @@
 
 #include "app/cli_common.h"
 #include "backends/backend_list.h"
-#include "core/error.h"
-#include "core/hardware_fingerprint.h"
-#include "core/model_stats.h"
-#include "core/plan.h"
-#include "core/plan_export.h"
-#include "core/reference_executor.h"
-#include "core/session.h"
-#include "core/tensor_compare.h"
+#include "core/ir/error.h"
+#include "core/ir/hardware_fingerprint.h"
+#include "core/ops/model_stats.h"
+#include "core/plan/plan.h"
+#include "core/plan/plan_export.h"
+#include "core/ops/reference_executor.h"
+#include "core/runtime/session.h"
+#include "core/ir/tensor_compare.h"
 
 namespace collage::cli {
 

@@ -3,7 +3,7 @@
 
 #include "app/cli_common.h"
 #include "backends/backend_list.h"
-#include "core/backend_spec.h"
+#include "core/patterns/backend_spec.h"
 
 namespace collage::cli {
 

@@ -5,8 +5,8 @@
 #include <map>
 
 #include "app/cli_common.h"
-#include "core/error.h"
-#include "core/threading.h"
+#include "core/ir/error.h"
+#include "core/ir/threading.h"
 
 namespace collage::cli {
 

@@ -7,7 +7,7 @@
 #include <QStringList>
 #include <vector>
 
-#include "core/onnx_import.h"
+#include "core/onnx/onnx_import.h"
 
 class QLabel;
 class QLineEdit;

@@ -37,9 +37,9 @@
 #include <algorithm>
 
 #include "backends/backend_list.h"
-#include "core/error.h"
-#include "core/onnx_import.h"
-#include "core/plan_export.h"
+#include "core/ir/error.h"
+#include "core/onnx/onnx_import.h"
+#include "core/plan/plan_export.h"
 #include "views/find_bar.h"
 #include "views/graph_scene.h"
 #include "views/layout_job.h"

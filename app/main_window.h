@@ -11,9 +11,9 @@
 #include <memory>
 #include <optional>
 
-#include "core/graph.h"
-#include "core/optimization_job.h"
-#include "core/plan.h"
+#include "core/ir/graph.h"
+#include "core/search/optimization_job.h"
+#include "core/plan/plan.h"
 #include "views/graph_layout.h"
 #include "views/optimize_options.h"
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "core/backend.h"
+#include "core/runtime/backend.h"
 
 namespace collage {
 
@@ -17,10 +17,10 @@ std::unique_ptr<Backend> createBackend(const std::string& name);
 
 }  // namespace collage
 
-#include "core/backend_spec.h"
-#include "core/candidate.h"
-#include "core/hardware_fingerprint.h"
-#include "core/plan.h"
+#include "core/patterns/backend_spec.h"
+#include "core/patterns/candidate.h"
+#include "core/ir/hardware_fingerprint.h"
+#include "core/plan/plan.h"
 
 namespace collage {
 

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/cost.h"
+#include "core/ir/cost.h"
 
 namespace collage {
 namespace {

@@ -11,7 +11,7 @@
 #include <QWidget>
 #include <vector>
 
-#include "core/plan_override.h"
+#include "core/search/plan_override.h"
 
 namespace collage {
 

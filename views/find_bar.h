@@ -12,7 +12,7 @@
 #include <QVector>
 #include <QWidget>
 
-#include "core/graph.h"
+#include "core/ir/graph.h"
 
 class QLabel;
 class QLineEdit;

@@ -9,8 +9,8 @@
 #include <sstream>
 #include <string>
 
-#include "core/error.h"
-#include "core/hashing.h"
+#include "core/ir/error.h"
+#include "core/ir/hashing.h"
 
 namespace collage {
 namespace {

@@ -32,7 +32,7 @@
 #include <string>
 #include <vector>
 
-#include "core/graph.h"
+#include "core/ir/graph.h"
 
 namespace collage {
 

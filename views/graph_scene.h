@@ -19,7 +19,7 @@
 #include <QVector>
 #include <memory>
 
-#include "core/graph.h"
+#include "core/ir/graph.h"
 #include "views/graph_layout.h"
 
 class QGraphicsRectItem;

@@ -5,7 +5,7 @@
 #include <QGraphicsView>
 #include <QVector>
 
-#include "core/graph.h"
+#include "core/ir/graph.h"
 
 namespace collage {
 

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <limits>
 
-#include "core/candidate_costs.h"
+#include "core/measure/candidate_costs.h"
 
 namespace collage {
 

@@ -11,10 +11,10 @@
 #include <QAbstractTableModel>
 #include <QVector>
 
-#include "core/graph.h"
-#include "core/measurement.h"
-#include "core/optimization_job.h"
-#include "core/plan.h"
+#include "core/ir/graph.h"
+#include "core/measure/measurement.h"
+#include "core/search/optimization_job.h"
+#include "core/plan/plan.h"
 
 namespace collage {
 

@@ -27,7 +27,7 @@
 #include <memory>
 #include <optional>
 
-#include "core/graph.h"
+#include "core/ir/graph.h"
 #include "views/graph_layout.h"
 #include "views/layout_cache.h"
 

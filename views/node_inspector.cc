@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/choice_explanation.h"
-#include "core/error.h"
-#include "core/model_stats.h"
-#include "core/op_registry.h"
+#include "core/search/choice_explanation.h"
+#include "core/ir/error.h"
+#include "core/ops/model_stats.h"
+#include "core/ops/op_registry.h"
 #include "views/cost_bar_chart.h"
 
 namespace collage {

@@ -4,16 +4,16 @@
 // (op-level optimizer, graph-level search, pinned by the user), what every
 // backend costs for exactly these nodes (median ± spread), why the chosen one
 // won, and why the others cannot run them. The reasoning is the core's
-// (core/choice_explanation.h); this file only formats it.
+// (core/search/choice_explanation.h); this file only formats it.
 #pragma once
 
 #include <QString>
 #include <QVector>
 #include <QWidget>
 
-#include "core/graph.h"
-#include "core/optimization_job.h"
-#include "core/plan.h"
+#include "core/ir/graph.h"
+#include "core/search/optimization_job.h"
+#include "core/plan/plan.h"
 
 class QTextBrowser;
 

@@ -12,7 +12,7 @@
 #include <QSettings>
 #include <QVBoxLayout>
 
-#include "core/optimization_job.h"
+#include "core/search/optimization_job.h"
 
 namespace collage {
 

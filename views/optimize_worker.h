@@ -1,4 +1,4 @@
-// Runs the optimization job (core/optimization_job.h) on a QThread. Search
+// Runs the optimization job (core/search/optimization_job.h) on a QThread. Search
 // events become queued signals carrying copies, at most ~20 a second per
 // signal (the last event of each kind is always delivered); the UI thread
 // never waits on the worker. Cancel sets the core's CancellationToken from
@@ -20,9 +20,9 @@
 #include <memory>
 #include <mutex>
 
-#include "core/graph.h"
-#include "core/optimization_job.h"
-#include "core/search_events.h"
+#include "core/ir/graph.h"
+#include "core/search/optimization_job.h"
+#include "core/ir/search_events.h"
 
 Q_DECLARE_METATYPE(collage::MeasureProgressEvent)
 Q_DECLARE_METATYPE(collage::SearchStepEvent)

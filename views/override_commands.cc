@@ -4,7 +4,7 @@
 #include <QMenu>
 #include <QUndoStack>
 
-#include "core/error.h"
+#include "core/ir/error.h"
 
 namespace collage {
 

@@ -4,7 +4,7 @@
 // override is one OverrideCommand that swaps between the state before and
 // after, so undo restores the previous pins and EXACTLY the previous plan
 // (stored, not recomputed). The re-planning itself is the core's
-// (core/plan_override.h): the op-level DP over the costs the last
+// (core/search/plan_override.h): the op-level DP over the costs the last
 // optimisation measured, so the plan and its predicted cost update at once.
 //
 // Wiring (the main window):
@@ -26,12 +26,12 @@
 #include <optional>
 #include <vector>
 
-#include "core/candidate_costs.h"
-#include "core/graph.h"
-#include "core/optimization_job.h"
-#include "core/placement_constraints.h"
-#include "core/plan.h"
-#include "core/plan_override.h"
+#include "core/measure/candidate_costs.h"
+#include "core/ir/graph.h"
+#include "core/search/optimization_job.h"
+#include "core/search/placement_constraints.h"
+#include "core/plan/plan.h"
+#include "core/search/plan_override.h"
 
 class QMenu;
 class QUndoStack;

@@ -16,10 +16,10 @@
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrent>
 
-#include "core/op_kind.h"
-#include "core/pattern_matcher.h"
-#include "core/pattern_parser.h"
-#include "core/pattern_rule.h"
+#include "core/ir/op_kind.h"
+#include "core/patterns/pattern_matcher.h"
+#include "core/patterns/pattern_parser.h"
+#include "core/patterns/pattern_rule.h"
 #include "views/user_pattern_model.h"
 
 namespace collage {

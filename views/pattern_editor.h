@@ -30,9 +30,9 @@
 #include <optional>
 #include <vector>
 
-#include "core/backend_spec.h"
-#include "core/graph.h"
-#include "core/pattern.h"
+#include "core/patterns/backend_spec.h"
+#include "core/ir/graph.h"
+#include "core/patterns/pattern.h"
 
 class QComboBox;
 class QLabel;

@@ -13,7 +13,7 @@
 #include <QString>
 #include <QVector>
 
-#include "core/search_events.h"
+#include "core/ir/search_events.h"
 
 QT_CHARTS_BEGIN_NAMESPACE
 class QLineSeries;

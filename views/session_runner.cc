@@ -6,7 +6,7 @@
 #include <exception>
 #include <vector>
 
-#include "core/reference_executor.h"
+#include "core/ops/reference_executor.h"
 
 namespace collage {
 

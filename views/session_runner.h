@@ -1,4 +1,4 @@
-// Runs a Plan in a Session (core/session.h) on a worker thread: compiles its
+// Runs a Plan in a Session (core/runtime/session.h) on a worker thread: compiles its
 // kernels once, runs once untimed, then `repeats` timed runs on random
 // inputs, and reports the measured end-to-end latency that the window shows
 // next to the plan's predicted total. Cancel is checked between runs; the UI
@@ -16,10 +16,10 @@
 #include <QThread>
 #include <memory>
 
-#include "core/graph.h"
-#include "core/plan.h"
-#include "core/search_events.h"
-#include "core/session.h"
+#include "core/ir/graph.h"
+#include "core/plan/plan.h"
+#include "core/ir/search_events.h"
+#include "core/runtime/session.h"
 
 namespace collage {
 

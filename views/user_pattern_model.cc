@@ -2,7 +2,7 @@
 
 #include <QFont>
 
-#include "core/backend_spec.h"
+#include "core/patterns/backend_spec.h"
 
 namespace collage {
 

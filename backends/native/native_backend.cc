@@ -3,8 +3,8 @@
 #include <omp.h>
 
 #include "backends/native/native_lowering.h"
-#include "core/pattern_rule.h"
-#include "core/threading.h"
+#include "core/patterns/pattern_rule.h"
+#include "core/ir/threading.h"
 
 namespace collage {
 

@@ -10,7 +10,7 @@
 #include <unordered_map>
 
 #include "backends/native/native_steps.h"
-#include "core/op_registry.h"
+#include "core/ops/op_registry.h"
 #include "core/ops/op_helpers.h"
 
 namespace collage::native {

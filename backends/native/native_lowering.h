@@ -23,7 +23,7 @@
 #include <memory>
 #include <string>
 
-#include "core/backend.h"
+#include "core/runtime/backend.h"
 
 namespace collage::native {
 

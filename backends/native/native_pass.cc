@@ -18,7 +18,7 @@
 #include <sstream>
 
 #include "backends/native/native_math.h"
-#include "core/error.h"
+#include "core/ir/error.h"
 
 namespace collage::native {
 

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "core/element_type.h"
+#include "core/ir/element_type.h"
 
 namespace collage::native {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/conv_geometry.h"
+#include "core/ops/conv_geometry.h"
 
 namespace collage::native {
 

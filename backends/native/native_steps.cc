@@ -8,7 +8,7 @@
 #include <optional>
 
 #include "backends/native/native_pool.h"
-#include "core/op_registry.h"
+#include "core/ops/op_registry.h"
 #include "core/ops/op_helpers.h"
 #include "core/ops/reference_gemm.h"
 

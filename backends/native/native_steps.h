@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "backends/native/native_pass.h"
-#include "core/graph.h"
-#include "core/tensor.h"
+#include "core/ir/graph.h"
+#include "core/ir/tensor.h"
 
 namespace collage::native {
 

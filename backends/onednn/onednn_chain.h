@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "core/backend.h"
+#include "core/runtime/backend.h"
 
 namespace collage::onednn {
 

@@ -11,9 +11,9 @@
 #include <optional>
 #include <type_traits>
 
-#include "core/conv_geometry.h"
+#include "core/ops/conv_geometry.h"
 #include "core/ops/op_helpers.h"
-#include "core/threading.h"
+#include "core/ir/threading.h"
 
 namespace collage::onednn {
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "backends/onednn/onednn_chain.h"
-#include "core/backend.h"
+#include "core/runtime/backend.h"
 
 namespace collage::onednn {
 

@@ -18,10 +18,10 @@
 
 #include "backends/openblas/openblas_epilogue.h"
 #include "backends/openblas/openblas_kernels.h"
-#include "core/backend.h"
-#include "core/conv_geometry.h"
+#include "core/runtime/backend.h"
+#include "core/ops/conv_geometry.h"
 #include "core/ops/op_helpers.h"
-#include "core/threading.h"
+#include "core/ir/threading.h"
 
 namespace collage {
 

@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "backends/native/native_math.h"
-#include "core/error.h"
+#include "core/ir/error.h"
 
 namespace collage::openblas {
 

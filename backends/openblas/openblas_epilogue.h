@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "core/ops/broadcast.h"
-#include "core/tensor.h"
+#include "core/ir/tensor.h"
 
 namespace collage::openblas {
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "backends/openblas/openblas_epilogue.h"
-#include "core/backend.h"
-#include "core/conv_geometry.h"
+#include "core/runtime/backend.h"
+#include "core/ops/conv_geometry.h"
 
 namespace collage::openblas {
 

@@ -24,8 +24,8 @@
 #include <thread>
 
 #include "app/main_window.h"
-#include "core/graph.h"
-#include "core/onnx_import.h"
+#include "core/ir/graph.h"
+#include "core/onnx/onnx_import.h"
 #include "views/graph_layout.h"
 #include "views/ui_stall_monitor.h"
 

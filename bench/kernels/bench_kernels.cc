@@ -26,13 +26,13 @@
 #include <vector>
 
 #include "backends/backend_list.h"
-#include "core/candidate.h"
-#include "core/candidate_signature.h"
-#include "core/error.h"
-#include "core/onnx_import.h"
-#include "core/op_registry.h"
-#include "core/tensor.h"
-#include "core/threading.h"
+#include "core/patterns/candidate.h"
+#include "core/patterns/candidate_signature.h"
+#include "core/ir/error.h"
+#include "core/onnx/onnx_import.h"
+#include "core/ops/op_registry.h"
+#include "core/ir/tensor.h"
+#include "core/ir/threading.h"
 
 namespace fs = std::filesystem;
 

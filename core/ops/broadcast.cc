@@ -1,6 +1,6 @@
 #include "core/ops/broadcast.h"
 
-#include "core/error.h"
+#include "core/ir/error.h"
 
 namespace collage {
 

@@ -14,7 +14,7 @@
 #include <cstring>
 #include <vector>
 
-#include "core/tensor.h"
+#include "core/ir/tensor.h"
 
 namespace collage {
 

@@ -11,8 +11,8 @@
 #include <cstring>
 #include <vector>
 
-#include "core/conv_geometry.h"
-#include "core/op_registry.h"
+#include "core/ops/conv_geometry.h"
+#include "core/ops/op_registry.h"
 #include "core/ops/op_helpers.h"
 #include "core/ops/reference_gemm.h"
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "core/ops/broadcast.h"
-#include "core/tensor.h"
+#include "core/ir/tensor.h"
 
 namespace collage {
 

@@ -9,7 +9,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "core/op_registry.h"
+#include "core/ops/op_registry.h"
 #include "core/ops/elementwise_kernels.h"
 #include "core/ops/half_float.h"
 #include "core/ops/op_helpers.h"

@@ -1,7 +1,7 @@
 #include "core/ops/half_float.h"
 
-#include "core/error.h"
-#include "core/tensor_proto.h"
+#include "core/ir/error.h"
+#include "core/onnx/tensor_proto.h"
 
 namespace collage {
 

@@ -4,7 +4,7 @@
 // covered: ONNX 1.12's test data for it is stored as uint16.
 #pragma once
 
-#include "core/tensor.h"
+#include "core/ir/tensor.h"
 
 namespace collage {
 

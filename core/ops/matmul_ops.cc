@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "core/op_registry.h"
+#include "core/ops/op_registry.h"
 #include "core/ops/op_helpers.h"
 #include "core/ops/reference_gemm.h"
 

@@ -11,7 +11,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "core/op_registry.h"
+#include "core/ops/op_registry.h"
 #include "core/ops/op_helpers.h"
 #include "core/ops/type_dispatch.h"
 

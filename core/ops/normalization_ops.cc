@@ -7,7 +7,7 @@
 #include <limits>
 #include <vector>
 
-#include "core/op_registry.h"
+#include "core/ops/op_registry.h"
 #include "core/ops/op_helpers.h"
 
 namespace collage {

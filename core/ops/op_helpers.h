@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "core/graph.h"
-#include "core/op_registry.h"
-#include "core/tensor.h"
+#include "core/ir/graph.h"
+#include "core/ops/op_registry.h"
+#include "core/ir/tensor.h"
 
 namespace collage {
 

@@ -10,8 +10,8 @@
 #include <limits>
 #include <vector>
 
-#include "core/conv_geometry.h"
-#include "core/op_registry.h"
+#include "core/ops/conv_geometry.h"
+#include "core/ops/op_registry.h"
 #include "core/ops/op_helpers.h"
 
 namespace collage {

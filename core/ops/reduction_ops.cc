@@ -5,7 +5,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "core/op_registry.h"
+#include "core/ops/op_registry.h"
 #include "core/ops/broadcast.h"
 #include "core/ops/op_helpers.h"
 #include "core/ops/type_dispatch.h"

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <limits>
 
-#include "core/op_registry.h"
+#include "core/ops/op_registry.h"
 #include "core/ops/broadcast.h"
 #include "core/ops/op_helpers.h"
 #include "core/ops/type_dispatch.h"

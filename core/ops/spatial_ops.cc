@@ -11,7 +11,7 @@
 #include <cmath>
 #include <vector>
 
-#include "core/op_registry.h"
+#include "core/ops/op_registry.h"
 #include "core/ops/op_helpers.h"
 
 namespace collage {

@@ -8,9 +8,9 @@
 #include <cstdint>
 #include <string>
 
-#include "core/element_type.h"
-#include "core/graph.h"
-#include "core/op_registry.h"
+#include "core/ir/element_type.h"
+#include "core/ir/graph.h"
+#include "core/ops/op_registry.h"
 #include "core/ops/op_helpers.h"
 
 namespace collage {

@@ -40,14 +40,14 @@
 #include <vector>
 
 #include "backends/backend_list.h"
-#include "core/candidate.h"
-#include "core/error.h"
-#include "core/onnx_import.h"
-#include "core/op_registry.h"
-#include "core/plan.h"
-#include "core/reference_executor.h"
-#include "core/session.h"
-#include "core/tensor_proto.h"
+#include "core/patterns/candidate.h"
+#include "core/ir/error.h"
+#include "core/onnx/onnx_import.h"
+#include "core/ops/op_registry.h"
+#include "core/plan/plan.h"
+#include "core/ops/reference_executor.h"
+#include "core/runtime/session.h"
+#include "core/onnx/tensor_proto.h"
 
 namespace fs = std::filesystem;
 using namespace collage;

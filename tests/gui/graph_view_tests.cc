@@ -18,8 +18,8 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
-#include "core/error.h"
-#include "core/onnx_import.h"
+#include "core/ir/error.h"
+#include "core/onnx/onnx_import.h"
 #include "views/find_bar.h"
 #include "views/graph_layout.h"
 #include "views/graph_scene.h"

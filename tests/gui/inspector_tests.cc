@@ -12,8 +12,8 @@
 #include <QtTest>
 
 #include "backends/backend_list.h"
-#include "core/onnx_import.h"
-#include "core/plan_override.h"
+#include "core/onnx/onnx_import.h"
+#include "core/search/plan_override.h"
 #include "views/cost_bar_chart.h"
 #include "views/node_inspector.h"
 #include "views/override_commands.h"

@@ -17,11 +17,11 @@
 #include <QtTest>
 
 #include "backends/backend_list.h"
-#include "core/candidate.h"
-#include "core/onnx_import.h"
-#include "core/op_level_optimizer.h"
-#include "core/optimization_job.h"
-#include "core/plan.h"
+#include "core/patterns/candidate.h"
+#include "core/onnx/onnx_import.h"
+#include "core/search/op_level_optimizer.h"
+#include "core/search/optimization_job.h"
+#include "core/plan/plan.h"
 #include "views/kernel_table_model.h"
 #include "views/optimize_options.h"
 #include "views/optimize_worker.h"

@@ -13,9 +13,9 @@
 #include <QtTest>
 
 #include "backends/backend_list.h"
-#include "core/backend_spec.h"
-#include "core/candidate.h"
-#include "core/onnx_import.h"
+#include "core/patterns/backend_spec.h"
+#include "core/patterns/candidate.h"
+#include "core/onnx/onnx_import.h"
 #include "views/pattern_editor.h"
 #include "views/user_pattern_model.h"
 

@@ -6,8 +6,8 @@
 #include <initializer_list>
 #include <string>
 
-#include "core/error.h"
-#include "core/threading.h"
+#include "core/ir/error.h"
+#include "core/ir/threading.h"
 
 namespace collage::test_support {
 

@@ -1,0 +1,203 @@
+#include "core/ir/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "core/ir/error.h"
+
+namespace collage {
+
+int64_t numElements(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string shapeToString(const Shape& shape) {
+  if (shape.empty()) return "scalar";
+  std::string s;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += 'x';
+    s += std::to_string(shape[i]);
+  }
+  return s;
+}
+
+Shape parseShape(const std::string& text) {
+  Shape shape;
+  if (text == "scalar" || text.empty()) return shape;
+  std::string cur;
+  auto flush = [&]() {
+    if (cur.empty()) throw Error("bad shape '" + text + "': expected dimensions like 1x3x224x224");
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(cur, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (used != cur.size() || v < 0)
+      throw Error("bad shape '" + text + "': '" + cur + "' is not a non-negative integer");
+    shape.push_back(v);
+    cur.clear();
+  };
+  for (char c : text) {
+    if (c == 'x' || c == 'X' || c == ',')
+      flush();
+    else if (c != ' ')
+      cur += c;
+  }
+  flush();
+  return shape;
+}
+
+std::vector<int64_t> stridesOf(const Shape& shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * shape[i + 1];
+  return strides;
+}
+
+size_t TensorType::byteSize() const {
+  return static_cast<size_t>(numElements()) * elementSize(elementType);
+}
+
+std::string TensorType::toString() const {
+  return std::string(elementTypeName(elementType)) + "[" + shapeToString(shape) + "]";
+}
+
+Tensor::Tensor(TensorType type) : type_(std::move(type)) {
+  size_t bytes = type_.byteSize();
+  size_t rounded = (bytes + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment;
+  if (rounded == 0) rounded = kTensorAlignment;
+  void* p = std::aligned_alloc(kTensorAlignment, rounded);
+  if (!p) throw Error("out of memory allocating " + type_.toString());
+  std::memset(p, 0, rounded);
+  storage_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  data_ = p;
+}
+
+Tensor Tensor::view(TensorType type, void* data) {
+  Tensor t;
+  t.type_ = std::move(type);
+  t.data_ = data;
+  return t;
+}
+
+Tensor Tensor::reshaped(Shape shape) const {
+  COLLAGE_CHECK(collage::numElements(shape) == numElements(), "reshape changes element count");
+  Tensor t = *this;
+  t.type_.shape = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::fromFloats(Shape shape, const std::vector<float>& values) {
+  Tensor t(ElementType::Float32, std::move(shape));
+  COLLAGE_CHECK(static_cast<int64_t>(values.size()) == t.numElements(), "value count != shape");
+  if (!values.empty()) std::memcpy(t.raw(), values.data(), values.size() * sizeof(float));
+  return t;
+}
+
+Tensor Tensor::fromInts(Shape shape, const std::vector<int64_t>& values) {
+  Tensor t(ElementType::Int64, std::move(shape));
+  COLLAGE_CHECK(static_cast<int64_t>(values.size()) == t.numElements(), "value count != shape");
+  if (!values.empty()) std::memcpy(t.raw(), values.data(), values.size() * sizeof(int64_t));
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  Tensor t(type_);
+  if (byteSize()) std::memcpy(t.raw(), data_, byteSize());
+  return t;
+}
+
+namespace {
+template <class Out>
+std::vector<Out> convertAll(const Tensor& t) {
+  std::vector<Out> out(t.numElements());
+  const int64_t n = t.numElements();
+  switch (t.elementType()) {
+#define COLLAGE_CASE(ET, CT) \
+  case ElementType::ET:      \
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<Out>(t.data<CT>()[i]); \
+    break;
+    COLLAGE_CASE(Float32, float)
+    COLLAGE_CASE(Float64, double)
+    COLLAGE_CASE(Int8, int8_t)
+    COLLAGE_CASE(Int16, int16_t)
+    COLLAGE_CASE(Int32, int32_t)
+    COLLAGE_CASE(Int64, int64_t)
+    COLLAGE_CASE(UInt8, uint8_t)
+    COLLAGE_CASE(UInt16, uint16_t)
+    COLLAGE_CASE(UInt32, uint32_t)
+    COLLAGE_CASE(UInt64, uint64_t)
+    COLLAGE_CASE(Bool, bool)
+#undef COLLAGE_CASE
+    default:
+      throw Error("cannot convert " + t.type().toString() + " to numbers");
+  }
+  return out;
+}
+}  // namespace
+
+std::vector<int64_t> Tensor::toInts() const { return convertAll<int64_t>(*this); }
+std::vector<float> Tensor::toFloats() const { return convertAll<float>(*this); }
+std::vector<double> Tensor::toDoubles() const { return convertAll<double>(*this); }
+
+DLDataType toDLDataType(ElementType type) {
+  DLDataType dt{};
+  dt.lanes = 1;
+  dt.bits = static_cast<uint8_t>(elementSize(type) * 8);
+  switch (type) {
+    case ElementType::Float32:
+    case ElementType::Float64:
+    case ElementType::Float16:
+      dt.code = kDLFloat;
+      break;
+    case ElementType::BFloat16:
+      dt.code = kDLBfloat;
+      break;
+    case ElementType::UInt8:
+    case ElementType::UInt16:
+    case ElementType::UInt32:
+    case ElementType::UInt64:
+    case ElementType::Bool:
+      dt.code = kDLUInt;
+      break;
+    default:
+      dt.code = kDLInt;
+  }
+  return dt;
+}
+
+DLTensor Tensor::toDLTensor() {
+  DLTensor t{};
+  t.data = data_;
+  t.device = DLDevice{kDLCPU, 0};
+  t.ndim = static_cast<int32_t>(type_.shape.size());
+  t.dtype = toDLDataType(type_.elementType);
+  t.shape = type_.shape.data();
+  t.strides = nullptr;
+  t.byte_offset = 0;
+  return t;
+}
+
+std::string Tensor::toString() const {
+  std::ostringstream os;
+  os << type_.toString();
+  if (!data_) return os.str() + " {null}";
+  os << " {";
+  const int64_t n = std::min<int64_t>(numElements(), 6);
+  if (elementType() == ElementType::Float32) {
+    for (int64_t i = 0; i < n; ++i) os << (i ? ", " : "") << data<float>()[i];
+  } else if (elementType() != ElementType::String) {
+    auto v = toInts();
+    for (int64_t i = 0; i < n; ++i) os << (i ? ", " : "") << v[i];
+  }
+  if (numElements() > n) os << ", ...";
+  os << "}";
+  return os.str();
+}
+
+}  // namespace collage

@@ -1,0 +1,42 @@
+#include "core/ir/threading.h"
+
+#include <cstdio>
+
+#include <atomic>
+#include <thread>
+
+namespace collage {
+namespace {
+std::atomic<int> gThreads{0};
+}
+
+int hardwareCores() {
+  unsigned n = std::thread::hardware_concurrency();
+  return n ? static_cast<int>(n) : 1;
+}
+
+int threadCount() {
+  int t = gThreads.load();
+  return t > 0 ? t : hardwareCores();
+}
+
+void setThreadCount(int threads) { gThreads.store(threads > 0 ? threads : 0); }
+
+std::string busyMachineWarning() {
+  double load = 0;
+  if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(f, "%lf", &load) != 1) load = 0;
+    std::fclose(f);
+  }
+  const int cores = hardwareCores();
+  if (load <= cores) return {};
+  char text[256];
+  std::snprintf(text, sizeof text,
+                "the machine is busy (load average %.1f on %d cores): kernels measured now can be slow "
+                "by a scheduler time slice; measure on a quiet machine, or clear these measurements "
+                "later (collage db clear)",
+                load, cores);
+  return text;
+}
+
+}  // namespace collage

@@ -1,0 +1,138 @@
+#include "core/measure/candidate_costs.h"
+
+#include <chrono>
+#include <map>
+
+#include "core/patterns/candidate_signature.h"
+
+namespace collage {
+
+std::string opsLabel(const Graph& graph, const NodeSet& nodes) {
+  std::string s;
+  nodes.forEach([&](NodeId n) { s += (s.empty() ? "" : "+") + graph.node(n).op; });
+  return s;
+}
+
+CandidateCoster::CandidateCoster(const Graph& graph, MeasurementDb* db,
+                                 HardwareFingerprint fingerprint,
+                                 std::function<std::string(const std::string&)> backendVersion,
+                                 MeasureFn measure)
+    : graph_(graph),
+      db_(db),
+      fingerprint_(std::move(fingerprint)),
+      backendVersion_(std::move(backendVersion)),
+      measure_(std::move(measure)) {}
+
+std::vector<Measurement> CandidateCoster::costAll(const CandidateSet& candidates,
+                                                  const std::vector<bool>& needed,
+                                                  SearchObserver* observer,
+                                                  const CancellationToken* cancel,
+                                                  CostingReport* report) {
+  using Clock = std::chrono::steady_clock;
+  auto start = Clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  CostingReport r;
+  r.candidates = static_cast<int>(candidates.size());
+  std::vector<Measurement> out(candidates.size());
+  for (auto& m : out) {
+    m.status = MeasurementStatus::Failed;
+    m.message = "not measured";
+  }
+
+  // Group candidates by (backend, signature): one measurement per group.
+  struct Work {
+    MeasurementKey key;
+    CandidateSignature signature;
+    std::vector<size_t> members;
+  };
+  std::vector<Work> work;
+  std::map<std::pair<std::string, std::string>, size_t> byKey;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (!needed.empty() && !needed[i]) continue;
+    const Candidate& c = candidates[i];
+    CandidateSignature sig = candidateSignature(graph_, c.nodes);
+    auto [it, inserted] = byKey.emplace(std::make_pair(c.backend, sig.hash), work.size());
+    if (inserted)
+      work.push_back(Work{MeasurementKey{c.backend, backendVersion_(c.backend), sig.hash}, sig, {}});
+    work[it->second].members.push_back(i);
+  }
+  r.distinct = static_cast<int>(work.size());
+
+  // Cached first, so that the progress bar's total is what is left to measure.
+  std::vector<size_t> toMeasure;
+  for (size_t w = 0; w < work.size(); ++w) {
+    std::optional<Measurement> hit;
+    if (db_) hit = db_->find(fingerprint_, work[w].key);
+    if (hit) {
+      for (size_t i : work[w].members) out[i] = *hit;
+      ++r.cached;
+      if (hit->status != MeasurementStatus::Ok) ++r.failed;
+    } else {
+      toMeasure.push_back(w);
+    }
+  }
+  auto progress = [&](const std::string& current) {
+    if (!observer) return;
+    MeasureProgressEvent e;
+    e.total = r.distinct;
+    e.cached = r.cached;
+    e.measured = r.measured;
+    e.done = r.cached + r.measured;
+    e.failed = r.failed;
+    e.elapsedSeconds = elapsed();
+    if (r.measured > 0)
+      e.etaSeconds = e.elapsedSeconds / r.measured * static_cast<double>(toMeasure.size() - r.measured);
+    e.current = current;
+    observer->onMeasureProgress(e);
+  };
+  progress("");
+  for (size_t w : toMeasure) {
+    if (cancel && cancel->cancelled()) {
+      r.cancelled = true;
+      break;
+    }
+    const Work& item = work[w];
+    const Candidate& first = candidates[item.members.front()];
+    std::string label = first.backend + " " + opsLabel(graph_, first.nodes);
+    progress(label);
+    Measurement m = measure_(first);
+    if (db_) {
+      MeasurementRecord rec;
+      rec.fingerprint = fingerprint_;
+      rec.key = item.key;
+      rec.signatureText = item.signature.text;
+      rec.ops = opsLabel(graph_, first.nodes);
+      rec.measurement = m;
+      db_->store(rec);  // stored at once: an interrupted run loses nothing
+    }
+    for (size_t i : item.members) out[i] = m;
+    ++r.measured;
+    if (m.status != MeasurementStatus::Ok) ++r.failed;
+    if (observer && m.status != MeasurementStatus::Ok && m.status != MeasurementStatus::Invalid)
+      observer->onLog(label + ": " + m.toString());
+  }
+  progress("");
+  r.seconds = elapsed();
+  if (report) *report = r;
+  return out;
+}
+
+Measurement CandidateCoster::remeasure(const Candidate& candidate, const Measurement& current) {
+  Measurement fresh = measure_(candidate);
+  if (fresh.status != MeasurementStatus::Ok ||
+      (current.status == MeasurementStatus::Ok && current.medianNs <= fresh.medianNs))
+    return current;
+  if (db_) {
+    const CandidateSignature sig = candidateSignature(graph_, candidate.nodes);
+    MeasurementRecord rec;
+    rec.fingerprint = fingerprint_;
+    rec.key = MeasurementKey{candidate.backend, backendVersion_(candidate.backend), sig.hash};
+    rec.signatureText = sig.text;
+    rec.ops = opsLabel(graph_, candidate.nodes);
+    rec.measurement = fresh;
+    db_->store(rec);
+  }
+  return fresh;
+}
+
+}  // namespace collage

@@ -1,0 +1,62 @@
+// Gets a cost for every candidate: from the measurement database when it has
+// one for this machine, else by measuring (through an isolated worker in the
+// product; a deterministic function in tests) and storing the result.
+// Candidates with the same canonical signature on the same backend (the 12
+// identical layers of BERT) are measured once.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/patterns/candidate.h"
+#include "core/ir/hardware_fingerprint.h"
+#include "core/measure/measurement.h"
+#include "core/measure/measurement_db.h"
+#include "core/ir/search_events.h"
+
+namespace collage {
+
+using MeasureFn = std::function<Measurement(const Candidate&)>;
+
+struct CostingReport {
+  int candidates = 0;
+  int distinct = 0;  // distinct (backend, signature) pairs
+  int cached = 0;
+  int measured = 0;
+  int failed = 0;  // invalid, failed or timed out (cached or fresh)
+  double seconds = 0;
+  bool cancelled = false;
+};
+
+class CandidateCoster {
+ public:
+  // `db` may be null (nothing cached or stored). `backendVersion` gives the
+  // version string stored with each measurement.
+  CandidateCoster(const Graph& graph, MeasurementDb* db, HardwareFingerprint fingerprint,
+                  std::function<std::string(const std::string&)> backendVersion, MeasureFn measure);
+
+  // One Measurement per candidate (Failed with "cancelled" for those not
+  // reached when cancelled). `needed` (optional) skips candidates a pin or
+  // forbid already excludes.
+  std::vector<Measurement> costAll(const CandidateSet& candidates, const std::vector<bool>& needed,
+                                   SearchObserver* observer, const CancellationToken* cancel,
+                                   CostingReport* report = nullptr);
+
+  // Measures `candidate` again and keeps whichever of `current` and the new
+  // measurement has the lower median (noise only adds time), storing the
+  // kept one in the database. A failed new measurement keeps `current`.
+  Measurement remeasure(const Candidate& candidate, const Measurement& current);
+
+ private:
+  const Graph& graph_;
+  MeasurementDb* db_;
+  HardwareFingerprint fingerprint_;
+  std::function<std::string(const std::string&)> backendVersion_;
+  MeasureFn measure_;
+};
+
+// "Conv+Add+Relu": the ops of a group, for tables and exports.
+std::string opsLabel(const Graph& graph, const NodeSet& nodes);
+
+}  // namespace collage

@@ -1,0 +1,69 @@
+#include "core/measure/kernel_check.h"
+
+#include <random>
+
+#include "core/ops/reference_executor.h"
+
+namespace collage {
+
+std::vector<Tensor> runKernel(Kernel& kernel, const KernelRequest& request,
+                              std::vector<Tensor>& inputs) {
+  const Graph& g = *request.graph;
+  std::vector<Tensor> outputs;
+  for (ValueId v : request.outputs) outputs.emplace_back(g.value(v).type);
+  std::vector<DLTensor> inViews, outViews;
+  for (Tensor& t : inputs) inViews.push_back(t.toDLTensor());
+  for (Tensor& t : outputs) outViews.push_back(t.toDLTensor());
+  std::vector<const DLTensor*> in;
+  std::vector<DLTensor*> out;
+  for (auto& d : inViews) in.push_back(&d);
+  for (auto& d : outViews) out.push_back(&d);
+  kernel.run(in, out);
+  return outputs;
+}
+
+KernelCheckResult checkKernelAgainstReference(Backend& backend, const Graph& graph,
+                                              const NodeSet& nodes, uint64_t seed,
+                                              Tolerance tolerance) {
+  KernelCheckResult result;
+  KernelRequest request = KernelRequest::of(graph, nodes, "check");
+  CompileResult compiled = backend.compile(request);
+  if (!compiled) {
+    result.refusal = compiled.refusal;
+    return result;
+  }
+  result.compiled = true;
+
+  // Reference values of every tensor: run the whole graph on random inputs,
+  // keeping intermediate values by evaluating node by node.
+  std::vector<Tensor> env(graph.numValues());
+  std::vector<Tensor> graphInputs = randomInputs(graph, seed);
+  for (size_t i = 0; i < graph.inputs().size(); ++i) env[graph.inputs()[i]] = graphInputs[i];
+  for (ValueId v = 0; v < graph.numValues(); ++v)
+    if (graph.value(v).isConstant()) env[v] = *graph.value(v).constant;
+  for (NodeId n = 0; n < graph.numNodes(); ++n) {
+    const Node& node = graph.node(n);
+    std::vector<const Tensor*> in;
+    for (ValueId v : node.inputs) in.push_back(v == kNoValue ? nullptr : &env[v]);
+    std::vector<Tensor> out = evaluateNode(node, in);
+    for (size_t i = 0; i < node.outputs.size(); ++i)
+      if (node.outputs[i] != kNoValue) env[node.outputs[i]] = std::move(out[i]);
+  }
+
+  std::vector<Tensor> kernelInputs;
+  for (ValueId v : request.inputs) kernelInputs.push_back(env[v].clone());
+  std::vector<Tensor> outputs = runKernel(*compiled.kernel, request, kernelInputs);
+  result.ok = true;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    CompareResult c = compareTensors(outputs[i], env[request.outputs[i]], tolerance);
+    if (!c.ok) {
+      result.ok = false;
+      result.message = backend.name() + " on " + request.toString() + ", output '" +
+                       graph.value(request.outputs[i]).name + "': " + c.message;
+      break;
+    }
+  }
+  return result;
+}
+
+}  // namespace collage

@@ -1,0 +1,45 @@
+#include "core/measure/measurement.h"
+
+#include <cstdio>
+
+#include "core/ir/cost.h"
+
+namespace collage {
+
+std::string costToString(Cost c) {
+  if (isUnknown(c)) return "unknown";
+  if (isInvalid(c)) return "invalid";
+  char buf[64];
+  if (c >= 1e6) std::snprintf(buf, sizeof buf, "%.3f ms", c / 1e6);
+  else if (c >= 1e3) std::snprintf(buf, sizeof buf, "%.1f us", c / 1e3);
+  else std::snprintf(buf, sizeof buf, "%.0f ns", c);
+  return buf;
+}
+
+std::string_view measurementStatusName(MeasurementStatus s) {
+  switch (s) {
+    case MeasurementStatus::Ok: return "ok";
+    case MeasurementStatus::Invalid: return "invalid";
+    case MeasurementStatus::Failed: return "failed";
+    case MeasurementStatus::TimedOut: return "timed_out";
+  }
+  return "failed";
+}
+
+MeasurementStatus measurementStatusFromName(std::string_view name) {
+  for (auto s : {MeasurementStatus::Ok, MeasurementStatus::Invalid, MeasurementStatus::Failed,
+                 MeasurementStatus::TimedOut})
+    if (measurementStatusName(s) == name) return s;
+  return MeasurementStatus::Failed;
+}
+
+std::string Measurement::toString() const {
+  if (status != MeasurementStatus::Ok)
+    return std::string(measurementStatusName(status)) + (message.empty() ? "" : ": " + message);
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "%s ±%.1f%% (%d samples)%s", costToString(medianNs).c_str(),
+                spread * 100, samples, fromCache ? " [cached]" : "");
+  return buf;
+}
+
+}  // namespace collage

@@ -1,0 +1,37 @@
+// One measurement of one kernel: the statistics of its timed runs, or why
+// there are none. What the measurer produces and the database keeps.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/ir/cost.h"
+
+namespace collage {
+
+enum class MeasurementStatus {
+  Ok,        // timed: medianNs and friends are set
+  Invalid,   // the backend refused to compile it (message: its reason)
+  Failed,    // it threw or crashed while compiling or running
+  TimedOut,  // it ran past the measurer's time limit
+};
+
+std::string_view measurementStatusName(MeasurementStatus s);
+MeasurementStatus measurementStatusFromName(std::string_view name);
+
+struct Measurement {
+  MeasurementStatus status = MeasurementStatus::Failed;
+  double medianNs = 0;
+  double spread = 0;  // relative: (p75 - p25) / median
+  double minNs = 0;
+  int32_t samples = 0;
+  double measureSeconds = 0;  // wall time spent measuring (compile included)
+  std::string message;        // refusal or failure reason
+  bool fromCache = false;     // filled by the database lookup, not stored
+
+  // The cost the optimizers use: the median when Ok, +inf otherwise.
+  Cost cost() const { return status == MeasurementStatus::Ok ? medianNs : kInvalidCost; }
+  std::string toString() const;
+};
+
+}  // namespace collage

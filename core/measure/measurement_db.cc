@@ -1,0 +1,343 @@
+#include "core/measure/measurement_db.h"
+
+#include <sqlite3.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+
+#include "core/ir/error.h"
+
+namespace fs = std::filesystem;
+
+namespace collage {
+namespace {
+
+// A prepared statement that finalizes itself.
+class Statement {
+ public:
+  Statement(sqlite3* db, const std::string& sql, const std::string& path) : db_(db) {
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt_, nullptr) != SQLITE_OK)
+      throw Error(path + ": " + sqlite3_errmsg(db));
+  }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement& bind(int i, const std::string& v) {
+    sqlite3_bind_text(stmt_, i, v.c_str(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Statement& bind(int i, double v) {
+    sqlite3_bind_double(stmt_, i, v);
+    return *this;
+  }
+  Statement& bind(int i, int64_t v) {
+    sqlite3_bind_int64(stmt_, i, v);
+    return *this;
+  }
+  bool step() {
+    int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    throw Error(std::string("database error: ") + sqlite3_errmsg(db_));
+  }
+  std::string text(int col) const {
+    const unsigned char* t = sqlite3_column_text(stmt_, col);
+    return t ? reinterpret_cast<const char*>(t) : "";
+  }
+  double real(int col) const { return sqlite3_column_double(stmt_, col); }
+  int64_t integer(int col) const { return sqlite3_column_int64(stmt_, col); }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+std::string nowIso8601() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+// Version 1 was the first prototype's table: a fingerprint id, a signature
+// and a median. Version 2 keeps every field of the fingerprint in its own
+// column and the samples' statistics. Version 3 adds the switching costs
+// (early version-2 files lack that table). Every statement creates only what
+// is missing, so the same text brings any older file up to date.
+const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS measurements (
+  fingerprint_id   TEXT NOT NULL,
+  cpu_vendor       TEXT NOT NULL DEFAULT '',
+  cpu_model        TEXT NOT NULL DEFAULT '',
+  isa_flags        TEXT NOT NULL DEFAULT '',
+  cores            INTEGER NOT NULL DEFAULT 0,
+  threads          INTEGER NOT NULL DEFAULT 0,
+  library_versions TEXT NOT NULL DEFAULT '',
+  backend          TEXT NOT NULL,
+  backend_version  TEXT NOT NULL DEFAULT '',
+  signature        TEXT NOT NULL,
+  signature_text   TEXT NOT NULL DEFAULT '',
+  ops              TEXT NOT NULL DEFAULT '',
+  status           TEXT NOT NULL,
+  median_ns        REAL NOT NULL DEFAULT 0,
+  spread           REAL NOT NULL DEFAULT 0,
+  min_ns           REAL NOT NULL DEFAULT 0,
+  samples          INTEGER NOT NULL DEFAULT 0,
+  measure_seconds  REAL NOT NULL DEFAULT 0,
+  message          TEXT NOT NULL DEFAULT '',
+  measured_at      TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY (fingerprint_id, backend, backend_version, signature)
+);
+CREATE TABLE IF NOT EXISTS switch_costs (
+  fingerprint_id TEXT NOT NULL,
+  from_backend   TEXT NOT NULL,
+  from_version   TEXT NOT NULL,
+  to_backend     TEXT NOT NULL,
+  to_version     TEXT NOT NULL,
+  epsilon_ns     REAL NOT NULL,
+  spread         REAL NOT NULL DEFAULT 0,
+  samples        INTEGER NOT NULL DEFAULT 0,
+  measured_at    TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY (fingerprint_id, from_backend, from_version, to_backend, to_version)
+);
+)sql";
+
+}  // namespace
+
+std::string MeasurementDb::defaultPath() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    return std::string(xdg) + "/collage-studio/measurements.sqlite";
+  const char* home = std::getenv("HOME");
+  return std::string(home ? home : ".") + "/.cache/collage-studio/measurements.sqlite";
+}
+
+MeasurementDb::MeasurementDb(const std::string& path) : path_(path) {
+  fs::path p(path);
+  if (p.has_parent_path()) {
+    std::error_code ec;
+    fs::create_directories(p.parent_path(), ec);
+  }
+  if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) !=
+      SQLITE_OK) {
+    std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw Error(path + ": cannot open the measurement database: " + msg);
+  }
+  // Readers and writers from several processes: wait instead of failing.
+  sqlite3_busy_timeout(db_, 10000);
+  try {
+    exec("PRAGMA journal_mode=WAL");
+    exec("PRAGMA synchronous=NORMAL");
+    migrate();
+  } catch (const Error& e) {
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw Error(path + ": not a usable measurement database (" + e.what() + ")");
+  }
+}
+
+MeasurementDb::~MeasurementDb() {
+  if (db_) sqlite3_close(db_);
+}
+
+void MeasurementDb::exec(const std::string& sql) const {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "unknown error";
+    sqlite3_free(err);
+    throw Error(msg);
+  }
+}
+
+int MeasurementDb::schemaVersion() const {
+  Statement s(db_, "PRAGMA user_version", path_);
+  return s.step() ? static_cast<int>(s.integer(0)) : 0;
+}
+
+void MeasurementDb::migrate() {
+  exec("BEGIN IMMEDIATE");
+  try {
+    int version = schemaVersion();
+    if (version > kSchemaVersion)
+      throw Error("its schema version " + std::to_string(version) +
+                  " is newer than this program's " + std::to_string(kSchemaVersion));
+    if (version == 1) {
+      // v1: measurements(fingerprint, backend, signature, median_ns, status).
+      exec("ALTER TABLE measurements RENAME TO measurements_v1");
+      exec(kSchema);
+      exec("INSERT OR REPLACE INTO measurements (fingerprint_id, backend, signature, status, "
+           "median_ns, samples) SELECT fingerprint, backend, signature, status, median_ns, 1 "
+           "FROM measurements_v1");
+      exec("DROP TABLE measurements_v1");
+    }
+    if (version < kSchemaVersion) exec(kSchema);  // 0: a new file; 2: adds switch_costs
+    exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
+    exec("COMMIT");
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+}
+
+std::optional<Measurement> MeasurementDb::find(const HardwareFingerprint& fp,
+                                               const MeasurementKey& key) const {
+  Statement s(db_,
+              "SELECT status, median_ns, spread, min_ns, samples, measure_seconds, message "
+              "FROM measurements WHERE fingerprint_id=? AND backend=? AND backend_version=? AND "
+              "signature=?",
+              path_);
+  s.bind(1, fp.id()).bind(2, key.backend).bind(3, key.backendVersion).bind(4, key.signatureHash);
+  if (!s.step()) return std::nullopt;
+  Measurement m;
+  m.status = measurementStatusFromName(s.text(0));
+  m.medianNs = s.real(1);
+  m.spread = s.real(2);
+  m.minNs = s.real(3);
+  m.samples = static_cast<int32_t>(s.integer(4));
+  m.measureSeconds = s.real(5);
+  m.message = s.text(6);
+  m.fromCache = true;
+  return m;
+}
+
+void MeasurementDb::store(const MeasurementRecord& r) {
+  Statement s(db_,
+              "INSERT OR REPLACE INTO measurements (fingerprint_id, cpu_vendor, cpu_model, "
+              "isa_flags, cores, threads, library_versions, backend, backend_version, signature, "
+              "signature_text, ops, status, median_ns, spread, min_ns, samples, measure_seconds, "
+              "message, measured_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+              path_);
+  const auto& f = r.fingerprint;
+  const auto& m = r.measurement;
+  s.bind(1, f.id()).bind(2, f.cpuVendor).bind(3, f.cpuModel).bind(4, f.isaFlags);
+  s.bind(5, int64_t{f.cores}).bind(6, int64_t{f.threads}).bind(7, f.libraryVersions);
+  s.bind(8, r.key.backend).bind(9, r.key.backendVersion).bind(10, r.key.signatureHash);
+  s.bind(11, r.signatureText).bind(12, r.ops);
+  s.bind(13, std::string(measurementStatusName(m.status))).bind(14, m.medianNs).bind(15, m.spread);
+  s.bind(16, m.minNs).bind(17, int64_t{m.samples}).bind(18, m.measureSeconds).bind(19, m.message);
+  s.bind(20, r.measuredAt.empty() ? nowIso8601() : r.measuredAt);
+  s.step();
+}
+
+std::vector<MeasurementRecord> MeasurementDb::all() const {
+  Statement s(db_,
+              "SELECT cpu_vendor, cpu_model, isa_flags, cores, threads, library_versions, backend, "
+              "backend_version, signature, signature_text, ops, status, median_ns, spread, min_ns, "
+              "samples, measure_seconds, message, measured_at FROM measurements "
+              "ORDER BY backend, ops, signature",
+              path_);
+  std::vector<MeasurementRecord> out;
+  while (s.step()) {
+    MeasurementRecord r;
+    r.fingerprint = HardwareFingerprint{s.text(0), s.text(1), s.text(2),
+                                        static_cast<int>(s.integer(3)),
+                                        static_cast<int>(s.integer(4)), s.text(5)};
+    r.key = MeasurementKey{s.text(6), s.text(7), s.text(8)};
+    r.signatureText = s.text(9);
+    r.ops = s.text(10);
+    r.measurement.status = measurementStatusFromName(s.text(11));
+    r.measurement.medianNs = s.real(12);
+    r.measurement.spread = s.real(13);
+    r.measurement.minNs = s.real(14);
+    r.measurement.samples = static_cast<int32_t>(s.integer(15));
+    r.measurement.measureSeconds = s.real(16);
+    r.measurement.message = s.text(17);
+    r.measuredAt = s.text(18);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+MeasurementDbStats MeasurementDb::stats(const HardwareFingerprint& current) const {
+  MeasurementDbStats st;
+  st.path = path_;
+  st.schemaVersion = schemaVersion();
+  {
+    Statement s(db_,
+                "SELECT COUNT(*), SUM(status='ok'), COUNT(DISTINCT fingerprint_id), "
+                "SUM(fingerprint_id=?) FROM measurements",
+                path_);
+    s.bind(1, current.id());
+    if (s.step()) {
+      st.rows = s.integer(0);
+      st.okRows = s.integer(1);
+      st.fingerprints = s.integer(2);
+      st.thisMachineRows = s.integer(3);
+    }
+  }
+  Statement s(db_, "SELECT backend, COUNT(*) FROM measurements GROUP BY backend ORDER BY backend",
+              path_);
+  while (s.step()) st.perBackend.emplace_back(s.text(0), s.integer(1));
+  return st;
+}
+
+std::optional<double> MeasurementDb::findSwitchCost(const HardwareFingerprint& fp,
+                                                    const BackendVersion& from,
+                                                    const BackendVersion& to) const {
+  Statement s(db_,
+              "SELECT epsilon_ns FROM switch_costs WHERE fingerprint_id=? AND from_backend=? AND "
+              "from_version=? AND to_backend=? AND to_version=?",
+              path_);
+  s.bind(1, fp.id()).bind(2, from.first).bind(3, from.second).bind(4, to.first).bind(5, to.second);
+  if (!s.step()) return std::nullopt;
+  return s.real(0);
+}
+
+void MeasurementDb::storeSwitchCost(const HardwareFingerprint& fp, const BackendVersion& from,
+                                    const BackendVersion& to, const Measurement& m) {
+  Statement s(db_,
+              "INSERT OR REPLACE INTO switch_costs (fingerprint_id, from_backend, from_version, "
+              "to_backend, to_version, epsilon_ns, spread, samples, measured_at) "
+              "VALUES (?,?,?,?,?,?,?,?,?)",
+              path_);
+  s.bind(1, fp.id()).bind(2, from.first).bind(3, from.second).bind(4, to.first).bind(5, to.second);
+  s.bind(6, m.medianNs).bind(7, m.spread).bind(8, int64_t{m.samples}).bind(9, nowIso8601());
+  s.step();
+}
+
+int64_t MeasurementDb::clear(const std::string& backend) {
+  if (backend.empty()) {
+    exec("DELETE FROM switch_costs");
+    exec("DELETE FROM measurements");
+  } else {
+    Statement s(db_, "DELETE FROM measurements WHERE backend=?", path_);
+    s.bind(1, backend);
+    s.step();
+  }
+  return sqlite3_changes(db_);
+}
+
+namespace {
+std::string csvField(const std::string& v) {
+  if (v.find_first_of(",\"\n\r") == std::string::npos) return v;
+  std::string out = "\"";
+  for (char c : v) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+}  // namespace
+
+void MeasurementDb::exportCsv(const std::string& path) const {
+  std::ofstream out(path, std::ios::trunc);
+  if (!out) throw Error(path + ": cannot write");
+  out << "backend,backend_version,ops,status,median_ms,spread_percent,min_ms,samples,"
+         "measure_seconds,message,measured_at,cpu_model,cores,threads,library_versions,signature,"
+         "signature_text\n";
+  for (const auto& r : all()) {
+    const auto& m = r.measurement;
+    out << csvField(r.key.backend) << ',' << csvField(r.key.backendVersion) << ','
+        << csvField(r.ops) << ',' << measurementStatusName(m.status) << ',' << m.medianNs / 1e6
+        << ',' << m.spread * 100 << ',' << m.minNs / 1e6 << ',' << m.samples << ','
+        << m.measureSeconds << ',' << csvField(m.message) << ',' << r.measuredAt << ','
+        << csvField(r.fingerprint.cpuModel) << ',' << r.fingerprint.cores << ','
+        << r.fingerprint.threads << ',' << csvField(r.fingerprint.libraryVersions) << ','
+        << r.key.signatureHash << ',' << csvField(r.signatureText) << '\n';
+  }
+  if (!out) throw Error(path + ": write failed");
+}
+
+}  // namespace collage

@@ -1,0 +1,90 @@
+// MeasurementDb: every measurement ever taken on this machine, in SQLite.
+// The optimizer asks it first and measures only what is missing.
+//
+// One file (default $XDG_CACHE_HOME/collage-studio/measurements.sqlite), WAL
+// mode and a busy timeout so the GUI and a command-line run can share it.
+// The schema is versioned (PRAGMA user_version) and migrated forward on open.
+// A row is keyed by the hardware fingerprint (its fields in their own
+// columns), the backend and its version, and the candidate's canonical
+// signature (core/patterns/candidate_signature.h).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/ir/hardware_fingerprint.h"
+#include "core/measure/measurement.h"
+
+struct sqlite3;
+
+namespace collage {
+
+struct MeasurementKey {
+  std::string backend;
+  std::string backendVersion;
+  std::string signatureHash;
+};
+
+struct MeasurementRecord {
+  HardwareFingerprint fingerprint;
+  MeasurementKey key;
+  std::string signatureText;
+  std::string ops;  // "Conv+Add+Relu", for people reading an export
+  Measurement measurement;
+  std::string measuredAt;  // ISO 8601, UTC
+};
+
+struct MeasurementDbStats {
+  int64_t rows = 0;
+  int64_t okRows = 0;
+  int64_t fingerprints = 0;
+  int64_t thisMachineRows = 0;
+  std::vector<std::pair<std::string, int64_t>> perBackend;
+  int schemaVersion = 0;
+  std::string path;
+};
+
+class MeasurementDb {
+ public:
+  static constexpr int kSchemaVersion = 3;
+  // $XDG_CACHE_HOME/collage-studio/measurements.sqlite (~/.cache/... by default).
+  static std::string defaultPath();
+
+  // Opens (creating the file and its folder) and migrates. Throws Error
+  // naming the file if it is not a database or has a newer schema.
+  explicit MeasurementDb(const std::string& path = defaultPath());
+  ~MeasurementDb();
+  MeasurementDb(const MeasurementDb&) = delete;
+  MeasurementDb& operator=(const MeasurementDb&) = delete;
+
+  std::optional<Measurement> find(const HardwareFingerprint& fp, const MeasurementKey& key) const;
+  // Inserts or replaces.
+  void store(const MeasurementRecord& record);
+
+  // Switching costs between two backends' kernels (core/measure/measurer.h measureSwitch).
+  using BackendVersion = std::pair<std::string, std::string>;  // (name, version)
+  std::optional<double> findSwitchCost(const HardwareFingerprint& fp, const BackendVersion& from,
+                                       const BackendVersion& to) const;
+  void storeSwitchCost(const HardwareFingerprint& fp, const BackendVersion& from,
+                       const BackendVersion& to, const Measurement& m);
+
+  std::vector<MeasurementRecord> all() const;
+  MeasurementDbStats stats(const HardwareFingerprint& current) const;
+  // Deletes every row (or those of one backend); returns how many.
+  int64_t clear(const std::string& backend = "");
+  // Writes all rows as CSV (RFC 4180 quoting), for a spreadsheet.
+  void exportCsv(const std::string& path) const;
+
+  const std::string& path() const { return path_; }
+  int schemaVersion() const;
+
+ private:
+  void migrate();
+  void exec(const std::string& sql) const;
+
+  std::string path_;
+  sqlite3* db_ = nullptr;
+};
+
+}  // namespace collage

@@ -1,0 +1,382 @@
+#include "core/measure/measurer.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "core/ir/error.h"
+
+extern char** environ;
+
+namespace collage {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+Tensor randomTensor(const TensorType& type, std::mt19937& rng) {
+  Tensor t(type);
+  const int64_t n = t.numElements();
+  std::uniform_real_distribution<float> real(-1.0f, 1.0f);
+  switch (type.elementType) {
+    case ElementType::Float32:
+      for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = real(rng);
+      break;
+    case ElementType::Int64:
+      for (int64_t i = 0; i < n; ++i) t.data<int64_t>()[i] = static_cast<int64_t>(rng() % 4);
+      break;
+    case ElementType::Int32:
+      for (int64_t i = 0; i < n; ++i) t.data<int32_t>()[i] = static_cast<int32_t>(rng() % 4);
+      break;
+    default:
+      break;  // zeros: valid for bools and indices
+  }
+  return t;
+}
+}  // namespace
+
+void summarizeSamples(std::vector<double>& s, Measurement& m) {
+  std::sort(s.begin(), s.end());
+  const size_t n = s.size();
+  m.samples = static_cast<int32_t>(n);
+  if (n == 0) return;
+  // Quantiles by linear interpolation between order statistics.
+  auto at = [&](double q) {
+    double pos = q * static_cast<double>(n - 1);
+    size_t lo = static_cast<size_t>(pos);
+    size_t hi = std::min(n - 1, lo + 1);
+    return s[lo] + (pos - static_cast<double>(lo)) * (s[hi] - s[lo]);
+  };
+  m.medianNs = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+  m.minNs = s.front();
+  m.spread = m.medianNs > 0 ? (at(0.75) - at(0.25)) / m.medianNs : 0;
+}
+
+namespace {
+// A compiled kernel with random inputs and allocated outputs, ready to run.
+struct PreparedKernel {
+  CompileResult compiled;
+  std::vector<Tensor> inputs, outputs;
+  std::vector<DLTensor> inViews, outViews;
+  std::vector<const DLTensor*> in;
+  std::vector<DLTensor*> out;
+
+  PreparedKernel(Backend& backend, const KernelRequest& request, uint32_t seed) {
+    compiled = backend.compile(request);
+    if (!compiled) return;
+    const Graph& g = *request.graph;
+    std::mt19937 rng(seed);
+    for (ValueId v : request.inputs) inputs.push_back(randomTensor(g.value(v).type, rng));
+    for (ValueId v : request.outputs) outputs.emplace_back(g.value(v).type);
+    for (auto& t : inputs) inViews.push_back(t.toDLTensor());
+    for (auto& t : outputs) outViews.push_back(t.toDLTensor());
+    for (auto& d : inViews) in.push_back(&d);
+    for (auto& d : outViews) out.push_back(&d);
+  }
+  void run() { compiled.kernel->run(in, out); }
+};
+
+double timeOnceNs(const std::function<void()>& f) {
+  auto t0 = Clock::now();
+  f();
+  return std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
+}
+}  // namespace
+
+Measurement measureKernel(Backend& backend, const KernelRequest& request,
+                          const MeasurerOptions& options) {
+  Measurement m;
+  auto start = Clock::now();
+  std::unique_ptr<PreparedKernel> k;
+  try {
+    k = std::make_unique<PreparedKernel>(backend, request, 42);
+  } catch (const std::exception& e) {
+    m.status = MeasurementStatus::Failed;
+    m.message = std::string("compile threw: ") + e.what();
+    m.measureSeconds = secondsSince(start);
+    return m;
+  }
+  if (!k->compiled) {
+    m.status = MeasurementStatus::Invalid;
+    m.message = k->compiled.refusal;
+    m.measureSeconds = secondsSince(start);
+    return m;
+  }
+  try {
+    auto warm = Clock::now();
+    do {
+      k->run();
+    } while (secondsSince(warm) < options.warmupSeconds);
+    std::vector<double> samples;
+    auto timed = Clock::now();
+    double total = 0;
+    while (true) {
+      double ns = timeOnceNs([&] { k->run(); });
+      samples.push_back(ns);
+      total += ns * 1e-9;
+      const int n = static_cast<int>(samples.size());
+      if (n < options.minSamples || total < options.minTotalSeconds) continue;
+      if (n >= options.maxSamples || secondsSince(timed) >= options.maxSeconds) break;
+      std::vector<double> copy = samples;
+      Measurement probe;
+      summarizeSamples(copy, probe);
+      if (probe.spread <= options.targetSpread) break;
+    }
+    summarizeSamples(samples, m);
+    m.status = MeasurementStatus::Ok;
+  } catch (const std::exception& e) {
+    m.status = MeasurementStatus::Failed;
+    m.message = std::string("run threw: ") + e.what();
+  }
+  m.measureSeconds = secondsSince(start);
+  return m;
+}
+
+Measurement measureSwitch(Backend& first, const KernelRequest& firstRequest, Backend& second,
+                          const KernelRequest& secondRequest, const MeasurerOptions& options) {
+  Measurement m;
+  auto start = Clock::now();
+  try {
+    PreparedKernel a(first, firstRequest, 1), b(second, secondRequest, 2);
+    if (!a.compiled || !b.compiled) {
+      m.status = MeasurementStatus::Invalid;
+      m.message = !a.compiled ? a.compiled.refusal : b.compiled.refusal;
+      return m;
+    }
+    // Interleave A, B and A-then-B so that drift hits all three alike. The
+    // pair's extra time over its parts is what a boundary between the two
+    // kernels costs (pool hand-over, caches), whatever the kernels compute.
+    auto warm = Clock::now();
+    do {
+      a.run();
+      b.run();
+    } while (secondsSince(warm) < options.warmupSeconds);
+    std::vector<double> ta, tb, tab;
+    auto timed = Clock::now();
+    while (static_cast<int>(tab.size()) < std::max(options.minSamples, 31) ||
+           secondsSince(timed) < options.minTotalSeconds) {
+      ta.push_back(timeOnceNs([&] { a.run(); }));
+      tb.push_back(timeOnceNs([&] { b.run(); }));
+      tab.push_back(timeOnceNs([&] {
+        a.run();
+        b.run();
+      }));
+      if (static_cast<int>(tab.size()) >= options.maxSamples || secondsSince(timed) >= options.maxSeconds)
+        break;
+    }
+    Measurement ma, mb;
+    summarizeSamples(ta, ma);
+    summarizeSamples(tb, mb);
+    summarizeSamples(tab, m);
+    m.medianNs = std::max(0.0, m.medianNs - ma.medianNs - mb.medianNs);
+    m.status = MeasurementStatus::Ok;
+  } catch (const std::exception& e) {
+    m.status = MeasurementStatus::Failed;
+    m.message = e.what();
+  }
+  m.measureSeconds = secondsSince(start);
+  return m;
+}
+
+namespace {
+nlohmann::json toJson(const Measurement& m) {
+  return {{"status", measurementStatusName(m.status)}, {"median_ns", m.medianNs},
+          {"spread", m.spread}, {"min_ns", m.minNs}, {"samples", m.samples},
+          {"seconds", m.measureSeconds}, {"message", m.message}};
+}
+Measurement fromJson(const nlohmann::json& j) {
+  Measurement m;
+  m.status = measurementStatusFromName(j.value("status", "failed"));
+  m.medianNs = j.value("median_ns", 0.0);
+  m.spread = j.value("spread", 0.0);
+  m.minNs = j.value("min_ns", 0.0);
+  m.samples = j.value("samples", 0);
+  m.measureSeconds = j.value("seconds", 0.0);
+  m.message = j.value("message", "");
+  return m;
+}
+}  // namespace
+
+void runMeasurementWorker(const Graph& graph,
+                          const std::function<Backend*(const std::string&)>& backendFor,
+                          const MeasurerOptions& options, std::istream& in, std::ostream& out) {
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    Measurement m;
+    try {
+      auto req = nlohmann::json::parse(line);
+      std::string name = req.at("backend").get<std::string>();
+      Backend* backend = backendFor(name);
+      if (!backend) throw Error("unknown backend '" + name + "'");
+      auto nodesOf = [&](const nlohmann::json& list) {
+        NodeSet nodes(graph.numNodes());
+        for (int n : list) {
+          if (n < 0 || n >= graph.numNodes()) throw Error("node index out of range");
+          nodes.insert(n);
+        }
+        return nodes;
+      };
+      KernelRequest request = KernelRequest::of(graph, nodesOf(req.at("nodes")), "measure");
+      if (req.contains("then")) {
+        std::string secondName = req["then"].at("backend").get<std::string>();
+        Backend* second = backendFor(secondName);
+        if (!second) throw Error("unknown backend '" + secondName + "'");
+        m = measureSwitch(*backend, request, *second,
+                          KernelRequest::of(graph, nodesOf(req["then"].at("nodes")), "switch"),
+                          options);
+      } else {
+        m = measureKernel(*backend, request, options);
+      }
+    } catch (const std::exception& e) {
+      m.status = MeasurementStatus::Failed;
+      m.message = e.what();
+    }
+    out << toJson(m).dump() << "\n" << std::flush;
+  }
+}
+
+IsolatedMeasurer::IsolatedMeasurer(std::vector<std::string> workerCommand, MeasurerOptions options)
+    : command_(std::move(workerCommand)), options_(options) {
+  // A worker that dies makes our next write raise SIGPIPE: report it instead.
+  signal(SIGPIPE, SIG_IGN);
+}
+
+IsolatedMeasurer::~IsolatedMeasurer() { stopWorker(false); }
+
+void IsolatedMeasurer::startWorker() {
+  int toChild[2], fromChild[2];
+  if (pipe(toChild) != 0 || pipe(fromChild) != 0) throw Error("cannot create pipes for a worker");
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, toChild[0], STDIN_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, fromChild[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addclose(&actions, toChild[1]);
+  posix_spawn_file_actions_addclose(&actions, fromChild[0]);
+  std::vector<char*> argv;
+  for (auto& a : command_) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid;
+  int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(toChild[0]);
+  close(fromChild[1]);
+  if (rc != 0) {
+    close(toChild[1]);
+    close(fromChild[0]);
+    throw Error("cannot start the measurement worker '" + command_[0] + "': " + std::strerror(rc));
+  }
+  pid_ = pid;
+  toWorker_ = toChild[1];
+  fromWorker_ = fromChild[0];
+  readBuffer_.clear();
+  ++workersStarted_;
+}
+
+void IsolatedMeasurer::stopWorker(bool killIt) {
+  if (pid_ < 0) return;
+  if (killIt) kill(pid_, SIGKILL);
+  reapWorker();
+}
+
+int IsolatedMeasurer::reapWorker() {
+  if (toWorker_ >= 0) close(toWorker_);
+  if (fromWorker_ >= 0) close(fromWorker_);
+  toWorker_ = fromWorker_ = -1;
+  int status = 0;
+  if (pid_ >= 0) waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return status;
+}
+
+std::string IsolatedMeasurer::describeExit(int status) const {
+  if (WIFSIGNALED(status))
+    return std::string("the kernel crashed the measurement worker (signal ") +
+           strsignal(WTERMSIG(status)) + ")";
+  if (WIFEXITED(status))
+    return "the measurement worker exited with status " + std::to_string(WEXITSTATUS(status));
+  return "the measurement worker stopped";
+}
+
+Measurement IsolatedMeasurer::measure(const std::string& backend, const NodeSet& nodes) {
+  return request(nlohmann::json{{"backend", backend}, {"nodes", nodes.members()}}.dump());
+}
+
+Measurement IsolatedMeasurer::measureSwitch(const std::string& first, const NodeSet& firstNodes,
+                                            const std::string& second, const NodeSet& secondNodes) {
+  return request(nlohmann::json{{"backend", first},
+                                {"nodes", firstNodes.members()},
+                                {"then", {{"backend", second}, {"nodes", secondNodes.members()}}}}
+                     .dump());
+}
+
+Measurement IsolatedMeasurer::request(const std::string& json) {
+  if (pid_ < 0) {
+    try {
+      startWorker();
+    } catch (const Error& e) {
+      Measurement m;
+      m.message = e.what();
+      return m;  // Failed
+    }
+  }
+  std::string line = json + "\n";
+  auto start = Clock::now();
+  Measurement failed;
+  // The worker died: reap it and say how (its signal or exit status).
+  auto workerDied = [&]() {
+    failed.status = MeasurementStatus::Failed;
+    failed.message = describeExit(reapWorker());
+    failed.measureSeconds = secondsSince(start);
+    return failed;
+  };
+  if (write(toWorker_, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+    return workerDied();  // gone already (e.g. it could not load the model)
+  while (true) {
+    auto nl = readBuffer_.find('\n');
+    if (nl != std::string::npos) {
+      std::string reply = readBuffer_.substr(0, nl);
+      readBuffer_.erase(0, nl + 1);
+      try {
+        return fromJson(nlohmann::json::parse(reply));
+      } catch (const std::exception& e) {
+        failed.status = MeasurementStatus::Failed;
+        failed.message = "garbled reply from the measurement worker: " + reply.substr(0, 200);
+        stopWorker(true);
+        return failed;
+      }
+    }
+    double left = options_.timeoutSeconds - secondsSince(start);
+    if (left <= 0) {
+      stopWorker(true);
+      failed.status = MeasurementStatus::TimedOut;
+      failed.message = "no result within " + std::to_string(static_cast<int>(options_.timeoutSeconds)) +
+                       " s: the worker was killed";
+      failed.measureSeconds = secondsSince(start);
+      return failed;
+    }
+    pollfd pfd{fromWorker_, POLLIN, 0};
+    int ready = poll(&pfd, 1, static_cast<int>(std::min(left, 1.0) * 1000) + 1);
+    if (ready <= 0) continue;
+    char buf[4096];
+    ssize_t got = read(fromWorker_, buf, sizeof buf);
+    if (got > 0) {
+      readBuffer_.append(buf, static_cast<size_t>(got));
+      continue;
+    }
+    return workerDied();  // EOF: it died mid-measurement
+  }
+}
+
+}  // namespace collage

@@ -1,0 +1,90 @@
+// The Measurer: compiles a candidate's kernel, runs it on random inputs of
+// the graph's shapes, and times it until the timing is stable.
+//
+// Isolation. A kernel that crashes or hangs must not take the tool down, and
+// a half-finished measurement must never reach the database. So the product
+// measures in a separate worker process (`collage measure-worker`, started
+// with posix_spawn, fresh OpenMP state, talking JSON lines over pipes). The
+// parent waits with a deadline: a worker that dies is recorded as Failed
+// with its signal, one that passes the deadline is killed and recorded as
+// TimedOut, and a new worker is started for the next candidate.
+#pragma once
+
+#include <functional>
+#include <istream>
+#include <map>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "core/runtime/backend.h"
+#include "core/measure/measurement.h"
+#include "core/onnx/onnx_import.h"
+
+namespace collage {
+
+struct MeasurerOptions {
+  double warmupSeconds = 0.02;    // untimed runs first (at least one)
+  double minTotalSeconds = 0.05;  // timed runs add up to at least this
+  int minSamples = 7;
+  double targetSpread = 0.05;  // keep going while (p75 - p25) / median is above this...
+  int maxSamples = 300;        // ...up to this many samples
+  double maxSeconds = 2.0;     // ...or this much time
+  double timeoutSeconds = 60;  // a worker silent this long is killed (TimedOut)
+};
+
+// Times one compiled kernel in this process (the worker's core; tests use it
+// directly with a well-behaved backend).
+Measurement measureKernel(Backend& backend, const KernelRequest& request,
+                          const MeasurerOptions& options);
+
+// The switching cost between two kernels run back to back: the median of
+// (A then B) minus the medians of A and of B, interleaved, floored at 0.
+Measurement measureSwitch(Backend& first, const KernelRequest& firstRequest, Backend& second,
+                          const KernelRequest& secondRequest, const MeasurerOptions& options);
+
+// Median and relative inter-quartile spread of samples (ns); sorts them.
+void summarizeSamples(std::vector<double>& samplesNs, Measurement& m);
+
+// The worker's loop: reads one JSON request per line from `in`
+//   {"backend": "onednn", "nodes": [3, 4, 5]}
+// (with "then": {"backend": ..., "nodes": [...]} for a switching-cost pair)
+// and writes one JSON reply per line to `out`
+//   {"status": "ok", "median_ns": ..., "spread": ..., "min_ns": ..., "samples": ..., "message": ...}
+// `backendFor` returns the backend of a name (nullptr if unknown).
+void runMeasurementWorker(const Graph& graph, const std::function<Backend*(const std::string&)>& backendFor,
+                          const MeasurerOptions& options, std::istream& in, std::ostream& out);
+
+// The parent side: one worker process at a time, restarted after a crash or
+// a timeout. Not thread-safe: one caller at a time.
+class IsolatedMeasurer {
+ public:
+  // `workerCommand` is the argv that starts a worker for this model, e.g.
+  // {"/path/to/collage", "measure-worker", "model.onnx", "--input-shape", ...}.
+  IsolatedMeasurer(std::vector<std::string> workerCommand, MeasurerOptions options);
+  ~IsolatedMeasurer();
+
+  Measurement measure(const std::string& backend, const NodeSet& nodes);
+  // measureSwitch() in the worker.
+  Measurement measureSwitch(const std::string& first, const NodeSet& firstNodes,
+                            const std::string& second, const NodeSet& secondNodes);
+  int workersStarted() const { return workersStarted_; }
+
+ private:
+  Measurement request(const std::string& json);
+  void startWorker();
+  void stopWorker(bool kill);
+  int reapWorker();  // closes the pipes, waits; returns the wait status
+  std::string describeExit(int status) const;
+
+  std::vector<std::string> command_;
+  MeasurerOptions options_;
+  int pid_ = -1;
+  int toWorker_ = -1;
+  int fromWorker_ = -1;
+  std::string readBuffer_;
+  int workersStarted_ = 0;
+};
+
+}  // namespace collage

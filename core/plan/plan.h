@@ -1,0 +1,156 @@
+// A Plan: the chosen cover of a model's graph by kernels. Every node is in
+// exactly one group; each group names the backend that runs it, the pattern
+// or rule that produced it, its measured cost and where the choice came from.
+// It is what `collage optimize` writes and `collage run` / Session read.
+//
+// On disk a plan is versioned JSON (docs/plan-format.md has the schema).
+// Nodes are referred to by NAME, never by index, so a plan stays readable and
+// editable by hand; the model it was made for is pinned by its SHA-256 and
+// its input shapes. Typical use (the CLI's `run --plan`):
+//
+//   Plan plan = loadPlan("plan.json");
+//   ImportOptions opts;  opts.inputShapes = plan.inputShapes;
+//   Graph graph = importOnnx("model.onnx", opts);
+//   for (auto& w : checkPlanAgainst(plan, graph, "model.onnx", available)) warn(w);
+//   Session session(graph, plan, lookup);           // core/runtime/session.h
+//   std::vector<Tensor> outputs = session.run(inputs);
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/patterns/candidate.h"
+#include "core/ir/cost.h"
+#include "core/ir/graph.h"
+#include "core/ir/hardware_fingerprint.h"
+#include "core/measure/measurement.h"
+#include "core/ir/node_set.h"
+#include "core/ir/tensor.h"
+
+namespace collage {
+
+// Which part of the tool chose a group.
+enum class PlanOrigin { OpLevel, GraphLevel, User };
+// "op-level", "graph-level", "user": the spelling in plan files.
+std::string_view planOriginName(PlanOrigin origin);
+// Throws Error for any other text.
+PlanOrigin planOriginFromName(std::string_view name);
+
+struct PlanGroup {
+  std::vector<std::string> nodes;  // node names, in topological order
+  std::string backend;             // "onednn"
+  std::string pattern;             // the candidate's origin: "pattern:conv_relu", "rule:op"
+  Cost costNs = kUnknownCost;      // measured median; NaN = not measured, +inf = invalid
+  double spread = 0;               // relative: (p75 - p25) / median
+  int samples = 0;
+  PlanOrigin origin = PlanOrigin::OpLevel;
+
+  bool operator==(const PlanGroup&) const;  // NaN costs compare equal
+};
+
+// (backend name, version), as Backend::name() / version() report them.
+using BackendVersion = std::pair<std::string, std::string>;
+
+struct Plan {
+  static constexpr int kFormatVersion = 1;  // the version this build writes and reads
+
+  int version = kFormatVersion;
+  std::string modelPath;                     // as given when the plan was made (informative)
+  std::string modelSha256;                   // the model file's identity (checked)
+  std::map<std::string, Shape> inputShapes;  // every graph input's static shape (checked)
+  HardwareFingerprint fingerprint;           // the machine the costs were measured on
+  std::vector<BackendVersion> backends;      // the backends the groups use, with versions
+  std::vector<PlanGroup> groups;
+  Cost predictedNs = kUnknownCost;           // the optimizer's estimate for the whole model
+  std::string createdBy;                     // "collage optimize (op-level)"
+  std::string createdAt;                     // ISO 8601 UTC, "2024-05-01T12:00:00Z"
+
+  // Not serialised: the file it was loaded from, for messages ("" = "the plan").
+  std::string sourcePath;
+
+  // Name used in messages: sourcePath or "the plan".
+  std::string displayName() const;
+  // "group 3 (onednn pattern:conv_relu: conv1, relu1)" (long node lists shortened).
+  std::string describeGroup(size_t group) const;
+  // Sum of the groups' costs (NaN if any is unknown, +inf if any is invalid).
+  Cost sumOfGroupCosts() const;
+
+  bool operator==(const Plan&) const;  // ignores sourcePath; NaN costs compare equal
+};
+
+// ---- JSON ----------------------------------------------------------------
+
+// The plan as JSON laid out for people and diffs: one line per group.
+std::string planToJson(const Plan& plan);
+// Parses a plan. Every malformed case is an Error that starts with
+// `displayPath` and names the field: not JSON, not a Collage plan (missing or
+// wrong "format"), a version this build cannot read (newer, or not a positive
+// integer), a missing required field, a field of the wrong type or value.
+// Sets sourcePath = displayPath.
+Plan planFromJson(const std::string& text, const std::string& displayPath);
+// Write / read a file (Error naming the path if it cannot be written or read).
+void savePlan(const Plan& plan, const std::string& path);
+Plan loadPlan(const std::string& path);
+
+// ---- Building a plan -----------------------------------------------------
+
+// A plan from an optimizer's result: one group per chosen candidate (indices
+// into `candidates`), its cost from `measurements` (indexed like
+// `candidates`; may be empty, then costs are unknown; a status other than Ok
+// gives +inf). The model's sha256 is computed from `modelPath` (skipped when
+// empty); inputShapes are the graph's input shapes; `backends` is filtered to
+// the ones some group uses; predictedNs is the sum of the group costs (the
+// caller may overwrite it, e.g. with the optimizer's total including
+// switching costs); createdAt is now. Throws Error if `chosen` does not cover
+// every node exactly once.
+Plan makePlan(const Graph& graph, const std::string& modelPath, const CandidateSet& candidates,
+              const std::vector<int32_t>& chosen, const std::vector<Measurement>& measurements,
+              PlanOrigin origin, const HardwareFingerprint& fingerprint,
+              const std::vector<BackendVersion>& backends);
+
+// A plan with every node in a group of its own on `backend` (origin User,
+// costs unknown): a baseline, and a starting point for hand-written plans.
+Plan singleNodePlan(const Graph& graph, const std::string& backend);
+
+// ---- Checking a plan against a model --------------------------------------
+
+// Resolves the groups' node names: one NodeSet per group. Error naming the
+// node or group for an unknown node name, a node in two groups, a node in no
+// group, an empty group.
+std::vector<NodeSet> resolvePlanGroups(const Plan& plan, const Graph& graph);
+// The node set of one group (same errors for that group's names).
+NodeSet groupNodes(const Plan& plan, size_t group, const Graph& graph);
+
+// The order groups can run in: a group runs once every group producing one of
+// its inputs has run. Ties go to the group with the lowest first node, so the
+// order follows the graph's. Error naming two groups on a cycle when groups
+// depend on each other both ways (possible even when each group is convex).
+std::vector<size_t> planExecutionOrder(const Plan& plan, const Graph& graph,
+                                       const std::vector<NodeSet>& groups);
+
+// Everything that makes a plan unusable for this model on this machine, as an
+// Error naming the plan file and what is wrong:
+//  - the model file's sha256 differs from the plan's ("plan.json was made for
+//    a model with sha256 X, model.onnx has Y"; skipped when modelPath is "");
+//  - an input shape differs from the plan's, or an input is missing/extra;
+//  - the node errors of resolvePlanGroups;
+//  - a group that is not a valid sub-graph (not convex), or groups that form
+//    a cycle between them;
+//  - a group whose backend is not in `available` (the message lists them).
+// Returns warnings for what is usable but suspect: a backend whose version
+// differs from the plan's (costs may be stale), and, when `machine` is given,
+// a different hardware fingerprint. An empty version in `available` is not
+// compared.
+std::vector<std::string> checkPlanAgainst(const Plan& plan, const Graph& graph,
+                                          const std::string& modelPath,
+                                          const std::vector<BackendVersion>& available,
+                                          const HardwareFingerprint* machine = nullptr);
+
+// The current time as ISO 8601 UTC ("2024-05-01T12:00:00Z").
+std::string isoTimeNow();
+
+}  // namespace collage

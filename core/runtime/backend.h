@@ -1,0 +1,112 @@
+// The Backend interface: what a library that runs parts of a model must
+// provide. A backend never sees the placement algorithm; it is asked to
+// compile one candidate (a group of nodes) at a time and may refuse.
+//
+// The contract follows oneDNN's: compile() does every one-time thing (JIT,
+// weight packing and reordering, workspace allocation); Kernel::run() only
+// computes, so what the measurer times is the kernel itself. Tensors at
+// kernel boundaries are DLPack views of plain row-major memory on the
+// backend's device, so CPU backends exchange them with no copy.
+#pragma once
+
+#include <dlpack/dlpack.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/ir/graph.h"
+#include "core/ir/node_set.h"
+#include "core/patterns/pattern_rule.h"
+
+namespace collage {
+
+enum class DeviceType { CPU, CUDA };
+
+struct Device {
+  DeviceType type = DeviceType::CPU;
+  int index = 0;
+  std::string toString() const;  // "cpu", "cuda:0"
+  bool operator==(const Device&) const = default;
+};
+
+enum class BackendKind {
+  OpLibrary,     // runs ops and small fused groups one kernel at a time (oneDNN, OpenBLAS, cuBLAS)
+  GraphLibrary,  // optimises across kernels given a whole region (a fusion engine, TensorRT)
+};
+std::string_view backendKindName(BackendKind kind);
+
+// What a backend is asked to compile: a group of nodes of a graph, with the
+// order of its data inputs and outputs fixed (Kernel::run follows it).
+// Constants read by the group are not inputs: the kernel takes them at
+// compile time (so it can pack weights once).
+struct KernelRequest {
+  const Graph* graph = nullptr;
+  NodeSet nodes;
+  std::vector<ValueId> inputs;   // non-constant values read from outside (SubGraph::dataInputs)
+  std::vector<ValueId> outputs;  // values used outside or graph outputs (SubGraph::outputs)
+  std::string origin;            // the pattern or rule that produced it, for messages
+
+  // Builds the request for a node set (inputs/outputs derived from the graph).
+  static KernelRequest of(const Graph& graph, const NodeSet& nodes, std::string origin = "");
+  std::vector<NodeId> members() const { return nodes.members(); }
+  std::string toString() const;  // "{conv1 Conv, relu1 Relu}"
+};
+
+// A backend's own memory layout for a tensor (oneDNN's blocked nChw8c), as a
+// kernel offers to write or read it at its boundary instead of plain
+// row-major memory.
+struct NativeLayout {
+  std::string name;  // compared for equality only: it must say everything (layout, type, dims)
+  size_t bytes = 0;  // buffer the layout needs (padding may make it larger than plain)
+  bool operator==(const NativeLayout&) const = default;
+};
+
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  // inputs/outputs follow KernelRequest::inputs/outputs; outputs are
+  // pre-allocated by the caller. Must be callable repeatedly; not reentrant.
+  virtual void run(const std::vector<const DLTensor*>& inputs,
+                   const std::vector<DLTensor*>& outputs) = 0;
+
+  // Layout hand-over between kernels (optional). A kernel that converts an
+  // output from its own layout to plain memory as its last step, or an input
+  // from plain memory to its own layout as a pure copy, names that layout
+  // here. When a value's producer and every one of its consumers name the
+  // same layout, the Session switches them (useNative...) before the first
+  // run: the value then stays in that layout and both copies are skipped.
+  // Measured kernels are never switched, so this is a cross-kernel effect:
+  // the end-to-end check sees it, isolated costs do not.
+  virtual std::optional<NativeLayout> nativeOutputLayout(size_t /*output*/) const { return std::nullopt; }
+  virtual std::optional<NativeLayout> nativeInputLayout(size_t /*input*/) const { return std::nullopt; }
+  virtual void useNativeOutputLayout(size_t /*output*/) {}
+  virtual void useNativeInputLayout(size_t /*input*/) {}
+};
+
+// A compiled kernel, or the backend's reason for refusing the request.
+struct CompileResult {
+  std::unique_ptr<Kernel> kernel;
+  std::string refusal;
+
+  static CompileResult refuse(std::string reason) { return {nullptr, std::move(reason)}; }
+  static CompileResult ok(std::unique_ptr<Kernel> k) { return {std::move(k), {}}; }
+  explicit operator bool() const { return kernel != nullptr; }
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;     // "onednn": also the spec file's name
+  virtual std::string version() const = 0;  // the library's own runtime version
+  virtual Device device() const { return Device{}; }
+  virtual BackendKind kind() const { return BackendKind::OpLibrary; }
+  // Compiles a group; an unsupported combination is a refusal, never a crash.
+  virtual CompileResult compile(const KernelRequest& request) = 0;
+  // A pattern rule written in C++ (opRule/fusionRule), for capabilities too
+  // rich for the spec file's declarative [rule]; null for most backends.
+  virtual std::shared_ptr<const PatternRule> codeRule() const { return nullptr; }
+};
+
+}  // namespace collage

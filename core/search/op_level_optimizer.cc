@@ -1,0 +1,230 @@
+#include "core/search/op_level_optimizer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <queue>
+#include <unordered_map>
+
+#include "core/ir/error.h"
+
+namespace collage {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct State {
+  Cost cost = kInvalidCost;
+  int32_t parent = -1;     // index into states
+  int32_t candidate = -1;  // the candidate that led here
+  bool done = false;
+};
+
+Cost kernelCost(const OpLevelProblem& p, int32_t c) {
+  Cost cost = p.costs[c];
+  if (!isKnown(cost)) return kInvalidCost;
+  if (p.epsilon) cost += p.epsilon((*p.candidates)[c].backend);
+  return cost;
+}
+
+bool usable(const OpLevelProblem& p, int32_t c) {
+  return (p.allowed.empty() || p.allowed[c]) && isKnown(p.costs[c]);
+}
+
+[[noreturn]] void noCover(const OpLevelProblem& p, NodeId n) {
+  const Node& node = p.graph->node(n);
+  std::string why;
+  for (int32_t c : p.candidates->covering(n)) {
+    const Candidate& cand = (*p.candidates)[c];
+    why += "\n  " + cand.toString(*p.graph) + ": " +
+           (!p.allowed.empty() && !p.allowed[c] ? "excluded by a pin or forbid"
+                                                : costToString(p.costs[c]));
+  }
+  throw Error("no placement covers node '" + node.name + "' (" + node.op + ")" +
+              (why.empty() ? ": no candidate contains it" : ": its candidates are" + why));
+}
+
+// Extends a partial cover greedily (cheapest usable candidate at the lowest
+// uncovered node): used after a cancellation, so the caller still gets a plan.
+void completeGreedily(const OpLevelProblem& p, NodeSet covered, OpLevelResult& r) {
+  const int32_t n = p.graph->numNodes();
+  while (true) {
+    NodeId low = covered.firstMissing();
+    if (low >= n) return;
+    int32_t best = -1;
+    for (int32_t c : p.candidates->startingAt(low)) {
+      if (!usable(p, c) || (*p.candidates)[c].nodes.intersects(covered)) continue;
+      if (best < 0 || kernelCost(p, c) < kernelCost(p, best)) best = c;
+    }
+    if (best < 0) noCover(p, low);
+    r.chosen.push_back(best);
+    r.total += kernelCost(p, best);
+    covered |= (*p.candidates)[best].nodes;
+  }
+}
+
+// The cost of a complete cover that extends `covered` greedily, as
+// completeGreedily does, or +inf at a dead end. Only for progress events: a
+// Dijkstra search has no complete plan until it ends, so each event reports
+// the plan through the frontier's cheapest state (an upper bound that falls
+// to the optimum).
+Cost greedyCompletionCost(const OpLevelProblem& p, NodeSet covered, Cost cost) {
+  const int32_t n = p.graph->numNodes();
+  while (true) {
+    NodeId low = covered.firstMissing();
+    if (low >= n) return cost;
+    int32_t best = -1;
+    for (int32_t c : p.candidates->startingAt(low)) {
+      if (!usable(p, c) || (*p.candidates)[c].nodes.intersects(covered)) continue;
+      if (best < 0 || kernelCost(p, c) < kernelCost(p, best)) best = c;
+    }
+    if (best < 0) return kInvalidCost;
+    cost += kernelCost(p, best);
+    covered |= (*p.candidates)[best].nodes;
+  }
+}
+
+}  // namespace
+
+OpLevelResult optimizeOpLevel(const OpLevelProblem& p, SearchObserver* observer,
+                              const CancellationToken* cancel) {
+  COLLAGE_CHECK(p.graph && p.candidates && p.costs.size() == p.candidates->size(),
+                "malformed op-level problem");
+  auto start = Clock::now();
+  const int32_t n = p.graph->numNodes();
+  OpLevelResult r;
+  std::vector<State> states;
+  std::vector<NodeSet> sets;
+  std::unordered_map<NodeSet, int32_t, NodeSetHash> index;
+  using Entry = std::pair<Cost, int32_t>;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> queue;  // lazy deletion
+
+  auto push = [&](NodeSet set, Cost cost, int32_t parent, int32_t cand) {
+    auto [it, inserted] = index.emplace(set, static_cast<int32_t>(states.size()));
+    if (inserted) {
+      states.push_back(State{cost, parent, cand, false});
+      sets.push_back(std::move(set));
+    } else if (cost < states[it->second].cost && !states[it->second].done) {
+      states[it->second] = State{cost, parent, cand, false};
+    } else {
+      return;
+    }
+    ++r.statesPushed;
+    queue.emplace(cost, it->second);
+  };
+  push(NodeSet(n), 0.0, -1, -1);
+  int32_t goal = -1;
+  int32_t deepest = 0;  // the popped state with most nodes, for a cancelled search
+  const int64_t stepPeriod = std::clamp<int64_t>(n / 64, 1, 2048);
+  int steps = 0;
+  Cost bestSample = kInvalidCost;  // cheapest greedy completion seen, for the events
+  while (!queue.empty()) {
+    auto [cost, s] = queue.top();
+    queue.pop();
+    if (states[s].done || cost > states[s].cost) continue;
+    states[s].done = true;
+    ++r.statesExpanded;
+    if (sets[s].count() > sets[deepest].count()) deepest = s;
+    NodeId low = sets[s].firstMissing();
+    if (low >= n) {
+      goal = s;
+      break;
+    }
+    if (cancel && cancel->cancelled()) {
+      r.cancelled = true;
+      break;
+    }
+    // About 64 events over a search (states expanded are of the order of the
+    // node count): enough for a chart, cheap next to the search itself.
+    if (observer && r.statesExpanded % stepPeriod == 0) {
+      Cost sample = greedyCompletionCost(p, sets[s], cost);
+      if (sample < bestSample) bestSample = sample;
+      observer->onSearchStep(SearchStepEvent{
+          "op-level", ++steps, static_cast<int>(r.statesExpanded),
+          isKnown(bestSample) ? bestSample : cost, isKnown(sample) ? sample : cost,
+          std::chrono::duration<double>(Clock::now() - start).count()});
+    }
+    bool any = false;
+    for (int32_t c : p.candidates->startingAt(low)) {
+      if (!usable(p, c)) continue;
+      const NodeSet& nodes = (*p.candidates)[c].nodes;
+      if (nodes.intersects(sets[s])) continue;
+      any = true;
+      push(sets[s] | nodes, cost + kernelCost(p, c), s, c);
+    }
+    if (!any && r.statesExpanded == 1 && queue.empty()) noCover(p, low);
+  }
+  auto unwind = [&](int32_t s) {
+    std::vector<int32_t> chosen;
+    for (; s >= 0 && states[s].candidate >= 0; s = states[s].parent) chosen.push_back(states[s].candidate);
+    return std::vector<int32_t>(chosen.rbegin(), chosen.rend());
+  };
+  if (goal >= 0) {
+    r.chosen = unwind(goal);
+    r.total = states[goal].cost;
+  } else {
+    if (!r.cancelled) {
+      // Every path died: find a node with no usable candidate to name it.
+      NodeId low = sets[deepest].firstMissing();
+      noCover(p, low < n ? low : 0);
+    }
+    r.chosen = unwind(deepest);
+    r.total = states[deepest].cost;
+    completeGreedily(p, sets[deepest], r);
+  }
+  r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (observer) {
+    observer->onSearchStep(SearchStepEvent{"op-level", steps + 1,
+                                           static_cast<int>(r.statesExpanded), r.total, r.total,
+                                           r.seconds});
+    r.steps = steps + 1;
+  }
+  return r;
+}
+
+OpLevelResult singleBackendPlacement(const OpLevelProblem& problem, const std::string& backend,
+                                     const std::string& fallback) {
+  OpLevelProblem p = problem;
+  const CandidateSet& cs = *p.candidates;
+  NodeSet runnable(p.graph->numNodes());
+  for (size_t i = 0; i < cs.size(); ++i)
+    if (cs[i].backend == backend && usable(problem, static_cast<int32_t>(i))) runnable |= cs[i].nodes;
+  p.allowed.assign(cs.size(), false);
+  for (size_t i = 0; i < cs.size(); ++i) {
+    const bool base = problem.allowed.empty() || problem.allowed[i];
+    if (cs[i].backend == backend) p.allowed[i] = base;
+    // The fallback runs single nodes the backend cannot.
+    else if (cs[i].backend == fallback && cs[i].nodes.count() == 1 &&
+             !runnable.contains(cs[i].nodes.first()))
+      p.allowed[i] = base;
+  }
+  return optimizeOpLevel(p);
+}
+
+OpLevelResult priorityPlacement(const OpLevelProblem& p, const std::vector<std::string>& order) {
+  auto start = Clock::now();
+  const int32_t n = p.graph->numNodes();
+  OpLevelResult r;
+  r.total = 0;
+  NodeSet covered(n);
+  while (true) {
+    NodeId low = covered.firstMissing();
+    if (low >= n) break;
+    int32_t pick = -1;
+    for (const auto& backend : order) {
+      for (int32_t c : p.candidates->startingAt(low)) {
+        const Candidate& cand = (*p.candidates)[c];
+        if (cand.backend != backend || !usable(p, c) || cand.nodes.intersects(covered)) continue;
+        if (pick < 0 || cand.nodes.count() > (*p.candidates)[pick].nodes.count()) pick = c;
+      }
+      if (pick >= 0) break;
+    }
+    if (pick < 0) noCover(p, low);
+    r.chosen.push_back(pick);
+    r.total += kernelCost(p, pick);
+    covered |= (*p.candidates)[pick].nodes;
+  }
+  r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return r;
+}
+
+}  // namespace collage

@@ -1,0 +1,91 @@
+// The optimize flow shared by the app (and available to any front end):
+// enumerate candidates, cost them (database first, then an isolated worker),
+// measure switching costs, run the op-level optimizer, build the plan. The
+// CLI's `optimize` command is the same flow with terminal output; the app
+// runs this on a worker thread and watches it through the SearchObserver.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/patterns/candidate.h"
+#include "core/measure/candidate_costs.h"
+#include "core/ir/graph.h"
+#include "core/measure/measurement.h"
+#include "core/search/placement_constraints.h"
+#include "core/plan/plan.h"
+#include "core/ir/search_events.h"
+#include "core/runtime/session.h"
+#include "core/ir/sub_graph.h"
+#include "core/measure/switch_costs.h"
+
+namespace collage {
+
+struct OptimizationJobOptions {
+  std::string modelPath;
+  std::vector<std::string> inputShapes;  // "name=1x3x224x224", as on the command line
+  // The backends, as backends/backend_list.h's BackendSet gives them (core
+  // never names a backend): what enumeration needs, and name -> version.
+  std::vector<BackendCapabilities> capabilities;
+  // (name, version) in the BackendSet's order, which the hardware
+  // fingerprint follows (so the app and the CLI share database entries).
+  std::vector<BackendVersion> versions;
+  std::string dbPath;                    // empty = MeasurementDb::defaultPath()
+  bool noDb = false;
+  double timeoutSeconds = 60;
+  // argv prefix of the measurement worker: {"/path/to/collage"}; the job adds
+  // "--threads N measure-worker model [--input-shape s]...".
+  std::string workerExecutable;
+  // When set (and no constraints are given), the op-level plan is run end to
+  // end against the baselines and the fastest is kept (core/search/plan_selection.h).
+  BackendLookup backends;
+  // Pins and forbids, applied as the CLI's --pin / --forbid are: candidates
+  // they exclude are neither measured nor chosen, and the groups holding
+  // pinned nodes get origin "user" in the plan. The app passes the manual
+  // overrides here (views/override_commands.h).
+  PlacementConstraints constraints;
+};
+
+struct OptimizationResult {
+  bool hasPlan = false;   // false when cancelled before every candidate had a cost
+  bool cancelled = false;
+  Plan plan;
+  CandidateSet candidates;
+  std::vector<Measurement> measurements;  // per candidate
+  std::vector<int32_t> chosen;            // candidate index per plan group
+  CostingReport report;
+  std::vector<std::string> warnings;
+  // The end-to-end check's report (describeSelection), empty when not run.
+  std::string endToEnd;
+
+  // What re-planning needs without measuring again (core/search/plan_override.h):
+  // the DP's inputs as the job had them.
+  PlacementConstraints constraints;       // the ones the plan honours
+  std::vector<bool> allowed;              // per candidate: what the constraints allowed
+  std::vector<bool> measured;             // per candidate: has a real measurement (cached or
+                                          // fresh); false = skipped (excluded) or cancelled
+  SwitchCostTable switchCosts;            // epsilon per kernel, as the DP charged it
+  std::vector<BackendVersion> versions;   // every backend of the job, in the set's order
+  std::map<std::string, SubGraphLimits> limits;  // backend -> the limits its spec sets
+};
+
+// Runs the whole flow on `graph` (imported from options.modelPath with the
+// same input shapes). Throws Error for a model no backend set can cover, and
+// for a pin that cannot hold (allowedCandidates names the node and why).
+OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobOptions& options,
+                                      SearchObserver* observer, const CancellationToken* cancel);
+
+// A MeasureFn for what re-planning after the job finds missing
+// (core/search/plan_override.h, OverrideController::setMeasureFn): the job's
+// database first, else an isolated worker (started on first use, kept), and
+// each new measurement stored, exactly as the job would have. One worker
+// process serves every call, so call it from one thread at a time. Throws
+// Error when there is no worker executable.
+MeasureFn jobMeasureFn(std::shared_ptr<const Graph> graph, const OptimizationJobOptions& options);
+
+// The argv that starts a measurement worker for this job.
+std::vector<std::string> optimizationWorkerCommand(const OptimizationJobOptions& options);
+
+}  // namespace collage

@@ -1,0 +1,1112 @@
+// The oneDNN backend against the reference executor: every family of groups
+// it lowers (Conv/ConvTranspose/MatMul/Gemm/pooling/normalisations/softmax/
+// elementwise, each with post-op chains), over several shapes, and the
+// groups it must refuse with a reason instead of crashing.
+#include "backends/onednn/onednn_backend.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <random>
+
+#include "core/patterns/backend_spec.h"
+#include "core/measure/kernel_check.h"
+#include "core/ops/op_registry.h"
+#include "core/patterns/pattern_matcher.h"
+#include "core/ops/reference_executor.h"
+#include "core/runtime/session.h"
+#include "backends/backend_list.h"
+
+namespace collage {
+namespace {
+
+// Builds small graphs by hand: inputs, random constants and nodes whose
+// output types come from the op registry's shape inference.
+class GraphBuilder {
+ public:
+  explicit GraphBuilder(uint64_t seed = 7) : rng_(seed) {}
+
+  ValueId input(const Shape& s) { return g_.addInput(fresh("in"), {ElementType::Float32, s}); }
+
+  ValueId constant(const Shape& s, float lo = -1.0f, float hi = 1.0f) {
+    std::uniform_real_distribution<float> d(lo, hi);
+    std::vector<float> v(static_cast<size_t>(numElements(s)));
+    for (float& x : v) x = d(rng_);
+    return g_.addConstant(fresh("c"), Tensor::fromFloats(s, v));
+  }
+  ValueId scalar(float v) { return g_.addConstant(fresh("c"), Tensor::scalarFloat(v)); }
+
+  // Adds a node (attribute defaults filled in as the importer does); nodes
+  // added after beginGroup() form the group under test.
+  ValueId op(const std::string& opName, std::vector<ValueId> ins, AttributeMap attrs = {},
+             int outputs = 1) {
+    const OpSchema& schema = OpRegistry::instance().get(opName);
+    for (const AttributeSpec& a : schema.attributes)
+      if (!attrs.has(a.name) && a.defaultValue) attrs.set(a.name, *a.defaultValue);
+    // Shape inference may look at which outputs the node has (MaxPool's Indices).
+    Node n{fresh(opName), opName, attrs, ins, std::vector<ValueId>(outputs, 0)};
+    std::vector<TensorType> types;
+    for (ValueId v : ins) types.push_back(v == kNoValue ? TensorType{} : g_.value(v).type);
+    std::vector<TensorType> outs = inferNode(n, types);
+    n.outputs.clear();
+    for (int i = 0; i < outputs && i < static_cast<int>(outs.size()); ++i)
+      n.outputs.push_back(g_.addValue(fresh("t"), outs[i]));
+    if (grouping_) group_.push_back(n.name);
+    g_.addNode(n);
+    return n.outputs[0];
+  }
+
+  void beginGroup() { grouping_ = true; }
+  void endGroup() { grouping_ = false; }
+  const Shape& shape(ValueId v) const { return g_.value(v).type.shape; }
+
+  // Finalises the graph with `out` as its output; returns the group's nodes.
+  NodeSet finish(ValueId out) {
+    g_.markOutput(out);
+    g_.finalize();
+    NodeSet s(g_.numNodes());
+    for (const std::string& name : group_) s.insert(*g_.findNode(name));
+    return s;
+  }
+  Graph& graph() { return g_; }
+
+ private:
+  std::string fresh(const std::string& base) { return base + std::to_string(counter_++); }
+
+  Graph g_;
+  std::mt19937 rng_;
+  int counter_ = 0;
+  bool grouping_ = true;
+  std::vector<std::string> group_;
+};
+
+AttributeMap attrs(std::initializer_list<std::pair<std::string, Attribute>> list) {
+  AttributeMap m;
+  for (const auto& [k, v] : list) m.set(k, v);
+  return m;
+}
+using Ints = std::vector<int64_t>;
+
+class OneDnn : public ::testing::Test {
+ protected:
+  void SetUp() override { backend_ = createOneDnnBackend(); }
+  void TearDown() override { RecordProperty("checked", checked_); }
+
+  // Compiles the group, runs it on random inputs and compares with the reference.
+  void expectMatches(GraphBuilder& b, ValueId out, const std::string& what) {
+    const NodeSet nodes = b.finish(out);
+    const KernelCheckResult r = checkKernelAgainstReference(*backend_, b.graph(), nodes, 3);
+    EXPECT_TRUE(r.compiled) << what << ": refused: " << r.refusal;
+    std::string chosen;
+    if (r.compiled && !r.ok) {  // say what oneDNN ran, to tell a lowering bug from a library one
+      CompileResult c = backend_->compile(KernelRequest::of(b.graph(), nodes));
+      chosen = describeOneDnnKernel(*c.kernel);
+    }
+    EXPECT_TRUE(r.ok) << what << ": " << r.message << " [" << chosen << "]";
+    ++checked_;
+  }
+
+  // Expects a refusal whose reason contains `mention`.
+  void expectRefusal(GraphBuilder& b, ValueId out, const std::string& mention) {
+    const NodeSet nodes = b.finish(out);
+    const CompileResult c = backend_->compile(KernelRequest::of(b.graph(), nodes));
+    EXPECT_FALSE(c) << "expected a refusal mentioning '" << mention << "'";
+    EXPECT_NE(c.refusal.find(mention), std::string::npos) << c.refusal;
+  }
+
+  std::unique_ptr<Backend> backend_;
+  int checked_ = 0;
+};
+
+// Post-op chains applied after an anchor's result `y` (channel dim 1).
+using Chain = std::function<ValueId(GraphBuilder&, ValueId)>;
+
+std::vector<std::pair<std::string, Chain>> postOpChains() {
+  auto unary = [](const std::string& op, AttributeMap a = {}) {
+    return [op, a](GraphBuilder& b, ValueId y) { return b.op(op, {y}, a); };
+  };
+  auto perChannel = [](GraphBuilder& b, ValueId y) {
+    Shape s(b.shape(y).size() - 1, 1);
+    s[0] = b.shape(y)[1];
+    return s;  // [C, 1, ...]: broadcasts along the channel dimension
+  };
+  return {
+      {"none", [](GraphBuilder&, ValueId y) { return y; }},
+      {"relu", unary("Relu")},
+      {"leaky_relu", unary("LeakyRelu", attrs({{"alpha", 0.1f}}))},
+      {"clip", unary("Clip", attrs({{"min", 0.0f}, {"max", 0.5f}}))},
+      {"clip_max_only", unary("Clip", attrs({{"max", 0.25f}}))},
+      {"sigmoid", unary("Sigmoid")},
+      {"tanh", unary("Tanh")},
+      {"hardswish", unary("HardSwish")},
+      {"hardsigmoid", unary("HardSigmoid", attrs({{"alpha", 0.3f}, {"beta", 0.4f}}))},
+      {"elu", unary("Elu", attrs({{"alpha", 0.7f}}))},
+      {"selu", unary("Selu")},
+      {"softplus", unary("Softplus")},
+      {"abs_sqrt", [](GraphBuilder& b, ValueId y) { return b.op("Sqrt", {b.op("Abs", {y})}); }},
+      {"exp", unary("Exp")},
+      {"gelu_erf",
+       [](GraphBuilder& b, ValueId y) {
+         ValueId d = b.op("Div", {y, b.scalar(1.4142135381698608f)});
+         ValueId e = b.op("Erf", {d});
+         ValueId a = b.op("Add", {e, b.scalar(1.0f)});
+         ValueId m = b.op("Mul", {y, a});
+         return b.op("Mul", {m, b.scalar(0.5f)});
+       }},
+      {"gelu_erf_half_first",
+       [](GraphBuilder& b, ValueId y) {
+         ValueId h = b.op("Mul", {b.scalar(0.5f), y});
+         ValueId d = b.op("Mul", {y, b.scalar(0.70710678f)});
+         ValueId a = b.op("Add", {b.scalar(1.0f), b.op("Erf", {d})});
+         return b.op("Mul", {h, a});
+       }},
+      {"swish",
+       [](GraphBuilder& b, ValueId y) {
+         return b.op("Mul", {b.op("Sigmoid", {y}), y});
+       }},
+      {"bias_add_relu",
+       [perChannel](GraphBuilder& b, ValueId y) {
+         return b.op("Relu", {b.op("Add", {b.constant(perChannel(b, y)), y})});
+       }},
+      {"residual_add_relu",
+       [](GraphBuilder& b, ValueId y) {
+         return b.op("Relu", {b.op("Add", {y, b.input(b.shape(y))})});
+       }},
+      {"mul_channel_runtime",
+       [perChannel](GraphBuilder& b, ValueId y) {
+         return b.op("Mul", {y, b.input(perChannel(b, y))});
+       }},
+      {"batchnorm_relu",
+       [](GraphBuilder& b, ValueId y) {
+         const Shape c{b.shape(y)[1]};
+         ValueId bn =
+             b.op("BatchNormalization",
+                  {y, b.constant(c), b.constant(c), b.constant(c), b.constant(c, 0.5f, 2.0f)},
+                  attrs({{"epsilon", 1e-3f}}));
+         return b.op("Relu", {bn});
+       }},
+      {"scalar_ops",
+       [](GraphBuilder& b, ValueId y) {
+         ValueId s = b.op("Sub", {y, b.scalar(0.25f)});
+         ValueId d = b.op("Div", {s, b.scalar(3.0f)});
+         ValueId m = b.op("Max", {d, b.scalar(-0.1f)});
+         return b.op("Sub", {b.scalar(1.0f), m});
+       }},
+      {"repeated_linear_clip",  // same eltwise algorithms twice with other parameters
+       [](GraphBuilder& b, ValueId y) {
+         ValueId h = b.op("HardSigmoid", {y}, attrs({{"alpha", 0.5f}, {"beta", 0.25f}}));
+         ValueId m = b.op("Mul", {b.op("Tanh", {h}), b.scalar(2.0f)});
+         return b.op("Clip", {b.op("Sigmoid", {m})}, attrs({{"min", 0.6f}, {"max", 0.8f}}));
+       }},
+      {"div_by_runtime_sub",
+       [](GraphBuilder& b, ValueId y) {
+         b.endGroup();  // a positive run-time divisor, computed outside the group
+         const ValueId divisor = b.op("Abs", {b.input({1})});
+         b.beginGroup();
+         ValueId d = b.op("Div", {b.op("Sigmoid", {y}), divisor});
+         return b.op("Sub", {d, b.input(b.shape(y))});
+       }},
+  };
+}
+
+struct ConvCase {
+  std::string name;
+  Shape x;
+  int64_t outChannels;
+  Ints kernel;
+  AttributeMap attrs;
+  bool bias = true;
+};
+
+std::vector<ConvCase> convCases() {
+  return {
+      {"2d_3x3_pad1", {1, 3, 7, 7}, 8, {3, 3}, attrs({{"pads", Ints{1, 1, 1, 1}}})},
+      {"2d_batch2_strided_dilated_asym",
+       {2, 5, 9, 11},
+       6,
+       {3, 2},
+       attrs({{"strides", Ints{2, 1}}, {"dilations", Ints{2, 1}}, {"pads", Ints{0, 1, 2, 0}}}),
+       false},
+      {"2d_grouped",
+       {2, 8, 6, 5},
+       12,
+       {3, 3},
+       attrs({{"group", int64_t{4}}, {"pads", Ints{1, 1, 1, 1}}})},
+      {"2d_depthwise_s2",
+       {1, 16, 9, 9},
+       16,
+       {3, 3},
+       attrs({{"group", int64_t{16}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}})},
+      {"2d_depthwise_multiplier", {1, 8, 6, 7}, 16, {3, 3}, attrs({{"group", int64_t{8}}})},
+      {"2d_pointwise", {2, 16, 5, 5}, 24, {1, 1}, {}},
+      {"2d_same_upper",
+       {1, 4, 8, 7},
+       5,
+       {4, 3},
+       attrs({{"auto_pad", std::string("SAME_UPPER")}, {"strides", Ints{2, 2}}})},
+      {"2d_wide_channels", {1, 32, 10, 10}, 64, {3, 3}, attrs({{"pads", Ints{1, 1, 1, 1}}})},
+      {"1d", {2, 4, 19}, 5, {3}, attrs({{"strides", Ints{2}}, {"pads", Ints{1, 2}}})},
+      {"1d_grouped_dilated",
+       {1, 6, 17},
+       9,
+       {3},
+       attrs({{"group", int64_t{3}}, {"dilations", Ints{3}}, {"pads", Ints{2, 2}}}),
+       false},
+      {"3d",
+       {1, 3, 5, 6, 7},
+       4,
+       {3, 3, 3},
+       attrs({{"pads", Ints{1, 1, 1, 1, 1, 1}}, {"strides", Ints{1, 2, 2}}})},
+      {"3d_grouped_batch2",
+       {2, 4, 4, 5, 5},
+       8,
+       {1, 3, 3},
+       attrs({{"group", int64_t{2}}, {"pads", Ints{0, 1, 1, 0, 0, 1}}}),
+       false},
+  };
+}
+
+TEST_F(OneDnn, ConvWithEveryPostOpChain) {
+  for (const ConvCase& c : convCases())
+    for (const auto& [chainName, chain] : postOpChains()) {
+      GraphBuilder b;
+      const int64_t group = c.attrs.getInt("group", 1);
+      Shape w{c.outChannels, c.x[1] / group};
+      w.insert(w.end(), c.kernel.begin(), c.kernel.end());
+      std::vector<ValueId> ins{b.input(c.x), b.constant(w)};
+      if (c.bias) ins.push_back(b.constant({c.outChannels}));
+      const ValueId y = b.op("Conv", ins, c.attrs);
+      expectMatches(b, chain(b, y), "Conv " + c.name + " + " + chainName);
+    }
+  EXPECT_GE(checked_, 12 * 20);
+}
+
+TEST_F(OneDnn, ConvWithRuntimeWeightsAndBias) {
+  GraphBuilder b;
+  const ValueId y = b.op("Conv", {b.input({2, 4, 6, 6}), b.input({6, 2, 3, 3}), b.input({6})},
+                         attrs({{"group", int64_t{2}}, {"pads", Ints{1, 0, 1, 0}}}));
+  expectMatches(b, b.op("Relu", {y}), "Conv with run-time weights");
+}
+
+TEST_F(OneDnn, ConvTranspose) {
+  struct Case {
+    std::string name;
+    Shape x;
+    int64_t outChannels;
+    Ints kernel;
+    AttributeMap attrs;
+  };
+  const std::vector<Case> cases = {
+      {"2d_s2_p1_outpad",
+       {1, 4, 5, 5},
+       3,
+       {3, 3},
+       attrs(
+           {{"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}, {"output_padding", Ints{1, 1}}})},
+      {"2d_dcgan",
+       {2, 8, 4, 4},
+       4,
+       {4, 4},
+       attrs({{"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}})},
+      {"2d_grouped_dilated",
+       {1, 6, 5, 4},
+       4,
+       {3, 2},
+       attrs({{"group", int64_t{2}}, {"dilations", Ints{2, 1}}, {"pads", Ints{0, 1, 1, 0}}})},
+      {"1d", {2, 3, 7}, 5, {4}, attrs({{"strides", Ints{3}}})},
+      {"3d",
+       {1, 2, 3, 4, 4},
+       3,
+       {2, 3, 3},
+       attrs({{"strides", Ints{1, 2, 2}}, {"pads", Ints{0, 1, 1, 0, 1, 1}}})},
+      {"2d_output_shape",
+       {1, 3, 4, 4},
+       2,
+       {3, 3},
+       attrs({{"strides", Ints{2, 2}},
+              {"output_shape", Ints{8, 8}},
+              {"auto_pad", std::string("SAME_UPPER")}})},
+  };
+  const auto chains = postOpChains();
+  for (const Case& c : cases)
+    for (const char* chainName : {"none", "relu", "tanh", "batchnorm_relu", "residual_add_relu"}) {
+      const auto& chain = std::find_if(chains.begin(), chains.end(), [&](auto& p) {
+                            return p.first == chainName;
+                          })->second;
+      GraphBuilder b;
+      const int64_t group = c.attrs.getInt("group", 1);
+      Shape w{c.x[1], c.outChannels / group};
+      w.insert(w.end(), c.kernel.begin(), c.kernel.end());
+      const ValueId y = b.op("ConvTranspose",
+                             {b.input(c.x), b.constant(w), b.constant({c.outChannels})}, c.attrs);
+      expectMatches(b, chain(b, y), "ConvTranspose " + c.name + " + " + chainName);
+    }
+}
+
+TEST_F(OneDnn, MatMul) {
+  struct Case {
+    std::string name;
+    Shape a, b;
+    bool constB;
+  };
+  const std::vector<Case> cases = {
+      {"2d_const", {5, 7}, {7, 3}, true},
+      {"batched_x_const", {2, 3, 5, 7}, {7, 4}, true},
+      {"batched_runtime", {2, 4, 6, 8}, {2, 4, 8, 5}, false},
+      {"broadcast_batch", {2, 1, 6, 8}, {1, 3, 8, 5}, false},
+      {"batched_const_b", {3, 4, 6}, {3, 6, 5}, true},
+      {"odd_sizes", {1, 13, 33}, {33, 17}, true},
+  };
+  for (const Case& c : cases)
+    for (const char* post : {"none", "bias", "bias_gelu", "bias_relu", "scale_mask", "residual"}) {
+      GraphBuilder b;
+      const ValueId y = b.op("MatMul", {b.input(c.a), c.constB ? b.constant(c.b) : b.input(c.b)});
+      const Shape ys = b.shape(y);
+      const Shape n{ys.back()};
+      ValueId out = y;
+      const std::string p = post;
+      if (p.rfind("bias", 0) == 0) out = b.op("Add", {b.constant(n), y});
+      if (p == "bias_relu") out = b.op("Relu", {out});
+      if (p == "bias_gelu") {
+        ValueId d = b.op("Div", {out, b.scalar(1.4142135381698608f)});
+        ValueId a = b.op("Add", {b.op("Erf", {d}), b.scalar(1.0f)});
+        out = b.op("Mul", {b.op("Mul", {out, a}), b.scalar(0.5f)});
+      }
+      if (p == "scale_mask") {  // attention scores: / sqrt(d) + mask broadcast over rows
+        Shape mask(ys.size(), 1);
+        mask[0] = ys[0];
+        mask.back() = ys.back();
+        out = b.op("Add", {b.op("Div", {y, b.scalar(8.0f)}), b.input(mask)});
+      }
+      if (p == "residual") out = b.op("Add", {y, b.input(ys)});
+      expectMatches(b, out, "MatMul " + c.name + " + " + p);
+    }
+}
+
+TEST_F(OneDnn, Gemm) {
+  for (int transA : {0, 1})
+    for (int transB : {0, 1})
+      for (const char* cKind : {"none", "vector", "row", "matrix", "scalar", "column", "runtime"})
+        for (float alpha : {1.0f, 0.5f}) {
+          GraphBuilder b;
+          const int64_t M = 6, K = 9, N = 5;
+          const ValueId A = b.input(transA ? Shape{K, M} : Shape{M, K});
+          const ValueId B = b.constant(transB ? Shape{N, K} : Shape{K, N});
+          std::vector<ValueId> ins{A, B};
+          const std::string ck = cKind;
+          if (ck == "vector") ins.push_back(b.constant({N}));
+          if (ck == "row") ins.push_back(b.constant({1, N}));
+          if (ck == "matrix") ins.push_back(b.constant({M, N}));
+          if (ck == "scalar") ins.push_back(b.constant({1}));
+          if (ck == "column") ins.push_back(b.constant({M, 1}));
+          if (ck == "runtime") ins.push_back(b.input({M, N}));
+          const float beta = ck == "runtime" ? 1.0f : 0.75f;
+          const ValueId y = b.op("Gemm", ins,
+                                 attrs({{"transA", int64_t{transA}},
+                                        {"transB", int64_t{transB}},
+                                        {"alpha", alpha},
+                                        {"beta", beta}}));
+          expectMatches(b, b.op("Relu", {y}),
+                        "Gemm transA=" + std::to_string(transA) +
+                            " transB=" + std::to_string(transB) + " C=" + ck +
+                            " alpha=" + std::to_string(alpha));
+        }
+  // Run-time B (both operands activations).
+  GraphBuilder b;
+  const ValueId y = b.op("Gemm", {b.input({4, 3}), b.input({5, 3}), b.constant({5})},
+                         attrs({{"transB", int64_t{1}}, {"alpha", 2.0f}}));
+  expectMatches(b, y, "Gemm with run-time B");
+}
+
+TEST_F(OneDnn, Pooling) {
+  struct Case {
+    std::string op;
+    Shape x;
+    AttributeMap attrs;
+  };
+  const std::vector<Case> cases = {
+      {"MaxPool", {1, 3, 8, 8}, attrs({{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}})},
+      {"MaxPool",
+       {2, 4, 9, 11},
+       attrs({{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}})},
+      {"MaxPool",
+       {1, 2, 9, 10},
+       attrs({{"kernel_shape", Ints{3, 2}}, {"strides", Ints{2, 2}}, {"ceil_mode", int64_t{1}}})},
+      {"MaxPool", {1, 2, 10, 10}, attrs({{"kernel_shape", Ints{2, 2}}, {"dilations", Ints{2, 2}}})},
+      {"MaxPool",
+       {2, 3, 13},
+       attrs({{"kernel_shape", Ints{3}}, {"strides", Ints{2}}, {"pads", Ints{0, 1}}})},
+      {"MaxPool",
+       {1, 2, 5, 6, 7},
+       attrs({{"kernel_shape", Ints{2, 2, 2}}, {"strides", Ints{1, 2, 2}}})},
+      {"AveragePool",
+       {1, 3, 8, 8},
+       attrs({{"kernel_shape", Ints{3, 3}}, {"pads", Ints{1, 1, 1, 1}}})},
+      {"AveragePool",
+       {1, 3, 8, 8},
+       attrs({{"kernel_shape", Ints{3, 3}},
+              {"pads", Ints{1, 1, 1, 1}},
+              {"count_include_pad", int64_t{1}}})},
+      {"AveragePool",
+       {2, 2, 9, 7},
+       attrs({{"kernel_shape", Ints{2, 3}}, {"strides", Ints{2, 2}}, {"ceil_mode", int64_t{1}}})},
+      {"AveragePool",
+       {1, 4, 6, 5, 7},
+       attrs({{"kernel_shape", Ints{3, 3, 3}}, {"pads", Ints{1, 0, 1, 1, 1, 0}}})},
+      {"GlobalAveragePool", {2, 5, 7, 6}, {}},
+      {"GlobalMaxPool", {1, 3, 4, 5, 6}, {}},
+      {"GlobalAveragePool", {3, 4, 9}, {}},
+  };
+  for (const Case& c : cases)
+    for (bool relu : {false, true}) {
+      GraphBuilder b;
+      ValueId y = b.op(c.op, {b.input(c.x)}, c.attrs);
+      if (relu) y = b.op("Relu", {y});
+      expectMatches(b, y,
+                    c.op + " " + shapeToString(c.x) + c.attrs.toString() + (relu ? " + relu" : ""));
+    }
+}
+
+TEST_F(OneDnn, BatchNormalization) {
+  for (const Shape& x : {Shape{2, 3, 5, 4}, Shape{4, 6}, Shape{1, 5, 3, 3, 2}, Shape{2, 3, 7}})
+    for (const char* post : {"none", "relu", "add_sigmoid"}) {
+      GraphBuilder b;
+      const Shape c{x[1]};
+      ValueId y = b.op("BatchNormalization", {b.input(x), b.constant(c), b.constant(c),
+                                              b.constant(c), b.constant(c, 0.5f, 2.0f)});
+      if (std::string(post) == "relu") y = b.op("Relu", {y});
+      if (std::string(post) == "add_sigmoid") y = b.op("Sigmoid", {b.op("Add", {y, b.input(x)})});
+      expectMatches(b, y, "BatchNormalization " + shapeToString(x) + " + " + post);
+    }
+  // Run-time statistics: oneDNN's batch normalization primitive.
+  for (bool relu : {false, true}) {
+    GraphBuilder b;
+    const Shape x{2, 4, 3, 5}, c{4};
+    b.endGroup();
+    const ValueId var = b.op("Abs", {b.input(c)});
+    b.beginGroup();
+    ValueId y = b.op("BatchNormalization", {b.input(x), b.input(c), b.input(c), b.input(c), var},
+                     attrs({{"epsilon", 0.01f}}));
+    if (relu) y = b.op("Relu", {y});
+    expectMatches(
+        b, y, std::string("BatchNormalization with run-time statistics") + (relu ? " + relu" : ""));
+  }
+}
+
+TEST_F(OneDnn, LayerNormalization) {
+  struct Case {
+    Shape x;
+    int64_t axis;
+    bool bias;
+  };
+  for (const Case& c : {Case{{2, 5, 16}, -1, true}, Case{{3, 4, 5}, 1, true},
+                        Case{{7, 33}, -1, false}, Case{{2, 3, 4, 6}, 2, true}}) {
+    GraphBuilder b;
+    const int64_t axis = c.axis < 0 ? c.axis + static_cast<int64_t>(c.x.size()) : c.axis;
+    const Shape norm(c.x.begin() + axis, c.x.end());
+    std::vector<ValueId> ins{b.input(c.x), b.constant(norm)};
+    if (c.bias) ins.push_back(b.constant(norm));
+    const ValueId y =
+        b.op("LayerNormalization", ins, attrs({{"axis", c.axis}, {"epsilon", 1e-5f}}));
+    expectMatches(b, y,
+                  "LayerNormalization " + shapeToString(c.x) + " axis " + std::to_string(c.axis));
+  }
+}
+
+TEST_F(OneDnn, NormalizationAndSoftmaxWithPostOps) {
+  // oneDNN decides whether these primitives take post-ops; either the kernel
+  // is right or the group is refused with a reason.
+  for (const char* op : {"LayerNormalization", "Softmax"})
+    for (const char* post : {"relu", "mul_tensor"}) {
+      GraphBuilder b;
+      const Shape x{2, 5, 16};
+      ValueId y = std::string(op) == "Softmax"
+                      ? b.op(op, {b.input(x)}, attrs({{"axis", int64_t{-1}}}))
+                      : b.op(op, {b.input(x), b.constant({16}), b.constant({16})});
+      y = std::string(post) == "relu" ? b.op("Relu", {y}) : b.op("Mul", {y, b.input({5, 16})});
+      const NodeSet nodes = b.finish(y);
+      const KernelCheckResult r = checkKernelAgainstReference(*backend_, b.graph(), nodes, 5);
+      if (r.compiled)
+        EXPECT_TRUE(r.ok) << op << " + " << post << ": " << r.message;
+      else
+        EXPECT_NE(r.refusal.find(op), std::string::npos) << r.refusal;
+    }
+}
+
+TEST_F(OneDnn, SoftmaxAndLogSoftmax) {
+  for (const char* op : {"Softmax", "LogSoftmax"})
+    for (const auto& [x, axis] : std::vector<std::pair<Shape, int64_t>>{
+             {{2, 4, 7, 7}, -1}, {{3, 10}, 1}, {{2, 5, 6}, 1}, {{4, 3, 2, 5}, 0}}) {
+      GraphBuilder b;
+      const ValueId y = b.op(op, {b.input(x)}, attrs({{"axis", axis}}));
+      expectMatches(b, y,
+                    std::string(op) + " " + shapeToString(x) + " axis " + std::to_string(axis));
+    }
+}
+
+TEST_F(OneDnn, ElementwiseOpsAlone) {
+  const Shape x{2, 3, 4, 5};
+  for (const char* op : {"Relu", "Sigmoid", "Tanh", "Exp", "Abs", "Neg", "HardSwish", "HardSigmoid",
+                         "Softplus", "Elu", "Selu", "LeakyRelu", "Reciprocal", "Clip"}) {
+    GraphBuilder b;
+    AttributeMap a;
+    if (std::string(op) == "Clip") a = attrs({{"min", -0.5f}, {"max", 0.5f}});
+    expectMatches(b, b.op(op, {b.input(x)}, a), op);
+  }
+  // Binary ops with broadcasting: the second operand (constant or not) broadcasts.
+  struct Case {
+    std::string op;
+    Shape a, b;
+    bool constB, swap;
+  };
+  for (const Case& c : std::vector<Case>{{"Add", x, {3, 1, 1}, true, false},
+                                         {"Add", x, {3, 1, 1}, true, true},
+                                         {"Mul", x, {1, 3, 1, 1}, false, false},
+                                         {"Sub", x, {5}, false, true},
+                                         {"Sub", x, x, false, false},
+                                         {"Div", x, {4, 1}, true, false},
+                                         {"Div", x, {1}, false, true},
+                                         {"Max", x, {4, 5}, false, false},
+                                         {"Min", x, x, false, true},
+                                         {"Add", {7}, {1}, false, false},
+                                         {"Mul", {3, 1000}, {3, 1}, true, false}}) {
+    GraphBuilder b;
+    const ValueId A = b.input(c.a), B = c.constB ? b.constant(c.b) : b.input(c.b);
+    expectMatches(
+        b, b.op(c.op, c.swap ? std::vector<ValueId>{B, A} : std::vector<ValueId>{A, B}),
+        c.op + " " + shapeToString(c.a) + (c.swap ? " <- " : " -> ") + shapeToString(c.b));
+  }
+  {  // x op x
+    GraphBuilder b;
+    const ValueId A = b.input(x);
+    expectMatches(b, b.op("Mul", {A, A}), "Mul(x, x)");
+  }
+  for (const auto& [chainName, chain] : postOpChains()) {  // a chain starting at an input
+    if (chainName == "none") continue;
+    GraphBuilder b;
+    expectMatches(b, chain(b, b.input(x)), "elementwise chain " + chainName);
+  }
+}
+
+TEST_F(OneDnn, KernelRunsRepeatedlyWithNewBuffers) {
+  GraphBuilder b;
+  const ValueId x = b.input({1, 4, 6, 6});
+  const ValueId y = b.op("Relu", {b.op("Conv", {x, b.constant({8, 4, 3, 3}), b.constant({8})},
+                                       attrs({{"pads", Ints{1, 1, 1, 1}}}))});
+  const NodeSet nodes = b.finish(y);
+  const KernelRequest request = KernelRequest::of(b.graph(), nodes);
+  CompileResult c = backend_->compile(request);
+  ASSERT_TRUE(c) << c.refusal;
+  std::vector<Tensor> in1 = randomInputs(b.graph(), 1), in2 = randomInputs(b.graph(), 2);
+  const std::vector<Tensor> first = runKernel(*c.kernel, request, in1);
+  const std::vector<Tensor> second = runKernel(*c.kernel, request, in2);
+  const std::vector<Tensor> again = runKernel(*c.kernel, request, in1);
+  EXPECT_TRUE(compareTensors(again[0], first[0], {0, 0}).ok);
+  EXPECT_FALSE(compareTensors(second[0], first[0], {0, 0}).ok);
+  EXPECT_FALSE(describeOneDnnKernel(*c.kernel).empty());
+}
+
+TEST_F(OneDnn, VersionNamesTheLibrary) {
+  EXPECT_EQ(backend_->name(), "onednn");
+  EXPECT_EQ(backend_->version().rfind("oneDNN 2.", 0), 0u) << backend_->version();
+}
+
+// ---- the spec file: every pattern matches somewhere in a zoo of small
+// models, and every match compiles and computes what the reference does.
+
+// A small ResNet as PyTorch exports it (BatchNormalization folded into the
+// convs): stem Conv -> Relu -> MaxPool, bottleneck blocks with a
+// downsampling and an identity shortcut, basic blocks (one strided), and
+// channel counts that are and are not multiples of oneDNN's block of 8.
+std::unique_ptr<GraphBuilder> miniResNet() {
+  auto b = std::make_unique<GraphBuilder>(24);
+  const AttributeMap pad1 = attrs({{"pads", Ints{1, 1, 1, 1}}});
+  auto conv = [&](ValueId in, int64_t oc, int64_t k, AttributeMap a = {}) {
+    const int64_t ic = b->shape(in)[1];
+    return b->op("Conv", {in, b->constant({oc, ic, k, k}, -0.5f, 0.5f), b->constant({oc})}, a);
+  };
+  auto relu = [&](ValueId v) { return b->op("Relu", {v}); };
+  ValueId x = b->input({1, 3, 16, 16});
+  ValueId stem = relu(conv(x, 8, 3, pad1));
+  ValueId p = b->op("MaxPool", {stem},
+                    attrs({{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}}));
+  // Bottleneck with a downsampling shortcut, then one with an identity shortcut.
+  ValueId m1 = relu(conv(relu(conv(p, 4, 1)), 4, 3, pad1));
+  ValueId b1 = relu(b->op("Add", {conv(m1, 16, 1), conv(p, 16, 1)}));
+  ValueId b2 = b1;
+  for (int i = 0; i < 3; ++i) {  // three identity blocks (the x2 and x3 patterns)
+    ValueId m2 = relu(conv(relu(conv(b2, 4, 1)), 4, 3, pad1));
+    b2 = relu(b->op("Add", {conv(m2, 16, 1), b2}));
+  }
+  // Basic blocks: strided with a downsampling shortcut, then identity (12 channels).
+  const AttributeMap s2 = attrs({{"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}});
+  ValueId m3 = conv(relu(conv(b2, 12, 3, s2)), 12, 3, pad1);
+  ValueId b3 = relu(b->op("Add", {m3, conv(b2, 12, 1, attrs({{"strides", Ints{2, 2}}}))}));
+  ValueId m4 = conv(relu(conv(b3, 12, 3, pad1)), 12, 3, pad1);
+  ValueId b4 = relu(b->op("Add", {m4, b3}));
+  b->finish(b->op("GlobalAveragePool", {b4}));
+  return b;
+}
+
+// MobileNetV2's inverted residuals: expand 1x1 + ReLU6, depthwise 3x3 +
+// ReLU6, project 1x1, with the shortcut when the shape allows.
+std::unique_ptr<GraphBuilder> miniMobileNet() {
+  auto b = std::make_unique<GraphBuilder>(25);
+  auto conv = [&](ValueId in, int64_t oc, int64_t k, int64_t group, int64_t stride) {
+    const int64_t ic = b->shape(in)[1];
+    const int64_t pad = k / 2;
+    return b->op("Conv", {in, b->constant({oc, ic / group, k, k}, -0.5f, 0.5f), b->constant({oc})},
+                 attrs({{"group", group}, {"strides", Ints{stride, stride}}, {"pads", Ints{pad, pad, pad, pad}}}));
+  };
+  auto relu6 = [&](ValueId v) { return b->op("Clip", {v}, attrs({{"min", 0.0f}, {"max", 6.0f}})); };
+  ValueId x = b->input({1, 8, 10, 10});
+  // The first block: depthwise + project, no expansion.
+  ValueId f = conv(relu6(conv(x, 8, 3, 8, 1)), 8, 1, 1, 1);
+  // An identity block, then a strided one.
+  ValueId e1 = relu6(conv(f, 24, 1, 1, 1));
+  ValueId r1 = b->op("Add", {conv(relu6(conv(e1, 24, 3, 24, 1)), 8, 1, 1, 1), f});
+  ValueId e2 = relu6(conv(r1, 24, 1, 1, 1));
+  b->finish(conv(relu6(conv(e2, 24, 3, 24, 2)), 12, 1, 1, 1));
+  return b;
+}
+
+// Inception-v3's five kinds of block as PyTorch exports them (each branch
+// Conv -> Relu, the branch pools as a zero Pad + AveragePool), with channel
+// counts that are and are not multiples of oneDNN's block of 8, and a stem
+// whose Conv reads a Pad.
+std::unique_ptr<GraphBuilder> miniInception() {
+  auto b = std::make_unique<GraphBuilder>(26);
+  auto cr = [&](ValueId in, int64_t oc, int64_t kh, int64_t kw, int64_t stride = 1) {
+    const int64_t ic = b->shape(in)[1];
+    const AttributeMap a = attrs({{"strides", Ints{stride, stride}},
+                                  {"pads", stride == 1 ? Ints{kh / 2, kw / 2, kh / 2, kw / 2}
+                                                       : Ints{0, 0, 0, 0}}});
+    return b->op("Relu", {b->op("Conv", {in, b->constant({oc, ic, kh, kw}, -0.5f, 0.5f),
+                                         b->constant({oc})}, a)});
+  };
+  auto branchPool = [&](ValueId in, int64_t oc) {
+    ValueId padded = b->op("Pad", {in}, attrs({{"pads", Ints{0, 0, 1, 1, 0, 0, 1, 1}}}));
+    return cr(b->op("AveragePool", {padded}, attrs({{"kernel_shape", Ints{3, 3}}})), oc, 1, 1);
+  };
+  auto maxPool = [&](ValueId in) {
+    return b->op("MaxPool", {in}, attrs({{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}}));
+  };
+  auto concat = [&](std::vector<ValueId> parts) {
+    return b->op("Concat", parts, attrs({{"axis", int64_t{1}}}));
+  };
+  ValueId x = b->input({1, 3, 13, 13});
+  ValueId stemPad = b->op("Pad", {x}, attrs({{"pads", Ints{0, 0, 1, 0, 0, 0, 2, 1}}}));
+  ValueId stem = b->op("Conv", {stemPad, b->constant({16, 3, 3, 3}, -0.5f, 0.5f)});
+  // A (Mixed_5b): 1x1; 1x1 -> 5x5; 1x1 -> 3x3 -> 3x3; pool -> 1x1.
+  ValueId a = concat({cr(stem, 8, 1, 1), cr(cr(stem, 6, 1, 1), 8, 5, 5),
+                      cr(cr(cr(stem, 8, 1, 1), 12, 3, 3), 12, 3, 3), branchPool(stem, 4)});
+  // B (Mixed_6a): strided 3x3; 1x1 -> 3x3 -> strided 3x3; max pool.
+  ValueId bb = concat({cr(a, 16, 3, 3, 2), cr(cr(cr(a, 8, 1, 1), 12, 3, 3), 12, 3, 3, 2), maxPool(a)});
+  // C (Mixed_6b): 1x1; 1x1 -> 1x7 -> 7x1; 1x1 -> 7x1 -> 1x7 -> 7x1 -> 1x7; pool -> 1x1.
+  ValueId c = concat({cr(bb, 8, 1, 1), cr(cr(cr(bb, 6, 1, 1), 6, 1, 7), 8, 7, 1),
+                      cr(cr(cr(cr(cr(bb, 6, 1, 1), 6, 7, 1), 6, 1, 7), 6, 7, 1), 8, 1, 7),
+                      branchPool(bb, 8)});
+  // D (Mixed_7a): 1x1 -> strided 3x3; 1x1 -> 1x7 -> 7x1 -> strided 3x3; max pool.
+  ValueId d = concat({cr(cr(c, 8, 1, 1), 8, 3, 3, 2),
+                      cr(cr(cr(cr(c, 8, 1, 1), 8, 1, 7), 8, 7, 1), 8, 3, 3, 2), maxPool(c)});
+  // E (Mixed_7b): 1x1; 1x1 -> {1x3, 3x1}; 1x1 -> 3x3 -> {1x3, 3x1}; pool -> 1x1.
+  ValueId y = cr(d, 8, 1, 1), z = cr(cr(d, 8, 1, 1), 8, 3, 3);
+  ValueId e = concat({cr(d, 8, 1, 1), cr(y, 8, 1, 3), cr(y, 8, 3, 1), cr(z, 8, 1, 3),
+                      cr(z, 8, 3, 1), branchPool(d, 8)});
+  b->finish(b->op("GlobalAveragePool", {e}));
+  return b;
+}
+
+std::vector<std::unique_ptr<GraphBuilder>> patternZoo() {
+  std::vector<std::unique_ptr<GraphBuilder>> zoo;
+  auto bn = [](GraphBuilder& b, ValueId x) {
+    const Shape c{b.shape(x)[1]};
+    return b.op("BatchNormalization",
+                {x, b.constant(c), b.constant(c), b.constant(c), b.constant(c, 0.5f, 2.0f)});
+  };
+  const AttributeMap pad1 = attrs({{"pads", Ints{1, 1, 1, 1}}});
+  {  // A small CNN: ResNet, MobileNet and EfficientNet blocks and a classifier head.
+    auto b = std::make_unique<GraphBuilder>(21);
+    ValueId x = b->input({1, 3, 12, 12});
+    ValueId r1 = b->op(
+        "Relu", {bn(*b, b->op("Conv", {x, b->constant({8, 3, 3, 3}), b->constant({8})}, pad1))});
+    ValueId p =
+        b->op("MaxPool", {r1}, attrs({{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}}));
+    ValueId c2 = b->op("Conv", {p, b->constant({8, 8, 3, 3})}, pad1);
+    ValueId r2 = b->op("Relu", {b->op("Add", {c2, b->constant({8, 1, 1})})});
+    ValueId c3 = b->op("Conv", {r2, b->constant({8, 8, 1, 1}), b->constant({8})});
+    ValueId r3 = b->op("Relu", {b->op("Add", {c3, p})});
+    ValueId c4 = b->op("Conv", {r3, b->constant({8, 1, 3, 3}), b->constant({8})},
+                       attrs({{"group", int64_t{8}}, {"pads", Ints{1, 1, 1, 1}}}));
+    ValueId sw = b->op("Mul", {c4, b->op("Sigmoid", {c4})});
+    ValueId c5 = b->op("Clip", {b->op("Conv", {sw, b->constant({8, 8, 1, 1}), b->constant({8})})},
+                       attrs({{"min", 0.0f}, {"max", 6.0f}}));
+    ValueId a = b->op("AveragePool", {c5},
+                      attrs({{"kernel_shape", Ints{3, 3}}, {"pads", Ints{1, 1, 1, 1}}}));
+    ValueId c6 = bn(*b, b->op("Conv", {a, b->constant({8, 8, 3, 3})}, pad1));
+    ValueId r6 = b->op("Relu", {b->op("Add", {c6, c5})});
+    ValueId c7 = b->op("Conv", {r6, b->constant({8, 8, 1, 1})});
+    ValueId g = b->op("Sigmoid", {b->op("GlobalMaxPool", {b->op("Add", {c7, r6})})});
+    ValueId h = b->op("Flatten", {b->op("GlobalAveragePool", {b->op("Mul", {r6, g})})});
+    ValueId fc = b->op("Relu", {b->op("Gemm", {h, b->constant({10, 8}), b->constant({10})},
+                                      attrs({{"transB", int64_t{1}}}))});
+    ValueId fc2 = b->op("Gemm", {fc, b->constant({10, 4})});
+    b->finish(b->op("LogSoftmax", {fc2}, attrs({{"axis", int64_t{1}}})));
+    zoo.push_back(std::move(b));
+  }
+  {  // A DCGAN generator.
+    auto b = std::make_unique<GraphBuilder>(22);
+    ValueId z = b->input({2, 8, 1, 1});
+    ValueId t1 = b->op("Relu", {bn(*b, b->op("ConvTranspose", {z, b->constant({8, 16, 4, 4})}))});
+    const AttributeMap up = attrs({{"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}});
+    ValueId t2 =
+        b->op("Relu", {bn(*b, b->op("ConvTranspose", {t1, b->constant({16, 8, 4, 4})}, up))});
+    b->finish(b->op(
+        "Tanh", {b->op("ConvTranspose", {t2, b->constant({8, 3, 4, 4}), b->constant({3})}, up)}));
+    zoo.push_back(std::move(b));
+  }
+  {  // A BERT layer as PyTorch exports it (bias first in the Adds, erf GELU).
+    auto b = std::make_unique<GraphBuilder>(23);
+    const int64_t S = 5, H = 16;
+    ValueId x = b->input({2, S, H});
+    auto linear = [&](ValueId in, int64_t k, int64_t n) {
+      return b->op("Add", {b->constant({n}), b->op("MatMul", {in, b->constant({k, n})})});
+    };
+    ValueId q = linear(x, H, H), k = linear(x, H, H), v = linear(x, H, H);
+    ValueId kt = b->op("Transpose", {k}, attrs({{"perm", Ints{0, 2, 1}}}));
+    ValueId scores = b->op(
+        "Add", {b->op("Div", {b->op("MatMul", {q, kt}), b->scalar(4.0f)}), b->input({2, 1, S})});
+    ValueId probs = b->op("Softmax", {scores}, attrs({{"axis", int64_t{-1}}}));
+    ValueId attn = b->op("Add", {linear(b->op("MatMul", {probs, v}), H, H), x});
+    auto layerNorm = [&](ValueId in) {
+      return b->op("LayerNormalization", {in, b->constant({H}), b->constant({H})},
+                   attrs({{"axis", int64_t{-1}}, {"epsilon", 1e-12f}}));
+    };
+    ValueId ln1 = layerNorm(attn);
+    ValueId h = linear(ln1, H, 32);
+    ValueId erf = b->op("Add", {b->op("Erf", {b->op("Div", {h, b->scalar(1.4142135381698608f)})}),
+                                b->scalar(1.0f)});
+    ValueId gelu = b->op("Mul", {b->op("Mul", {h, erf}), b->scalar(0.5f)});
+    ValueId h2 = linear(gelu, 32, H);
+    ValueId erf2 = b->op("Add", {b->op("Erf", {b->op("Div", {h2, b->scalar(1.4142135381698608f)})}),
+                                 b->scalar(1.0f)});
+    ValueId gelu2 = b->op("Mul", {b->op("Mul", {h2, b->scalar(0.5f)}), erf2});
+    ValueId ffn = b->op("Add", {linear(gelu2, H, H), ln1});
+    ValueId act = b->op("Tanh", {linear(layerNorm(ffn), H, 8)});
+    b->finish(b->op("Add", {b->op("Mul", {act, b->scalar(2.0f)}), b->input({8})}));
+    zoo.push_back(std::move(b));
+  }
+  zoo.push_back(miniResNet());
+  zoo.push_back(miniMobileNet());
+  zoo.push_back(miniInception());
+  return zoo;
+}
+
+TEST_F(OneDnn, EveryPatternOfTheSpecMatchesAndRunsCorrectly) {
+  BackendSpec spec =
+      loadBackendSpec(std::string(COLLAGE_SOURCE_DIR) + "/resources/backends/onednn.toml");
+  EXPECT_EQ(spec.name, "onednn");
+  EXPECT_EQ(spec.kind, BackendKind::OpLibrary);
+  EXPECT_EQ(spec.limits.maxExits, 1);
+  ASSERT_GE(spec.patterns.size(), 30u);
+  auto zoo = patternZoo();
+  int matches = 0;
+  for (const PatternEntry& p : spec.patterns) {
+    SCOPED_TRACE(p.name + " = " + p.text);
+    int matched = 0;
+    for (auto& b : zoo) {
+      const Graph& g = b->graph();
+      for (const PatternMatch& m : findMatches(p.pattern, g)) {
+        ++matched;
+        KernelCheckResult r = checkKernelAgainstReference(*backend_, g, m.nodes, 11);
+        ASSERT_TRUE(r.compiled) << m.toString(g) << ": " << r.refusal;
+        EXPECT_TRUE(r.ok) << m.toString(g) << ": " << r.message;
+      }
+    }
+    EXPECT_GT(matched, 0) << "no graph of the zoo has this pattern";
+    matches += matched;
+  }
+  EXPECT_GT(matches, 100);
+  RecordProperty("matches", matches);
+}
+
+// ---- sequences of chains: one kernel for several anchors
+
+// Every connected run of the mini ResNet's blocks, as one oneDNN kernel.
+TEST_F(OneDnn, SequencesOfChainsMatchTheReference) {
+  std::unique_ptr<GraphBuilder> b = miniResNet();
+  const Graph& g = b->graph();
+  // Node ranges: the stem (3 nodes), the bottlenecks (8, then 3 x 7 nodes),
+  // the basic blocks (6 and 5).
+  const std::vector<std::pair<NodeId, NodeId>> ranges = {
+      {0, 3}, {3, 11}, {11, 18}, {32, 38}, {38, 43}, {0, 11}, {3, 25}, {11, 43}, {0, 43}};
+  for (const auto& [first, last] : ranges) {
+    std::vector<NodeId> nodes;
+    for (NodeId n = first; n < last; ++n) nodes.push_back(n);
+    const NodeSet set = NodeSet::of(g.numNodes(), nodes);
+    SCOPED_TRACE(KernelRequest::of(g, set).toString());
+    const KernelCheckResult r = checkKernelAgainstReference(*backend_, g, set, 5);
+    ASSERT_TRUE(r.compiled) << r.refusal;
+    EXPECT_TRUE(r.ok) << r.message;
+  }
+  // A bottleneck keeps the blocked layout between its convolutions: fewer
+  // reorders than the four convolutions would need each on their own.
+  std::vector<NodeId> block;
+  for (NodeId n = 3; n < 11; ++n) block.push_back(n);
+  CompileResult c = backend_->compile(KernelRequest::of(g, NodeSet::of(g.numNodes(), block)));
+  ASSERT_TRUE(c) << c.refusal;
+  const std::string d = describeOneDnnKernel(*c.kernel);
+  size_t convs = 0, reorders = 0;
+  for (size_t at = d.find("convolution"); at != std::string::npos; at = d.find("convolution", at + 1)) ++convs;
+  for (size_t at = d.find("reorder"); at != std::string::npos; at = d.find("reorder", at + 1)) ++reorders;
+  EXPECT_EQ(convs, 4u) << d;
+  EXPECT_LT(reorders, 2 * convs) << d;
+}
+
+// A wide constant B runs as one matmul per 768-column panel (the last one
+// narrower), with the bias split and the activation after the product.
+TEST_F(OneDnn, WideMatMulRunsInColumnPanels) {
+  for (bool gelu : {false, true}) {
+    GraphBuilder b;
+    const ValueId x = b.input({2, 5, 32});
+    ValueId y = b.op("Add", {b.constant({1600}), b.op("MatMul", {x, b.constant({32, 1600})})});
+    if (gelu) y = b.op("Gelu", {y});
+    const NodeSet nodes = b.finish(y);
+    const KernelCheckResult r = checkKernelAgainstReference(*backend_, b.graph(), nodes, 3);
+    ASSERT_TRUE(r.compiled) << r.refusal;
+    EXPECT_TRUE(r.ok) << r.message;
+    CompileResult c = backend_->compile(KernelRequest::of(b.graph(), nodes));
+    ASSERT_TRUE(c);
+    EXPECT_NE(describeOneDnnKernel(*c.kernel).find("3 column panels"), std::string::npos)
+        << describeOneDnnKernel(*c.kernel);
+  }
+}
+
+TEST_F(OneDnn, SequenceReadsAnEarlierChainsResultTwice) {
+  // conv1's Relu feeds conv2 and the residual Add of conv2's chain.
+  GraphBuilder b;
+  const ValueId r = b.op("Relu", {b.op("Conv", {b.input({1, 8, 6, 6}), b.constant({8, 8, 1, 1})})});
+  const ValueId c2 = b.op("Conv", {r, b.constant({8, 8, 3, 3})}, attrs({{"pads", Ints{1, 1, 1, 1}}}));
+  expectMatches(b, b.op("Add", {c2, r}), "Conv -> Relu -> Conv + residual");
+}
+
+TEST_F(OneDnn, RefusesASequenceWhoseChainHasTwoOutputs) {
+  // conv2 reads conv1's output before the Relu that continues conv1's chain.
+  GraphBuilder b;
+  const ValueId c1 = b.op("Conv", {b.input({1, 8, 6, 6}), b.constant({8, 8, 1, 1})});
+  const ValueId r = b.op("Relu", {c1});
+  const ValueId c2 = b.op("Conv", {c1, b.constant({8, 8, 1, 1})});
+  expectRefusal(b, b.op("Add", {c2, r}), "2 outputs");
+}
+
+// ---- Pad folded into the anchor, Concat
+
+TEST_F(OneDnn, PadFoldsIntoConvAndAveragePool) {
+  {  // asymmetric pads on a Conv that has pads of its own
+    GraphBuilder b;
+    ValueId x = b.input({1, 8, 9, 7});
+    ValueId p = b.op("Pad", {x}, attrs({{"pads", Ints{0, 0, 2, 0, 0, 0, 1, 3}}}));
+    expectMatches(b, b.op("Relu", {b.op("Conv", {p, b.constant({16, 8, 3, 3}), b.constant({16})},
+                                        attrs({{"pads", Ints{1, 1, 1, 1}}}))}),
+                  "Pad + Conv + Relu");
+  }
+  {  // Pad with `axes`, then an AveragePool that counts its own pads too
+    GraphBuilder b;
+    ValueId x = b.input({2, 5, 8, 8});
+    ValueId p = b.op("Pad", {x}, attrs({{"pads", Ints{1, 2, 1, 0}}, {"axes", Ints{2, 3}}}));
+    expectMatches(b, b.op("AveragePool", {p}, attrs({{"kernel_shape", Ints{3, 3}},
+                                                     {"pads", Ints{1, 1, 1, 1}},
+                                                     {"count_include_pad", int64_t{1}}})),
+                  "Pad + AveragePool(count_include_pad)");
+  }
+  {  // strided
+    GraphBuilder b;
+    ValueId x = b.input({1, 8, 10, 10});
+    ValueId p = b.op("Pad", {x}, attrs({{"pads", Ints{0, 0, 1, 1, 0, 0, 1, 1}}}));
+    expectMatches(b, b.op("AveragePool", {p}, attrs({{"kernel_shape", Ints{3, 3}},
+                                                     {"strides", Ints{2, 2}}})),
+                  "Pad + strided AveragePool");
+  }
+}
+
+TEST_F(OneDnn, RefusesAPadThatDoesNotFold) {
+  struct Case {
+    AttributeMap pad;
+    std::string next;
+    AttributeMap nextAttrs;
+    std::string mention;
+  };
+  const AttributeMap pool = attrs({{"kernel_shape", Ints{3, 3}}});
+  const std::vector<Case> cases = {
+      {attrs({{"pads", Ints{0, 0, 1, 1, 0, 0, 1, 1}}, {"mode", std::string("reflect")}}),
+       "AveragePool", pool, "constant-zero"},
+      {attrs({{"pads", Ints{0, 0, 1, 1, 0, 0, 1, 1}}, {"constant_value", 0.5f}}), "AveragePool",
+       pool, "constant-zero"},
+      {attrs({{"pads", Ints{0, 1, 1, 1, 0, 0, 1, 1}}}), "AveragePool", pool, "spatial"},
+      {attrs({{"pads", Ints{0, 0, -1, 1, 0, 0, 1, 1}}}), "AveragePool", pool, "non-negative"},
+      {attrs({{"pads", Ints{0, 0, 1, 1, 0, 0, 1, 1}}}), "AveragePool",
+       attrs({{"kernel_shape", Ints{3, 3}}, {"pads", Ints{1, 1, 1, 1}}}), "excluded"},
+      {attrs({{"pads", Ints{0, 0, 1, 1, 0, 0, 1, 1}}}), "MaxPool", pool, "Conv or AveragePool"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.mention);
+    GraphBuilder b;
+    ValueId x = b.input({1, 8, 6, 6});
+    expectRefusal(b, b.op(c.next, {b.op("Pad", {x}, c.pad)}, c.nextAttrs), c.mention);
+  }
+}
+
+TEST_F(OneDnn, ConcatAloneAndAfterChains) {
+  {  // plain inputs, several ranks and axes
+    GraphBuilder b;
+    expectMatches(b, b.op("Concat", {b.input({1, 3, 4, 4}), b.input({1, 5, 4, 4}), b.input({1, 8, 4, 4})},
+                          attrs({{"axis", int64_t{1}}})),
+                  "Concat of 3 on channels");
+  }
+  {
+    GraphBuilder b;
+    expectMatches(b, b.op("Concat", {b.input({2, 6}), b.input({2, 3})}, attrs({{"axis", int64_t{-1}}})),
+                  "Concat of matrices");
+  }
+  {  // blocked results of two convs (8 and 12 channels) and the group input (5 channels)
+    GraphBuilder b;
+    ValueId x = b.input({1, 5, 7, 7});
+    ValueId c1 = b.op("Relu", {b.op("Conv", {x, b.constant({8, 5, 3, 3})}, attrs({{"pads", Ints{1, 1, 1, 1}}}))});
+    ValueId c2 = b.op("Conv", {x, b.constant({12, 5, 1, 1}), b.constant({12})});
+    expectMatches(b, b.op("Concat", {c1, x, c2}, attrs({{"axis", int64_t{1}}})),
+                  "Concat of conv results and the input");
+  }
+  {  // a post-op after a Concat has no oneDNN form
+    GraphBuilder b;
+    ValueId c = b.op("Concat", {b.input({1, 8, 4, 4}), b.input({1, 8, 4, 4})}, attrs({{"axis", int64_t{1}}}));
+    expectRefusal(b, b.op("Relu", {c}), "no post-ops");
+  }
+}
+
+// ---- layout hand-over: consecutive oneDNN kernels pass blocked tensors
+
+// A plan of the mini ResNet with one oneDNN group per block: every block
+// boundary (8, 16 and 12 channels: 12 pads to 16 in the blocked layout) can
+// stay blocked, and the Session's result must still be the reference's.
+TEST_F(OneDnn, SessionPassesBlockedTensorsBetweenKernels) {
+  std::unique_ptr<GraphBuilder> b = miniResNet();
+  const Graph& g = b->graph();
+  const std::vector<std::pair<NodeId, NodeId>> ranges = {
+      {0, 3}, {3, 11}, {11, 18}, {18, 25}, {25, 32}, {32, 38}, {38, 43}, {43, 44}};
+  Plan plan;
+  for (const auto& [first, last] : ranges) {
+    PlanGroup group;
+    group.backend = "onednn";
+    for (NodeId n = first; n < last; ++n) group.nodes.push_back(g.node(n).name);
+    plan.groups.push_back(group);
+  }
+  ASSERT_EQ(static_cast<NodeId>(g.numNodes()), ranges.back().second);
+  const BackendLookup lookup = [&](const std::string& name) {
+    return name == "onednn" ? backend_.get() : nullptr;
+  };
+  Session session(g, plan, lookup);
+  // Every boundary between the blocks (identity shortcuts included, whose
+  // residual copy then reads the blocked input); not the last one: the
+  // GlobalAveragePool of 12 channels (not whole blocks of 8) pools NCHW.
+  EXPECT_EQ(session.nativeLayoutValues(), 6);
+  for (uint64_t seed : {1, 2}) {
+    const SessionVerification v = verifySession(session, randomInputs(g, seed), {1e-3, 1e-4});
+    EXPECT_TRUE(v.ok()) << (v.problems.empty() ? "" : v.problems[0]);
+  }
+}
+
+// A value read by a oneDNN kernel and by another backend stays plain.
+TEST_F(OneDnn, SessionKeepsPlainTensorsForOtherBackends) {
+  GraphBuilder b;
+  ValueId x = b.input({1, 8, 6, 6});
+  ValueId c = b.op("Relu", {b.op("Conv", {x, b.constant({8, 8, 3, 3})}, attrs({{"pads", Ints{1, 1, 1, 1}}}))});
+  ValueId d = b.op("Conv", {c, b.constant({8, 8, 3, 3})}, attrs({{"pads", Ints{1, 1, 1, 1}}}));
+  ValueId e = b.op("Sigmoid", {c});
+  b.finish(b.op("Add", {d, e}));
+  const Graph& g = b.graph();
+  std::unique_ptr<Backend> native = createBackend("native");
+  const BackendLookup lookup = [&](const std::string& name) {
+    return name == "onednn" ? backend_.get() : native.get();
+  };
+  Plan plan;
+  plan.groups = {PlanGroup{{g.node(0).name, g.node(1).name}, "onednn"},
+                 PlanGroup{{g.node(2).name}, "onednn"},
+                 PlanGroup{{g.node(3).name, g.node(4).name}, "native"}};
+  Session session(g, plan, lookup);
+  EXPECT_EQ(session.nativeLayoutValues(), 0);
+  const SessionVerification v = verifySession(session, randomInputs(g, 3), {1e-3, 1e-4});
+  EXPECT_TRUE(v.ok()) << (v.problems.empty() ? "" : v.problems[0]);
+}
+
+// ---- refusals: a reason, never a crash
+
+TEST_F(OneDnn, RefusesMaxPoolWithIndices) {
+  GraphBuilder b;
+  const ValueId x = b.input({1, 2, 4, 4});
+  const ValueId y = b.op("MaxPool", {x}, attrs({{"kernel_shape", Ints{2, 2}}}), 2);
+  const NodeId pool = b.graph().numNodes() - 1;
+  const ValueId indices = b.graph().node(pool).outputs[1];
+  b.graph().markOutput(indices);
+  expectRefusal(b, y, "output");
+}
+
+TEST_F(OneDnn, RefusesTwoOutputs) {
+  GraphBuilder b;
+  const ValueId c = b.op("Conv", {b.input({1, 2, 5, 5}), b.constant({3, 2, 3, 3})});
+  b.graph().markOutput(c);
+  expectRefusal(b, b.op("Relu", {c}), "2 outputs");
+}
+
+TEST_F(OneDnn, RefusesANodeOutsideTheChain) {
+  GraphBuilder b;
+  const ValueId c = b.op("Conv", {b.input({1, 2, 5, 5}), b.constant({3, 2, 3, 3})});
+  const ValueId r = b.op("Relu", {b.input({1, 3, 3, 3})});  // does not read the Conv
+  expectRefusal(b, b.op("Add", {c, r}), "does not consume");
+}
+
+TEST_F(OneDnn, RefusesAnUnmappableOp) {
+  GraphBuilder b;
+  const ValueId c = b.op("Conv", {b.input({1, 2, 5, 5}), b.constant({3, 2, 3, 3})});
+  expectRefusal(b, b.op("Softsign", {c}), "Softsign");
+}
+
+TEST_F(OneDnn, RefusesAnOperandComputedInsideTheGroup) {
+  GraphBuilder b;
+  const ValueId x = b.input({2, 8});
+  const ValueId s = b.op("Sigmoid", {x});
+  expectRefusal(b, b.op("Add", {s, b.op("Tanh", {x})}), "does not consume");
+}
+
+TEST_F(OneDnn, RefusesBroadcastThatGrowsTheResult) {
+  GraphBuilder b;
+  expectRefusal(b, b.op("Add", {b.input({3, 1}), b.input({1, 4})}), "shape");
+}
+
+TEST_F(OneDnn, RefusesNonFloat) {
+  GraphBuilder b;
+  const ValueId x = b.graph().addInput("ints", {ElementType::Int64, {4}});
+  expectRefusal(b, b.op("Relu", {x}), "float32");
+}
+
+TEST_F(OneDnn, RefusesGemmWithRuntimeCAndBeta) {
+  GraphBuilder b;
+  const ValueId y =
+      b.op("Gemm", {b.input({3, 4}), b.constant({4, 5}), b.input({3, 5})}, attrs({{"beta", 0.5f}}));
+  expectRefusal(b, y, "beta");
+}
+
+TEST_F(OneDnn, RefusesOneDimensionalMatMul) {
+  GraphBuilder b;
+  expectRefusal(b, b.op("MatMul", {b.input({4}), b.constant({4, 3})}), "1-D");
+}
+
+TEST_F(OneDnn, RefusesRepeatedEltwiseAlgorithmWithOtherParameters) {
+  // Two LeakyRelus with different slopes would share one slope in oneDNN 2.6's JIT.
+  GraphBuilder b;
+  const ValueId c = b.op("Conv", {b.input({1, 2, 5, 5}), b.constant({3, 2, 3, 3})});
+  const ValueId l = b.op("LeakyRelu", {c}, attrs({{"alpha", 0.1f}}));
+  expectRefusal(b, b.op("LeakyRelu", {b.op("Tanh", {l})}, attrs({{"alpha", 0.2f}})), "first one's");
+}
+
+}  // namespace
+}  // namespace collage

@@ -1,0 +1,181 @@
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/patterns/candidate_signature.h"
+#include "core/ir/error.h"
+#include "core/measure/measurement_db.h"
+
+namespace collage {
+namespace {
+
+std::string tempPath(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() / ("collage_db_test_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  auto p = dir / name;
+  std::filesystem::remove(p);
+  return p.string();
+}
+
+MeasurementRecord record(const std::string& signature, double median) {
+  MeasurementRecord r;
+  r.fingerprint = HardwareFingerprint{"Vendor", "Model X", "avx2 fma", 2, 2, "lib=1"};
+  r.key = MeasurementKey{"onednn", "2.6.3", signature};
+  r.ops = "Conv+Relu";
+  r.signatureText = "Conv {} (in0 float32[1x3x8x8])";
+  r.measurement.status = MeasurementStatus::Ok;
+  r.measurement.medianNs = median;
+  r.measurement.spread = 0.02;
+  r.measurement.samples = 9;
+  return r;
+}
+
+TEST(MeasurementDb, RoundTripIsKeyedByFingerprintBackendVersionAndSignature) {
+  std::string path = tempPath("roundtrip.sqlite");
+  MeasurementDb db(path);
+  EXPECT_EQ(db.schemaVersion(), MeasurementDb::kSchemaVersion);
+  MeasurementRecord r = record("abc", 1234.5);
+  db.store(r);
+  auto hit = db.find(r.fingerprint, r.key);
+  ASSERT_TRUE(hit);
+  EXPECT_TRUE(hit->fromCache);
+  EXPECT_DOUBLE_EQ(hit->medianNs, 1234.5);
+  EXPECT_EQ(hit->samples, 9);
+  // Another machine, another library version, another signature: misses.
+  HardwareFingerprint other = r.fingerprint;
+  other.threads = 1;
+  EXPECT_FALSE(db.find(other, r.key));
+  EXPECT_FALSE(db.find(r.fingerprint, MeasurementKey{"onednn", "3.0", "abc"}));
+  EXPECT_FALSE(db.find(r.fingerprint, MeasurementKey{"onednn", "2.6.3", "abd"}));
+  // Reopened from disk, still there; stats and CSV agree.
+  MeasurementDb again(path);
+  EXPECT_TRUE(again.find(r.fingerprint, r.key));
+  auto st = again.stats(r.fingerprint);
+  EXPECT_EQ(st.rows, 1);
+  EXPECT_EQ(st.thisMachineRows, 1);
+  std::string csv = tempPath("export.csv");
+  again.exportCsv(csv);
+  std::ifstream in(csv);
+  std::string header, row;
+  std::getline(in, header);
+  std::getline(in, row);
+  EXPECT_EQ(header.rfind("backend,backend_version,ops,status,median_ms", 0), 0u);
+  EXPECT_EQ(row.rfind("onednn,2.6.3,Conv+Relu,ok,0.0012345", 0), 0u) << row;
+  EXPECT_EQ(again.clear(), 1);
+  EXPECT_FALSE(again.find(r.fingerprint, r.key));
+}
+
+TEST(MeasurementDb, MigratesTheVersion1Schema) {
+  std::string path = tempPath("v1.sqlite");
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    const char* sql =
+        "CREATE TABLE measurements (fingerprint TEXT, backend TEXT, signature TEXT, "
+        "median_ns REAL, status TEXT, PRIMARY KEY (fingerprint, backend, signature));"
+        "PRAGMA user_version = 1;";
+    ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK);
+    std::string fp = record("x", 1).fingerprint.id();
+    std::string insert = "INSERT INTO measurements VALUES ('" + fp + "', 'openblas', 'sig1', 777, 'ok')";
+    ASSERT_EQ(sqlite3_exec(db, insert.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+  }
+  MeasurementDb db(path);
+  EXPECT_EQ(db.schemaVersion(), MeasurementDb::kSchemaVersion);
+  auto rows = db.all();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].key.backend, "openblas");
+  EXPECT_DOUBLE_EQ(rows[0].measurement.medianNs, 777);
+  // The migrated row has no backend version: found under an empty one.
+  auto hit = db.find(record("x", 1).fingerprint, MeasurementKey{"openblas", "", "sig1"});
+  ASSERT_TRUE(hit);
+  EXPECT_EQ(hit->status, MeasurementStatus::Ok);
+}
+
+TEST(MeasurementDb, AnEarlyVersion2FileGetsTheSwitchCostTable) {
+  // Version 2 as first released: the measurements table only.
+  std::string path = tempPath("v2.sqlite");
+  {
+    MeasurementDb current(path);
+  }
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "DROP TABLE switch_costs; PRAGMA user_version = 2;", nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  MeasurementDb db(path);
+  EXPECT_EQ(db.schemaVersion(), MeasurementDb::kSchemaVersion);
+  HardwareFingerprint fp = record("x", 1).fingerprint;
+  EXPECT_FALSE(db.findSwitchCost(fp, {"onednn", "1"}, {"native", "1"}));
+}
+
+TEST(MeasurementDb, NotADatabaseIsAClearError) {
+  std::string path = tempPath("garbage.sqlite");
+  std::ofstream(path) << "this is not sqlite, just text that is long enough to look like a header";
+  try {
+    MeasurementDb db(path);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
+}
+
+TEST(MeasurementDb, TwoProcessesWriteAtOnce) {
+  std::string path = tempPath("concurrent.sqlite");
+  { MeasurementDb init(path); }
+  const int perProcess = 150;
+  pid_t children[2];
+  for (int c = 0; c < 2; ++c) {
+    children[c] = fork();
+    if (children[c] == 0) {
+      try {
+        MeasurementDb db(path);
+        for (int i = 0; i < perProcess; ++i)
+          db.store(record("p" + std::to_string(c) + "_" + std::to_string(i), i));
+        _exit(0);
+      } catch (...) {
+        _exit(1);
+      }
+    }
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  MeasurementDb db(path);
+  EXPECT_EQ(db.all().size(), static_cast<size_t>(2 * perProcess));
+}
+
+TEST(CandidateSignature, IgnoresNamesAndSeesShapesAndAttributes) {
+  auto build = [](const std::string& prefix, int64_t width, int64_t alpha) {
+    Graph g;
+    ValueId x = g.addInput(prefix + "x", {ElementType::Float32, {1, width}});
+    ValueId y = g.addValue(prefix + "y", {ElementType::Float32, {1, width}});
+    ValueId z = g.addValue(prefix + "z", {ElementType::Float32, {1, width}});
+    Node a{prefix + "neg", "Neg", {}, {x}, {y}};
+    Node b{prefix + "lrelu", "LeakyRelu", {}, {y}, {z}};
+    b.attrs.set("alpha", static_cast<float>(alpha) / 10);
+    g.addNode(a);
+    g.addNode(b);
+    g.markOutput(z);
+    g.finalize();
+    return g;
+  };
+  Graph g1 = build("a_", 8, 1), g2 = build("other_", 8, 1), g3 = build("a_", 9, 1), g4 = build("a_", 8, 2);
+  NodeSet all = NodeSet::all(2);
+  auto h = [&](const Graph& g) { return candidateSignature(g, all).hash; };
+  EXPECT_EQ(h(g1), h(g2));
+  EXPECT_NE(h(g1), h(g3));
+  EXPECT_NE(h(g1), h(g4));
+  EXPECT_NE(candidateSignature(g1, NodeSet::of(2, {0})).hash, h(g1));
+}
+
+}  // namespace
+}  // namespace collage

@@ -1,0 +1,70 @@
+// Measurement isolation: a worker that crashes, hangs or talks nonsense is a
+// failed measurement, never a crash or hang of the tool. Real workers are
+// stood in for by small shell commands with exactly those behaviours.
+#include <gtest/gtest.h>
+
+#include "core/measure/measurer.h"
+
+namespace collage {
+namespace {
+
+NodeSet oneNode() { return NodeSet::of(1, {0}); }
+
+TEST(IsolatedMeasurer, AWorkerCrashIsAFailedMeasurementNamingTheSignal) {
+  IsolatedMeasurer m({"/bin/sh", "-c", "read line; kill -SEGV $$"}, MeasurerOptions{});
+  Measurement r = m.measure("any", oneNode());
+  EXPECT_EQ(r.status, MeasurementStatus::Failed);
+  EXPECT_NE(r.message.find("crashed"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("Segmentation"), std::string::npos) << r.message;
+  // The next measurement starts a fresh worker.
+  Measurement again = m.measure("any", oneNode());
+  EXPECT_EQ(again.status, MeasurementStatus::Failed);
+  EXPECT_EQ(m.workersStarted(), 2);
+}
+
+TEST(IsolatedMeasurer, AHangingWorkerIsKilledAtTheDeadline) {
+  MeasurerOptions options;
+  options.timeoutSeconds = 0.5;
+  IsolatedMeasurer m({"/bin/sh", "-c", "read line; exec sleep 60"}, options);
+  Measurement r = m.measure("any", oneNode());
+  EXPECT_EQ(r.status, MeasurementStatus::TimedOut);
+  EXPECT_LT(r.measureSeconds, 10.0);
+}
+
+TEST(IsolatedMeasurer, RepliesAreParsedAndGarbageIsAFailure) {
+  IsolatedMeasurer ok({"/bin/sh", "-c",
+                       "while read line; do echo '{\"status\":\"ok\",\"median_ns\":1500,"
+                       "\"spread\":0.01,\"samples\":11}'; done"},
+                      MeasurerOptions{});
+  Measurement r = ok.measure("any", oneNode());
+  EXPECT_EQ(r.status, MeasurementStatus::Ok);
+  EXPECT_DOUBLE_EQ(r.medianNs, 1500);
+  EXPECT_EQ(r.samples, 11);
+  EXPECT_EQ(ok.measure("any", oneNode()).samples, 11);
+  EXPECT_EQ(ok.workersStarted(), 1);  // one worker serves many requests
+
+  IsolatedMeasurer garbage({"/bin/sh", "-c", "read line; echo not-json; sleep 5"}, MeasurerOptions{});
+  Measurement g = garbage.measure("any", oneNode());
+  EXPECT_EQ(g.status, MeasurementStatus::Failed);
+  EXPECT_NE(g.message.find("garbled"), std::string::npos) << g.message;
+}
+
+TEST(IsolatedMeasurer, AMissingWorkerProgramIsAFailure) {
+  IsolatedMeasurer m({"/nonexistent/collage-worker"}, MeasurerOptions{});
+  Measurement r = m.measure("any", oneNode());
+  EXPECT_EQ(r.status, MeasurementStatus::Failed);
+}
+
+TEST(Measurer, SummaryIsMedianAndRelativeInterQuartileSpread) {
+  std::vector<double> samples = {10, 12, 11, 13, 100, 9, 11};
+  Measurement m;
+  summarizeSamples(samples, m);
+  EXPECT_DOUBLE_EQ(m.medianNs, 11);
+  EXPECT_DOUBLE_EQ(m.minNs, 9);
+  EXPECT_EQ(m.samples, 7);
+  // Sorted 9 10 11 11 12 13 100: quartiles at positions 1.5 and 4.5.
+  EXPECT_NEAR(m.spread, (12.5 - 10.5) / 11.0, 1e-12);
+}
+
+}  // namespace
+}  // namespace collage

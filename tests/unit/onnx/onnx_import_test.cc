@@ -1,0 +1,769 @@
+// Tests of the ONNX importer on small models built with the onnx protobuf API.
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "core/ir/error.h"
+#include "core/onnx/onnx_import.h"
+#include "core/ops/op_registry.h"
+#include "core/ops/reference_executor.h"
+#include "core/onnx/tensor_proto.h"
+
+namespace collage {
+namespace {
+
+namespace fs = std::filesystem;
+using Dim = std::variant<int64_t, std::string>;
+
+// A model under construction, written to a fresh temporary directory.
+class ModelBuilder {
+ public:
+  explicit ModelBuilder(int64_t opset = 13) {
+    model_.set_ir_version(8);
+    auto* op = model_.add_opset_import();
+    op->set_domain("");
+    op->set_version(opset);
+    model_.mutable_graph()->set_name("test_graph");
+  }
+
+  onnx::GraphProto& graph() { return *model_.mutable_graph(); }
+  onnx::ModelProto& model() { return model_; }
+
+  void input(const std::string& name, int32_t elemType, const std::vector<Dim>& dims) {
+    setType(graph().add_input(), name, elemType, dims);
+  }
+  void output(const std::string& name, int32_t elemType, const std::vector<Dim>& dims) {
+    setType(graph().add_output(), name, elemType, dims);
+  }
+  void valueInfo(const std::string& name, int32_t elemType, const std::vector<Dim>& dims) {
+    setType(graph().add_value_info(), name, elemType, dims);
+  }
+  onnx::NodeProto& node(const std::string& op, const std::vector<std::string>& inputs,
+                        const std::vector<std::string>& outputs, const std::string& name = "") {
+    auto* n = graph().add_node();
+    n->set_op_type(op);
+    n->set_name(name);
+    for (const auto& i : inputs) n->add_input(i);
+    for (const auto& o : outputs) n->add_output(o);
+    return *n;
+  }
+  void initializer(const std::string& name, const Tensor& t) {
+    tensorToProto(t, name, graph().add_initializer());
+  }
+
+  std::string write(const std::string& file = "model.onnx") {
+    fs::path p = dir() / file;
+    std::ofstream out(p, std::ios::binary | std::ios::trunc);
+    EXPECT_TRUE(model_.SerializeToOstream(&out));
+    return p.string();
+  }
+
+  static fs::path dir() {
+    static const fs::path d = [] {
+      fs::path p = fs::temp_directory_path() / ("collage_onnx_import_test_" + std::to_string(getpid()));
+      fs::create_directories(p);
+      return p;
+    }();
+    return d;
+  }
+
+ private:
+  static void setType(onnx::ValueInfoProto* vi, const std::string& name, int32_t elemType,
+                      const std::vector<Dim>& dims) {
+    vi->set_name(name);
+    auto* tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(elemType);
+    auto* shape = tt->mutable_shape();
+    for (const auto& d : dims) {
+      auto* dim = shape->add_dim();
+      if (std::holds_alternative<int64_t>(d))
+        dim->set_dim_value(std::get<int64_t>(d));
+      else
+        dim->set_dim_param(std::get<std::string>(d));
+    }
+  }
+
+  onnx::ModelProto model_;
+};
+
+void setInts(onnx::NodeProto& n, const std::string& name, const std::vector<int64_t>& v) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t x : v) a->add_ints(x);
+}
+void setInt(onnx::NodeProto& n, const std::string& name, int64_t v) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+void setFloat(onnx::NodeProto& n, const std::string& name, float v) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::FLOAT);
+  a->set_f(v);
+}
+void setString(onnx::NodeProto& n, const std::string& name, const std::string& v) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s(v);
+}
+
+constexpr int32_t kFloat = onnx::TensorProto::FLOAT;
+constexpr int32_t kInt64 = onnx::TensorProto::INT64;
+
+// Runs `f` and returns the Error's message; fails the test if nothing is thrown.
+template <class F>
+std::string errorOf(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    if (std::getenv("COLLAGE_TEST_VERBOSE")) std::cout << "  message: " << e.what() << "\n";
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an Error";
+  return "";
+}
+
+bool registered(std::initializer_list<const char*> ops) {
+  for (const char* op : ops)
+    if (!OpRegistry::instance().find(op)) return false;
+  return true;
+}
+
+#define REQUIRE_OPS(...)                                                   \
+  do {                                                                     \
+    if (!registered({__VA_ARGS__})) GTEST_SKIP() << "ops not registered yet"; \
+  } while (0)
+
+TEST(OnnxImport, ShapeSubgraphFoldsIntoReshapeAttribute) {
+  REQUIRE_OPS("Gather", "Unsqueeze", "Concat", "Reshape");
+  // PyTorch's flatten: Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0)), [-1])).
+  ModelBuilder m(13);
+  m.input("x", kFloat, {std::string("batch"), 3, 4});
+  m.initializer("zero", Tensor::fromInts({}, {0}));
+  m.initializer("axes0", Tensor::fromInts({1}, {0}));
+  m.initializer("minus1", Tensor::fromInts({1}, {-1}));
+  m.node("Shape", {"x"}, {"s"});
+  setInt(m.node("Gather", {"s", "zero"}, {"b"}), "axis", 0);
+  m.node("Unsqueeze", {"b", "axes0"}, {"b1"});
+  setInt(m.node("Concat", {"b1", "minus1"}, {"shape"}), "axis", 0);
+  m.node("Reshape", {"x", "shape"}, {"y"}, "flatten");
+  m.output("y", kFloat, {std::string("batch"), 12});
+  ImportOptions opts;
+  opts.inputShapes["x"] = {2, 3, 4};
+  Graph g = importOnnx(m.write(), opts);
+  ASSERT_EQ(g.numNodes(), 1) << g.toString();
+  const Node& n = g.node(0);
+  EXPECT_EQ(n.op, "Reshape");
+  EXPECT_EQ(n.name, "flatten");
+  ASSERT_EQ(n.inputs.size(), 1u);  // the shape input became an attribute
+  EXPECT_EQ(n.attrs.getInts("shape"), (std::vector<int64_t>{2, -1}));
+  EXPECT_EQ(g.value(g.outputs()[0]).type, (TensorType{ElementType::Float32, {2, 12}}));
+  EXPECT_EQ(g.name, "test_graph");
+  EXPECT_EQ(g.opsetImports.at(""), 13);
+}
+
+TEST(OnnxImport, DynamicBatchIsBoundOrDefaultsToOne) {
+  REQUIRE_OPS("Relu");
+  ModelBuilder m;
+  m.input("x", kFloat, {std::string("batch"), 3});
+  m.node("Relu", {"x"}, {"y"});
+  m.output("y", kFloat, {std::string("batch"), 3});
+  const std::string path = m.write();
+
+  Graph byDefault = importOnnx(path);
+  EXPECT_EQ(byDefault.value(byDefault.inputs()[0]).type.shape, (Shape{1, 3}));
+  EXPECT_EQ(byDefault.value(byDefault.outputs()[0]).type.shape, (Shape{1, 3}));
+
+  ImportOptions opts;
+  opts.inputShapes["x"] = {8, 3};
+  Graph bound = importOnnx(path, opts);
+  EXPECT_EQ(bound.value(bound.inputs()[0]).type.shape, (Shape{8, 3}));
+  EXPECT_EQ(bound.value(bound.outputs()[0]).type.shape, (Shape{8, 3}));
+
+  ImportOptions seven;
+  seven.defaultDim = 7;
+  Graph g7 = importOnnx(path, seven);
+  EXPECT_EQ(g7.value(g7.inputs()[0]).type.shape, (Shape{7, 3}));
+}
+
+TEST(OnnxImport, DeclaredInputsAreReadWithoutTheWeights) {
+  ModelBuilder m;
+  m.input("x", kFloat, {std::string("batch"), 3});
+  m.input("w", kFloat, {2, 3});  // an initializer listed as an input: not a real input
+  m.input("z", kFloat, {Dim(int64_t{4}), std::string()});
+  m.initializer("w", Tensor::fromFloats({2, 3}, {1, 2, 3, 4, 5, 6}));
+  m.node("Add", {"x", "w"}, {"y"});
+  m.output("y", kFloat, {std::string("batch"), 3});
+  const std::string path = m.write();
+  std::vector<DeclaredInput> inputs = readDeclaredInputs(path);
+  ASSERT_EQ(inputs.size(), 2u);
+  EXPECT_EQ(inputs[0].name, "x");
+  EXPECT_EQ(inputs[0].dims, (std::vector<int64_t>{-1, 3}));
+  EXPECT_EQ(inputs[0].symbols[0], "batch");
+  EXPECT_TRUE(inputs[0].isDynamic());
+  EXPECT_EQ(inputs[1].name, "z");
+  EXPECT_EQ(inputs[1].dims, (std::vector<int64_t>{4, -1}));
+  EXPECT_TRUE(inputs[1].isDynamic());
+
+  // Cut inside the graph: the reader must say so, not return what it read so far.
+  fs::resize_file(path, fs::file_size(path) / 2);
+  std::string msg = errorOf([&] { readDeclaredInputs(path); });
+  EXPECT_NE(msg.find("not a valid ONNX model"), std::string::npos) << msg;
+  msg = errorOf([&] { readDeclaredInputs(path + ".missing"); });
+  EXPECT_NE(msg.find("cannot open"), std::string::npos) << msg;
+}
+
+TEST(OnnxImport, BindingThatContradictsAStaticDimIsAnError) {
+  REQUIRE_OPS("Relu");
+  ModelBuilder m;
+  m.input("x", kFloat, {std::string("batch"), 3});
+  m.node("Relu", {"x"}, {"y"});
+  m.output("y", kFloat, {std::string("batch"), 3});
+  ImportOptions opts;
+  opts.inputShapes["x"] = {4, 5};
+  std::string msg = errorOf([&] { importOnnx(m.write(), opts); });
+  EXPECT_NE(msg.find("'x'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("4x5"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("batchx3"), std::string::npos) << msg;
+
+  ImportOptions rank;
+  rank.inputShapes["x"] = {4, 3, 1};
+  msg = errorOf([&] { importOnnx(m.write(), rank); });
+  EXPECT_NE(msg.find("4x3x1"), std::string::npos) << msg;
+}
+
+TEST(OnnxImport, BindingAnUnknownInputListsTheInputs) {
+  REQUIRE_OPS("Add");
+  ModelBuilder m;
+  m.input("a", kFloat, {2});
+  m.input("b", kFloat, {2});
+  m.node("Add", {"a", "b"}, {"y"});
+  m.output("y", kFloat, {2});
+  ImportOptions opts;
+  opts.inputShapes["input_ids"] = {1, 128};
+  std::string msg = errorOf([&] { importOnnx(m.write(), opts); });
+  EXPECT_NE(msg.find("'input_ids'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("a, b"), std::string::npos) << msg;
+}
+
+TEST(OnnxImport, MissingAndTruncatedFilesAreErrors) {
+  std::string missing = (ModelBuilder::dir() / "no_such_model.onnx").string();
+  std::string msg = errorOf([&] { importOnnx(missing); });
+  EXPECT_NE(msg.find(missing), std::string::npos) << msg;
+  EXPECT_NE(msg.find("cannot open"), std::string::npos) << msg;
+
+  ModelBuilder m;
+  m.input("x", kFloat, {2, 3});
+  m.initializer("w", Tensor::fromFloats({2, 3}, {1, 2, 3, 4, 5, 6}));
+  m.node("Add", {"x", "w"}, {"y"});
+  m.output("y", kFloat, {2, 3});
+  const std::string path = m.write("truncated.onnx");
+  const auto size = fs::file_size(path);
+  fs::resize_file(path, size / 2);
+  msg = errorOf([&] { importOnnx(path); });
+  EXPECT_NE(msg.find(path), std::string::npos) << msg;
+  EXPECT_NE(msg.find("not a valid ONNX model"), std::string::npos) << msg;
+}
+
+TEST(OnnxImport, UnsupportedOpsAreAllListedInOneError) {
+  ModelBuilder m;
+  auto* ms = m.model().add_opset_import();
+  ms->set_domain("com.microsoft");
+  ms->set_version(1);
+  m.input("x", kFloat, {2, 2});
+  m.node("Det", {"x"}, {"d1"}, "a");
+  m.node("Det", {"x"}, {"d2"}, "b");
+  m.node("ReverseSequence", {"x", "lens"}, {"r"}, "c");
+  m.initializer("lens", Tensor::fromInts({2}, {1, 2}));
+  m.node("FusedGemm", {"x", "x"}, {"f"}, "d").set_domain("com.microsoft");
+  m.output("d1", kFloat, {});
+  m.output("d2", kFloat, {});
+  m.output("r", kFloat, {2, 2});
+  m.output("f", kFloat, {2, 2});
+  const std::string path = m.write();
+  try {
+    importOnnx(path);
+    FAIL() << "expected Unsupported";
+  } catch (const Unsupported& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find(path + ": unsupported ops: "), std::string::npos) << msg;
+    EXPECT_NE(msg.find("Det (nodes 'a', 'b')"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("ReverseSequence (node 'c')"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("com.microsoft.FusedGemm (node 'd')"), std::string::npos) << msg;
+  }
+}
+
+TEST(OnnxImport, OpsetOutOfRangeIsAnError) {
+  for (int64_t opset : {5, 19}) {
+    ModelBuilder m(opset);
+    m.input("x", kFloat, {2});
+    m.node("Relu", {"x"}, {"y"});
+    m.output("y", kFloat, {2});
+    const std::string path = m.write("opset.onnx");
+    std::string msg = errorOf([&] { importOnnx(path); });
+    EXPECT_NE(msg.find(path), std::string::npos) << msg;
+    EXPECT_NE(msg.find("opset " + std::to_string(opset)), std::string::npos) << msg;
+  }
+}
+
+TEST(OnnxImport, InitializerSizeMismatchNamesTheTensor) {
+  ModelBuilder m;
+  m.input("x", kFloat, {2, 3});
+  auto* w = m.graph().add_initializer();
+  w->set_name("weights");
+  w->set_data_type(kFloat);
+  w->add_dims(2);
+  w->add_dims(3);
+  for (int i = 0; i < 5; ++i) w->add_float_data(1.0f);
+  m.node("Add", {"x", "weights"}, {"y"});
+  m.output("y", kFloat, {2, 3});
+  std::string msg = errorOf([&] { importOnnx(m.write()); });
+  EXPECT_NE(msg.find("'weights'"), std::string::npos) << msg;
+
+  // raw_data of the wrong length too.
+  w->clear_float_data();
+  w->set_raw_data(std::string(20, '\0'));
+  msg = errorOf([&] { importOnnx(m.write()); });
+  EXPECT_NE(msg.find("'weights'"), std::string::npos) << msg;
+}
+
+TEST(OnnxImport, ExternalDataIsReadFromBesideTheModel) {
+  REQUIRE_OPS("Add");
+  fs::path sub = ModelBuilder::dir() / "external";
+  fs::create_directories(sub);
+  // 8 bytes of padding, then 6 floats.
+  std::vector<float> values = {1.5f, -2, 3, 4, 5, 6.25f};
+  {
+    std::ofstream bin(sub / "weights.bin", std::ios::binary);
+    const char pad[8] = {};
+    bin.write(pad, 8);
+    bin.write(reinterpret_cast<const char*>(values.data()), 24);
+  }
+  ModelBuilder m;
+  m.input("x", kFloat, {2, 3});
+  auto* w = m.graph().add_initializer();
+  w->set_name("w");
+  w->set_data_type(kFloat);
+  w->add_dims(2);
+  w->add_dims(3);
+  w->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto add = [&](const char* k, const char* v) {
+    auto* e = w->add_external_data();
+    e->set_key(k);
+    e->set_value(v);
+  };
+  add("location", "weights.bin");
+  add("offset", "8");
+  add("length", "24");
+  m.node("Add", {"x", "w"}, {"y"});
+  m.output("y", kFloat, {2, 3});
+  const std::string path = (sub / "model.onnx").string();
+  {
+    std::ofstream out(path, std::ios::binary);
+    ASSERT_TRUE(m.model().SerializeToOstream(&out));
+  }
+  Graph g = importOnnx(path);
+  auto wv = g.findValue("w");
+  ASSERT_TRUE(wv.has_value());
+  ASSERT_TRUE(g.value(*wv).isConstant());
+  EXPECT_EQ(g.value(*wv).constant->toFloats(), values);
+
+  // A length that reads past the end of the file names the tensor.
+  w->mutable_external_data(2)->set_value("64");
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    ASSERT_TRUE(m.model().SerializeToOstream(&out));
+  }
+  std::string msg = errorOf([&] { importOnnx(path); });
+  EXPECT_NE(msg.find("'w'"), std::string::npos) << msg;
+}
+
+TEST(OnnxImport, OldClipAttributesAndNewClipInputsGiveTheSameNode) {
+  REQUIRE_OPS("Clip");
+  if (!OpRegistry::instance().get("Clip").findConstInput(1))
+    GTEST_SKIP() << "the Clip schema does not declare min/max as constant inputs yet";
+  ModelBuilder old(10);
+  old.input("x", kFloat, {4});
+  auto& n = old.node("Clip", {"x"}, {"y"}, "clip");
+  setFloat(n, "min", -1.0f);
+  setFloat(n, "max", 2.0f);
+  old.output("y", kFloat, {4});
+  Graph a = importOnnx(old.write("clip10.onnx"));
+
+  ModelBuilder now(13);
+  now.input("x", kFloat, {4});
+  now.initializer("lo", Tensor::scalarFloat(-1.0f));
+  now.initializer("hi", Tensor::scalarFloat(2.0f));
+  now.node("Clip", {"x", "lo", "hi"}, {"y"}, "clip");
+  now.output("y", kFloat, {4});
+  Graph b = importOnnx(now.write("clip13.onnx"));
+
+  ASSERT_EQ(a.numNodes(), 1);
+  ASSERT_EQ(b.numNodes(), 1);
+  EXPECT_EQ(a.node(0).inputs.size(), 1u);
+  EXPECT_EQ(b.node(0).inputs.size(), 1u);
+  EXPECT_EQ(a.node(0).attrs.toString(), b.node(0).attrs.toString());
+  EXPECT_FLOAT_EQ(b.node(0).attrs.getFloat("min"), -1.0f);
+  EXPECT_FLOAT_EQ(b.node(0).attrs.getFloat("max"), 2.0f);
+}
+
+TEST(OnnxImport, OldSqueezeAttributeAndNewSqueezeInputGiveTheSameNode) {
+  REQUIRE_OPS("Squeeze");
+  ModelBuilder old(11);
+  old.input("x", kFloat, {1, 3, 1});
+  setInts(old.node("Squeeze", {"x"}, {"y"}, "sq"), "axes", {0, 2});
+  old.output("y", kFloat, {3});
+  Graph a = importOnnx(old.write("sq11.onnx"));
+
+  ModelBuilder now(13);
+  now.input("x", kFloat, {1, 3, 1});
+  now.initializer("axes", Tensor::fromInts({2}, {0, 2}));
+  now.node("Squeeze", {"x", "axes"}, {"y"}, "sq");
+  now.output("y", kFloat, {3});
+  Graph b = importOnnx(now.write("sq13.onnx"));
+
+  ASSERT_EQ(a.numNodes(), 1);
+  ASSERT_EQ(b.numNodes(), 1);
+  EXPECT_EQ(b.node(0).inputs.size(), 1u);
+  EXPECT_EQ(a.node(0).attrs.toString(), b.node(0).attrs.toString());
+  EXPECT_EQ(b.node(0).attrs.getInts("axes"), (std::vector<int64_t>{0, 2}));
+}
+
+TEST(OnnxImport, OldPadValueBecomesConstantValue) {
+  REQUIRE_OPS("Pad");
+  ModelBuilder old(10);
+  old.input("x", kFloat, {2});
+  auto& n = old.node("Pad", {"x"}, {"y"}, "pad");
+  setInts(n, "pads", {1, 1});
+  setFloat(n, "value", 3.0f);
+  old.output("y", kFloat, {4});
+  Graph a = importOnnx(old.write("pad10.onnx"));
+
+  ModelBuilder now(13);
+  now.input("x", kFloat, {2});
+  now.initializer("pads", Tensor::fromInts({2}, {1, 1}));
+  now.initializer("v", Tensor::scalarFloat(3.0f));
+  now.node("Pad", {"x", "pads", "v"}, {"y"}, "pad");
+  now.output("y", kFloat, {4});
+  Graph b = importOnnx(now.write("pad13.onnx"));
+
+  ASSERT_EQ(a.numNodes(), 1);
+  EXPECT_FALSE(a.node(0).attrs.has("value"));
+  EXPECT_EQ(a.node(0).attrs.toString(), b.node(0).attrs.toString());
+  std::vector<Tensor> out = ReferenceExecutor(a).run({Tensor::fromFloats({2}, {1, 2})});
+  EXPECT_EQ(out[0].toFloats(), (std::vector<float>{3, 1, 2, 3}));
+}
+
+TEST(OnnxImport, NonConstantShapeInputIsAnErrorNamingTheNode) {
+  REQUIRE_OPS("Reshape");
+  ModelBuilder m;
+  m.input("x", kFloat, {2, 3});
+  m.input("shape", kInt64, {2});
+  m.node("Reshape", {"x", "shape"}, {"y"}, "r");
+  m.output("y", kFloat, {3, 2});
+  const std::string path = m.write();
+  std::string msg = errorOf([&] { importOnnx(path); });
+  EXPECT_NE(msg.find("node 'r' (Reshape): input 'shape'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("must be a constant"), std::string::npos) << msg;
+
+  // Bound to a value, the input becomes a constant and then an attribute.
+  ImportOptions opts;
+  opts.constantInputs["shape"] = Tensor::fromInts({2}, {3, 2});
+  Graph g = importOnnx(path, opts);
+  ASSERT_EQ(g.inputs().size(), 1u);
+  ASSERT_EQ(g.numNodes(), 1);
+  EXPECT_EQ(g.node(0).attrs.getInts("shape"), (std::vector<int64_t>{3, 2}));
+}
+
+TEST(OnnxImport, DeclaredTypeThatContradictsInferenceNamesTheTensor) {
+  REQUIRE_OPS("Relu");
+  ModelBuilder m;
+  m.input("x", kFloat, {2, 3});
+  m.node("Relu", {"x"}, {"h"});
+  m.node("Relu", {"h"}, {"y"});
+  m.valueInfo("h", kFloat, {2, 4});
+  m.output("y", kFloat, {2, 3});
+  std::string msg = errorOf([&] { importOnnx(m.write()); });
+  EXPECT_NE(msg.find("tensor 'h'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("2x4"), std::string::npos) << msg;
+}
+
+TEST(OnnxImport, DeadNodesAreRemovedAndEmptyNamesInvented) {
+  REQUIRE_OPS("Relu", "Neg");
+  ModelBuilder m;
+  m.input("x", kFloat, {2});
+  m.node("Neg", {"x"}, {"unused"});  // reaches no output
+  m.node("Relu", {"x"}, {"y"});
+  m.output("y", kFloat, {2});
+  Graph g = importOnnx(m.write());
+  ASSERT_EQ(g.numNodes(), 1);
+  EXPECT_EQ(g.node(0).op, "Relu");
+  EXPECT_EQ(g.node(0).name, "Relu_1");
+  EXPECT_FALSE(g.findValue("unused").has_value());
+}
+
+TEST(OnnxImport, ConstantNodesAndFoldingOfConstantArithmetic) {
+  REQUIRE_OPS("Add", "Mul");
+  ModelBuilder m;
+  m.input("x", kFloat, {3});
+  auto& c1 = m.node("Constant", {}, {"c1"});
+  auto* a = c1.add_attribute();
+  a->set_name("value_floats");
+  a->set_type(onnx::AttributeProto::FLOATS);
+  for (float v : {1.0f, 2.0f, 3.0f}) a->add_floats(v);
+  auto& c2 = m.node("Constant", {}, {"c2"});
+  setFloat(c2, "value_float", 10.0f);
+  m.node("Mul", {"c1", "c2"}, {"scaled"});  // folded: both inputs constant
+  m.node("Add", {"x", "scaled"}, {"y"});    // kept: reads a graph input
+  m.output("y", kFloat, {3});
+  Graph g = importOnnx(m.write());
+  ASSERT_EQ(g.numNodes(), 1) << g.toString();
+  EXPECT_EQ(g.node(0).op, "Add");
+  const Value& scaled = g.value(g.node(0).inputs[1]);
+  ASSERT_TRUE(scaled.isConstant());
+  EXPECT_EQ(scaled.constant->toFloats(), (std::vector<float>{10, 20, 30}));
+
+  ImportOptions noFold;
+  noFold.foldConstants = false;
+  Graph unfolded = importOnnx(m.write(), noFold);
+  EXPECT_EQ(unfolded.numNodes(), 2);
+}
+
+TEST(OnnxImport, Opset18ReduceWithAxesInputImportsDespiteTheChecker) {
+  REQUIRE_OPS("ReduceMean");
+  ModelBuilder m(18);
+  m.input("x", kFloat, {2, 3});
+  m.initializer("axes", Tensor::fromInts({1}, {1}));
+  setInt(m.node("ReduceMean", {"x", "axes"}, {"y"}, "mean"), "keepdims", 0);
+  m.output("y", kFloat, {2});
+  Graph g = importOnnx(m.write());
+  ASSERT_EQ(g.numNodes(), 1);
+  EXPECT_EQ(g.node(0).inputs.size(), 1u);
+  EXPECT_EQ(g.node(0).attrs.getInts("axes"), (std::vector<int64_t>{1}));
+  EXPECT_EQ(g.value(g.outputs()[0]).type.shape, (Shape{2}));
+}
+
+TEST(OnnxImport, CoercedSoftmaxBeforeOpset13BecomesReshapeSoftmaxReshape) {
+  REQUIRE_OPS("Softmax", "Reshape");
+  ModelBuilder m(11);
+  m.input("x", kFloat, {2, 3, 4});
+  setInt(m.node("Softmax", {"x"}, {"y"}, "sm"), "axis", 1);
+  m.output("y", kFloat, {2, 3, 4});
+  Graph g = importOnnx(m.write());
+  ASSERT_EQ(g.numNodes(), 3) << g.toString();
+  EXPECT_EQ(g.node(0).op, "Reshape");
+  EXPECT_EQ(g.node(0).attrs.getInts("shape"), (std::vector<int64_t>{2, 12}));
+  EXPECT_EQ(g.node(1).op, "Softmax");
+  EXPECT_EQ(g.node(1).attrs.getInt("axis"), -1);
+  EXPECT_EQ(g.node(2).op, "Reshape");
+  EXPECT_EQ(g.value(g.outputs()[0]).name, "y");
+  // Each row of 12 sums to 1.
+  std::vector<float> in(24);
+  for (int i = 0; i < 24; ++i) in[i] = static_cast<float>(i % 5) * 0.3f;
+  auto out = ReferenceExecutor(g).run({Tensor::fromFloats({2, 3, 4}, in)})[0].toFloats();
+  for (int r = 0; r < 2; ++r) {
+    float sum = 0;
+    for (int i = 0; i < 12; ++i) sum += out[r * 12 + i];
+    EXPECT_NEAR(sum, 1.0f, 1e-5f);
+  }
+
+  // Over the last axis it stays one node.
+  ModelBuilder last(11);
+  last.input("x", kFloat, {2, 3});
+  setInt(last.node("Softmax", {"x"}, {"y"}, "sm"), "axis", 1);
+  last.output("y", kFloat, {2, 3});
+  Graph g2 = importOnnx(last.write());
+  ASSERT_EQ(g2.numNodes(), 1);
+  EXPECT_EQ(g2.node(0).attrs.getInt("axis"), -1);
+}
+
+TEST(OnnxImport, UpsampleBecomesAsymmetricFloorResize) {
+  REQUIRE_OPS("Resize");
+  ModelBuilder m(9);
+  m.input("x", kFloat, {1, 1, 2, 2});
+  m.initializer("scales", Tensor::fromFloats({4}, {1, 1, 2, 2}));
+  setString(m.node("Upsample", {"x", "scales"}, {"y"}, "up"), "mode", "nearest");
+  m.output("y", kFloat, {1, 1, 4, 4});
+  Graph g = importOnnx(m.write());
+  ASSERT_EQ(g.numNodes(), 1);
+  const Node& n = g.node(0);
+  EXPECT_EQ(n.op, "Resize");
+  EXPECT_EQ(n.inputs.size(), 1u);
+  EXPECT_EQ(n.attrs.getString("coordinate_transformation_mode"), "asymmetric");
+  EXPECT_EQ(n.attrs.getString("nearest_mode"), "floor");
+  EXPECT_EQ(n.attrs.getFloats("scales"), (std::vector<float>{1, 1, 2, 2}));
+  EXPECT_EQ(g.value(g.outputs()[0]).type.shape, (Shape{1, 1, 4, 4}));
+}
+
+TEST(OnnxImport, Resize10ScalesInputBecomesTheScalesAttribute) {
+  REQUIRE_OPS("Resize");
+  ModelBuilder m(10);
+  m.input("x", kFloat, {1, 1, 2, 2});
+  m.initializer("scales", Tensor::fromFloats({4}, {1, 1, 2, 3}));
+  m.node("Resize", {"x", "scales"}, {"y"}, "rs");
+  m.output("y", kFloat, {1, 1, 4, 6});
+  Graph g = importOnnx(m.write());
+  ASSERT_EQ(g.numNodes(), 1);
+  const Node& n = g.node(0);
+  EXPECT_EQ(n.inputs.size(), 1u);
+  EXPECT_EQ(n.attrs.getFloats("scales"), (std::vector<float>{1, 1, 2, 3}));
+  EXPECT_FALSE(n.attrs.has("roi"));
+  EXPECT_EQ(n.attrs.getString("coordinate_transformation_mode"), "asymmetric");
+  EXPECT_EQ(g.value(g.outputs()[0]).type.shape, (Shape{1, 1, 4, 6}));
+}
+
+TEST(OnnxImport, LegacyOpset6BroadcastNeedsTheOptionAndPadsTheShape) {
+  REQUIRE_OPS("Add");
+  ModelBuilder m(6);
+  m.input("x", kFloat, {2, 3, 2});
+  m.initializer("bias", Tensor::fromFloats({3}, {10, 20, 30}));
+  auto& add = m.node("Add", {"x", "bias"}, {"y"}, "add");
+  setInt(add, "broadcast", 1);
+  setInt(add, "axis", 1);
+  m.output("y", kFloat, {2, 3, 2});
+  const std::string path = m.write();
+  std::string msg = errorOf([&] { importOnnx(path); });
+  EXPECT_NE(msg.find("opset 6"), std::string::npos) << msg;
+
+  ImportOptions legacy;
+  legacy.allowLegacyOpsets = true;
+  Graph g = importOnnx(path, legacy);
+  ASSERT_EQ(g.numNodes(), 1);
+  EXPECT_FALSE(g.node(0).attrs.has("broadcast"));
+  EXPECT_FALSE(g.node(0).attrs.has("axis"));
+  EXPECT_EQ(g.value(g.node(0).inputs[1]).type.shape, (Shape{3, 1}));
+  std::vector<float> x(12, 1.0f);
+  auto y = ReferenceExecutor(g).run({Tensor::fromFloats({2, 3, 2}, x)})[0].toFloats();
+  EXPECT_EQ(y, (std::vector<float>{11, 11, 21, 21, 31, 31, 11, 11, 21, 21, 31, 31}));
+}
+
+TEST(OnnxImport, SchemaDefaultsAreFilledIn) {
+  REQUIRE_OPS("BatchNormalization");
+  ModelBuilder m(9);
+  m.input("x", kFloat, {1, 2, 2, 2});
+  for (const char* p : {"scale", "bias", "mean", "var"})
+    m.initializer(p, Tensor::fromFloats({2}, {1, 1}));
+  m.node("BatchNormalization", {"x", "scale", "bias", "mean", "var"}, {"y"}, "bn");
+  m.output("y", kFloat, {1, 2, 2, 2});
+  Graph g = importOnnx(m.write());
+  ASSERT_EQ(g.numNodes(), 1);
+  const OpSchema& schema = OpRegistry::instance().get("BatchNormalization");
+  for (const auto& spec : schema.attributes) {
+    if (spec.defaultValue) {
+      EXPECT_TRUE(g.node(0).attrs.has(spec.name)) << spec.name;
+    }
+  }
+  EXPECT_FLOAT_EQ(g.node(0).attrs.getFloat("epsilon"), 1e-5f);
+}
+
+TEST(OnnxImport, ParseInputShapeBinding) {
+  auto [name, shape] = parseInputShapeBinding("input_ids=1x128");
+  EXPECT_EQ(name, "input_ids");
+  EXPECT_EQ(shape, (Shape{1, 128}));
+  EXPECT_EQ(parseInputShapeBinding("x=2,3,4").second, (Shape{2, 3, 4}));
+  EXPECT_THROW(parseInputShapeBinding("input_ids"), Error);
+  EXPECT_THROW(parseInputShapeBinding("=1x2"), Error);
+  EXPECT_THROW(parseInputShapeBinding("x="), Error);
+  EXPECT_THROW(parseInputShapeBinding("x=1xz"), Error);
+}
+
+TEST(OnnxImport, TensorProtoFilesRoundTrip) {
+  const std::string path = (ModelBuilder::dir() / "t.pb").string();
+  Tensor t = Tensor::fromFloats({2, 2}, {1, -2, 3.5f, 4});
+  writeTensorProtoFile(path, t, "weights");
+  std::string name;
+  Tensor back = readTensorProtoFile(path, &name);
+  EXPECT_EQ(name, "weights");
+  EXPECT_EQ(back.type(), t.type());
+  EXPECT_EQ(back.toFloats(), t.toFloats());
+
+  // float16 carried in int32_data, as ONNX writes it.
+  onnx::TensorProto half;
+  half.set_data_type(onnx::TensorProto::FLOAT16);
+  half.add_dims(2);
+  half.add_int32_data(floatToHalf(1.5f));
+  half.add_int32_data(floatToHalf(-0.25f));
+  Tensor h = tensorFromProto(half);
+  EXPECT_EQ(h.elementType(), ElementType::Float16);
+  EXPECT_EQ(tensorToDoubles(h), (std::vector<double>{1.5, -0.25}));
+
+  onnx::TensorProto str;
+  str.set_name("s");
+  str.set_data_type(onnx::TensorProto::STRING);
+  str.add_string_data("hello");
+  str.add_dims(1);
+  EXPECT_THROW(tensorFromProto(str), Unsupported);
+
+  EXPECT_THROW(readTensorProtoFile((ModelBuilder::dir() / "missing.pb").string()), Error);
+}
+
+TEST(OnnxImport, ConformanceCaseFromOnnxTestData) {
+  REQUIRE_OPS("Relu");
+  const fs::path dir = "/usr/share/libonnx-testdata/data/node/test_relu";
+  if (!fs::exists(dir / "model.onnx")) GTEST_SKIP() << "libonnx-testdata is not installed";
+  Graph g = importOnnx((dir / "model.onnx").string());
+  Tensor x = readTensorProtoFile((dir / "test_data_set_0/input_0.pb").string());
+  Tensor want = readTensorProtoFile((dir / "test_data_set_0/output_0.pb").string());
+  std::vector<Tensor> got = ReferenceExecutor(g).run({x});
+  EXPECT_EQ(got[0].toFloats(), want.toFloats());
+}
+
+// The sample models of resources/models import, and the reference executor
+// reproduces PyTorch's output for the stored input.
+TEST(OnnxImport, SampleModelsImportAndMatchPyTorch) {
+  const fs::path dir = fs::path(COLLAGE_SOURCE_DIR) / "resources/models";
+  if (!fs::is_directory(dir)) GTEST_SKIP() << "no sample models";
+  int checked = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() != ".onnx") continue;
+    const std::string stem = e.path().stem().string();
+    const fs::path in = dir / (stem + ".input_0.pb"), out = dir / (stem + ".output_0.pb");
+    if (!fs::exists(in) || !fs::exists(out)) continue;
+    SCOPED_TRACE(stem);
+    Graph g;
+    try {
+      g = importOnnx(e.path().string());
+    } catch (const Unsupported& u) {
+      std::cout << "  " << stem << ": skipped: " << u.what() << "\n";
+      continue;
+    }
+    // Shape subgraphs are folded: no Shape node survives.
+    for (const Node& n : g.nodes()) EXPECT_NE(n.op, "Shape") << n.name;
+    std::string inName;
+    Tensor x = readTensorProtoFile(in.string(), &inName);
+    Tensor want = readTensorProtoFile(out.string());
+    ASSERT_EQ(g.inputs().size(), 1u);
+    std::vector<Tensor> got;
+    try {
+      got = ReferenceExecutor(g).run({x});
+    } catch (const Unsupported& u) {
+      std::cout << "  " << stem << ": skipped: " << u.what() << "\n";
+      continue;
+    }
+    ASSERT_EQ(got[0].type(), want.type());
+    std::vector<float> a = got[0].toFloats(), b = want.toFloats();
+    int bad = 0;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (!(std::fabs(a[i] - b[i]) <= 1e-4f + 1e-3f * std::fabs(b[i]))) ++bad;
+    EXPECT_EQ(bad, 0) << "values differ from PyTorch's";
+    ++checked;
+  }
+  std::cout << "  checked " << checked << " sample models\n";
+}
+
+}  // namespace
+}  // namespace collage
