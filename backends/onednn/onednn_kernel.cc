@@ -65,11 +65,15 @@ int64_t blockChannels() {
   return block;
 }
 
-// The blocked format tag of `md` (nChw8c, nChw16c, ... for ranks 3 to 5), if it is one.
-std::optional<memory::format_tag> blockedTagOf(const memory::desc& md) {
+// The layout oneDNN chose for `md` instead of plain NCHW, if it is one it
+// may hand over: channel-blocked (nChw8c with AVX2's JIT convolutions,
+// nChw16c with AVX-512's) or channels-last (nhwc, which AVX-512's brgemm
+// convolutions choose), for ranks 3 to 5.
+std::optional<memory::format_tag> nativeTagOf(const memory::desc& md) {
   using tag = memory::format_tag;
-  static const tag tags[] = {tag::nCw8c,   tag::nCw16c,   tag::nChw8c,
-                             tag::nChw16c, tag::nCdhw8c, tag::nCdhw16c};
+  static const tag tags[] = {tag::nCw8c,    tag::nCw16c,   tag::nChw8c, tag::nChw16c,
+                             tag::nCdhw8c,  tag::nCdhw16c, tag::nwc,   tag::nhwc,
+                             tag::ndhwc};
   for (tag t : tags)
     if (memory::desc(md.dims(), memory::data_type::f32, t, true) == md) return t;
   return std::nullopt;
@@ -957,7 +961,7 @@ class Builder {
     if (parts.empty()) refuse(anchorLabel() + "every input is empty");
     std::optional<memory::format_tag> blocked;
     for (const Operand& o : parts)
-      if (memory in = internalInput(o); in && !blocked) blocked = blockedTagOf(in.get_desc());
+      if (memory in = internalInput(o); in && !blocked) blocked = nativeTagOf(in.get_desc());
     auto attempt = [&](std::optional<memory::format_tag> tag) {
       const size_t stepsBefore = kernel_->steps.size(), copiesBefore = kernel_->inputCopies.size();
       Args args;
@@ -1189,7 +1193,7 @@ int OneDnnKernel::handOverStep(bool output, size_t index) const {
   // post-op's destination, then read that copy instead.)
   for (size_t s : uses) {
     const memory other = steps[s].args.at(there);
-    if (!blockedTagOf(other.get_desc())) continue;
+    if (!nativeTagOf(other.get_desc())) continue;
     bool pure = true;
     for (size_t t = 0; t < steps.size() && pure && !output; ++t) {
       if (t == s) continue;
@@ -1205,7 +1209,7 @@ namespace {
 NativeLayout layoutOf(const memory::desc& md) {
   std::string dims;
   for (memory::dim d : md.dims()) dims += (dims.empty() ? "" : "x") + std::to_string(d);
-  const char* tag = dnnl_fmt_tag2str(static_cast<dnnl_format_tag_t>(*blockedTagOf(md)));
+  const char* tag = dnnl_fmt_tag2str(static_cast<dnnl_format_tag_t>(*nativeTagOf(md)));
   return {"onednn f32 " + dims + " " + tag, md.get_size()};
 }
 }  // namespace
