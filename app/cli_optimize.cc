@@ -22,6 +22,7 @@
 #include "core/search/placement_constraints.h"
 #include "core/search/plan_override.h"
 #include "core/plan/plan.h"
+#include "core/search/plan_from_cover.h"
 #include "core/search/plan_selection.h"
 #include "core/measure/switch_costs.h"
 #include "core/ir/threading.h"

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/ir/tensor.h"
 
@@ -20,11 +21,6 @@ Tensor tensorFromProto(const onnx::TensorProto& proto, const std::string& baseDi
 
 // Encodes a tensor as raw_data.
 void tensorToProto(const Tensor& tensor, const std::string& name, onnx::TensorProto* proto);
-
-// IEEE half / bfloat16 bits to float (for float16 constants and comparisons).
-float halfToFloat(uint16_t bits);
-float bfloat16ToFloat(uint16_t bits);
-uint16_t floatToHalf(float value);
 
 // Values of any numeric tensor as double (float16/bfloat16 included).
 std::vector<double> tensorToDoubles(const Tensor& tensor);

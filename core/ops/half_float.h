@@ -4,9 +4,17 @@
 // covered: ONNX 1.12's test data for it is stored as uint16.
 #pragma once
 
+#include <cstdint>
+
 #include "core/ir/tensor.h"
 
 namespace collage {
+
+// IEEE half / bfloat16 bits to float and back (round to nearest even): for
+// float16 constants, the kernels below and comparisons.
+float halfToFloat(uint16_t bits);
+float bfloat16ToFloat(uint16_t bits);
+uint16_t floatToHalf(float value);
 
 inline bool isHalfType(ElementType t) { return t == ElementType::Float16; }
 

@@ -6,14 +6,50 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
+#include <regex>
 #include <sstream>
 
+#include "core/ir/hashing.h"
 #include "core/ops/op_registry.h"
 #include "core/patterns/pattern_parser.h"
 
 namespace fs = std::filesystem;
 
 namespace collage {
+
+std::string_view backendKindName(BackendKind kind) {
+  return kind == BackendKind::OpLibrary ? "op_library" : "graph_library";
+}
+
+namespace {
+
+// Colours declared by the specs parsed so far (any thread may parse or draw).
+std::mutex colorsMutex;
+std::map<std::string, std::string>& declaredColors() {
+  static std::map<std::string, std::string> colors;
+  return colors;
+}
+
+void declareColor(const BackendSpec& spec) {
+  if (spec.color.empty() || spec.name.empty()) return;
+  std::lock_guard<std::mutex> lock(colorsMutex);
+  declaredColors()[spec.name] = spec.color;
+}
+
+}  // namespace
+
+std::string backendColor(const std::string& backend) {
+  {
+    std::lock_guard<std::mutex> lock(colorsMutex);
+    auto it = declaredColors().find(backend);
+    if (it != declaredColors().end()) return it->second;
+  }
+  static const char* palette[] = {"#d62728", "#17becf", "#bcbd22", "#7f7f7f",
+                                  "#aec7e8", "#ffbb78", "#98df8a", "#c5b0d5"};
+  return palette[stableHash(backend) % (sizeof palette / sizeof palette[0])];
+}
 
 SpecError::SpecError(const std::string& file, int line, int column, const std::string& reason)
     : Error(file + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " + reason) {}
@@ -106,6 +142,10 @@ class SpecReader {
         if (kind == "op_library") spec.kind = BackendKind::OpLibrary;
         else if (kind == "graph_library") spec.kind = BackendKind::GraphLibrary;
         else fail(node.source(), "kind must be \"op_library\" or \"graph_library\", not \"" + kind + "\"");
+      } else if (k == "color") {
+        spec.color = string(node, "color");
+        if (!std::regex_match(spec.color, std::regex("#[0-9a-fA-F]{6}")))
+          fail(node.source(), "color must be \"#rrggbb\", not \"" + spec.color + "\"");
       } else if (k == "limits") {
         readLimits(node, spec.limits);
       } else if (k == "patterns") {
@@ -118,7 +158,7 @@ class SpecReader {
         string(node, "description");
       } else {
         fail(key.source(), "unknown key '" + k +
-                               "' (expected name, description, device, kind, limits, patterns, rule)");
+                               "' (expected name, description, device, kind, color, limits, patterns, rule)");
       }
     }
     if (!haveName) fail(root.source(), "the spec has no name");
@@ -243,7 +283,9 @@ std::string readFile(const std::string& path) {
 
 BackendSpec parseBackendSpec(const std::string& text, const std::string& displayPath) {
   SpecReader reader(displayPath);
-  return reader.read(parseToml(text, displayPath));
+  BackendSpec spec = reader.read(parseToml(text, displayPath));
+  declareColor(spec);
+  return spec;
 }
 
 BackendSpec loadBackendSpec(const std::string& path) { return parseBackendSpec(readFile(path), path); }

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "core/runtime/backend.h"
+#include "core/ir/device.h"
 #include "core/patterns/pattern.h"
 #include "core/patterns/pattern_rule.h"
 #include "core/ir/sub_graph.h"
@@ -27,6 +27,13 @@ class SpecError : public Error {
  public:
   SpecError(const std::string& file, int line, int column, const std::string& reason);
 };
+
+// What a backend is, as its spec declares (kind = "op_library" or "graph_library").
+enum class BackendKind {
+  OpLibrary,     // runs ops and small fused groups one kernel at a time (oneDNN, OpenBLAS, cuBLAS)
+  GraphLibrary,  // optimises across kernels given a whole region (a fusion engine, TensorRT)
+};
+std::string_view backendKindName(BackendKind kind);
 
 struct PatternEntry {
   std::string name;
@@ -42,6 +49,7 @@ struct BackendSpec {
   std::string name;
   Device device;
   BackendKind kind = BackendKind::OpLibrary;
+  std::string color;  // "#rrggbb" from the `color` key: how the app and the exports show it
   SubGraphLimits limits;
   std::vector<PatternEntry> patterns;
   // The declarative pattern rule ([rule]); null when the spec has none.
@@ -70,6 +78,11 @@ SpecLoadResult loadBackendSpecs(const std::string& directory);
 std::string builtinSpecDirectory();
 
 // ---------------------------------------------------------------------------
+// The colour the app and the exports give a backend ("#rrggbb"): the `color`
+// of the last spec of that name parsed in this process, else one derived from
+// the name (stable across runs), so a backend without a spec still has one.
+std::string backendColor(const std::string& backend);
+
 // The user's own patterns, per backend, in one TOML file:
 //   [onednn.patterns]
 //   conv_sigmoid = "Sigmoid(Conv(*, const, ?const))"

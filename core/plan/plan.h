@@ -27,7 +27,6 @@
 #include "core/ir/cost.h"
 #include "core/ir/graph.h"
 #include "core/ir/hardware_fingerprint.h"
-#include "core/measure/measurement.h"
 #include "core/ir/node_set.h"
 #include "core/ir/tensor.h"
 
@@ -50,6 +49,15 @@ struct PlanGroup {
   PlanOrigin origin = PlanOrigin::OpLevel;
 
   bool operator==(const PlanGroup&) const;  // NaN costs compare equal
+};
+
+// One run of one group's kernel, as a Session records it when profiling and
+// the exports (Chrome trace, Model Explorer) write it.
+struct KernelTiming {
+  size_t group = 0;     // index into Plan::groups
+  double startUs = 0;   // since the Session was created, so several runs line up
+  double durUs = 0;
+  int64_t run = 0;      // which run (0, 1, ...)
 };
 
 // (backend name, version), as Backend::name() / version() report them.
@@ -98,19 +106,10 @@ Plan loadPlan(const std::string& path);
 
 // ---- Building a plan -----------------------------------------------------
 
-// A plan from an optimizer's result: one group per chosen candidate (indices
-// into `candidates`), its cost from `measurements` (indexed like
-// `candidates`; may be empty, then costs are unknown; a status other than Ok
-// gives +inf). The model's sha256 is computed from `modelPath` (skipped when
-// empty); inputShapes are the graph's input shapes; `backends` is filtered to
-// the ones some group uses; predictedNs is the sum of the group costs (the
-// caller may overwrite it, e.g. with the optimizer's total including
-// switching costs); createdAt is now. Throws Error if `chosen` does not cover
-// every node exactly once.
-Plan makePlan(const Graph& graph, const std::string& modelPath, const CandidateSet& candidates,
-              const std::vector<int32_t>& chosen, const std::vector<Measurement>& measurements,
-              PlanOrigin origin, const HardwareFingerprint& fingerprint,
-              const std::vector<BackendVersion>& backends);
+// Every graph input's static shape, as a plan records it (Plan::inputShapes).
+std::map<std::string, Shape> graphInputShapes(const Graph& graph);
+// The names of a node set's nodes, in topological order (PlanGroup::nodes).
+std::vector<std::string> nodeNames(const Graph& graph, const NodeSet& nodes);
 
 // A plan with every node in a group of its own on `backend` (origin User,
 // costs unknown): a baseline, and a starting point for hand-written plans.

@@ -189,7 +189,7 @@ void exportAnnotatedOnnx(const std::string& modelPath, const Plan& plan, const s
   writeText(outPath, out, "annotated model");
 }
 
-void exportChromeTrace(const Plan& plan, const std::vector<Session::KernelTiming>& timings,
+void exportChromeTrace(const Plan& plan, const std::vector<KernelTiming>& timings,
                        const std::string& path) {
   json events = json::array();
   events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"tid", 1},
@@ -250,19 +250,8 @@ NodeDataKind nodeDataKindFromName(std::string_view name) {
               "' (expected backend, latency or group-latency)");
 }
 
-std::string backendColor(const std::string& backend) {
-  static const std::map<std::string, std::string> fixed = {
-      {"native", "#ff7f0e"}, {"onednn", "#1f77b4"}, {"openblas", "#2ca02c"},
-      {"cuda", "#9467bd"},   {"cublas", "#8c564b"}, {"tensorrt", "#e377c2"},
-  };
-  if (auto it = fixed.find(backend); it != fixed.end()) return it->second;
-  static const char* palette[] = {"#d62728", "#17becf", "#bcbd22", "#7f7f7f",
-                                  "#aec7e8", "#ffbb78", "#98df8a", "#c5b0d5"};
-  return palette[stableHash(backend) % (sizeof palette / sizeof palette[0])];
-}
-
 void exportModelExplorerNodeData(const Plan& plan, const std::string& path, NodeDataKind kind,
-                                 const std::vector<Session::KernelTiming>* timings) {
+                                 const std::vector<KernelTiming>* timings) {
   // Per group: its cost in ns (measured now if timings are given, else the plan's).
   std::vector<double> costNs(plan.groups.size());
   for (size_t g = 0; g < plan.groups.size(); ++g) costNs[g] = plan.groups[g].costNs;

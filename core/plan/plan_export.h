@@ -12,8 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/patterns/backend_spec.h"  // backendColor
 #include "core/plan/plan.h"
-#include "core/runtime/session.h"
 
 namespace collage {
 
@@ -44,7 +44,7 @@ void exportAnnotatedOnnx(const std::string& modelPath, const Plan& plan, const s
 // backend, pattern, origin, nodes, predicted_us; plus one "run N" event per run
 // enclosing its kernels, and process/thread name metadata. Timings come from
 // Session::lastTimings() (concatenate several runs' timings for a longer trace).
-void exportChromeTrace(const Plan& plan, const std::vector<Session::KernelTiming>& timings,
+void exportChromeTrace(const Plan& plan, const std::vector<KernelTiming>& timings,
                        const std::string& path);
 
 // What to put on each node in the Model Explorer export.
@@ -67,10 +67,6 @@ NodeDataKind nodeDataKindFromName(std::string_view name);  // Error for other te
 // group's kernel over those timings. Nodes of groups with unknown cost get no
 // entry in the latency kinds.
 void exportModelExplorerNodeData(const Plan& plan, const std::string& path, NodeDataKind kind,
-                                 const std::vector<Session::KernelTiming>* timings = nullptr);
-
-// A stable colour for a backend ("#rrggbb"): fixed for the built-in ones,
-// derived from the name for others.
-std::string backendColor(const std::string& backend);
+                                 const std::vector<KernelTiming>* timings = nullptr);
 
 }  // namespace collage

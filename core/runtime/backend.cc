@@ -4,14 +4,6 @@
 
 namespace collage {
 
-std::string Device::toString() const {
-  return type == DeviceType::CPU ? "cpu" : "cuda:" + std::to_string(index);
-}
-
-std::string_view backendKindName(BackendKind kind) {
-  return kind == BackendKind::OpLibrary ? "op_library" : "graph_library";
-}
-
 KernelRequest KernelRequest::of(const Graph& graph, const NodeSet& nodes, std::string origin) {
   SubGraph sub(graph, nodes);
   KernelRequest r;

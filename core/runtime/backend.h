@@ -16,26 +16,13 @@
 #include <string>
 #include <vector>
 
+#include "core/ir/device.h"
 #include "core/ir/graph.h"
 #include "core/ir/node_set.h"
+#include "core/patterns/backend_spec.h"  // BackendKind
 #include "core/patterns/pattern_rule.h"
 
 namespace collage {
-
-enum class DeviceType { CPU, CUDA };
-
-struct Device {
-  DeviceType type = DeviceType::CPU;
-  int index = 0;
-  std::string toString() const;  // "cpu", "cuda:0"
-  bool operator==(const Device&) const = default;
-};
-
-enum class BackendKind {
-  OpLibrary,     // runs ops and small fused groups one kernel at a time (oneDNN, OpenBLAS, cuBLAS)
-  GraphLibrary,  // optimises across kernels given a whole region (a fusion engine, TensorRT)
-};
-std::string_view backendKindName(BackendKind kind);
 
 // What a backend is asked to compile: a group of nodes of a graph, with the
 // order of its data inputs and outputs fixed (Kernel::run follows it).

@@ -70,12 +70,7 @@ class Session {
   // How many intermediate values pass between kernels in a backend's own layout.
   int nativeLayoutValues() const { return nativeLayoutValues_; }
 
-  struct KernelTiming {
-    size_t group = 0;     // index into plan().groups
-    double startUs = 0;   // since the Session was created, so several runs line up
-    double durUs = 0;
-    int64_t run = 0;      // which run (0, 1, ...)
-  };
+  using KernelTiming = collage::KernelTiming;  // core/plan/plan.h
   // When profiling is on, every kernel of the last run, in execution order;
   // empty otherwise.
   const std::vector<KernelTiming>& lastTimings() const { return timings_; }

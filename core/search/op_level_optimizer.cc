@@ -200,6 +200,19 @@ OpLevelResult singleBackendPlacement(const OpLevelProblem& problem, const std::s
   return optimizeOpLevel(p);
 }
 
+std::string completeBackend(const OpLevelProblem& problem, const std::vector<std::string>& order) {
+  const CandidateSet& cs = *problem.candidates;
+  for (const std::string& backend : order) {
+    NodeSet alone(problem.graph->numNodes());
+    for (size_t i = 0; i < cs.size(); ++i)
+      if (cs[i].backend == backend && cs[i].nodes.count() == 1 &&
+          usable(problem, static_cast<int32_t>(i)))
+        alone |= cs[i].nodes;
+    if (alone.count() == problem.graph->numNodes()) return backend;
+  }
+  return "";
+}
+
 OpLevelResult priorityPlacement(const OpLevelProblem& p, const std::vector<std::string>& order) {
   auto start = Clock::now();
   const int32_t n = p.graph->numNodes();

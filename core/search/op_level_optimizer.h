@@ -48,10 +48,14 @@ OpLevelResult optimizeOpLevel(const OpLevelProblem& problem, SearchObserver* obs
                               const CancellationToken* cancel = nullptr);
 
 // Baselines through the same machinery, for like-for-like comparisons:
-// everything on one backend, with `fallback` covering what it cannot run
-// (the cheapest such cover, by the same DP).
+// everything on one backend, with `fallback` covering, node by node, what it
+// cannot run (the cheapest such cover, by the same DP; "" = no fallback).
 OpLevelResult singleBackendPlacement(const OpLevelProblem& problem, const std::string& backend,
-                                     const std::string& fallback = "native");
+                                     const std::string& fallback);
+// The first backend in `order` that can run every node of the graph on its
+// own (a usable single-node candidate for each): the fallback of the
+// single-backend baselines. "" when none can.
+std::string completeBackend(const OpLevelProblem& problem, const std::vector<std::string>& order);
 // The first backend in `order` that can run a node takes the largest group
 // it can starting there, as ONNX Runtime's execution providers and TVM's BYOC
 // do; costs only score the result.

@@ -9,6 +9,7 @@
 #include "core/measure/measurer.h"
 #include "core/search/near_ties.h"
 #include "core/search/op_level_optimizer.h"
+#include "core/search/plan_from_cover.h"
 #include "core/search/plan_override.h"
 #include "core/search/plan_selection.h"
 #include "core/measure/switch_costs.h"

@@ -6,6 +6,7 @@
 #include "core/patterns/candidate_signature.h"
 #include "core/ir/error.h"
 #include "core/search/op_level_optimizer.h"
+#include "core/search/plan_from_cover.h"
 #include "core/ir/sub_graph.h"
 
 namespace collage {

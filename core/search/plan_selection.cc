@@ -93,9 +93,11 @@ std::vector<NamedPlacement> baselinePlacements(const OpLevelProblem& problem,
                                                const std::vector<std::string>& order,
                                                std::vector<std::string>* uncovered) {
   std::vector<NamedPlacement> out;
+  const std::string fallback = completeBackend(problem, order);
   for (const std::string& backend : order) {
     try {
-      out.push_back({"only " + backend, "only_" + backend, singleBackendPlacement(problem, backend)});
+      out.push_back({"only " + backend, "only_" + backend,
+                     singleBackendPlacement(problem, backend, fallback)});
     } catch (const Error& e) {
       if (uncovered) uncovered->push_back(backend + ": " + e.what());
     }

@@ -75,8 +75,9 @@ EndToEndSelection selectPlanByEndToEnd(const Graph& graph, const std::vector<Pla
                                        const CancellationToken* cancel = nullptr);
 
 // The baselines the plan is compared with, from the same measurements: each
-// single backend that can cover the graph ("only onednn"), then the priority
-// placement in `order` ("priority"). `uncovered` receives "backend: reason"
+// single backend that can cover the graph ("only onednn", with the first
+// backend in `order` that runs every node alone covering the rest: see
+// completeBackend), then the priority placement in `order` ("priority"). `uncovered` receives "backend: reason"
 // for the single backends that cannot.
 struct NamedPlacement {
   std::string label;

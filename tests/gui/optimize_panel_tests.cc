@@ -22,6 +22,7 @@
 #include "core/search/op_level_optimizer.h"
 #include "core/search/optimization_job.h"
 #include "core/plan/plan.h"
+#include "core/search/plan_from_cover.h"
 #include "views/kernel_table_model.h"
 #include "views/optimize_options.h"
 #include "views/optimize_worker.h"

@@ -15,6 +15,7 @@
 
 #include "core/ir/error.h"
 #include "core/onnx/onnx_import.h"
+#include "core/ops/half_float.h"
 #include "core/ops/op_registry.h"
 #include "core/ops/reference_executor.h"
 #include "core/onnx/tensor_proto.h"

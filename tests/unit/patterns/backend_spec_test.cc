@@ -63,6 +63,8 @@ TEST(BackendSpec, ErrorsNameFileLineAndReason) {
   EXPECT_NE(e.find("unknown fusion style 'everything'"), std::string::npos) << e;
   e = errorOf(head + "[rule]\nattributes = [{op = \"Conv\", attribute = \"kernal_shape\", allowed = [\"1\"]}]\n");
   EXPECT_NE(e.find("no attribute 'kernal_shape'"), std::string::npos) << e;
+  e = errorOf(head + "color = \"blue\"\n[patterns]\nr = \"Relu(*)\"\n");
+  EXPECT_NE(e.find("broken.toml:4:9: color must be \"#rrggbb\""), std::string::npos) << e;
   e = errorOf(head + "paterns = 3\n");
   EXPECT_NE(e.find("broken.toml:4:1: unknown key 'paterns'"), std::string::npos) << e;
   // A duplicate pattern name is a TOML redefinition, at the second one's line.

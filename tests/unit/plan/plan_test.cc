@@ -18,6 +18,7 @@
 #include "core/ir/hashing.h"
 #include "core/onnx/onnx_import.h"
 #include "core/plan/plan_export.h"
+#include "core/search/plan_from_cover.h"
 
 #include "tests/unit/test_support.h"
 
@@ -451,7 +452,7 @@ TEST(PlanExport, ChromeTraceHasOneEventPerKernel) {
   Diamond d;
   Plan p = diamondPlan();
   p.groups[1].pattern = "rule:fusion";
-  std::vector<Session::KernelTiming> timings = {
+  std::vector<KernelTiming> timings = {
       {0, 10.0, 2.0, 0}, {1, 12.5, 3.0, 0}, {2, 16.0, 1.0, 0}, {0, 30.0, 2.0, 1}};
   const std::string path = dir.file("trace.json");
   exportChromeTrace(p, timings, path);
@@ -496,7 +497,13 @@ TEST(PlanExport, ModelExplorerNodeDataByBackendAndLatency) {
   EXPECT_EQ(b["results"]["tanh"]["value"], "onednn");
   EXPECT_EQ(b["results"]["tanh"]["bgColor"], backendColor("onednn"));
   EXPECT_EQ(b["results"]["relu"]["value"], "native");
+  // Colours come from the spec files (distinct for the built-in backends),
+  // else from the name.
+  loadAllSpecs();
   EXPECT_NE(backendColor("onednn"), backendColor("native"));
+  parseBackendSpec("name = \"painted\"\ncolor = \"#123456\"\n[patterns]\nr = \"Relu(*)\"\n",
+                   "painted.toml");
+  EXPECT_EQ(backendColor("painted"), "#123456");
 
   exportModelExplorerNodeData(p, path, NodeDataKind::Latency);
   json l = json::parse(readFile(path));
@@ -512,7 +519,7 @@ TEST(PlanExport, ModelExplorerNodeDataByBackendAndLatency) {
   EXPECT_DOUBLE_EQ(gl["results"]["sig"]["value"].get<double>(), 8.0);
 
   // Measured timings replace the plan's costs: mean over runs.
-  std::vector<Session::KernelTiming> t = {{2, 0, 1.0, 0}, {2, 5, 3.0, 1}};
+  std::vector<KernelTiming> t = {{2, 0, 1.0, 0}, {2, 5, 3.0, 1}};
   exportModelExplorerNodeData(p, path, NodeDataKind::Latency, &t);
   json m = json::parse(readFile(path));
   EXPECT_EQ(m["results"].size(), 1u);

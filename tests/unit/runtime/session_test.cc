@@ -17,6 +17,7 @@
 #include "core/onnx/onnx_import.h"
 #include "core/search/op_level_optimizer.h"
 #include "core/plan/plan.h"
+#include "core/search/plan_from_cover.h"
 #include "core/ops/reference_executor.h"
 
 #include "tests/unit/test_support.h"

@@ -171,8 +171,8 @@ TEST(OpLevelOptimizer, BaselinesUseTheSameCosts) {
   for (size_t i = 0; i < set.size(); ++i) costs.push_back(set[i].backend == "fast" ? 1.0 : 10.0);
   OpLevelProblem p{&g, &set, costs, nullptr, {}};
   OpLevelResult best = optimizeOpLevel(p);
-  OpLevelResult onlyFast = singleBackendPlacement(p, "fast");
-  OpLevelResult onlyNative = singleBackendPlacement(p, "native");
+  OpLevelResult onlyFast = singleBackendPlacement(p, "fast", "native");
+  OpLevelResult onlyNative = singleBackendPlacement(p, "native", "native");
   OpLevelResult priority = priorityPlacement(p, {"fast", "native"});
   const int evens = (g.numNodes() + 1) / 2, odds = g.numNodes() / 2;
   EXPECT_DOUBLE_EQ(best.total, evens * 1.0 + odds * 10.0);
@@ -180,6 +180,9 @@ TEST(OpLevelOptimizer, BaselinesUseTheSameCosts) {
   EXPECT_DOUBLE_EQ(onlyNative.total, g.numNodes() * 10.0);
   EXPECT_DOUBLE_EQ(priority.total, best.total);
   EXPECT_LE(best.total, onlyNative.total);
+  // The fallback is the first backend that runs every node alone.
+  EXPECT_EQ(completeBackend(p, {"fast", "native"}), "native");
+  EXPECT_EQ(completeBackend(p, {"fast"}), "");
 }
 
 TEST(OpLevelOptimizer, CancelledSearchStillReturnsACover) {
