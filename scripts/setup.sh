@@ -17,7 +17,11 @@ packages=(
   xvfb xauth
 )
 if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(python3-torch python3-torchvision python3-onnx python3-numpy python3-matplotlib nodejs npm)
+  packages+=(python3-torch python3-torchvision python3-onnx python3-numpy python3-matplotlib)
+  # Node.js and npm: only from Debian when the commands are missing (a Node.js
+  # installed from elsewhere ships its own npm, which Debian's npm conflicts with).
+  command -v node >/dev/null 2>&1 || packages+=(nodejs)
+  command -v npm >/dev/null 2>&1 || packages+=(npm)
 fi
 
 missing=()

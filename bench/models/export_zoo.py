@@ -41,8 +41,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 import torchvision
+from torchvision.models import convnext as tv_convnext
+from torchvision.models import efficientnet as tv_efficientnet
 from torchvision.models import inception as tv_inception
+from torchvision.models import regnet as tv_regnet
 from torchvision.models import resnet as tv_resnet
+from torchvision.models.segmentation import deeplabv3 as tv_deeplabv3
 from torchvision.models.video import resnet as tv_video_resnet
 
 DEFAULT_OPSET = 17
@@ -305,14 +309,195 @@ class SmallVideoResNet(nn.Module):
         return self.fc(self.avgpool(x).flatten(1))
 
 
+def _gelu_tanh(x):
+    """GPT-2's GELU: the tanh approximation, written out."""
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+class GPT2Attention(nn.Module):
+    def __init__(self, hidden, heads, seq_len):
+        super().__init__()
+        assert hidden % heads == 0
+        self.hidden = hidden
+        self.heads = heads
+        self.head_dim = hidden // heads
+        self.seq_len = seq_len
+        self.c_attn = nn.Linear(hidden, 3 * hidden)  # fused q, k, v projection
+        self.c_proj = nn.Linear(hidden, hidden)
+        # Causal mask: position i attends to positions <= i (lower triangle);
+        # masked scores are replaced by -1e4 as in GPT-2.
+        self.register_buffer("causal_mask", torch.tril(torch.ones(seq_len, seq_len, dtype=torch.bool))
+                             .view(1, 1, seq_len, seq_len), persistent=False)
+        self.register_buffer("masked_score", torch.tensor(-1e4), persistent=False)
+
+    def _split(self, x):
+        # [B, S, H] -> [B, heads, S, head_dim] with a fixed sequence length (no Shape ops).
+        return x.reshape(-1, self.seq_len, self.heads, self.head_dim).permute(0, 2, 1, 3)
+
+    def forward(self, x):
+        q, k, v = self.c_attn(x).split(self.hidden, dim=2)
+        q, k, v = self._split(q), self._split(k), self._split(v)
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.head_dim)
+        scores = torch.where(self.causal_mask, scores, self.masked_score)
+        probs = torch.softmax(scores, dim=-1)
+        ctx = torch.matmul(probs, v)
+        return self.c_proj(ctx.permute(0, 2, 1, 3).reshape(-1, self.seq_len, self.hidden))
+
+
+class GPT2Block(nn.Module):
+    def __init__(self, hidden, heads, seq_len, eps):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(hidden, eps=eps)
+        self.attn = GPT2Attention(hidden, heads, seq_len)
+        self.ln_2 = nn.LayerNorm(hidden, eps=eps)
+        self.c_fc = nn.Linear(hidden, 4 * hidden)
+        self.c_proj = nn.Linear(4 * hidden, hidden)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))  # pre-LayerNorm
+        return x + self.c_proj(_gelu_tanh(self.c_fc(self.ln_2(x))))
+
+
+class GPT2Decoder(nn.Module):
+    """GPT-2-style decoder stack: input_ids int64 [B, S] -> last hidden state
+    [B, S, H] after the final LayerNorm (no LM head).
+
+    Token + learned position embeddings, pre-LayerNorm blocks with causal
+    self-attention (fused qkv projection) and a 4x GELU (tanh) MLP.
+    """
+
+    def __init__(self, vocab=50257, hidden=768, layers=12, heads=12, max_pos=1024, seq_len=128, eps=1e-5):
+        super().__init__()
+        self.vocab = vocab
+        self.seq_len = seq_len
+        self.wte = nn.Embedding(vocab, hidden)
+        self.wpe = nn.Embedding(max_pos, hidden)
+        # Fixed sequence length: the position Gather folds into a constant at export.
+        self.register_buffer("position_ids", torch.arange(seq_len).unsqueeze(0), persistent=False)
+        self.blocks = nn.ModuleList([GPT2Block(hidden, heads, seq_len, eps) for _ in range(layers)])
+        self.ln_f = nn.LayerNorm(hidden, eps=eps)
+        for name, m in self.named_modules():  # GPT-2's initializer, small random biases
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                # residual output projections scaled by 1/sqrt(2 * layers) as in GPT-2
+                std = 0.02 / math.sqrt(2 * layers) if name.endswith("c_proj") else 0.02
+                nn.init.normal_(m.weight, 0.0, std)
+            if isinstance(m, nn.Linear):
+                nn.init.normal_(m.bias, 0.0, 0.02)
+            if isinstance(m, nn.LayerNorm):
+                nn.init.uniform_(m.weight, 0.8, 1.2)
+                nn.init.normal_(m.bias, 0.0, 0.02)
+
+    def forward(self, input_ids):
+        x = self.wte(input_ids) + self.wpe(self.position_ids)
+        for block in self.blocks:
+            x = block(x)
+        return self.ln_f(x)
+
+
+class SegmentationOut(nn.Module):
+    """Wraps a torchvision segmentation model and returns only its "out" tensor."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model(x)["out"]
+
+
+def _randomize_tv(model):
+    """Random LayerNorm affine parameters (torch initializes them to 1 and 0)
+    and small random biases where torchvision initializes biases to 0, as
+    after training (identical zero biases would also be merged by the exporter
+    into one initializer plus Identity nodes). Applied to the torchvision
+    models from mobilenet_v3_large on; the older entries keep torchvision's
+    initialization so that their files stay as they are. Uses the global
+    generator, which is seeded before the model is built; BatchNorms are set
+    at export (_randomize_norms)."""
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.LayerNorm) and m.elementwise_affine:
+                nn.init.uniform_(m.weight, 0.8, 1.2)
+                nn.init.normal_(m.bias, 0.0, 0.02)
+        for name, p in model.named_parameters():
+            if name.endswith("bias") and not bool(p.any()):
+                nn.init.normal_(p, 0.0, 0.02)
+    return model
+
+
+def _convnext(model):
+    """torchvision ConvNeXt (see _randomize_tv) with random per-channel layer
+    scales in [0.1, 0.5] (torchvision initializes them to 1e-6, which would
+    make every block's contribution vanish)."""
+    model = _randomize_tv(model)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, tv_convnext.CNBlock):
+                nn.init.uniform_(m.layer_scale, 0.1, 0.5)
+    return model
+
+
+class _AttentionWithoutFastPath(nn.Module):
+    """Runs an nn.MultiheadAttention through its regular (unfused) code path.
+
+    In eval mode without grad, torch 1.13's nn.MultiheadAttention takes a fused
+    CPU fast path (aten::_native_multi_head_attention) that the ONNX exporter
+    cannot export. It skips that path when grad is enabled and its weights
+    require grad; the computation (and the exported graph: MatMul, Softmax, ...)
+    is the same. Grad mode does not change what is traced."""
+
+    def __init__(self, mha):
+        super().__init__()
+        self.mha = mha
+
+    def forward(self, *args, **kwargs):
+        with torch.enable_grad():
+            return self.mha(*args, **kwargs)
+
+
+def _vit(model):
+    """torchvision VisionTransformer (see _randomize_tv) with a random class
+    token and classifier weight (torchvision initializes the head to zeros,
+    which would make the output identically 0), its attention exportable
+    (see above)."""
+    model = _randomize_tv(model)
+    with torch.no_grad():
+        nn.init.normal_(model.class_token, 0.0, 0.02)
+        nn.init.normal_(model.heads.head.weight, 0.0, 0.02)
+    for layer in model.encoder.layers:
+        layer.self_attention = _AttentionWithoutFastPath(layer.self_attention)
+    return model
+
+
+def _deeplabv3_mobilenet_v3(width_mult=1.0, head_channels=256, num_classes=21):
+    """DeepLabV3 on a dilated MobileNetV3-Large backbone (output stride 16, no
+    aux head), built as torchvision's deeplabv3_mobilenet_v3_large does, with
+    an optional channel multiplier on the backbone and a configurable width of
+    the ASPP head (torchvision's DeepLabHead has 256). Returns "out" only."""
+    backbone = torchvision.models.mobilenet_v3_large(weights=None, width_mult=width_mult, dilated=True)
+    model = tv_deeplabv3._deeplabv3_mobilenetv3(backbone, num_classes, False)
+    if head_channels != 256:  # DeepLabHead with a narrower ASPP and 3x3 conv
+        in_ch = model.classifier[0].convs[0][0].in_channels
+        model.classifier = nn.Sequential(
+            tv_deeplabv3.ASPP(in_ch, [12, 24, 36], out_channels=head_channels),
+            nn.Conv2d(head_channels, head_channels, 3, padding=1, bias=False),
+            nn.BatchNorm2d(head_channels),
+            nn.ReLU(),
+            nn.Conv2d(head_channels, num_classes, 1))
+    return SegmentationOut(_randomize_tv(model))
+
+
 # --------------------------------------------------------------------------
 # Zoo
 # --------------------------------------------------------------------------
 
 Spec = collections.namedtuple(
-    "Spec", "name build input_name input_shape input_kind output_name description")
+    "Spec", "name build input_name input_shape input_kind output_name description calibration_batch",
+    defaults=(2,))
 # input_shape excludes the batch; input_kind is "float" (standard normal) or
-# ("ids", vocab) (uniform int64 token ids in [0, vocab)).
+# ("ids", vocab) (uniform int64 token ids in [0, vocab)); calibration_batch is
+# the size of the random batch that sets the BatchNorm statistics (see
+# _randomize_norms; larger where a batch of 2 gives too noisy statistics).
 
 
 def _full_specs():
@@ -335,6 +520,34 @@ def _full_specs():
         Spec("bert_base", lambda: BertEncoder(), "input_ids", (128,), ("ids", 30522), "last_hidden_state",
              "BERT-base encoder: 12 layers, hidden 768, 12 heads, intermediate 3072, exact GELU, "
              "seq 128, vocab 30522; no attention mask, no pooler"),
+        Spec("mobilenet_v3_large", lambda: _randomize_tv(tvm.mobilenet_v3_large(weights=None)),
+             "input", (3, 224, 224), "float", "output",
+             "torchvision mobilenet_v3_large (depthwise convs, squeeze-excitation, HardSwish/HardSigmoid), "
+             "224x224"),
+        Spec("efficientnet_b0", lambda: _randomize_tv(tvm.efficientnet_b0(weights=None)),
+             "input", (3, 224, 224), "float", "output",
+             "torchvision efficientnet_b0 (MBConv, squeeze-excitation, SiLU), 224x224"),
+        Spec("shufflenet_v2_x1_0", lambda: _randomize_tv(tvm.shufflenet_v2_x1_0(weights=None)),
+             "input", (3, 224, 224), "float", "output",
+             "torchvision shufflenet_v2_x1_0 (channel split, channel shuffle, depthwise convs), 224x224"),
+        Spec("regnet_y_400mf", lambda: _randomize_tv(tvm.regnet_y_400mf(weights=None)),
+             "input", (3, 224, 224), "float", "output",
+             "torchvision regnet_y_400mf (grouped convs, squeeze-excitation, residual Add), 224x224"),
+        Spec("convnext_tiny", lambda: _convnext(tvm.convnext_tiny(weights=None)),
+             "input", (3, 224, 224), "float", "output",
+             "torchvision convnext_tiny (7x7 depthwise convs, LayerNorm, exact GELU, layer scale), 224x224; "
+             "random layer scales"),
+        Spec("vit_b_16", lambda: _vit(tvm.vit_b_16(weights=None)),
+             "input", (3, 224, 224), "float", "output",
+             "torchvision vit_b_16: patch 16, 12 layers, hidden 768, 12 heads, MLP 3072, exact GELU, 224x224"),
+        Spec("deeplabv3_mobilenet_v3_large", lambda: _deeplabv3_mobilenet_v3(), "input", (3, 520, 520),
+             "float", "output",
+             "torchvision deeplabv3_mobilenet_v3_large (dilated MobileNetV3-Large, ASPP, bilinear Resize), "
+             "21 classes, 520x520, no aux head; \"out\" output only",
+             calibration_batch=8),  # the ASPP pooling branch's BatchNorm sees one value per sample
+        Spec("gpt2", lambda: GPT2Decoder(), "input_ids", (128,), ("ids", 50257), "last_hidden_state",
+             "GPT-2-style decoder (GPT-2 small layout): 12 layers, hidden 768, 12 heads, causal mask, "
+             "pre-LayerNorm, tanh GELU MLP 3072, final LayerNorm, seq 128, vocab 50257; no LM head"),
     ]
 
 
@@ -372,6 +585,60 @@ def _small_specs():
                                  max_pos=64, seq_len=16),
              "input_ids", (16,), ("ids", 1000), "last_hidden_state",
              "BERT encoder: 2 layers, hidden 64, 4 heads, intermediate 256, exact GELU, seq 16, vocab 1000"),
+        Spec("mobilenet_v3_large_small",
+             lambda: _randomize_tv(
+                 torchvision.models.mobilenet_v3_large(weights=None, width_mult=0.25, num_classes=100)),
+             "input", (3, 64, 64), "float", "output",
+             "torchvision MobileNetV3-Large(width_mult=0.25, num_classes=100): depthwise convs, "
+             "squeeze-excitation, HardSwish/HardSigmoid; 64x64 input"),
+        Spec("efficientnet_b0_small",
+             lambda: _randomize_tv(tv_efficientnet.EfficientNet(
+                 tv_efficientnet._efficientnet_conf("efficientnet_b0", width_mult=0.25, depth_mult=0.5)[0],
+                 dropout=0.2, num_classes=100)),
+             "input", (3, 64, 64), "float", "output",
+             "torchvision EfficientNet-B0 layout with width_mult=0.25, depth_mult=0.5 (MBConv, "
+             "squeeze-excitation, SiLU, residual Add), 64x64 input, 100 classes",
+             calibration_batch=8),  # 2x2 final feature maps: 2 samples give noisy BatchNorm statistics
+        Spec("shufflenet_v2_small",
+             lambda: _randomize_tv(
+                 torchvision.models.ShuffleNetV2([2, 2, 2], [16, 32, 64, 128, 256], num_classes=100)),
+             "input", (3, 64, 64), "float", "output",
+             "torchvision ShuffleNetV2 with stages [2,2,2], channels 16/32/64/128/256 (channel split, "
+             "channel shuffle, depthwise convs), 64x64 input, 100 classes"),
+        Spec("regnet_y_400mf_small",
+             lambda: _randomize_tv(tv_regnet.RegNet(
+                 tv_regnet.BlockParams(depths=[1, 1, 2, 2], widths=[16, 32, 64, 128], group_widths=[8, 8, 8, 8],
+                                       bottleneck_multipliers=[1.0] * 4, strides=[2] * 4, se_ratio=0.25),
+                 num_classes=100, stem_width=16)),
+             "input", (3, 64, 64), "float", "output",
+             "torchvision RegNet Y blocks (grouped convs with group width 8, squeeze-excitation, residual "
+             "Add), depths [1,1,2,2], widths 16/32/64/128, 64x64 input, 100 classes"),
+        Spec("convnext_tiny_small",
+             lambda: _convnext(tv_convnext.ConvNeXt(
+                 [tv_convnext.CNBlockConfig(16, 32, 1), tv_convnext.CNBlockConfig(32, 64, 1),
+                  tv_convnext.CNBlockConfig(64, 128, 2), tv_convnext.CNBlockConfig(128, None, 1)],
+                 stochastic_depth_prob=0.1, num_classes=100)),
+             "input", (3, 64, 64), "float", "output",
+             "torchvision ConvNeXt blocks (7x7 depthwise convs, LayerNorm, exact GELU, layer scale), "
+             "depths [1,1,2,1], widths 16/32/64/128, 64x64 input, 100 classes; random layer scales"),
+        Spec("vit_b_16_small",
+             lambda: _vit(torchvision.models.VisionTransformer(
+                 image_size=32, patch_size=8, num_layers=2, num_heads=4, hidden_dim=64, mlp_dim=256,
+                 num_classes=100)),
+             "input", (3, 32, 32), "float", "output",
+             "torchvision VisionTransformer: 32x32 image, patch 8, 2 layers, hidden 64, 4 heads, MLP 256, "
+             "exact GELU, 100 classes"),
+        Spec("deeplabv3_mobilenet_v3_small",
+             lambda: _deeplabv3_mobilenet_v3(width_mult=0.25, head_channels=16),
+             "input", (3, 64, 64), "float", "output",
+             "DeepLabV3 on torchvision's dilated MobileNetV3-Large (width_mult=0.25), ASPP with 16 "
+             "channels, bilinear Resize, 21 classes, 64x64 input; \"out\" output only",
+             calibration_batch=8),  # 4x4 feature maps, and the ASPP pooling branch: see the full model
+        Spec("gpt2_small",
+             lambda: GPT2Decoder(vocab=1000, hidden=64, layers=2, heads=4, max_pos=64, seq_len=16),
+             "input_ids", (16,), ("ids", 1000), "last_hidden_state",
+             "GPT-2-style decoder: 2 layers, hidden 64, 4 heads, causal mask, pre-LayerNorm, tanh GELU "
+             "MLP 256, final LayerNorm, seq 16, vocab 1000"),
     ]
 
 
@@ -382,7 +649,15 @@ SMALL_EXTRAS = {
 }
 
 ALIASES = {"resnext50": "resnext50_32x4d", "bert": "bert_base", "mobilenetv2": "mobilenet_v2",
-           "inception": "inception_v3", "r3d": "r3d_18"}
+           "inception": "inception_v3", "r3d": "r3d_18", "mobilenetv3": "mobilenet_v3_large",
+           "mobilenet_v3": "mobilenet_v3_large", "efficientnet": "efficientnet_b0",
+           "shufflenet": "shufflenet_v2_x1_0", "shufflenet_v2": "shufflenet_v2_x1_0",
+           "regnet": "regnet_y_400mf", "convnext": "convnext_tiny", "vit": "vit_b_16",
+           "deeplabv3": "deeplabv3_mobilenet_v3_large", "deeplabv3_mobilenet_v3": "deeplabv3_mobilenet_v3_large"}
+
+# full name -> small name, where it is not just <name>_small
+SMALL_NAMES = {"bert_base": "bert_small", "shufflenet_v2_x1_0": "shufflenet_v2_small",
+               "deeplabv3_mobilenet_v3_large": "deeplabv3_mobilenet_v3_small"}
 
 
 # --------------------------------------------------------------------------
@@ -395,7 +670,9 @@ def _randomize_norms(model, gen, calibration):
     and running statistics equal to the statistics that each layer actually
     sees on a random calibration batch (as after training, so activations stay
     O(1) through deep residual stacks instead of growing without bound). The
-    folded conv biases and BatchNormalization nodes are thus non-trivial."""
+    folded conv biases and BatchNormalization nodes are thus non-trivial.
+    Dropout and stochastic depth stay in eval mode for the calibration batch
+    (dropped residual branches would give statistics that eval mode never sees)."""
     norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
     if not norms:
         return
@@ -407,6 +684,9 @@ def _randomize_norms(model, gen, calibration):
             m.reset_running_stats()
             m.momentum = None  # cumulative average: one batch -> its statistics
         model.train()
+        for m in model.modules():
+            if isinstance(m, (nn.modules.dropout._DropoutNd, torchvision.ops.StochasticDepth)):
+                m.eval()
         model(calibration)
         model.eval()
         for m in norms:
@@ -470,7 +750,7 @@ def export_model(spec, out_dir, batch, opset, seed, force, out_name=None, opset_
     torch.manual_seed(mseed)
     model = spec.build()
     _randomize_norms(model, torch.Generator().manual_seed(mseed + 1),
-                     _make_input(spec, 2, torch.Generator().manual_seed(mseed + 3)))
+                     _make_input(spec, spec.calibration_batch, torch.Generator().manual_seed(mseed + 3)))
     model.eval()
     params = sum(p.numel() for p in model.parameters())
     example = _make_input(spec, batch, torch.Generator().manual_seed(mseed + 2))
@@ -740,7 +1020,7 @@ def main(argv=None):
                 continue
             n = ALIASES.get(n, n)
             if args.small and not n.endswith("_small"):
-                n = "bert_small" if n == "bert_base" else n + "_small"
+                n = SMALL_NAMES.get(n, n + "_small")
             if n not in by_name:
                 ap.error("unknown model %r (known: %s)" % (raw, ", ".join(by_name)))
             if by_name[n] not in selected:
