@@ -2,12 +2,39 @@
 
 #include <dnnl.hpp>
 
+#include "backends/onednn/composite_functions.h"
 #include "backends/onednn/onednn_chain.h"
 #include "backends/onednn/onednn_kernel.h"
 
 namespace collage {
 
 namespace {
+
+// What oneDNN can run, as a pattern rule the generator expands on any graph:
+// an anchor (Conv, MatMul, a pool, a normalisation, ...) or an elementwise op,
+// followed by any chain its post-ops can express. The rule asks the chain
+// analysis that compile() itself uses, so the rule and the lowering cannot
+// disagree: a group is generated exactly when it would lower.
+class OneDnnPatternRule final : public PatternRule {
+ public:
+  std::string name() const override { return "onednn"; }
+
+  // Seeds: the nodes that lower alone.
+  bool opRule(const Graph& graph, NodeId node) const override {
+    return onednn::analyzeChain(KernelRequest::of(graph, NodeSet::of(graph.numNodes(), {node}))).ok();
+  }
+  // Members: elementwise ops (each a post-op, or part of a function written
+  // out with several) and BatchNormalization (a per-channel scale and shift).
+  bool memberRule(const Graph& graph, NodeId node) const override {
+    const std::string& op = graph.node(node).op;
+    return onednn::isScalarFunctionOp(op) || op == "BatchNormalization" || op == "Dropout";
+  }
+  std::optional<std::string> fusionRule(const Graph& graph, const NodeSet& group, NodeId,
+                                        NodeId) const override {
+    if (!onednn::analyzeChain(KernelRequest::of(graph, group)).ok()) return std::nullopt;
+    return std::string("post_ops");
+  }
+};
 
 class OneDnnBackend final : public Backend {
  public:
@@ -40,8 +67,11 @@ class OneDnnBackend final : public Backend {
     return onednn::lowerChain(context_, request, analysis.chain);
   }
 
+  std::shared_ptr<const PatternRule> codeRule() const override { return rule_; }
+
  private:
   std::shared_ptr<onednn::Context> context_;
+  std::shared_ptr<const PatternRule> rule_ = std::make_shared<OneDnnPatternRule>();
 };
 
 }  // namespace

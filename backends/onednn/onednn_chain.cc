@@ -10,7 +10,9 @@
 #include <utility>
 #include <set>
 
+#include "backends/onednn/composite_functions.h"
 #include "core/ops/op_helpers.h"
+#include "core/ops/op_registry.h"
 
 namespace collage::onednn {
 
@@ -118,81 +120,102 @@ struct Walker {
     return val.constant->data<float>()[0];
   }
 
-  static bool near(float x, double want) { return std::abs(x - want) <= 1e-4 * std::abs(want); }
-
-  // For a two-input node reading `v`, the other input (kNoValue if neither is v).
-  ValueId otherInput(const Node& node, ValueId v) const {
-    if (node.inputs.size() != 2) return kNoValue;
-    if (node.inputs[0] == v) return node.inputs[1];
-    if (node.inputs[1] == v) return node.inputs[0];
-    return kNoValue;
-  }
-
-  // Mul(v, c) or Mul(c, v) or Div(v, 1/c) with a scalar constant c ~ want.
-  bool isScaleBy(const Node& node, ValueId v, double want) const {
-    ValueId o = otherInput(node, v);
-    if (o == kNoValue) return false;
-    if (node.op == "Mul") return near(constScalar(o), want);
-    if (node.op == "Div" && node.inputs[0] == v) return near(1.0f / constScalar(o), want);
-    return false;
-  }
-
-  // GELU written out with Erf, as PyTorch exports it:
-  //   0.5 * x * (1 + erf(x / sqrt(2)))
-  // in either association of the two products. Returns the value it produces.
-  bool tryGeluErf(ValueId x) {
-    const double invSqrt2 = 0.70710678118654752;
-    for (NodeId d : groupConsumers(x)) {
-      if (done.count(d) || !isScaleBy(g.node(d), x, invSqrt2)) continue;
-      const NodeId e = soleConsumer(g.node(d).outputs[0]);
-      if (e == kNoNode || g.node(e).op != "Erf") continue;
-      const NodeId a = soleConsumer(g.node(e).outputs[0]);
-      if (a == kNoNode || g.node(a).op != "Add") continue;
-      const ValueId erfOut = g.node(e).outputs[0];
-      if (!near(constScalar(otherInput(g.node(a), erfOut)), 1.0)) continue;
-      const ValueId onePlus = g.node(a).outputs[0];
-      const NodeId m = soleConsumer(onePlus);
-      if (m == kNoNode || g.node(m).op != "Mul") continue;
-      const ValueId other = otherInput(g.node(m), onePlus);
-      std::vector<NodeId> nodes = {d, e, a, m};
-      ValueId out = kNoValue;
-      if (other == x) {  // (x * (1 + erf)) * 0.5
-        const NodeId h = soleConsumer(g.node(m).outputs[0]);
-        if (h == kNoNode || !isScaleBy(g.node(h), g.node(m).outputs[0], 0.5)) continue;
-        nodes.push_back(h);
-        out = g.node(h).outputs[0];
-      } else if (other != kNoValue &&
-                 g.value(other).producer != kNoNode) {  // (x * 0.5) * (1 + erf)
-        const NodeId h = g.value(other).producer;
-        if (!inGroup(h) || done.count(h) || soleConsumer(other) != m ||
-            !isScaleBy(g.node(h), x, 0.5))
-          continue;
-        nodes.push_back(h);
-        out = g.node(m).outputs[0];
-      } else {
-        continue;
+  // A function of the running result written out as several elementwise
+  // ops that fork from it and join again, the forms exporters write:
+  // x * Sigmoid(x), x * Clip(x + 3, 0, 6) / 6, x * HardSigmoid(x), GELU as
+  // 0.5 * x * (1 + erf(x / sqrt 2)) or with tanh, ... Nothing here names
+  // those forms: the ops from the fork on are evaluated with the reference
+  // kernels at sample points, and the function they compute, y = f(x), is
+  // compared with oneDNN's eltwise algorithms up to y = a * g(x) + b
+  // (composite_functions.h). A match becomes one eltwise post-op (and a
+  // linear one for a, b); the longest run of ops that matches wins.
+  //
+  // Returns true when it consumed ops; false with `refusal` set when the ops
+  // joined again but compute nothing oneDNN has; false alone when the result
+  // does not fork into elementwise ops.
+  bool tryComposite(ValueId x, std::string* refusal) {
+    std::set<NodeId> readers;
+    for (NodeId c : groupConsumers(x))
+      if (!done.count(c)) readers.insert(c);
+    if (readers.size() < 2 || g.value(x).isGraphOutput) return false;
+    // Grow the region in topological order while each node is elementwise
+    // over region values and scalar constants; note every prefix after which
+    // exactly one region value is still needed (a join).
+    std::vector<NodeId> region;
+    std::set<ValueId> values = {x};
+    std::vector<std::pair<size_t, ValueId>> joins;  // (region size, the joined value)
+    for (NodeId n : request.members()) {
+      if (done.count(n) || n <= g.value(x).producer) continue;
+      const Node& node = g.node(n);
+      bool readsRegion = false, elementwise = node.outputs.size() == 1 &&
+                                              isScalarFunctionOp(node.op) &&
+                                              g.value(node.outputs[0]).type.shape == chain.shape;
+      for (ValueId v : node.inputs) {
+        if (v == kNoValue) continue;
+        if (values.count(v)) readsRegion = true;
+        else if (!std::isfinite(constScalar(v))) elementwise = false;
       }
-      chain.postOps.push_back(PostOp::eltwise(algorithm::eltwise_gelu_erf, 0, 0, g.node(d).name));
-      done.insert(nodes.begin(), nodes.end());
-      result = out;
+      if (!readsRegion) continue;
+      if (!elementwise) break;
+      region.push_back(n);
+      values.insert(node.outputs[0]);
+      // Joined when x and every value made so far, but this node's, are no
+      // longer needed outside the region.
+      bool joined = true;
+      for (ValueId v : values) {
+        if (v == node.outputs[0]) continue;
+        if (g.value(v).isGraphOutput) joined = false;
+        for (NodeId c : g.value(v).consumers)
+          if (std::find(region.begin(), region.end(), c) == region.end()) joined = false;
+      }
+      if (joined) joins.push_back({region.size(), node.outputs[0]});
+    }
+    if (joins.empty()) return false;
+    for (auto it = joins.rbegin(); it != joins.rend(); ++it) {
+      const std::vector<NodeId> ops(region.begin(), region.begin() + static_cast<long>(it->first));
+      const std::optional<FittedFunction> fit =
+          fitEltwise([&](const std::vector<float>& xs) { return evaluate(ops, x, xs); });
+      if (!fit) continue;
+      const std::string& name = g.node(ops.front()).name;
+      if (fit->alg != algorithm::undef)
+        chain.postOps.push_back(PostOp::eltwise(fit->alg, fit->alpha, fit->beta, name));
+      if (fit->scale != 1.0f || fit->shift != 0.0f)
+        chain.postOps.push_back(PostOp::eltwise(algorithm::eltwise_linear, fit->scale, fit->shift, name));
+      done.insert(ops.begin(), ops.end());
+      result = it->second;
       return true;
     }
+    *refusal = nodeLabel(g.node(region.front())) + "with the ops after it up to '" +
+               g.value(joins.back().second).name + "' computes a function of '" + g.value(x).name +
+               "' that matches no oneDNN eltwise algorithm (" + eltwiseCatalogueNames() + ")";
     return false;
   }
 
-  // x * sigmoid(x) (SiLU / swish).
-  bool trySwish(ValueId x) {
-    for (NodeId s : groupConsumers(x)) {
-      if (done.count(s) || g.node(s).op != "Sigmoid") continue;
-      const ValueId sig = g.node(s).outputs[0];
-      const NodeId m = soleConsumer(sig);
-      if (m == kNoNode || g.node(m).op != "Mul" || otherInput(g.node(m), sig) != x) continue;
-      chain.postOps.push_back(PostOp::eltwise(algorithm::eltwise_swish, 1.0f, 0, g.node(s).name));
-      done.insert({s, m});
-      result = g.node(m).outputs[0];
-      return true;
+  // The region's ops evaluated on `xs` for x (scalar constants broadcast).
+  std::vector<float> evaluate(const std::vector<NodeId>& ops, ValueId x, const std::vector<float>& xs) const {
+    const Shape shape = {static_cast<int64_t>(xs.size())};
+    std::map<ValueId, Tensor> at;
+    at.emplace(x, Tensor::fromFloats(shape, xs));
+    for (NodeId n : ops) {
+      const Node& node = g.node(n);
+      std::vector<Tensor> scalars;
+      scalars.reserve(node.inputs.size());
+      std::vector<const Tensor*> ins;
+      for (ValueId v : node.inputs) {
+        if (v == kNoValue) {
+          ins.push_back(nullptr);
+        } else if (at.count(v)) {
+          ins.push_back(&at.at(v));
+        } else {
+          scalars.push_back(Tensor::scalarFloat(constScalar(v)));
+          ins.push_back(&scalars.back());
+        }
+      }
+      Tensor out(ElementType::Float32, shape);
+      OpRegistry::instance().get(node.op).reference(node, ins, {&out});
+      at.insert_or_assign(node.outputs[0], std::move(out));
     }
-    return false;
+    return at.at(g.node(ops.back()).outputs[0]).toFloats();
   }
 
   void eltwise(const Node& node, algorithm alg, float alpha = 0, float beta = 0) {
@@ -380,8 +403,10 @@ struct Walker {
     if (!consumesResult(node))
       return nodeLabel(node) + "does not consume the result of the nodes before it ('" +
              g.value(result).name + "'); oneDNN fuses only a chain of post-ops";
-    if (tryGeluErf(result) || trySwish(result))  // composites starting at the result
+    std::string why;
+    if (tryComposite(result, &why))  // a function of the result written out as several ops
       return done.count(n) ? std::string() : appendNode(n);
+    if (!why.empty()) return why;
     for (size_t i = 1; i < node.outputs.size(); ++i) {
       const ValueId v = node.outputs[i];
       if (v != kNoValue && (!g.value(v).consumers.empty() || g.value(v).isGraphOutput))

@@ -402,8 +402,46 @@ class Lowering {
   std::map<ValueId, int> registerOf_;
 };
 
+// Whether the lowering accepts a group (on one thread; the kernel is dropped).
+bool lowers(const KernelRequest& request) {
+  try {
+    Lowering(request, 1).lower();
+    return true;
+  } catch (const Refusal&) {
+    return false;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+// What OpenBLAS runs, as a pattern rule the generator expands on any graph:
+// Gemm, MatMul or Conv, then any elementwise epilogue over its output (a
+// bias, a per-channel scale and shift, an activation written as one op or
+// as several, a residual). The rule asks the lowering that compile() uses,
+// so it generates exactly the groups that compile.
+class OpenBlasPatternRule final : public PatternRule {
+ public:
+  std::string name() const override { return "openblas"; }
+  bool opRule(const Graph& graph, NodeId node) const override {
+    const std::string& op = graph.node(node).op;
+    return (op == "Gemm" || op == "MatMul" || op == "Conv") &&
+           lowers(KernelRequest::of(graph, NodeSet::of(graph.numNodes(), {node})));
+  }
+  bool memberRule(const Graph& graph, NodeId node) const override {
+    const OpKind kind = registryOpKind(graph.node(node).op);
+    return kind == OpKind::ElemWise || kind == OpKind::Broadcast;
+  }
+  std::optional<std::string> fusionRule(const Graph& graph, const NodeSet& group, NodeId,
+                                        NodeId) const override {
+    if (!lowers(KernelRequest::of(graph, group))) return std::nullopt;
+    return std::string("epilogue");
+  }
+};
+
 class OpenBlasBackend : public Backend {
  public:
+  std::shared_ptr<const PatternRule> codeRule() const override { return rule_; }
+
   std::string name() const override { return "openblas"; }
   // Part of the measurement database's key: the library's configuration plus
   // the revision of our epilogue, bumped when its speed changes so that old
@@ -429,6 +467,9 @@ class OpenBlasBackend : public Backend {
       return CompileResult::refuse(e.what());
     }
   }
+
+ private:
+  std::shared_ptr<const PatternRule> rule_ = std::make_shared<OpenBlasPatternRule>();
 };
 
 }  // namespace

@@ -60,7 +60,7 @@ std::vector<GeneratedGroup> PatternGenerator::generate(const PatternRule& rule,
       COLLAGE_CHECK(!added.empty(), "a post-dominator must add nodes to the group");
       bool opOk = true;
       added.forEach([&](NodeId m) {
-        if (opOk && !rule.opRule(graph, m)) opOk = false;
+        if (opOk && !rule.memberRule(graph, m)) opOk = false;
       });
       if (!opOk) {
         ++st.opRuleStops;

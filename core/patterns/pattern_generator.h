@@ -7,7 +7,7 @@
 //     loop:
 //       p := immediate post-dominator of p; stop at the virtual sink
 //       group += every node on a path from the previous p to the new one
-//       stop if a new node fails the op rule, the fusion rule refuses the
+//       stop if a new node fails the member rule, the fusion rule refuses the
 //         group, or the group is not a valid SubGraph under the limits
 //       emit group                                       label "fusion:<style>"
 //

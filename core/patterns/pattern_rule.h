@@ -4,7 +4,8 @@
 // paper's Listing 1:
 //
 //   op rule      which single ops the backend runs (ops, OpKinds, attribute
-//                and type conditions);
+//                and type conditions), and which it may fuse without running
+//                them alone (the member rule, by default the same);
 //   fusion rule  which groups it can fuse, usually said in OpKind terms.
 //
 // The pattern generator (core/patterns/pattern_generator.h) asks both while it grows
@@ -39,6 +40,12 @@ class PatternRule {
   // Whether the backend can run `node` on its own (and so whether it may be a
   // seed or a member of a grown group).
   virtual bool opRule(const Graph& graph, NodeId node) const = 0;
+  // Whether `node` may be a member of a group grown from another seed, where
+  // it need not run alone: the Erf inside a GELU written out with several
+  // ops, which a backend fuses as one function but has no kernel for. The
+  // fusion rule still decides whether the whole group fuses. By default the
+  // op rule.
+  virtual bool memberRule(const Graph& graph, NodeId node) const { return opRule(graph, node); }
   // Whether the backend can fuse `group` into one kernel. The generator calls
   // it with groups of two or more nodes that have grown from `seed` up to
   // `sink`, a post-dominator of the seed: every member lies on a path from

@@ -20,19 +20,14 @@
 #include "core/ops/reference_executor.h"
 #include "core/ir/threading.h"
 
+#include "tests/unit/backends/written_out_idioms.h"
+#include "tests/unit/graph_builder.h"
 #include "tests/unit/test_support.h"
 
 namespace collage {
 namespace {
 
-using Ints = std::vector<int64_t>;
 constexpr ElementType F32 = ElementType::Float32;
-
-AttributeMap attrs(std::initializer_list<std::pair<const std::string, Attribute>> list) {
-  AttributeMap m;
-  for (const auto& [k, v] : list) m.set(k, v);
-  return m;
-}
 
 // Builds graphs by hand: outputs typed by the registry's shape inference,
 // attributes completed with the registry's defaults (as the importer does),
@@ -525,6 +520,34 @@ TEST(NativeBackend, ElementwiseChainsAndTrees) {
     ValueId e = b.op("Erf", {b.op("Div", {h, b.scalar(1.4142135f)})});
     ValueId m = b.op("Mul", {h, b.op("Add", {e, b.scalar(1.0f)})});
     expectOnePass(expectMatches(b.finish(b.op("Mul", {m, b.scalar(0.5f)}))));
+  }
+}
+
+// The functions exporters write out with several ops: the native rule
+// generates each whole (from the op the function starts at) and runs it as
+// one pass that matches the reference.
+TEST(NativeBackend, RuleFusesTheIdiomsExportersWrite) {
+  std::vector<std::string> errors;
+  std::shared_ptr<const DeclarativePatternRule> rule;
+  SubGraphLimits limits;
+  for (const BackendSpec& spec : loadAllSpecs(&errors))
+    if (spec.name == "native") rule = spec.rule, limits = spec.limits;
+  ASSERT_TRUE(rule);
+  std::unique_ptr<Backend> native = createBackend("native");
+  for (const Idiom& idiom : writtenOutIdioms()) {
+    SCOPED_TRACE(idiom.name);
+    GraphBuilder b;
+    const NodeSet group = b.finish(idiom.write(b, b.op("Relu", {b.input({2, 8, 5, 5})})) );
+    NodeSet fused = group;
+    fused.erase(0);  // the Relu before the function starts the chain elsewhere
+    const Graph& g = b.graph();
+    bool generated = false;
+    for (const GeneratedGroup& gg : PatternGenerator(g).generate(*rule, limits))
+      generated = generated || gg.nodes == group || gg.nodes == fused;
+    EXPECT_TRUE(generated);
+    const KernelCheckResult r = checkKernelAgainstReference(*native, g, group, 3);
+    EXPECT_TRUE(r.compiled) << r.refusal;
+    EXPECT_TRUE(r.ok) << r.message;
   }
 }
 

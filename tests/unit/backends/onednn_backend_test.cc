@@ -3,6 +3,7 @@
 // elementwise, each with post-op chains), over several shapes, and the
 // groups it must refuse with a reason instead of crashing.
 #include "backends/onednn/onednn_backend.h"
+#include "backends/onednn/onednn_chain.h"
 
 #include <gtest/gtest.h>
 
@@ -12,80 +13,16 @@
 #include "core/patterns/backend_spec.h"
 #include "core/measure/kernel_check.h"
 #include "core/ops/op_registry.h"
+#include "core/patterns/pattern_generator.h"
 #include "core/patterns/pattern_matcher.h"
 #include "core/ops/reference_executor.h"
 #include "core/runtime/session.h"
 #include "backends/backend_list.h"
+#include "tests/unit/backends/written_out_idioms.h"
+#include "tests/unit/graph_builder.h"
 
 namespace collage {
 namespace {
-
-// Builds small graphs by hand: inputs, random constants and nodes whose
-// output types come from the op registry's shape inference.
-class GraphBuilder {
- public:
-  explicit GraphBuilder(uint64_t seed = 7) : rng_(seed) {}
-
-  ValueId input(const Shape& s) { return g_.addInput(fresh("in"), {ElementType::Float32, s}); }
-
-  ValueId constant(const Shape& s, float lo = -1.0f, float hi = 1.0f) {
-    std::uniform_real_distribution<float> d(lo, hi);
-    std::vector<float> v(static_cast<size_t>(numElements(s)));
-    for (float& x : v) x = d(rng_);
-    return g_.addConstant(fresh("c"), Tensor::fromFloats(s, v));
-  }
-  ValueId scalar(float v) { return g_.addConstant(fresh("c"), Tensor::scalarFloat(v)); }
-
-  // Adds a node (attribute defaults filled in as the importer does); nodes
-  // added after beginGroup() form the group under test.
-  ValueId op(const std::string& opName, std::vector<ValueId> ins, AttributeMap attrs = {},
-             int outputs = 1) {
-    const OpSchema& schema = OpRegistry::instance().get(opName);
-    for (const AttributeSpec& a : schema.attributes)
-      if (!attrs.has(a.name) && a.defaultValue) attrs.set(a.name, *a.defaultValue);
-    // Shape inference may look at which outputs the node has (MaxPool's Indices).
-    Node n{fresh(opName), opName, attrs, ins, std::vector<ValueId>(outputs, 0)};
-    std::vector<TensorType> types;
-    for (ValueId v : ins) types.push_back(v == kNoValue ? TensorType{} : g_.value(v).type);
-    std::vector<TensorType> outs = inferNode(n, types);
-    n.outputs.clear();
-    for (int i = 0; i < outputs && i < static_cast<int>(outs.size()); ++i)
-      n.outputs.push_back(g_.addValue(fresh("t"), outs[i]));
-    if (grouping_) group_.push_back(n.name);
-    g_.addNode(n);
-    return n.outputs[0];
-  }
-
-  void beginGroup() { grouping_ = true; }
-  void endGroup() { grouping_ = false; }
-  const Shape& shape(ValueId v) const { return g_.value(v).type.shape; }
-
-  // Finalises the graph with `out` as its output; returns the group's nodes.
-  NodeSet finish(ValueId out) {
-    g_.markOutput(out);
-    g_.finalize();
-    NodeSet s(g_.numNodes());
-    for (const std::string& name : group_) s.insert(*g_.findNode(name));
-    return s;
-  }
-  Graph& graph() { return g_; }
-
- private:
-  std::string fresh(const std::string& base) { return base + std::to_string(counter_++); }
-
-  Graph g_;
-  std::mt19937 rng_;
-  int counter_ = 0;
-  bool grouping_ = true;
-  std::vector<std::string> group_;
-};
-
-AttributeMap attrs(std::initializer_list<std::pair<std::string, Attribute>> list) {
-  AttributeMap m;
-  for (const auto& [k, v] : list) m.set(k, v);
-  return m;
-}
-using Ints = std::vector<int64_t>;
 
 class OneDnn : public ::testing::Test {
  protected:
@@ -802,31 +739,45 @@ std::vector<std::unique_ptr<GraphBuilder>> patternZoo() {
   return zoo;
 }
 
-TEST_F(OneDnn, EveryPatternOfTheSpecMatchesAndRunsCorrectly) {
+// Every group the spec's patterns match and the pattern rule generates on a
+// zoo of small graphs compiles and matches the reference: the rule asks the
+// lowering, so nothing it generates may be refused.
+TEST_F(OneDnn, EveryGroupOfTheSpecAndTheRuleRunsCorrectly) {
   BackendSpec spec =
       loadBackendSpec(std::string(COLLAGE_SOURCE_DIR) + "/resources/backends/onednn.toml");
   EXPECT_EQ(spec.name, "onednn");
   EXPECT_EQ(spec.kind, BackendKind::OpLibrary);
   EXPECT_EQ(spec.limits.maxExits, 1);
-  ASSERT_GE(spec.patterns.size(), 30u);
+  std::shared_ptr<const PatternRule> rule = backend_->codeRule();
+  ASSERT_TRUE(rule);
   auto zoo = patternZoo();
-  int matches = 0;
+  int matches = 0, fused = 0;
+  auto check = [&](const Graph& g, const NodeSet& nodes, const std::string& what) {
+    KernelCheckResult r = checkKernelAgainstReference(*backend_, g, nodes, 11);
+    ASSERT_TRUE(r.compiled) << what << ": " << r.refusal;
+    EXPECT_TRUE(r.ok) << what << ": " << r.message;
+  };
   for (const PatternEntry& p : spec.patterns) {
     SCOPED_TRACE(p.name + " = " + p.text);
     int matched = 0;
-    for (auto& b : zoo) {
-      const Graph& g = b->graph();
-      for (const PatternMatch& m : findMatches(p.pattern, g)) {
+    for (auto& b : zoo)
+      for (const PatternMatch& m : findMatches(p.pattern, b->graph())) {
         ++matched;
-        KernelCheckResult r = checkKernelAgainstReference(*backend_, g, m.nodes, 11);
-        ASSERT_TRUE(r.compiled) << m.toString(g) << ": " << r.refusal;
-        EXPECT_TRUE(r.ok) << m.toString(g) << ": " << r.message;
+        check(b->graph(), m.nodes, m.toString(b->graph()));
       }
-    }
     EXPECT_GT(matched, 0) << "no graph of the zoo has this pattern";
     matches += matched;
   }
+  for (auto& b : zoo) {
+    const Graph& g = b->graph();
+    for (const GeneratedGroup& gg : PatternGenerator(g).generate(*rule, spec.limits)) {
+      ++matches;
+      if (gg.nodes.count() > 1) ++fused;
+      check(g, gg.nodes, gg.toString(g));
+    }
+  }
   EXPECT_GT(matches, 100);
+  EXPECT_GT(fused, 50);
   RecordProperty("matches", matches);
 }
 
@@ -983,6 +934,75 @@ TEST_F(OneDnn, ConcatAloneAndAfterChains) {
   }
 }
 
+// ---- the pattern rule: idioms as exporters write them, fused by the rule
+
+// Each idiom after a Conv whose BatchNormalization was exported as a
+// per-channel Mul + Add: the rule generates the whole group from the Conv,
+// oneDNN runs it as one convolution with post-ops, and it matches the
+// reference.
+TEST_F(OneDnn, RuleFusesTheIdiomsExportersWriteAfterAConv) {
+  std::shared_ptr<const PatternRule> rule = backend_->codeRule();
+  ASSERT_TRUE(rule);
+  for (const Idiom& idiom : writtenOutIdioms()) {
+    SCOPED_TRACE(idiom.name);
+    GraphBuilder b;
+    ValueId y = b.op("Conv", {b.input({1, 4, 6, 6}), b.constant({8, 4, 3, 3})},
+                     attrs({{"pads", Ints{1, 1, 1, 1}}}));
+    y = b.op("Add", {b.op("Mul", {y, b.constant({8, 1, 1}, 0.5f, 1.5f)}), b.constant({8, 1, 1})});
+    const NodeSet group = b.finish(idiom.write(b, y));
+    const Graph& g = b.graph();
+    bool generated = false;
+    for (const GeneratedGroup& gg : PatternGenerator(g).generate(*rule, SubGraphLimits{}))
+      generated = generated || gg.nodes == group;
+    EXPECT_TRUE(generated) << "the rule did not generate " << KernelRequest::of(g, group).toString();
+    const CompileResult c = backend_->compile(KernelRequest::of(g, group));
+    ASSERT_TRUE(c) << c.refusal;
+    const std::string d = describeOneDnnKernel(*c.kernel);
+    EXPECT_NE(d.find(idiom.postOp), std::string::npos) << d;
+    // The whole written-out function is one post-op, not a function plus a rescaling.
+    if (idiom.postOp != "clip") EXPECT_EQ(d.find("linear"), std::string::npos) << d;
+    EXPECT_EQ(d.find("Conv"), d.rfind("Conv")) << "one convolution: " << d;
+    const KernelCheckResult r = checkKernelAgainstReference(*backend_, g, group, 3);
+    EXPECT_TRUE(r.ok) << r.message << " [" << d << "]";
+  }
+}
+
+// The same idioms with no anchor: an elementwise group on its own.
+TEST_F(OneDnn, RuleFusesTheIdiomsOnTheirOwn) {
+  for (const Idiom& idiom : writtenOutIdioms()) {
+    SCOPED_TRACE(idiom.name);
+    GraphBuilder b;
+    const NodeSet group = b.finish(idiom.write(b, b.input({2, 16, 5})));
+    const KernelCheckResult r = checkKernelAgainstReference(*backend_, b.graph(), group, 3);
+    EXPECT_TRUE(r.compiled) << r.refusal;
+    EXPECT_TRUE(r.ok) << r.message;
+  }
+}
+
+// What the rule must not generate, with the lowering's reason: a second
+// anchor (two convolutions are two kernels here; regions are the graph-level
+// search's), and an operand computed by another branch of the group.
+TEST_F(OneDnn, RuleStopsWhereTheLoweringRefuses) {
+  std::shared_ptr<const PatternRule> rule = backend_->codeRule();
+  GraphBuilder b;
+  const ValueId x = b.input({1, 8, 6, 6});
+  const ValueId c1 = b.op("Relu", {b.op("Conv", {x, b.constant({8, 8, 1, 1})})});
+  const ValueId out = b.op("Conv", {c1, b.constant({8, 8, 1, 1})});
+  const NodeSet all = b.finish(out);
+  const Graph& g = b.graph();
+  for (const GeneratedGroup& gg : PatternGenerator(g).generate(*rule, SubGraphLimits{}))
+    EXPECT_NE(gg.nodes, all) << gg.toString(g);
+  EXPECT_FALSE(rule->fusionRule(g, all, 0, 2).has_value());
+  const onednn::ChainAnalysis a = onednn::analyzeChain(KernelRequest::of(g, all));
+  EXPECT_NE(a.refusal.find("no oneDNN post-op for Conv"), std::string::npos) << a.refusal;
+  // A single Erf has no oneDNN kernel: not a seed, but a member of a GELU.
+  GraphBuilder e;
+  const ValueId erf = e.op("Erf", {e.input({4})});
+  e.finish(erf);
+  EXPECT_FALSE(rule->opRule(e.graph(), 0));
+  EXPECT_TRUE(rule->memberRule(e.graph(), 0));
+}
+
 // ---- layout hand-over: consecutive oneDNN kernels pass blocked tensors
 
 // A plan of the mini ResNet with one oneDNN group per block: every block
@@ -1074,7 +1094,16 @@ TEST_F(OneDnn, RefusesAnOperandComputedInsideTheGroup) {
   GraphBuilder b;
   const ValueId x = b.input({2, 8});
   const ValueId s = b.op("Sigmoid", {x});
-  expectRefusal(b, b.op("Add", {s, b.op("Tanh", {x})}), "does not consume");
+  expectRefusal(b, b.op("Add", {s, b.op("Tanh", {b.input({2, 8})})}), "does not consume");
+}
+
+// Sigmoid(x) + Tanh(x) is a function of x, but not one oneDNN has: the
+// refusal says so and names what was tried.
+TEST_F(OneDnn, RefusesAFunctionOfTheResultWithNoEltwiseAlgorithm) {
+  GraphBuilder b;
+  const ValueId x = b.input({2, 8});
+  expectRefusal(b, b.op("Add", {b.op("Sigmoid", {x}), b.op("Tanh", {x})}),
+                "matches no oneDNN eltwise algorithm (linear, relu");
 }
 
 TEST_F(OneDnn, RefusesBroadcastThatGrowsTheResult) {
