@@ -45,7 +45,10 @@ SMALL_DIR = os.path.join(REPO, "resources", "models")
 BASELINES = ["only_onednn", "only_openblas", "only_native", "priority"]
 PEERS = ["onnxruntime", "pytorch"]
 FULL_MODELS = ["resnet50", "resnext50_32x4d", "mobilenet_v2", "inception_v3", "r3d_18", "dcgan",
-               "bert_base", "resnext50_32x4d@8"]
+               "bert_base", "resnext50_32x4d@8",
+               # the widened zoo (issue 13): shapes nobody tuned the backends for
+               "mobilenet_v3_large", "efficientnet_b0", "shufflenet_v2_x1_0", "regnet_y_400mf",
+               "convnext_tiny", "vit_b_16", "deeplabv3_mobilenet_v3_large", "gpt2"]
 QUICK_MODELS = ["resnet50", "bert_base"]
 RTOL, ATOL_REL = 1e-3, 1e-4  # output check: |a-b| <= ATOL_REL*max|ref| + RTOL*|ref|
 
@@ -261,18 +264,29 @@ class Peer:
                 p.kill()
 
 
-def start_peers(model, threads, which):
+def start_peers(model, threads, which, ort_optimized=None):
     peers = {}
     if "onnxruntime" in which:
         if not os.path.isdir(os.path.join(HERE, "node_modules", "onnxruntime-node")):
             peers["onnxruntime"] = "bench/node_modules/onnxruntime-node missing: cd bench && npm install --ignore-scripts"
         else:
-            peers["onnxruntime"] = Peer("onnxruntime", ["node", os.path.join(HERE, "peers", "ort_runner.js"),
-                                                        model.onnx, model.input, str(threads)])
+            argv = ["node", os.path.join(HERE, "peers", "ort_runner.js"), model.onnx, model.input, str(threads)]
+            peers["onnxruntime"] = Peer("onnxruntime", argv + ([ort_optimized] if ort_optimized else []))
     if "pytorch" in which:
         peers["pytorch"] = Peer("pytorch", ["/usr/bin/python3", os.path.join(HERE, "peers", "torch_runner.py"),
                                             model.torch_name, model.input, str(threads)])
     return peers
+
+
+def ort_node_count(path):
+    """Nodes of the graph ONNX Runtime runs after its optimisations (None if it
+    saved none): the peer's kernel count, beside the plan's."""
+    if not os.path.exists(path):
+        return None
+    try:
+        return len(onnx.load(path, load_external_data=False).graph.node)
+    except Exception:  # a graph with contrib ops still loads; anything else: unknown
+        return None
 
 
 # --------------------------------------------------------------------------
@@ -377,7 +391,11 @@ def bench_model(model, args, collage, outdir, peak_gflops):
         if med is None:
             res["runners"][name]["error"] = last[:200]
 
-    peers = start_peers(model, args.threads, args.peers)
+    ort_optimized = os.path.join(mdir, "ort_optimized.onnx")
+    peers = start_peers(model, args.threads, args.peers, ort_optimized)
+    with open(plans["collage"]) as f:
+        res["kernels"] = len(json.load(f)["groups"])
+    res["ort_nodes"] = ort_node_count(ort_optimized)
     for name, p in peers.items():
         if isinstance(p, str) or p.error:
             res["runners"][name] = {"error": p if isinstance(p, str) else p.error, "rounds": [], "check_ok": False}
@@ -546,8 +564,8 @@ def write_reports(results, args, outdir, peak):
     L.append("## Optimizer (issue 5)")
     L.append("")
     L.append("| model | plan ms | best baseline | plan / best | predicted ms | measured / predicted | "
-             "1st optimize s (measuring, search) | 2nd optimize wall s (search) | verdict |")
-    L.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+             "kernels (ORT nodes) | 1st optimize s (measuring, search) | 2nd optimize wall s (search) | verdict |")
+    L.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for res in results:
         c = res["runners"].get("collage", {})
         base = [(n, res["runners"][n]) for n in BASELINES if res["runners"].get(n, {}).get("median_ms")]
@@ -561,11 +579,12 @@ def write_reports(results, args, outdir, peak):
             r = cm / best[1]["median_ms"]
             noise = max(c.get("spread_pct") or 0, best[1].get("spread_pct") or 0) / 100
             verdict = "ok" if r <= 1.0 else ("within noise" if r <= 1 + noise else "LOSS: see below")
-        L.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        L.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             res["model"], fmt(cm, "%.3g"),
             ("%s %s" % (best[0], fmt(best[1]["median_ms"], "%.3g"))) if best else "—",
             fmt(cm / best[1]["median_ms"] if best and cm else None, "%.3f"),
             fmt(pm, "%.3g"), fmt(cm / pm if cm and pm else None, "%.2f"),
+            "%s (%s)" % (fmt(res.get("kernels"), "%d"), fmt(res.get("ort_nodes"), "%d")),
             "%s (%s, %s)%s" % (fmt(o1.get("total_s"), "%.1f"), fmt(o1.get("measuring_s"), "%.1f"),
                                fmt(o1.get("search_s"), "%.3f"),
                                " cold" if o1.get("cached") == 0 and o1.get("kernels") else

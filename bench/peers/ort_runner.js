@@ -1,7 +1,9 @@
 #!/usr/bin/env node
 // ONNX Runtime (CPU provider, npm onnxruntime-node) runner for bench/run_bench.py.
 //
-// Usage: node ort_runner.js MODEL.onnx INPUT.pb THREADS
+// Usage: node ort_runner.js MODEL.onnx INPUT.pb THREADS [OPTIMIZED.onnx]
+// With OPTIMIZED.onnx, ONNX Runtime also saves the graph it runs after its
+// own optimisations (fusions, NCHWc layout), so the harness can count its nodes.
 // Loads the model once, then reads commands from stdin, one per line:
 //   run           -> runs one inference, prints "ms <elapsed>"
 //   output PATH   -> writes the first output as raw little-endian float32 to
@@ -58,15 +60,17 @@ function parseTensorProto(buf) {
 }
 
 async function main() {
-  const [modelPath, inputPath, threadsArg] = process.argv.slice(2);
+  const [modelPath, inputPath, threadsArg, optimizedPath] = process.argv.slice(2);
   const threads = parseInt(threadsArg || '1', 10);
-  const session = await ort.InferenceSession.create(modelPath, {
+  const options = {
     executionProviders: ['cpu'],
     graphOptimizationLevel: 'all',
     intraOpNumThreads: threads,
     interOpNumThreads: 1,
     executionMode: 'sequential',
-  });
+  };
+  if (optimizedPath) options.optimizedModelFilePath = optimizedPath;
+  const session = await ort.InferenceSession.create(modelPath, options);
   const input = parseTensorProto(fs.readFileSync(inputPath));
   const feeds = {}; feeds[session.inputNames[0]] = input.tensor;
   let last = await session.run(feeds);

@@ -35,7 +35,8 @@ def build(name):
     torch.manual_seed(mseed)
     model = spec.build()
     export_zoo._randomize_norms(model, torch.Generator().manual_seed(mseed + 1),
-                                export_zoo._make_input(spec, 2, torch.Generator().manual_seed(mseed + 3)))
+                                export_zoo._make_input(spec, spec.calibration_batch,
+                                                       torch.Generator().manual_seed(mseed + 3)))
     model.eval()
     return model
 
