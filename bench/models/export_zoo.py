@@ -96,6 +96,19 @@ class DCGANGenerator(nn.Module):
         return self.main(noise)
 
 
+def _init_transformer(model, std_of=lambda name: 0.02):
+    """BERT's and GPT-2's initializer: normal weights (std_of(module name)),
+    small random biases, LayerNorm scales near 1 (module order as registered)."""
+    for name, m in model.named_modules():
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, 0.0, std_of(name))
+        if isinstance(m, nn.Linear):
+            nn.init.normal_(m.bias, 0.0, 0.02)
+        if isinstance(m, nn.LayerNorm):
+            nn.init.uniform_(m.weight, 0.8, 1.2)
+            nn.init.normal_(m.bias, 0.0, 0.02)
+
+
 class BertEmbeddings(nn.Module):
     def __init__(self, vocab, hidden, max_pos, type_vocab, seq_len, eps):
         super().__init__()
@@ -171,14 +184,7 @@ class BertEncoder(nn.Module):
         self.embeddings = BertEmbeddings(vocab, hidden, max_pos, type_vocab, seq_len, eps)
         self.layers = nn.ModuleList(
             [BertLayer(hidden, heads, intermediate, seq_len, eps) for _ in range(layers)])
-        for m in self.modules():  # BERT's initializer (std 0.02), small random biases
-            if isinstance(m, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(m.weight, 0.0, 0.02)
-            if isinstance(m, nn.Linear):
-                nn.init.normal_(m.bias, 0.0, 0.02)
-            if isinstance(m, nn.LayerNorm):
-                nn.init.uniform_(m.weight, 0.8, 1.2)
-                nn.init.normal_(m.bias, 0.0, 0.02)
+        _init_transformer(self)  # BERT's initializer (std 0.02), small random biases
 
     def forward(self, input_ids):
         x = self.embeddings(input_ids)
@@ -376,16 +382,8 @@ class GPT2Decoder(nn.Module):
         self.register_buffer("position_ids", torch.arange(seq_len).unsqueeze(0), persistent=False)
         self.blocks = nn.ModuleList([GPT2Block(hidden, heads, seq_len, eps) for _ in range(layers)])
         self.ln_f = nn.LayerNorm(hidden, eps=eps)
-        for name, m in self.named_modules():  # GPT-2's initializer, small random biases
-            if isinstance(m, (nn.Linear, nn.Embedding)):
-                # residual output projections scaled by 1/sqrt(2 * layers) as in GPT-2
-                std = 0.02 / math.sqrt(2 * layers) if name.endswith("c_proj") else 0.02
-                nn.init.normal_(m.weight, 0.0, std)
-            if isinstance(m, nn.Linear):
-                nn.init.normal_(m.bias, 0.0, 0.02)
-            if isinstance(m, nn.LayerNorm):
-                nn.init.uniform_(m.weight, 0.8, 1.2)
-                nn.init.normal_(m.bias, 0.0, 0.02)
+        # GPT-2's initializer: residual output projections scaled by 1/sqrt(2 * layers).
+        _init_transformer(self, lambda name: 0.02 / math.sqrt(2 * layers) if name.endswith("c_proj") else 0.02)
 
     def forward(self, input_ids):
         x = self.wte(input_ids) + self.wpe(self.position_ids)
