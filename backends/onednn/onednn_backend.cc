@@ -47,11 +47,12 @@ class OneDnnBackend final : public Backend {
   // measurements are not reused (2: sequences of chains, matmul eltwise after
   // the product and column panels; 3: Concat, folded Pads, one reorder per
   // group input shared by the chains reading it; 4: pools on plain inputs
-  // run blocked).
+  // run blocked; 5: eltwise chains after a convolution on plain memory run
+  // as in-place eltwise steps).
   std::string version() const override {
     const dnnl_version_t* v = dnnl_version();
     return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-           std::to_string(v->patch) + " (" + v->hash + ") lowering 4";
+           std::to_string(v->patch) + " (" + v->hash + ") lowering 5";
   }
 
   CompileResult compile(const KernelRequest& request) override {

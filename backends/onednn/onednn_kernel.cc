@@ -584,7 +584,18 @@ class Builder {
     const memory::desc srcPlain = plainDesc(x.shape), dstPlain = plainDesc(chain_.shape);
     const memory::desc wWant = w.isConstant ? anyDesc(wd) : wPlain;
     const memory::desc biasMd = hasBias ? plainDesc(memory::dims{OC}) : memory::desc();
-    const dnnl::primitive_attr plainAttr = attrFor(ops);
+    // oneDNN 2.6's convolution on plain NCHW memory (gemm-based: what a
+    // pointwise conv runs there) applies eltwise post-ops in a slow loop: a
+    // 1x1 40->240 conv at 28x28 took 66 us alone and 492 us with HardSwish as
+    // a post-op (AVX-512; 3-7x for every pointwise conv of MobileNetV3). On
+    // plain memory, a chain of eltwise ops therefore runs after the
+    // convolution as JIT eltwise primitives, in place on its still-hot output,
+    // as for matrix products.
+    const bool eltwiseOnly =
+        !ops.empty() && std::all_of(ops.begin(), ops.end(),
+                                    [](const PostOp& p) { return p.kind == PostOp::Kind::Eltwise; });
+    const std::vector<PostOp> plainOps = eltwiseOnly ? std::vector<PostOp>() : ops;
+    const dnnl::primitive_attr plainAttr = attrFor(plainOps);
 
     ConvLayout setting = convLayoutSetting();
     std::vector<bool> blockedOrder;
@@ -646,7 +657,17 @@ class Builder {
                                    : operand(w, wPlain);
       if (hasBias)
         args[DNNL_ARG_BIAS] = biasFoldable ? constant(biasMd, bData.data()) : operand(b, biasMd);
-      addMainStep(pd, std::move(args), blocked ? blockedOps : ops);
+      addMainStep(pd, std::move(args), blocked ? blockedOps : plainOps);
+      if (blocked || !eltwiseOnly) return;
+      const memory out = kernel_->steps.back().args.at(DNNL_ARG_DST);
+      for (const PostOp& p : ops)
+        addStep(dnnl::eltwise_forward::primitive_desc(
+                    dnnl::eltwise_forward::desc(prop_kind::forward_inference, p.alg, out.get_desc(),
+                                                p.alpha, p.beta),
+                    attrFor({}), engine()),
+                {{DNNL_ARG_SRC, out}, {DNNL_ARG_DST, out}});
+      kernel_->postOps += (kernel_->postOps.empty() ? "" : "; ") + opsText(ops) +
+                          " (eltwise after the convolution)";
     };
     auto pick = [&](auto tag) {
       using PD = typename decltype(tag)::primitive_desc;
