@@ -4,6 +4,8 @@
 #include <functional>
 #include <utility>
 
+#include "core/measure/measurer.h"
+
 namespace collage {
 
 // Each backend's folder defines its factory.
@@ -50,6 +52,7 @@ HardwareFingerprint BackendSet::fingerprint() const {
   for (size_t i = 0; i < specs.size(); ++i)
     f.libraryVersions += (f.libraryVersions.empty() ? "" : ";") + specs[i].name + "=" +
                          (backends[i] ? backends[i]->version() : "");
+  f.libraryVersions += ";measure=" + measurementProtocol();  // how the costs were taken
   return f;
 }
 

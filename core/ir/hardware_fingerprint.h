@@ -13,7 +13,9 @@ struct HardwareFingerprint {
   std::string isaFlags;   // the ISA extensions that matter for kernels: "avx2 fma avx512f ..."
   int cores = 0;
   int threads = 0;            // the thread count kernels run with
-  std::string libraryVersions;  // "onednn=2.6.3;openblas=0.3.21;native=0.1"
+  // The backends' versions and how costs were measured (measurementProtocol):
+  // "onednn=2.6.3;openblas=0.3.21;native=0.1;measure=cold-64MiB".
+  std::string libraryVersions;
 
   // Reads /proc/cpuinfo; threads from threadCount(); libraryVersions empty.
   static HardwareFingerprint current();

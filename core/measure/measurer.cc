@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -87,12 +89,48 @@ struct PreparedKernel {
   void run() { compiled.kernel->run(in, out); }
 };
 
+// Writes `bytes` of a buffer kept for the purpose (one cache line in 64
+// bytes is enough to claim the line), displacing whatever the caches held.
+void evictCaches(size_t bytes) {
+  static std::vector<unsigned char> buffer;
+  if (buffer.size() < bytes) buffer.resize(bytes);
+  for (size_t i = 0; i < bytes; i += 64) buffer[i] = static_cast<unsigned char>(buffer[i] + 1);
+}
+
 double timeOnceNs(const std::function<void()>& f) {
   auto t0 = Clock::now();
   f();
   return std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
 }
 }  // namespace
+
+size_t cacheEvictionBytes() {
+  static const size_t bytes = [] {
+    size_t largest = 0;
+    for (int index = 0; index < 8; ++index) {
+      std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/size");
+      std::string text;
+      if (!(in >> text) || text.empty()) continue;
+      size_t value = std::strtoull(text.c_str(), nullptr, 10);
+      const char unit = text.back();
+      value *= unit == 'K' ? 1024 : unit == 'M' ? 1024 * 1024 : 1;
+      largest = std::max(largest, value);
+    }
+    if (largest == 0) largest = size_t{32} << 20;
+    return std::clamp(2 * largest, size_t{16} << 20, size_t{256} << 20);
+  }();
+  return bytes;
+}
+
+std::string measurementProtocol() {
+  return "cold-" + std::to_string(cacheEvictionBytes() >> 20) + "MiB";
+}
+
+MeasurerOptions MeasurerOptions::forWholeModelRuns() {
+  MeasurerOptions o;
+  o.evictBytes = cacheEvictionBytes();
+  return o;
+}
 
 Measurement measureKernel(Backend& backend, const KernelRequest& request,
                           const MeasurerOptions& options) {
@@ -121,13 +159,17 @@ Measurement measureKernel(Backend& backend, const KernelRequest& request,
     std::vector<double> samples;
     auto timed = Clock::now();
     double total = 0;
+    const bool cold = options.evictBytes > 0;
     while (true) {
+      if (cold) evictCaches(options.evictBytes);
       double ns = timeOnceNs([&] { k->run(); });
       samples.push_back(ns);
       total += ns * 1e-9;
       const int n = static_cast<int>(samples.size());
-      if (n < options.minSamples || total < options.minTotalSeconds) continue;
-      if (n >= options.maxSamples || secondsSince(timed) >= options.maxSeconds) break;
+      if (n < options.minSamples || (!cold && total < options.minTotalSeconds)) continue;
+      if (n >= (cold ? options.coldMaxSamples : options.maxSamples) ||
+          secondsSince(timed) >= options.maxSeconds)
+        break;
       std::vector<double> copy = samples;
       Measurement probe;
       summarizeSamples(copy, probe);

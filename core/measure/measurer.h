@@ -32,7 +32,26 @@ struct MeasurerOptions {
   int maxSamples = 300;        // ...up to this many samples
   double maxSeconds = 2.0;     // ...or this much time
   double timeoutSeconds = 60;  // a worker silent this long is killed (TimedOut)
+  // Bytes written before each timed run, so that the kernel starts with cold
+  // caches as it does inside a run of the whole model, where the other
+  // kernels' weights and tensors have displaced its own (0: hot caches, every
+  // run finding the last one's data). Costs measured hot added up to 1.42x
+  // less than MobileNetV3's plan then ran; measured cold, to 1.14x less.
+  // Each timed run then costs an eviction, so fewer are taken.
+  size_t evictBytes = 0;
+  int coldMaxSamples = 15;
+
+  // What the measurement worker uses: caches evicted with cacheEvictionBytes().
+  static MeasurerOptions forWholeModelRuns();
 };
+
+// Twice this machine's last-level cache (from sysfs; 32 MiB if unknown),
+// between 16 and 256 MiB: enough writes to push a kernel's data out of it.
+size_t cacheEvictionBytes();
+
+// How measurements are taken, for the hardware fingerprint: measurements
+// taken another way are not reused ("measure=cold-64MiB").
+std::string measurementProtocol();
 
 // Times one compiled kernel in this process (the worker's core; tests use it
 // directly with a well-behaved backend).

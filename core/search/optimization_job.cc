@@ -39,6 +39,7 @@ HardwareFingerprint jobFingerprint(const OptimizationJobOptions& options) {
   for (const auto& [name, version] : options.versions)
     fingerprint.libraryVersions +=
         (fingerprint.libraryVersions.empty() ? "" : ";") + name + "=" + version;
+  fingerprint.libraryVersions += ";measure=" + measurementProtocol();
   return fingerprint;
 }
 

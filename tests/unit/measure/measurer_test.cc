@@ -5,6 +5,9 @@
 
 #include "core/measure/measurer.h"
 
+#include "backends/backend_list.h"
+#include "tests/unit/graph_builder.h"
+
 namespace collage {
 namespace {
 
@@ -64,6 +67,38 @@ TEST(Measurer, SummaryIsMedianAndRelativeInterQuartileSpread) {
   EXPECT_EQ(m.samples, 7);
   // Sorted 9 10 11 11 12 13 100: quartiles at positions 1.5 and 4.5.
   EXPECT_NEAR(m.spread, (12.5 - 10.5) / 11.0, 1e-12);
+}
+
+// Cold measurement (what the worker does): each timed run starts after the
+// caches were overwritten, so fewer runs are taken; the result is a normal
+// measurement of the same kernel.
+TEST(Measurer, ColdMeasurementEvictsBeforeEachRunAndTakesFewerSamples) {
+  GraphBuilder b;
+  const NodeSet nodes = b.finish(b.op("Relu", {b.input({64, 1024})}));
+  std::unique_ptr<Backend> native = createBackend("native");
+  MeasurerOptions hot;
+  MeasurerOptions cold = MeasurerOptions::forWholeModelRuns();
+  EXPECT_EQ(hot.evictBytes, 0u);
+  EXPECT_EQ(cold.evictBytes, cacheEvictionBytes());
+  EXPECT_GE(cold.evictBytes, size_t{16} << 20);
+  EXPECT_LE(cold.evictBytes, size_t{256} << 20);
+  const Measurement h = measureKernel(*native, KernelRequest::of(b.graph(), nodes), hot);
+  const Measurement c = measureKernel(*native, KernelRequest::of(b.graph(), nodes), cold);
+  ASSERT_EQ(h.status, MeasurementStatus::Ok) << h.message;
+  ASSERT_EQ(c.status, MeasurementStatus::Ok) << c.message;
+  EXPECT_GE(c.samples, cold.minSamples);
+  EXPECT_LE(c.samples, cold.coldMaxSamples);
+  EXPECT_GT(c.medianNs, 0);
+}
+
+// Measurements taken cold and hot are different quantities: the protocol is
+// part of the fingerprint, so a database never mixes them.
+TEST(Measurer, TheProtocolIsPartOfTheFingerprint) {
+  EXPECT_EQ(measurementProtocol(), "cold-" + std::to_string(cacheEvictionBytes() >> 20) + "MiB");
+  BackendSet set = loadBackendSet({"native"});
+  EXPECT_NE(set.fingerprint().libraryVersions.find(";measure=" + measurementProtocol()),
+            std::string::npos)
+      << set.fingerprint().libraryVersions;
 }
 
 }  // namespace
