@@ -18,6 +18,7 @@
 #include "core/ops/reference_executor.h"
 #include "core/runtime/session.h"
 #include "backends/backend_list.h"
+#include "tests/unit/backends/every_group_runs.h"
 #include "tests/unit/backends/written_out_idioms.h"
 #include "tests/unit/graph_builder.h"
 
@@ -751,34 +752,12 @@ TEST_F(OneDnn, EveryGroupOfTheSpecAndTheRuleRunsCorrectly) {
   std::shared_ptr<const PatternRule> rule = backend_->codeRule();
   ASSERT_TRUE(rule);
   auto zoo = patternZoo();
-  int matches = 0, fused = 0;
-  auto check = [&](const Graph& g, const NodeSet& nodes, const std::string& what) {
-    KernelCheckResult r = checkKernelAgainstReference(*backend_, g, nodes, 11);
-    ASSERT_TRUE(r.compiled) << what << ": " << r.refusal;
-    EXPECT_TRUE(r.ok) << what << ": " << r.message;
-  };
-  for (const PatternEntry& p : spec.patterns) {
-    SCOPED_TRACE(p.name + " = " + p.text);
-    int matched = 0;
-    for (auto& b : zoo)
-      for (const PatternMatch& m : findMatches(p.pattern, b->graph())) {
-        ++matched;
-        check(b->graph(), m.nodes, m.toString(b->graph()));
-      }
-    EXPECT_GT(matched, 0) << "no graph of the zoo has this pattern";
-    matches += matched;
-  }
-  for (auto& b : zoo) {
-    const Graph& g = b->graph();
-    for (const GeneratedGroup& gg : PatternGenerator(g).generate(*rule, spec.limits)) {
-      ++matches;
-      if (gg.nodes.count() > 1) ++fused;
-      check(g, gg.nodes, gg.toString(g));
-    }
-  }
-  EXPECT_GT(matches, 100);
-  EXPECT_GT(fused, 50);
-  RecordProperty("matches", matches);
+  std::vector<const Graph*> graphs;
+  for (auto& b : zoo) graphs.push_back(&b->graph());
+  const GroupCounts counts = expectEveryGroupRuns(*backend_, spec, *rule, graphs);
+  EXPECT_GT(counts.checked, 100);
+  EXPECT_GT(counts.fused, 50);
+  RecordProperty("matches", counts.checked);
 }
 
 // ---- sequences of chains: one kernel for several anchors

@@ -17,6 +17,7 @@
 #include "core/ir/threading.h"
 
 #include "core/patterns/pattern_generator.h"
+#include "tests/unit/backends/every_group_runs.h"
 #include "tests/unit/backends/written_out_idioms.h"
 #include "tests/unit/graph_builder.h"
 #include "tests/unit/test_support.h"
@@ -603,29 +604,9 @@ TEST(OpenBlasBackend, EveryGroupOfTheSpecAndTheRuleRunsCorrectly) {
   auto backend = openBlas();
   std::shared_ptr<const PatternRule> rule = backend->codeRule();
   ASSERT_TRUE(rule);
-  auto check = [&](const Graph& g, const NodeSet& nodes, const std::string& what) {
-    KernelCheckResult r = checkKernelAgainstReference(*backend, g, nodes, 11);
-    ASSERT_TRUE(r.compiled) << what << ": " << r.refusal;
-    EXPECT_TRUE(r.ok) << what << ": " << r.message;
-  };
-  for (const PatternEntry& p : spec.patterns) {
-    SCOPED_TRACE(p.name + " = " + p.text);
-    int matched = 0;
-    for (auto& b : zoo)
-      for (const PatternMatch& m : findMatches(p.pattern, b->graph())) {
-        ++matched;
-        check(b->graph(), m.nodes, m.toString(b->graph()));
-      }
-    EXPECT_GT(matched, 0) << "no graph of the zoo has this pattern";
-  }
-  int fused = 0;
-  for (auto& b : zoo) {
-    const Graph& g = b->graph();
-    for (const GeneratedGroup& gg : PatternGenerator(g).generate(*rule, spec.limits)) {
-      if (gg.nodes.count() > 1) ++fused;
-      check(g, gg.nodes, gg.toString(g));
-    }
-  }
+  std::vector<const Graph*> graphs;
+  for (auto& b : zoo) graphs.push_back(&b->graph());
+  const int fused = expectEveryGroupRuns(*backend, spec, *rule, graphs).fused;
   EXPECT_GT(fused, 10);
 }
 
