@@ -17,6 +17,7 @@
 #include "core/ir/error.h"
 #include "core/measure/measurement_db.h"
 #include "core/measure/measurer.h"
+#include "core/search/graph_level_search.h"
 #include "core/search/near_ties.h"
 #include "core/search/op_level_optimizer.h"
 #include "core/search/placement_constraints.h"
@@ -46,6 +47,21 @@ std::vector<std::string> workerCommand(const ModelOptions& model) {
   return cmd;
 }
 
+// "90s", "5m", "1h" or plain seconds; Error naming the option otherwise.
+double parseDurationSeconds(const std::string& text, const std::string& option) {
+  size_t used = 0;
+  double value = -1;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+  }
+  const std::string unit = text.substr(std::min(used, text.size()));
+  const double scale = unit.empty() || unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : -1;
+  if (value <= 0 || scale < 0)
+    throw Error(option + " '" + text + "': expected a positive duration such as 90s, 5m or 1h");
+  return value * scale;
+}
+
 Action addOptimizeCommand(CLI::App& app) {
   struct Options : ModelOptions {
     std::vector<std::string> backends;
@@ -57,6 +73,9 @@ Action addOptimizeCommand(CLI::App& app) {
     std::string baselinePlans;
     double timeout = 60;
     bool noEndToEnd = false;
+    bool graphLevel = false;
+    std::string budget = "5m";
+    int saturation = 6;
   };
   auto* command = app.add_subcommand("optimize", "measure candidates and find the fastest placement");
   auto options = std::make_shared<Options>();
@@ -78,8 +97,17 @@ Action addOptimizeCommand(CLI::App& app) {
   command->add_option("--timeout", options->timeout, "seconds before a kernel measurement is killed");
   command->add_flag("--no-end-to-end", options->noEndToEnd,
                     "write the op-level plan without running it against the baselines end to end");
+  command->add_flag("--graph-level", options->graphLevel,
+                    "then search whole plans: hand runs of groups to graph libraries as regions, "
+                    "measured end to end (an evolutionary search)");
+  command->add_option("--budget", options->budget,
+                      "time budget of the graph-level search: 90s, 5m, 1h or seconds (default 5m)");
+  command->add_option("--saturation", options->saturation,
+                      "stop the graph-level search after this many generations without a better plan")
+      ->check(CLI::PositiveNumber);
   return [options]() {
     using Clock = std::chrono::steady_clock;
+    const double budgetSeconds = parseDurationSeconds(options->budget, "--budget");
     auto t0 = Clock::now();
     Graph graph = options->load();
     BackendSet set = loadBackendSet(options->backends);
@@ -222,6 +250,28 @@ Action addOptimizeCommand(CLI::App& app) {
         std::printf("writing the %s placement: it ran faster than the op-level plan\n",
                     baselines[static_cast<size_t>(chosen)].label.c_str());
       }
+    }
+    if (options->graphLevel && !constraints.empty()) {
+      std::printf("\ngraph-level search skipped: it does not honour --pin / --forbid yet\n");
+    } else if (options->graphLevel) {
+      std::vector<Backend*> backends;
+      for (auto& b : set.backends) backends.push_back(b.get());
+      GraphLevelOptions glOptions;
+      glOptions.evolution.budgetSeconds = budgetSeconds;
+      glOptions.evolution.saturationGenerations = options->saturation;
+      glOptions.timeoutSeconds = std::max(60.0, options->timeout);
+      const std::vector<GraphLibrary> libraries = graphLibrariesOf(graph, backends);
+      std::string names;
+      for (const auto& l : libraries) names += (names.empty() ? "" : ", ") + l.backend;
+      std::printf("\ngraph-level search (graph libraries: %s; budget %.0f s, stops after %d generations "
+                  "without a better plan):\n",
+                  names.empty() ? "none" : names.c_str(), budgetSeconds, options->saturation);
+      GraphLevelResult gl = runGraphLevelSearch(graph, plan, libraries, measurer, db.get(), fingerprint,
+                                                glOptions, &progress, nullptr);
+      std::printf("%s\n", describeGraphLevel(gl).c_str());
+      for (const auto& c : gl.changes) std::printf("  %s\n", c.c_str());
+      plan = gl.plan;
+      if (gl.improved) plan.createdBy += " + graph-level search";
     }
     markPinnedGroups(plan, graph, constraints);  // pinned groups say so: origin "user"
     savePlan(plan, options->output);

@@ -26,6 +26,16 @@ void TerminalProgress::onMeasureProgress(const MeasureProgressEvent& e) {
   drawn_ = true;
 }
 
+void TerminalProgress::onSearchStep(const SearchStepEvent& e) {
+  if (e.search != "graph-level") return;
+  finish();
+  const int left = static_cast<int>(e.timeLeftSeconds + 0.5);
+  std::printf("generation %3d: best %8.3f ms, mean %8.3f ms, %4d plans run, %4d cache hits, %d:%02d left%s\n",
+              e.step, e.bestCostNs / 1e6, e.meanCostNs / 1e6, e.evaluations, e.cacheHits, left / 60, left % 60,
+              e.bestChanged ? "  (new best)" : "");
+  std::fflush(stdout);
+}
+
 void TerminalProgress::onLog(const std::string& line) {
   if (drawn_ && isatty(STDERR_FILENO)) std::fprintf(stderr, "\n");
   drawn_ = false;

@@ -1,5 +1,6 @@
 // A SearchObserver for the terminal: a one-line progress bar on stderr while
-// measuring (done/total, cached, ETA), and log lines.
+// measuring (done/total, cached, ETA), a line per generation of the
+// graph-level search, and log lines.
 #pragma once
 
 #include "core/ir/search_events.h"
@@ -10,6 +11,9 @@ class TerminalProgress : public SearchObserver {
  public:
   void onMeasureProgress(const MeasureProgressEvent& e) override;
   void onLog(const std::string& line) override;
+  // The graph-level search: one line per generation on stdout (best, mean,
+  // plans run, cache hits, time left); other searches draw nothing.
+  void onSearchStep(const SearchStepEvent& e) override;
   void finish();
 
  private:

@@ -28,6 +28,21 @@ class NativeBackend : public Backend {
     return native::compileGroup(request, threadCount());
   }
 
+  // As a graph library it takes any region whose every node a fused pass
+  // evaluates (elementwise, injective and reduction ops): the region runs as
+  // the fewest passes over memory, materialising only what it must.
+  bool compilesRegions() const override { return true; }
+  std::string regionRefusal(const KernelRequest& region) const override {
+    std::string why;
+    region.nodes.forEach([&](NodeId n) {
+      if (why.empty()) {
+        const std::string r = native::inlineRefusal(*region.graph, n);
+        if (!r.empty()) why = "node '" + region.graph->node(n).name + "': " + r;
+      }
+    });
+    return why;
+  }
+
   // The spec's declarative [rule] names fusion styles of one kind each
   // (elementwise only, injective and elementwise, reductions and
   // elementwise). This rule adds what the styles cannot say: any group whose

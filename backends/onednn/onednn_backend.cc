@@ -61,7 +61,7 @@ class OneDnnBackend final : public Backend {
       // Several anchors: one kernel running their chains in sequence.
       const onednn::ChainSequence sequence = onednn::analyzeSequence(request);
       if (sequence.ok()) return onednn::lowerSequence(context_, sequence);
-      if (!sequence.severalAnchors) return CompileResult::refuse(analysis.refusal);
+      if (!sequence.severalChains) return CompileResult::refuse(analysis.refusal);
       return CompileResult::refuse(analysis.refusal + " (as a sequence of chains: " +
                                    sequence.refusal + ")");
     }
@@ -69,6 +69,19 @@ class OneDnnBackend final : public Backend {
   }
 
   std::shared_ptr<const PatternRule> codeRule() const override { return rule_; }
+
+  // Region mode: any region whose nodes read as chains (each an anchor and
+  // its post-ops, or elementwise ops alone) runs as one kernel that keeps
+  // oneDNN's blocked layout between all of its chains; reorders happen only
+  // at the region's edges and where a primitive wants another layout.
+  bool compilesRegions() const override { return true; }
+  std::string regionRefusal(const KernelRequest& region) const override {
+    const onednn::ChainAnalysis analysis = onednn::analyzeChain(region);
+    if (analysis.ok()) return {};
+    const onednn::ChainSequence sequence = onednn::analyzeSequence(region);
+    if (sequence.ok()) return {};
+    return sequence.severalChains ? sequence.refusal : analysis.refusal;
+  }
 
  private:
   std::shared_ptr<onednn::Context> context_;

@@ -599,8 +599,9 @@ ChainSequence analyzeSequence(const KernelRequest& request) {
     chains[c].push_back(n);
     if (!node.outputs.empty() && node.outputs[0] != kNoValue) resultOf[node.outputs[0]] = c;
   }
-  seq.severalAnchors = anchors >= 2 && chains.size() >= 2;
-  if (!seq.severalAnchors) {
+  (void)anchors;
+  seq.severalChains = chains.size() >= 2;
+  if (!seq.severalChains) {
     seq.refusal = "the group " + request.toString() + " is not a sequence of two or more chains";
     return seq;
   }
@@ -637,13 +638,17 @@ ChainSequence analyzeSequence(const KernelRequest& request) {
       return seq;
     }
   }
-  if (requests[order.back()].outputs[0] != request.outputs.at(0)) {
-    seq.refusal = "the group's output is not the result of its last chain";
-    return seq;
-  }
+  // Which chains later chains read, and which make the group's outputs.
+  std::vector<bool> readLater(chains.size(), false);
+  for (size_t c = 0; c < chains.size(); ++c)
+    for (ValueId v : requests[c].inputs)
+      if (auto it = madeBy.find(v); it != madeBy.end()) readLater[it->second] = true;
   for (size_t c : order) {
     ChainSequence::Part part;
     part.request = requests[c];
+    part.readLater = readLater[c];
+    const auto out = std::find(request.outputs.begin(), request.outputs.end(), part.request.outputs[0]);
+    if (out != request.outputs.end()) part.groupOutput = static_cast<int>(out - request.outputs.begin());
     ChainAnalysis a = analyzeChain(part.request);
     if (!a.ok()) {
       seq.refusal = a.refusal;

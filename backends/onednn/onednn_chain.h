@@ -72,12 +72,14 @@ struct ChainAnalysis {
 
 ChainAnalysis analyzeChain(const KernelRequest& request);
 
-// A group of several anchors (a ResNet bottleneck block: Conv -> Relu ->
-// Conv -> Relu -> Conv -> Add -> Relu, or any chains feeding each other)
-// read as a sequence of chains: each anchor starts a chain, every other node
-// extends the chain whose running result is its first such input. Each part
-// is a request of its own (analysed as a chain); the last part's output is
-// the group's output.
+// A group of several chains (a residual block: Conv -> Relu -> Conv -> Relu
+// -> Conv -> Add -> Relu, an Inception block's branches, or any region of
+// chains feeding each other) read as a sequence of chains: each anchor
+// starts a chain, every other node extends the chain whose running result is
+// its first such input (or starts an elementwise chain). Each part is a
+// request of its own (analysed as a chain). Any part's result may be one of
+// the group's outputs, and later parts may read it too: this is what lets
+// oneDNN take a whole region of the graph-level search.
 struct ChainSequence {
   struct Part {
     KernelRequest request;
@@ -85,14 +87,16 @@ struct ChainSequence {
     // Per input of `request`: {index in the group's inputs, -1}, or
     // {-1, index of the earlier part that makes it}.
     std::vector<std::pair<int, int>> inputs;
+    int groupOutput = -1;    // the index of its result in the group's outputs, or -1
+    bool readLater = false;  // a later part reads its result
   };
   std::vector<Part> parts;
-  bool severalAnchors = false;  // false: not a sequence at all (refusal says why)
+  bool severalChains = false;  // false: not a sequence at all (refusal says why)
   std::string refusal;
   bool ok() const { return refusal.empty(); }
 };
 
-// Splits a group with two or more anchors into chains, in an order where
+// Splits a group of two or more chains into parts, in an order where
 // each part comes after the parts it reads; refuses otherwise.
 ChainSequence analyzeSequence(const KernelRequest& request);
 

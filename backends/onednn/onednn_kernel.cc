@@ -355,6 +355,7 @@ class Builder {
       }
       index = in.outer;
     }
+    if (link_ && output) index = link_->outerOutput;
     memory m(md, engine(), DNNL_MEMORY_NONE);
     kernel_->bindings.push_back({m, output, index});
     return m;
@@ -1312,7 +1313,8 @@ CompileResult lowerSequence(const std::shared_ptr<Context>& context, const Chain
     for (size_t i = 0; i < sequence.parts.size(); ++i) {
       const ChainSequence::Part& part = sequence.parts[i];
       ChainLink& link = links[i];
-      link.outputInternal = i + 1 < sequence.parts.size();
+      link.outputInternal = part.readLater;
+      link.outerOutput = part.groupOutput;
       for (const auto& [outer, producer] : part.inputs) {
         ChainLink::Input in;
         in.outer = outer;
@@ -1324,6 +1326,17 @@ CompileResult lowerSequence(const std::shared_ptr<Context>& context, const Chain
         return CompileResult::refuse("chain " + std::to_string(i + 1) + " of the sequence (" +
                                      part.chain.describe(*part.request.graph) +
                                      ") made no intermediate result");
+      if (link.outputInternal && link.outerOutput >= 0) {
+        // Read by later chains and by the group's consumers: later chains
+        // keep the primitive's layout, the consumers get a plain copy.
+        const memory::desc plain = plainDesc(part.chain.shape);
+        memory user(plain, context->engine, DNNL_MEMORY_NONE);
+        kernel->bindings.push_back({user, true, link.outerOutput});
+        const dnnl::reorder::primitive_desc pd(link.produced, user);
+        kernel->steps.push_back({dnnl::reorder(pd),
+                                 {{DNNL_ARG_FROM, link.produced}, {DNNL_ARG_TO, user}},
+                                 "reorder(" + std::string(pd.impl_info_str()) + ")"});
+      }
     }
     return CompileResult::ok(std::move(kernel));
   });

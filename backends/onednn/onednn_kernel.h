@@ -79,8 +79,9 @@ CompileResult lowerChain(const std::shared_ptr<Context>& context, const KernelRe
 
 // How one chain of a sequence is wired: each of its request's inputs is the
 // kernel's input `outer` or (outer < 0) the memory an earlier chain made;
-// its result is the kernel's output, or (outputInternal) a memory of the
-// kernel in the layout its primitive chose (`produced`, set by the lowering).
+// its result is the kernel's output `outerOutput`, or (outputInternal) a
+// memory of the kernel in the layout its primitive chose (`produced`, set by
+// the lowering), or both: then the kernel's output is a plain copy of it.
 struct ChainLink {
   struct Input {
     int outer = -1;
@@ -88,6 +89,7 @@ struct ChainLink {
   };
   std::vector<Input> inputs;
   bool outputInternal = false;
+  int outerOutput = 0;  // -1: read by later chains only
   dnnl::memory produced;
 };
 

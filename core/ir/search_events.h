@@ -29,6 +29,9 @@ struct SearchStepEvent {
   double bestCostNs = 0;
   double meanCostNs = 0;  // of the current frontier / population
   double elapsedSeconds = 0;
+  int cacheHits = 0;             // evaluations answered from a cache or the database
+  double timeLeftSeconds = -1;   // of the search's budget; -1 when it has none
+  bool bestChanged = false;      // a new best was found in this step
 };
 
 class SearchObserver {

@@ -63,7 +63,8 @@ std::string nowIso8601() {
 // Version 1 was the first prototype's table: a fingerprint id, a signature
 // and a median. Version 2 keeps every field of the fingerprint in its own
 // column and the samples' statistics. Version 3 adds the switching costs
-// (early version-2 files lack that table). Every statement creates only what
+// (early version-2 files lack that table). Version 4 adds the whole plans
+// the graph-level search ran (plan_runs). Every statement creates only what
 // is missing, so the same text brings any older file up to date.
 const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS measurements (
@@ -100,6 +101,20 @@ CREATE TABLE IF NOT EXISTS switch_costs (
   samples        INTEGER NOT NULL DEFAULT 0,
   measured_at    TEXT NOT NULL DEFAULT '',
   PRIMARY KEY (fingerprint_id, from_backend, from_version, to_backend, to_version)
+);
+CREATE TABLE IF NOT EXISTS plan_runs (
+  fingerprint_id TEXT NOT NULL,
+  model_key      TEXT NOT NULL,
+  base_key       TEXT NOT NULL,
+  plan_key       TEXT NOT NULL,
+  genome         TEXT NOT NULL DEFAULT '',
+  status         TEXT NOT NULL,
+  relative_cost  REAL NOT NULL DEFAULT 0,
+  median_ms      REAL NOT NULL DEFAULT 0,
+  rounds         INTEGER NOT NULL DEFAULT 0,
+  message        TEXT NOT NULL DEFAULT '',
+  measured_at    TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY (fingerprint_id, model_key, base_key, plan_key)
 );
 )sql";
 
@@ -172,7 +187,7 @@ void MeasurementDb::migrate() {
            "FROM measurements_v1");
       exec("DROP TABLE measurements_v1");
     }
-    if (version < kSchemaVersion) exec(kSchema);  // 0: a new file; 2: adds switch_costs
+    if (version < kSchemaVersion) exec(kSchema);  // 0: a new file; 2, 3: adds what is missing
     exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
     exec("COMMIT");
   } catch (...) {
@@ -297,8 +312,48 @@ void MeasurementDb::storeSwitchCost(const HardwareFingerprint& fp, const Backend
   s.step();
 }
 
+std::vector<PlanRunRecord> MeasurementDb::findPlanRuns(const HardwareFingerprint& fp,
+                                                       const std::string& modelKey,
+                                                       const std::string& baseKey) const {
+  Statement s(db_,
+              "SELECT plan_key, genome, status, relative_cost, median_ms, rounds, message, measured_at "
+              "FROM plan_runs WHERE fingerprint_id=? AND model_key=? AND base_key=? "
+              "ORDER BY relative_cost",
+              path_);
+  s.bind(1, fp.id()).bind(2, modelKey).bind(3, baseKey);
+  std::vector<PlanRunRecord> records;
+  while (s.step()) {
+    PlanRunRecord r;
+    r.modelKey = modelKey;
+    r.baseKey = baseKey;
+    r.planKey = s.text(0);
+    r.genome = s.text(1);
+    r.status = measurementStatusFromName(s.text(2));
+    r.relativeCost = s.real(3);
+    r.medianMs = s.real(4);
+    r.rounds = static_cast<int>(s.integer(5));
+    r.message = s.text(6);
+    r.measuredAt = s.text(7);
+    records.push_back(std::move(r));
+  }
+  return records;
+}
+
+void MeasurementDb::storePlanRun(const HardwareFingerprint& fp, const PlanRunRecord& r) {
+  Statement s(db_,
+              "INSERT OR REPLACE INTO plan_runs (fingerprint_id, model_key, base_key, plan_key, genome, "
+              "status, relative_cost, median_ms, rounds, message, measured_at) "
+              "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+              path_);
+  s.bind(1, fp.id()).bind(2, r.modelKey).bind(3, r.baseKey).bind(4, r.planKey).bind(5, r.genome);
+  s.bind(6, std::string(measurementStatusName(r.status))).bind(7, r.relativeCost).bind(8, r.medianMs);
+  s.bind(9, int64_t{r.rounds}).bind(10, r.message).bind(11, nowIso8601());
+  s.step();
+}
+
 int64_t MeasurementDb::clear(const std::string& backend) {
   if (backend.empty()) {
+    exec("DELETE FROM plan_runs");
     exec("DELETE FROM switch_costs");
     exec("DELETE FROM measurements");
   } else {

@@ -35,6 +35,23 @@ struct MeasurementRecord {
   std::string measuredAt;  // ISO 8601, UTC
 };
 
+// A whole plan the graph-level search ran (core/search/graph_level_search.h):
+// keyed by the model (its sha256 and input shapes), the plan the search
+// started from and the plan's own placement (placementKey), so a second
+// search on this machine starts where the first ended.
+struct PlanRunRecord {
+  std::string modelKey;
+  std::string baseKey;     // placementKey of the plan the genome is read against
+  std::string planKey;     // placementKey of the plan run
+  std::string genome;      // the genes, one character each ("0012...")
+  MeasurementStatus status = MeasurementStatus::Ok;
+  double relativeCost = 0;  // its time over the base plan's (paired rounds)
+  double medianMs = 0;
+  int rounds = 0;
+  std::string message;     // why it could not run
+  std::string measuredAt;  // ISO 8601, UTC (set on store)
+};
+
 struct MeasurementDbStats {
   int64_t rows = 0;
   int64_t okRows = 0;
@@ -47,7 +64,7 @@ struct MeasurementDbStats {
 
 class MeasurementDb {
  public:
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 4;
   // $XDG_CACHE_HOME/collage-studio/measurements.sqlite (~/.cache/... by default).
   static std::string defaultPath();
 
@@ -68,6 +85,11 @@ class MeasurementDb {
                                        const BackendVersion& to) const;
   void storeSwitchCost(const HardwareFingerprint& fp, const BackendVersion& from,
                        const BackendVersion& to, const Measurement& m);
+
+  // The plans run for a model from one base plan, cheapest first.
+  std::vector<PlanRunRecord> findPlanRuns(const HardwareFingerprint& fp, const std::string& modelKey,
+                                          const std::string& baseKey) const;
+  void storePlanRun(const HardwareFingerprint& fp, const PlanRunRecord& record);
 
   std::vector<MeasurementRecord> all() const;
   MeasurementDbStats stats(const HardwareFingerprint& current) const;

@@ -254,11 +254,33 @@ void runMeasurementWorker(const Graph& graph,
                           const std::function<Backend*(const std::string&)>& backendFor,
                           const MeasurerOptions& options, std::istream& in, std::ostream& out) {
   std::string line;
+  std::unique_ptr<PairedPlanRunner> planRunner;  // made on the first plan request
   while (std::getline(in, line)) {
     if (line.empty()) continue;
     Measurement m;
     try {
       auto req = nlohmann::json::parse(line);
+      if (req.contains("pair")) {
+        // Two whole plans timed against each other (core/measure/paired_plan_runs.h).
+        PairedPlanRuns runs;
+        try {
+          const auto& pair = req["pair"];
+          const Plan a = planFromJson(pair.at("a").dump(), "plan A");
+          const Plan b = planFromJson(pair.at("b").dump(), "plan B");
+          PairedRunOptions options;
+          options.minRounds = pair.value("min_rounds", options.minRounds);
+          options.maxRounds = pair.value("max_rounds", options.maxRounds);
+          options.seconds = pair.value("seconds", options.seconds);
+          options.verify = pair.value("verify", options.verify);
+          if (!planRunner) planRunner = std::make_unique<PairedPlanRunner>(graph, backendFor);
+          runs = planRunner->run(a, b, options);
+        } catch (const std::exception& e) {
+          runs.status = MeasurementStatus::Failed;
+          runs.message = e.what();
+        }
+        out << toJson(runs).dump() << "\n" << std::flush;
+        continue;
+      }
       std::string name = req.at("backend").get<std::string>();
       Backend* backend = backendFor(name);
       if (!backend) throw Error("unknown backend '" + name + "'");
@@ -364,24 +386,65 @@ Measurement IsolatedMeasurer::measureSwitch(const std::string& first, const Node
 }
 
 Measurement IsolatedMeasurer::request(const std::string& json) {
+  Measurement failed;
+  std::optional<nlohmann::json> reply = exchange(json, options_.timeoutSeconds, failed);
+  if (!reply) return failed;
+  try {
+    return fromJson(*reply);
+  } catch (const std::exception& e) {
+    failed.status = MeasurementStatus::Failed;
+    failed.message = "garbled reply from the measurement worker: " + reply->dump().substr(0, 200);
+    stopWorker(true);
+    return failed;
+  }
+}
+
+PairedPlanRuns IsolatedMeasurer::timePlans(const Plan& a, const Plan& b, const PairedRunOptions& options,
+                                           double timeoutSeconds) {
+  const nlohmann::json req{{"pair",
+                            {{"a", nlohmann::json::parse(planToJson(a))},
+                             {"b", nlohmann::json::parse(planToJson(b))},
+                             {"min_rounds", options.minRounds},
+                             {"max_rounds", options.maxRounds},
+                             {"seconds", options.seconds},
+                             {"verify", options.verify}}}};
+  Measurement failed;
+  PairedPlanRuns runs;
+  std::optional<nlohmann::json> reply = exchange(req.dump(), timeoutSeconds, failed);
+  if (reply) {
+    try {
+      return pairedPlanRunsFromJson(*reply);
+    } catch (const std::exception&) {
+      failed.status = MeasurementStatus::Failed;
+      failed.message = "garbled reply from the measurement worker: " + reply->dump().substr(0, 200);
+      stopWorker(true);
+    }
+  }
+  runs.status = failed.status;
+  runs.message = failed.message;
+  runs.seconds = failed.measureSeconds;
+  return runs;
+}
+
+std::optional<nlohmann::json> IsolatedMeasurer::exchange(const std::string& json, double timeoutSeconds,
+                                                         Measurement& failed) {
   if (pid_ < 0) {
     try {
       startWorker();
     } catch (const Error& e) {
-      Measurement m;
-      m.message = e.what();
-      return m;  // Failed
+      failed.status = MeasurementStatus::Failed;
+      failed.message = e.what();
+      return std::nullopt;
     }
   }
   std::string line = json + "\n";
   auto start = Clock::now();
-  Measurement failed;
   // The worker died: reap it and say how (its signal or exit status).
-  auto workerDied = [&]() {
+  auto workerDied = [&]() -> std::optional<nlohmann::json> {
     failed.status = MeasurementStatus::Failed;
     failed.message = describeExit(reapWorker());
     failed.measureSeconds = secondsSince(start);
-    return failed;
+    return std::nullopt;
   };
   if (write(toWorker_, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
     return workerDied();  // gone already (e.g. it could not load the model)
@@ -391,22 +454,22 @@ Measurement IsolatedMeasurer::request(const std::string& json) {
       std::string reply = readBuffer_.substr(0, nl);
       readBuffer_.erase(0, nl + 1);
       try {
-        return fromJson(nlohmann::json::parse(reply));
+        return nlohmann::json::parse(reply);
       } catch (const std::exception& e) {
         failed.status = MeasurementStatus::Failed;
         failed.message = "garbled reply from the measurement worker: " + reply.substr(0, 200);
         stopWorker(true);
-        return failed;
+        return std::nullopt;
       }
     }
-    double left = options_.timeoutSeconds - secondsSince(start);
+    double left = timeoutSeconds - secondsSince(start);
     if (left <= 0) {
       stopWorker(true);
       failed.status = MeasurementStatus::TimedOut;
-      failed.message = "no result within " + std::to_string(static_cast<int>(options_.timeoutSeconds)) +
+      failed.message = "no result within " + std::to_string(static_cast<int>(timeoutSeconds)) +
                        " s: the worker was killed";
       failed.measureSeconds = secondsSince(start);
-      return failed;
+      return std::nullopt;
     }
     pollfd pfd{fromWorker_, POLLIN, 0};
     int ready = poll(&pfd, 1, static_cast<int>(std::min(left, 1.0) * 1000) + 1);

@@ -14,10 +14,14 @@
 #include <istream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "core/measure/paired_plan_runs.h"
 #include "core/runtime/backend.h"
 #include "core/measure/measurement.h"
 #include "core/onnx/onnx_import.h"
@@ -88,10 +92,19 @@ class IsolatedMeasurer {
   // measureSwitch() in the worker.
   Measurement measureSwitch(const std::string& first, const NodeSet& firstNodes,
                             const std::string& second, const NodeSet& secondNodes);
+  // Two whole plans timed against each other in the worker
+  // (core/measure/paired_plan_runs.h). A crash or a request longer than
+  // `timeoutSeconds` is reported as Failed / TimedOut and the worker restarts.
+  PairedPlanRuns timePlans(const Plan& a, const Plan& b, const PairedRunOptions& options,
+                           double timeoutSeconds);
   int workersStarted() const { return workersStarted_; }
 
  private:
   Measurement request(const std::string& json);
+  // Sends one request line and reads one reply line; on a crash, a timeout
+  // or a garbled reply fills `failed` and returns nothing.
+  std::optional<nlohmann::json> exchange(const std::string& json, double timeoutSeconds,
+                                         Measurement& failed);
   void startWorker();
   void stopWorker(bool kill);
   int reapWorker();  // closes the pipes, waits; returns the wait status

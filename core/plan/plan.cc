@@ -175,7 +175,7 @@ bool Plan::operator==(const Plan& o) const {
   return version == o.version && modelPath == o.modelPath && modelSha256 == o.modelSha256 &&
          inputShapes == o.inputShapes && fingerprint == o.fingerprint && backends == o.backends &&
          groups == o.groups && sameCost(predictedNs, o.predictedNs) && createdBy == o.createdBy &&
-         createdAt == o.createdAt;
+         createdAt == o.createdAt && graphLevel == o.graphLevel;
 }
 
 std::string Plan::displayName() const { return sourcePath.empty() ? "the plan" : sourcePath; }
@@ -224,6 +224,11 @@ std::string planToJson(const Plan& plan) {
     backends.push_back({{"name", name}, {"version", version}});
   j["backends"] = backends;
   j["predicted_ns"] = costToJson(plan.predictedNs);
+  if (plan.graphLevel.ran) {
+    const GraphLevelSummary& s = plan.graphLevel;
+    j["graph_level"] = {{"start_ms", s.startMs}, {"ms", s.ms},           {"gain", s.gain},
+                        {"generations", s.generations}, {"plans_run", s.plansRun}, {"changes", s.changes}};
+  }
 
   json groups = json::array();
   for (const PlanGroup& g : plan.groups) {
@@ -242,7 +247,7 @@ std::string planToJson(const Plan& plan) {
   std::string out = "{\n";
   for (const auto& [key, value] : j.items()) {
     out += "  " + json(key).dump() + ": ";
-    if (key == "model" || key == "fingerprint") out += expanded(value, "  ");
+    if (key == "model" || key == "fingerprint" || key == "graph_level") out += expanded(value, "  ");
     else out += compact(value);
     out += ",\n";
   }
@@ -329,6 +334,27 @@ Plan planFromJson(const std::string& text, const std::string& displayPath) {
     }
   }
   if (const json* p = r.find(j, "predicted_ns")) plan.predictedNs = r.cost(*p, "predicted_ns");
+  if (const json* gl = r.find(j, "graph_level")) {
+    r.object(*gl, "graph_level");
+    GraphLevelSummary& s = plan.graphLevel;
+    s.ran = true;
+    auto num = [&](const char* key, double& out) {
+      if (const json* v = r.find(*gl, key)) out = r.number(*v, std::string("graph_level.") + key);
+    };
+    num("start_ms", s.startMs);
+    num("ms", s.ms);
+    num("gain", s.gain);
+    double generations = 0, plansRun = 0;
+    num("generations", generations);
+    num("plans_run", plansRun);
+    s.generations = static_cast<int>(generations);
+    s.plansRun = static_cast<int>(plansRun);
+    if (const json* c = r.find(*gl, "changes")) {
+      r.array(*c, "graph_level.changes");
+      for (size_t i = 0; i < c->size(); ++i)
+        s.changes.push_back(r.string((*c)[i], FieldReader::index("graph_level.changes", i)));
+    }
+  }
 
   const json& groups = r.array(r.require(j, "", "groups"), "groups");
   for (size_t i = 0; i < groups.size(); ++i) {
@@ -597,6 +623,19 @@ std::vector<std::string> checkPlanAgainst(const Plan& plan, const Graph& graph,
     warnings.push_back(name + " was measured on another machine (" + plan.fingerprint.toString() +
                        "); this one is " + machine->toString() + ": its costs may not hold here");
   return warnings;
+}
+
+std::string placementKey(const Plan& plan) {
+  std::vector<std::string> groups;
+  for (const PlanGroup& g : plan.groups) {
+    std::string s = g.backend + ":";
+    for (const std::string& n : g.nodes) s += n + ",";
+    groups.push_back(std::move(s));
+  }
+  std::sort(groups.begin(), groups.end());
+  std::string all;
+  for (const std::string& g : groups) all += g + "\n";
+  return stableHashHex(all);
 }
 
 }  // namespace collage

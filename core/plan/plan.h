@@ -60,6 +60,20 @@ struct KernelTiming {
   int64_t run = 0;      // which run (0, 1, ...)
 };
 
+// What the graph-level search measured, when it made the plan
+// (core/search/graph_level_search.h): the plan against the one it started
+// from, timed paired in the same rounds.
+struct GraphLevelSummary {
+  bool ran = false;          // absent from the file when false
+  double startMs = 0;        // the starting plan (op-level or a baseline)
+  double ms = 0;             // this plan
+  double gain = 1;           // per-round median of startMs / ms
+  int generations = 0;
+  int plansRun = 0;          // whole plans measured
+  std::vector<std::string> changes;  // describeRegionChanges
+  bool operator==(const GraphLevelSummary&) const = default;
+};
+
 // (backend name, version), as Backend::name() / version() report them.
 using BackendVersion = std::pair<std::string, std::string>;
 
@@ -76,6 +90,7 @@ struct Plan {
   Cost predictedNs = kUnknownCost;           // the optimizer's estimate for the whole model
   std::string createdBy;                     // "collage optimize (op-level)"
   std::string createdAt;                     // ISO 8601 UTC, "2024-05-01T12:00:00Z"
+  GraphLevelSummary graphLevel;              // set when the graph-level search made it
 
   // Not serialised: the file it was loaded from, for messages ("" = "the plan").
   std::string sourcePath;
@@ -105,6 +120,10 @@ void savePlan(const Plan& plan, const std::string& path);
 Plan loadPlan(const std::string& path);
 
 // ---- Building a plan -----------------------------------------------------
+
+// A stable key of a plan's placement: its groups' backends and nodes (not
+// costs, patterns or origins). Plans with equal keys run the same kernels.
+std::string placementKey(const Plan& plan);
 
 // Every graph input's static shape, as a plan records it (Plan::inputShapes).
 std::map<std::string, Shape> graphInputShapes(const Graph& graph);

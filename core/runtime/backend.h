@@ -94,6 +94,16 @@ class Backend {
   // A pattern rule written in C++ (opRule/fusionRule), for capabilities too
   // rich for the spec file's declarative [rule]; null for most backends.
   virtual std::shared_ptr<const PatternRule> codeRule() const { return nullptr; }
+
+  // Graph libraries (the graph-level search, core/search/graph_level_search.h):
+  // a backend that compiles a *region* (any convex set of nodes, not a
+  // pattern) as one kernel optimised across its nodes, keeping its own
+  // layout between them. regionRefusal says, without compiling, why the
+  // region cannot be one such kernel; empty means compile() will take it.
+  virtual bool compilesRegions() const { return false; }
+  virtual std::string regionRefusal(const KernelRequest& /*region*/) const {
+    return name() + " does not compile regions";
+  }
 };
 
 }  // namespace collage

@@ -28,13 +28,15 @@ size_t roundUp(size_t bytes) {
 
 struct Session::Kernel_ {
   KernelRequest request;
-  std::unique_ptr<Kernel> kernel;
+  Backend* backend = nullptr;
+  std::shared_ptr<Kernel> kernel;  // shared with the KernelCache, if any
   std::vector<const DLTensor*> inputs;  // point into Session::dl_
   std::vector<DLTensor*> outputs;
 };
 
-Session::Session(const Graph& graph, const Plan& plan, BackendLookup backends)
-    : graph_(graph), plan_(plan), epoch_(std::chrono::steady_clock::now()) {
+Session::Session(const Graph& graph, const Plan& plan, BackendLookup backends, KernelCache* cache)
+    : graph_(graph), plan_(plan), cache_(cache), epoch_(std::chrono::steady_clock::now()) {
+  if (cache_) cache_->beginSession();
   const std::vector<NodeSet> sets = resolvePlanGroups(plan_, graph_);
   // Each group must be one kernel's worth: convex (no path leaves and re-enters).
   const SubGraphLimits noLimits{0, 0, 0, true};
@@ -55,16 +57,20 @@ Session::Session(const Graph& graph, const Plan& plan, BackendLookup backends)
     if (!backend) throw Error(label + "backend '" + group.backend + "' is not available");
     auto k = std::make_unique<Kernel_>();
     k->request = KernelRequest::of(graph_, sets[g], group.pattern);
-    CompileResult compiled;
+    k->backend = backend;
+    std::string refusal;
     try {
-      compiled = backend->compile(k->request);
+      if (cache_) {
+        k->kernel = cache_->get(*backend, k->request, {}, {}, &refusal);
+      } else {
+        CompileResult compiled = backend->compile(k->request);
+        k->kernel = std::move(compiled.kernel);
+        refusal = compiled.refusal.empty() ? std::string("no reason given") : compiled.refusal;
+      }
     } catch (const std::exception& e) {
       rethrowWith(label + group.backend + " failed to compile it: ", e);
     }
-    if (!compiled)
-      throw Error(label + group.backend + " refused it: " +
-                  (compiled.refusal.empty() ? std::string("no reason given") : compiled.refusal));
-    k->kernel = std::move(compiled.kernel);
+    if (!k->kernel) throw Error(label + group.backend + " refused it: " + refusal);
     kernels_[g] = std::move(k);
   }
 
@@ -102,21 +108,38 @@ void Session::handOverNativeLayouts() {
   for (size_t g = 0; g < kernels_.size(); ++g)
     for (size_t i = 0; i < kernels_[g]->request.inputs.size(); ++i)
       readers[static_cast<size_t>(kernels_[g]->request.inputs[i])].emplace_back(g, i);
-  for (auto& producer : kernels_) {
-    for (size_t o = 0; o < producer->request.outputs.size(); ++o) {
-      const ValueId v = producer->request.outputs[o];
+  // Decide on the kernels as compiled, then switch them.
+  std::vector<std::vector<size_t>> nativeIn(kernels_.size()), nativeOut(kernels_.size());
+  for (size_t p = 0; p < kernels_.size(); ++p) {
+    const Kernel_& producer = *kernels_[p];
+    for (size_t o = 0; o < producer.request.outputs.size(); ++o) {
+      const ValueId v = producer.request.outputs[o];
       const auto& consumers = readers[static_cast<size_t>(v)];
       if (graph_.value(v).isGraphOutput || consumers.empty()) continue;
-      const std::optional<NativeLayout> layout = producer->kernel->nativeOutputLayout(o);
+      const std::optional<NativeLayout> layout = producer.kernel->nativeOutputLayout(o);
       if (!layout) continue;
       const bool all = std::all_of(consumers.begin(), consumers.end(), [&](const auto& c) {
         return kernels_[c.first]->kernel->nativeInputLayout(c.second) == layout;
       });
       if (!all) continue;
-      producer->kernel->useNativeOutputLayout(o);
-      for (const auto& [g, i] : consumers) kernels_[g]->kernel->useNativeInputLayout(i);
+      nativeOut[p].push_back(o);
+      for (const auto& [g, i] : consumers) nativeIn[g].push_back(i);
       nativeBytes_[static_cast<size_t>(v)] = layout->bytes;
       ++nativeLayoutValues_;
+    }
+  }
+  for (size_t g = 0; g < kernels_.size(); ++g) {
+    if (nativeIn[g].empty() && nativeOut[g].empty()) continue;
+    Kernel_& k = *kernels_[g];
+    std::sort(nativeIn[g].begin(), nativeIn[g].end());
+    if (cache_) {
+      // The cache's plain kernel may serve other sessions: take a switched one.
+      std::string refusal;
+      k.kernel = cache_->get(*k.backend, k.request, nativeIn[g], nativeOut[g], &refusal);
+      COLLAGE_CHECK(k.kernel != nullptr, "a kernel compiled once was refused the second time");
+    } else {
+      for (size_t o : nativeOut[g]) k.kernel->useNativeOutputLayout(o);
+      for (size_t i : nativeIn[g]) k.kernel->useNativeInputLayout(i);
     }
   }
 }

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "core/runtime/backend.h"
+#include "core/runtime/kernel_cache.h"
 #include "core/ir/graph.h"
 #include "core/plan/plan.h"
 #include "core/ir/tensor.h"
@@ -46,8 +47,11 @@ using BackendLookup = std::function<Backend*(const std::string&)>;
 
 class Session {
  public:
-  // The graph must outlive the Session (kernels refer to it); the plan is copied.
-  Session(const Graph& graph, const Plan& plan, BackendLookup backends);
+  // The graph must outlive the Session (kernels refer to it); the plan is
+  // copied. With a `cache` (which must outlive the Session), kernels are
+  // taken from it and compiled only when missing: the graph-level search
+  // builds many Sessions that share most of their kernels.
+  Session(const Graph& graph, const Plan& plan, BackendLookup backends, KernelCache* cache = nullptr);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -93,6 +97,7 @@ class Session {
 
   const Graph& graph_;
   Plan plan_;
+  KernelCache* cache_ = nullptr;
   std::vector<size_t> order_;
   std::vector<std::unique_ptr<Kernel_>> kernels_;  // indexed by group
 

@@ -14,6 +14,7 @@
 #include "core/measure/candidate_costs.h"
 #include "core/ir/graph.h"
 #include "core/measure/measurement.h"
+#include "core/search/graph_level_search.h"
 #include "core/search/placement_constraints.h"
 #include "core/plan/plan.h"
 #include "core/ir/search_events.h"
@@ -46,6 +47,11 @@ struct OptimizationJobOptions {
   // pinned nodes get origin "user" in the plan. The app passes the manual
   // overrides here (views/override_commands.h).
   PlacementConstraints constraints;
+  // Then the graph-level search (core/search/graph_level_search.h) from the
+  // kept plan, in the same worker; not with constraints (they would not hold).
+  // graphLevelOptions.onBestPlan is called on the job's thread.
+  bool graphLevel = false;
+  GraphLevelOptions graphLevelOptions;
 };
 
 struct OptimizationResult {
@@ -59,6 +65,11 @@ struct OptimizationResult {
   std::vector<std::string> warnings;
   // The end-to-end check's report (describeSelection), empty when not run.
   std::string endToEnd;
+  // The graph-level search, when it ran: what it did, and the plan it
+  // started from (the diff view compares the two).
+  bool graphLevelRan = false;
+  GraphLevelResult graphLevel;
+  Plan startPlan;
 
   // What re-planning needs without measuring again (core/search/plan_override.h):
   // the DP's inputs as the job had them.

@@ -1,0 +1,157 @@
+#include "core/measure/paired_plan_runs.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/ir/error.h"
+#include "core/ops/reference_executor.h"
+
+namespace collage {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+double timedRunMs(Session& session, const std::vector<Tensor>& inputs) {
+  const auto start = Clock::now();
+  session.run(inputs);
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// How many sessions the worker keeps built: the incumbent, the plan just
+// timed and a few before it (a genome measured again after a crash).
+constexpr size_t kKeptSessions = 4;
+
+}  // namespace
+
+double PairedPlanRuns::medianRatio() const {
+  std::vector<double> r;
+  for (size_t i = 0; i < aMs.size() && i < bMs.size(); ++i)
+    if (bMs[i] > 0) r.push_back(aMs[i] / bMs[i]);
+  return r.empty() ? 1.0 : median(r);
+}
+
+double PairedPlanRuns::aFasterShare() const {
+  const size_t n = std::min(aMs.size(), bMs.size());
+  if (n == 0) return 0;
+  size_t won = 0;
+  for (size_t i = 0; i < n; ++i) won += aMs[i] < bMs[i];
+  return static_cast<double>(won) / static_cast<double>(n);
+}
+
+double PairedPlanRuns::aMedianMs() const { return median(aMs); }
+double PairedPlanRuns::bMedianMs() const { return median(bMs); }
+
+nlohmann::json toJson(const PairedPlanRuns& runs) {
+  return {{"status", std::string(measurementStatusName(runs.status))},
+          {"message", runs.message},
+          {"a_ms", runs.aMs},
+          {"b_ms", runs.bMs},
+          {"compiled", runs.kernelsCompiled},
+          {"reused", runs.kernelsReused},
+          {"seconds", runs.seconds}};
+}
+
+PairedPlanRuns pairedPlanRunsFromJson(const nlohmann::json& j) {
+  PairedPlanRuns r;
+  r.status = measurementStatusFromName(j.at("status").get<std::string>());
+  r.message = j.value("message", "");
+  r.aMs = j.value("a_ms", std::vector<double>{});
+  r.bMs = j.value("b_ms", std::vector<double>{});
+  r.kernelsCompiled = j.value("compiled", 0);
+  r.kernelsReused = j.value("reused", 0);
+  r.seconds = j.value("seconds", 0.0);
+  return r;
+}
+
+PairedPlanRunner::PairedPlanRunner(const Graph& graph, BackendLookup backends)
+    : graph_(graph), backends_(std::move(backends)), inputs_(randomInputs(graph, 1)) {}
+
+Session& PairedPlanRunner::sessionFor(const Plan& plan) {
+  const std::string key = placementKey(plan);
+  for (auto it = sessions_.begin(); it != sessions_.end(); ++it) {
+    if (it->first != key) continue;
+    auto entry = std::move(*it);  // most recent last
+    sessions_.erase(it);
+    sessions_.push_back(std::move(entry));
+    return *sessions_.back().second;
+  }
+  auto session = std::make_unique<Session>(graph_, plan, backends_, &cache_);
+  if (sessions_.size() >= kKeptSessions) sessions_.erase(sessions_.begin());
+  sessions_.emplace_back(key, std::move(session));
+  return *sessions_.back().second;
+}
+
+std::string PairedPlanRunner::verify(Session& session) {
+  const std::string key = placementKey(session.plan());
+  if (auto it = verified_.find(key); it != verified_.end()) return it->second;
+  if (expected_.empty()) expected_ = ReferenceExecutor(graph_).run(inputs_);
+  const std::vector<Tensor> got = session.run(inputs_);
+  std::string problem;
+  for (size_t i = 0; i < got.size() && problem.empty(); ++i) {
+    CompareResult c = compareTensors(got[i], expected_[i], Tolerance{1e-3, 1e-4});
+    if (!c.ok) problem = "output '" + graph_.value(graph_.outputs()[i]).name + "': " + c.message;
+  }
+  verified_[key] = problem;
+  return problem;
+}
+
+PairedPlanRuns PairedPlanRunner::run(const Plan& a, const Plan& b, const PairedRunOptions& options) {
+  PairedPlanRuns result;
+  const auto start = Clock::now();
+  const int compiledBefore = cache_.compiled(), reusedBefore = cache_.reused();
+  auto finish = [&](MeasurementStatus status, std::string message) {
+    result.status = status;
+    result.message = std::move(message);
+    result.kernelsCompiled = cache_.compiled() - compiledBefore;
+    result.kernelsReused = cache_.reused() - reusedBefore;
+    result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    return result;
+  };
+  Session* sa = nullptr;
+  Session* sb = nullptr;
+  try {
+    sb = &sessionFor(b);
+  } catch (const std::exception& e) {
+    return finish(MeasurementStatus::Failed, std::string("the reference plan: ") + e.what());
+  }
+  try {
+    sa = &sessionFor(a);
+    if (options.verify) {
+      const std::string problem = verify(*sa);
+      if (!problem.empty()) return finish(MeasurementStatus::Invalid, "wrong result: " + problem);
+    }
+    sa->run(inputs_);  // warm-up: first runs touch fresh pages
+  } catch (const std::exception& e) {
+    return finish(MeasurementStatus::Invalid, e.what());
+  }
+  // sessionFor(a) may have dropped b's session: look it up again.
+  sb = &sessionFor(b);
+  sa = &sessionFor(a);
+  try {
+    sb->run(inputs_);
+    for (int round = 0; round < options.maxRounds; ++round) {
+      const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+      if (round >= options.minRounds && elapsed >= options.seconds) break;
+      if (round % 2 == 0) {
+        result.aMs.push_back(timedRunMs(*sa, inputs_));
+        result.bMs.push_back(timedRunMs(*sb, inputs_));
+      } else {
+        result.bMs.push_back(timedRunMs(*sb, inputs_));
+        result.aMs.push_back(timedRunMs(*sa, inputs_));
+      }
+    }
+  } catch (const std::exception& e) {
+    return finish(MeasurementStatus::Failed, e.what());
+  }
+  return finish(MeasurementStatus::Ok, "");
+}
+
+}  // namespace collage

@@ -1,0 +1,225 @@
+#include "core/search/evolutionary_search.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <random>
+
+#include "core/ir/error.h"
+
+namespace collage {
+
+std::string_view stopReasonName(EvolutionResult::Stop stop) {
+  switch (stop) {
+    case EvolutionResult::Stop::Saturated: return "saturated";
+    case EvolutionResult::Stop::Budget: return "time budget";
+    case EvolutionResult::Stop::Generations: return "last generation";
+    case EvolutionResult::Stop::Cancelled: return "cancelled";
+  }
+  return "?";
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+struct Individual {
+  Genome genome;
+  std::string key;
+  double cost = kInf;
+};
+
+class Evolution {
+ public:
+  Evolution(size_t length, int alleles, GenomeFitness& fitness, const EvolutionOptions& options,
+            const CancellationToken* cancel)
+      : length_(length), alleles_(alleles), fitness_(fitness), options_(options), cancel_(cancel),
+        rng_(options.seed), start_(Clock::now()) {}
+
+  double elapsed() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+  bool stopNow(EvolutionResult::Stop& why) const {
+    if (cancel_ && cancel_->cancelled()) {
+      why = EvolutionResult::Stop::Cancelled;
+      return true;
+    }
+    if (elapsed() >= options_.budgetSeconds) {
+      why = EvolutionResult::Stop::Budget;
+      return true;
+    }
+    return false;
+  }
+
+  // Canonicalises and evaluates (or finds in the cache) one genome.
+  Individual assess(const Genome& raw) {
+    auto [genome, key] = fitness_.canonical(raw);
+    Individual ind{genome, key, kInf};
+    if (auto it = costs_.find(key); it != costs_.end()) {
+      ++result.cacheHits;
+      ind.cost = it->second;
+      return ind;
+    }
+    GenomeEvaluation e = fitness_.evaluate(genome, key, result.best, result.bestCost);
+    ++result.evaluations;
+    if (e.cached) ++result.cacheHits;
+    costs_[key] = e.cost;
+    ind.cost = e.cost;
+    const bool first = result.best.empty();
+    if ((first && std::isfinite(e.cost)) || (!first && e.replacesBest)) {
+      result.best = genome;
+      result.bestCost = e.cost;
+      bestKey_ = key;
+      result.secondsToBest = elapsed();
+      improved_ = true;
+    }
+    return ind;
+  }
+
+  Genome mutate(Genome g) {
+    // One to three changes, each setting a window of consecutive genes to
+    // one value: regions appear, grow, move and vanish in blocks, which
+    // single-gene flips would need many generations to do.
+    static constexpr size_t kWindows[] = {1, 1, 2, 3, 4, 6, 8, 12};
+    std::uniform_int_distribution<int> changes(1, 3);
+    const int n = changes(rng_);
+    for (int c = 0; c < n; ++c) {
+      const size_t at = std::uniform_int_distribution<size_t>(0, length_ - 1)(rng_);
+      const size_t window = kWindows[std::uniform_int_distribution<size_t>(0, std::size(kWindows) - 1)(rng_)];
+      const uint8_t value = static_cast<uint8_t>(std::uniform_int_distribution<int>(0, alleles_ - 1)(rng_));
+      for (size_t i = at; i < std::min(length_, at + window); ++i) g[i] = value;
+    }
+    return g;
+  }
+
+  Genome crossover(const Genome& a, const Genome& b) {
+    size_t i = std::uniform_int_distribution<size_t>(0, length_)(rng_);
+    size_t j = std::uniform_int_distribution<size_t>(0, length_)(rng_);
+    if (i > j) std::swap(i, j);
+    Genome child = a;
+    std::copy(b.begin() + static_cast<std::ptrdiff_t>(i), b.begin() + static_cast<std::ptrdiff_t>(j),
+              child.begin() + static_cast<std::ptrdiff_t>(i));
+    return child;
+  }
+
+  const Individual& tournament(const std::vector<Individual>& population) {
+    const Individual* winner = nullptr;
+    for (int t = 0; t < std::max(1, options_.tournament); ++t) {
+      const Individual& c = population[std::uniform_int_distribution<size_t>(0, population.size() - 1)(rng_)];
+      if (!winner || c.cost < winner->cost) winner = &c;
+    }
+    return *winner;
+  }
+
+  // The best `size` distinct individuals, the best genome first.
+  std::vector<Individual> survivors(std::vector<Individual> all, size_t size) const {
+    std::stable_sort(all.begin(), all.end(), [](const Individual& a, const Individual& b) { return a.cost < b.cost; });
+    std::vector<Individual> kept;
+    for (Individual& ind : all)  // elitism: the best stays, whatever the others' costs
+      if (ind.key == bestKey_) {
+        kept.push_back(ind);
+        break;
+      }
+    for (Individual& ind : all) {
+      if (kept.size() >= size) break;
+      if (std::any_of(kept.begin(), kept.end(), [&](const Individual& k) { return k.key == ind.key; })) continue;
+      kept.push_back(std::move(ind));
+    }
+    return kept;
+  }
+
+  GenerationReport report(int generation, const std::vector<Individual>& population) {
+    GenerationReport r;
+    r.generation = generation;
+    r.evaluations = result.evaluations;
+    r.cacheHits = result.cacheHits;
+    r.bestCost = result.bestCost;
+    double sum = 0;
+    int n = 0;
+    for (const Individual& ind : population)
+      if (std::isfinite(ind.cost)) sum += ind.cost, ++n;
+    r.meanCost = n ? sum / n : kInf;
+    r.elapsedSeconds = elapsed();
+    r.bestChanged = improved_;
+    r.best = result.best;
+    improved_ = false;
+    return r;
+  }
+
+  EvolutionResult result;
+  std::string bestKey_;
+  bool improved_ = false;
+
+  size_t length_;
+  int alleles_;
+  GenomeFitness& fitness_;
+  const EvolutionOptions& options_;
+  const CancellationToken* cancel_;
+  std::mt19937_64 rng_;
+  Clock::time_point start_;
+  std::map<std::string, double> costs_;  // plan key -> cost, this search's cache
+};
+
+}  // namespace
+
+EvolutionResult evolve(size_t length, int alleles, const std::vector<Genome>& seeds, GenomeFitness& fitness,
+                       const EvolutionOptions& options,
+                       const std::function<void(const GenerationReport&)>& onGeneration,
+                       const CancellationToken* cancel) {
+  COLLAGE_CHECK(!seeds.empty(), "the evolutionary search needs a seed");
+  Evolution evo(length, alleles, fitness, options, cancel);
+  EvolutionResult& result = evo.result;
+  auto emit = [&](const GenerationReport& r) {
+    result.history.push_back(r);
+    if (onGeneration) onGeneration(r);
+  };
+  auto finish = [&](EvolutionResult::Stop why) {
+    result.stop = why;
+    result.seconds = evo.elapsed();
+    return std::move(result);
+  };
+
+  // Generation 0: the seeds, then mutants of them.
+  std::vector<Individual> population;
+  EvolutionResult::Stop why = EvolutionResult::Stop::Generations;
+  for (const Genome& s : seeds) {
+    COLLAGE_CHECK(s.size() == length, "a seed of the wrong length");
+    if (!population.empty() && evo.stopNow(why)) break;
+    population.push_back(evo.assess(s));
+  }
+  const size_t size = static_cast<size_t>(std::max(2, options.population));
+  for (size_t tries = 0; population.size() < size && length > 0 && tries < 4 * size; ++tries) {
+    if (evo.stopNow(why)) break;
+    population.push_back(evo.assess(evo.mutate(seeds[tries % seeds.size()])));
+  }
+  population = evo.survivors(std::move(population), size);
+  emit(evo.report(0, population));
+  if (evo.stopNow(why)) return finish(why);
+
+  int sinceBest = 0;
+  for (int generation = 1; generation <= options.maxGenerations; ++generation) {
+    std::vector<Individual> next = population;
+    bool stopped = false;
+    for (int o = 0; o < options.offspring && length > 0; ++o) {
+      if (evo.stopNow(why)) {
+        stopped = true;
+        break;
+      }
+      const Individual& a = evo.tournament(population);
+      Genome child = a.genome;
+      if (std::uniform_real_distribution<double>(0, 1)(evo.rng_) < options.crossoverRate)
+        child = evo.crossover(a.genome, evo.tournament(population).genome);
+      next.push_back(evo.assess(evo.mutate(std::move(child))));
+    }
+    const bool improved = evo.improved_;
+    population = evo.survivors(std::move(next), size);
+    result.generations = generation;
+    emit(evo.report(generation, population));
+    if (stopped) return finish(why);
+    sinceBest = improved ? 0 : sinceBest + 1;
+    if (sinceBest >= options.saturationGenerations) return finish(EvolutionResult::Stop::Saturated);
+  }
+  return finish(EvolutionResult::Stop::Generations);
+}
+
+}  // namespace collage

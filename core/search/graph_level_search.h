@@ -1,0 +1,91 @@
+// The graph-level search: Collage's second level. Starting from a plan the
+// op-level DP made (or the baseline the end-to-end check kept), it decides
+// which runs of groups to hand, as regions, to a graph library (a backend
+// that optimises across kernels: oneDNN keeping its blocked layout through a
+// region, the native backend fusing elementwise and reduction regions), by
+// an evolutionary search (core/search/evolutionary_search.h) over the genome
+// of core/search/region_genome.h.
+//
+// Fitness is measured, never modelled. Each new plan runs whole in the
+// measurement worker, paired round by round with the best plan so far
+// (core/measure/paired_plan_runs.h), after its outputs are checked against
+// the reference; its cost is its median per-round ratio to the best times
+// the best's cost (the starting plan costs 1). It replaces the best only
+// when it is faster by more than minGain in at least minFasterShare of the
+// rounds. A plan that crashes or hangs the worker costs that plan only.
+// Every plan run is kept in the measurement database, keyed by the model,
+// the starting plan and the plan, so a second search reuses what the first
+// measured and starts from its best genomes. At the end the best plan is
+// timed against the starting plan once more, with more rounds, and kept
+// only if it still wins: the search never returns a slower plan.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/ir/graph.h"
+#include "core/ir/hardware_fingerprint.h"
+#include "core/ir/search_events.h"
+#include "core/measure/measurement_db.h"
+#include "core/measure/measurer.h"
+#include "core/measure/paired_plan_runs.h"
+#include "core/plan/plan.h"
+#include "core/runtime/backend.h"
+#include "core/search/evolutionary_search.h"
+#include "core/search/region_genome.h"
+
+namespace collage {
+
+struct GraphLevelOptions {
+  EvolutionOptions evolution;
+  PairedRunOptions runs;                            // per genome against the best
+  PairedRunOptions finalRuns{9, 31, 4.0, false};    // the best against the starting plan
+  double timeoutSeconds = 120;                      // per paired request
+  double minGain = 0.02;                            // as the end-to-end check (plan_selection.h)
+  double minFasterShare = 0.75;
+  // The model's identity for the database: its sha256 and input shapes
+  // (graphLevelModelKey).
+  std::string modelKey;
+  // Called on the search's thread whenever the best plan changes, with it
+  // and its estimated time (ms).
+  std::function<void(const Plan&, double ms)> onBestPlan;
+};
+
+struct GraphLevelResult {
+  Plan plan;              // the plan to keep: the best found, or the starting plan
+  bool improved = false;  // plan differs from the starting plan
+  EvolutionResult evolution;
+  // The final check, paired: medians of the starting plan and of the best.
+  double baseMs = 0;
+  double bestMs = 0;
+  double gain = 1;  // the starting plan's time over the best's (per-round median)
+  std::string verdict;                 // one line: what the final check decided and why
+  std::vector<std::string> changes;    // describeRegionChanges(start, plan)
+  int kernelsCompiled = 0;             // by the worker, over the whole search
+  int kernelsReused = 0;
+  int storedRuns = 0;                  // plan runs found in the database at the start
+  int failedPlans = 0;                 // genomes whose plan could not compile, run or verify
+};
+
+// The graph libraries of a backend set: the backends that compile regions
+// (Backend::compilesRegions) among `allowed` (all when empty).
+std::vector<GraphLibrary> graphLibrariesOf(const Graph& graph, const std::vector<Backend*>& backends,
+                                           const std::vector<std::string>& allowed = {});
+
+// "sha256:...;input=1x3x224x224": what the database keys plan runs by.
+std::string graphLevelModelKey(const Plan& plan);
+
+// Runs the search from `start` (a plan of `graph` whose groups have costs).
+// `db` may be null (nothing reused or stored). Stops as the evolution options
+// say or on `cancel`, and returns the best found.
+GraphLevelResult runGraphLevelSearch(const Graph& graph, const Plan& start,
+                                     const std::vector<GraphLibrary>& libraries, IsolatedMeasurer& measurer,
+                                     MeasurementDb* db, const HardwareFingerprint& fingerprint,
+                                     const GraphLevelOptions& options, SearchObserver* observer,
+                                     const CancellationToken* cancel);
+
+// "graph-level: 1.12x faster than the starting plan (23.1 -> 20.6 ms, paired), 14 generations, ..."
+std::string describeGraphLevel(const GraphLevelResult& result);
+
+}  // namespace collage
