@@ -42,6 +42,18 @@ Action addExplainCommand(CLI::App& app) {
 
     std::printf("%s: %zu groups, predicted %s\n", options->plan.c_str(), plan.groups.size(),
                 costToString(plan.predictedNs).c_str());
+    if (const GraphLevelSummary& gl = plan.graphLevel; gl.ran) {
+      // What the second level changed, and what it measured doing so.
+      if (gl.changes.empty())
+        std::printf("graph-level search: %d generations, %d plans run; no plan beat the starting plan "
+                    "(%.3f ms), which is kept\n",
+                    gl.generations, gl.plansRun, gl.startMs);
+      else
+        std::printf("graph-level search: %.2fx faster than the starting plan, %.3f -> %.3f ms measured "
+                    "whole and paired (%d generations, %d plans run); it changed:\n",
+                    gl.gain, gl.startMs, gl.ms, gl.generations, gl.plansRun);
+      for (const std::string& c : gl.changes) std::printf("  %s\n", c.c_str());
+    }
     std::vector<NodeSet> groups = resolvePlanGroups(plan, graph);
     for (size_t g = 0; g < plan.groups.size(); ++g) {
       const PlanGroup& group = plan.groups[g];
@@ -66,6 +78,10 @@ Action addExplainCommand(CLI::App& app) {
       std::sort(alts.begin(), alts.end(), [](const Alt& a, const Alt& b) { return a.cost < b.cost; });
       if (group.origin == PlanOrigin::User) {
         std::printf("  why: pinned by the user\n");
+      } else if (group.origin == PlanOrigin::GraphLevel) {
+        std::printf("  why: the graph-level search: whole plans ran faster with these nodes as one region "
+                    "of %s (the region's own time, caches flushed, is shown; in sequence it runs faster)\n",
+                    group.backend.c_str());
       } else if (alts.empty()) {
         std::printf("  why: the only backend with a candidate for exactly these nodes\n");
       } else {

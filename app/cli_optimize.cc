@@ -268,6 +268,8 @@ Action addOptimizeCommand(CLI::App& app) {
                   names.empty() ? "none" : names.c_str(), budgetSeconds, options->saturation);
       GraphLevelResult gl = runGraphLevelSearch(graph, plan, libraries, measurer, db.get(), fingerprint,
                                                 glOptions, &progress, nullptr);
+      if (gl.storedRuns > 0)
+        std::printf("(%d plans run by an earlier search were read from the database)\n", gl.storedRuns);
       std::printf("%s\n", describeGraphLevel(gl).c_str());
       for (const auto& c : gl.changes) std::printf("  %s\n", c.c_str());
       plan = gl.plan;

@@ -200,6 +200,38 @@ class Collage:
                 info["uncovered"][b] = m.group(1)[:160]
         return info
 
+    def graph_level(self, model, outdir, budget):
+        """`optimize --graph-level` from the same database: the plan, the
+        search's generations (for the chart) and its summary line."""
+        plan = os.path.join(outdir, "graph_level_plan.json")
+        rc, text, wall = self.call(["optimize", model.onnx] + model.shape_args() +
+                                   ["--db", self.db, "-o", plan, "--graph-level", "--budget", budget],
+                                   "%s.graph_level.log" % model.label)
+        info = {"rc": rc, "wall_s": wall, "plan": plan if rc == 0 else None, "generations": []}
+        budget_s = None
+        m = re.search(r"budget ([\d.]+) s", text)
+        if m:
+            budget_s = float(m.group(1))
+        for g in re.finditer(r"^generation +(\d+): best +([\d.]+) ms, mean +([\d.]+) ms, +(\d+) plans run, +"
+                             r"(\d+) cache hits, (\d+):(\d+) left", text, re.M):
+            left = int(g.group(6)) * 60 + int(g.group(7))
+            info["generations"].append({"generation": int(g.group(1)), "best_ms": float(g.group(2)),
+                                        "mean_ms": float(g.group(3)), "plans_run": int(g.group(4)),
+                                        "cache_hits": int(g.group(5)),
+                                        "elapsed_s": (budget_s - left) if budget_s else None})
+        m = re.search(r"^graph-level: (.*?); (\d+) generations, (\d+) plans run, (\d+) cache hits, (\d+) could not "
+                      r"run, stopped: (.*?) after ([\d.]+) s \(best found at ([\d.]+) s\)", text, re.M)
+        if m:
+            info.update(verdict=m.group(1), generations_n=int(m.group(2)), plans_run=int(m.group(3)),
+                        cache_hits=int(m.group(4)), failed=int(m.group(5)), stop=m.group(6),
+                        search_s=float(m.group(7)), best_at_s=float(m.group(8)))
+        if rc == 0:
+            with open(plan) as f:
+                info["summary"] = json.load(f).get("graph_level", {})
+        else:
+            info["error"] = text.strip().splitlines()[-1] if text.strip() else "rc %d" % rc
+        return info
+
     def run_round(self, model, plan, repeat, extra=(), logname=None):
         """One `collage run --plan` process: (median, min, max, text, rc)."""
         args = (["run", model.onnx] + model.shape_args() +
@@ -362,7 +394,18 @@ def bench_model(model, args, collage, outdir, peak_gflops):
     log("%s: 2nd optimize %.2f s (search %.3f s)%s" % (model.label, second.get("total_s", second["wall_s"]),
                                                        second.get("search_s", float("nan")),
                                                        ", warm database" if second.get("warm") else ""))
-    plans = first["plans"]
+    plans = dict(first["plans"])
+    if args.graph_level:
+        log("%s: collage optimize --graph-level --budget %s" % (model.label, args.graph_level))
+        gl = collage.graph_level(model, mdir, args.graph_level)
+        res["graph_level"] = gl
+        if gl.get("plan"):
+            plans["graph-level"] = gl["plan"]
+            log("%s: graph-level: %s (%s generations, %s plans run, stopped: %s after %s s)"
+                % (model.label, gl.get("verdict"), gl.get("generations_n"), gl.get("plans_run"), gl.get("stop"),
+                   gl.get("search_s")))
+        else:
+            res["notes"].append("graph-level search failed: %s" % gl.get("error"))
     res["uncovered"] = first["uncovered"]
     for b, why in first["uncovered"].items():
         res["notes"].append("%s cannot cover the model: %s" % (b, why))
@@ -496,7 +539,7 @@ def fmt(x, spec="%.2f", none="—"):
 
 
 def write_reports(results, args, outdir, peak):
-    runners = ["collage"] + BASELINES + PEERS
+    runners = ["collage"] + (["graph-level"] if args.graph_level else []) + BASELINES + PEERS
     # CSV: model x runner.
     with open(os.path.join(outdir, "results.csv"), "w", newline="") as f:
         w = csv.writer(f)
@@ -594,6 +637,8 @@ def write_reports(results, args, outdir, peak):
             verdict))
     L.append("")
 
+    if args.graph_level:
+        L.extend(graph_level_table(results))
     fails = [(r["model"], n, rr.get("check") or rr.get("error", ""))
              for r in results for n, rr in r["runners"].items() if not rr.get("check_ok")]
     L.append("## Output checks")
@@ -673,6 +718,77 @@ def write_reports(results, args, outdir, peak):
     return "\n".join(L)
 
 
+def graph_level_table(results):
+    """The graph-level search per model: its own final paired check, how it
+    stopped, and the interleaved rounds of this bench (plan vs op-level plan
+    vs ONNX Runtime, same minutes)."""
+    L = ["## Graph-level search", "",
+         "Search: `optimize --graph-level` from the op-level plan (same database). *op-level ms* and *graph-level "
+         "ms*: the search's final paired check (medians); *gain*: per-round median of op-level over graph-level. "
+         "*bench*: the two plans' medians in this bench's interleaved rounds, and the graph-level plan against "
+         "ONNX Runtime in the same rounds (>1: Collage faster).", "",
+         "| model | op-level ms | graph-level ms | gain | bench op-level / graph-level | bench ORT / graph-level | "
+         "stopped | search s (best at) | generations | plans run (cache hits, failed) |",
+         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    vs_ort = []
+    for res in results:
+        gl = res.get("graph_level")
+        if not gl:
+            continue
+        s = gl.get("summary", {})
+        op = res["runners"].get("collage", {}).get("median_ms")
+        g = res["runners"].get("graph-level", {}).get("median_ms")
+        ort = res["runners"].get("onnxruntime", {}).get("median_ms")
+        if g and ort:
+            vs_ort.append(ort / g)
+        L.append("| %s | %s | %s | %s | %s | %s | %s | %s (%s) | %s | %s (%s, %s) |" % (
+            res["model"], fmt(s.get("start_ms") or None, "%.3g"), fmt(s.get("ms") or None, "%.3g"),
+            fmt(s.get("gain"), "%.2fx"), fmt(op / g if op and g else None, "%.2fx"),
+            fmt(ort / g if ort and g else None, "%.2fx"), gl.get("stop", "—"), fmt(gl.get("search_s"), "%.0f"),
+            fmt(gl.get("best_at_s"), "%.0f"), fmt(gl.get("generations_n"), "%d"), fmt(gl.get("plans_run"), "%d"),
+            fmt(gl.get("cache_hits"), "%d"), fmt(gl.get("failed"), "%d")))
+    L.append("| geomean ORT / graph-level | | | | | %s | | | | |" % fmt(geomean(vs_ort), "%.2fx"))
+    L.append("")
+    for res in results:
+        for c in res.get("graph_level", {}).get("summary", {}).get("changes", [])[:6]:
+            L.append("- %s: %s" % (res["model"], c))
+    L.append("")
+    L.append("Best plan found against search time: `graph_level.png`.")
+    L.append("")
+    return L
+
+
+def write_graph_level_chart(results, outdir):
+    """The best plan's time (relative to the op-level plan) against search
+    time, per model: the Collage paper's Figure 10."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    drawn = False
+    for res in results:
+        gens = [g for g in res.get("graph_level", {}).get("generations", []) if g.get("elapsed_s") is not None]
+        if not gens:
+            continue
+        base = gens[0]["best_ms"]
+        ax.step([g["elapsed_s"] for g in gens], [g["best_ms"] / base for g in gens], where="post",
+                label=res["model"])
+        drawn = True
+    if not drawn:
+        plt.close(fig)
+        return
+    ax.set_xlabel("search time (s)")
+    ax.set_ylabel("best plan / first generation's best")
+    ax.set_title("Graph-level search: best plan found over time")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(outdir, "graph_level.png"), dpi=120)
+    plt.close(fig)
+
+
 def write_chart(results, outdir):
     try:
         import matplotlib
@@ -725,6 +841,8 @@ def main(argv=None):
     ap.add_argument("--top-groups", type=int, default=8, help="slowest groups listed per losing model")
     ap.add_argument("--peers", default="onnxruntime,pytorch", help="peers to run (default onnxruntime,pytorch)")
     ap.add_argument("--db", help="measurement database (default: a fresh one in the results folder: cold)")
+    ap.add_argument("--graph-level", metavar="BUDGET",
+                    help="also run the graph-level search with this budget (e.g. 5m) and bench its plan")
     ap.add_argument("--collage", default=os.path.join(REPO, "build", "app", "collage"), help="collage executable")
     ap.add_argument("--out", default=os.path.join(HERE, "results"), help="parent of the results folder")
     args = ap.parse_args(argv)
@@ -781,6 +899,8 @@ def main(argv=None):
                 rr["peak_frac"] = rr["gflops"] / peak
     text = write_reports(results, args, outdir, peak)
     write_chart(results, outdir)
+    if args.graph_level:
+        write_graph_level_chart(results, outdir)
     print()
     print(text)
     log("done: %s" % outdir)

@@ -61,8 +61,7 @@ class Evolution {
       return ind;
     }
     GenomeEvaluation e = fitness_.evaluate(genome, key, result.best, result.bestCost);
-    ++result.evaluations;
-    if (e.cached) ++result.cacheHits;
+    ++(e.cached ? result.cacheHits : result.evaluations);
     costs_[key] = e.cost;
     ind.cost = e.cost;
     const bool first = result.best.empty();

@@ -40,7 +40,7 @@ struct EvolutionOptions {
 struct GenomeEvaluation {
   double cost = std::numeric_limits<double>::infinity();  // lower is better; +inf: cannot run
   bool replacesBest = false;  // the fitness's verdict: it beats the best so far
-  bool cached = false;        // came from a store, not measured now
+  bool cached = false;        // known without measuring (a store, or by definition)
 };
 
 class GenomeFitness {
@@ -57,8 +57,8 @@ class GenomeFitness {
 
 struct GenerationReport {
   int generation = 0;   // 0: the seeded population
-  int evaluations = 0;  // fitness calls so far
-  int cacheHits = 0;    // genomes whose plan had a cost already (this search or the store)
+  int evaluations = 0;  // genomes measured so far
+  int cacheHits = 0;    // genomes whose plan had a cost already (this search, a store, the seed)
   double bestCost = 0;
   double meanCost = 0;  // over the population members that can run
   double elapsedSeconds = 0;

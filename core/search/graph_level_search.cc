@@ -13,6 +13,7 @@ namespace collage {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr int kFailuresLogged = 3;
 
 // The measured fitness: decodes genomes into plans and times each new plan
 // against the best so far in the isolated worker.
@@ -42,6 +43,7 @@ class MeasuredPlanFitness final : public GenomeFitness {
     const Plan& plan = plans_.at(key);
     if (best.empty()) {  // the starting plan: cost 1 by definition
       e.cost = 1;
+      e.cached = true;
       setBest(key, 1);
       return e;
     }
@@ -70,13 +72,22 @@ class MeasuredPlanFitness final : public GenomeFitness {
     if (runs.ok()) {
       const double ratio = runs.medianRatio();
       e.cost = ratio * bestCost;
-      if (msPerCost_ <= 0 && bestCost > 0) msPerCost_ = runs.bMedianMs() / bestCost;
+      // The scale from costs to ms: the median over every paired run of the
+      // best's time over its cost, so one run in a loaded minute does not set it.
+      if (bestCost > 0) {
+        msPerCostSamples_.push_back(runs.bMedianMs() / bestCost);
+        std::vector<double> v = msPerCostSamples_;
+        std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+        msPerCost_ = v[v.size() / 2];
+      }
       e.replacesBest = ratio < 1 - options_.minGain && runs.aFasterShare() >= options_.minFasterShare;
       record.relativeCost = e.cost;
       record.medianMs = runs.aMedianMs();
     } else {
-      ++failedPlans;
-      if (observer) observer->onLog("graph-level: a plan could not run (" + runs.message + ")");
+      // Each failure costs its plan only; the first few are told, the rest counted.
+      if (++failedPlans <= kFailuresLogged && observer)
+        observer->onLog("graph-level: a plan could not run (" + runs.message + ")" +
+                        (failedPlans == kFailuresLogged ? "; further failures are only counted" : ""));
     }
     if (db_) db_->storePlanRun(fingerprint_, record);
     stored_[key] = record;
@@ -120,6 +131,7 @@ class MeasuredPlanFitness final : public GenomeFitness {
   std::string baseKey_;
   std::string bestKey_;
   double msPerCost_ = 0;
+  std::vector<double> msPerCostSamples_;
   std::map<std::string, Plan> plans_;             // decoded, by placement key
   std::map<std::string, PlanRunRecord> stored_;   // measured, by placement key
 };
@@ -274,10 +286,10 @@ GraphLevelResult runGraphLevelSearch(const Graph& graph, const Plan& start,
 std::string describeGraphLevel(const GraphLevelResult& r) {
   char buf[512];
   std::snprintf(buf, sizeof buf,
-                "graph-level: %s; %d generations, %d plans run, %d cache hits, stopped: %s after %.1f s "
-                "(best found at %.1f s); kernels compiled %d, reused %d",
+                "graph-level: %s; %d generations, %d plans run, %d cache hits, %d could not run, stopped: "
+                "%s after %.1f s (best found at %.1f s); kernels compiled %d, reused %d",
                 r.verdict.c_str(), r.evolution.generations, r.evolution.evaluations, r.evolution.cacheHits,
-                std::string(stopReasonName(r.evolution.stop)).c_str(), r.evolution.seconds,
+                r.failedPlans, std::string(stopReasonName(r.evolution.stop)).c_str(), r.evolution.seconds,
                 r.evolution.secondsToBest, r.kernelsCompiled, r.kernelsReused);
   return buf;
 }

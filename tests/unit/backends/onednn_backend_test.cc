@@ -16,6 +16,7 @@
 #include "core/patterns/pattern_generator.h"
 #include "core/patterns/pattern_matcher.h"
 #include "core/ops/reference_executor.h"
+#include "core/runtime/kernel_cache.h"
 #include "core/runtime/session.h"
 #include "backends/backend_list.h"
 #include "tests/unit/backends/every_group_runs.h"
@@ -50,6 +51,20 @@ class OneDnn : public ::testing::Test {
     const CompileResult c = backend_->compile(KernelRequest::of(b.graph(), nodes));
     EXPECT_FALSE(c) << "expected a refusal mentioning '" << mention << "'";
     EXPECT_NE(c.refusal.find(mention), std::string::npos) << c.refusal;
+  }
+
+  // Expects the single-chain analysis (what the pattern rule asks) to refuse
+  // with `mention`, while the group still runs correctly as a region of
+  // several chains (what the graph-level search may hand oneDNN).
+  void expectChainRefusalButRegionRuns(GraphBuilder& b, ValueId out, const std::string& mention) {
+    const NodeSet nodes = b.finish(out);
+    const KernelRequest request = KernelRequest::of(b.graph(), nodes);
+    const onednn::ChainAnalysis a = onednn::analyzeChain(request);
+    EXPECT_FALSE(a.ok()) << "expected a refusal mentioning '" << mention << "'";
+    EXPECT_NE(a.refusal.find(mention), std::string::npos) << a.refusal;
+    EXPECT_EQ(backend_->regionRefusal(request), "");
+    const KernelCheckResult r = checkKernelAgainstReference(*backend_, b.graph(), nodes, 3);
+    EXPECT_TRUE(r.compiled && r.ok) << r.refusal << r.message;
   }
 
   std::unique_ptr<Backend> backend_;
@@ -1037,6 +1052,118 @@ TEST_F(OneDnn, SessionKeepsPlainTensorsForOtherBackends) {
   EXPECT_TRUE(v.ok()) << (v.problems.empty() ? "" : v.problems[0]);
 }
 
+// ---- region mode: oneDNN as a graph library (the graph-level search)
+
+// Every prefix of the mini ResNet's nodes that regionRefusal accepts runs as
+// one kernel (the rest on the native backend, one node each) and matches the
+// reference: the region keeps the blocked layout through all of its chains,
+// and a chain whose result leaves the region as well as feeding later chains
+// (a residual block's input) is written out once for its other readers.
+TEST_F(OneDnn, EveryAcceptedRegionOfTheMiniResNetRunsAsOneKernel) {
+  std::unique_ptr<GraphBuilder> b = miniResNet();
+  const Graph& g = b->graph();
+  std::unique_ptr<Backend> native = createBackend("native");
+  const BackendLookup lookup = [&](const std::string& name) {
+    return name == "onednn" ? backend_.get() : native.get();
+  };
+  ASSERT_TRUE(backend_->compilesRegions());
+  int accepted = 0;
+  for (NodeId end = 2; end <= g.numNodes(); ++end) {
+    std::vector<NodeId> members;
+    for (NodeId n = 0; n < end; ++n) members.push_back(n);
+    const KernelRequest region = KernelRequest::of(g, NodeSet::of(g.numNodes(), members), "region");
+    if (!backend_->regionRefusal(region).empty()) continue;
+    ++accepted;
+    Plan plan;
+    plan.groups.push_back(PlanGroup{nodeNames(g, region.nodes), "onednn"});
+    for (NodeId n = end; n < g.numNodes(); ++n) plan.groups.push_back(PlanGroup{{g.node(n).name}, "native"});
+    Session session(g, plan, lookup);
+    const SessionVerification v = verifySession(session, randomInputs(g, 5), {1e-3, 1e-4});
+    EXPECT_TRUE(v.ok()) << "region of the first " << end << " nodes: "
+                        << (v.problems.empty() ? "" : v.problems[0]);
+  }
+  // Every prefix that ends on a chain's last node is accepted: at least one
+  // per block, and the whole network.
+  EXPECT_GE(accepted, 8);
+  EXPECT_EQ(backend_->regionRefusal(KernelRequest::of(g, NodeSet::all(g.numNodes()))), "");
+}
+
+// A region whose middle result is also read outside it: the chain sequence
+// gives it as a second output (it used to be refused).
+TEST_F(OneDnn, RegionWithAnOutputReadInsideAndOutside) {
+  GraphBuilder b;
+  ValueId x = b.input({1, 8, 6, 6});
+  ValueId c = b.op("Relu", {b.op("Conv", {x, b.constant({8, 8, 3, 3})}, attrs({{"pads", Ints{1, 1, 1, 1}}}))});
+  ValueId d = b.op("Conv", {c, b.constant({8, 8, 3, 3})}, attrs({{"pads", Ints{1, 1, 1, 1}}}));
+  ValueId e = b.op("Sigmoid", {c});
+  b.finish(b.op("Add", {d, e}));
+  const Graph& g = b.graph();
+  const NodeSet region = NodeSet::of(g.numNodes(), {0, 1, 2});
+  const KernelRequest request = KernelRequest::of(g, region, "region");
+  ASSERT_EQ(request.outputs.size(), 2u);
+  EXPECT_EQ(backend_->regionRefusal(request), "");
+  std::unique_ptr<Backend> native = createBackend("native");
+  const BackendLookup lookup = [&](const std::string& name) {
+    return name == "onednn" ? backend_.get() : native.get();
+  };
+  Plan plan;
+  plan.groups = {PlanGroup{nodeNames(g, region), "onednn"},
+                 PlanGroup{{g.node(3).name, g.node(4).name}, "native"}};
+  Session session(g, plan, lookup);
+  const SessionVerification v = verifySession(session, randomInputs(g, 4), {1e-3, 1e-4});
+  EXPECT_TRUE(v.ok()) << (v.problems.empty() ? "" : v.problems[0]);
+}
+
+// What a region cannot hold is refused with the node, without compiling.
+TEST_F(OneDnn, RegionRefusalNamesWhatOneDnnCannotRun) {
+  GraphBuilder b;
+  ValueId x = b.input({1, 8, 6, 6});
+  ValueId c = b.op("Relu", {b.op("Conv", {x, b.constant({8, 8, 1, 1})})});
+  ValueId t = b.op("Transpose", {c}, attrs({{"perm", Ints{0, 2, 3, 1}}}));
+  b.finish(t);
+  const std::string why = backend_->regionRefusal(KernelRequest::of(b.graph(), NodeSet::all(3)));
+  EXPECT_NE(why.find("Transpose"), std::string::npos) << why;
+}
+
+// Sessions built through one KernelCache share kernels: a second plan that
+// differs in one group compiles only that group (and the kernels whose
+// layout hand-over changes), and both still match the reference.
+TEST_F(OneDnn, SessionsShareKernelsThroughTheCache) {
+  std::unique_ptr<GraphBuilder> b = miniResNet();
+  const Graph& g = b->graph();
+  const BackendLookup lookup = [&](const std::string& name) {
+    return name == "onednn" ? backend_.get() : nullptr;
+  };
+  auto planOf = [&](const std::vector<std::pair<NodeId, NodeId>>& ranges) {
+    Plan plan;
+    for (const auto& [first, last] : ranges) {
+      PlanGroup group;
+      group.backend = "onednn";
+      for (NodeId n = first; n < last; ++n) group.nodes.push_back(g.node(n).name);
+      plan.groups.push_back(group);
+    }
+    return plan;
+  };
+  const Plan blocks = planOf({{0, 3}, {3, 11}, {11, 18}, {18, 25}, {25, 32}, {32, 38}, {38, 43}, {43, 44}});
+  const Plan merged = planOf({{0, 3}, {3, 18}, {18, 25}, {25, 32}, {32, 38}, {38, 43}, {43, 44}});
+  KernelCache cache;
+  {
+    Session first(g, blocks, lookup, &cache);
+    EXPECT_TRUE(verifySession(first, randomInputs(g, 1), {1e-3, 1e-4}).ok());
+  }
+  const int compiledFirst = cache.compiled();
+  Session again(g, blocks, lookup, &cache);
+  EXPECT_EQ(cache.compiled(), compiledFirst) << "the same plan again compiles nothing";
+  Session second(g, merged, lookup, &cache);
+  const int newKernels = cache.compiled() - compiledFirst;
+  EXPECT_GE(newKernels, 1);
+  EXPECT_LE(newKernels, 3) << "the merged group, plus switched variants of at most its neighbours";
+  for (Session* s : {&again, &second}) {
+    const SessionVerification v = verifySession(*s, randomInputs(g, 2), {1e-3, 1e-4});
+    EXPECT_TRUE(v.ok()) << (v.problems.empty() ? "" : v.problems[0]);
+  }
+}
+
 // ---- refusals: a reason, never a crash
 
 TEST_F(OneDnn, RefusesMaxPoolWithIndices) {
@@ -1060,7 +1187,7 @@ TEST_F(OneDnn, RefusesANodeOutsideTheChain) {
   GraphBuilder b;
   const ValueId c = b.op("Conv", {b.input({1, 2, 5, 5}), b.constant({3, 2, 3, 3})});
   const ValueId r = b.op("Relu", {b.input({1, 3, 3, 3})});  // does not read the Conv
-  expectRefusal(b, b.op("Add", {c, r}), "does not consume");
+  expectChainRefusalButRegionRuns(b, b.op("Add", {c, r}), "does not consume");
 }
 
 TEST_F(OneDnn, RefusesAnUnmappableOp) {
@@ -1073,16 +1200,17 @@ TEST_F(OneDnn, RefusesAnOperandComputedInsideTheGroup) {
   GraphBuilder b;
   const ValueId x = b.input({2, 8});
   const ValueId s = b.op("Sigmoid", {x});
-  expectRefusal(b, b.op("Add", {s, b.op("Tanh", {b.input({2, 8})})}), "does not consume");
+  expectChainRefusalButRegionRuns(b, b.op("Add", {s, b.op("Tanh", {b.input({2, 8})})}), "does not consume");
 }
 
 // Sigmoid(x) + Tanh(x) is a function of x, but not one oneDNN has: the
-// refusal says so and names what was tried.
+// chain analysis says so and names what was tried (as a region it runs as
+// two chains, the second adding the first's result).
 TEST_F(OneDnn, RefusesAFunctionOfTheResultWithNoEltwiseAlgorithm) {
   GraphBuilder b;
   const ValueId x = b.input({2, 8});
-  expectRefusal(b, b.op("Add", {b.op("Sigmoid", {x}), b.op("Tanh", {x})}),
-                "matches no oneDNN eltwise algorithm (linear, relu");
+  expectChainRefusalButRegionRuns(b, b.op("Add", {b.op("Sigmoid", {x}), b.op("Tanh", {x})}),
+                                  "matches no oneDNN eltwise algorithm (linear, relu");
 }
 
 TEST_F(OneDnn, RefusesBroadcastThatGrowsTheResult) {

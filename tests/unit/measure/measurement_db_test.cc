@@ -69,6 +69,51 @@ TEST(MeasurementDb, RoundTripIsKeyedByFingerprintBackendVersionAndSignature) {
   EXPECT_FALSE(again.find(r.fingerprint, r.key));
 }
 
+// The graph-level search's plan runs: keyed by machine, model, starting
+// plan and plan; read back cheapest first, failures with their reason.
+TEST(MeasurementDb, PlanRunsAreKeyedByMachineModelAndStartingPlan) {
+  MeasurementDb db(tempPath("plan_runs.sqlite"));
+  const HardwareFingerprint here = record("s", 1).fingerprint;
+  HardwareFingerprint other = here;
+  other.threads = 4;
+  auto run = [](const std::string& plan, double cost, MeasurementStatus status = MeasurementStatus::Ok) {
+    PlanRunRecord r;
+    r.modelKey = "sha256:abc;x=1x3";
+    r.baseKey = "base";
+    r.planKey = plan;
+    r.genome = "0110";
+    r.status = status;
+    r.relativeCost = cost;
+    r.medianMs = cost * 2;
+    r.rounds = 9;
+    r.message = status == MeasurementStatus::Ok ? "" : "onednn refused it";
+    return r;
+  };
+  db.storePlanRun(here, run("p1", 0.95));
+  db.storePlanRun(here, run("p2", 0.90));
+  db.storePlanRun(here, run("p3", 0, MeasurementStatus::Invalid));
+  db.storePlanRun(here, run("p1", 0.97));  // measured again: replaces
+  db.storePlanRun(other, run("p4", 0.5));
+  PlanRunRecord elsewhere = run("p5", 0.5);
+  elsewhere.baseKey = "another start";
+  db.storePlanRun(here, elsewhere);
+
+  const std::vector<PlanRunRecord> found = db.findPlanRuns(here, "sha256:abc;x=1x3", "base");
+  ASSERT_EQ(found.size(), 3u);
+  EXPECT_EQ(found[0].planKey, "p3");  // cost 0, but not Ok: the reader checks the status
+  EXPECT_EQ(found[0].status, MeasurementStatus::Invalid);
+  EXPECT_EQ(found[0].message, "onednn refused it");
+  EXPECT_EQ(found[1].planKey, "p2");
+  EXPECT_EQ(found[2].planKey, "p1");
+  EXPECT_DOUBLE_EQ(found[2].relativeCost, 0.97);
+  EXPECT_EQ(found[2].genome, "0110");
+  EXPECT_EQ(found[2].rounds, 9);
+  EXPECT_FALSE(found[2].measuredAt.empty());
+  EXPECT_TRUE(db.findPlanRuns(here, "sha256:other", "base").empty());
+  db.clear();
+  EXPECT_TRUE(db.findPlanRuns(here, "sha256:abc;x=1x3", "base").empty());
+}
+
 TEST(MeasurementDb, MigratesTheVersion1Schema) {
   std::string path = tempPath("v1.sqlite");
   {
@@ -96,7 +141,7 @@ TEST(MeasurementDb, MigratesTheVersion1Schema) {
   EXPECT_EQ(hit->status, MeasurementStatus::Ok);
 }
 
-TEST(MeasurementDb, AnEarlyVersion2FileGetsTheSwitchCostTable) {
+TEST(MeasurementDb, AnEarlyVersion2FileGetsTheLaterTables) {
   // Version 2 as first released: the measurements table only.
   std::string path = tempPath("v2.sqlite");
   {
@@ -105,7 +150,8 @@ TEST(MeasurementDb, AnEarlyVersion2FileGetsTheSwitchCostTable) {
   {
     sqlite3* db = nullptr;
     ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-    ASSERT_EQ(sqlite3_exec(db, "DROP TABLE switch_costs; PRAGMA user_version = 2;", nullptr, nullptr, nullptr),
+    ASSERT_EQ(sqlite3_exec(db, "DROP TABLE switch_costs; DROP TABLE plan_runs; PRAGMA user_version = 2;",
+                           nullptr, nullptr, nullptr),
               SQLITE_OK);
     sqlite3_close(db);
   }
@@ -113,6 +159,7 @@ TEST(MeasurementDb, AnEarlyVersion2FileGetsTheSwitchCostTable) {
   EXPECT_EQ(db.schemaVersion(), MeasurementDb::kSchemaVersion);
   HardwareFingerprint fp = record("x", 1).fingerprint;
   EXPECT_FALSE(db.findSwitchCost(fp, {"onednn", "1"}, {"native", "1"}));
+  EXPECT_TRUE(db.findPlanRuns(fp, "model", "base").empty());  // version 4's table was added
 }
 
 TEST(MeasurementDb, NotADatabaseIsAClearError) {

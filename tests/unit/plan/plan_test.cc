@@ -122,6 +122,7 @@ TEST(Plan, JsonRoundTripKeepsEveryField) {
   PlanGroup c = group({"weird"});
   c.costNs = kInvalidCost;
   p.groups = {a, b, c};
+  p.graphLevel = GraphLevelSummary{true, 2.5, 2.25, 1.1111, 7, 120, {"onednn region of 2 nodes (conv1 .. relu1)"}};
 
   const std::string path = dir.file("plan.json");
   savePlan(p, path);
@@ -142,6 +143,11 @@ TEST(Plan, JsonRoundTripKeepsEveryField) {
   EXPECT_EQ(j["groups"][1]["cost_ns"], nullptr);
   EXPECT_EQ(j["groups"][2]["cost_ns"], "invalid");
   EXPECT_EQ(j["model"]["input_shapes"]["input"][3], 224);
+  EXPECT_EQ(j["graph_level"]["plans_run"], 120);
+  EXPECT_EQ(j["graph_level"]["changes"][0], "onednn region of 2 nodes (conv1 .. relu1)");
+  // A plan the graph-level search did not make has no such object.
+  p.graphLevel = GraphLevelSummary{};
+  EXPECT_FALSE(json::parse(planToJson(p)).contains("graph_level"));
 }
 
 TEST(Plan, MinimalHandWrittenPlanLoads) {

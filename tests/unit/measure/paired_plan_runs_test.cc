@@ -1,0 +1,148 @@
+// Whole plans timed against each other (the graph-level search's fitness):
+// in the worker, a plan is checked against the reference before it is
+// timed, a plan that cannot compile or computes something else is Invalid
+// with the reason, and plans share compiled kernels. Through the isolated
+// measurer, a worker that crashes or hangs on a plan is a failed plan.
+#include "core/measure/paired_plan_runs.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "backends/backend_list.h"
+#include "core/measure/measurer.h"
+#include "tests/unit/graph_builder.h"
+
+namespace collage {
+namespace {
+
+// x -> relu -> {sigmoid, tanh} -> add
+struct Diamond {
+  GraphBuilder b;
+  Diamond() {
+    const ValueId r = b.op("Relu", {b.input({4, 8})});
+    b.finish(b.op("Add", {b.op("Sigmoid", {r}), b.op("Tanh", {r})}));
+  }
+  const Graph& g() { return b.graph(); }
+};
+
+// Writes zeros: compiles, runs, and is wrong.
+class ZeroBackend final : public Backend {
+ public:
+  std::string name() const override { return "zeros"; }
+  std::string version() const override { return "1"; }
+  CompileResult compile(const KernelRequest&) override {
+    struct Zero : Kernel {
+      void run(const std::vector<const DLTensor*>&, const std::vector<DLTensor*>& outputs) override {
+        for (DLTensor* t : outputs) {
+          int64_t n = 1;
+          for (int i = 0; i < t->ndim; ++i) n *= t->shape[i];
+          std::fill_n(static_cast<float*>(t->data), n, 0.0f);
+        }
+      }
+    };
+    return CompileResult::ok(std::make_unique<Zero>());
+  }
+};
+
+struct Backends {
+  std::unique_ptr<Backend> native = createBackend("native");
+  ZeroBackend zeros;
+  BackendLookup lookup() {
+    return [this](const std::string& n) -> Backend* {
+      if (n == "native") return native.get();
+      if (n == "zeros") return &zeros;
+      return nullptr;
+    };
+  }
+};
+
+TEST(PairedPlanRuns, TimesBothPlansRoundByRoundAndReusesKernels) {
+  Diamond d;
+  Backends backends;
+  PairedPlanRunner runner(d.g(), backends.lookup());
+  const Plan single = singleNodePlan(d.g(), "native");
+  Plan fused = single;
+  fused.groups = {PlanGroup{{d.g().node(0).name, d.g().node(1).name, d.g().node(2).name, d.g().node(3).name},
+                            "native"}};
+  PairedRunOptions options;
+  options.minRounds = 4;
+  options.maxRounds = 6;
+  options.seconds = 0;
+  const PairedPlanRuns first = runner.run(fused, single, options);
+  ASSERT_TRUE(first.ok()) << first.message;
+  EXPECT_EQ(first.aMs.size(), 4u);
+  EXPECT_EQ(first.bMs.size(), 4u);
+  EXPECT_GT(first.medianRatio(), 0);
+  EXPECT_EQ(first.kernelsCompiled, 5);  // four single nodes and the fused group
+  // Again: every kernel from the worker's cache.
+  const PairedPlanRuns again = runner.run(fused, single, options);
+  ASSERT_TRUE(again.ok()) << again.message;
+  EXPECT_EQ(again.kernelsCompiled, 0);
+}
+
+TEST(PairedPlanRuns, WrongResultsAndRefusalsAreInvalidPlansWithTheReason) {
+  Diamond d;
+  Backends backends;
+  PairedPlanRunner runner(d.g(), backends.lookup());
+  const Plan good = singleNodePlan(d.g(), "native");
+  Plan wrong = good;
+  wrong.groups[3].backend = "zeros";  // the Add writes zeros
+  const PairedPlanRuns w = runner.run(wrong, good, PairedRunOptions{});
+  EXPECT_EQ(w.status, MeasurementStatus::Invalid);
+  EXPECT_NE(w.message.find("wrong result: output"), std::string::npos) << w.message;
+  EXPECT_TRUE(w.aMs.empty());
+  Plan missing = good;
+  missing.groups[1].backend = "nowhere";
+  const PairedPlanRuns m = runner.run(missing, good, PairedRunOptions{});
+  EXPECT_EQ(m.status, MeasurementStatus::Invalid);
+  EXPECT_NE(m.message.find("'nowhere' is not available"), std::string::npos) << m.message;
+}
+
+// The worker's side of the pipe: a "pair" request gets a JSON reply line.
+TEST(PairedPlanRuns, TheWorkerAnswersAPairRequest) {
+  Diamond d;
+  Backends backends;
+  const Plan plan = singleNodePlan(d.g(), "native");
+  const nlohmann::json request{{"pair",
+                                {{"a", nlohmann::json::parse(planToJson(plan))},
+                                 {"b", nlohmann::json::parse(planToJson(plan))},
+                                 {"min_rounds", 3},
+                                 {"max_rounds", 3}}}};
+  std::istringstream in(request.dump() + "\n" + "{\"pair\": {\"a\": 1}}\n");
+  std::ostringstream out;
+  runMeasurementWorker(d.g(), backends.lookup(), MeasurerOptions{}, in, out);
+  std::istringstream replies(out.str());
+  std::string line;
+  ASSERT_TRUE(std::getline(replies, line));
+  const PairedPlanRuns ok = pairedPlanRunsFromJson(nlohmann::json::parse(line));
+  EXPECT_TRUE(ok.ok()) << ok.message;
+  EXPECT_EQ(ok.aMs.size(), 3u);
+  ASSERT_TRUE(std::getline(replies, line));  // a malformed plan: a failure, and the worker goes on
+  const PairedPlanRuns bad = pairedPlanRunsFromJson(nlohmann::json::parse(line));
+  EXPECT_EQ(bad.status, MeasurementStatus::Failed);
+  EXPECT_FALSE(bad.message.empty());
+}
+
+TEST(PairedPlanRuns, AWorkerThatCrashesOrHangsOnAPlanIsAFailedPlan) {
+  Diamond d;
+  const Plan plan = singleNodePlan(d.g(), "native");
+  IsolatedMeasurer crashing({"/bin/sh", "-c", "read line; kill -SEGV $$"}, MeasurerOptions{});
+  const PairedPlanRuns c = crashing.timePlans(plan, plan, PairedRunOptions{}, 10);
+  EXPECT_EQ(c.status, MeasurementStatus::Failed);
+  EXPECT_NE(c.message.find("crashed"), std::string::npos) << c.message;
+  IsolatedMeasurer hanging({"/bin/sh", "-c", "read line; exec sleep 60"}, MeasurerOptions{});
+  const PairedPlanRuns h = hanging.timePlans(plan, plan, PairedRunOptions{}, 0.5);
+  EXPECT_EQ(h.status, MeasurementStatus::TimedOut);
+  IsolatedMeasurer answering({"/bin/sh", "-c",
+                              "while read line; do echo '{\"status\":\"ok\",\"a_ms\":[1,2,3],"
+                              "\"b_ms\":[2,2,2]}'; done"},
+                             MeasurerOptions{});
+  const PairedPlanRuns a = answering.timePlans(plan, plan, PairedRunOptions{}, 10);
+  ASSERT_TRUE(a.ok()) << a.message;
+  EXPECT_DOUBLE_EQ(a.medianRatio(), 1.0);  // ratios 0.5, 1, 1.5
+  EXPECT_NEAR(a.aFasterShare(), 1.0 / 3, 1e-12);
+}
+
+}  // namespace
+}  // namespace collage
