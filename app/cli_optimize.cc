@@ -251,16 +251,15 @@ Action addOptimizeCommand(CLI::App& app) {
                     baselines[static_cast<size_t>(chosen)].label.c_str());
       }
     }
-    if (options->graphLevel && !constraints.empty()) {
-      std::printf("\ngraph-level search skipped: it does not honour --pin / --forbid yet\n");
-    } else if (options->graphLevel) {
+    if (options->graphLevel) {
       std::vector<Backend*> backends;
       for (auto& b : set.backends) backends.push_back(b.get());
       GraphLevelOptions glOptions;
       glOptions.evolution.budgetSeconds = budgetSeconds;
       glOptions.evolution.saturationGenerations = options->saturation;
       glOptions.timeoutSeconds = std::max(60.0, options->timeout);
-      const std::vector<GraphLibrary> libraries = graphLibrariesOf(graph, backends);
+      const std::vector<GraphLibrary> libraries =
+          honouringConstraints(graph, graphLibrariesOf(graph, backends), constraints);
       std::string names;
       for (const auto& l : libraries) names += (names.empty() ? "" : ", ") + l.backend;
       std::printf("\ngraph-level search (graph libraries: %s; budget %.0f s, stops after %d generations "

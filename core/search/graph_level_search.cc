@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <memory>
 
 #include "core/ir/error.h"
 
@@ -147,6 +148,50 @@ std::vector<GraphLibrary> graphLibrariesOf(const Graph& graph, const std::vector
     libraries.push_back({b->name(), [b, &graph](const NodeSet& nodes) {
                            return b->regionRefusal(KernelRequest::of(graph, nodes, "region"));
                          }});
+  }
+  return libraries;
+}
+
+std::vector<GraphLibrary> honouringConstraints(const Graph& graph, std::vector<GraphLibrary> libraries,
+                                               const PlacementConstraints& constraints) {
+  if (constraints.empty()) return libraries;
+  // Per node: the backend it is pinned to ("" if none), whether it is in a
+  // pinned group, and the backends it must not run on.
+  struct NodeRule {
+    std::string pinnedTo;
+    bool inPinnedGroup = false;
+    std::vector<std::string> forbidden;
+  };
+  auto rules = std::make_shared<std::vector<NodeRule>>(static_cast<size_t>(graph.numNodes()));
+  auto select = [&](const NodeSelector& sel) {
+    std::vector<NodeId> nodes = sel.select(graph);
+    if (nodes.empty()) throw Error("'" + sel.toString() + "' matches no node of the model");
+    return nodes;
+  };
+  for (const Pin& pin : constraints.pins)
+    for (const NodeSelector& sel : pin.nodes)
+      for (NodeId n : select(sel)) {
+        (*rules)[static_cast<size_t>(n)].pinnedTo = pin.backend;
+        (*rules)[static_cast<size_t>(n)].inPinnedGroup = pin.group;
+      }
+  for (const Forbid& f : constraints.forbids)
+    for (NodeId n : select(f.nodes)) (*rules)[static_cast<size_t>(n)].forbidden.push_back(f.backend);
+  for (GraphLibrary& library : libraries) {
+    library.refusal = [&graph, rules, backend = library.backend, inner = library.refusal](const NodeSet& nodes) {
+      std::string why;
+      nodes.forEach([&](NodeId n) {
+        if (!why.empty()) return;
+        const NodeRule& r = (*rules)[static_cast<size_t>(n)];
+        const std::string name = "node '" + graph.node(n).name + "'";
+        if (r.inPinnedGroup)
+          why = name + " is in a pinned group";
+        else if (!r.pinnedTo.empty() && r.pinnedTo != backend)
+          why = name + " is pinned to " + r.pinnedTo;
+        else if (std::find(r.forbidden.begin(), r.forbidden.end(), backend) != r.forbidden.end())
+          why = name + " must not run on " + backend;
+      });
+      return why.empty() ? inner(nodes) : why;
+    };
   }
   return libraries;
 }

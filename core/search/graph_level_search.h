@@ -33,6 +33,7 @@
 #include "core/plan/plan.h"
 #include "core/runtime/backend.h"
 #include "core/search/evolutionary_search.h"
+#include "core/search/placement_constraints.h"
 #include "core/search/region_genome.h"
 
 namespace collage {
@@ -72,6 +73,13 @@ struct GraphLevelResult {
 // (Backend::compilesRegions) among `allowed` (all when empty).
 std::vector<GraphLibrary> graphLibrariesOf(const Graph& graph, const std::vector<Backend*>& backends,
                                            const std::vector<std::string>& allowed = {});
+
+// The libraries restricted by the user's pins and forbids: a region is
+// refused when it holds a node pinned to another backend, a node of a pinned
+// group (that group must stay one kernel of its own), or a node the library
+// is forbidden to run. Throws Error for a selector that matches no node.
+std::vector<GraphLibrary> honouringConstraints(const Graph& graph, std::vector<GraphLibrary> libraries,
+                                               const PlacementConstraints& constraints);
 
 // "sha256:...;input=1x3x224x224": what the database keys plan runs by.
 std::string graphLevelModelKey(const Plan& plan);

@@ -177,13 +177,15 @@ OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobO
     }
   }
   if (result.plan.groups.empty()) result.plan = planOf(opLevel);
-  if (options.graphLevel && options.backends && options.constraints.empty() && !result.cancelled) {
+  if (options.graphLevel && options.backends && !result.cancelled) {
     std::vector<Backend*> backends;
     for (const auto& [name, version] : options.versions)
       if (Backend* b = options.backends(name)) backends.push_back(b);
     result.startPlan = result.plan;
-    result.graphLevel = runGraphLevelSearch(graph, result.plan, graphLibrariesOf(graph, backends), measurer,
-                                            db.get(), fingerprint, options.graphLevelOptions, observer, cancel);
+    const std::vector<GraphLibrary> libraries =
+        honouringConstraints(graph, graphLibrariesOf(graph, backends), options.constraints);
+    result.graphLevel = runGraphLevelSearch(graph, result.plan, libraries, measurer, db.get(), fingerprint,
+                                            options.graphLevelOptions, observer, cancel);
     result.graphLevelRan = true;
     result.plan = result.graphLevel.plan;
     if (result.graphLevel.improved) result.plan.createdBy += " + graph-level search";

@@ -48,7 +48,7 @@ struct OptimizationJobOptions {
   // overrides here (views/override_commands.h).
   PlacementConstraints constraints;
   // Then the graph-level search (core/search/graph_level_search.h) from the
-  // kept plan, in the same worker; not with constraints (they would not hold).
+  // kept plan, in the same worker, with regions that honour the constraints.
   // graphLevelOptions.onBestPlan is called on the job's thread.
   bool graphLevel = false;
   GraphLevelOptions graphLevelOptions;
