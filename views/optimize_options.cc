@@ -7,6 +7,7 @@
 #include <QFormLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
+#include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
 #include <QSettings>
@@ -30,6 +31,9 @@ OptimizeSettings OptimizeSettings::load(QSettings& settings) {
   s.timeBudgetSeconds = std::max(0.0, settings.value(QStringLiteral("timeBudgetSeconds"), 0.0).toDouble());
   s.kernelTimeoutSeconds = settings.value(QStringLiteral("kernelTimeoutSeconds"), 60.0).toDouble();
   if (!(s.kernelTimeoutSeconds > 0)) s.kernelTimeoutSeconds = 60;
+  s.graphLevel = settings.value(QStringLiteral("graphLevel"), false).toBool();
+  s.graphLevelBudgetSeconds = settings.value(QStringLiteral("graphLevelBudgetSeconds"), 60.0).toDouble();
+  if (!(s.graphLevelBudgetSeconds > 0)) s.graphLevelBudgetSeconds = 60;
   settings.endGroup();
   return s;
 }
@@ -46,6 +50,8 @@ void OptimizeSettings::save(QSettings& settings) const {
   settings.setValue(QStringLiteral("noDb"), noDb);
   settings.setValue(QStringLiteral("timeBudgetSeconds"), timeBudgetSeconds);
   settings.setValue(QStringLiteral("kernelTimeoutSeconds"), kernelTimeoutSeconds);
+  settings.setValue(QStringLiteral("graphLevel"), graphLevel);
+  settings.setValue(QStringLiteral("graphLevelBudgetSeconds"), graphLevelBudgetSeconds);
   settings.endGroup();
 }
 
@@ -53,6 +59,8 @@ void OptimizeSettings::applyTo(OptimizationJobOptions& options) const {
   options.dbPath = dbPath.toStdString();
   options.noDb = noDb;
   options.timeoutSeconds = kernelTimeoutSeconds;
+  options.graphLevel = graphLevel;
+  options.graphLevelOptions.evolution.budgetSeconds = graphLevelBudgetSeconds;
 }
 
 OptimizeOptionsDialog::OptimizeOptionsDialog(const OptimizeSettings& initial,
@@ -91,11 +99,28 @@ OptimizeOptionsDialog::OptimizeOptionsDialog(const OptimizeSettings& initial,
   timeout_->setSuffix(tr(" s"));
   timeout_->setToolTip(tr("A kernel that takes longer to measure counts as timed out"));
 
+  graphLevel_ = new QCheckBox(tr("Graph-level search"), this);
+  graphLevel_->setToolTip(tr("After the op-level plan, search for regions to hand whole to a graph "
+                             "library, measuring each candidate plan end to end (not with overrides)"));
+  connect(graphLevel_, &QCheckBox::toggled, this, &OptimizeOptionsDialog::updateEnabled);
+  graphLevelBudget_ = new QDoubleSpinBox(this);
+  graphLevelBudget_->setRange(5, 24 * 3600);
+  graphLevelBudget_->setDecimals(0);
+  graphLevelBudget_->setSuffix(tr(" s"));
+  graphLevelBudget_->setToolTip(tr("How long the graph-level search may run; Cancel stops it sooner "
+                                   "and keeps its best plan"));
+  auto* graphLevelRow = new QHBoxLayout;
+  graphLevelRow->addWidget(graphLevel_);
+  graphLevelRow->addWidget(new QLabel(tr("for"), this));
+  graphLevelRow->addWidget(graphLevelBudget_);
+  graphLevelRow->addStretch();
+
   auto* form = new QFormLayout;
   form->addRow(tr("Measurement database:"), dbRow);
   form->addRow(QString(), noDb_);
   form->addRow(tr("Time budget:"), budget_);
   form->addRow(tr("Per-kernel timeout:"), timeout_);
+  form->addRow(QString(), graphLevelRow);
 
   auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);
   ok_ = buttons->button(QDialogButtonBox::Ok);
@@ -117,6 +142,8 @@ void OptimizeOptionsDialog::setSettings(const OptimizeSettings& s) {
   noDb_->setChecked(s.noDb);
   budget_->setValue(s.timeBudgetSeconds);
   timeout_->setValue(s.kernelTimeoutSeconds);
+  graphLevel_->setChecked(s.graphLevel);
+  graphLevelBudget_->setValue(s.graphLevelBudgetSeconds);
   updateEnabled();
 }
 
@@ -131,6 +158,8 @@ OptimizeSettings OptimizeOptionsDialog::settings() const {
   s.noDb = noDb_->isChecked();
   s.timeBudgetSeconds = budget_->value();
   s.kernelTimeoutSeconds = timeout_->value();
+  s.graphLevel = graphLevel_->isChecked();
+  s.graphLevelBudgetSeconds = graphLevelBudget_->value();
   return s;
 }
 
@@ -149,6 +178,7 @@ void OptimizeOptionsDialog::browseDb() {
 void OptimizeOptionsDialog::updateEnabled() {
   dbPath_->setEnabled(!noDb_->isChecked());
   browse_->setEnabled(!noDb_->isChecked());
+  graphLevelBudget_->setEnabled(graphLevel_->isChecked());
   bool any = false;
   for (QCheckBox* box : backendBoxes_) any = any || box->isChecked();
   ok_->setEnabled(any);  // no backend, no plan

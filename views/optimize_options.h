@@ -1,5 +1,6 @@
 // What the user chooses before an optimisation: backends, measurement
-// database, time budget and per-kernel timeout. OptimizeSettings is the plain
+// database, time budget, per-kernel timeout, and whether the graph-level
+// search follows the op-level one (with its own budget). OptimizeSettings is the plain
 // value the window hands to the worker; the dialog edits it and remembers it
 // in QSettings (group "optimize").
 //
@@ -30,14 +31,20 @@ struct OptimizeSettings {
   bool noDb = false;             // measure everything, store nothing
   double timeBudgetSeconds = 0;  // 0 = no budget
   double kernelTimeoutSeconds = 60;
+  // The graph-level search (core/search/graph_level_search.h) after the
+  // op-level plan, searching for this long. The time budget above, when
+  // set, still ends the whole optimisation, this search included.
+  bool graphLevel = false;
+  double graphLevelBudgetSeconds = 60;
 
   // From / to QSettings (the application's default store when none given).
   static OptimizeSettings load();
   static OptimizeSettings load(QSettings& settings);
   void save() const;
   void save(QSettings& settings) const;
-  // Copies the database and timeout choices into a job's options (backends
-  // and the time budget are the window's and the worker's to apply).
+  // Copies the database, timeout and graph-level choices into a job's
+  // options (backends and the time budget are the window's and the worker's
+  // to apply).
   void applyTo(OptimizationJobOptions& options) const;
 
   bool operator==(const OptimizeSettings&) const = default;
@@ -60,6 +67,8 @@ class OptimizeOptionsDialog : public QDialog {
   QCheckBox* noDbBox() const { return noDb_; }
   QDoubleSpinBox* timeBudgetBox() const { return budget_; }
   QDoubleSpinBox* kernelTimeoutBox() const { return timeout_; }
+  QCheckBox* graphLevelBox() const { return graphLevel_; }
+  QDoubleSpinBox* graphLevelBudgetBox() const { return graphLevelBudget_; }
 
   // accept() also saves the settings to QSettings.
   void accept() override;
@@ -75,6 +84,8 @@ class OptimizeOptionsDialog : public QDialog {
   QCheckBox* noDb_ = nullptr;
   QDoubleSpinBox* budget_ = nullptr;
   QDoubleSpinBox* timeout_ = nullptr;
+  QCheckBox* graphLevel_ = nullptr;
+  QDoubleSpinBox* graphLevelBudget_ = nullptr;
   QPushButton* ok_ = nullptr;
 };
 

@@ -80,12 +80,21 @@ void OptimizeWorker::registerMetaTypes() {
   qRegisterMetaType<QVector<collage::SearchStepEvent>>("QVector<collage::SearchStepEvent>");
   qRegisterMetaType<std::shared_ptr<const collage::OptimizationResult>>(
       "std::shared_ptr<const collage::OptimizationResult>");
+  qRegisterMetaType<std::shared_ptr<const collage::Plan>>("std::shared_ptr<const collage::Plan>");
 }
 
 OptimizeWorker::OptimizeWorker(std::shared_ptr<const Graph> graph, OptimizationJobOptions options,
                                QObject* parent)
     : QObject(parent), graph_(std::move(graph)), options_(std::move(options)) {
   registerMetaTypes();
+  // Called on the job's thread: the copy is made there and the signal is
+  // queued to the receivers, so the search never waits on the UI. A callback
+  // the caller set already is kept.
+  options_.graphLevelOptions.onBestPlan = [this, previous = std::move(options_.graphLevelOptions.onBestPlan)](
+                                              const Plan& plan, double ms) {
+    if (previous) previous(plan, ms);
+    emit bestPlanChanged(std::make_shared<const Plan>(plan), ms);
+  };
 }
 
 OptimizeWorker::~OptimizeWorker() {

@@ -4,10 +4,14 @@
 // never waits on the worker. Cancel sets the core's CancellationToken from
 // any thread. A time budget cancels the job when it runs out, so the job
 // keeps what it has (the best plan so far, or none while still measuring).
+// With options.graphLevel, each new best plan of the graph-level search is
+// sent as a copy (bestPlanChanged) so the window can recolour the graph
+// while the search goes on.
 //
 //   auto* w = new OptimizeWorker(graph, options, this);
 //   w->setTimeBudget(settings.timeBudgetSeconds);
 //   connect(w, &OptimizeWorker::searchSteps, chart, &SearchChart::addSteps);
+//   connect(w, &OptimizeWorker::bestPlanChanged, window, &MainWindow::showBestPlanSoFar);
 //   w->start();
 #pragma once
 
@@ -21,12 +25,14 @@
 #include <mutex>
 
 #include "core/ir/graph.h"
+#include "core/plan/plan.h"
 #include "core/search/optimization_job.h"
 #include "core/ir/search_events.h"
 
 Q_DECLARE_METATYPE(collage::MeasureProgressEvent)
 Q_DECLARE_METATYPE(collage::SearchStepEvent)
 Q_DECLARE_METATYPE(std::shared_ptr<const collage::OptimizationResult>)
+Q_DECLARE_METATYPE(std::shared_ptr<const collage::Plan>)
 
 namespace collage {
 
@@ -66,6 +72,10 @@ class OptimizeWorker : public QObject {
   void searchSteps(QVector<collage::SearchStepEvent> events);
   // The time budget ran out and the job was told to stop; finished() follows.
   void timeBudgetExpired();
+  // The graph-level search found a faster plan: a copy of it and its
+  // measured time. Sent for every new best (a search finds a few a minute,
+  // each after whole plans ran), so nothing is throttled or skipped.
+  void bestPlanChanged(std::shared_ptr<const collage::Plan> plan, double ms);
   void logLine(QString line);
   void finished(std::shared_ptr<const collage::OptimizationResult> result);
   void failed(QString message);
