@@ -1,7 +1,9 @@
 #include "views/search_chart.h"
 
 #include <QChart>
+#include <QCursor>
 #include <QLineSeries>
+#include <QToolTip>
 #include <QValueAxis>
 
 #include <cmath>
@@ -14,6 +16,10 @@ namespace {
 // Distinct hues per search; a search's mean line is its best line, dashed.
 const char* const kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"};
 
+// A cost worth drawing: known, possible, and not the 0 a search reports for
+// a mean it could not take (a population with no plan that ran).
+bool drawable(double costNs) { return std::isfinite(costNs) && costNs > 0; }
+
 }  // namespace
 
 SearchChart::SearchChart(QWidget* parent) : QChartView(parent) {
@@ -21,15 +27,16 @@ SearchChart::SearchChart(QWidget* parent) : QChartView(parent) {
   chart->setAnimationOptions(QChart::NoAnimation);  // ~20 updates a second
   chart->legend()->setAlignment(Qt::AlignBottom);
   xAxis_ = new QValueAxis(chart);
-  xAxis_->setTitleText(tr("search step (each search continues after the previous one)"));
-  xAxis_->setLabelFormat("%d");
   yAxis_ = new QValueAxis(chart);
-  yAxis_->setTitleText(tr("predicted latency (ms)"));
+  // Op-level costs are predicted (sums of kernel medians), graph-level ones
+  // measured whole: the same unit, so one axis.
+  yAxis_->setTitleText(tr("latency (ms)"));
   chart->addAxis(xAxis_, Qt::AlignBottom);
   chart->addAxis(yAxis_, Qt::AlignLeft);
   setChart(chart);
   setRenderHint(QPainter::Antialiasing);
   setMinimumSize(240, 160);
+  updateXAxisTitle();
   clear();
 }
 
@@ -45,7 +52,54 @@ QLineSeries* SearchChart::meanSeries(const QString& search) const {
 
 int SearchChart::evaluations(const QString& search) const {
   auto it = searches_.find(search);
-  return it == searches_.end() ? 0 : it->evaluations;
+  return it == searches_.end() || it->steps.isEmpty() ? 0 : it->steps.back().evaluations;
+}
+
+QString SearchChart::xAxisQuantityName(XAxisQuantity quantity) {
+  switch (quantity) {
+    case XAxisQuantity::Seconds: return tr("time");
+    case XAxisQuantity::Evaluations: return tr("evaluations");
+    case XAxisQuantity::Step: return tr("step");
+  }
+  return {};
+}
+
+void SearchChart::setXAxisQuantity(XAxisQuantity quantity) {
+  if (quantity == quantity_) return;
+  quantity_ = quantity;
+  // Replayed in the order the searches appeared, so each continues after
+  // the previous one on the new axis as it did on the old.
+  QVector<SearchStepEvent> steps;
+  for (const QString& name : order_) steps += searches_[name].steps;
+  clear();
+  updateXAxisTitle();
+  addSteps(steps);
+}
+
+void SearchChart::updateXAxisTitle() {
+  switch (quantity_) {
+    case XAxisQuantity::Seconds:
+      xAxis_->setTitleText(tr("search time (s; each search continues after the previous one)"));
+      xAxis_->setLabelFormat("%.3g");
+      break;
+    case XAxisQuantity::Evaluations:
+      xAxis_->setTitleText(tr("evaluations (each search continues after the previous one)"));
+      xAxis_->setLabelFormat("%d");
+      break;
+    case XAxisQuantity::Step:
+      xAxis_->setTitleText(tr("search step (each search continues after the previous one)"));
+      xAxis_->setLabelFormat("%d");
+      break;
+  }
+}
+
+double SearchChart::xOf(const Search& search, const SearchStepEvent& event) const {
+  switch (quantity_) {
+    case XAxisQuantity::Seconds: return search.xOffset + event.elapsedSeconds;
+    case XAxisQuantity::Evaluations: return search.xOffset + event.evaluations;
+    case XAxisQuantity::Step: return search.xOffset + event.step;
+  }
+  return search.xOffset;
 }
 
 SearchChart::Search& SearchChart::searchFor(const QString& name) {
@@ -65,6 +119,8 @@ SearchChart::Search& SearchChart::searchFor(const QString& name) {
     chart()->addSeries(series);
     series->attachAxis(xAxis_);
     series->attachAxis(yAxis_);
+    connect(series, &QLineSeries::hovered, this,
+            [this, name](const QPointF& point, bool entered) { showToolTip(name, point, entered); });
   }
   order_.push_back(name);
   return *searches_.insert(name, s);
@@ -79,15 +135,14 @@ void SearchChart::addSteps(const QVector<SearchStepEvent>& events) {
   for (const SearchStepEvent& e : events) {
     const QString name = QString::fromStdString(e.search);
     Search& s = searchFor(name);
-    s.evaluations = e.evaluations;
-    const double x = s.xOffset + e.step;
+    s.steps.push_back(e);
+    const double x = xOf(s, e);
     auto& [best, mean] = points[name];
-    if (std::isfinite(e.bestCostNs)) {
+    if (drawable(e.bestCostNs)) {
       best.push_back({x, e.bestCostNs / 1e6});
-      s.lastBestMs = e.bestCostNs / 1e6;
       growRanges(x, e.bestCostNs / 1e6);
     }
-    if (std::isfinite(e.meanCostNs)) {
+    if (drawable(e.meanCostNs)) {
       mean.push_back({x, e.meanCostNs / 1e6});
       growRanges(x, e.meanCostNs / 1e6);
     }
@@ -111,23 +166,53 @@ void SearchChart::growRanges(double x, double y) {
     yMin_ = std::min(yMin_, y);
     yMax_ = std::max(yMax_, y);
   }
-  // Only touch the axes when the data leaves them (with head room): a range
-  // change relayouts every series, an append inside the range does not.
-  if (x > xAxis_->max()) xAxis_->setMax(std::max(x, xAxis_->max() * 1.5));
+  // Only touch the axes when the data leaves them (with head room), or fills
+  // less than a quarter of the x axis (a DP's steps take milliseconds of an
+  // axis sized for seconds): a range change relayouts every series, an
+  // append inside the range does not.
+  const double fit = std::max(xMax_ * 1.5, quantity_ == XAxisQuantity::Seconds ? 1e-3 : 1.0);
+  if (x > xAxis_->max() || xAxis_->max() > 4 * fit) xAxis_->setMax(fit);
   if (first || yMin_ < yAxis_->min() || yMax_ > yAxis_->max()) {
     const double pad = std::max(1e-3, 0.1 * (yMax_ - yMin_));
     yAxis_->setRange(std::max(0.0, yMin_ - pad), yMax_ + pad);
   }
 }
 
+QString SearchChart::stepToolTip(const QString& search, double x) const {
+  auto it = searches_.find(search);
+  if (it == searches_.end() || it->steps.isEmpty()) return {};
+  const SearchStepEvent* nearest = &it->steps.front();
+  for (const SearchStepEvent& e : it->steps)
+    if (std::abs(xOf(*it, e) - x) < std::abs(xOf(*it, *nearest) - x)) nearest = &e;
+  const SearchStepEvent& e = *nearest;
+  QString text = tr("%1 step %2").arg(search).arg(e.step);
+  if (drawable(e.bestCostNs)) text += tr(": best %1 ms").arg(e.bestCostNs / 1e6, 0, 'f', 3);
+  if (drawable(e.meanCostNs)) text += tr(", mean %1 ms").arg(e.meanCostNs / 1e6, 0, 'f', 3);
+  text += tr(", %1 evaluations").arg(e.evaluations);
+  if (e.cacheHits > 0) text += tr(" (%1 cached)").arg(e.cacheHits);
+  text += tr(", %1 s").arg(e.elapsedSeconds, 0, 'f', e.elapsedSeconds < 10 ? 2 : 1);
+  if (e.bestChanged) text += tr("; new best");
+  return text;
+}
+
+void SearchChart::showToolTip(const QString& search, const QPointF& point, bool entered) {
+  if (entered)
+    QToolTip::showText(QCursor::pos(), stepToolTip(search, point.x()), this);
+  else
+    QToolTip::hideText();
+}
+
 void SearchChart::updateTitle() {
   QStringList parts;
   for (const QString& name : order_) {
     const Search& s = searches_[name];
-    parts << tr("%1: %2 evaluations, best %3 ms")
-                 .arg(name)
-                 .arg(s.evaluations)
-                 .arg(s.lastBestMs, 0, 'f', 3);
+    if (s.steps.isEmpty()) continue;
+    const SearchStepEvent& last = s.steps.back();
+    QString part = tr("%1: %2 evaluations").arg(name).arg(last.evaluations);
+    if (last.cacheHits > 0) part += tr(" (%1 cached)").arg(last.cacheHits);
+    if (drawable(last.bestCostNs)) part += tr(", best %1 ms").arg(last.bestCostNs / 1e6, 0, 'f', 3);
+    if (last.timeLeftSeconds >= 0) part += tr(", %1 s left").arg(last.timeLeftSeconds, 0, 'f', 0);
+    parts << part;
   }
   chart()->setTitle(parts.join(QStringLiteral("  |  ")));
 }
