@@ -87,8 +87,7 @@ void GraphScene::setGraph(std::shared_ptr<const Graph> graph, const GraphLayout&
   if (!relayout) {
     colors_.clear();
     legend_.clear();
-    frameGroups_.clear();
-    frameColors_.clear();
+    frameSpecs_.clear();
     highlighted_.clear();
   }
   if (!graph_) return;
@@ -252,9 +251,20 @@ void GraphScene::rebuildLegend(const QMap<QString, QColor>& legend) {
 }
 
 void GraphScene::setGroups(const QVector<QVector<NodeId>>& groups, const QVector<QColor>& colors) {
-  frameGroups_ = groups;
-  frameColors_ = colors;
+  QVector<GroupFrame> frames;
+  for (int i = 0; i < groups.size(); ++i) frames.push_back({groups[i], colors.value(i), false, QString()});
+  setFrames(frames);
+}
+
+void GraphScene::setFrames(const QVector<GroupFrame>& frames) {
+  frameSpecs_ = frames;
   rebuildFrames();
+}
+
+int GraphScene::regionFrameCount() const {
+  return static_cast<int>(std::count_if(frames_.begin(), frames_.end(), [](const QGraphicsItem* item) {
+    return item->data(kRegionRole).toBool();
+  }));
 }
 
 void GraphScene::rebuildFrames() {
@@ -263,18 +273,33 @@ void GraphScene::rebuildFrames() {
     delete item;
   }
   frames_.clear();
-  for (int i = 0; i < frameGroups_.size(); ++i) {
-    const auto& group = frameGroups_[i];
-    if (group.size() < 2) continue;
+  for (const GroupFrame& spec : frameSpecs_) {
+    if (spec.nodes.size() < 2) continue;
     QRectF area;
-    for (NodeId n : group) area |= nodeRect(n);
+    for (NodeId n : spec.nodes) area |= nodeRect(n);
     if (area.isNull()) continue;
-    QColor color = i < frameColors_.size() && frameColors_[i].isValid() ? frameColors_[i] : QColor(Qt::darkGray);
+    const QColor color = spec.color.isValid() ? spec.color : QColor(Qt::darkGray);
     QPainterPath path;
-    path.addRoundedRect(area.adjusted(-8, -8, 8, 8), 12, 12);
-    QColor fill = color;
-    fill.setAlpha(40);
-    auto* frame = addPath(path, QPen(color, 2.5), QBrush(fill));
+    QGraphicsPathItem* frame = nullptr;
+    if (spec.region) {
+      // Wider than a fused group's frame and unfilled: a region's bounding
+      // box can take in nodes of other groups laid out beside it, and they
+      // keep their own colours.
+      path.addRoundedRect(area.adjusted(-16, -16, 16, 16), 16, 16);
+      frame = addPath(path, QPen(color, 4, Qt::DashLine), Qt::NoBrush);
+      frame->setData(kRegionRole, true);
+      auto* label = new QGraphicsSimpleTextItem(spec.label, frame);
+      label->setBrush(color);
+      QFont font = label->font();
+      font.setBold(true);
+      label->setFont(font);
+      label->setPos(area.left() - 16, area.top() - 18 - label->boundingRect().height());
+    } else {
+      path.addRoundedRect(area.adjusted(-8, -8, 8, 8), 12, 12);
+      QColor fill = color;
+      fill.setAlpha(40);
+      frame = addPath(path, QPen(color, 2.5), QBrush(fill));
+    }
     frame->setZValue(0.5);
     frame->setData(kFrameRole, true);
     frames_.push_back(frame);

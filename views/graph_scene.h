@@ -2,7 +2,8 @@
 // path per edge (its tensor's name and type as tooltip), a legend of
 // backends. The scene is built once from a layout; everything else is paint
 // on those items and never lays out again: node colors (a plan, an
-// override, a search step), frames around fused groups, highlighted nodes.
+// override, a search step), frames around fused groups and around the
+// regions of a graph-level plan, highlighted nodes.
 //
 // A group-level layout (views/graph_layout.h) draws each collapsed group as
 // one dashed box; double-clicking it asks for the group to be expanded
@@ -41,6 +42,7 @@ class GraphScene : public QGraphicsScene {
   int edgeItemCount() const { return edgeCount_; }
   int groupBoxCount() const { return groupBoxes_.size(); }
   int frameItemCount() const { return frames_.size(); }
+  int regionFrameCount() const;
   // Whether node n is inside a collapsed group (drawn as the group's box).
   bool isCollapsed(NodeId n) const;
   // The scene rectangle node n is drawn in (its box, or its group's box).
@@ -54,9 +56,20 @@ class GraphScene : public QGraphicsScene {
   QColor nodeColor(NodeId n) const;
   void clearNodeColors();
 
-  // Draws a rounded frame in colors[i] around each group of at least two
-  // nodes (the fused groups of a plan), behind the nodes; replaces the
+  // A frame around some nodes of a plan: a fused group, or a region the
+  // graph-level search hands whole to a graph library. Regions span dozens
+  // of nodes and other frames' neighbours, so they are drawn apart: a
+  // thicker dashed outline with no fill, and a label on the top edge.
+  struct GroupFrame {
+    QVector<NodeId> nodes;
+    QColor color;
+    bool region = false;
+    QString label;  // shown for regions ("onednn region, 62 nodes")
+  };
+  // Draws each frame of at least two nodes, behind the nodes; replaces the
   // previous frames. Empty clears them. Never lays out again.
+  void setFrames(const QVector<GroupFrame>& frames);
+  // setFrames with a fused-group frame in colors[i] around groups[i].
   void setGroups(const QVector<QVector<NodeId>>& groups, const QVector<QColor>& colors);
   // Thick outline on these nodes (e.g. a pattern's matches); empty clears.
   void setHighlightedNodes(const QVector<NodeId>& nodes);
@@ -72,7 +85,8 @@ class GraphScene : public QGraphicsScene {
   static constexpr int kNodeIdRole = 0;   // QGraphicsItem::data key holding the NodeId
   static constexpr int kLegendRole = 1;   // set on legend items
   static constexpr int kGroupIdRole = 2;  // GroupBox::id of a collapsed group's box
-  static constexpr int kFrameRole = 3;    // set on group frames
+  static constexpr int kFrameRole = 3;    // set on group frames (regions' too)
+  static constexpr int kRegionRole = 4;   // set on region frames
 
  signals:
   // A collapsed group's box was double-clicked.
@@ -100,8 +114,7 @@ class GraphScene : public QGraphicsScene {
   // Paint state, kept across a relayout of the same graph.
   QVector<QColor> colors_;
   QMap<QString, QColor> legend_;
-  QVector<QVector<NodeId>> frameGroups_;
-  QVector<QColor> frameColors_;
+  QVector<GroupFrame> frameSpecs_;
   QVector<NodeId> highlighted_;
 };
 
