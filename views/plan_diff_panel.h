@@ -1,0 +1,50 @@
+// The Plan diff dock: what the graph-level search changed against the plan
+// it started from. A line with the measured gain (describeGraphLevelGain)
+// over a sortable table of the changed groups (PlanDiffModel); selecting a
+// row selects its nodes in the graph (nodesActivated).
+//
+//   panel->showResult(graph, *result);  // after an optimisation
+//   connect(panel, &PlanDiffPanel::nodesActivated, window, ...select and centre...);
+#pragma once
+
+#include <QVector>
+#include <QWidget>
+
+#include "core/ir/graph.h"
+#include "core/search/optimization_job.h"
+
+class QLabel;
+class QSortFilterProxyModel;
+class QTableView;
+
+namespace collage {
+
+class PlanDiffModel;
+
+class PlanDiffPanel : public QWidget {
+  Q_OBJECT
+ public:
+  explicit PlanDiffPanel(QWidget* parent = nullptr);
+
+  // The result's plan against its startPlan when the graph-level search ran;
+  // otherwise says how to get a diff.
+  void showResult(const Graph& graph, const OptimizationResult& result);
+  void clear();
+
+  PlanDiffModel* model() const { return model_; }
+  QString summary() const;
+  QTableView* table() const { return table_; }
+
+ signals:
+  void nodesActivated(const QVector<NodeId>& nodes);
+
+ private:
+  void onSelection();
+
+  QLabel* summary_ = nullptr;
+  PlanDiffModel* model_ = nullptr;
+  QSortFilterProxyModel* proxy_ = nullptr;
+  QTableView* table_ = nullptr;
+};
+
+}  // namespace collage
