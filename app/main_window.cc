@@ -5,6 +5,7 @@
 #include <QApplication>
 #include <QCloseEvent>
 #include <QCheckBox>
+#include <QComboBox>
 #include <QDockWidget>
 #include <QHBoxLayout>
 #include <QLineEdit>
@@ -51,6 +52,7 @@
 #include "views/node_inspector.h"
 #include "views/override_commands.h"
 #include "views/optimize_worker.h"
+#include "views/plan_diff_panel.h"
 
 namespace collage {
 namespace {
@@ -181,10 +183,38 @@ void MainWindow::buildUi() {
   addDockWidget(Qt::BottomDockWidgetArea, kernelDock);
 
   chart_ = new SearchChart(this);
+  auto* xAxisChoice = new QComboBox(this);
+  xAxisChoice->setObjectName("searchXAxis");
+  for (auto quantity : {SearchChart::XAxisQuantity::Seconds, SearchChart::XAxisQuantity::Evaluations,
+                        SearchChart::XAxisQuantity::Step})
+    xAxisChoice->addItem(SearchChart::xAxisQuantityName(quantity), static_cast<int>(quantity));
+  xAxisChoice->setCurrentIndex(xAxisChoice->findData(static_cast<int>(chart_->xAxisQuantity())));
+  connect(xAxisChoice, QOverload<int>::of(&QComboBox::currentIndexChanged), this, [this, xAxisChoice] {
+    chart_->setXAxisQuantity(static_cast<SearchChart::XAxisQuantity>(xAxisChoice->currentData().toInt()));
+  });
+  auto* chartPanel = new QWidget(this);
+  auto* chartLayout = new QVBoxLayout(chartPanel);
+  chartLayout->setContentsMargins(2, 2, 2, 2);
+  auto* chartBar = new QHBoxLayout;
+  chartBar->addWidget(new QLabel(tr("Against:"), this));
+  chartBar->addWidget(xAxisChoice);
+  chartBar->addStretch();
+  chartLayout->addLayout(chartBar);
+  chartLayout->addWidget(chart_, 1);
   auto* chartDock = new QDockWidget(tr("Search"), this);
   chartDock->setObjectName("search");
-  chartDock->setWidget(chart_);
+  chartDock->setWidget(chartPanel);
   addDockWidget(Qt::BottomDockWidgetArea, chartDock);
+
+  planDiff_ = new PlanDiffPanel(this);
+  connect(planDiff_, &PlanDiffPanel::nodesActivated, this, [this](const QVector<NodeId>& nodes) {
+    scene_->selectNodes(nodes);
+    view_->centerOnNodes(nodes);
+  });
+  auto* diffDock = new QDockWidget(tr("Plan diff"), this);
+  diffDock->setObjectName("planDiff");
+  diffDock->setWidget(planDiff_);
+  addDockWidget(Qt::BottomDockWidgetArea, diffDock);
 
   patternEditor_ = new PatternEditor(this);
   auto* patternDock = new QDockWidget(tr("Patterns"), this);
@@ -193,6 +223,7 @@ void MainWindow::buildUi() {
   addDockWidget(Qt::BottomDockWidgetArea, patternDock);
   tabifyDockWidget(kernelDock, patternDock);
   tabifyDockWidget(kernelDock, chartDock);
+  tabifyDockWidget(kernelDock, diffDock);
   // First start (no saved layout): the graph gets most of the window.
   resizeDocks({inspectorDock}, {380}, Qt::Horizontal);
   resizeDocks({kernelDock}, {230}, Qt::Vertical);
@@ -258,6 +289,7 @@ void MainWindow::buildUi() {
   viewMenu->addAction(kernelDock->toggleViewAction());
   viewMenu->addAction(patternDock->toggleViewAction());
   viewMenu->addAction(chartDock->toggleViewAction());
+  viewMenu->addAction(diffDock->toggleViewAction());
 
   QToolBar* tools = addToolBar(tr("Main"));
   tools->setObjectName("main-toolbar");
@@ -377,6 +409,7 @@ void MainWindow::onLayoutFinished(const GraphLayout& layout) {
   if (sessionRunner_) sessionRunner_->cancel();
   planSummary_->clear();
   chart_->clear();
+  planDiff_->clear();
   measureAction_->setEnabled(false);
   kernels_->clear();
   scene_->setGraph(graph_, layout);
@@ -500,11 +533,13 @@ void MainWindow::startOptimization() {
   connect(worker_.get(), &OptimizeWorker::measureProgress, this, &MainWindow::onMeasureProgress);
   connect(worker_.get(), &OptimizeWorker::searchStep, this, &MainWindow::onSearchStep);
   connect(worker_.get(), &OptimizeWorker::searchSteps, chart_, &SearchChart::addSteps);
+  connect(worker_.get(), &OptimizeWorker::bestPlanChanged, this, &MainWindow::showBestPlanSoFar);
   connect(worker_.get(), &OptimizeWorker::timeBudgetExpired, this, [this] {
     status_->setText(tr("Time budget used up: keeping the best plan so far"));
   });
   worker_->setTimeBudget(settings_.timeBudgetSeconds);
   chart_->clear();
+  planDiff_->clear();
   if (sessionRunner_) sessionRunner_->cancel();
   optimizing_ = true;
   connect(worker_.get(), &OptimizeWorker::finished, this, &MainWindow::onOptimizationDone);
@@ -556,6 +591,11 @@ void MainWindow::onOptimizationDone(std::shared_ptr<const OptimizationResult> re
   optimizing_ = false;
   lastResult_ = result;
   setBusy(false);
+  // A graph-level search stopped by Cancel (or the time budget) returns the
+  // best plan it found; the job itself finished, so only the search says so.
+  const bool cancelled =
+      result->cancelled || (result->graphLevelRan &&
+                            result->graphLevel.evolution.stop == EvolutionResult::Stop::Cancelled);
   if (result->hasPlan) {
     plan_ = result->plan;
     try {
@@ -565,14 +605,16 @@ void MainWindow::onOptimizationDone(std::shared_ptr<const OptimizationResult> re
     }
     overrides_->setResult(graph_, result);
     showPlan();
+    planDiff_->showResult(*graph_, *result);
     // The end-to-end check behind the choice, on hover over "predicted / measured".
     planSummary_->setToolTip(QString::fromStdString(result->endToEnd));
     status_->setText(tr("%1: predicted %2 ms, %3 kernels (%4 measured, %5 cached)")
-                         .arg(result->cancelled ? tr("Cancelled, best plan so far") : tr("Done"))
+                         .arg(cancelled ? tr("Cancelled, best plan so far") : tr("Done"))
                          .arg(plan_->predictedNs / 1e6, 0, 'f', 3)
                          .arg(plan_->groups.size())
                          .arg(result->report.measured)
                          .arg(result->report.cached) +
+                     (result->graphLevelRan ? QStringLiteral("; ") + planDiff_->summary() : QString()) +
                      (result->warnings.empty() ? QString()
                                                : QStringLiteral("; warning: ") +
                                                      QString::fromStdString(result->warnings.front())));
@@ -592,28 +634,42 @@ void MainWindow::onOptimizationError(const QString& message) {
 
 void MainWindow::showPlan() {
   if (!plan_ || !graph_) return;
-  QVector<QColor> colors(graph_->numNodes());
-  QMap<QString, QColor> legend;
-  QVector<QVector<NodeId>> groups;  // fused groups get a frame in their backend's colour
-  QVector<QColor> groupColors;
-  for (const PlanGroup& g : plan_->groups) {
-    QColor color(QString::fromStdString(backendColor(g.backend)));
-    legend[QString::fromStdString(g.backend)] = color;
-    QVector<NodeId> members;
-    for (const auto& name : g.nodes)
-      if (auto n = graph_->findNode(name)) {
-        colors[*n] = color;
-        members << *n;
-      }
-    groups << members;
-    groupColors << color.darker(140);
-  }
-  scene_->setNodeColors(colors, legend);
-  scene_->setGroups(groups, groupColors);
+  paintPlan(*plan_);
   planSummary_->setText(tr("predicted %1 ms").arg(plan_->predictedNs / 1e6, 0, 'f', 3));
   measureAction_->setEnabled(!isOptimizing());
   refreshKernelTable();
   onSceneSelection();
+}
+
+void MainWindow::paintPlan(const Plan& plan) {
+  QVector<QColor> colors(graph_->numNodes());
+  QMap<QString, QColor> legend;
+  QVector<GraphScene::GroupFrame> frames;  // in the backend's colour, darker
+  for (const PlanGroup& g : plan.groups) {
+    QColor color(QString::fromStdString(backendColor(g.backend)));
+    legend[QString::fromStdString(g.backend)] = color;
+    GraphScene::GroupFrame frame;
+    frame.color = color.darker(140);
+    frame.region = g.origin == PlanOrigin::GraphLevel;
+    if (frame.region)
+      frame.label = tr("%1 region, %2 nodes").arg(QString::fromStdString(g.backend)).arg(g.nodes.size());
+    for (const auto& name : g.nodes)
+      if (auto n = graph_->findNode(name)) {
+        colors[*n] = color;
+        frame.nodes << *n;
+      }
+    frames << frame;
+  }
+  scene_->setNodeColors(colors, legend);
+  scene_->setFrames(frames);
+}
+
+void MainWindow::showBestPlanSoFar(std::shared_ptr<const Plan> plan, double ms) {
+  // A best queued before the job finished can arrive after it (and after a
+  // new model opened): the final plan is the one to keep.
+  if (!isOptimizing() || !graph_ || !plan) return;
+  paintPlan(*plan);
+  planSummary_->setText(tr("graph-level best so far %1 ms (measured whole)").arg(ms, 0, 'f', 3));
 }
 
 void MainWindow::refreshKernelTable() {
@@ -630,7 +686,9 @@ void MainWindow::refreshKernelTable() {
       // Cached or fresh is known for the optimizer's own plan; after an
       // override or for a loaded plan it is not (shown as cached).
       QVector<bool> fromCache;
-      if (lastResult_ && lastResult_->hasPlan && planToJson(lastResult_->plan) == planToJson(*plan_))
+      // `chosen` is the op-level cover; a graph-level plan's groups are not it.
+      const bool opLevelGroups = lastResult_ && !(lastResult_->graphLevelRan && lastResult_->graphLevel.improved);
+      if (opLevelGroups && lastResult_->hasPlan && planToJson(lastResult_->plan) == planToJson(*plan_))
         for (int32_t c : lastResult_->chosen)
           fromCache.push_back(lastResult_->measurements.at(static_cast<size_t>(c)).fromCache);
       kernels_->setPlan(*graph_, *plan_, fromCache);

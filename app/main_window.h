@@ -1,6 +1,6 @@
 // collage-studio's main window: the graph in the centre, the inspector and
 // the kernel table in docks, the optimizer on a worker thread with progress
-// and Cancel in the status bar. Wiring only: layout, optimization and plans
+// and Cancel in the status bar, the search chart and the plan diff in docks. Wiring only: layout, optimization and plans
 // are the core's and views/' work.
 #pragma once
 
@@ -41,6 +41,7 @@ class PatternEditor;
 class OverrideController;
 class KernelTableModel;
 class OptimizeWorker;
+class PlanDiffPanel;
 struct MeasureProgressEvent;
 struct SearchStepEvent;
 
@@ -78,6 +79,7 @@ class MainWindow : public QMainWindow {
   const OptimizeSettings& optimizeSettings() const { return settings_; }
   void setOptimizeSettings(const OptimizeSettings& settings);
   SearchChart* searchChart() const { return chart_; }
+  PlanDiffPanel* planDiff() const { return planDiff_; }
   // "predicted X ms, measured Y ms" once the plan has run in a Session.
   QString planSummary() const;
   // Runs the current plan in a Session (10 timed runs) on a worker thread;
@@ -108,6 +110,11 @@ class MainWindow : public QMainWindow {
   void optimizeWithOptions();
   void cancelOptimization();
   void openModelDialog();
+  // While an optimisation runs: the graph-level search's new best plan
+  // (OptimizeWorker::bestPlanChanged) recolours the graph and its regions.
+  // Paint only, so the search's updates cost the UI thread milliseconds;
+  // the tables follow the final plan. Ignored when no optimisation runs.
+  void showBestPlanSoFar(std::shared_ptr<const collage::Plan> plan, double ms);
 
  signals:
   void modelLoaded();
@@ -135,6 +142,8 @@ class MainWindow : public QMainWindow {
   void onOptimizationDone(std::shared_ptr<const OptimizationResult> result);
   void onOptimizationError(const QString& message);
   void showPlan();
+  // Node colours by backend, a frame per fused group and per region.
+  void paintPlan(const Plan& plan);
   void onSceneSelection();
   void onTableSelection();
   void savePlanDialog();
@@ -181,6 +190,7 @@ class MainWindow : public QMainWindow {
   std::optional<Plan> plan_;
   OptimizeSettings settings_;
   SearchChart* chart_ = nullptr;
+  PlanDiffPanel* planDiff_ = nullptr;
   QLabel* planSummary_ = nullptr;
   QLineEdit* tableFilter_ = nullptr;
   QCheckBox* allCandidates_ = nullptr;
