@@ -11,6 +11,7 @@
 namespace collage {
 
 PlanDiffPanel::PlanDiffPanel(QWidget* parent) : QWidget(parent) {
+  qRegisterMetaType<QVector<NodeId>>("QVector<collage::NodeId>");  // for queued receivers and spies
   summary_ = new QLabel(this);
   summary_->setWordWrap(true);
   summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);

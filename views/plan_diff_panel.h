@@ -36,7 +36,7 @@ class PlanDiffPanel : public QWidget {
   QTableView* table() const { return table_; }
 
  signals:
-  void nodesActivated(const QVector<NodeId>& nodes);
+  void nodesActivated(QVector<collage::NodeId> nodes);
 
  private:
   void onSelection();

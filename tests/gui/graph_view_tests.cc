@@ -14,6 +14,7 @@
 
 #include <QElapsedTimer>
 #include <QGraphicsPathItem>
+#include <QGraphicsSimpleTextItem>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -354,6 +355,40 @@ class GraphViewTests : public QObject {
     QCOMPARE(frames(), 1);
     scene.setGroups({}, {});
     QCOMPARE(frames(), 0);
+  }
+
+  void regionsGetTheirOwnFrames() {
+    auto graph = loadModel("dcgan_small");
+    GraphScene scene;
+    scene.setGraph(graph, computeLayout(*graph));
+    QVERIFY(graph->numNodes() >= 8);
+    GraphScene::GroupFrame fused{{0, 1}, QColor(Qt::red), false, QString()};
+    GraphScene::GroupFrame region{{2, 3, 4, 5, 6}, QColor(Qt::blue), true, "onednn region, 5 nodes"};
+    scene.setFrames({fused, region});
+    QCOMPARE(scene.frameItemCount(), 2);
+    QCOMPARE(scene.regionFrameCount(), 1);
+    QGraphicsItem* regionItem = nullptr;
+    for (QGraphicsItem* item : scene.items())
+      if (item->data(GraphScene::kRegionRole).toBool()) regionItem = item;
+    QVERIFY(regionItem);
+    QVERIFY(regionItem->data(GraphScene::kFrameRole).toBool());
+    auto* path = dynamic_cast<QGraphicsPathItem*>(regionItem);
+    QVERIFY(path);
+    QCOMPARE(path->pen().style(), Qt::DashLine);  // told apart from a fused group's solid frame
+    QCOMPARE(path->brush().style(), Qt::NoBrush);
+    for (NodeId n : region.nodes) QVERIFY(regionItem->sceneBoundingRect().contains(scene.nodeRect(n)));
+    QVERIFY(regionItem->zValue() < scene.itemForNode(2)->zValue());
+    bool labelled = false;
+    for (QGraphicsItem* child : regionItem->childItems())
+      if (auto* text = dynamic_cast<QGraphicsSimpleTextItem*>(child))
+        labelled = labelled || text->text() == "onednn region, 5 nodes";
+    QVERIFY(labelled);
+    // A relayout of the same graph keeps them; new frames replace them.
+    scene.setGraph(graph, computeLayout(*graph));
+    QCOMPARE(scene.regionFrameCount(), 1);
+    scene.setGroups({{0, 1}}, {QColor(Qt::red)});
+    QCOMPARE(scene.regionFrameCount(), 0);
+    QCOMPARE(scene.frameItemCount(), 1);
   }
 
   void highlightSetsAndClears() {

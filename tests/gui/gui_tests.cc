@@ -1,5 +1,7 @@
 // GUI tests on the offscreen platform: the real main window loads a model,
-// optimises it on the worker thread, and the models pass Qt's model tester.
+// optimises it on the worker thread, recolours the graph on each best plan of
+// a graph-level search, and the models (kernels, plan diff) pass Qt's model
+// tester.
 #include <cmath>
 
 #include <QAbstractItemModelTester>
@@ -24,6 +26,8 @@
 #include "views/graph_layout.h"
 #include "views/graph_scene.h"
 #include "views/kernel_table_model.h"
+#include "views/plan_diff_model.h"
+#include "views/plan_diff_panel.h"
 
 using namespace collage;
 
@@ -39,6 +43,25 @@ bool openAndWait(MainWindow& window, const QString& path) {
   window.openModel(path);
   return loaded.wait(120000);
 }
+
+// `plan` with its groups first..last (consecutive, in plan order) merged into
+// one region on `backend`, as the graph-level search makes them.
+Plan withRegion(const Plan& plan, size_t first, size_t last, const std::string& backend) {
+  Plan out = plan;
+  PlanGroup region;
+  region.backend = backend;
+  region.pattern = "region";
+  region.origin = PlanOrigin::GraphLevel;
+  region.costNs = 5e5;
+  for (size_t g = first; g <= last; ++g)
+    region.nodes.insert(region.nodes.end(), plan.groups[g].nodes.begin(), plan.groups[g].nodes.end());
+  out.groups.erase(out.groups.begin() + static_cast<std::ptrdiff_t>(first),
+                   out.groups.begin() + static_cast<std::ptrdiff_t>(last) + 1);
+  out.groups.insert(out.groups.begin() + static_cast<std::ptrdiff_t>(first), region);
+  return out;
+}
+
+QColor colorOf(const std::string& backend) { return QColor(QString::fromStdString(backendColor(backend))); }
 
 }  // namespace
 
@@ -113,6 +136,108 @@ class GuiTests : public QObject {
     QCOMPARE(proxy.mapToSource(proxy.index(0, 0)).row(), 0);
     kernels.clear();
     QCOMPARE(kernels.rowCount(), 0);
+  }
+
+  void graphRecoloursOnEachBestPlan() {
+    // What OptimizeWorker::bestPlanChanged delivers while a graph-level
+    // search runs: every node on native, then a best with a oneDNN region.
+    MainWindow window;
+    QVERIFY(openAndWait(window, model("dcgan_small")));
+    const Graph& graph = *window.graph();
+    QVERIFY(graph.numNodes() >= 6);
+    GraphScene* scene = window.graphScene();
+    const Plan start = singleNodePlan(graph, "native");
+    window.showBestPlanSoFar(std::make_shared<const Plan>(start), 0);
+    for (NodeId n = 0; n < graph.numNodes(); ++n) QCOMPARE(scene->nodeColor(n), colorOf("native"));
+    QCOMPARE(scene->regionFrameCount(), 0);
+
+    window.showBestPlanSoFar(std::make_shared<const Plan>(withRegion(start, 1, 4, "onednn")), 21.5);
+    for (NodeId n = 0; n < graph.numNodes(); ++n)
+      QCOMPARE(scene->nodeColor(n), colorOf(n >= 1 && n <= 4 ? "onednn" : "native"));
+    QCOMPARE(scene->regionFrameCount(), 1);
+    for (QGraphicsItem* item : scene->items())
+      if (item->data(GraphScene::kRegionRole).toBool())
+        for (NodeId n = 1; n <= 4; ++n) QVERIFY(item->sceneBoundingRect().contains(scene->nodeRect(n)));
+    QVERIFY2(window.planSummary().contains("21.500"), qPrintable(window.planSummary()));
+    // Paint only: the plan (and the tables) are the final result's.
+    QVERIFY(window.plan() == nullptr);
+    QCOMPARE(window.kernelModel()->rowCount(), 0);
+  }
+
+  void planDiffListsWhatChanged() {
+    Graph graph = importOnnx(model("dcgan_small").toStdString());
+    QVERIFY(graph.numNodes() >= 8);
+    Plan base = singleNodePlan(graph, "native");
+    for (size_t g = 0; g < base.groups.size(); ++g) base.groups[g].costNs = 1e5 * static_cast<double>(g + 1);
+    // Nodes 6 and 7 run as one group in the base plan.
+    base.groups[6].nodes.push_back(base.groups[7].nodes.front());
+    base.groups.erase(base.groups.begin() + 7);
+    Plan plan = withRegion(base, 1, 3, "onednn");           // groups 1..3 merged: groups 0, region, 4, ...
+    plan.groups[2].backend = "openblas";                    // node 4 moved
+    PlanGroup piece = plan.groups[4];                       // nodes 6 and 7 split apart
+    plan.groups[4].nodes.pop_back();
+    piece.nodes.erase(piece.nodes.begin());
+    piece.backend = "onednn";
+    plan.groups.insert(plan.groups.begin() + 5, piece);
+
+    PlanDiffModel diff;
+    QAbstractItemModelTester tester(&diff, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    diff.setPlans(graph, base, plan);
+    QCOMPARE(diff.rowCount(), 4);  // the unchanged groups are not listed
+    const PlanDiffRow& merged = diff.row(0);
+    QVERIFY(merged.kind == PlanDiffRow::Kind::Merged && merged.region);
+    QCOMPARE(merged.baseGroups, 3);
+    QCOMPARE(merged.nodeIds, (QVector<NodeId>{1, 2, 3}));
+    QCOMPARE(merged.before, QString("native 3"));
+    QCOMPARE(merged.beforeNs, 2e5 + 3e5 + 4e5);
+    QCOMPARE(diff.data(diff.index(0, PlanDiffModel::Change)).toString(), QString("merged 3 groups (region)"));
+    QCOMPARE(diff.data(diff.index(0, PlanDiffModel::AfterMs)).toString(), QString("0.500"));
+    QVERIFY(diff.row(1).kind == PlanDiffRow::Kind::BackendChanged);
+    QCOMPARE(diff.row(1).after, QString("openblas"));
+    QVERIFY(diff.row(2).kind == PlanDiffRow::Kind::Split);  // node 6: same backend, a piece of its group
+    QVERIFY(diff.row(3).kind == PlanDiffRow::Kind::Split);
+    QCOMPARE(diff.data(diff.index(3, PlanDiffModel::BeforeMs)).toString(), QString("unknown"));
+    QSortFilterProxyModel proxy;
+    QAbstractItemModelTester proxyTester(&proxy, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    proxy.setSourceModel(&diff);
+    proxy.setSortRole(PlanDiffModel::kSortRole);
+    proxy.sort(PlanDiffModel::Nodes, Qt::DescendingOrder);
+    QCOMPARE(proxy.mapToSource(proxy.index(0, 0)).row(), 0);
+
+    // The panel: the gain measured whole above the table, rows select nodes.
+    OptimizationResult result;
+    result.hasPlan = true;
+    result.graphLevelRan = true;
+    result.startPlan = base;
+    result.plan = plan;
+    result.graphLevel.improved = true;
+    result.graphLevel.baseMs = 23.1;
+    result.graphLevel.bestMs = 20.6;
+    result.graphLevel.gain = 1.12;
+    PlanDiffPanel panel;
+    panel.showResult(graph, result);
+    QCOMPARE(panel.model()->rowCount(), 4);
+    QVERIFY2(panel.summary().contains("23.100 -> 20.600 ms") && panel.summary().contains("1.12x"),
+             qPrintable(panel.summary()));
+    QSignalSpy activated(&panel, &PlanDiffPanel::nodesActivated);
+    panel.table()->selectRow(0);
+    QCOMPARE(activated.size(), 1);
+    QCOMPARE(activated.front().front().value<QVector<NodeId>>(), (QVector<NodeId>{1, 2, 3}));
+    // A cancelled search keeps its best without the final timing, and says so.
+    result.graphLevel.baseMs = result.graphLevel.bestMs = 0;
+    result.graphLevel.verdict = "cancelled: keeping the best plan found";
+    panel.showResult(graph, result);
+    QVERIFY2(panel.summary().contains("not timed again"), qPrintable(panel.summary()));
+    // The starting plan kept; then no graph-level search at all.
+    result.graphLevel.improved = false;
+    result.graphLevel.verdict = "no plan ran faster than the starting plan";
+    result.plan = base;
+    panel.showResult(graph, result);
+    QCOMPARE(panel.model()->rowCount(), 0);
+    QVERIFY(panel.summary().contains("op-level plan was kept"));
+    result.graphLevelRan = false;
+    panel.showResult(graph, result);
+    QVERIFY(panel.summary().contains("No graph-level search yet"));
   }
 
   void optimizeColorsNodesAndFillsKernelTable() {

@@ -1,7 +1,9 @@
 // The optimize panel's parts on the offscreen platform: the search chart, the
-// options dialog, the worker's time budget, the Session runner, the kernel
-// table's all-candidates mode and the UI stall monitor.
+// options dialog, the worker's time budget and graph-level search, the
+// Session runner, the kernel table's all-candidates mode and the UI stall
+// monitor.
 #include <cmath>
+#include <set>
 
 #include <QAbstractItemModelTester>
 #include <QCheckBox>
@@ -40,6 +42,29 @@ QString model(const char* name) {
 
 SearchStepEvent step(const char* search, int s, double bestMs, double meanMs) {
   return SearchStepEvent{search, s, s * 10, bestMs * 1e6, meanMs * 1e6, s * 0.1};
+}
+
+// A generation of the graph-level search as core/search/graph_level_search.cc
+// reports it (a 60 s budget).
+SearchStepEvent generation(int g, int evaluations, int cacheHits, double bestMs, double meanMs, double seconds,
+                           bool bestChanged) {
+  SearchStepEvent e;
+  e.search = "graph-level";
+  e.step = g;
+  e.evaluations = evaluations;
+  e.cacheHits = cacheHits;
+  e.bestCostNs = bestMs * 1e6;
+  e.meanCostNs = meanMs * 1e6;
+  e.elapsedSeconds = seconds;
+  e.timeLeftSeconds = 60 - seconds;
+  e.bestChanged = bestChanged;
+  return e;
+}
+
+QVector<double> xs(const QtCharts::QLineSeries* series) {
+  QVector<double> out;
+  for (const QPointF& p : series->points()) out << p.x();
+  return out;
 }
 
 // Collects the optimizer's step events.
@@ -128,6 +153,58 @@ class OptimizePanelTests : public QObject {
     QVERIFY(chart.bestSeries("op-level") == nullptr);
   }
 
+  void chartDrawsGenerationsAgainstTimeEvaluationsOrStep() {
+    SearchChart chart;
+    chart.resize(400, 300);
+    chart.show();
+    QVERIFY(chart.xAxisQuantity() == SearchChart::XAxisQuantity::Seconds);
+    // The op-level DP first: milliseconds. The x axis shrinks to them rather
+    // than leaving them in the corner of a 10 s axis.
+    QVector<SearchStepEvent> opLevel;
+    for (int s = 1; s <= 4; ++s) opLevel.push_back(SearchStepEvent{"op-level", s, s * 100, (30.0 - s) * 1e6,
+                                                                   (33.0 - s) * 1e6, s * 0.001});
+    chart.addSteps(opLevel);
+    auto* x = qobject_cast<QtCharts::QValueAxis*>(chart.chart()->axes(Qt::Horizontal).front());
+    QVERIFY(x);
+    QVERIFY2(x->max() < 0.1, qPrintable(QString::number(x->max())));
+    // Generation 0 is reported before any plan ran, with no scale yet (0 ms): not drawn.
+    chart.addSteps({generation(0, 10, 0, 0, 0, 2.0, false), generation(1, 20, 3, 24.0, 26.5, 7.5, true),
+                    generation(2, 30, 8, 22.5, 25.0, 13.0, true)});
+    chart.addStep(generation(3, 38, 15, 22.5, 23.9, 21.0, false));
+    QtCharts::QLineSeries* best = chart.bestSeries("graph-level");
+    QtCharts::QLineSeries* mean = chart.meanSeries("graph-level");
+    QVERIFY(best && mean);
+    QCOMPARE(best->count(), 3);
+    QCOMPARE(mean->count(), 3);
+    QCOMPARE(best->at(1).y(), 22.5);
+    QCOMPARE(mean->at(2).y(), 23.9);
+    // Against time: each generation at its elapsed seconds, after the op-level search.
+    const double start = chart.bestSeries("op-level")->points().back().x();
+    QCOMPARE(xs(best), (QVector<double>{start + 7.5, start + 13.0, start + 21.0}));
+    QVERIFY(x->max() >= start + 21.0);
+    QVERIFY(chart.chart()->title().contains("38 evaluations (15 cached)"));
+    QVERIFY2(chart.chart()->title().contains("39 s left"), qPrintable(chart.chart()->title()));
+
+    // Against evaluations, then the step: the same steps redrawn.
+    chart.setXAxisQuantity(SearchChart::XAxisQuantity::Evaluations);
+    best = chart.bestSeries("graph-level");
+    QCOMPARE(xs(chart.bestSeries("op-level")), (QVector<double>{100, 200, 300, 400}));
+    QCOMPARE(xs(best), (QVector<double>{420, 430, 438}));
+    QCOMPARE(best->at(2).y(), 22.5);
+    QCOMPARE(chart.meanSeries("graph-level")->count(), 3);
+    QVERIFY(x->max() >= 438);
+    chart.setXAxisQuantity(SearchChart::XAxisQuantity::Step);
+    QCOMPARE(xs(chart.bestSeries("graph-level")), (QVector<double>{5, 6, 7}));
+    QCOMPARE(chart.searchCount(), 2);
+
+    // Hovering a line names the step under the cursor.
+    const QString tip = chart.stepToolTip("graph-level", 5.8);
+    QVERIFY2(tip.contains("step 2") && tip.contains("best 22.500 ms") && tip.contains("30 evaluations (8 cached)") &&
+                 tip.contains("new best"),
+             qPrintable(tip));
+    QVERIFY(chart.stepToolTip("no-such-search", 1).isEmpty());
+  }
+
   void opLevelSearchDrawsASeriesForARealModel() {
     // The DP on resnet50_small's real candidates (costs made up): it must
     // report enough steps for a chart, the best line falls to the optimum.
@@ -193,6 +270,83 @@ class OptimizePanelTests : public QObject {
     QCOMPARE(QString::fromStdString(options.dbPath), s.dbPath);
     QCOMPARE(options.timeoutSeconds, 12.0);
     QSettings().remove("optimize");
+  }
+
+  void graphLevelOptionsReachTheJob() {
+    QSettings().remove("optimize");
+    QCOMPARE(OptimizeSettings::load().graphLevel, false);
+    OptimizeSettings s;
+    s.graphLevel = true;
+    s.graphLevelBudgetSeconds = 120;
+    OptimizeOptionsDialog dialog(s, {"onednn", "native"});
+    QVERIFY(dialog.graphLevelBox()->isChecked());
+    QCOMPARE(dialog.graphLevelBudgetBox()->value(), 120.0);
+    QVERIFY(dialog.graphLevelBudgetBox()->isEnabled());
+    dialog.accept();
+    QCOMPARE(OptimizeSettings::load(), s);
+    OptimizationJobOptions options;
+    OptimizeSettings::load().applyTo(options);
+    QVERIFY(options.graphLevel);
+    QCOMPARE(options.graphLevelOptions.evolution.budgetSeconds, 120.0);
+
+    dialog.graphLevelBox()->setChecked(false);
+    QVERIFY(!dialog.graphLevelBudgetBox()->isEnabled());  // no search, no budget to set
+    QCOMPARE(dialog.settings().graphLevel, false);
+    dialog.settings().applyTo(options);
+    QVERIFY(!options.graphLevel);
+    QSettings().remove("optimize");
+  }
+
+  void workerSendsGraphLevelGenerationsAndBestPlans() {
+    // A whole optimisation of a small model with a short graph-level search:
+    // its generations reach the chart and each best plan reaches the UI
+    // thread as a copy, the first being the plan the search started from.
+    QTemporaryDir dir;
+    auto graph = std::make_shared<const Graph>(importOnnx(model("dcgan_small").toStdString()));
+    auto backends = std::make_shared<BackendSet>(loadBackendSet());  // the options point into its specs
+    OptimizationJobOptions options = jobOptions("dcgan_small", dir, *backends);
+    options.backends = [backends](const std::string& n) { return backends->find(n); };
+    OptimizeSettings settings;
+    settings.graphLevel = true;
+    settings.graphLevelBudgetSeconds = 3;
+    settings.dbPath = QString::fromStdString(options.dbPath);
+    settings.applyTo(options);
+    OptimizeWorker worker(graph, options);
+    SearchChart chart;
+    connect(&worker, &OptimizeWorker::searchSteps, &chart, &SearchChart::addSteps);
+    QVector<std::shared_ptr<const Plan>> bests;
+    bool everyBestOnTheUiThread = true;
+    connect(&worker, &OptimizeWorker::bestPlanChanged, this,
+            [&](std::shared_ptr<const Plan> plan, double) {
+              everyBestOnTheUiThread = everyBestOnTheUiThread && QThread::currentThread() == thread();
+              bests << plan;
+            });
+    QSignalSpy finished(&worker, &OptimizeWorker::finished);
+    QSignalSpy failed(&worker, &OptimizeWorker::failed);
+    worker.start();
+    QTRY_VERIFY_WITH_TIMEOUT(!finished.isEmpty() || !failed.isEmpty(), 600000);
+    QVERIFY2(failed.isEmpty(), failed.isEmpty() ? "" : qPrintable(failed.front().front().toString()));
+    auto result = finished.front().front().value<std::shared_ptr<const OptimizationResult>>();
+    QVERIFY(result->hasPlan);
+    QVERIFY(result->graphLevelRan);
+    QTRY_VERIFY(chart.bestSeries("graph-level") != nullptr);  // queued after the op-level steps
+    QVERIFY(chart.evaluations("graph-level") > 0);
+    QVERIFY(!bests.isEmpty());
+    QVERIFY(everyBestOnTheUiThread);
+    auto placement = [](const Plan& plan) {
+      std::vector<std::pair<std::vector<std::string>, std::string>> out;
+      for (const PlanGroup& g : plan.groups) out.push_back({g.nodes, g.backend});
+      return out;
+    };
+    QVERIFY(placement(*bests.front()) == placement(result->startPlan));
+    for (const auto& best : bests) {
+      std::set<std::string> covered;
+      for (const PlanGroup& g : best->groups) covered.insert(g.nodes.begin(), g.nodes.end());
+      QCOMPARE(static_cast<int>(covered.size()), graph->numNodes());
+    }
+    // The plan kept is the last best, or the starting plan when the final check refused it.
+    QVERIFY(placement(result->plan) ==
+            placement(result->graphLevel.improved ? *bests.back() : result->startPlan));
   }
 
   void workerStopsWhenTheTimeBudgetRunsOut() {
