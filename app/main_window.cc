@@ -665,11 +665,13 @@ void MainWindow::paintPlan(const Plan& plan) {
 }
 
 void MainWindow::showBestPlanSoFar(std::shared_ptr<const Plan> plan, double ms) {
-  // A best queued before the job finished can arrive after it (and after a
-  // new model opened): the final plan is the one to keep.
-  if (!isOptimizing() || !graph_ || !plan) return;
+  // The worker queues every best before its finished(), so none arrives
+  // after the final plan is shown.
+  if (!graph_ || !plan) return;
   paintPlan(*plan);
-  planSummary_->setText(tr("graph-level best so far %1 ms (measured whole)").arg(ms, 0, 'f', 3));
+  // The starting plan is the first best, before any plan ran to scale it.
+  planSummary_->setText(ms > 0 ? tr("graph-level best so far %1 ms (measured whole)").arg(ms, 0, 'f', 3)
+                               : tr("graph-level search from the op-level plan"));
 }
 
 void MainWindow::refreshKernelTable() {

@@ -113,7 +113,7 @@ class MainWindow : public QMainWindow {
   // While an optimisation runs: the graph-level search's new best plan
   // (OptimizeWorker::bestPlanChanged) recolours the graph and its regions.
   // Paint only, so the search's updates cost the UI thread milliseconds;
-  // the tables follow the final plan. Ignored when no optimisation runs.
+  // the tables and plan() follow the final plan.
   void showBestPlanSoFar(std::shared_ptr<const collage::Plan> plan, double ms);
 
  signals:
