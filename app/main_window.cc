@@ -185,13 +185,15 @@ void MainWindow::buildUi() {
   chart_ = new SearchChart(this);
   auto* xAxisChoice = new QComboBox(this);
   xAxisChoice->setObjectName("searchXAxis");
-  for (auto quantity : {SearchChart::XAxisQuantity::Seconds, SearchChart::XAxisQuantity::Evaluations,
-                        SearchChart::XAxisQuantity::Step})
+  using XAxisQuantity = SearchChart::XAxisQuantity;
+  for (auto quantity : {XAxisQuantity::Seconds, XAxisQuantity::Evaluations, XAxisQuantity::Step})
     xAxisChoice->addItem(SearchChart::xAxisQuantityName(quantity), static_cast<int>(quantity));
   xAxisChoice->setCurrentIndex(xAxisChoice->findData(static_cast<int>(chart_->xAxisQuantity())));
-  connect(xAxisChoice, QOverload<int>::of(&QComboBox::currentIndexChanged), this, [this, xAxisChoice] {
-    chart_->setXAxisQuantity(static_cast<SearchChart::XAxisQuantity>(xAxisChoice->currentData().toInt()));
-  });
+  connect(xAxisChoice, QOverload<int>::of(&QComboBox::currentIndexChanged), this,
+          [this, xAxisChoice] {
+            const int quantity = xAxisChoice->currentData().toInt();
+            chart_->setXAxisQuantity(static_cast<XAxisQuantity>(quantity));
+          });
   auto* chartPanel = new QWidget(this);
   auto* chartLayout = new QVBoxLayout(chartPanel);
   chartLayout->setContentsMargins(2, 2, 2, 2);
@@ -614,7 +616,8 @@ void MainWindow::onOptimizationDone(std::shared_ptr<const OptimizationResult> re
                          .arg(plan_->groups.size())
                          .arg(result->report.measured)
                          .arg(result->report.cached) +
-                     (result->graphLevelRan ? QStringLiteral("; ") + planDiff_->summary() : QString()) +
+                     (result->graphLevelRan ? QStringLiteral("; ") + planDiff_->summary()
+                                            : QString()) +
                      (result->warnings.empty() ? QString()
                                                : QStringLiteral("; warning: ") +
                                                      QString::fromStdString(result->warnings.front())));
@@ -652,7 +655,8 @@ void MainWindow::paintPlan(const Plan& plan) {
     frame.color = color.darker(140);
     frame.region = g.origin == PlanOrigin::GraphLevel;
     if (frame.region)
-      frame.label = tr("%1 region, %2 nodes").arg(QString::fromStdString(g.backend)).arg(g.nodes.size());
+      frame.label =
+          tr("%1 region, %2 nodes").arg(QString::fromStdString(g.backend)).arg(g.nodes.size());
     for (const auto& name : g.nodes)
       if (auto n = graph_->findNode(name)) {
         colors[*n] = color;
@@ -670,8 +674,9 @@ void MainWindow::showBestPlanSoFar(std::shared_ptr<const Plan> plan, double ms) 
   if (!graph_ || !plan) return;
   paintPlan(*plan);
   // The starting plan is the first best, before any plan ran to scale it.
-  planSummary_->setText(ms > 0 ? tr("graph-level best so far %1 ms (measured whole)").arg(ms, 0, 'f', 3)
-                               : tr("graph-level search from the op-level plan"));
+  planSummary_->setText(
+      ms > 0 ? tr("graph-level best so far %1 ms (measured whole)").arg(ms, 0, 'f', 3)
+             : tr("graph-level search from the op-level plan"));
 }
 
 void MainWindow::refreshKernelTable() {
@@ -689,8 +694,10 @@ void MainWindow::refreshKernelTable() {
       // override or for a loaded plan it is not (shown as cached).
       QVector<bool> fromCache;
       // `chosen` is the op-level cover; a graph-level plan's groups are not it.
-      const bool opLevelGroups = lastResult_ && !(lastResult_->graphLevelRan && lastResult_->graphLevel.improved);
-      if (opLevelGroups && lastResult_->hasPlan && planToJson(lastResult_->plan) == planToJson(*plan_))
+      const bool opLevelGroups =
+          lastResult_ && !(lastResult_->graphLevelRan && lastResult_->graphLevel.improved);
+      if (opLevelGroups && lastResult_->hasPlan &&
+          planToJson(lastResult_->plan) == planToJson(*plan_))
         for (int32_t c : lastResult_->chosen)
           fromCache.push_back(lastResult_->measurements.at(static_cast<size_t>(c)).fromCache);
       kernels_->setPlan(*graph_, *plan_, fromCache);

@@ -1,7 +1,7 @@
 // collage-studio's main window: the graph in the centre, the inspector and
 // the kernel table in docks, the optimizer on a worker thread with progress
-// and Cancel in the status bar, the search chart and the plan diff in docks. Wiring only: layout, optimization and plans
-// are the core's and views/' work.
+// and Cancel in the status bar, the search chart and the plan diff in docks.
+// Wiring only: layout, optimization and plans are the core's and views/' work.
 #pragma once
 
 #include <QFutureWatcher>

@@ -252,7 +252,8 @@ void GraphScene::rebuildLegend(const QMap<QString, QColor>& legend) {
 
 void GraphScene::setGroups(const QVector<QVector<NodeId>>& groups, const QVector<QColor>& colors) {
   QVector<GroupFrame> frames;
-  for (int i = 0; i < groups.size(); ++i) frames.push_back({groups[i], colors.value(i), false, QString()});
+  for (int i = 0; i < groups.size(); ++i)
+    frames.push_back({groups[i], colors.value(i), false, QString()});
   setFrames(frames);
 }
 
@@ -262,9 +263,8 @@ void GraphScene::setFrames(const QVector<GroupFrame>& frames) {
 }
 
 int GraphScene::regionFrameCount() const {
-  return static_cast<int>(std::count_if(frames_.begin(), frames_.end(), [](const QGraphicsItem* item) {
-    return item->data(kRegionRole).toBool();
-  }));
+  auto isRegion = [](const QGraphicsItem* frame) { return frame->data(kRegionRole).toBool(); };
+  return static_cast<int>(std::count_if(frames_.begin(), frames_.end(), isRegion));
 }
 
 void GraphScene::rebuildFrames() {

@@ -57,9 +57,9 @@ class GraphScene : public QGraphicsScene {
   void clearNodeColors();
 
   // A frame around some nodes of a plan: a fused group, or a region the
-  // graph-level search hands whole to a graph library. Regions span dozens
-  // of nodes and other frames' neighbours, so they are drawn apart: a
-  // thicker dashed outline with no fill, and a label on the top edge.
+  // graph-level search hands whole to a graph library. A region spans dozens
+  // of nodes, so it must not read as one more fused group: a thicker dashed
+  // outline with no fill, and a label on its top edge.
   struct GroupFrame {
     QVector<NodeId> nodes;
     QColor color;

@@ -32,7 +32,8 @@ OptimizeSettings OptimizeSettings::load(QSettings& settings) {
   s.kernelTimeoutSeconds = settings.value(QStringLiteral("kernelTimeoutSeconds"), 60.0).toDouble();
   if (!(s.kernelTimeoutSeconds > 0)) s.kernelTimeoutSeconds = 60;
   s.graphLevel = settings.value(QStringLiteral("graphLevel"), false).toBool();
-  s.graphLevelBudgetSeconds = settings.value(QStringLiteral("graphLevelBudgetSeconds"), 60.0).toDouble();
+  s.graphLevelBudgetSeconds =
+      settings.value(QStringLiteral("graphLevelBudgetSeconds"), 60.0).toDouble();
   if (!(s.graphLevelBudgetSeconds > 0)) s.graphLevelBudgetSeconds = 60;
   settings.endGroup();
   return s;
@@ -100,15 +101,16 @@ OptimizeOptionsDialog::OptimizeOptionsDialog(const OptimizeSettings& initial,
   timeout_->setToolTip(tr("A kernel that takes longer to measure counts as timed out"));
 
   graphLevel_ = new QCheckBox(tr("Graph-level search"), this);
-  graphLevel_->setToolTip(tr("After the op-level plan, search for regions to hand whole to a graph "
-                             "library, measuring each candidate plan end to end (not with overrides)"));
+  graphLevel_->setToolTip(tr("After the op-level plan, search for regions to hand whole to a "
+                             "graph library, measuring each candidate plan end to end (not with "
+                             "overrides)"));
   connect(graphLevel_, &QCheckBox::toggled, this, &OptimizeOptionsDialog::updateEnabled);
   graphLevelBudget_ = new QDoubleSpinBox(this);
   graphLevelBudget_->setRange(5, 24 * 3600);
   graphLevelBudget_->setDecimals(0);
   graphLevelBudget_->setSuffix(tr(" s"));
-  graphLevelBudget_->setToolTip(tr("How long the graph-level search may run; Cancel stops it sooner "
-                                   "and keeps its best plan"));
+  graphLevelBudget_->setToolTip(tr("How long the graph-level search may run; Cancel stops it "
+                                   "sooner and keeps its best plan"));
   auto* graphLevelRow = new QHBoxLayout;
   graphLevelRow->addWidget(graphLevel_);
   graphLevelRow->addWidget(new QLabel(tr("for"), this));

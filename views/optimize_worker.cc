@@ -90,8 +90,8 @@ OptimizeWorker::OptimizeWorker(std::shared_ptr<const Graph> graph, OptimizationJ
   // Called on the job's thread: the copy is made there and the signal is
   // queued to the receivers, so the search never waits on the UI. A callback
   // the caller set already is kept.
-  options_.graphLevelOptions.onBestPlan = [this, previous = std::move(options_.graphLevelOptions.onBestPlan)](
-                                              const Plan& plan, double ms) {
+  auto previous = std::move(options_.graphLevelOptions.onBestPlan);
+  options_.graphLevelOptions.onBestPlan = [this, previous](const Plan& plan, double ms) {
     if (previous) previous(plan, ms);
     emit bestPlanChanged(std::make_shared<const Plan>(plan), ms);
   };

@@ -21,7 +21,8 @@ QString nodesText(const PlanGroup& group) {
   QString text = QObject::tr("%n node(s)", nullptr, static_cast<int>(group.nodes.size()));
   if (group.nodes.empty()) return text;
   text += QStringLiteral(" (") + QString::fromStdString(group.nodes.front());
-  if (group.nodes.size() > 1) text += QStringLiteral(" .. ") + QString::fromStdString(group.nodes.back());
+  if (group.nodes.size() > 1)
+    text += QStringLiteral(" .. ") + QString::fromStdString(group.nodes.back());
   return text + QLatin1Char(')');
 }
 
@@ -90,26 +91,42 @@ void PlanDiffModel::clear() {
 QString PlanDiffModel::kindName(const PlanDiffRow& row) {
   QString text;
   switch (row.kind) {
-    case PlanDiffRow::Kind::Merged: text = tr("merged %1 groups").arg(row.baseGroups); break;
-    case PlanDiffRow::Kind::Split: text = tr("split from a group"); break;
-    case PlanDiffRow::Kind::BackendChanged: text = tr("backend changed"); break;
-    case PlanDiffRow::Kind::Regrouped: text = tr("regrouped from %1 groups").arg(row.baseGroups); break;
+    case PlanDiffRow::Kind::Merged:
+      text = tr("merged %1 groups").arg(row.baseGroups);
+      break;
+    case PlanDiffRow::Kind::Split:
+      text = tr("split from a group");
+      break;
+    case PlanDiffRow::Kind::BackendChanged:
+      text = tr("backend changed");
+      break;
+    case PlanDiffRow::Kind::Regrouped:
+      text = tr("regrouped from %1 groups").arg(row.baseGroups);
+      break;
   }
   return row.region ? text + tr(" (region)") : text;
 }
 
-int PlanDiffModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : rows_.size(); }
+int PlanDiffModel::rowCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : rows_.size();
+}
 
-int PlanDiffModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
+int PlanDiffModel::columnCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : ColumnCount;
+}
 
 QVariant PlanDiffModel::data(const QModelIndex& index, int role) const {
   if (!index.isValid() || index.row() >= rows_.size()) return {};
   const PlanDiffRow& r = rows_[index.row()];
+  // Unknown costs sort after every known one.
+  auto sortable = [](double ns) {
+    return std::isfinite(ns) ? ns : std::numeric_limits<double>::max();
+  };
   if (role == kSortRole) {
     switch (index.column()) {
       case Nodes: return r.nodeIds.size();
-      case BeforeMs: return std::isfinite(r.beforeNs) ? r.beforeNs : std::numeric_limits<double>::max();
-      case AfterMs: return std::isfinite(r.afterNs) ? r.afterNs : std::numeric_limits<double>::max();
+      case BeforeMs: return sortable(r.beforeNs);
+      case AfterMs: return sortable(r.afterNs);
       default: return data(index, Qt::DisplayRole);
     }
   }

@@ -4,8 +4,9 @@
 // recordings. A row says how its nodes were grouped before (which groups,
 // on which backends) and how now:
 //
-//   base:  [Conv onednn] [Relu native] [MatMul openblas]     plan: [Conv Relu MatMul: onednn region]
-//   row:   merged 3 groups (region) | 3 nodes | native 1, onednn 1, openblas 1 | onednn | 0.41 | 0.30
+//   base:  [Conv: onednn] [Relu: native] [MatMul: openblas]
+//   plan:  [Conv Relu MatMul: onednn region]
+//   row:   merged 3 groups (region) | 3 nodes | native 1, onednn 1, openblas 1 | onednn | ...
 //
 // Kinds: merged (several whole groups became one), split (part of one
 // group), backend changed (the same nodes on another backend), regrouped
@@ -29,14 +30,14 @@ namespace collage {
 struct PlanDiffRow {
   enum class Kind { Merged, Split, BackendChanged, Regrouped };
   Kind kind = Kind::Merged;
-  int baseGroups = 0;          // groups of the base plan it takes nodes from
-  bool region = false;         // made by the graph-level search
-  QString nodes;               // "62 nodes (conv1 .. relu3)"
-  QString before;              // "native 1, onednn 1, openblas 28"
-  QString after;               // "onednn"
-  double beforeNs = 0;         // the base groups' medians summed (whole groups only); NaN = unknown
-  double afterNs = 0;          // NaN = unknown
-  QVector<NodeId> nodeIds;     // to select them in the graph
+  int baseGroups = 0;       // groups of the base plan it takes nodes from
+  bool region = false;      // made by the graph-level search
+  QString nodes;            // "62 nodes (conv1 .. relu3)"
+  QString before;           // "native 1, onednn 1, openblas 28"
+  QString after;            // "onednn"
+  double beforeNs = 0;      // the base groups' medians summed (whole groups only); NaN = unknown
+  double afterNs = 0;       // NaN = unknown
+  QVector<NodeId> nodeIds;  // to select them in the graph
 };
 
 class PlanDiffModel : public QAbstractTableModel {
@@ -57,7 +58,8 @@ class PlanDiffModel : public QAbstractTableModel {
   int rowCount(const QModelIndex& parent = {}) const override;
   int columnCount(const QModelIndex& parent = {}) const override;
   QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
-  QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
+  QVariant headerData(int section, Qt::Orientation orientation,
+                      int role = Qt::DisplayRole) const override;
 
  private:
   QVector<PlanDiffRow> rows_;

@@ -26,7 +26,8 @@ PlanDiffPanel::PlanDiffPanel(QWidget* parent) : QWidget(parent) {
   table_->sortByColumn(-1, Qt::AscendingOrder);  // the plan's order until a header is clicked
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->horizontalHeader()->setStretchLastSection(true);
-  connect(table_->selectionModel(), &QItemSelectionModel::selectionChanged, this, &PlanDiffPanel::onSelection);
+  connect(table_->selectionModel(), &QItemSelectionModel::selectionChanged, this,
+          &PlanDiffPanel::onSelection);
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(2, 2, 2, 2);
   layout->addWidget(summary_);
@@ -48,8 +49,8 @@ void PlanDiffPanel::showResult(const Graph& graph, const OptimizationResult& res
 
 void PlanDiffPanel::clear() {
   model_->clear();
-  summary_->setText(tr("No graph-level search yet: Optimize with \"Graph-level search\" checked to see "
-                       "what it changes against the op-level plan."));
+  summary_->setText(tr("No graph-level search yet: Optimize with \"Graph-level search\" checked "
+                       "to see what it changes against the op-level plan."));
 }
 
 QString PlanDiffPanel::summary() const { return summary_->text(); }

@@ -120,7 +120,7 @@ SearchChart::Search& SearchChart::searchFor(const QString& name) {
     series->attachAxis(xAxis_);
     series->attachAxis(yAxis_);
     connect(series, &QLineSeries::hovered, this,
-            [this, name](const QPointF& point, bool entered) { showToolTip(name, point, entered); });
+            [this, name](const QPointF& p, bool entered) { showToolTip(name, p, entered); });
   }
   order_.push_back(name);
   return *searches_.insert(name, s);

@@ -61,7 +61,9 @@ Plan withRegion(const Plan& plan, size_t first, size_t last, const std::string& 
   return out;
 }
 
-QColor colorOf(const std::string& backend) { return QColor(QString::fromStdString(backendColor(backend))); }
+QColor colorOf(const std::string& backend) {
+  return QColor(QString::fromStdString(backendColor(backend)));
+}
 
 }  // namespace
 
@@ -168,13 +170,14 @@ class GuiTests : public QObject {
     Graph graph = importOnnx(model("dcgan_small").toStdString());
     QVERIFY(graph.numNodes() >= 8);
     Plan base = singleNodePlan(graph, "native");
-    for (size_t g = 0; g < base.groups.size(); ++g) base.groups[g].costNs = 1e5 * static_cast<double>(g + 1);
+    for (size_t g = 0; g < base.groups.size(); ++g)
+      base.groups[g].costNs = 1e5 * static_cast<double>(g + 1);
     // Nodes 6 and 7 run as one group in the base plan.
     base.groups[6].nodes.push_back(base.groups[7].nodes.front());
     base.groups.erase(base.groups.begin() + 7);
-    Plan plan = withRegion(base, 1, 3, "onednn");           // groups 1..3 merged: groups 0, region, 4, ...
-    plan.groups[2].backend = "openblas";                    // node 4 moved
-    PlanGroup piece = plan.groups[4];                       // nodes 6 and 7 split apart
+    Plan plan = withRegion(base, 1, 3, "onednn");  // groups 1..3 merged: groups 0, region, 4, ...
+    plan.groups[2].backend = "openblas";           // node 4 moved
+    PlanGroup piece = plan.groups[4];              // nodes 6 and 7 split apart
     plan.groups[4].nodes.pop_back();
     piece.nodes.erase(piece.nodes.begin());
     piece.backend = "onednn";
@@ -190,11 +193,13 @@ class GuiTests : public QObject {
     QCOMPARE(merged.nodeIds, (QVector<NodeId>{1, 2, 3}));
     QCOMPARE(merged.before, QString("native 3"));
     QCOMPARE(merged.beforeNs, 2e5 + 3e5 + 4e5);
-    QCOMPARE(diff.data(diff.index(0, PlanDiffModel::Change)).toString(), QString("merged 3 groups (region)"));
+    QCOMPARE(diff.data(diff.index(0, PlanDiffModel::Change)).toString(),
+             QString("merged 3 groups (region)"));
     QCOMPARE(diff.data(diff.index(0, PlanDiffModel::AfterMs)).toString(), QString("0.500"));
     QVERIFY(diff.row(1).kind == PlanDiffRow::Kind::BackendChanged);
     QCOMPARE(diff.row(1).after, QString("openblas"));
-    QVERIFY(diff.row(2).kind == PlanDiffRow::Kind::Split);  // node 6: same backend, a piece of its group
+    // Node 6: on the same backend, but a piece of its group.
+    QVERIFY(diff.row(2).kind == PlanDiffRow::Kind::Split);
     QVERIFY(diff.row(3).kind == PlanDiffRow::Kind::Split);
     QCOMPARE(diff.data(diff.index(3, PlanDiffModel::BeforeMs)).toString(), QString("unknown"));
     QSortFilterProxyModel proxy;

@@ -46,8 +46,8 @@ SearchStepEvent step(const char* search, int s, double bestMs, double meanMs) {
 
 // A generation of the graph-level search as core/search/graph_level_search.cc
 // reports it (a 60 s budget).
-SearchStepEvent generation(int g, int evaluations, int cacheHits, double bestMs, double meanMs, double seconds,
-                           bool bestChanged) {
+SearchStepEvent generation(int g, int evaluations, int cacheHits, double bestMs, double meanMs,
+                           double seconds, bool bestChanged) {
   SearchStepEvent e;
   e.search = "graph-level";
   e.step = g;
@@ -161,14 +161,16 @@ class OptimizePanelTests : public QObject {
     // The op-level DP first: milliseconds. The x axis shrinks to them rather
     // than leaving them in the corner of a 10 s axis.
     QVector<SearchStepEvent> opLevel;
-    for (int s = 1; s <= 4; ++s) opLevel.push_back(SearchStepEvent{"op-level", s, s * 100, (30.0 - s) * 1e6,
-                                                                   (33.0 - s) * 1e6, s * 0.001});
+    for (int s = 1; s <= 4; ++s)
+      opLevel.push_back(
+          SearchStepEvent{"op-level", s, s * 100, (30.0 - s) * 1e6, (33.0 - s) * 1e6, s * 0.001});
     chart.addSteps(opLevel);
     auto* x = qobject_cast<QtCharts::QValueAxis*>(chart.chart()->axes(Qt::Horizontal).front());
     QVERIFY(x);
     QVERIFY2(x->max() < 0.1, qPrintable(QString::number(x->max())));
     // Generation 0 is reported before any plan ran, with no scale yet (0 ms): not drawn.
-    chart.addSteps({generation(0, 10, 0, 0, 0, 2.0, false), generation(1, 20, 3, 24.0, 26.5, 7.5, true),
+    chart.addSteps({generation(0, 10, 0, 0, 0, 2.0, false),
+                    generation(1, 20, 3, 24.0, 26.5, 7.5, true),
                     generation(2, 30, 8, 22.5, 25.0, 13.0, true)});
     chart.addStep(generation(3, 38, 15, 22.5, 23.9, 21.0, false));
     QtCharts::QLineSeries* best = chart.bestSeries("graph-level");
@@ -199,8 +201,8 @@ class OptimizePanelTests : public QObject {
 
     // Hovering a line names the step under the cursor.
     const QString tip = chart.stepToolTip("graph-level", 5.8);
-    QVERIFY2(tip.contains("step 2") && tip.contains("best 22.500 ms") && tip.contains("30 evaluations (8 cached)") &&
-                 tip.contains("new best"),
+    QVERIFY2(tip.contains("step 2") && tip.contains("best 22.500 ms") &&
+                 tip.contains("30 evaluations (8 cached)") && tip.contains("new best"),
              qPrintable(tip));
     QVERIFY(chart.stepToolTip("no-such-search", 1).isEmpty());
   }
