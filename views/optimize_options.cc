@@ -102,8 +102,8 @@ OptimizeOptionsDialog::OptimizeOptionsDialog(const OptimizeSettings& initial,
 
   graphLevel_ = new QCheckBox(tr("Graph-level search"), this);
   graphLevel_->setToolTip(tr("After the op-level plan, search for regions to hand whole to a "
-                             "graph library, measuring each candidate plan end to end (not with "
-                             "overrides)"));
+                             "graph library, measuring each candidate plan end to end; regions "
+                             "honour your overrides"));
   connect(graphLevel_, &QCheckBox::toggled, this, &OptimizeOptionsDialog::updateEnabled);
   graphLevelBudget_ = new QDoubleSpinBox(this);
   graphLevelBudget_->setRange(5, 24 * 3600);
