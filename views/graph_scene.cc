@@ -304,6 +304,13 @@ void GraphScene::rebuildFrames() {
     frame->setData(kFrameRole, true);
     frames_.push_back(frame);
   }
+  // A region's frame and label reach past the margin the scene rectangle
+  // leaves around the nodes: grow it, or the view cannot scroll to them.
+  QRectF shown = sceneRect();
+  for (QGraphicsItem* frame : frames_)
+    shown |= (frame->sceneBoundingRect() | frame->mapRectToScene(frame->childrenBoundingRect()))
+                 .adjusted(-4, -4, 4, 4);
+  setSceneRect(shown);
 }
 
 void GraphScene::setHighlightedNodes(const QVector<NodeId>& nodes) {
