@@ -24,6 +24,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr int kTriesPerChild = 4;
 
 struct Individual {
   Genome genome;
@@ -199,7 +200,12 @@ EvolutionResult evolve(size_t length, int alleles, const std::vector<Genome>& se
   for (int generation = 1; generation <= options.maxGenerations; ++generation) {
     std::vector<Individual> next = population;
     bool stopped = false;
-    for (int o = 0; o < options.offspring && length > 0; ++o) {
+    // Children until `offspring` of them are plans this search has not seen
+    // (a converging population breeds repeats, which cost nothing but teach
+    // nothing), or a few times that many tries.
+    int fresh = 0;
+    for (int tries = 0; fresh < options.offspring && tries < kTriesPerChild * options.offspring && length > 0;
+         ++tries) {
       if (evo.stopNow(why)) {
         stopped = true;
         break;
@@ -208,7 +214,9 @@ EvolutionResult evolve(size_t length, int alleles, const std::vector<Genome>& se
       Genome child = a.genome;
       if (std::uniform_real_distribution<double>(0, 1)(evo.rng_) < options.crossoverRate)
         child = evo.crossover(a.genome, evo.tournament(population).genome);
+      const size_t known = evo.costs_.size();
       next.push_back(evo.assess(evo.mutate(std::move(child))));
+      fresh += evo.costs_.size() > known;
     }
     const bool improved = evo.improved_;
     population = evo.survivors(std::move(next), size);

@@ -28,7 +28,7 @@ namespace collage {
 
 struct EvolutionOptions {
   int population = 10;
-  int offspring = 10;  // evaluated (or found in the cache) per generation
+  int offspring = 10;  // new plans per generation (repeats are cache hits and are not counted)
   int tournament = 3;
   double crossoverRate = 0.7;
   int saturationGenerations = 6;

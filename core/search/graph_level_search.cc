@@ -254,6 +254,7 @@ GraphLevelResult searchAndCheck(const Graph& graph, const Plan& start, const std
   const RegionEncoding::Decoded decoded = encoding.decode(best.empty() ? encoding.zeros() : best);
   if (decoded.key == baseKey) {
     result.verdict = "no plan ran faster than the starting plan";
+    result.baseMs = result.bestMs = fitness.msOf(1);  // as the search saw it (0 when nothing ran)
     return result;
   }
   if (result.evolution.stop == EvolutionResult::Stop::Cancelled) {
