@@ -30,9 +30,10 @@ void TerminalProgress::onSearchStep(const SearchStepEvent& e) {
   if (e.search != "graph-level") return;
   finish();
   const int left = static_cast<int>(e.timeLeftSeconds + 0.5);
-  std::printf("generation %3d: best %8.3f ms, mean %8.3f ms, %4d plans run, %4d cache hits, %d:%02d left%s\n",
-              e.step, e.bestCostNs / 1e6, e.meanCostNs / 1e6, e.evaluations, e.cacheHits, left / 60, left % 60,
-              e.bestChanged ? "  (new best)" : "");
+  std::printf("generation %3d: best %8.3f ms (%.3fx the start), mean %8.3f ms, %4d plans run, %4d cache hits, "
+              "%d:%02d left%s\n",
+              e.step, e.bestCostNs / 1e6, e.bestRelative, e.meanCostNs / 1e6, e.evaluations, e.cacheHits, left / 60,
+              left % 60, e.bestChanged ? "  (new best)" : "");
   std::fflush(stdout);
 }
 

@@ -48,11 +48,12 @@ class OneDnnBackend final : public Backend {
   // the product and column panels; 3: Concat, folded Pads, one reorder per
   // group input shared by the chains reading it; 4: pools on plain inputs
   // run blocked; 5: eltwise chains after a convolution on plain memory run
-  // as in-place eltwise steps).
+  // as in-place eltwise steps; 6: regions: chains with several outputs, plain
+  // intermediates viewed with other dims).
   std::string version() const override {
     const dnnl_version_t* v = dnnl_version();
     return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-           std::to_string(v->patch) + " (" + v->hash + ") lowering 5";
+           std::to_string(v->patch) + " (" + v->hash + ") lowering 6";
   }
 
   CompileResult compile(const KernelRequest& request) override {

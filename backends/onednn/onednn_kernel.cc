@@ -347,7 +347,14 @@ class Builder {
       const ChainLink::Input& in = link_->inputs.at(static_cast<size_t>(index));
       if (in.outer < 0) {
         // Made by an earlier chain, in whatever layout it chose.
-        if (in.internal.get_desc() == md) return in.internal;
+        const memory::desc have = in.internal.get_desc();
+        if (have == md) return in.internal;
+        // The same plain bytes seen with other dims (a LayerNormalization's
+        // [outer, inner] view of a [1, S, H] result): no copy. A plain
+        // intermediate is never switched to another buffer by the layout
+        // hand-over (only blocked ones are), so the view stays valid.
+        if (have == plainDesc(have.dims()) && md == plainDesc(md.dims()) && have.get_size() == md.get_size())
+          return memory(md, engine(), in.internal.get_data_handle());
         memory m = owned(md);
         addStep(dnnl::reorder::primitive_desc(in.internal, m),
                 {{DNNL_ARG_FROM, in.internal}, {DNNL_ARG_TO, m}});

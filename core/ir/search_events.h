@@ -32,6 +32,7 @@ struct SearchStepEvent {
   int cacheHits = 0;             // evaluations answered from a cache or the database
   double timeLeftSeconds = -1;   // of the search's budget; -1 when it has none
   bool bestChanged = false;      // a new best was found in this step
+  double bestRelative = 0;       // the best over where the search started (0: not known)
 };
 
 class SearchObserver {

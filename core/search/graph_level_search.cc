@@ -87,7 +87,7 @@ class MeasuredPlanFitness final : public GenomeFitness {
     } else {
       // Each failure costs its plan only; the first few are told, the rest counted.
       if (++failedPlans <= kFailuresLogged && observer)
-        observer->onLog("graph-level: a plan could not run (" + runs.message + ")" +
+        observer->onLog("graph-level search: a plan could not run (" + runs.message + ")" +
                         (failedPlans == kFailuresLogged ? "; further failures are only counted" : ""));
     }
     if (db_) db_->storePlanRun(fingerprint_, record);
@@ -242,6 +242,7 @@ GraphLevelResult searchAndCheck(const Graph& graph, const Plan& start, const std
     e.elapsedSeconds = r.elapsedSeconds;
     e.timeLeftSeconds = std::max(0.0, opts.evolution.budgetSeconds - r.elapsedSeconds);
     e.bestChanged = r.bestChanged;
+    e.bestRelative = r.bestCost;  // costs are relative to the starting plan
     observer->onSearchStep(e);
   };
   result.evolution = evolve(encoding.length(), encoding.alleles(), seeds, fitness, opts.evolution,

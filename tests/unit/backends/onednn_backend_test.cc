@@ -1114,6 +1114,20 @@ TEST_F(OneDnn, RegionWithAnOutputReadInsideAndOutside) {
   EXPECT_TRUE(v.ok()) << (v.problems.empty() ? "" : v.problems[0]);
 }
 
+// A transformer's residual + LayerNormalization: the normalisation views the
+// MatMul chain's [1, S, H] result as [S, H] (the same plain bytes, no copy).
+TEST_F(OneDnn, RegionWithALayerNormAfterAMatMulChain) {
+  GraphBuilder b;
+  const ValueId x = b.input({1, 4, 8});
+  const ValueId h = b.op("Add", {b.op("MatMul", {x, b.constant({8, 8})}), x});
+  b.finish(b.op("LayerNormalization", {h, b.constant({8}), b.constant({8})}, attrs({{"axis", int64_t{-1}}})));
+  const Graph& g = b.graph();
+  const NodeSet all = NodeSet::all(g.numNodes());
+  EXPECT_EQ(backend_->regionRefusal(KernelRequest::of(g, all, "region")), "");
+  const KernelCheckResult r = checkKernelAgainstReference(*backend_, g, all, 3);
+  EXPECT_TRUE(r.compiled && r.ok) << r.refusal << r.message;
+}
+
 // What a region cannot hold is refused with the node, without compiling.
 TEST_F(OneDnn, RegionRefusalNamesWhatOneDnnCannotRun) {
   GraphBuilder b;
