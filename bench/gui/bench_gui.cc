@@ -9,7 +9,7 @@
 // Targets (issue 6): open in under 3 s, no UI stall over 100 ms.
 //
 //   QT_QPA_PLATFORM=offscreen build/bench/gui/bench_gui [--zoo DIR] [--backends a,b]
-//        [--no-optimize] [--optimize-model PATH] [--timeout S]
+//        [--no-optimize] [--optimize-model PATH] [--timeout S] [--graph-level SECONDS]
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>
@@ -127,7 +127,10 @@ int main(int argc, char** argv) {
   QCommandLineOption timeoutOpt(QStringLiteral("timeout"),
                                 QStringLiteral("seconds to wait for the optimisation"),
                                 QStringLiteral("S"), QStringLiteral("900"));
-  parser.addOptions({zooOpt, backendsOpt, noOptOpt, optModelOpt, timeoutOpt});
+  QCommandLineOption graphLevelOpt(QStringLiteral("graph-level"),
+                                   QStringLiteral("then run the graph-level search with this budget"),
+                                   QStringLiteral("SECONDS"));
+  parser.addOptions({zooOpt, backendsOpt, noOptOpt, optModelOpt, timeoutOpt, graphLevelOpt});
   parser.process(app);
 
   MainWindow window;
@@ -202,6 +205,10 @@ int main(int argc, char** argv) {
     if (!f.ok) return 1;
     window.setDatabasePath(dir.filePath(QStringLiteral("measurements.sqlite")));
     if (parser.isSet(backendsOpt)) window.setBackends(parser.value(backendsOpt).split(','));
+    OptimizeSettings settings = window.optimizeSettings();
+    settings.graphLevel = parser.isSet(graphLevelOpt);  // the live search: recolouring, chart, diff
+    if (settings.graphLevel) settings.graphLevelBudgetSeconds = parser.value(graphLevelOpt).toDouble();
+    window.setOptimizeSettings(settings);
     monitor.start();
     QElapsedTimer clock;
     clock.start();
