@@ -773,7 +773,8 @@ def write_graph_level_chart(results, outdir):
         gens = [g for g in res.get("graph_level", {}).get("generations", []) if g.get("elapsed_s") is not None]
         if not gens:
             continue
-        ax.step([g["elapsed_s"] for g in gens], [g["best_relative"] for g in gens], where="post",
+        # Every search starts from the op-level plan (1.0) at time 0.
+        ax.step([0] + [g["elapsed_s"] for g in gens], [1.0] + [g["best_relative"] for g in gens], where="post",
                 label=res["model"])
         drawn = True
     if not drawn:
