@@ -567,7 +567,6 @@ ChainSequence analyzeSequence(const KernelRequest& request) {
   // Assign nodes to chains.
   std::vector<std::vector<NodeId>> chains;
   std::map<ValueId, size_t> resultOf;  // a chain's running result -> the chain
-  size_t anchors = 0;
   for (NodeId n : members) {
     const Node& node = g.node(n);
     size_t c = chains.size();
@@ -592,14 +591,11 @@ ChainSequence analyzeSequence(const KernelRequest& request) {
           break;
         }
       }
-    } else {
-      ++anchors;
     }
     if (c == chains.size()) chains.emplace_back();
     chains[c].push_back(n);
     if (!node.outputs.empty() && node.outputs[0] != kNoValue) resultOf[node.outputs[0]] = c;
   }
-  (void)anchors;
   seq.severalChains = chains.size() >= 2;
   if (!seq.severalChains) {
     seq.refusal = "the group " + request.toString() + " is not a sequence of two or more chains";

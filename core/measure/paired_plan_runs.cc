@@ -115,6 +115,7 @@ PairedPlanRuns PairedPlanRunner::run(const Plan& a, const Plan& b, const PairedR
     result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     return result;
   };
+  // b first, then a: building a drops only sessions older than b's.
   Session* sa = nullptr;
   Session* sb = nullptr;
   try {
@@ -132,9 +133,6 @@ PairedPlanRuns PairedPlanRunner::run(const Plan& a, const Plan& b, const PairedR
   } catch (const std::exception& e) {
     return finish(MeasurementStatus::Invalid, e.what());
   }
-  // sessionFor(a) may have dropped b's session: look it up again.
-  sb = &sessionFor(b);
-  sa = &sessionFor(a);
   try {
     sb->run(inputs_);
     for (int round = 0; round < options.maxRounds; ++round) {

@@ -67,7 +67,14 @@ class OneDnn : public ::testing::Test {
     EXPECT_TRUE(r.compiled && r.ok) << r.refusal << r.message;
   }
 
+  // Plans with oneDNN groups, the rest on the native backend.
+  BackendLookup oneDnnElseNative() {
+    if (!native_) native_ = createBackend("native");
+    return [this](const std::string& name) { return name == "onednn" ? backend_.get() : native_.get(); };
+  }
+
   std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Backend> native_;
   int checked_ = 0;
 };
 
@@ -999,6 +1006,28 @@ TEST_F(OneDnn, RuleStopsWhereTheLoweringRefuses) {
 
 // ---- layout hand-over: consecutive oneDNN kernels pass blocked tensors
 
+// A plan of oneDNN groups, each the nodes [first, last) of `g`.
+Plan oneDnnRangesPlan(const Graph& g, const std::vector<std::pair<NodeId, NodeId>>& ranges) {
+  Plan plan;
+  for (const auto& [first, last] : ranges) {
+    PlanGroup group;
+    group.backend = "onednn";
+    for (NodeId n = first; n < last; ++n) group.nodes.push_back(g.node(n).name);
+    plan.groups.push_back(group);
+  }
+  return plan;
+}
+
+// conv+relu -> {conv, sigmoid} -> add: the first chain's result is read by a
+// second convolution and by an elementwise op.
+void convBranches(GraphBuilder& b) {
+  ValueId x = b.input({1, 8, 6, 6});
+  ValueId c = b.op("Relu", {b.op("Conv", {x, b.constant({8, 8, 3, 3})}, attrs({{"pads", Ints{1, 1, 1, 1}}}))});
+  ValueId d = b.op("Conv", {c, b.constant({8, 8, 3, 3})}, attrs({{"pads", Ints{1, 1, 1, 1}}}));
+  ValueId e = b.op("Sigmoid", {c});
+  b.finish(b.op("Add", {d, e}));
+}
+
 // A plan of the mini ResNet with one oneDNN group per block: every block
 // boundary (8, 16 and 12 channels: 12 pads to 16 in the blocked layout) can
 // stay blocked, and the Session's result must still be the reference's.
@@ -1007,13 +1036,7 @@ TEST_F(OneDnn, SessionPassesBlockedTensorsBetweenKernels) {
   const Graph& g = b->graph();
   const std::vector<std::pair<NodeId, NodeId>> ranges = {
       {0, 3}, {3, 11}, {11, 18}, {18, 25}, {25, 32}, {32, 38}, {38, 43}, {43, 44}};
-  Plan plan;
-  for (const auto& [first, last] : ranges) {
-    PlanGroup group;
-    group.backend = "onednn";
-    for (NodeId n = first; n < last; ++n) group.nodes.push_back(g.node(n).name);
-    plan.groups.push_back(group);
-  }
+  const Plan plan = oneDnnRangesPlan(g, ranges);
   ASSERT_EQ(static_cast<NodeId>(g.numNodes()), ranges.back().second);
   const BackendLookup lookup = [&](const std::string& name) {
     return name == "onednn" ? backend_.get() : nullptr;
@@ -1032,16 +1055,9 @@ TEST_F(OneDnn, SessionPassesBlockedTensorsBetweenKernels) {
 // A value read by a oneDNN kernel and by another backend stays plain.
 TEST_F(OneDnn, SessionKeepsPlainTensorsForOtherBackends) {
   GraphBuilder b;
-  ValueId x = b.input({1, 8, 6, 6});
-  ValueId c = b.op("Relu", {b.op("Conv", {x, b.constant({8, 8, 3, 3})}, attrs({{"pads", Ints{1, 1, 1, 1}}}))});
-  ValueId d = b.op("Conv", {c, b.constant({8, 8, 3, 3})}, attrs({{"pads", Ints{1, 1, 1, 1}}}));
-  ValueId e = b.op("Sigmoid", {c});
-  b.finish(b.op("Add", {d, e}));
+  convBranches(b);
   const Graph& g = b.graph();
-  std::unique_ptr<Backend> native = createBackend("native");
-  const BackendLookup lookup = [&](const std::string& name) {
-    return name == "onednn" ? backend_.get() : native.get();
-  };
+  const BackendLookup lookup = oneDnnElseNative();
   Plan plan;
   plan.groups = {PlanGroup{{g.node(0).name, g.node(1).name}, "onednn"},
                  PlanGroup{{g.node(2).name}, "onednn"},
@@ -1062,10 +1078,7 @@ TEST_F(OneDnn, SessionKeepsPlainTensorsForOtherBackends) {
 TEST_F(OneDnn, EveryAcceptedRegionOfTheMiniResNetRunsAsOneKernel) {
   std::unique_ptr<GraphBuilder> b = miniResNet();
   const Graph& g = b->graph();
-  std::unique_ptr<Backend> native = createBackend("native");
-  const BackendLookup lookup = [&](const std::string& name) {
-    return name == "onednn" ? backend_.get() : native.get();
-  };
+  const BackendLookup lookup = oneDnnElseNative();
   ASSERT_TRUE(backend_->compilesRegions());
   int accepted = 0;
   for (NodeId end = 2; end <= g.numNodes(); ++end) {
@@ -1092,20 +1105,13 @@ TEST_F(OneDnn, EveryAcceptedRegionOfTheMiniResNetRunsAsOneKernel) {
 // gives it as a second output (it used to be refused).
 TEST_F(OneDnn, RegionWithAnOutputReadInsideAndOutside) {
   GraphBuilder b;
-  ValueId x = b.input({1, 8, 6, 6});
-  ValueId c = b.op("Relu", {b.op("Conv", {x, b.constant({8, 8, 3, 3})}, attrs({{"pads", Ints{1, 1, 1, 1}}}))});
-  ValueId d = b.op("Conv", {c, b.constant({8, 8, 3, 3})}, attrs({{"pads", Ints{1, 1, 1, 1}}}));
-  ValueId e = b.op("Sigmoid", {c});
-  b.finish(b.op("Add", {d, e}));
+  convBranches(b);
   const Graph& g = b.graph();
   const NodeSet region = NodeSet::of(g.numNodes(), {0, 1, 2});
   const KernelRequest request = KernelRequest::of(g, region, "region");
   ASSERT_EQ(request.outputs.size(), 2u);
   EXPECT_EQ(backend_->regionRefusal(request), "");
-  std::unique_ptr<Backend> native = createBackend("native");
-  const BackendLookup lookup = [&](const std::string& name) {
-    return name == "onednn" ? backend_.get() : native.get();
-  };
+  const BackendLookup lookup = oneDnnElseNative();
   Plan plan;
   plan.groups = {PlanGroup{nodeNames(g, region), "onednn"},
                  PlanGroup{{g.node(3).name, g.node(4).name}, "native"}};
@@ -1148,18 +1154,9 @@ TEST_F(OneDnn, SessionsShareKernelsThroughTheCache) {
   const BackendLookup lookup = [&](const std::string& name) {
     return name == "onednn" ? backend_.get() : nullptr;
   };
-  auto planOf = [&](const std::vector<std::pair<NodeId, NodeId>>& ranges) {
-    Plan plan;
-    for (const auto& [first, last] : ranges) {
-      PlanGroup group;
-      group.backend = "onednn";
-      for (NodeId n = first; n < last; ++n) group.nodes.push_back(g.node(n).name);
-      plan.groups.push_back(group);
-    }
-    return plan;
-  };
-  const Plan blocks = planOf({{0, 3}, {3, 11}, {11, 18}, {18, 25}, {25, 32}, {32, 38}, {38, 43}, {43, 44}});
-  const Plan merged = planOf({{0, 3}, {3, 18}, {18, 25}, {25, 32}, {32, 38}, {38, 43}, {43, 44}});
+  const Plan blocks =
+      oneDnnRangesPlan(g, {{0, 3}, {3, 11}, {11, 18}, {18, 25}, {25, 32}, {32, 38}, {38, 43}, {43, 44}});
+  const Plan merged = oneDnnRangesPlan(g, {{0, 3}, {3, 18}, {18, 25}, {25, 32}, {32, 38}, {38, 43}, {43, 44}});
   KernelCache cache;
   {
     Session first(g, blocks, lookup, &cache);
