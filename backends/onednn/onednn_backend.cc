@@ -2,6 +2,9 @@
 
 #include <dnnl.hpp>
 
+#include <algorithm>
+#include <map>
+
 #include "backends/onednn/composite_functions.h"
 #include "backends/onednn/onednn_chain.h"
 #include "backends/onednn/onednn_kernel.h"
@@ -12,11 +15,20 @@ namespace {
 
 // What oneDNN can run, as a pattern rule the generator expands on any graph:
 // an anchor (Conv, MatMul, a pool, a normalisation, ...) or an elementwise op,
-// followed by any chain its post-ops can express. The rule asks the chain
-// analysis that compile() itself uses, so the rule and the lowering cannot
-// disagree: a group is generated exactly when it would lower.
+// followed by any chain its post-ops can express; and, since one kernel can
+// run several chains keeping oneDNN's layout between them, a series of such
+// chains, or a block of parallel ones (grown from a fork). The rule asks the
+// chain and sequence analyses that compile() itself uses, so the rule and the
+// lowering cannot disagree: a group is generated exactly when it would lower.
 class OneDnnPatternRule final : public PatternRule {
  public:
+  // The most chains a generated group runs one after another (its longest
+  // path counted in anchors). It bounds the candidates a series of anchors
+  // makes (each anchor starts one series per length), while admitting a block
+  // whose longest branch is this deep; larger regions are the graph-level
+  // search's (core/search/graph_level_search.h).
+  static constexpr int kMaxChainsInSeries = 5;
+
   std::string name() const override { return "onednn"; }
 
   // Seeds: the nodes that lower alone.
@@ -24,15 +36,70 @@ class OneDnnPatternRule final : public PatternRule {
     return onednn::analyzeChain(KernelRequest::of(graph, NodeSet::of(graph.numNodes(), {node}))).ok();
   }
   // Members: elementwise ops (each a post-op, or part of a function written
-  // out with several) and BatchNormalization (a per-channel scale and shift).
+  // out with several), BatchNormalization (a per-channel scale and shift),
+  // and, for a series or a block, any node that lowers alone and a Pad that
+  // folds into the anchor after it.
   bool memberRule(const Graph& graph, NodeId node) const override {
     const std::string& op = graph.node(node).op;
-    return onednn::isScalarFunctionOp(op) || op == "BatchNormalization" || op == "Dropout";
+    return onednn::isScalarFunctionOp(op) || op == "BatchNormalization" || op == "Dropout" ||
+           op == "Pad" ||
+           opRule(graph, node);
   }
-  std::optional<std::string> fusionRule(const Graph& graph, const NodeSet& group, NodeId,
+  std::optional<std::string> fusionRule(const Graph& graph, const NodeSet& group, NodeId seed,
                                         NodeId) const override {
-    if (!onednn::analyzeChain(KernelRequest::of(graph, group)).ok()) return std::nullopt;
-    return std::string("post_ops");
+    const KernelRequest request = KernelRequest::of(graph, group);
+    if (onednn::analyzeChain(request).ok()) return std::string("post_ops");
+    // Several chains: a series from an anchor, or a block grown from a fork
+    // (the fork is not a member). A series from an elementwise op would only
+    // split what the anchor after it takes as post-ops.
+    const bool fromFork = !group.contains(seed);
+    if (!fromFork && !isAnchor(graph, seed)) return std::nullopt;
+    if (chainsInSeries(graph, group) > kMaxChainsInSeries) return std::nullopt;
+    if (!onednn::analyzeSequence(request).ok()) return std::nullopt;
+    return std::string(fromFork ? "block" : "series");
+  }
+  bool growsFromForks() const override { return true; }
+  // A group of several chains whose last chain could still take the next
+  // node as a post-op is not measured: that node, left out, would run as a
+  // kernel of its own on a reordered tensor, which the larger group saves.
+  bool emitsGroup(const Graph& graph, const NodeSet& group, NodeId seed,
+                  NodeId sink) const override {
+    const KernelRequest request = KernelRequest::of(graph, group);
+    if (onednn::analyzeChain(request).ok()) return true;
+    if (request.outputs.size() != 1) return true;
+    const Value& result = graph.value(request.outputs[0]);
+    const auto& outputs = graph.outputs();
+    if (result.consumers.size() != 1 ||
+        std::find(outputs.begin(), outputs.end(), request.outputs[0]) != outputs.end())
+      return true;
+    const NodeId next = result.consumers[0];
+    if (isAnchor(graph, next) || !memberRule(graph, next)) return true;
+    NodeSet larger = group;
+    larger.insert(next);
+    return !onednn::analyzeSequence(KernelRequest::of(graph, larger)).ok();
+  }
+
+ private:
+  static bool isAnchor(const Graph& graph, NodeId node) {
+    const std::string& op = graph.node(node).op;
+    return onednn::isAnchorOp(op) && op != "BatchNormalization";
+  }
+  // The longest path through `group` counted in anchors that compute (a
+  // Concat only places its inputs side by side, as the join of a block).
+  static int chainsInSeries(const Graph& graph, const NodeSet& group) {
+    std::map<NodeId, int> depth;  // members in topological order: producers first
+    int deepest = 0;
+    group.forEach([&](NodeId n) {
+      int d = 0;
+      for (ValueId v : graph.node(n).inputs) {
+        if (v == kNoValue) continue;
+        auto it = depth.find(graph.value(v).producer);
+        if (it != depth.end()) d = std::max(d, it->second);
+      }
+      depth[n] = d + (isAnchor(graph, n) && graph.node(n).op != "Concat" ? 1 : 0);
+      deepest = std::max(deepest, depth[n]);
+    });
+    return deepest;
   }
 };
 

@@ -10,6 +10,13 @@
 //       stop if a new node fails the member rule, the fusion rule refuses the
 //         group, or the group is not a valid SubGraph under the limits
 //       emit group                                       label "fusion:<style>"
+//   if the rule grows from forks (PatternRule::growsFromForks):
+//     for each node f whose result feeds several nodes:
+//       group := every node on a path from f to its immediate post-dominator,
+//                f excluded; emit it and grow on as above
+//
+// A group the rule accepts but does not want measured (emitsGroup) is not
+// emitted; growth goes on through it.
 //
 // Because every member lies on a path from the seed to a post-dominator p of
 // the seed, every path out of the group runs through p: the grown groups are
@@ -31,7 +38,7 @@ namespace collage {
 
 struct GeneratedGroup {
   NodeSet nodes;
-  NodeId seed = kNoNode;
+  NodeId seed = kNoNode;  // for a group grown from a fork, the fork (not a member)
   NodeId sink = kNoNode;  // the post-dominator it grew to (== seed for a single op)
   std::string label;      // "op" or "fusion:<name the fusion rule gave>"
 
@@ -42,6 +49,7 @@ struct GeneratedGroup {
 // Counts of what a generate() call did, for logs and tests.
 struct PatternGeneratorStats {
   int seeds = 0;            // nodes that passed the op rule
+  int forks = 0;            // forks grown from (rules that grow from forks)
   int opRuleStops = 0;      // growths stopped by a node failing the op rule
   int fusionRuleStops = 0;  // growths stopped by the fusion rule
   int validityStops = 0;    // growths stopped by checkSubGraph

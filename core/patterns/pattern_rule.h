@@ -55,6 +55,35 @@ class PatternRule {
   // growth from this seed.
   virtual std::optional<std::string> fusionRule(const Graph& graph, const NodeSet& group,
                                                 NodeId seed, NodeId sink) const = 0;
+
+  // Whether the generator also grows groups from forks. For a node f whose
+  // result feeds several nodes, the first group is everything on a path from
+  // f to its immediate post-dominator, f itself excluded (it belongs to
+  // whatever makes it); growth then goes on along the post-dominators as from
+  // a seed. Such a group keeps a whole block together: the branches of a
+  // residual block with its shortcut, parallel branches joined by a Concat.
+  // A backend that runs several anchors in one kernel says yes. The member
+  // and fusion rules are asked as for any group; fusionRule sees seed == f,
+  // which is not a member.
+  //
+  //          f          the first fork group is {a, b, c, d, join}
+  //        / | \         (f itself is not in it)
+  //       a  b  c
+  //       |  |  |
+  //       d  |  |
+  //        \ | /
+  //         join
+  virtual bool growsFromForks() const { return false; }
+
+  // Whether a group the fusion rule accepted is also a candidate. A rule may
+  // grow through groups that cannot win against the next one (a region that
+  // stops just before a post-op its last chain would take for free) and so
+  // spare their measurement; growth goes on either way. By default every
+  // accepted group is one.
+  virtual bool emitsGroup(const Graph& graph, const NodeSet& group, NodeId seed,
+                          NodeId sink) const {
+    return true;
+  }
 };
 
 // How a rule learns an op's kind. The default asks the op registry (an op it

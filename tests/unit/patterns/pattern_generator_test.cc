@@ -184,7 +184,9 @@ void expectAllValid(const Graph& graph, const std::vector<GeneratedGroup>& group
     SubGraph sg(graph, g.nodes);
     EXPECT_LE(sg.exitNodes().size(), 1u) << g.toString(graph);
     EXPECT_TRUE(seen.insert(g.nodes.toString()).second) << "twice: " << g.toString(graph);
-    EXPECT_TRUE(g.nodes.contains(g.seed));
+    // The seed is a member, or the fork a block grew from.
+    EXPECT_TRUE(g.nodes.contains(g.seed) || graph.successors(g.seed).size() >= 2)
+        << g.toString(graph);
     EXPECT_TRUE(g.nodes.contains(g.sink));
     if (!sg.exitNodes().empty()) {
       EXPECT_EQ(sg.exitNodes().front(), g.sink) << g.toString(graph);
@@ -475,6 +477,51 @@ TEST(PatternGenerator, CppRuleSeesSeedAndSinkAndNamesItsFusions) {
   // conv1, bias1, relu1, conv2, bias2, bias3 and residual grow into a pair;
   // the stem's first growth is the whole block, relu2's reaches conv3.
   EXPECT_EQ(pairs, 7);
+}
+
+// A rule that grows from forks: the block between the stem's fork and the
+// residual Add comes as one group without the fork itself, then grows on;
+// emitsGroup keeps a group out of the candidates but not out of the growth.
+TEST(PatternGenerator, ForkGrowthTakesTheBlockWithoutTheForkAndHonoursEmitsGroup) {
+  Builder b = resnetBottleneck();
+  const NodeId stem = b.id("stem_relu");
+  struct BlockRule : PatternRule {
+    NodeId fork = kNoNode, residual = kNoNode;
+    std::vector<std::pair<NodeSet, NodeId>> asked;  // (group, seed) of fork growth
+    std::string name() const override { return "blocks"; }
+    bool opRule(const Graph&, NodeId) const override { return false; }  // no seeds at all
+    bool memberRule(const Graph&, NodeId) const override { return true; }
+    std::optional<std::string> fusionRule(const Graph&, const NodeSet& group, NodeId seed,
+                                          NodeId) const override {
+      const_cast<BlockRule*>(this)->asked.emplace_back(group, seed);
+      return std::string("block");
+    }
+    bool growsFromForks() const override { return true; }
+    bool emitsGroup(const Graph&, const NodeSet&, NodeId, NodeId sink) const override {
+      return sink != residual;
+    }
+  } rule;
+  rule.fork = stem;
+  rule.residual = b.id("residual");
+  PatternGeneratorStats stats;
+  std::vector<GeneratedGroup> groups = PatternGenerator(b.g).generate(rule, {}, &stats);
+  EXPECT_EQ(stats.seeds, 0);
+  EXPECT_EQ(stats.forks, 1);  // only the stem's result feeds two nodes
+  const NodeSet block = b.set({"conv1", "bias1", "relu1", "conv2", "bias2", "relu2", "conv3",
+                               "bias3", "residual"});
+  ASSERT_EQ(rule.asked.size(), 2u);
+  EXPECT_EQ(rule.asked[0].first, block);
+  EXPECT_EQ(rule.asked[0].second, stem);
+  EXPECT_FALSE(rule.asked[0].first.contains(stem));
+  // The block itself ends before the Relu its Add feeds: not emitted; the
+  // growth goes on to relu3, which is.
+  ASSERT_EQ(groups.size(), 1u) << dump(b.g, groups);
+  NodeSet withRelu = block;
+  withRelu.insert(b.id("relu3"));
+  EXPECT_EQ(groups[0].nodes, withRelu);
+  EXPECT_EQ(groups[0].seed, stem);
+  EXPECT_EQ(groups[0].label, "fusion:block");
+  expectAllValid(b.g, groups, SubGraphLimits{});
 }
 
 // On random DAGs with the most permissive rule, every group the generator
