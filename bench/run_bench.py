@@ -44,6 +44,23 @@ REPO = os.path.normpath(os.path.join(HERE, ".."))
 SMALL_DIR = os.path.join(REPO, "resources", "models")
 BASELINES = ["only_onednn", "only_openblas", "only_native", "priority"]
 PEERS = ["onnxruntime", "pytorch"]
+# --contention: who also runs beside a competing busy process, and the suffix
+# of those runs' runner names.
+CONTENTION_RUNNERS = ["collage", "onnxruntime"]
+LOAD = "+load"
+
+
+class BusyProcess:
+    """A competing process that keeps one core busy while the block runs."""
+
+    def __enter__(self):
+        self.p = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        time.sleep(0.2)  # let it reach the scheduler before the timed runs
+        return self
+
+    def __exit__(self, *exc):
+        self.p.kill()
+        self.p.wait()
 FULL_MODELS = ["resnet50", "resnext50_32x4d", "mobilenet_v2", "inception_v3", "r3d_18", "dcgan",
                "bert_base", "resnext50_32x4d@8",
                # the widened zoo (issue 13): shapes nobody tuned the backends for
@@ -395,6 +412,8 @@ def bench_model(model, args, collage, outdir, peak_gflops):
                                                        second.get("search_s", float("nan")),
                                                        ", warm database" if second.get("warm") else ""))
     plans = dict(first["plans"])
+    if args.no_baselines:
+        plans = {"collage": plans["collage"]}
     if args.graph_level:
         log("%s: collage optimize --graph-level --budget %s" % (model.label, args.graph_level))
         gl = collage.graph_level(model, mdir, args.graph_level)
@@ -452,19 +471,34 @@ def bench_model(model, args, collage, outdir, peak_gflops):
     live_peers = {n: p for n, p in peers.items() if not isinstance(p, str) and not p.error}
     runners = [n for n in plans if "error" not in res["runners"][n]] + list(live_peers)
 
+    # Under --contention, the plan and the peers also run beside a competing
+    # busy process, in the same rounds, each right after its quiet turn.
+    loaded = [n for n in runners if n in CONTENTION_RUNNERS] if args.contention else []
+    for name in loaded:
+        res["runners"][name + LOAD] = {"check_ok": res["runners"][name].get("check_ok"),
+                                       "check": "as %s" % name, "rounds": []}
+
+    runners_shown = runners + [n + LOAD for n in loaded]
+
+    def one_turn(name, r, key):
+        if name in live_peers:
+            ts = [live_peers[name].run() for _ in range(args.runs)]
+            res["runners"][key]["rounds"].append(
+                {"round": r, "median": statistics.median(ts), "min": min(ts), "max": max(ts), "samples": ts})
+        else:
+            med, mn, mx, text, rc = collage.run_round(model, plans[name], args.runs)
+            res["runners"][key]["rounds"].append({"round": r, "median": med, "min": mn, "max": mx})
+
     # Interleaved rounds: every runner does `runs` inferences, the order rotates.
     for r in range(args.rounds):
         order = runners[r % len(runners):] + runners[:r % len(runners)]
         for name in order:
-            if name in live_peers:
-                ts = [live_peers[name].run() for _ in range(args.runs)]
-                res["runners"][name]["rounds"].append(
-                    {"round": r, "median": statistics.median(ts), "min": min(ts), "max": max(ts), "samples": ts})
-            else:
-                med, mn, mx, text, rc = collage.run_round(model, plans[name], args.runs)
-                res["runners"][name]["rounds"].append({"round": r, "median": med, "min": mn, "max": mx})
+            one_turn(name, r, name)
+            if name in loaded:
+                with BusyProcess():
+                    one_turn(name, r, name + LOAD)
         line = ", ".join("%s %.2f" % (n, res["runners"][n]["rounds"][-1]["median"] or float("nan"))
-                         for n in runners)
+                         for n in runners_shown)
         log("%s: round %d/%d (ms): %s" % (model.label, r + 1, args.rounds, line))
     for p in live_peers.values():
         p.close()
@@ -538,8 +572,38 @@ def fmt(x, spec="%.2f", none="—"):
     return none if x is None or (isinstance(x, float) and not math.isfinite(x)) else spec % x
 
 
+def contention_table(results):
+    """How much each runner slows beside a busy process: per round, its loaded
+    median over its quiet one (taken right before), then the median of those."""
+    L = ["## Under contention", "",
+         "Each round runs every runner quietly, and the plan and ONNX Runtime again right after beside a "
+         "process that keeps one core busy. Slowdown = loaded / quiet, per round; the cell is the median "
+         "(min-max) over the rounds. Lower is more robust.", "",
+         "| model | " + " | ".join("%s slowdown" % n for n in CONTENTION_RUNNERS) +
+         " | plan slowdown / ONNX Runtime's |",
+         "| --- |" + " --- |" * (len(CONTENTION_RUNNERS) + 1)]
+    for res in results:
+        cells, medians = [], {}
+        for n in CONTENTION_RUNNERS:
+            quiet = {x["round"]: x["median"] for x in res["runners"].get(n, {}).get("rounds", [])}
+            load = {x["round"]: x["median"] for x in res["runners"].get(n + LOAD, {}).get("rounds", [])}
+            ratios = [load[r] / quiet[r] for r in load if quiet.get(r) and load[r]]
+            if ratios:
+                medians[n] = statistics.median(ratios)
+                cells.append("%.2fx (%.2f-%.2f)" % (medians[n], min(ratios), max(ratios)))
+            else:
+                cells.append("—")
+        rel = (medians["collage"] / medians["onnxruntime"]
+               if "collage" in medians and "onnxruntime" in medians else None)
+        L.append("| %s | %s | %s |" % (res["model"], " | ".join(cells), fmt(rel, "%.2f")))
+    L.append("")
+    return L
+
+
 def write_reports(results, args, outdir, peak):
     runners = ["collage"] + (["graph-level"] if args.graph_level else []) + BASELINES + PEERS
+    if args.contention:
+        runners += [n + LOAD for n in CONTENTION_RUNNERS]
     # CSV: model x runner.
     with open(os.path.join(outdir, "results.csv"), "w", newline="") as f:
         w = csv.writer(f)
@@ -639,6 +703,8 @@ def write_reports(results, args, outdir, peak):
 
     if args.graph_level:
         L.extend(graph_level_table(results))
+    if args.contention:
+        L.extend(contention_table(results))
     fails = [(r["model"], n, rr.get("check") or rr.get("error", ""))
              for r in results for n, rr in r["runners"].items() if not rr.get("check_ok")]
     L.append("## Output checks")
@@ -840,6 +906,10 @@ def main(argv=None):
     ap.add_argument("--trace-runs", type=int, default=4, help="runs of the traced plan run (default 4)")
     ap.add_argument("--top-groups", type=int, default=8, help="slowest groups listed per losing model")
     ap.add_argument("--peers", default="onnxruntime,pytorch", help="peers to run (default onnxruntime,pytorch)")
+    ap.add_argument("--no-baselines", action="store_true",
+                    help="run only the plan and the peers (the baseline plans are still written)")
+    ap.add_argument("--contention", action="store_true",
+                    help="also run the plan and ONNX Runtime beside a busy process (one core), in the same rounds")
     ap.add_argument("--db", help="measurement database (default: a fresh one in the results folder: cold)")
     ap.add_argument("--graph-level", metavar="BUDGET",
                     help="also run the graph-level search with this budget (e.g. 5m) and bench its plan")
