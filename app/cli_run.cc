@@ -68,14 +68,10 @@ Action addRunCommand(CLI::App& app) {
     std::unique_ptr<Session> session;
     if (!options->plan.empty()) {
       plan = std::make_unique<Plan>(loadPlan(options->plan));
-      std::vector<std::string> names;
-      for (const auto& g : plan->groups)
-        if (std::find(names.begin(), names.end(), g.backend) == names.end()) names.push_back(g.backend);
-      backends = std::make_unique<BackendSet>(loadBackendSet(names));
-      const std::vector<BackendVersion> available = backends->versions();
-      HardwareFingerprint here = backends->fingerprint();
-      for (const auto& w : checkPlanAgainst(*plan, graph, options->modelPath, available, &here))
-        std::cerr << "warning: " << w << "\n";
+      std::vector<std::string> warnings;
+      backends = std::make_unique<BackendSet>(
+          loadBackendsForPlan(*plan, graph, options->modelPath, {}, &warnings));
+      for (const auto& w : warnings) std::cerr << "warning: " << w << "\n";
       session = std::make_unique<Session>(
           graph, *plan, [&](const std::string& name) { return backends->find(name); });
       session->setProfiling(!options->trace.empty() || !options->nodeData.empty());

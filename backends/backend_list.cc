@@ -90,4 +90,24 @@ BackendSet loadBackendSet(const std::vector<std::string>& names,
   return set;
 }
 
+BackendSet loadBackendsForPlan(const Plan& plan, const Graph& graph, const std::string& modelPath,
+                               const std::vector<std::string>& allowed,
+                               std::vector<std::string>* warnings) {
+  // Only what the plan uses is created: a backend costs its library's start-up.
+  std::vector<std::string> names;
+  for (const auto& g : plan.groups) {
+    const bool isAllowed =
+        allowed.empty() || std::find(allowed.begin(), allowed.end(), g.backend) != allowed.end();
+    if (isAllowed && std::find(names.begin(), names.end(), g.backend) == names.end())
+      names.push_back(g.backend);
+  }
+  // (loadBackendSet({}) would load every backend: none is allowed means none.)
+  BackendSet set = names.empty() ? BackendSet{} : loadBackendSet(names);
+  const HardwareFingerprint here = set.fingerprint();
+  // A group on a backend that was not loaded is refused here, with the list.
+  std::vector<std::string> found = checkPlanAgainst(plan, graph, modelPath, set.versions(), &here);
+  if (warnings) warnings->insert(warnings->end(), found.begin(), found.end());
+  return set;
+}
+
 }  // namespace collage

@@ -47,4 +47,15 @@ struct BackendSet {
 BackendSet loadBackendSet(const std::vector<std::string>& names = {},
                           const std::string& userPatternsPath = UserPatternStore::defaultPath());
 
+// What `collage run --plan` and the public API (api/) share to run a plan:
+// loads the backends the plan's groups name and checks the plan against the
+// model and them (checkPlanAgainst, with this machine's fingerprint). With a
+// non-empty `allowed`, only those backends may be loaded: a group on another
+// one is an Error naming it. Usable-but-suspect findings (other backend
+// versions, another machine) are returned in `warnings`; the caller decides
+// whether they refuse the plan.
+BackendSet loadBackendsForPlan(const Plan& plan, const Graph& graph, const std::string& modelPath,
+                               const std::vector<std::string>& allowed,
+                               std::vector<std::string>* warnings);
+
 }  // namespace collage

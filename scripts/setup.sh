@@ -14,6 +14,7 @@ packages=(
   libtomlplusplus-dev nlohmann-json3-dev libdlpack-dev libsqlite3-dev libcli11-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   qtbase5-dev libqt5charts5-dev libqt5svg5-dev libgraphviz-dev
+  pybind11-dev python3-dev python3-numpy
   xvfb xauth
 )
 if [[ "${1:-}" == "--bench" ]]; then

@@ -1,6 +1,7 @@
 #include "core/ops/model_stats.h"
 
 #include <cstdio>
+#include <sstream>
 
 #include "core/ops/op_registry.h"
 
@@ -42,6 +43,31 @@ std::string formatFlops(double flops) {
 std::string formatBytes(double bytes) {
   static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   return scaled(bytes, units, 5, 1024.0);
+}
+
+std::string describeModel(const Graph& graph, const std::string& modelPath) {
+  ModelStats stats = computeModelStats(graph);
+  std::ostringstream out;
+  out << "model:   " << modelPath << "\n";
+  out << "graph:   " << (graph.name.empty() ? "(unnamed)" : graph.name) << ", opset";
+  for (const auto& [domain, version] : graph.opsetImports)
+    out << " " << (domain.empty() ? "ai.onnx" : domain) << ":" << version;
+  out << "\ninputs:\n";
+  for (ValueId v : graph.inputs())
+    out << "  " << graph.value(v).name << "  " << graph.value(v).type.toString() << "\n";
+  out << "outputs:\n";
+  for (ValueId v : graph.outputs())
+    out << "  " << graph.value(v).name << "  " << graph.value(v).type.toString() << "\n";
+  out << "nodes:   " << stats.numNodes << "\n";
+  out << "flops:   " << formatFlops(stats.totalFlops) << "\n";
+  out << "params:  " << stats.parameterCount << " (" << formatBytes(stats.parameterBytes) << ")\n";
+  out << "ops:\n";
+  for (const auto& [op, count] : stats.opCounts) {
+    char line[64];
+    std::snprintf(line, sizeof line, "  %-24s %6d\n", op.c_str(), count);
+    out << line;
+  }
+  return out.str();
 }
 
 }  // namespace collage

@@ -21,4 +21,9 @@ ModelStats computeModelStats(const Graph& graph);
 std::string formatFlops(double flops);
 std::string formatBytes(double bytes);
 
+// What `collage inspect` prints (and the public API's Model::summary()):
+// the model's path and graph name, opsets, inputs and outputs with their
+// types, node count, FLOPs, parameters and one line per op type.
+std::string describeModel(const Graph& graph, const std::string& modelPath);
+
 }  // namespace collage

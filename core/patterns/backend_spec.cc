@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "core/ir/hashing.h"
+#include "core/ir/install_paths.h"
 #include "core/ops/op_registry.h"
 #include "core/patterns/pattern_parser.h"
 
@@ -318,6 +319,12 @@ SpecLoadResult loadBackendSpecs(const std::string& directory) {
 
 std::string builtinSpecDirectory() {
   if (const char* env = std::getenv("COLLAGE_RESOURCES")) return std::string(env) + "/backends";
+  // An installed tree first (core/ir/install_paths.h), so an installation
+  // never reads the source tree it was built from, even when that still exists.
+#ifdef COLLAGE_INSTALL_SPEC_DIR
+  if (auto installed = findInstalledPath(COLLAGE_INSTALL_SPEC_DIR)) return *installed;
+#endif
+  // The build tree: the source tree's spec files.
 #ifdef COLLAGE_SOURCE_RESOURCES
   if (fs::exists(COLLAGE_SOURCE_RESOURCES "/backends")) return COLLAGE_SOURCE_RESOURCES "/backends";
 #endif

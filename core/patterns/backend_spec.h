@@ -73,8 +73,10 @@ struct SpecLoadResult {
 };
 SpecLoadResult loadBackendSpecs(const std::string& directory);
 
-// Where the built-in spec files are: $COLLAGE_RESOURCES/backends, else the
-// source tree's resources/backends (compiled in), else next to the executable.
+// Where the built-in spec files are: $COLLAGE_RESOURCES/backends, else an
+// installed tree's share/collage-studio/backends (relative to the binary:
+// core/ir/install_paths.h), else the source tree's resources/backends
+// (compiled in, for the build tree), else a resources/backends above the executable.
 std::string builtinSpecDirectory();
 
 // ---------------------------------------------------------------------------

@@ -2,7 +2,9 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -187,6 +189,69 @@ void exportAnnotatedOnnx(const std::string& modelPath, const Plan& plan, const s
   if (!model.SerializeToString(&out))
     throw Error(outPath + ": cannot serialise the annotated model (over protobuf's 2 GB limit?)");
   writeText(outPath, out, "annotated model");
+}
+
+Plan planFromAnnotatedOnnx(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot open (no such file or not readable)");
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  onnx::ModelProto model;
+  if (bytes.empty() || !model.ParseFromString(bytes) || !model.has_graph())
+    throw Error(path + ": not a valid ONNX model (truncated or corrupt protobuf)");
+
+  // Group index -> the entries of its first node (every node of a group has the same).
+  std::map<size_t, std::map<std::string, std::string>> groups;
+  for (const auto& node : model.graph().node()) {
+    std::map<std::string, std::string> props;
+    const auto& unknown = node.unknown_fields();
+    for (int i = 0; i < unknown.field_count(); ++i) {
+      const auto& f = unknown.field(i);
+      onnx::StringStringEntryProto entry;
+      if (f.number() == kNodeMetadataPropsField &&
+          f.type() == google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED &&
+          entry.ParseFromString(f.length_delimited()) && isCollageKey(entry.key()))
+        props[entry.key()] = entry.value();
+    }
+    if (!props.count("collage.group")) continue;
+    size_t index = 0;
+    try {
+      index = std::stoul(props["collage.group"]);
+    } catch (const std::exception&) {
+      throw Error(path + ": node '" + node.name() + "' has collage.group '" +
+                  props["collage.group"] + "', not a group index");
+    }
+    groups.try_emplace(index, std::move(props));
+  }
+  if (groups.empty())
+    throw Error(path + ": no Collage placement in this model (write one with `collage run model.onnx "
+                "--plan plan.json --annotated-onnx annotated.onnx`)");
+
+  Plan plan;
+  plan.modelPath = path;
+  plan.modelSha256 = sha256File(path);
+  plan.sourcePath = path;
+  plan.createdBy = "annotated ONNX model";
+  for (const auto& e : model.metadata_props())
+    if (e.key() == "collage.predicted_us") plan.predictedNs = std::atof(e.value().c_str()) * 1e3;
+  size_t expected = 0;
+  for (auto& [index, props] : groups) {
+    if (index != expected++)
+      throw Error(path + ": group " + std::to_string(expected - 1) +
+                  " is on no node (the annotations are incomplete)");
+    PlanGroup g;
+    g.backend = props["collage.backend"];
+    g.pattern = props["collage.pattern"];
+    g.origin = planOriginFromName(props.count("collage.origin") ? props["collage.origin"] : "user");
+    if (props.count("collage.cost_us")) g.costNs = std::atof(props["collage.cost_us"].c_str()) * 1e3;
+    std::istringstream names(props["collage.group_nodes"]);
+    for (std::string n; std::getline(names, n, ',');) g.nodes.push_back(n);
+    plan.groups.push_back(std::move(g));
+    if (std::find_if(plan.backends.begin(), plan.backends.end(), [&](const BackendVersion& b) {
+          return b.first == plan.groups.back().backend;
+        }) == plan.backends.end())
+      plan.backends.emplace_back(plan.groups.back().backend, "");
+  }
+  return plan;
 }
 
 void exportChromeTrace(const Plan& plan, const std::vector<KernelTiming>& timings,

@@ -38,6 +38,15 @@ namespace collage {
 // when the model has external data (Error otherwise).
 void exportAnnotatedOnnx(const std::string& modelPath, const Plan& plan, const std::string& outPath);
 
+// The plan exportAnnotatedOnnx wrote into a model, read back from the nodes'
+// collage.* metadata (group, backend, pattern, origin, cost_us, group_nodes,
+// which also lists the nodes the importer adds) and the model's
+// collage.predicted_us. The plan is pinned to the annotated file itself (its
+// sha256), since that is the model it will run; it records no input shapes,
+// backend versions or machine, which the annotated model does not keep.
+// Error naming the file when it cannot be read or carries no placement.
+Plan planFromAnnotatedOnnx(const std::string& path);
+
 // Chrome trace event JSON ({"traceEvents": [...]}): one complete event
 // ("ph": "X", microseconds) per kernel run, named after its group's first node
 // ("conv1 +2" when it has more), category = backend, args = group index,

@@ -5,6 +5,9 @@
 //  - core/ never includes Qt, backends/, views/ or app/, and its code names no
 //    concrete backend (a string literal equal to a folder name of backends/);
 //  - backends/ never include views/ or app/; views/ never includes app/;
+//  - the public API (api/, include/collage/) is above core/ and backends/ and
+//    below nothing but python/; the installed headers (include/collage/)
+//    include only the standard library, DLPack and each other;
 //  - core/ has no source files at its top level, and every folder in it is
 //    in kCoreOrder, in the same order as core/README.md's sections.
 #include <gtest/gtest.h>
@@ -141,8 +144,30 @@ TEST(Layering, BackendsAndViewsDoNotReachUp) {
             violations.push_back(file.string() + ":" + std::to_string(inc.line) + ": includes " +
                                  inc.target + " (" + dir + "/ may not use " + f + ")");
   };
-  check("backends", {"views/", "app/"});
-  check("views", {"app/"});
+  check("backends", {"views/", "app/", "api/", "collage/"});
+  check("views", {"app/", "api/", "collage/"});
+  // The public API sits on core/ and backends/; the Python module on the API.
+  check("core", {"api/", "collage/", "python/"});
+  check("api", {"app/", "views/", "python/"});
+  check("python", {"core/", "backends/", "api/", "app/", "views/"});
+  EXPECT_TRUE(violations.empty()) << joined(violations);
+}
+
+TEST(Layering, PublicHeadersStandAlone) {
+  // include/collage/ is installed alone: its headers may include the standard
+  // library, DLPack and each other, nothing of the source tree.
+  std::vector<std::string> violations;
+  for (const auto& file : sourcesUnder("include"))
+    for (const auto& inc : includesOf(file)) {
+      const std::string& t = inc.target;
+      const bool allowed = t.starts_with("collage/") || t.starts_with("dlpack/") ||
+                           (t.find('/') == std::string::npos && t.find('.') == std::string::npos);
+      if (!allowed)
+        violations.push_back(file.string() + ":" + std::to_string(inc.line) + ": includes " + t +
+                             " (an installed header may use only the standard library, DLPack "
+                             "and include/collage/)");
+    }
+  EXPECT_FALSE(sourcesUnder("include").empty());
   EXPECT_TRUE(violations.empty()) << joined(violations);
 }
 

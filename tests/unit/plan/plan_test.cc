@@ -453,6 +453,42 @@ TEST(PlanExport, AnnotatedOnnxCarriesEveryNodesPlacement) {
   EXPECT_EQ(again.numNodes(), g.numNodes());
 }
 
+TEST(PlanExport, AnnotatedOnnxReadsBackAsAPlanForItself) {
+  TempDir dir;
+  const std::string model = kModels + "dcgan_small.onnx";
+  Graph g = importOnnx(model);
+  Plan p = singleNodePlan(g, "native");
+  p.modelSha256 = sha256File(model);
+  p.groups[0].backend = "onednn";
+  p.groups[0].pattern = "rule:op";
+  p.groups[0].costNs = 12345;
+  p.predictedNs = 2e6;
+  const std::string out = dir.file("annotated.onnx");
+  exportAnnotatedOnnx(model, p, out);
+
+  Plan back = planFromAnnotatedOnnx(out);
+  ASSERT_EQ(back.groups.size(), p.groups.size());
+  for (size_t i = 0; i < p.groups.size(); ++i) {
+    EXPECT_EQ(back.groups[i].nodes, p.groups[i].nodes) << i;
+    EXPECT_EQ(back.groups[i].backend, p.groups[i].backend) << i;
+    EXPECT_EQ(back.groups[i].pattern, p.groups[i].pattern) << i;
+  }
+  EXPECT_DOUBLE_EQ(back.groups[0].costNs, 12345);
+  EXPECT_DOUBLE_EQ(back.predictedNs, 2e6);
+  // Pinned to the annotated file (the model it runs with), not the original.
+  EXPECT_EQ(back.modelSha256, sha256File(out));
+  Graph annotated = importOnnx(out);
+  EXPECT_TRUE(checkPlanAgainst(back, annotated, out, {{"onednn", ""}, {"native", ""}}).empty());
+  EXPECT_THROW(checkPlanAgainst(back, g, model, {{"onednn", ""}, {"native", ""}}), Error);
+  // A model without annotations says so.
+  try {
+    planFromAnnotatedOnnx(model);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no Collage placement"), std::string::npos) << e.what();
+  }
+}
+
 TEST(PlanExport, ChromeTraceHasOneEventPerKernel) {
   TempDir dir;
   Diamond d;

@@ -1,0 +1,187 @@
+"""The `collage` Python module (python/collage_module.cc), run by ctest with
+Debian's /usr/bin/python3 and the built module on PYTHONPATH.
+
+Environment: COLLAGE_SOURCE_DIR (the models), COLLAGE_CLI (the `collage`
+executable, for the annotated-model export and optimize's workers).
+"""
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+
+import numpy as np
+
+import collage
+
+MODELS = os.path.join(os.environ["COLLAGE_SOURCE_DIR"], "resources", "models")
+DCGAN = os.path.join(MODELS, "dcgan_small.onnx")
+RESNET = os.path.join(MODELS, "resnet50_small.onnx")
+
+
+def zoo_io(name):
+    base = os.path.join(MODELS, name)
+    return collage.load_tensor(base + ".input_0.pb"), collage.load_tensor(base + ".output_0.pb")
+
+
+class Fixture(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.model = collage.Model(DCGAN)
+        cls.input_name = cls.model.inputs[0]["name"]
+        cls.plan_path = os.path.join(cls.tmp.name, "native.json")
+        collage.Plan.single_backend(cls.model, "native").save(cls.plan_path)
+        cls.x, cls.expected = zoo_io("dcgan_small")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def edited_plan(self, edit):
+        with open(self.plan_path) as f:
+            plan = json.load(f)
+        edit(plan)
+        path = os.path.join(self.tmp.name, "edited.json")
+        with open(path, "w") as f:
+            json.dump(plan, f)
+        return path
+
+
+class InspectAndRun(Fixture):
+    def test_inspect(self):
+        info = collage.inspect(DCGAN)
+        self.assertEqual(info["inputs"][0]["name"], self.input_name)
+        self.assertEqual(info["inputs"][0]["dtype"], "float32")
+        self.assertEqual(tuple(info["inputs"][0]["shape"]), self.x.shape)
+        self.assertGreater(info["nodes"], 0)
+        self.assertIn("ConvTranspose", info["summary"])
+
+    def test_run_matches_pytorch_output(self):
+        session = collage.Session(DCGAN, self.plan_path)
+        outputs = session.run({self.input_name: self.x})
+        self.assertEqual(list(outputs), [o["name"] for o in self.model.outputs])
+        y = next(iter(outputs.values()))
+        np.testing.assert_allclose(y, self.expected, rtol=1e-3, atol=1e-5)
+        self.assertGreater(session.latency_ms, 0)
+        self.assertGreater(session.peak_bytes, 0)
+        [native] = session.placement
+        self.assertEqual(native["backend"], "native")
+        self.assertEqual(native["nodes"], self.model.nodes)
+        self.assertAlmostEqual(native["share"], 1.0)
+
+    def test_outputs_are_not_copied_and_outlive_the_session(self):
+        session = collage.Session(self.model, collage.Plan.load(self.plan_path))
+        y = session.run({self.input_name: self.x})[self.model.outputs[0]["name"]]
+        self.assertFalse(y.flags.owndata)  # a view of the Session's tensor
+        del session
+        np.testing.assert_allclose(y, self.expected, rtol=1e-3, atol=1e-5)
+
+    def test_non_contiguous_input_gives_the_same_result(self):
+        session = collage.Session(DCGAN, self.plan_path)
+        strided = np.stack([self.x, np.zeros_like(self.x)], axis=-1)[..., 0]
+        self.assertFalse(strided.flags.c_contiguous)
+        a = next(iter(session.run({self.input_name: self.x}).values()))
+        b = next(iter(session.run({self.input_name: strided}).values()))
+        np.testing.assert_array_equal(a, b)
+
+    def test_only_the_outputs_asked_for(self):
+        session = collage.Session(DCGAN, self.plan_path)
+        name = self.model.outputs[0]["name"]
+        self.assertEqual(list(session.run({self.input_name: self.x}, outputs=[name])), [name])
+        with self.assertRaisesRegex(collage.Error, "'nope' is not an output"):
+            session.run({self.input_name: self.x}, outputs=["nope"])
+
+    def test_annotated_model_carries_its_plan(self):
+        annotated = os.path.join(self.tmp.name, "annotated.onnx")
+        subprocess.run([os.environ["COLLAGE_CLI"], "run", DCGAN, "--plan", self.plan_path,
+                        "--annotated-onnx", annotated], check=True, capture_output=True)
+        plan = collage.Plan.from_annotated_onnx(annotated)
+        self.assertEqual(len(plan.groups), self.model.nodes)
+        self.assertEqual({g["backend"] for g in plan.groups}, {"native"})
+        y = next(iter(collage.Session(annotated).run({self.input_name: self.x}).values()))
+        np.testing.assert_allclose(y, self.expected, rtol=1e-3, atol=1e-5)
+        with self.assertRaisesRegex(collage.Error, "no Collage placement"):
+            collage.Session(DCGAN)  # not annotated
+
+
+class BadInput(Fixture):
+    def test_missing_model_file(self):
+        with self.assertRaisesRegex(collage.Error, "no_such_model.onnx"):
+            collage.Model("/nonexistent/no_such_model.onnx")
+        with self.assertRaises(RuntimeError):  # collage.Error is a RuntimeError
+            collage.inspect("/nonexistent/no_such_model.onnx")
+
+    def test_plan_for_another_model_is_refused(self):
+        with self.assertRaisesRegex(collage.Error, "was made for a model with sha256"):
+            collage.Session(RESNET, self.plan_path)
+
+    def test_plan_from_another_machine_is_refused_unless_accepted(self):
+        other = self.edited_plan(lambda p: p["fingerprint"].update(
+            cpu_model="Another CPU 9000", cpu_vendor="Elsewhere"))
+        with self.assertRaisesRegex(collage.Error, "refused: .*measured on another machine"):
+            collage.Session(DCGAN, other)
+        session = collage.Session(DCGAN, other, accept_stale_plan=True)
+        self.assertTrue(any("another machine" in w for w in session.warnings))
+
+    def test_plan_for_other_backend_versions_is_refused(self):
+        other = self.edited_plan(lambda p: p.update(backends=[{"name": "native", "version": "0.0-x"}]))
+        with self.assertRaisesRegex(collage.Error, "measured with native 0.0-x"):
+            collage.Session(DCGAN, other)
+
+    def test_backend_not_allowed(self):
+        with self.assertRaisesRegex(collage.Error, "backend 'native', which is not available"):
+            collage.Session(DCGAN, self.plan_path, backends=["onednn"])
+
+    def test_unknown_backend_in_plan(self):
+        other = self.edited_plan(lambda p: p["groups"][0].update(backend="cudnn"))
+        with self.assertRaisesRegex(collage.Error, "backend 'cudnn'"):
+            collage.Session(DCGAN, other)
+
+    def test_wrong_inputs(self):
+        session = collage.Session(DCGAN, self.plan_path)
+        with self.assertRaisesRegex(collage.Error, "'bogus' is not an input"):
+            session.run({self.input_name: self.x, "bogus": self.x})
+        with self.assertRaisesRegex(collage.Error, f"input '{self.input_name}' is missing"):
+            session.run({})
+        with self.assertRaisesRegex(collage.Error, f"input '{self.input_name}' has shape"):
+            session.run({self.input_name: np.zeros((2,) + self.x.shape[1:], np.float32)})
+        with self.assertRaisesRegex(collage.Error, f"input '{self.input_name}' is float64"):
+            session.run({self.input_name: self.x.astype(np.float64)})
+        with self.assertRaises(collage.Error):
+            session.run({self.input_name: np.array(["a", "b"])})
+        # The session still works after refusing bad inputs.
+        y = next(iter(session.run({self.input_name: self.x}).values()))
+        np.testing.assert_allclose(y, self.expected, rtol=1e-3, atol=1e-5)
+
+
+class Optimize(Fixture):
+    def test_optimize_measures_reports_progress_and_writes_json(self):
+        events = []
+        out = os.path.join(self.tmp.name, "optimized.json")
+        plan = collage.optimize(DCGAN, backends=["native", "openblas"],
+                                db=os.path.join(self.tmp.name, "db.sqlite"),
+                                progress=events.append, output=out)
+        self.assertTrue(any(e["stage"] == "measure" and e["total"] > 0 for e in events))
+        self.assertGreater(len(plan.groups), 0)
+        self.assertEqual(sum(len(g["nodes"]) for g in plan.groups), self.model.nodes)
+        self.assertTrue(all(np.isfinite(g["cost_ms"]) and g["cost_ms"] > 0 for g in plan.groups))
+        self.assertTrue(np.isfinite(plan.predicted_ms))
+        with open(out) as f:
+            self.assertEqual(json.load(f)["model"]["sha256"], plan.model_sha256)
+        y = next(iter(collage.Session(DCGAN, out).run({self.input_name: self.x}).values()))
+        np.testing.assert_allclose(y, self.expected, rtol=1e-3, atol=1e-5)
+
+    def test_progress_returning_false_cancels(self):
+        with self.assertRaisesRegex(collage.Error, "cancelled"):
+            collage.optimize(DCGAN, backends=["native"], db="", progress=lambda e: False)
+
+    def test_progress_exception_reaches_the_caller(self):
+        def fail(event):
+            raise ValueError("stop here")
+        with self.assertRaisesRegex(ValueError, "stop here"):
+            collage.optimize(DCGAN, backends=["native"], db="", progress=fail)
+
+
+if __name__ == "__main__":
+    unittest.main()
