@@ -17,6 +17,8 @@ std::unique_ptr<Backend> createOpenBlasBackend();
 std::unique_ptr<Backend> createNativeBackend();
 #ifdef COLLAGE_HAVE_CUDA
 std::unique_ptr<Backend> createCudaFusionBackend();
+std::unique_ptr<Backend> createCublasBackend();
+std::unique_ptr<Backend> createCublasTf32Backend();
 #endif
 
 namespace {
@@ -34,6 +36,8 @@ const std::vector<Entry>& factories() {
       {"openblas", createOpenBlasBackend, nullptr},
       {"native", createNativeBackend, nullptr},
 #ifdef COLLAGE_HAVE_CUDA
+      {"cublas", createCublasBackend, cuda::unavailableReason},
+      {"cublas_tf32", createCublasTf32Backend, cuda::unavailableReason},
       {"cuda_fusion", createCudaFusionBackend, cuda::unavailableReason},
 #endif
   };
