@@ -19,6 +19,7 @@ std::unique_ptr<Backend> createNativeBackend();
 std::unique_ptr<Backend> createCudaFusionBackend();
 std::unique_ptr<Backend> createCublasBackend();
 std::unique_ptr<Backend> createCublasTf32Backend();
+std::unique_ptr<Backend> createCudnnBackend();
 #endif
 
 namespace {
@@ -36,6 +37,7 @@ const std::vector<Entry>& factories() {
       {"openblas", createOpenBlasBackend, nullptr},
       {"native", createNativeBackend, nullptr},
 #ifdef COLLAGE_HAVE_CUDA
+      {"cudnn", createCudnnBackend, cuda::unavailableReason},
       {"cublas", createCublasBackend, cuda::unavailableReason},
       {"cublas_tf32", createCublasTf32Backend, cuda::unavailableReason},
       {"cuda_fusion", createCudaFusionBackend, cuda::unavailableReason},
