@@ -5,6 +5,9 @@
 #include <utility>
 
 #include "core/measure/measurer.h"
+#ifdef COLLAGE_HAVE_CUDA
+#include "backends/cuda_runtime/cuda_device.h"
+#endif
 
 namespace collage {
 
@@ -12,13 +15,33 @@ namespace collage {
 std::unique_ptr<Backend> createOneDnnBackend();
 std::unique_ptr<Backend> createOpenBlasBackend();
 std::unique_ptr<Backend> createNativeBackend();
+#ifdef COLLAGE_HAVE_CUDA
+std::unique_ptr<Backend> createCudaFusionBackend();
+std::unique_ptr<Backend> createCublasBackend();
+std::unique_ptr<Backend> createCublasTf32Backend();
+std::unique_ptr<Backend> createCudnnBackend();
+#endif
 
 namespace {
-const std::vector<std::pair<std::string, std::function<std::unique_ptr<Backend>()>>>& factories() {
-  static const std::vector<std::pair<std::string, std::function<std::unique_ptr<Backend>()>>> list = {
-      {"onednn", createOneDnnBackend},
-      {"openblas", createOpenBlasBackend},
-      {"native", createNativeBackend},
+// A built-in backend: its factory, and for a backend that needs a device,
+// why it cannot run in this process (empty: it can).
+struct Entry {
+  std::string name;
+  std::function<std::unique_ptr<Backend>()> create;
+  std::function<std::string()> unavailableReason;
+};
+
+const std::vector<Entry>& factories() {
+  static const std::vector<Entry> list = {
+      {"onednn", createOneDnnBackend, nullptr},
+      {"openblas", createOpenBlasBackend, nullptr},
+      {"native", createNativeBackend, nullptr},
+#ifdef COLLAGE_HAVE_CUDA
+      {"cudnn", createCudnnBackend, cuda::unavailableReason},
+      {"cublas", createCublasBackend, cuda::unavailableReason},
+      {"cublas_tf32", createCublasTf32Backend, cuda::unavailableReason},
+      {"cuda_fusion", createCudaFusionBackend, cuda::unavailableReason},
+#endif
   };
   return list;
 }
@@ -26,13 +49,26 @@ const std::vector<std::pair<std::string, std::function<std::unique_ptr<Backend>(
 
 std::vector<std::string> builtinBackendNames() {
   std::vector<std::string> names;
-  for (const auto& [name, factory] : factories()) names.push_back(name);
+  for (const Entry& e : factories())
+    if (!e.unavailableReason || e.unavailableReason().empty()) names.push_back(e.name);
   return names;
 }
 
+std::vector<std::string> compiledBackendNames() {
+  std::vector<std::string> names;
+  for (const Entry& e : factories()) names.push_back(e.name);
+  return names;
+}
+
+std::string backendUnavailableReason(const std::string& name) {
+  for (const Entry& e : factories())
+    if (e.name == name && e.unavailableReason) return e.unavailableReason();
+  return "";
+}
+
 std::unique_ptr<Backend> createBackend(const std::string& name) {
-  for (const auto& [n, factory] : factories())
-    if (n == name) return factory();
+  for (const Entry& e : factories())
+    if (e.name == name) return e.create();
   return nullptr;
 }
 
@@ -75,6 +111,8 @@ BackendSet loadBackendSet(const std::vector<std::string>& names,
   std::vector<BackendSpec> all = loadAllSpecs(&set.warnings, userPatternsPath);
   std::vector<std::string> wanted = names.empty() ? builtinBackendNames() : names;
   for (const auto& name : wanted) {
+    if (const std::string why = backendUnavailableReason(name); !why.empty())
+      throw Error("backend '" + name + "' is built in but unavailable here: " + why);
     auto spec = std::find_if(all.begin(), all.end(), [&](const BackendSpec& s) { return s.name == name; });
     std::unique_ptr<Backend> backend = createBackend(name);
     if (spec == all.end() || !backend) {

@@ -10,9 +10,17 @@
 
 namespace collage {
 
-// Names of every built-in backend, in the default priority order.
+// Names of every built-in backend that can run in this process, in the
+// default priority order: the CUDA backends are left out without a device,
+// so the default set (and what measurements are keyed by) is then the CPU's.
 std::vector<std::string> builtinBackendNames();
-// Creates a backend by name; nullptr if there is none of that name.
+// Every backend compiled into this build, available or not.
+std::vector<std::string> compiledBackendNames();
+// Why a compiled-in backend cannot run here ("no CUDA device (...)"); empty
+// when it can, or when no backend has that name.
+std::string backendUnavailableReason(const std::string& name);
+// Creates a backend by name (also an unavailable one: its rule and spec can
+// be inspected, its compile() refuses); nullptr if there is none of that name.
 std::unique_ptr<Backend> createBackend(const std::string& name);
 
 }  // namespace collage

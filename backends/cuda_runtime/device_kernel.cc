@@ -1,0 +1,63 @@
+#include "backends/cuda_runtime/device_kernel.h"
+
+#include "backends/cuda_runtime/cuda_status.h"
+
+namespace collage::cuda {
+
+size_t dlBytes(const DLTensor& t) {
+  size_t n = 1;
+  for (int i = 0; i < t.ndim; ++i) n *= static_cast<size_t>(t.shape[i]);
+  return n * ((t.dtype.bits * t.dtype.lanes + 7) / 8);
+}
+
+namespace {
+bool onHost(const DLTensor& t) {
+  return t.device.device_type == kDLCPU || t.device.device_type == kDLCUDAHost;
+}
+void ensureSize(DeviceBuffer& buffer, size_t bytes) {
+  if (buffer.bytes() != bytes) buffer = DeviceBuffer(bytes);
+}
+}  // namespace
+
+void DeviceKernel::run(const std::vector<const DLTensor*>& inputs,
+                       const std::vector<DLTensor*>& outputs) {
+  stagedInputs_.resize(inputs.size());
+  stagedOutputs_.resize(outputs.size());
+  const cudaStream_t stream = nullptr;  // the legacy default stream
+  std::vector<const void*> in(inputs.size());
+  std::vector<void*> out(outputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const DLTensor& t = *inputs[i];
+    const char* base = static_cast<const char*>(t.data) + t.byte_offset;
+    if (!onHost(t)) {
+      in[i] = base;
+      continue;
+    }
+    ensureSize(stagedInputs_[i], dlBytes(t));
+    check(
+        cudaMemcpyAsync(stagedInputs_[i].data(), base, dlBytes(t), cudaMemcpyHostToDevice, stream),
+        "cudaMemcpyAsync (input to device)");
+    in[i] = stagedInputs_[i].data();
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    DLTensor& t = *outputs[i];
+    char* base = static_cast<char*>(t.data) + t.byte_offset;
+    if (!onHost(t)) {
+      out[i] = base;
+      continue;
+    }
+    ensureSize(stagedOutputs_[i], dlBytes(t));
+    out[i] = stagedOutputs_[i].data();
+  }
+  runOnDevice(in, out, stream);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    DLTensor& t = *outputs[i];
+    if (!onHost(t)) continue;
+    check(cudaMemcpyAsync(static_cast<char*>(t.data) + t.byte_offset, stagedOutputs_[i].data(),
+                          dlBytes(t), cudaMemcpyDeviceToHost, stream),
+          "cudaMemcpyAsync (output to host)");
+  }
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+}
+
+}  // namespace collage::cuda
