@@ -1029,10 +1029,11 @@ TEST_F(OneDnn, RuleGeneratesBlocksAndSeriesOfChainsOnAnyNetwork) {
       // "either": a series from the block's first anchor reaches the same
       // set before the fork does; a block with a second path from its fork
       // (a downsampling shortcut, parallel branches) only comes from the fork.
-      if (labels[i] == "either")
+      if (labels[i] == "either") {
         EXPECT_TRUE(it->label == "fusion:series" || it->label == "fusion:block") << it->label;
-      else
+      } else {
         EXPECT_EQ(it->label, "fusion:" + labels[i]) << it->toString(g);
+      }
     }
   };
   // ResNet: the bottlenecks (the first with a downsampling shortcut) and the
