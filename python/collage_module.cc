@@ -70,6 +70,14 @@ py::array toNumpy(api::Tensor tensor, const std::string& elementType) {
                    static_cast<char*>(dl.data) + dl.byte_offset, owner);
 }
 
+// A Python list of f(item) for every item of a C++ range.
+template <class Range, class F>
+py::list listOf(const Range& items, F f) {
+  py::list l;
+  for (const auto& item : items) l.append(f(item));
+  return l;
+}
+
 py::dict tensorInfo(const api::TensorInfo& t) {
   py::dict d;
   d["name"] = t.name;
@@ -221,15 +229,11 @@ PYBIND11_MODULE(collage, m) {
       .def_property_readonly("path", &api::Model::path)
       .def_property_readonly("inputs",
                              [](const api::Model& mdl) {
-                               py::list l;
-                               for (const auto& t : mdl.inputs()) l.append(tensorInfo(t));
-                               return l;
+                               return listOf(mdl.inputs(), tensorInfo);
                              })
       .def_property_readonly("outputs",
                              [](const api::Model& mdl) {
-                               py::list l;
-                               for (const auto& t : mdl.outputs()) l.append(tensorInfo(t));
-                               return l;
+                               return listOf(mdl.outputs(), tensorInfo);
                              })
       .def_property_readonly("nodes", &api::Model::numNodes)
       .def("__str__", &api::Model::summary)
@@ -249,11 +253,7 @@ PYBIND11_MODULE(collage, m) {
       .def("save", &api::Plan::save, py::arg("path"))
       .def("to_json", &api::Plan::toJson)
       .def_property_readonly("groups",
-                             [](const api::Plan& p) {
-                               py::list l;
-                               for (const auto& g : p.groups()) l.append(groupDict(g));
-                               return l;
-                             })
+                             [](const api::Plan& p) { return listOf(p.groups(), groupDict); })
       .def_property_readonly("predicted_ms", &api::Plan::predictedMs)
       .def_property_readonly("model_sha256", &api::Plan::modelSha256)
       .def_property_readonly("created_by", &api::Plan::createdBy)

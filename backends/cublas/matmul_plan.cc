@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "core/ir/sub_graph.h"
+
 namespace collage::cublas {
 
 std::string epilogueName(Epilogue e) {
@@ -41,17 +43,6 @@ bool isFloat(const Graph& g, ValueId v) {
   for (int64_t d : t.shape)
     if (d < 0) return false;
   return true;
-}
-
-// The only consumer of `v` inside the group, or kNoNode.
-NodeId nextInGroup(const Graph& g, const NodeSet& nodes, ValueId v) {
-  NodeId next = kNoNode;
-  for (NodeId c : g.value(v).consumers)
-    if (nodes.contains(c)) {
-      if (next != kNoNode) return kNoNode;
-      next = c;
-    }
-  return next;
 }
 
 MatmulPlan refuse(std::string why) {
@@ -134,7 +125,7 @@ MatmulPlan planMatmul(const Graph& g, const NodeSet& nodes) {
   MatmulPlan p = planAnchor(g, anchor);
   if (!p.refusal.empty()) return p;
   size_t used = 1;
-  NodeId next = nextInGroup(g, nodes, p.output);
+  NodeId next = soleConsumerIn(g, nodes, p.output);
   // An Add of a vector over the last axis: the bias epilogue.
   if (next != kNoNode && g.node(next).op == "Add" && p.epilogue == Epilogue::None &&
       p.c == kNoValue) {
@@ -150,7 +141,7 @@ MatmulPlan planMatmul(const Graph& g, const NodeSet& nodes) {
     p.epilogue = Epilogue::Bias;
     p.output = add.outputs[0];
     ++used;
-    next = nextInGroup(g, nodes, p.output);
+    next = soleConsumerIn(g, nodes, p.output);
   }
   if (next != kNoNode) {
     const Node& act = g.node(next);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/ir/sub_graph.h"
+
 namespace collage::cudnn {
 
 namespace {
@@ -46,16 +48,6 @@ std::string symmetricPads(const Node& n, size_t rank, std::vector<int>& out) {
   return "";
 }
 
-NodeId nextInGroup(const Graph& g, const NodeSet& nodes, ValueId v) {
-  NodeId next = kNoNode;
-  for (NodeId c : g.value(v).consumers)
-    if (nodes.contains(c)) {
-      if (next != kNoNode) return kNoNode;
-      next = c;
-    }
-  return next;
-}
-
 // A constant of C values broadcasting over [N, C, spatial...]: [C], [C,1,..], [1,C,1,..].
 bool perChannel(const Graph& g, ValueId v, int64_t channels, size_t outRank) {
   if (!g.value(v).isConstant() || !floatStatic(g, v)) return false;
@@ -95,8 +87,8 @@ CudnnPlan planConv(const Graph& g, const NodeSet& nodes, const Node& conv) {
   }
   // The epilogue: [Add(bias)] [Add(z)] [Relu], each at most once, in this order.
   size_t used = 1;
-  for (NodeId next = nextInGroup(g, nodes, p.output); next != kNoNode;
-       next = nextInGroup(g, nodes, p.output)) {
+  for (NodeId next = soleConsumerIn(g, nodes, p.output); next != kNoNode;
+       next = soleConsumerIn(g, nodes, p.output)) {
     const Node& n = g.node(next);
     if (n.op == "Relu" && !p.relu) {
       p.relu = true;

@@ -68,10 +68,7 @@ class OneDnnPatternRule final : public PatternRule {
     if (onednn::analyzeChain(request).ok()) return true;
     if (request.outputs.size() != 1) return true;
     const Value& result = graph.value(request.outputs[0]);
-    const auto& outputs = graph.outputs();
-    if (result.consumers.size() != 1 ||
-        std::find(outputs.begin(), outputs.end(), request.outputs[0]) != outputs.end())
-      return true;
+    if (result.consumers.size() != 1 || result.isGraphOutput) return true;
     const NodeId next = result.consumers[0];
     if (isAnchor(graph, next) || !memberRule(graph, next)) return true;
     NodeSet larger = group;

@@ -323,4 +323,14 @@ std::string SubGraph::toString() const {
   return os.str();
 }
 
+NodeId soleConsumerIn(const Graph& graph, const NodeSet& nodes, ValueId v) {
+  NodeId found = kNoNode;
+  for (NodeId c : graph.value(v).consumers)
+    if (nodes.contains(c)) {
+      if (found != kNoNode) return kNoNode;
+      found = c;
+    }
+  return found;
+}
+
 }  // namespace collage

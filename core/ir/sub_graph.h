@@ -85,6 +85,11 @@ struct SubGraphValidity {
 
 std::string_view subGraphProblemName(SubGraphProblem problem);
 
+// The one member of `nodes` that reads `v`, or kNoNode when none or several
+// do (readers outside the set do not count): how a backend walks a chain
+// from its anchor through a group.
+NodeId soleConsumerIn(const Graph& graph, const NodeSet& nodes, ValueId v);
+
 // Decides validity. The first form needs nothing precomputed: it finds
 // re-entering paths by a forward walk from the group's outside successors
 // that stays below the group's highest node (nodes are in topological order,

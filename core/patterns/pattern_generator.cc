@@ -108,7 +108,8 @@ std::vector<GeneratedGroup> PatternGenerator::generate(const PatternRule& rule,
       NodeSet block = reach_.between(fork, join);
       block.erase(fork);
       if (!grownInto(group, block, fork, join)) continue;
-      if (rule.emitsGroup(graph, group, fork, join)) emit(group, fork, join, "fusion:" + lastFusion);
+      if (rule.emitsGroup(graph, group, fork, join))
+        emit(group, fork, join, "fusion:" + lastFusion);
       grow(group, fork, join);
     }
   }
