@@ -18,9 +18,10 @@ class NativeBackend : public Backend {
  public:
   std::string name() const override { return "native"; }
   // Part of the measurement database's key: bumped when a kernel's speed
-  // changes, so that old measurements are not reused (0.2: direct pooling).
+  // changes, so that old measurements are not reused (0.2: direct pooling;
+  // 0.3: an elementwise pass streams the longest run of contiguous dims).
   std::string version() const override {
-    return "native 0.2 (OpenMP " + std::to_string(_OPENMP) + ")";
+    return "native 0.3 (OpenMP " + std::to_string(_OPENMP) + ")";
   }
   BackendKind kind() const override { return BackendKind::GraphLibrary; }
 

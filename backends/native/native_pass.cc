@@ -371,10 +371,6 @@ void CompiledPass::Impl::build() {
     if (!isInner[d] && prog.dims[d] > 1) outerDims.push_back(static_cast<int>(d));
   for (int d : prog.inner)
     if (prog.dims[d] > 1) innerDims.push_back(d);
-  if (elementwise && !outerDims.empty()) {
-    innerDims.push_back(outerDims.back());
-    outerDims.pop_back();
-  }
 
   // Merge adjacent dims of one group when every form allows it.
   auto mergeGroup = [&](const std::vector<int>& dims) {
@@ -397,6 +393,18 @@ void CompiledPass::Impl::build() {
   };
   auto [oSizes, oCoefs] = mergeGroup(outerDims);
   auto [iSizes, iCoefs] = mergeGroup(innerDims);
+  if (elementwise && !oSizes.empty()) {
+    // The vector dim of an elementwise pass is the last run of dims that
+    // every form reads and writes contiguously, merged: a channel shuffle
+    // on [C, H, W] then streams rows of H*W, not of W, so a short last dim
+    // does not pay the per-row cost every few elements.
+    iSizes.assign(1, oSizes.back());
+    oSizes.pop_back();
+    for (size_t f = 0; f < forms.size(); ++f) {
+      iCoefs[f].assign(1, oCoefs[f].back());
+      oCoefs[f].pop_back();
+    }
+  }
   if (iSizes.empty()) {
     // A pass over a single element (or whose inner dims are all of size 1).
     iSizes.push_back(1);
