@@ -409,15 +409,22 @@ onnx::ModelProto readModel(const std::string& path) {
   return m;
 }
 
-TEST(PlanExport, AnnotatedOnnxCarriesEveryNodesPlacement) {
-  TempDir dir;
-  const std::string model = kModels + "dcgan_small.onnx";
-  Graph g = importOnnx(model);
+// One group per node on native, the first moved to oneDNN with a cost: what
+// the annotated-model tests write and read back.
+Plan annotatedTestPlan(const Graph& g, const std::string& model) {
   Plan p = singleNodePlan(g, "native");
   p.modelSha256 = sha256File(model);
   p.groups[0].backend = "onednn";
   p.groups[0].pattern = "rule:op";
   p.groups[0].costNs = 12345;
+  return p;
+}
+
+TEST(PlanExport, AnnotatedOnnxCarriesEveryNodesPlacement) {
+  TempDir dir;
+  const std::string model = kModels + "dcgan_small.onnx";
+  Graph g = importOnnx(model);
+  Plan p = annotatedTestPlan(g, model);
   const std::string out = dir.file("annotated.onnx");
   exportAnnotatedOnnx(model, p, out);
   // Exporting the exported model again replaces, not duplicates, the entries.
@@ -457,11 +464,7 @@ TEST(PlanExport, AnnotatedOnnxReadsBackAsAPlanForItself) {
   TempDir dir;
   const std::string model = kModels + "dcgan_small.onnx";
   Graph g = importOnnx(model);
-  Plan p = singleNodePlan(g, "native");
-  p.modelSha256 = sha256File(model);
-  p.groups[0].backend = "onednn";
-  p.groups[0].pattern = "rule:op";
-  p.groups[0].costNs = 12345;
+  Plan p = annotatedTestPlan(g, model);
   p.predictedNs = 2e6;
   const std::string out = dir.file("annotated.onnx");
   exportAnnotatedOnnx(model, p, out);
