@@ -5,9 +5,6 @@
 #include <utility>
 
 #include "core/measure/measurer.h"
-#ifdef COLLAGE_HAVE_CUDA
-#include "backends/cuda_runtime/cuda_device.h"
-#endif
 
 namespace collage {
 
@@ -20,6 +17,9 @@ std::unique_ptr<Backend> createCudaFusionBackend();
 std::unique_ptr<Backend> createCublasBackend();
 std::unique_ptr<Backend> createCublasTf32Backend();
 std::unique_ptr<Backend> createCudnnBackend();
+std::string cudnnUnavailableReason();
+std::string cublasUnavailableReason();
+std::string cudaFusionUnavailableReason();
 #endif
 
 namespace {
@@ -37,10 +37,10 @@ const std::vector<Entry>& factories() {
       {"openblas", createOpenBlasBackend, nullptr},
       {"native", createNativeBackend, nullptr},
 #ifdef COLLAGE_HAVE_CUDA
-      {"cudnn", createCudnnBackend, cuda::unavailableReason},
-      {"cublas", createCublasBackend, cuda::unavailableReason},
-      {"cublas_tf32", createCublasTf32Backend, cuda::unavailableReason},
-      {"cuda_fusion", createCudaFusionBackend, cuda::unavailableReason},
+      {"cudnn", createCudnnBackend, cudnnUnavailableReason},
+      {"cublas", createCublasBackend, cublasUnavailableReason},
+      {"cublas_tf32", createCublasTf32Backend, cublasUnavailableReason},
+      {"cuda_fusion", createCudaFusionBackend, cudaFusionUnavailableReason},
 #endif
   };
   return list;
@@ -113,12 +113,14 @@ BackendSet loadBackendSet(const std::vector<std::string>& names,
   for (const auto& name : wanted) {
     if (const std::string why = backendUnavailableReason(name); !why.empty())
       throw Error("backend '" + name + "' is built in but unavailable here: " + why);
-    auto spec = std::find_if(all.begin(), all.end(), [&](const BackendSpec& s) { return s.name == name; });
+    auto spec =
+        std::find_if(all.begin(), all.end(), [&](const BackendSpec& s) { return s.name == name; });
     std::unique_ptr<Backend> backend = createBackend(name);
     if (spec == all.end() || !backend) {
       std::string known;
       for (const auto& n : builtinBackendNames()) known += (known.empty() ? "" : ", ") + n;
-      std::string why = spec == all.end() ? "no spec file for it loaded" : "no such backend is built in";
+      std::string why =
+          spec == all.end() ? "no spec file for it loaded" : "no such backend is built in";
       for (const auto& w : set.warnings) why += "\n  " + w;
       throw Error("backend '" + name + "': " + why + " (known backends: " + known + ")");
     }

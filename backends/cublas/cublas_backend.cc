@@ -23,7 +23,14 @@
 
 namespace collage {
 
+// The libraries it calls, checked before the device (backend_list.cc).
+std::string cublasUnavailableReason() {
+  return cuda::unavailableReason({cuda::Library::Runtime, cuda::Library::BlasLt});
+}
+
 namespace {
+
+using cuda::cublasLt;
 
 using cublas::Epilogue;
 using cublas::MatmulPlan;
@@ -53,7 +60,7 @@ cublasLtEpilogue_t toLt(Epilogue e) {
 cublasLtHandle_t ltHandle() {
   static cublasLtHandle_t handle = [] {
     cublasLtHandle_t h = nullptr;
-    check(cublasLtCreate(&h), "cublasLtCreate");
+    check(cublasLt().cublasLtCreate(&h), "cublasLtCreate");
     return h;
   }();
   return handle;
@@ -63,14 +70,15 @@ cublasLtHandle_t ltHandle() {
 cublasLtMatrixLayout_t layout(uint64_t rows, uint64_t cols, int64_t ld, int64_t batch,
                               int64_t batchStride) {
   cublasLtMatrixLayout_t l = nullptr;
-  check(cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, rows, cols, ld), "cublasLtMatrixLayoutCreate");
+  check(cublasLt().cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, rows, cols, ld),
+        "cublasLtMatrixLayoutCreate");
   if (batch > 1) {
     const int32_t count = static_cast<int32_t>(batch);
-    check(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
-                                           sizeof count),
+    check(cublasLt().cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                                      sizeof count),
           "CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT");
-    check(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
-                                           &batchStride, sizeof batchStride),
+    check(cublasLt().cublasLtMatrixLayoutSetAttribute(
+              l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &batchStride, sizeof batchStride),
           "CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET");
   }
   return l;
@@ -94,17 +102,20 @@ class LtMatmulKernel : public cuda::DeviceKernel {
     operand(r, p.b, b_);
     if (p.c != kNoValue) operand(r, p.c, c_);
     if (p.bias != kNoValue) operand(r, p.bias, bias_);
-    check(cublasLtMatmulDescCreate(&desc_, compute, CUDA_R_32F), "cublasLtMatmulDescCreate");
+    check(cublasLt().cublasLtMatmulDescCreate(&desc_, compute, CUDA_R_32F),
+          "cublasLtMatmulDescCreate");
     // Swapped operands (matmul_plan.h): the library's A is our B, its B our A.
     const cublasOperation_t opB = p.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t opA = p.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
-    check(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &opB, sizeof opB),
+    check(cublasLt().cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &opB,
+                                                    sizeof opB),
           "TRANSA");
-    check(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &opA, sizeof opA),
+    check(cublasLt().cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &opA,
+                                                    sizeof opA),
           "TRANSB");
     const cublasLtEpilogue_t epilogue = toLt(p.epilogue);
-    check(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
-                                         sizeof epilogue),
+    check(cublasLt().cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                                    sizeof epilogue),
           "CUBLASLT_MATMUL_DESC_EPILOGUE");
     // Stored shapes read column-major: B is [k,n] (or [n,k] with transB),
     // seen as n x k (k x n); A likewise; D^T is n x m.
@@ -114,33 +125,34 @@ class LtMatmulKernel : public cuda::DeviceKernel {
                     : layout(p.k, p.m, p.lda, p.batch, p.batchStrideA);
     ltD_ = layout(p.n, p.m, p.n, p.batch, p.m * p.n);
     cublasLtMatmulPreference_t pref = nullptr;
-    check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
-    check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                               &kWorkspaceBytes, sizeof kWorkspaceBytes),
+    check(cublasLt().cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+    check(cublasLt().cublasLtMatmulPreferenceSetAttribute(pref,
+                                                          CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                          &kWorkspaceBytes, sizeof kWorkspaceBytes),
           "CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES");
     if (bias_.constant.data() || bias_.input >= 0) {
       // The heuristic checks the bias pointer's alignment: any device
       // allocation's will do, the real one is set before each call.
       const void* any = workspace_.data();
-      check(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &any,
-                                           sizeof any),
+      check(cublasLt().cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                      &any, sizeof any),
             "CUBLASLT_MATMUL_DESC_BIAS_POINTER");
     }
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
-    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+    const cublasStatus_t status = cublasLt().cublasLtMatmulAlgoGetHeuristic(
         ltHandle(), desc_, ltA_, ltB_, ltD_, ltD_, pref, 1, &result, &found);
-    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLt().cublasLtMatmulPreferenceDestroy(pref);
     if (status != CUBLAS_STATUS_SUCCESS || found == 0)
       throw Error("cuBLASLt has no algorithm for " + p.toString());
     algo_ = result.algo;
   }
 
   ~LtMatmulKernel() override {
-    if (ltA_) cublasLtMatrixLayoutDestroy(ltA_);
-    if (ltB_) cublasLtMatrixLayoutDestroy(ltB_);
-    if (ltD_) cublasLtMatrixLayoutDestroy(ltD_);
-    if (desc_) cublasLtMatmulDescDestroy(desc_);
+    if (ltA_) cublasLt().cublasLtMatrixLayoutDestroy(ltA_);
+    if (ltB_) cublasLt().cublasLtMatrixLayoutDestroy(ltB_);
+    if (ltD_) cublasLt().cublasLtMatrixLayoutDestroy(ltD_);
+    if (desc_) cublasLt().cublasLtMatmulDescDestroy(desc_);
   }
 
  protected:
@@ -148,16 +160,16 @@ class LtMatmulKernel : public cuda::DeviceKernel {
                    cudaStream_t stream) override {
     if (plan_.bias != kNoValue) {
       const void* bias = bias_.resolve(inputs);
-      check(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                                           sizeof bias),
+      check(cublasLt().cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                      &bias, sizeof bias),
             "CUBLASLT_MATMUL_DESC_BIAS_POINTER");
     }
     const bool withC = plan_.c != kNoValue;
     const float beta = withC ? plan_.beta : 0.0f;
-    check(cublasLtMatmul(ltHandle(), desc_, &plan_.alpha, b_.resolve(inputs), ltA_,
-                         a_.resolve(inputs), ltB_, &beta, withC ? c_.resolve(inputs) : outputs[0],
-                         ltD_, outputs[0], ltD_, &algo_, workspace_.data(), workspace_.bytes(),
-                         stream),
+    check(cublasLt().cublasLtMatmul(ltHandle(), desc_, &plan_.alpha, b_.resolve(inputs), ltA_,
+                                    a_.resolve(inputs), ltB_, &beta,
+                                    withC ? c_.resolve(inputs) : outputs[0], ltD_, outputs[0], ltD_,
+                                    &algo_, workspace_.data(), workspace_.bytes(), stream),
           "cublasLtMatmul");
   }
 
@@ -186,13 +198,17 @@ class CublasBackend : public Backend {
 
   std::string name() const override { return cublas::backendName(mode_); }
   std::string version() const override {
-    return "cuBLASLt " + std::to_string(cublasLtGetVersion()) + " " + cublas::mathModeName(mode_) +
-           " (" + cuda::currentGpuFingerprint().toString() + ")";
+    const std::string lt = cuda::loadError(cuda::Library::BlasLt).empty()
+                               ? std::to_string(cublasLt().cublasLtGetVersion())
+                               : std::string("missing");
+    return "cuBLASLt " + lt + " " + cublas::mathModeName(mode_) + " (" +
+           cuda::currentGpuFingerprint().toString() + ")";
   }
   Device device() const override { return Device{DeviceType::CUDA, 0}; }
 
   CompileResult compile(const KernelRequest& request) override {
-    if (!cuda::deviceAvailable()) return CompileResult::refuse(cuda::unavailableReason());
+    if (std::string why = cublasUnavailableReason(); !why.empty())
+      return CompileResult::refuse(why);
     const MatmulPlan plan = cublas::planMatmul(*request.graph, request.nodes);
     if (!plan.refusal.empty()) return CompileResult::refuse(plan.refusal);
     if (request.outputs.size() != 1 || request.outputs[0] != plan.output)

@@ -16,7 +16,14 @@
 
 namespace collage {
 
+// The libraries it calls, checked before the device (backend_list.cc).
+std::string cudaFusionUnavailableReason() {
+  return cuda::unavailableReason({cuda::Library::Runtime, cuda::Library::Rtc});
+}
+
 namespace {
+
+using cuda::cudart;
 
 // Most nodes one generated kernel takes, as for the native fusing backend.
 constexpr int kMaxFusedNodes = 16;
@@ -31,14 +38,14 @@ class FusedKernel : public cuda::DeviceKernel {
       : constants_(std::move(constants)),
         maxOutputSize_(maxOutputSize),
         slots_(inputs + constants_.size() + outputs) {
-    cuda::check(
-        cudaLibraryLoadData(&library_, ptx.c_str(), nullptr, nullptr, 0, nullptr, nullptr, 0),
-        "cudaLibraryLoadData (generated kernel)");
-    cuda::check(cudaLibraryGetKernel(&kernel_, library_, cuda_fusion::kEntryName),
+    cuda::check(cudart().cudaLibraryLoadData(&library_, ptx.c_str(), nullptr, nullptr, 0, nullptr,
+                                             nullptr, 0),
+                "cudaLibraryLoadData(generated kernel)");
+    cuda::check(cudart().cudaLibraryGetKernel(&kernel_, library_, cuda_fusion::kEntryName),
                 "cudaLibraryGetKernel");
   }
   ~FusedKernel() override {
-    if (library_) cudaLibraryUnload(library_);
+    if (library_) cudart().cudaLibraryUnload(library_);
   }
 
  protected:
@@ -54,10 +61,10 @@ class FusedKernel : public cuda::DeviceKernel {
     void* params[] = {args.data()};
     const int64_t blocks = std::clamp<int64_t>(
         (maxOutputSize_ + kThreadsPerBlock - 1) / kThreadsPerBlock, 1, kMaxBlocks);
-    cuda::check(cudaLaunchKernel(reinterpret_cast<const void*>(kernel_),
-                                 dim3(static_cast<unsigned>(blocks)), dim3(kThreadsPerBlock),
-                                 params, 0, stream),
-                "cudaLaunchKernel (generated kernel)");
+    cuda::check(cudart().cudaLaunchKernel(reinterpret_cast<const void*>(kernel_),
+                                          dim3(static_cast<unsigned>(blocks)),
+                                          dim3(kThreadsPerBlock), params, 0, stream),
+                "cudaLaunchKernel(generated kernel)");
   }
 
  private:
@@ -80,7 +87,8 @@ class CudaFusionBackend : public Backend {
   BackendKind kind() const override { return BackendKind::GraphLibrary; }
 
   CompileResult compile(const KernelRequest& request) override {
-    if (!cuda::deviceAvailable()) return CompileResult::refuse(cuda::unavailableReason());
+    if (std::string why = cudaFusionUnavailableReason(); !why.empty())
+      return CompileResult::refuse(why);
     const cuda_fusion::FusionSource source = cuda_fusion::generateFusionKernel(request);
     if (!source.refusal.empty()) return CompileResult::refuse(source.refusal);
     const cuda_fusion::CompiledPtx ptx = cache_.get(source.source, cuda::targetArchitecture());

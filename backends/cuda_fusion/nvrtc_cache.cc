@@ -9,6 +9,7 @@
 #include <sstream>
 #include <vector>
 
+#include "backends/cuda_runtime/cuda_libraries.h"
 #include "core/ir/hashing.h"
 
 namespace fs = std::filesystem;
@@ -16,6 +17,8 @@ namespace fs = std::filesystem;
 namespace collage::cuda_fusion {
 
 namespace {
+
+using cuda::nvrtc;
 
 // Fast math stays off: the fused kernels are checked against the reference
 // executor with the same tolerance as the CPU backends.
@@ -25,7 +28,7 @@ std::vector<std::string> options(const std::string& architecture) {
 
 std::string nvrtcVersionString() {
   int major = 0, minor = 0;
-  nvrtcVersion(&major, &minor);
+  nvrtc().nvrtcVersion(&major, &minor);
   return std::to_string(major) + "." + std::to_string(minor);
 }
 
@@ -35,32 +38,32 @@ std::string compileToPtx(const std::string& source, const std::string& architect
                          std::string* log) {
   nvrtcProgram program = nullptr;
   nvrtcResult status =
-      nvrtcCreateProgram(&program, source.c_str(), "collage_fused.cu", 0, nullptr, nullptr);
+      nvrtc().nvrtcCreateProgram(&program, source.c_str(), "collage_fused.cu", 0, nullptr, nullptr);
   if (status != NVRTC_SUCCESS) {
-    if (log) *log = std::string("nvrtcCreateProgram: ") + nvrtcGetErrorString(status);
+    if (log) *log = std::string("nvrtcCreateProgram: ") + nvrtc().nvrtcGetErrorString(status);
     return "";
   }
   const std::vector<std::string> opts = options(architecture);
   std::vector<const char*> argv;
   for (const auto& o : opts) argv.push_back(o.c_str());
-  status = nvrtcCompileProgram(program, static_cast<int>(argv.size()), argv.data());
+  status = nvrtc().nvrtcCompileProgram(program, static_cast<int>(argv.size()), argv.data());
   size_t logSize = 0;
-  nvrtcGetProgramLogSize(program, &logSize);
+  nvrtc().nvrtcGetProgramLogSize(program, &logSize);
   std::string text(logSize, '\0');
-  if (logSize > 0) nvrtcGetProgramLog(program, text.data());
+  if (logSize > 0) nvrtc().nvrtcGetProgramLog(program, text.data());
   while (!text.empty() && (text.back() == '\0' || text.back() == '\n')) text.pop_back();
   std::string ptx;
   if (status == NVRTC_SUCCESS) {
     size_t size = 0;
-    nvrtcGetPTXSize(program, &size);
+    nvrtc().nvrtcGetPTXSize(program, &size);
     ptx.resize(size);
-    nvrtcGetPTX(program, ptx.data());
+    nvrtc().nvrtcGetPTX(program, ptx.data());
     while (!ptx.empty() && ptx.back() == '\0') ptx.pop_back();
   } else {
-    text = std::string("nvrtcCompileProgram: ") + nvrtcGetErrorString(status) + "\n" + text;
+    text = std::string("nvrtcCompileProgram: ") + nvrtc().nvrtcGetErrorString(status) + "\n" + text;
   }
   if (log) *log = text;
-  nvrtcDestroyProgram(&program);
+  nvrtc().nvrtcDestroyProgram(&program);
   return ptx;
 }
 

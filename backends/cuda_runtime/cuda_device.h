@@ -5,6 +5,9 @@
 #pragma once
 
 #include <string>
+#include <vector>
+
+#include "backends/cuda_runtime/cuda_libraries.h"
 
 namespace collage::cuda {
 
@@ -13,6 +16,10 @@ namespace collage::cuda {
 // process (the answer does not change while it runs).
 const std::string& unavailableReason();
 inline bool deviceAvailable() { return unavailableReason().empty(); }
+// Empty when device 0 can be used and every library in `needed` loads;
+// otherwise why not, a missing library first: "libcudnn.so.9 did not load
+// (...)". What a backend reports when it cannot run here.
+std::string unavailableReason(const std::vector<Library>& needed);
 
 // What GPU measurements are keyed by, beside the CPU's HardwareFingerprint:
 // the device's name and compute capability, the driver, and the versions of

@@ -8,8 +8,8 @@ namespace collage::cuda {
 
 void check(cudaError_t status, const char* what) {
   if (status != cudaSuccess)
-    throw Error(std::string(what) + ": " + cudaGetErrorName(status) + " (" +
-                cudaGetErrorString(status) + ")");
+    throw Error(std::string(what) + ": " + cudart().cudaGetErrorName(status) + " (" +
+                cudart().cudaGetErrorString(status) + ")");
 }
 
 void check(cublasStatus_t status, const char* what) {
@@ -19,11 +19,12 @@ void check(cublasStatus_t status, const char* what) {
 
 void check(cudnnStatus_t status, const char* what) {
   if (status != CUDNN_STATUS_SUCCESS)
-    throw Error(std::string(what) + ": " + cudnnGetErrorString(status));
+    throw Error(std::string(what) + ": " + cudnn().cudnnGetErrorString(status));
 }
 
 void check(nvrtcResult status, const char* what) {
-  if (status != NVRTC_SUCCESS) throw Error(std::string(what) + ": " + nvrtcGetErrorString(status));
+  if (status != NVRTC_SUCCESS)
+    throw Error(std::string(what) + ": " + nvrtc().nvrtcGetErrorString(status));
 }
 
 }  // namespace collage::cuda

@@ -1,12 +1,10 @@
 // The CUDA libraries' status codes turned into Errors that say which call
 // failed and why. One overload per library, so a call site reads
-// `check(cublasLtMatmul(...), "cublasLtMatmul")` whatever library it calls.
+// `check(cublasLt().cublasLtMatmul(...), "cublasLtMatmul")` whatever library it
+// calls (the libraries' entry points: cuda_libraries.h).
 #pragma once
 
-#include <cublasLt.h>
-#include <cuda_runtime_api.h>
-#include <cudnn.h>
-#include <nvrtc.h>
+#include "backends/cuda_runtime/cuda_libraries.h"
 
 namespace collage::cuda {
 

@@ -10,11 +10,11 @@
 namespace collage::cuda {
 
 DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
-  if (bytes > 0) check(cudaMalloc(&data_, bytes), "cudaMalloc");
+  if (bytes > 0) check(cudart().cudaMalloc(&data_, bytes), "cudaMalloc");
 }
 
 DeviceBuffer::~DeviceBuffer() {
-  if (data_) cudaFree(data_);
+  if (data_) cudart().cudaFree(data_);
 }
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
@@ -22,7 +22,7 @@ DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   if (this != &other) {
-    if (data_) cudaFree(data_);
+    if (data_) cudart().cudaFree(data_);
     data_ = std::exchange(other.data_, nullptr);
     bytes_ = std::exchange(other.bytes_, 0);
   }
@@ -32,8 +32,8 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
 DeviceBuffer DeviceBuffer::upload(const Tensor& tensor) {
   DeviceBuffer buffer(tensor.byteSize());
   if (buffer.bytes() > 0)
-    check(cudaMemcpy(buffer.data(), tensor.raw(), buffer.bytes(), cudaMemcpyHostToDevice),
-          "cudaMemcpy (constant upload)");
+    check(cudart().cudaMemcpy(buffer.data(), tensor.raw(), buffer.bytes(), cudaMemcpyHostToDevice),
+          "cudaMemcpy(constant upload)");
   return buffer;
 }
 

@@ -34,9 +34,9 @@ void DeviceKernel::run(const std::vector<const DLTensor*>& inputs,
       continue;
     }
     ensureSize(stagedInputs_[i], dlBytes(t));
-    check(
-        cudaMemcpyAsync(stagedInputs_[i].data(), base, dlBytes(t), cudaMemcpyHostToDevice, stream),
-        "cudaMemcpyAsync (input to device)");
+    check(cudart().cudaMemcpyAsync(stagedInputs_[i].data(), base, dlBytes(t),
+                                   cudaMemcpyHostToDevice, stream),
+          "cudaMemcpyAsync(input to device)");
     in[i] = stagedInputs_[i].data();
   }
   for (size_t i = 0; i < outputs.size(); ++i) {
@@ -53,11 +53,12 @@ void DeviceKernel::run(const std::vector<const DLTensor*>& inputs,
   for (size_t i = 0; i < outputs.size(); ++i) {
     DLTensor& t = *outputs[i];
     if (!onHost(t)) continue;
-    check(cudaMemcpyAsync(static_cast<char*>(t.data) + t.byte_offset, stagedOutputs_[i].data(),
-                          dlBytes(t), cudaMemcpyDeviceToHost, stream),
-          "cudaMemcpyAsync (output to host)");
+    check(cudart().cudaMemcpyAsync(static_cast<char*>(t.data) + t.byte_offset,
+                                   stagedOutputs_[i].data(), dlBytes(t), cudaMemcpyDeviceToHost,
+                                   stream),
+          "cudaMemcpyAsync(output to host)");
   }
-  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  check(cudart().cudaStreamSynchronize(stream), "cudaStreamSynchronize");
 }
 
 }  // namespace collage::cuda

@@ -16,7 +16,15 @@
 
 namespace collage {
 
+// The libraries it calls, checked before the device (backend_list.cc).
+std::string cudnnUnavailableReason() {
+  return cuda::unavailableReason({cuda::Library::Runtime, cuda::Library::Dnn});
+}
+
 namespace {
+
+using cuda::cudart;
+using cuda::cudnn;
 
 using cuda::check;
 using cudnn::CudnnOp;
@@ -26,7 +34,7 @@ using cudnn::CudnnPlan;
 cudnnHandle_t handle() {
   static cudnnHandle_t h = [] {
     cudnnHandle_t created = nullptr;
-    check(cudnnCreate(&created), "cudnnCreate");
+    check(cudnn().cudnnCreate(&created), "cudnnCreate");
     return created;
   }();
   return h;
@@ -42,13 +50,13 @@ std::vector<int> packedStrides(const std::vector<int>& dims) {
 struct TensorDesc {
   cudnnTensorDescriptor_t d = nullptr;
   explicit TensorDesc(const std::vector<int>& dims) {
-    check(cudnnCreateTensorDescriptor(&d), "cudnnCreateTensorDescriptor");
+    check(cudnn().cudnnCreateTensorDescriptor(&d), "cudnnCreateTensorDescriptor");
     const std::vector<int> strides = packedStrides(dims);
-    check(cudnnSetTensorNdDescriptor(d, CUDNN_DATA_FLOAT, static_cast<int>(dims.size()),
-                                     dims.data(), strides.data()),
+    check(cudnn().cudnnSetTensorNdDescriptor(d, CUDNN_DATA_FLOAT, static_cast<int>(dims.size()),
+                                             dims.data(), strides.data()),
           "cudnnSetTensorNdDescriptor");
   }
-  ~TensorDesc() { cudnnDestroyTensorDescriptor(d); }
+  ~TensorDesc() { cudnn().cudnnDestroyTensorDescriptor(d); }
   TensorDesc(const TensorDesc&) = delete;
   TensorDesc& operator=(const TensorDesc&) = delete;
 };
@@ -82,31 +90,33 @@ class ConvKernel : public cuda::DeviceKernel {
       b_ = Operand::of(r, p.bias);
     } else {  // the fused call always adds a bias: zeros
       b_.constant = cuda::DeviceBuffer(static_cast<size_t>(p.yDims[1]) * sizeof(float));
-      check(cudaMemset(b_.constant.data(), 0, b_.constant.bytes()), "cudaMemset (zero bias)");
+      check(cudart().cudaMemset(b_.constant.data(), 0, b_.constant.bytes()),
+            "cudaMemset(zero bias)");
     }
     if (p.z != kNoValue) z_ = Operand::of(r, p.z);
     hasZ_ = p.z != kNoValue;
-    check(cudnnCreateFilterDescriptor(&w), "cudnnCreateFilterDescriptor");
-    check(cudnnSetFilterNdDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
-                                     static_cast<int>(p.wDims.size()), p.wDims.data()),
+    check(cudnn().cudnnCreateFilterDescriptor(&w), "cudnnCreateFilterDescriptor");
+    check(cudnn().cudnnSetFilterNdDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+                                             static_cast<int>(p.wDims.size()), p.wDims.data()),
           "cudnnSetFilterNdDescriptor");
-    check(cudnnCreateConvolutionDescriptor(&conv), "cudnnCreateConvolutionDescriptor");
-    check(cudnnSetConvolutionNdDescriptor(conv, static_cast<int>(p.pads.size()), p.pads.data(),
-                                          p.strides.data(), p.dilations.data(),
-                                          CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+    check(cudnn().cudnnCreateConvolutionDescriptor(&conv), "cudnnCreateConvolutionDescriptor");
+    check(cudnn().cudnnSetConvolutionNdDescriptor(
+              conv, static_cast<int>(p.pads.size()), p.pads.data(), p.strides.data(),
+              p.dilations.data(), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
           "cudnnSetConvolutionNdDescriptor");
-    check(cudnnSetConvolutionGroupCount(conv, p.groups), "cudnnSetConvolutionGroupCount");
+    check(cudnn().cudnnSetConvolutionGroupCount(conv, p.groups), "cudnnSetConvolutionGroupCount");
     // FP32 only: no TF32 tensor-core math behind the caller's back.
-    check(cudnnSetConvolutionMathType(conv, CUDNN_FMA_MATH), "cudnnSetConvolutionMathType");
-    check(cudnnCreateActivationDescriptor(&act), "cudnnCreateActivationDescriptor");
-    check(cudnnSetActivationDescriptor(act,
-                                       p.relu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
-                                       CUDNN_PROPAGATE_NAN, 0.0),
+    check(cudnn().cudnnSetConvolutionMathType(conv, CUDNN_FMA_MATH), "cudnnSetConvolutionMathType");
+    check(cudnn().cudnnCreateActivationDescriptor(&act), "cudnnCreateActivationDescriptor");
+    check(cudnn().cudnnSetActivationDescriptor(
+              act, p.relu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY, CUDNN_PROPAGATE_NAN,
+              0.0),
           "cudnnSetActivationDescriptor");
     if (p.relu) {
       cudnnConvolutionFwdAlgoPerf_t perf[8];
       int found = 0;
-      check(cudnnGetConvolutionForwardAlgorithm_v7(handle(), x_.d, w, conv, y_.d, 8, &found, perf),
+      check(cudnn().cudnnGetConvolutionForwardAlgorithm_v7(handle(), x_.d, w, conv, y_.d, 8, &found,
+                                                           perf),
             "cudnnGetConvolutionForwardAlgorithm_v7");
       algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
       for (int i = 0; i < found; ++i)
@@ -119,23 +129,24 @@ class ConvKernel : public cuda::DeviceKernel {
       algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
     }
     size_t bytes = 0;
-    check(cudnnGetConvolutionForwardWorkspaceSize(handle(), x_.d, w, conv, y_.d, algo_, &bytes),
+    check(cudnn().cudnnGetConvolutionForwardWorkspaceSize(handle(), x_.d, w, conv, y_.d, algo_,
+                                                          &bytes),
           "cudnnGetConvolutionForwardWorkspaceSize");
     workspace_ = cuda::DeviceBuffer(bytes);
   }
   ~ConvKernel() override {
-    cudnnDestroyFilterDescriptor(w);
-    cudnnDestroyConvolutionDescriptor(conv);
-    cudnnDestroyActivationDescriptor(act);
+    cudnn().cudnnDestroyFilterDescriptor(w);
+    cudnn().cudnnDestroyConvolutionDescriptor(conv);
+    cudnn().cudnnDestroyActivationDescriptor(act);
   }
 
  protected:
   void runOnDevice(const std::vector<const void*>& in, const std::vector<void*>& out,
                    cudaStream_t stream) override {
-    check(cudnnSetStream(handle(), stream), "cudnnSetStream");
+    check(cudnn().cudnnSetStream(handle(), stream), "cudnnSetStream");
     const float one = 1.0f, alpha2 = hasZ_ ? 1.0f : 0.0f;
     // Without a residual, z aliases y with alpha2 = 0, as cuDNN documents.
-    check(cudnnConvolutionBiasActivationForward(
+    check(cudnn().cudnnConvolutionBiasActivationForward(
               handle(), &one, x_.d, xIn_.resolve(in), w, w_.resolve(in), conv, algo_,
               workspace_.data(), workspace_.bytes(), &alpha2, y_.d, hasZ_ ? z_.resolve(in) : out[0],
               bias_.d, b_.resolve(in), act, y_.d, out[0]),
@@ -166,14 +177,14 @@ class SingleOpKernel : public cuda::DeviceKernel {
       : plan_(p), x_(p.xDims), y_(p.yDims), channel_(channelDims(p)) {
     xIn_ = Operand::of(r, p.x);
     if (p.op == CudnnOp::MaxPool || p.op == CudnnOp::AveragePool) {
-      check(cudnnCreatePoolingDescriptor(&pool_), "cudnnCreatePoolingDescriptor");
+      check(cudnn().cudnnCreatePoolingDescriptor(&pool_), "cudnnCreatePoolingDescriptor");
       const cudnnPoolingMode_t mode = p.op == CudnnOp::MaxPool ? CUDNN_POOLING_MAX
                                       : p.countIncludePad
                                           ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
                                           : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
-      check(cudnnSetPoolingNdDescriptor(pool_, mode, CUDNN_PROPAGATE_NAN,
-                                        static_cast<int>(p.window.size()), p.window.data(),
-                                        p.pads.data(), p.strides.data()),
+      check(cudnn().cudnnSetPoolingNdDescriptor(pool_, mode, CUDNN_PROPAGATE_NAN,
+                                                static_cast<int>(p.window.size()), p.window.data(),
+                                                p.pads.data(), p.strides.data()),
             "cudnnSetPoolingNdDescriptor");
     }
     if (p.op == CudnnOp::BatchNorm) {
@@ -184,31 +195,31 @@ class SingleOpKernel : public cuda::DeviceKernel {
     }
   }
   ~SingleOpKernel() override {
-    if (pool_) cudnnDestroyPoolingDescriptor(pool_);
+    if (pool_) cudnn().cudnnDestroyPoolingDescriptor(pool_);
   }
 
  protected:
   void runOnDevice(const std::vector<const void*>& in, const std::vector<void*>& out,
                    cudaStream_t stream) override {
-    check(cudnnSetStream(handle(), stream), "cudnnSetStream");
+    check(cudnn().cudnnSetStream(handle(), stream), "cudnnSetStream");
     const float one = 1.0f, zero = 0.0f;
     const void* x = xIn_.resolve(in);
     switch (plan_.op) {
       case CudnnOp::MaxPool:
       case CudnnOp::AveragePool:
-        check(cudnnPoolingForward(handle(), pool_, &one, x_.d, x, &zero, y_.d, out[0]),
+        check(cudnn().cudnnPoolingForward(handle(), pool_, &one, x_.d, x, &zero, y_.d, out[0]),
               "cudnnPoolingForward");
         break;
       case CudnnOp::Softmax:
       case CudnnOp::LogSoftmax:
         check(
-            cudnnSoftmaxForward(
+            cudnn().cudnnSoftmaxForward(
                 handle(), plan_.op == CudnnOp::Softmax ? CUDNN_SOFTMAX_ACCURATE : CUDNN_SOFTMAX_LOG,
                 CUDNN_SOFTMAX_MODE_CHANNEL, &one, x_.d, x, &zero, y_.d, out[0]),
             "cudnnSoftmaxForward");
         break;
       case CudnnOp::BatchNorm:
-        check(cudnnBatchNormalizationForwardInference(
+        check(cudnn().cudnnBatchNormalizationForwardInference(
                   handle(), CUDNN_BATCHNORM_SPATIAL, &one, &zero, x_.d, x, y_.d, out[0], channel_.d,
                   scale_.resolve(in), shift_.resolve(in), mean_.resolve(in), var_.resolve(in),
                   std::max(plan_.epsilon, CUDNN_BN_MIN_EPSILON)),
@@ -236,13 +247,15 @@ class CudnnBackend : public Backend {
  public:
   std::string name() const override { return "cudnn"; }
   std::string version() const override {
-    return "cuDNN " + std::to_string(cudnnGetVersion()) + " (" +
-           cuda::currentGpuFingerprint().toString() + ")";
+    const std::string dnn = cuda::loadError(cuda::Library::Dnn).empty()
+                                ? std::to_string(cudnn().cudnnGetVersion())
+                                : std::string("missing");
+    return "cuDNN " + dnn + " (" + cuda::currentGpuFingerprint().toString() + ")";
   }
   Device device() const override { return Device{DeviceType::CUDA, 0}; }
 
   CompileResult compile(const KernelRequest& request) override {
-    if (!cuda::deviceAvailable()) return CompileResult::refuse(cuda::unavailableReason());
+    if (std::string why = cudnnUnavailableReason(); !why.empty()) return CompileResult::refuse(why);
     const CudnnPlan plan = cudnn::planCudnn(*request.graph, request.nodes);
     if (!plan.refusal.empty()) return CompileResult::refuse(plan.refusal);
     if (request.outputs.size() != 1 || request.outputs[0] != plan.output)

@@ -36,6 +36,19 @@ for pattern in 'libcollage.so.*' 'CollageStudioConfig.cmake' 'CollageStudioTarge
   [[ -n $(find "$root/usr" -name "$pattern") ]] || { echo "FAIL: no $pattern in the package"; exit 1; }
 done
 
+# A fresh Debian 12 machine has the Depends and nothing else: every library
+# an ELF file in the package needs must come from a Debian package or from
+# the package itself, never from /usr/local (the CUDA toolkit's libraries are
+# opened when a CUDA backend needs them, not needed to start).
+while read -r elf; do
+  for lib in $(readelf -d "$elf" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+    [[ $lib == libcollage.so.* ]] && continue
+    dpkg -S "*/$lib" >/dev/null 2>&1 ||
+      { echo "FAIL: ${elf#"$root"} needs $lib, which no Debian package provides"; exit 1; }
+  done
+done < <(find "$root/usr" -type f \( -perm -u+x -o -name '*.so*' \) -exec sh -c \
+           'head -c 4 "$1" | grep -q ELF && echo "$1"' _ {} \;)
+
 # Relocated: the extracted binaries use the extracted spec files.
 "$root/usr/bin/collage" spec --show --user-file "$tmp/none.toml" | grep -q \
   "from $root/usr/share/collage-studio/backends/onednn.toml" ||
