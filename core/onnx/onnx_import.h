@@ -27,10 +27,11 @@ struct ImportOptions {
   // conformance runner binds shape-like inputs such as Reshape's shape this way).
   std::map<std::string, Tensor> constantInputs;
   bool foldConstants = true;
-  // Also accept default-domain opsets 6 to 8 (legacy binary-op broadcast,
-  // Gemm's broadcast attribute). Off by default: the product supports 9 to
-  // 18; the conformance runner turns it on to cover ONNX's older test models.
-  bool allowLegacyOpsets = false;
+  // Also accept default-domain opsets 6 to 8, canonicalised to opset 9's
+  // forms (legacy binary-op broadcast, Gemm's broadcast attribute). On by
+  // default: exporters and model collections still hold such models and ONNX
+  // Runtime runs them; the node conformance suite's older cases cover it.
+  bool allowLegacyOpsets = true;
 };
 
 // Default-domain opsets the importer canonicalises.

@@ -627,7 +627,7 @@ TEST(OnnxImport, Resize10ScalesInputBecomesTheScalesAttribute) {
   EXPECT_EQ(g.value(g.outputs()[0]).type.shape, (Shape{1, 1, 4, 6}));
 }
 
-TEST(OnnxImport, LegacyOpset6BroadcastNeedsTheOptionAndPadsTheShape) {
+TEST(OnnxImport, LegacyOpset6BroadcastIsCanonicalisedUnlessTurnedOff) {
   REQUIRE_OPS("Add");
   ModelBuilder m(6);
   m.input("x", kFloat, {2, 3, 2});
@@ -637,12 +637,12 @@ TEST(OnnxImport, LegacyOpset6BroadcastNeedsTheOptionAndPadsTheShape) {
   setInt(add, "axis", 1);
   m.output("y", kFloat, {2, 3, 2});
   const std::string path = m.write();
-  std::string msg = errorOf([&] { importOnnx(path); });
+  ImportOptions strict;
+  strict.allowLegacyOpsets = false;
+  std::string msg = errorOf([&] { importOnnx(path, strict); });
   EXPECT_NE(msg.find("opset 6"), std::string::npos) << msg;
 
-  ImportOptions legacy;
-  legacy.allowLegacyOpsets = true;
-  Graph g = importOnnx(path, legacy);
+  Graph g = importOnnx(path);
   ASSERT_EQ(g.numNodes(), 1);
   EXPECT_FALSE(g.node(0).attrs.has("broadcast"));
   EXPECT_FALSE(g.node(0).attrs.has("axis"));
