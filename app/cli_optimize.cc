@@ -17,6 +17,7 @@
 #include "core/ir/error.h"
 #include "core/measure/measurement_db.h"
 #include "core/measure/measurer.h"
+#include "core/search/device_costs.h"
 #include "core/search/graph_level_search.h"
 #include "core/search/near_ties.h"
 #include "core/search/op_level_optimizer.h"
@@ -157,11 +158,19 @@ Action addOptimizeCommand(CLI::App& app) {
     if (switchCosts.measured == 0 && report.measured == 0)
       std::printf("(switching costs from the database too)\n");
 
+    // Copies between the host and a GPU (none when every backend is on the host).
+    std::vector<std::string> backendNames;
+    for (const auto& spec : set.specs) backendNames.push_back(spec.name);
+    const DeviceCosts deviceCosts = measureDeviceCosts(
+        backendNames, [&](const std::string& n) { return set.find(n); }, db.get(), fingerprint);
+    for (const std::string& note : deviceCosts.notes) std::printf("copies: %s\n", note.c_str());
+
     std::vector<Cost> costs;
     for (const auto& m : measurements) costs.push_back(m.cost());
     OpLevelProblem problem{&graph, &candidates, costs,
                            [&](const std::string& b) { return switchCosts.epsilonInto(b); },
                            allowed};
+    deviceCosts.applyTo(problem);
     auto searchStart = Clock::now();
     OpLevelResult result = optimizeOpLevel(problem, &progress);
     double searchSeconds = std::chrono::duration<double>(Clock::now() - searchStart).count();

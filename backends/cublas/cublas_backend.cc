@@ -17,6 +17,7 @@
 #include "backends/cublas/cublas_math_mode.h"
 #include "backends/cublas/matmul_plan.h"
 #include "backends/cuda_runtime/cuda_device.h"
+#include "backends/cuda_runtime/cuda_device_runtime.h"
 #include "backends/cuda_runtime/cuda_status.h"
 #include "backends/cuda_runtime/device_kernel.h"
 #include "core/patterns/pattern_rule.h"
@@ -205,6 +206,7 @@ class CublasBackend : public Backend {
            cuda::currentGpuFingerprint().toString() + ")";
   }
   Device device() const override { return Device{DeviceType::CUDA, 0}; }
+  DeviceRuntime* deviceRuntime() override { return &cuda::sharedDeviceRuntime(); }
 
   CompileResult compile(const KernelRequest& request) override {
     if (std::string why = cublasUnavailableReason(); !why.empty())

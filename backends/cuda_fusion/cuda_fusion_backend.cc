@@ -10,6 +10,7 @@
 #include "backends/cuda_fusion/fusion_codegen.h"
 #include "backends/cuda_fusion/nvrtc_cache.h"
 #include "backends/cuda_runtime/cuda_device.h"
+#include "backends/cuda_runtime/cuda_device_runtime.h"
 #include "backends/cuda_runtime/cuda_status.h"
 #include "backends/cuda_runtime/device_kernel.h"
 #include "core/patterns/pattern_rule.h"
@@ -84,6 +85,7 @@ class CudaFusionBackend : public Backend {
     return "cuda_fusion 0.1 (" + cuda::currentGpuFingerprint().toString() + ")";
   }
   Device device() const override { return Device{DeviceType::CUDA, 0}; }
+  DeviceRuntime* deviceRuntime() override { return &cuda::sharedDeviceRuntime(); }
   BackendKind kind() const override { return BackendKind::GraphLibrary; }
 
   CompileResult compile(const KernelRequest& request) override {

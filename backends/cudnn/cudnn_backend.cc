@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/cuda_runtime/cuda_device.h"
+#include "backends/cuda_runtime/cuda_device_runtime.h"
 #include "backends/cuda_runtime/cuda_status.h"
 #include "backends/cuda_runtime/device_kernel.h"
 #include "backends/cudnn/cudnn_plan.h"
@@ -253,6 +254,7 @@ class CudnnBackend : public Backend {
     return "cuDNN " + dnn + " (" + cuda::currentGpuFingerprint().toString() + ")";
   }
   Device device() const override { return Device{DeviceType::CUDA, 0}; }
+  DeviceRuntime* deviceRuntime() override { return &cuda::sharedDeviceRuntime(); }
 
   CompileResult compile(const KernelRequest& request) override {
     if (std::string why = cudnnUnavailableReason(); !why.empty()) return CompileResult::refuse(why);

@@ -24,6 +24,8 @@
 
 namespace collage {
 
+class DeviceRuntime;  // core/runtime/device_runtime.h
+
 // What a backend is asked to compile: a group of nodes of a graph, with the
 // order of its data inputs and outputs fixed (Kernel::run follows it).
 // Constants read by the group are not inputs: the kernel takes them at
@@ -88,6 +90,10 @@ class Backend {
   virtual std::string name() const = 0;     // "onednn": also the spec file's name
   virtual std::string version() const = 0;  // the library's own runtime version
   virtual Device device() const { return Device{}; }
+  // Memory and copies on device(), for the Session to keep this backend's
+  // tensors there (core/runtime/device_runtime.h). Null for host backends;
+  // a backend on another device without one cannot be placed by a Session.
+  virtual DeviceRuntime* deviceRuntime() { return nullptr; }
   virtual BackendKind kind() const { return BackendKind::OpLibrary; }
   // Compiles a group; an unsupported combination is a refusal, never a crash.
   virtual CompileResult compile(const KernelRequest& request) = 0;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
+#include <utility>
 
 #include "core/ir/error.h"
 #include "core/ops/op_registry.h"
@@ -11,12 +13,6 @@
 namespace collage {
 
 namespace {
-
-constexpr size_t kBufferAlignment = 64;
-
-size_t roundUp(size_t bytes) {
-  return std::max<size_t>(kBufferAlignment, (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment);
-}
 
 // Rethrows with a prefix, keeping Unsupported apart from other errors.
 [[noreturn]] void rethrowWith(const std::string& prefix, const std::exception& e) {
@@ -30,9 +26,17 @@ struct Session::Kernel_ {
   KernelRequest request;
   Backend* backend = nullptr;
   std::shared_ptr<Kernel> kernel;  // shared with the KernelCache, if any
+  std::vector<size_t> inputLocations;  // Session::locations_, in request order
   std::vector<const DLTensor*> inputs;  // point into Session::dl_
   std::vector<DLTensor*> outputs;
 };
+
+Session::DeviceBlock::DeviceBlock(DeviceBlock&& o) noexcept
+    : runtime(o.runtime), data(std::exchange(o.data, nullptr)) {}
+
+Session::DeviceBlock::~DeviceBlock() {
+  if (data) runtime->release(data);
+}
 
 Session::Session(const Graph& graph, const Plan& plan, BackendLookup backends, KernelCache* cache)
     : graph_(graph), plan_(plan), cache_(cache), epoch_(std::chrono::steady_clock::now()) {
@@ -74,26 +78,7 @@ Session::Session(const Graph& graph, const Plan& plan, BackendLookup backends, K
     kernels_[g] = std::move(k);
   }
 
-  // One DLTensor per value; data pointers are filled by planMemory() (pool
-  // buffers) or by run() (graph inputs and outputs).
-  dl_.resize(static_cast<size_t>(graph_.numValues()));
-  for (ValueId v = 0; v < graph_.numValues(); ++v) {
-    const TensorType& type = graph_.value(v).type;
-    DLTensor& d = dl_[static_cast<size_t>(v)];
-    d = DLTensor{};
-    d.device = DLDevice{kDLCPU, 0};
-    d.ndim = static_cast<int32_t>(type.shape.size());
-    d.dtype = toDLDataType(type.elementType);
-    // The graph is const but outlives the session and is never edited while
-    // it runs; DLPack wants a mutable shape pointer.
-    d.shape = const_cast<int64_t*>(type.shape.data());
-    d.strides = nullptr;
-    d.byte_offset = 0;
-  }
-  for (auto& k : kernels_) {
-    for (ValueId v : k->request.inputs) k->inputs.push_back(&dl_[static_cast<size_t>(v)]);
-    for (ValueId v : k->request.outputs) k->outputs.push_back(&dl_[static_cast<size_t>(v)]);
-  }
+  placeOnDevices(sets);
   handOverNativeLayouts();
   planMemory();
   timings_.reserve(order_.size());
@@ -116,6 +101,10 @@ void Session::handOverNativeLayouts() {
       const ValueId v = producer.request.outputs[o];
       const auto& consumers = readers[static_cast<size_t>(v)];
       if (graph_.value(v).isGraphOutput || consumers.empty()) continue;
+      // A copy between devices reads plain memory.
+      if (std::any_of(consumers.begin(), consumers.end(),
+                      [&](const auto& c) { return !(groupDevices_[c.first] == groupDevices_[p]); }))
+        continue;
       const std::optional<NativeLayout> layout = producer.kernel->nativeOutputLayout(o);
       if (!layout) continue;
       const bool all = std::all_of(consumers.begin(), consumers.end(), [&](const auto& c) {
@@ -144,6 +133,101 @@ void Session::handOverNativeLayouts() {
   }
 }
 
+DeviceRuntime& Session::runtimeOf(int pool) const {
+  COLLAGE_CHECK(pool > 0 && static_cast<size_t>(pool) <= deviceRuntimes_.size(),
+                "no device runtime for pool " + std::to_string(pool));
+  return *deviceRuntimes_[static_cast<size_t>(pool - 1)];
+}
+
+int Session::poolOf(const Device& device) const {
+  if (device.type == DeviceType::CPU) return 0;
+  for (size_t k = 0; k < deviceRuntimes_.size(); ++k)
+    if (deviceRuntimes_[k]->device() == device) return static_cast<int>(k + 1);
+  return -1;
+}
+
+void Session::placeOnDevices(const std::vector<NodeSet>& sets) {
+  groupDevices_.clear();
+  for (size_t g = 0; g < kernels_.size(); ++g) {
+    Backend& backend = *kernels_[g]->backend;
+    const Device device = backend.device();
+    groupDevices_.push_back(device);
+    if (device.type == DeviceType::CPU || poolOf(device) > 0) continue;
+    const std::string label = plan_.displayName() + ": " + plan_.describeGroup(g) + ": ";
+    DeviceRuntime* runtime = backend.deviceRuntime();
+    if (!runtime)
+      throw Error(label + backend.name() + " runs on " + device.toString() +
+                  " but gives no device runtime to allocate and copy there");
+    if (!(runtime->device() == device))
+      throw Error(label + backend.name() + " runs on " + device.toString() +
+                  " but its device runtime is for " + runtime->device().toString());
+    deviceRuntimes_.push_back(runtime);
+  }
+  deviceEdges_ = crossDeviceEdges(graph_, sets, groupDevices_);
+  for (const DeviceEdge& e : deviceEdges_)
+    if (e.from.type != DeviceType::CPU && e.to.type != DeviceType::CPU)
+      throw Unsupported(plan_.displayName() + ": value '" + graph_.value(e.value).name +
+                        "' would pass from " + e.from.toString() + " to " + e.to.toString() +
+                        ": copies between two devices are not supported");
+
+  // Locations: every value where it is made (its producer's device; graph
+  // inputs and constants on the host), then each copy.
+  const size_t numValues = static_cast<size_t>(graph_.numValues());
+  std::vector<int> groupOfNode(static_cast<size_t>(graph_.numNodes()), -1);
+  for (size_t g = 0; g < sets.size(); ++g)
+    sets[g].forEach([&](NodeId n) { groupOfNode[static_cast<size_t>(n)] = static_cast<int>(g); });
+  locations_.assign(numValues + deviceEdges_.size(), Location{});
+  for (size_t v = 0; v < numValues; ++v) {
+    const NodeId producer = graph_.value(static_cast<ValueId>(v)).producer;
+    const int g = producer == kNoNode ? -1 : groupOfNode[static_cast<size_t>(producer)];
+    locations_[v].value = static_cast<ValueId>(v);
+    locations_[v].pool = g < 0 ? 0 : poolOf(groupDevices_[static_cast<size_t>(g)]);
+  }
+  std::map<std::pair<ValueId, int>, size_t> copyAt;  // (value, pool) -> its copy's location
+  for (size_t e = 0; e < deviceEdges_.size(); ++e) {
+    Location& l = locations_[numValues + e];
+    l.value = deviceEdges_[e].value;
+    l.pool = poolOf(deviceEdges_[e].to);
+    copyAt[{l.value, l.pool}] = numValues + e;
+  }
+  outputLocation_.clear();
+  for (ValueId v : graph_.outputs()) {
+    auto it = copyAt.find({v, 0});
+    outputLocation_.push_back(it == copyAt.end() ? static_cast<size_t>(v) : it->second);
+  }
+
+  // One DLTensor per location; data pointers are filled by planMemory() (pool
+  // buffers) or by run() (graph inputs and outputs).
+  dl_.resize(locations_.size());
+  for (size_t l = 0; l < locations_.size(); ++l) {
+    const TensorType& type = graph_.value(locations_[l].value).type;
+    DLTensor& d = dl_[l];
+    d = DLTensor{};
+    const int pool = locations_[l].pool;
+    d.device = pool == 0 ? DLDevice{kDLCPU, 0} : toDLDevice(runtimeOf(pool).device());
+    d.ndim = static_cast<int32_t>(type.shape.size());
+    d.dtype = toDLDataType(type.elementType);
+    // The graph is const but outlives the session and is never edited while
+    // it runs; DLPack wants a mutable shape pointer.
+    d.shape = const_cast<int64_t*>(type.shape.data());
+    d.strides = nullptr;
+    d.byte_offset = 0;
+  }
+  for (size_t g = 0; g < kernels_.size(); ++g) {
+    Kernel_& k = *kernels_[g];
+    const int pool = poolOf(groupDevices_[g]);
+    for (ValueId v : k.request.inputs) {
+      const size_t l = locations_[static_cast<size_t>(v)].pool == pool
+                           ? static_cast<size_t>(v)
+                           : copyAt.at({v, pool});
+      k.inputLocations.push_back(l);
+      k.inputs.push_back(&dl_[l]);
+    }
+    // A kernel writes its outputs where they are made: their own location.
+    for (ValueId v : k.request.outputs) k.outputs.push_back(&dl_[static_cast<size_t>(v)]);
+  }
+}
+
 size_t Session::bytesOf(ValueId v) const {
   return std::max(graph_.value(v).type.byteSize(), nativeBytes_[static_cast<size_t>(v)]);
 }
@@ -154,78 +238,143 @@ const KernelRequest& Session::request(size_t group) const { return kernels_.at(g
 
 void Session::planMemory() {
   const size_t numValues = static_cast<size_t>(graph_.numValues());
-  // Step at which each value's last reader runs, and whether it is a graph output.
-  std::vector<int64_t> lastRead(numValues, -1);
-  for (size_t s = 0; s < order_.size(); ++s)
-    for (ValueId v : kernels_[order_[s]]->request.inputs)
-      lastRead[static_cast<size_t>(v)] = static_cast<int64_t>(s);
+  const size_t numSteps = order_.size();
+  std::vector<int64_t> stepOfGroup(kernels_.size());
+  std::vector<int64_t> producerStep(numValues, -1);
+  for (size_t s = 0; s < numSteps; ++s) {
+    stepOfGroup[order_[s]] = static_cast<int64_t>(s);
+    for (ValueId v : kernels_[order_[s]]->request.outputs)
+      producerStep[static_cast<size_t>(v)] = static_cast<int64_t>(s);
+  }
   std::vector<bool> isOutput(numValues, false);
   for (ValueId v : graph_.outputs()) isOutput[static_cast<size_t>(v)] = true;
 
-  struct PoolBuffer {
-    size_t size = 0;
-    bool free = true;
-  };
-  std::vector<PoolBuffer> pool;
-  bufferOf_.assign(numValues, -1);
-  size_t live = 0;        // bytes of pooled values alive now
-  size_t outputBytes = 0; // bytes of graph outputs produced so far
-  peakBytes_ = 0;
-  totalValueBytes_ = 0;
-
-  for (size_t s = 0; s < order_.size(); ++s) {
-    const KernelRequest& req = kernels_[order_[s]]->request;
-    for (ValueId v : req.outputs) {
-      const size_t bytes = bytesOf(v);
-      totalValueBytes_ += bytes;
-      if (isOutput[static_cast<size_t>(v)]) {
-        outputBytes += bytes;
-        continue;
-      }
-      const size_t need = roundUp(bytes);
-      int32_t best = -1, largestFree = -1;
-      for (size_t b = 0; b < pool.size(); ++b) {
-        if (!pool[b].free) continue;
-        if (pool[b].size >= need && (best < 0 || pool[b].size < pool[static_cast<size_t>(best)].size))
-          best = static_cast<int32_t>(b);
-        if (largestFree < 0 || pool[b].size > pool[static_cast<size_t>(largestFree)].size)
-          largestFree = static_cast<int32_t>(b);
-      }
-      if (best < 0 && largestFree >= 0) {
-        best = largestFree;  // grow it: cheaper than a new buffer beside a free one
-        pool[static_cast<size_t>(best)].size = need;
-      }
-      if (best < 0) {
-        pool.push_back({need, true});
-        best = static_cast<int32_t>(pool.size() - 1);
-      }
-      pool[static_cast<size_t>(best)].free = false;
-      bufferOf_[static_cast<size_t>(v)] = best;
-      live += bytes;
+  // When each location is written first (acquired) and read last.
+  std::vector<int64_t> firstStep(locations_.size(), -1), lastStep(locations_.size(), -1);
+  for (size_t v = 0; v < numValues; ++v) firstStep[v] = producerStep[v];
+  for (size_t s = 0; s < numSteps; ++s)
+    for (size_t l : kernels_[order_[s]]->inputLocations) lastStep[l] = static_cast<int64_t>(s);
+  copiesBefore_.assign(numSteps, {});
+  copiesAfter_.assign(numSteps, {});
+  for (size_t e = 0; e < deviceEdges_.size(); ++e) {
+    const DeviceEdge& edge = deviceEdges_[e];
+    const size_t source = static_cast<size_t>(edge.value);
+    int64_t step;
+    if (edge.consumers.empty()) {
+      // A graph output back to the host: as soon as it is made, so its
+      // device buffer can be reused.
+      step = producerStep[source];
+      copiesAfter_[static_cast<size_t>(step)].push_back(e);
+    } else {
+      step = static_cast<int64_t>(numSteps);
+      for (int g : edge.consumers) step = std::min(step, stepOfGroup[static_cast<size_t>(g)]);
+      copiesBefore_[static_cast<size_t>(step)].push_back(e);
     }
-    peakBytes_ = std::max(peakBytes_, live + outputBytes);
-    // Values whose last reader has now run go back to the pool; so do values
-    // nobody reads (defensive: a request lists only values used outside).
-    auto release = [&](ValueId v) {
-      int32_t b = bufferOf_[static_cast<size_t>(v)];
-      if (b < 0 || pool[static_cast<size_t>(b)].free) return;
-      pool[static_cast<size_t>(b)].free = true;
-      live -= bytesOf(v);
-    };
-    for (ValueId v : req.inputs)
-      if (lastRead[static_cast<size_t>(v)] == static_cast<int64_t>(s)) release(v);
-    for (ValueId v : req.outputs)
-      if (lastRead[static_cast<size_t>(v)] < 0) release(v);
+    firstStep[numValues + e] = step;
+    lastStep[source] = std::max(lastStep[source], step);
   }
 
-  buffers_.clear();
-  arenaBytes_ = 0;
-  for (const PoolBuffer& b : pool) {
-    buffers_.emplace_back(ElementType::UInt8, Shape{static_cast<int64_t>(b.size)});
-    arenaBytes_ += b.size;
+  // Pooled: what a kernel makes and nobody outside holds, and every copy,
+  // except graph outputs on the host (the tensors run() returns).
+  auto pooled = [&](size_t l) {
+    const Location& loc = locations_[l];
+    if (firstStep[l] < 0) return false;  // a graph input or constant where it lives
+    return !(loc.pool == 0 && isOutput[static_cast<size_t>(loc.value)]);
+  };
+  auto bytesAt = [&](size_t l) {
+    return l < numValues ? bytesOf(static_cast<ValueId>(l)) : deviceEdges_[l - numValues].bytes;
+  };
+  std::vector<std::vector<size_t>> acquiredAt(numSteps), releasedAt(numSteps);
+  for (size_t l = 0; l < locations_.size(); ++l) {
+    if (!pooled(l)) continue;
+    acquiredAt[static_cast<size_t>(firstStep[l])].push_back(l);
+    // A value nobody reads goes back at once (defensive: a request lists
+    // only values used outside).
+    releasedAt[static_cast<size_t>(std::max(firstStep[l], lastStep[l]))].push_back(l);
   }
+
+  std::vector<BufferPoolPlan> pools(1 + deviceRuntimes_.size());
+  std::vector<size_t> live(pools.size(), 0), peak(pools.size(), 0);
+  size_t outputBytes = 0;  // graph outputs returned so far, held on the host
+  totalValueBytes_ = 0;
+  deviceTotalValueBytes_ = 0;
   for (size_t v = 0; v < numValues; ++v)
-    if (bufferOf_[v] >= 0) dl_[v].data = buffers_[static_cast<size_t>(bufferOf_[v])].raw();
+    if (isOutput[v] && producerStep[v] >= 0) totalValueBytes_ += bytesOf(static_cast<ValueId>(v));
+  for (size_t s = 0; s < numSteps; ++s) {
+    // Copies made before the kernel first, then its outputs: a kernel's
+    // outputs never share a buffer with its inputs.
+    for (size_t l : acquiredAt[s]) {
+      const size_t pool = static_cast<size_t>(locations_[l].pool);
+      locations_[l].buffer = pools[pool].acquire(bytesAt(l));
+      live[pool] += bytesAt(l);
+      (pool == 0 ? totalValueBytes_ : deviceTotalValueBytes_) += bytesAt(l);
+    }
+    for (ValueId v : kernels_[order_[s]]->request.outputs)
+      if (isOutput[static_cast<size_t>(v)]) outputBytes += graph_.value(v).type.byteSize();
+    peak[0] = std::max(peak[0], live[0] + outputBytes);
+    for (size_t p = 1; p < pools.size(); ++p) peak[p] = std::max(peak[p], live[p]);
+    for (size_t l : releasedAt[s]) {
+      const size_t pool = static_cast<size_t>(locations_[l].pool);
+      pools[pool].release(locations_[l].buffer);
+      live[pool] -= bytesAt(l);
+    }
+  }
+
+  // Allocate once: the host's buffers as tensors, a device's through its runtime.
+  std::vector<std::vector<void*>> memory(pools.size());
+  buffers_.clear();
+  deviceBuffers_.clear();
+  for (size_t b = 0; b < pools[0].bufferCount(); ++b) {
+    const size_t bytes = pools[0].bufferBytes(static_cast<int32_t>(b));
+    buffers_.emplace_back(ElementType::UInt8, Shape{static_cast<int64_t>(bytes)});
+    memory[0].push_back(buffers_.back().raw());
+  }
+  for (size_t p = 1; p < pools.size(); ++p) {
+    DeviceRuntime& runtime = *deviceRuntimes_[p - 1];
+    for (size_t b = 0; b < pools[p].bufferCount(); ++b) {
+      const size_t bytes = pools[p].bufferBytes(static_cast<int32_t>(b));
+      void* data = nullptr;
+      try {
+        data = runtime.allocate(bytes);
+      } catch (const std::exception& e) {
+        rethrowWith(plan_.displayName() + ": allocating " + std::to_string(bytes) + " bytes on " +
+                        runtime.device().toString() + ": ",
+                    e);
+      }
+      deviceBuffers_.emplace_back(&runtime, data);
+      memory[p].push_back(data);
+    }
+  }
+  for (size_t l = 0; l < locations_.size(); ++l) {
+    const Location& loc = locations_[l];
+    if (loc.buffer >= 0)
+      dl_[l].data = memory[static_cast<size_t>(loc.pool)][static_cast<size_t>(loc.buffer)];
+  }
+
+  peakBytes_ = peak[0];
+  arenaBytes_ = pools[0].totalBytes();
+  devicePeakBytes_ = 0;
+  deviceArenaBytes_ = 0;
+  for (size_t p = 1; p < pools.size(); ++p) {
+    devicePeakBytes_ += peak[p];
+    deviceArenaBytes_ += pools[p].totalBytes();
+  }
+}
+
+void Session::copy(size_t e) {
+  const DeviceEdge& edge = deviceEdges_[e];
+  void* destination = dl_[static_cast<size_t>(graph_.numValues()) + e].data;
+  const void* source = dl_[static_cast<size_t>(edge.value)].data;
+  try {
+    if (edge.to.type == DeviceType::CPU)
+      runtimeOf(poolOf(edge.from)).copyToHost(destination, source, edge.bytes);
+    else
+      runtimeOf(poolOf(edge.to)).copyToDevice(destination, source, edge.bytes);
+  } catch (const std::exception& ex) {
+    rethrowWith("copying '" + graph_.value(edge.value).name + "' from " + edge.from.toString() +
+                    " to " + edge.to.toString() + ": ",
+                ex);
+  }
 }
 
 std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs) {
@@ -261,13 +410,16 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs) {
                            graphOutputs[i]) == graphOutputs.begin() + static_cast<std::ptrdiff_t>(i);
     if (!first) continue;
     outputs[i] = Tensor(value.type);
-    dl_[static_cast<size_t>(graphOutputs[i])].data = outputs[i].raw();
+    // Where the kernel writes it, or where its copy back from a device lands.
+    dl_[outputLocation_[i]].data = outputs[i].raw();
     producedByKernel[i] = true;
   }
 
   timings_.clear();
-  for (size_t g : order_) {
+  for (size_t s = 0; s < order_.size(); ++s) {
+    const size_t g = order_[s];
     Kernel_& k = *kernels_[g];
+    for (size_t e : copiesBefore_[s]) copy(e);
     std::chrono::steady_clock::time_point start;
     if (profiling_) start = std::chrono::steady_clock::now();
     try {
@@ -281,7 +433,9 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs) {
           {g, std::chrono::duration<double, std::micro>(start - epoch_).count(),
            std::chrono::duration<double, std::micro>(end - start).count(), runs_});
     }
+    for (size_t e : copiesAfter_[s]) copy(e);
   }
+  for (DeviceRuntime* runtime : deviceRuntimes_) runtime->synchronize();
 
   for (size_t i = 0; i < graphOutputs.size(); ++i) {
     if (producedByKernel[i]) continue;

@@ -18,7 +18,18 @@
 //    producer runs and gives it back after its last reader has run; a request
 //    takes the smallest free buffer that fits (best fit), else grows the
 //    largest free one, else adds a buffer. A kernel's outputs never share a
-//    buffer with its inputs. The buffers are allocated once, here.
+//    buffer with its inputs. The buffers are allocated once, here;
+//  - places values on devices: a value lives where its producer's backend
+//    runs (Backend::device; graph inputs on the host). Where a plan edge
+//    crosses devices (crossDeviceEdges: once per value and destination
+//    device; graph outputs made on a device go back to the host) the Session
+//    copies the value through the device's DeviceRuntime, and nowhere else.
+//    Values on a device, and their copies there, get buffers from that
+//    device's own pool, planned like the host's (BufferPoolPlan) and
+//    allocated once by its runtime.
+//
+// A copy to a device runs just before the first kernel there that reads the
+// value; a graph output's copy back to the host runs just after its producer.
 //
 // run(): checks the inputs against the graph's input types, allocates the
 // graph outputs (they are returned, so each run gets fresh ones) and runs the
@@ -33,6 +44,9 @@
 #include <vector>
 
 #include "core/runtime/backend.h"
+#include "core/runtime/buffer_pool_plan.h"
+#include "core/runtime/device_edges.h"
+#include "core/runtime/device_runtime.h"
 #include "core/runtime/kernel_cache.h"
 #include "core/ir/graph.h"
 #include "core/plan/plan.h"
@@ -74,6 +88,18 @@ class Session {
   // How many intermediate values pass between kernels in a backend's own layout.
   int nativeLayoutValues() const { return nativeLayoutValues_; }
 
+  // The device each group's backend runs on.
+  const Device& groupDevice(size_t group) const { return groupDevices_.at(group); }
+  // The copies every run makes, between devices (crossDeviceEdges of the
+  // plan); empty when every group runs on the host.
+  const std::vector<DeviceEdge>& deviceEdges() const { return deviceEdges_; }
+  // As peakBytes(), arenaBytes() and totalValueBytes(), for the memory of the
+  // devices other than the host (summed over them): values that live there
+  // and the copies made there.
+  size_t devicePeakBytes() const { return devicePeakBytes_; }
+  size_t deviceArenaBytes() const { return deviceArenaBytes_; }
+  size_t deviceTotalValueBytes() const { return deviceTotalValueBytes_; }
+
   using KernelTiming = collage::KernelTiming;  // core/plan/plan.h
   // When profiling is on, every kernel of the last run, in execution order;
   // empty otherwise.
@@ -91,9 +117,31 @@ class Session {
 
  private:
   struct Kernel_;
+  // Memory on a device other than the host, given back to its runtime when
+  // the Session ends (or when its constructor throws).
+  struct DeviceBlock {
+    DeviceRuntime* runtime = nullptr;
+    void* data = nullptr;
+    DeviceBlock(DeviceRuntime* r, void* d) : runtime(r), data(d) {}
+    DeviceBlock(DeviceBlock&& o) noexcept;
+    DeviceBlock& operator=(DeviceBlock&&) = delete;
+    ~DeviceBlock();
+  };
+  // Where a value, or its copy on another device, is kept (dl_ has one
+  // DLTensor per location: first each value where its producer runs, then
+  // one per DeviceEdge).
+  struct Location {
+    ValueId value = kNoValue;
+    int pool = 0;         // 0: the host; k: deviceRuntimes_[k - 1]
+    int32_t buffer = -1;  // in that pool's plan; -1: not pooled
+  };
+  void placeOnDevices(const std::vector<NodeSet>& sets);
   void handOverNativeLayouts();
   void planMemory();
+  void copy(size_t edge);
   size_t bytesOf(ValueId v) const;
+  int poolOf(const Device& device) const;  // 0: the host; -1: no runtime for it
+  DeviceRuntime& runtimeOf(int pool) const;
 
   const Graph& graph_;
   Plan plan_;
@@ -101,11 +149,22 @@ class Session {
   std::vector<size_t> order_;
   std::vector<std::unique_ptr<Kernel_>> kernels_;  // indexed by group
 
-  // Per value: its DLTensor (shape points into graph_), and for intermediates
-  // the buffer it lives in.
+  // Per location: its DLTensor (shape points into graph_; data into a pool
+  // buffer, or set by run() for graph inputs and outputs).
   std::vector<DLTensor> dl_;
-  std::vector<int32_t> bufferOf_;  // -1: not in the pool
-  std::vector<Tensor> buffers_;
+  std::vector<Location> locations_;
+  std::vector<Tensor> buffers_;  // the host pool's
+  std::vector<DeviceBlock> deviceBuffers_;
+
+  std::vector<Device> groupDevices_;
+  std::vector<DeviceRuntime*> deviceRuntimes_;  // one per device other than the host
+  std::vector<DeviceEdge> deviceEdges_;
+  std::vector<size_t> outputLocation_;  // per graph output: the location its returned tensor backs
+  std::vector<std::vector<size_t>> copiesBefore_;  // per step: edges copied before its kernel
+  std::vector<std::vector<size_t>> copiesAfter_;   // per step: edges copied after it
+  size_t devicePeakBytes_ = 0;
+  size_t deviceArenaBytes_ = 0;
+  size_t deviceTotalValueBytes_ = 0;
   size_t peakBytes_ = 0;
   size_t arenaBytes_ = 0;
   size_t totalValueBytes_ = 0;

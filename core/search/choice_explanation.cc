@@ -29,6 +29,13 @@ double epsilonOf(const OptimizationResult* result, const std::string& backend) {
   return result ? result->switchCosts.epsilonInto(backend) : 0.0;
 }
 
+// Where a backend of the job runs (the host unless the job found it elsewhere).
+Device deviceOf(const OptimizationResult* result, const std::string& backend) {
+  if (!result) return Device{};
+  auto it = result->deviceCosts.backendDevices.find(backend);
+  return it == result->deviceCosts.backendDevices.end() ? Device{} : it->second;
+}
+
 struct Cover {
   Cost cost = kInvalidCost;
   std::vector<int32_t> kernels;
@@ -114,6 +121,11 @@ void explainExactGroup(const PlanGroup& g, const OptimizationResult* result, Cho
     e.why = faster + "but a kernel boundary into " + best->backend + " costs " +
             costToString(epsBest) + " against " + costToString(epsMine) + " into " + g.backend +
             ", so " + g.backend + " is cheaper once switching is counted";
+  else if (const Device mineOn = deviceOf(result, g.backend), bestOn = deviceOf(result, best->backend);
+           !(mineOn == bestOn))
+    e.why = faster + "but it runs on " + bestOn.toString() + " and " + g.backend + " on " +
+            mineOn.toString() + ": with the copies between devices counted, the cover as a " +
+            "whole is cheaper with " + g.backend + " here";
   else
     e.why = faster + "but the cover as a whole is cheaper with " + g.backend +
             " here (how its neighbours are grouped decides)";

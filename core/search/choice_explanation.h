@@ -7,7 +7,8 @@
 //   - the only backend with a valid candidate for exactly these nodes;
 //   - cheapest for these nodes, by X% over the next;
 //   - not the cheapest alone, but cheaper once the switching cost is counted,
-//     or cheaper as part of the whole cover;
+//     or once the copies to and from another device are, or cheaper as part
+//     of the whole cover;
 //   - the optimizer chose a bigger fused group that contains them: that group
 //     and its cost against the cheapest other cover of the same nodes;
 //   - the nodes span several groups of the plan.

@@ -19,6 +19,23 @@ struct State {
   bool done = false;
 };
 
+// A search state: the covered nodes and, when some backend runs off the host,
+// the open values and where they are (DeviceCopyCharges).
+struct StateKey {
+  NodeSet set;
+  std::vector<DeviceCopyCharges::OpenValue> open;
+  bool operator==(const StateKey& o) const { return set == o.set && open == o.open; }
+};
+
+struct StateKeyHash {
+  size_t operator()(const StateKey& k) const {
+    size_t h = NodeSetHash{}(k.set);
+    for (DeviceCopyCharges::OpenValue v : k.open)
+      h = (h ^ std::hash<uint64_t>{}(v)) * 1099511628211ull;  // FNV-style mixing
+    return h;
+  }
+};
+
 Cost kernelCost(const OpLevelProblem& p, int32_t c) {
   Cost cost = p.costs[c];
   if (!isKnown(cost)) return kInvalidCost;
@@ -33,11 +50,14 @@ bool usable(const OpLevelProblem& p, int32_t c) {
 [[noreturn]] void noCover(const OpLevelProblem& p, NodeId n) {
   const Node& node = p.graph->node(n);
   std::string why;
+  const DeviceCopyCharges charges(*p.graph, *p.candidates, p.device, p.copyCost);
   for (int32_t c : p.candidates->covering(n)) {
     const Candidate& cand = (*p.candidates)[c];
     why += "\n  " + cand.toString(*p.graph) + ": " +
            (!p.allowed.empty() && !p.allowed[c] ? "excluded by a pin or forbid"
                                                 : costToString(p.costs[c]));
+    const std::string copies = charges.unmeasuredReason(c);
+    if (!copies.empty()) why += " (" + copies + ")";
   }
   throw Error("no placement covers node '" + node.name + "' (" + node.op + ")" +
               (why.empty() ? ": no candidate contains it" : ": its candidates are" + why));
@@ -92,17 +112,18 @@ OpLevelResult optimizeOpLevel(const OpLevelProblem& p, SearchObserver* observer,
   auto start = Clock::now();
   const int32_t n = p.graph->numNodes();
   OpLevelResult r;
+  const DeviceCopyCharges copies(*p.graph, *p.candidates, p.device, p.copyCost);
   std::vector<State> states;
-  std::vector<NodeSet> sets;
-  std::unordered_map<NodeSet, int32_t, NodeSetHash> index;
+  std::vector<StateKey> keys;
+  std::unordered_map<StateKey, int32_t, StateKeyHash> index;
   using Entry = std::pair<Cost, int32_t>;
   std::priority_queue<Entry, std::vector<Entry>, std::greater<>> queue;  // lazy deletion
 
-  auto push = [&](NodeSet set, Cost cost, int32_t parent, int32_t cand) {
-    auto [it, inserted] = index.emplace(set, static_cast<int32_t>(states.size()));
+  auto push = [&](StateKey key, Cost cost, int32_t parent, int32_t cand) {
+    auto [it, inserted] = index.emplace(key, static_cast<int32_t>(states.size()));
     if (inserted) {
       states.push_back(State{cost, parent, cand, false});
-      sets.push_back(std::move(set));
+      keys.push_back(std::move(key));
     } else if (cost < states[it->second].cost && !states[it->second].done) {
       states[it->second] = State{cost, parent, cand, false};
     } else {
@@ -111,7 +132,7 @@ OpLevelResult optimizeOpLevel(const OpLevelProblem& p, SearchObserver* observer,
     ++r.statesPushed;
     queue.emplace(cost, it->second);
   };
-  push(NodeSet(n), 0.0, -1, -1);
+  push(StateKey{NodeSet(n), {}}, 0.0, -1, -1);
   int32_t goal = -1;
   int32_t deepest = 0;  // the popped state with most nodes, for a cancelled search
   const int64_t stepPeriod = std::clamp<int64_t>(n / 64, 1, 2048);
@@ -123,8 +144,8 @@ OpLevelResult optimizeOpLevel(const OpLevelProblem& p, SearchObserver* observer,
     if (states[s].done || cost > states[s].cost) continue;
     states[s].done = true;
     ++r.statesExpanded;
-    if (sets[s].count() > sets[deepest].count()) deepest = s;
-    NodeId low = sets[s].firstMissing();
+    if (keys[s].set.count() > keys[deepest].set.count()) deepest = s;
+    NodeId low = keys[s].set.firstMissing();
     if (low >= n) {
       goal = s;
       break;
@@ -136,7 +157,7 @@ OpLevelResult optimizeOpLevel(const OpLevelProblem& p, SearchObserver* observer,
     // About 64 events over a search (states expanded are of the order of the
     // node count): enough for a chart, cheap next to the search itself.
     if (observer && r.statesExpanded % stepPeriod == 0) {
-      Cost sample = greedyCompletionCost(p, sets[s], cost);
+      Cost sample = greedyCompletionCost(p, keys[s].set, cost);
       if (sample < bestSample) bestSample = sample;
       observer->onSearchStep(SearchStepEvent{
           "op-level", ++steps, static_cast<int>(r.statesExpanded),
@@ -144,12 +165,20 @@ OpLevelResult optimizeOpLevel(const OpLevelProblem& p, SearchObserver* observer,
           std::chrono::duration<double>(Clock::now() - start).count()});
     }
     bool any = false;
+    const StateKey here = keys[s];  // push() may move keys
     for (int32_t c : p.candidates->startingAt(low)) {
       if (!usable(p, c)) continue;
       const NodeSet& nodes = (*p.candidates)[c].nodes;
-      if (nodes.intersects(sets[s])) continue;
+      if (nodes.intersects(here.set)) continue;
+      StateKey next{here.set | nodes, {}};
+      Cost step = kernelCost(p, c);
+      if (copies.active()) {
+        const Cost copy = copies.add(here.set, here.open, c, &next.open);
+        if (!isKnown(copy)) continue;  // an unmeasured copy is not free: never taken
+        step += copy;
+      }
       any = true;
-      push(sets[s] | nodes, cost + kernelCost(p, c), s, c);
+      push(std::move(next), cost + step, s, c);
     }
     if (!any && r.statesExpanded == 1 && queue.empty()) noCover(p, low);
   }
@@ -164,12 +193,17 @@ OpLevelResult optimizeOpLevel(const OpLevelProblem& p, SearchObserver* observer,
   } else {
     if (!r.cancelled) {
       // Every path died: find a node with no usable candidate to name it.
-      NodeId low = sets[deepest].firstMissing();
+      NodeId low = keys[deepest].set.firstMissing();
       noCover(p, low < n ? low : 0);
     }
     r.chosen = unwind(deepest);
     r.total = states[deepest].cost;
-    completeGreedily(p, sets[deepest], r);
+    completeGreedily(p, keys[deepest].set, r);
+    // The greedy part ignores devices: charge the cover's copies as a whole.
+    if (copies.active()) {
+      r.total = copies.coverCost(r.chosen);
+      for (int32_t c : r.chosen) r.total += kernelCost(p, c);
+    }
   }
   r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (observer) {
@@ -236,6 +270,7 @@ OpLevelResult priorityPlacement(const OpLevelProblem& p, const std::vector<std::
     r.total += kernelCost(p, pick);
     covered |= (*p.candidates)[pick].nodes;
   }
+  r.total += DeviceCopyCharges(*p.graph, *p.candidates, p.device, p.copyCost).coverCost(r.chosen);
   r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return r;
 }

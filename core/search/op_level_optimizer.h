@@ -1,7 +1,9 @@
 // The op-level optimizer: the cheapest cover of the graph by disjoint valid
 // candidates, where a cover costs the sum of its kernels' measured costs plus
 // a switching cost epsilon for every kernel (measured per backend, see
-// core/switch_cost.h).
+// core/switch_cost.h), plus the measured cost of every copy between devices
+// the cover makes (core/search/device_copy_charges.h: a plan edge between a
+// backend on the host and one on a GPU).
 //
 // It is Dijkstra over covered NodeSets (as the TVM Collage RFC does; the
 // paper's Algorithm 1 is the same idea): from a state, only candidates whose
@@ -21,6 +23,7 @@
 #include "core/patterns/candidate.h"
 #include "core/ir/cost.h"
 #include "core/ir/search_events.h"
+#include "core/search/device_copy_charges.h"
 
 namespace collage {
 
@@ -30,6 +33,12 @@ struct OpLevelProblem {
   std::vector<Cost> costs;                             // per candidate; +inf = cannot run
   std::function<Cost(const std::string& backend)> epsilon;  // per kernel; null = 0
   std::vector<bool> allowed;                           // per candidate; empty = all
+  // Where each backend runs; null = every backend on the host (no copies).
+  BackendDeviceFn device = nullptr;
+  // The measured copy model of each device off the host; null or NaN fields =
+  // unmeasured, and then a cover that copies is never chosen (see
+  // device_copy_charges.h).
+  CopyCostFn copyCost = nullptr;
 };
 
 struct OpLevelResult {

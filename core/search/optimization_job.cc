@@ -120,11 +120,19 @@ OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobO
       [&](const Candidate& a, const Candidate& b) {
         return measurer.measureSwitch(a.backend, a.nodes, b.backend, b.nodes);
       });
+  // Copies between the host and a GPU, measured here through the backend's
+  // device runtime (plain copies: nothing for the isolated worker to guard).
+  std::vector<std::string> backendNames;
+  for (const auto& [name, version] : options.versions) backendNames.push_back(name);
+  result.deviceCosts = measureDeviceCosts(backendNames, options.backends, db.get(), fingerprint);
+  if (observer)
+    for (const std::string& note : result.deviceCosts.notes) observer->onLog("copies: " + note);
   std::vector<Cost> costs;
   for (const auto& m : result.measurements) costs.push_back(m.cost());
   OpLevelProblem problem{&graph, &result.candidates, costs,
                          [&](const std::string& b) { return result.switchCosts.epsilonInto(b); },
                          result.allowed};
+  result.deviceCosts.applyTo(problem);
   OpLevelResult opLevel = optimizeOpLevel(problem, observer, cancel);
   result.cancelled = opLevel.cancelled;
   // Near ties the noise may have decided (core/search/near_ties.h): measured again, then the DP again.

@@ -20,6 +20,7 @@
 #include "core/ir/search_events.h"
 #include "core/runtime/session.h"
 #include "core/ir/sub_graph.h"
+#include "core/search/device_costs.h"
 #include "core/measure/switch_costs.h"
 
 namespace collage {
@@ -78,6 +79,7 @@ struct OptimizationResult {
   std::vector<bool> measured;             // per candidate: has a real measurement (cached or
                                           // fresh); false = skipped (excluded) or cancelled
   SwitchCostTable switchCosts;            // epsilon per kernel, as the DP charged it
+  DeviceCosts deviceCosts;                // backends off the host and their copy models
   std::vector<BackendVersion> versions;   // every backend of the job, in the set's order
   std::map<std::string, SubGraphLimits> limits;  // backend -> the limits its spec sets
 };

@@ -320,6 +320,7 @@ ReplanResult replanWithPins(const Graph& graph, OptimizationResult& result,
   const SwitchCostTable& switchCosts = result.switchCosts;
   OpLevelProblem problem{&graph, &candidates, costs,
                          [&](const std::string& b) { return switchCosts.epsilonInto(b); }, allowed};
+  result.deviceCosts.applyTo(problem);
   OpLevelResult opLevel;
   try {
     opLevel = optimizeOpLevel(problem);

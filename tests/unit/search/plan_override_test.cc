@@ -294,6 +294,29 @@ TEST(ChoiceExplanation, SaysWhyTheChosenBackendWon) {
   EXPECT_NE(span.why.find("2 kernels"), std::string::npos) << span.why;
 }
 
+TEST(ChoiceExplanation, ABackendOnAnotherDeviceLosesToItsCopies) {
+  // fast on a GPU whose copies cost 100 ns + 16 B at 16 B/ns each way:
+  // fast's 2 x 9 ns plus 2 x 101 ns of copies loses to native's 4 x 12 ns.
+  ChainFixture f;
+  f.result.deviceCosts.backendDevices["fast"] = Device{DeviceType::CUDA, 0};
+  f.result.deviceCosts.copyModels.emplace_back(Device{DeviceType::CUDA, 0},
+                                               CopyCostModel{100, 16, 100, 16});
+  ReplanResult r = replanWithPins(f.graph, f.result, {});
+  ASSERT_EQ(r.plan.groups.size(), 4u);
+  for (const auto& g : r.plan.groups) EXPECT_EQ(g.backend, "native");
+  EXPECT_DOUBLE_EQ(r.plan.predictedNs, 4 * (10 + 2));
+  ChoiceExplanation why = explainChoice(f.graph, r.plan, &f.result, f.nodes({0}));
+  EXPECT_NE(why.why.find("fast alone is 30% faster"), std::string::npos) << why.why;
+  EXPECT_NE(why.why.find("runs on cuda:0 and native on cpu"), std::string::npos) << why.why;
+  EXPECT_NE(why.why.find("copies between devices"), std::string::npos) << why.why;
+
+  // Cheap copies (1 ns + 16 B at 16 B/ns): the GPU wins again, copies included.
+  f.result.deviceCosts.copyModels[0].second = CopyCostModel{1, 16, 1, 16};
+  ReplanResult cheap = replanWithPins(f.graph, f.result, {});
+  for (const auto& g : cheap.plan.groups) EXPECT_EQ(g.backend, "fast");
+  EXPECT_DOUBLE_EQ(cheap.plan.predictedNs, 2 * (8 + 1) + 2 * (1 + 1));
+}
+
 // The same on a real model: candidates from the built-in specs, costs from a
 // deterministic function of (backend, size).
 TEST(PlanOverride, ResNetOverrideKeepsAValidCover) {
