@@ -19,29 +19,29 @@ void* CudaDeviceRuntime::allocate(size_t bytes) {
   if (!deviceAvailable()) throw Error("cannot allocate on cuda:0: " + unavailableReason());
   void* memory = nullptr;
   // cudaMalloc(0) may give null; every allocation needs its own address.
-  check(cudaMalloc(&memory, std::max<size_t>(bytes, 1)), "cudaMalloc");
+  check(cudart().cudaMalloc(&memory, std::max<size_t>(bytes, 1)), "cudaMalloc");
   return memory;
 }
 
 void CudaDeviceRuntime::release(void* deviceMemory) noexcept {
-  if (deviceMemory) cudaFree(deviceMemory);
+  if (deviceMemory) cudart().cudaFree(deviceMemory);
 }
 
 void CudaDeviceRuntime::copyToDevice(void* deviceDst, const void* hostSrc, size_t bytes) {
   if (bytes == 0) return;
-  check(cudaMemcpyAsync(deviceDst, hostSrc, bytes, cudaMemcpyHostToDevice, kStream),
+  check(cudart().cudaMemcpyAsync(deviceDst, hostSrc, bytes, cudaMemcpyHostToDevice, kStream),
         "cudaMemcpyAsync (host to cuda:0)");
 }
 
 void CudaDeviceRuntime::copyToHost(void* hostDst, const void* deviceSrc, size_t bytes) {
   if (bytes == 0) return;
-  check(cudaMemcpyAsync(hostDst, deviceSrc, bytes, cudaMemcpyDeviceToHost, kStream),
+  check(cudart().cudaMemcpyAsync(hostDst, deviceSrc, bytes, cudaMemcpyDeviceToHost, kStream),
         "cudaMemcpyAsync (cuda:0 to host)");
-  check(cudaStreamSynchronize(kStream), "cudaStreamSynchronize");
+  check(cudart().cudaStreamSynchronize(kStream), "cudaStreamSynchronize");
 }
 
 void CudaDeviceRuntime::synchronize() {
-  check(cudaStreamSynchronize(kStream), "cudaStreamSynchronize");
+  check(cudart().cudaStreamSynchronize(kStream), "cudaStreamSynchronize");
 }
 
 std::string CudaDeviceRuntime::fingerprint() const { return currentGpuFingerprint().toString(); }
