@@ -222,6 +222,7 @@ class Importer {
                                           std::vector<int>& captures, size_t slotBase);
   void inlineBranch(const Node& node, const Graph& branch, const std::vector<int>& captures);
   void patchLoopScanRows(const Node& node, std::vector<TensorType>& outTypes);
+  [[noreturn]] void throwNotConstant(const std::string& message, const WValue& value) const;
   void bindInputs();
   void addInitializers();
   std::vector<int> sortedNodes();
@@ -618,11 +619,11 @@ void Importer::applyConstInputs(Node& node, const std::string& onnxOp, const OpS
       if (v == kNoValue) continue;  // absent optional input
       const WValue& val = values_[static_cast<size_t>(v)];
       if (!val.constant)
-        throw Error(label(node) + "input '" + c.attribute + "'" +
-                    (val.name == c.attribute ? std::string() : " ('" + val.name + "')") +
-                    " must be a constant: an initializer, a Constant, or computed from "
-                    "them and static shapes" +
-                    (val.isInput ? std::string(" (it is a graph input: bind it to a value)") : ""));
+        throwNotConstant(label(node) + "input '" + c.attribute + "'" +
+                             (val.name == c.attribute ? std::string() : " ('" + val.name + "')") +
+                             " must be a constant: an initializer, a Constant, or computed from "
+                             "them and static shapes",
+                         val);
       node.attrs.set(c.attribute, constToAttribute(node, c.attribute, c.type, *val.constant));
     }
     if (first < static_cast<int>(node.inputs.size())) {
@@ -887,11 +888,11 @@ void Importer::importNode(const onnx::NodeProto& proto, int index) {
       continue;
     const WValue& val = values_[static_cast<size_t>(node.inputs[static_cast<size_t>(i)])];
     if (!val.constant)
-      throw Error(label(node) + "the output shape depends on the values of input " +
-                  std::to_string(i) + " ('" + val.name +
-                  "'), which must be a constant: an initializer, a Constant, or computed from "
-                  "them and static shapes" +
-                  (val.isInput ? std::string(" (it is a graph input: bind it to a value)") : ""));
+      throwNotConstant(label(node) + "the output shape depends on the values of input " +
+                           std::to_string(i) + " ('" + val.name +
+                           "'), which must be a constant: an initializer, a Constant, or computed "
+                           "from them and static shapes",
+                       val);
   }
   const bool coerced2d =
       (node.op == "Softmax" || node.op == "LogSoftmax" || node.op == "Hardmax") && opset_ < 13;
@@ -1250,6 +1251,16 @@ void Importer::inlineBranch(const Node& node, const Graph& branch, const std::ve
     id.outputs = {out};
     finishNode(std::move(id));
   }
+}
+
+// A value that must be constant is not. In the model's graph, binding an
+// input may fix that (an Error saying how). Inside a body the value may
+// change with every iteration and no binding makes it constant: a case
+// Collage does not cover (Unsupported), not a fault of the model.
+void Importer::throwNotConstant(const std::string& message, const WValue& value) const {
+  if (parent_)
+    throw Unsupported(message + " (inside a body, where it may change with every iteration)");
+  throw Error(message + (value.isInput ? " (it is a graph input: bind it to a value)" : ""));
 }
 
 // A Loop's scan outputs have one row per iteration: the import needs the
