@@ -303,6 +303,38 @@ def sequence_loop():
                                    [("y", y.astype(np.float32))])])
 
 
+# ---- Nesting: a Loop whose body holds an If on the iteration number; both
+# branches read x, a value of the model's graph two scopes out.
+def loop_nested_if():
+    then_g = helper.make_graph(
+        [helper.make_node("Mul", ["acc_in", "x"], ["then_out"], name="then_mul")],
+        "then_body", [], [vi("then_out", F, [2])])
+    else_g = helper.make_graph(
+        [helper.make_node("Sub", ["acc_in", "x"], ["else_out"], name="else_sub")],
+        "else_body", [], [vi("else_out", F, [2])])
+    body = helper.make_graph(
+        [const("two", np.array(2, dtype=np.int64)),
+         helper.make_node("Less", ["i", "two"], ["early"], name="early"),
+         helper.make_node("If", ["early"], ["acc_out"], name="inner_if", then_branch=then_g,
+                          else_branch=else_g),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"], name="cond_pass")],
+        "loop_body", [vi("i", I64, []), vi("cond_in", B, []), vi("acc_in", F, [2])],
+        [vi("cond_out", B, []), vi("acc_out", F, [2])])
+    nodes = [
+        const("trip", np.array(4, dtype=np.int64)),
+        helper.make_node("Loop", ["trip", "", "acc0"], ["acc"], name="outer_loop", body=body),
+        helper.make_node("Relu", ["acc"], ["y"], name="relu"),
+    ]
+    g = helper.make_graph(nodes, "loop_nested_if", [vi("x", F, [2]), vi("acc0", F, [2])],
+                          [vi("y", F, [2])])
+    x, acc0 = rand(2), rand(2)
+    acc = acc0.copy()
+    for i in range(4):
+        acc = acc * x if i < 2 else acc - x
+    save("loop_nested_if", g, 13, [([("x", x), ("acc0", acc0)],
+                                    [("y", np.maximum(acc, 0).astype(np.float32))])])
+
+
 # ---- Invalid models for the importer's messages.
 def bad_models():
     # A branch that reads a value nothing defines.
@@ -393,4 +425,5 @@ if __name__ == "__main__":
     loop_both()
     scan()
     sequence_loop()
+    loop_nested_if()
     bad_models()
