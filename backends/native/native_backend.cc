@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include "backends/native/native_lowering.h"
+#include "backends/native/native_reference_group.h"
 #include "core/patterns/pattern_rule.h"
 #include "core/ir/threading.h"
 
@@ -13,6 +14,37 @@ namespace {
 // Most nodes one fused kernel takes: beyond this the pattern generator's
 // groups stop growing (a decomposed LayerNorm with its residual is 11).
 constexpr int kMaxFusedNodes = 16;
+
+bool anyTouchesSequence(const Graph& g, const NodeSet& group) {
+  bool any = false;
+  group.forEach([&](NodeId n) { any = any || native::touchesSequence(g, n); });
+  return any;
+}
+
+// The backend's rule in code. Fused passes: any group whose every node a
+// fused pass evaluates, such as a Reshape feeding a Softmax, or a
+// GlobalAveragePool (an Anchor by kind, a reduction here) followed by a
+// Flatten. Sequences: each set of nodes linked by sequence values
+// (SequenceEmpty -> Loop -> ConcatFromSequence), as one whole group, since a
+// sequence cannot cross a kernel boundary (native_reference_group.h).
+class NativeCodeRule : public PatternRule {
+ public:
+  std::string name() const override { return "native"; }
+  bool opRule(const Graph& g, NodeId n) const override { return native::inlineRefusal(g, n).empty(); }
+  std::optional<std::string> fusionRule(const Graph& g, const NodeSet& group, NodeId,
+                                        NodeId) const override {
+    if (group.count() > kMaxFusedNodes) return std::nullopt;
+    bool ok = true;
+    group.forEach([&](NodeId n) { ok = ok && native::inlineRefusal(g, n).empty(); });
+    if (!ok) return std::nullopt;
+    return std::string("fused_pass");
+  }
+  std::vector<std::pair<NodeSet, std::string>> wholeGroups(const Graph& g) const override {
+    std::vector<std::pair<NodeSet, std::string>> out;
+    for (NodeSet& group : native::sequenceGroups(g)) out.emplace_back(std::move(group), "sequence_group");
+    return out;
+  }
+};
 
 class NativeBackend : public Backend {
  public:
@@ -26,6 +58,10 @@ class NativeBackend : public Backend {
   BackendKind kind() const override { return BackendKind::GraphLibrary; }
 
   CompileResult compile(const KernelRequest& request) override {
+    if (std::string why = native::sequenceBoundaryRefusal(request); !why.empty())
+      return CompileResult::refuse(why);
+    if (anyTouchesSequence(*request.graph, request.nodes))
+      return native::compileReferenceGroup(request);
     return native::compileGroup(request, threadCount());
   }
 
@@ -46,21 +82,10 @@ class NativeBackend : public Backend {
 
   // The spec's declarative [rule] names fusion styles of one kind each
   // (elementwise only, injective and elementwise, reductions and
-  // elementwise). This rule adds what the styles cannot say: any group whose
-  // every node a fused pass evaluates, such as a Reshape feeding a Softmax,
-  // or a GlobalAveragePool (an Anchor by kind, a reduction here) followed by
-  // a Flatten. Groups both rules produce are kept once.
+  // elementwise). NativeCodeRule adds what the styles cannot say. Groups
+  // both rules produce are kept once.
   std::shared_ptr<const PatternRule> codeRule() const override {
-    return std::make_shared<FunctionPatternRule>(
-        "native",
-        [](const Graph& g, NodeId n) { return native::inlineRefusal(g, n).empty(); },
-        [](const Graph& g, const NodeSet& group, NodeId, NodeId) -> std::optional<std::string> {
-          if (group.count() > kMaxFusedNodes) return std::nullopt;
-          bool ok = true;
-          group.forEach([&](NodeId n) { ok = ok && native::inlineRefusal(g, n).empty(); });
-          if (!ok) return std::nullopt;
-          return std::string("fused_pass");
-        });
+    return std::make_shared<NativeCodeRule>();
   }
 };
 

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "core/ir/error.h"
+#include "core/ir/graph.h"
 
 namespace collage {
 
@@ -17,6 +18,7 @@ std::string_view attributeTypeName(AttributeType t) {
     case AttributeType::Floats: return "floats";
     case AttributeType::Strings: return "strings";
     case AttributeType::Tensor: return "tensor";
+    case AttributeType::Graph: return "graph";
   }
   return "?";
 }
@@ -42,6 +44,10 @@ std::string attributeToString(const Attribute& a) {
     case AttributeType::Floats: return listToString(std::get<std::vector<float>>(a));
     case AttributeType::Strings: return listToString(std::get<std::vector<std::string>>(a));
     case AttributeType::Tensor: return std::get<Tensor>(a).toString();
+    case AttributeType::Graph: {
+      const auto& g = std::get<std::shared_ptr<const Graph>>(a);
+      return g ? "graph(" + g->digest() + ")" : std::string("graph(null)");
+    }
   }
   return os.str();
 }
@@ -99,6 +105,12 @@ std::vector<float> AttributeMap::getFloats(const std::string& n,
 }
 const Tensor& AttributeMap::getTensor(const std::string& n) const {
   return getAs<Tensor>(*this, n, AttributeType::Tensor);
+}
+
+const Graph& AttributeMap::getGraph(const std::string& n) const {
+  const auto& g = getAs<std::shared_ptr<const Graph>>(*this, n, AttributeType::Graph);
+  if (!g) throw Error("attribute '" + n + "' holds no graph");
+  return *g;
 }
 
 std::string AttributeMap::toString() const {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
@@ -14,14 +15,21 @@
 
 namespace collage {
 
-using Attribute = std::variant<int64_t, float, std::string, std::vector<int64_t>,
-                               std::vector<float>, std::vector<std::string>, Tensor>;
+class Graph;
 
-enum class AttributeType { Int, Float, String, Ints, Floats, Strings, Tensor };
+// A graph attribute (If's branches, Loop's and Scan's body) is an imported
+// subgraph, shared (immutable) between the copies of a node. See graph.h
+// ("Subgraphs") for how it reads values of the enclosing graph.
+using Attribute = std::variant<int64_t, float, std::string, std::vector<int64_t>,
+                               std::vector<float>, std::vector<std::string>, Tensor,
+                               std::shared_ptr<const Graph>>;
+
+enum class AttributeType { Int, Float, String, Ints, Floats, Strings, Tensor, Graph };
 
 AttributeType attributeTypeOf(const Attribute& a);
 std::string_view attributeTypeName(AttributeType t);
-// "3", "[1,1]", "NOTSET", "0.5"
+// "3", "[1,1]", "NOTSET", "0.5"; a graph prints as "graph(<digest>)", a
+// digest of its whole content, so signatures that include it stay exact.
 std::string attributeToString(const Attribute& a);
 
 class AttributeMap {
@@ -43,6 +51,7 @@ class AttributeMap {
   std::vector<float> getFloats(const std::string& name) const;
   std::vector<float> getFloats(const std::string& name, const std::vector<float>& fallback) const;
   const Tensor& getTensor(const std::string& name) const;
+  const Graph& getGraph(const std::string& name) const;
 
   auto begin() const { return map_.begin(); }
   auto end() const { return map_.end(); }

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/ir/error.h"
+#include "core/ir/hashing.h"
 
 namespace collage {
 
@@ -190,6 +191,22 @@ std::string Graph::toString() const {
     os << "\n";
   }
   return os.str();
+}
+
+std::string Graph::digest() const {
+  std::string text = toString();
+  for (ValueId v : inputs_) text += "in " + values_[v].name + ": " + values_[v].type.toString() + "\n";
+  for (ValueId v : outputs_) text += "out " + values_[v].name + "\n";
+  for (int32_t s : outerInputSlots) text += "slot " + std::to_string(s) + "\n";
+  for (const Value& v : values_) {
+    if (!v.isConstant() || (v.consumers.empty() && !v.isGraphOutput)) continue;
+    const Tensor& t = *v.constant;
+    text += "const " + v.name + ": " + t.type().toString() + " ";
+    text += t.isSequence() ? t.toString()
+                           : stableHashHex(std::string_view(static_cast<const char*>(t.raw()), t.byteSize()));
+    text += "\n";
+  }
+  return stableHashHex(text);
 }
 
 }  // namespace collage

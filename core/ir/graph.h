@@ -5,6 +5,15 @@
 //
 // Constants (ONNX initializers and folded shape subgraphs) are Values that
 // carry a Tensor and have no producer. Absent optional inputs are kNoValue.
+//
+// Subgraphs. If, Loop and Scan hold their bodies as graph attributes (a
+// Graph each). A body reads values of the enclosing graph by name in ONNX;
+// here every such outer value is made explicit, so that liveness, the
+// pattern generator and the Session see the dependency: the owning node's
+// inputs are its ONNX inputs followed by the outer values its bodies read
+// (outer constants are copied into the body instead), and a body's inputs()
+// are its formal inputs followed by one input per outer value it reads, at
+// the node input positions listed in outerInputSlots.
 #pragma once
 
 #include <cstdint>
@@ -81,6 +90,16 @@ class Graph {
   std::string name;
   std::map<std::string, int64_t> opsetImports;  // domain ("" = ai.onnx) -> version
   std::string sourcePath;  // the file it came from, for messages
+  // For a subgraph: where each input after the formal ones comes from among
+  // the owning node's inputs (see "Subgraphs" above). Empty for a model graph.
+  std::vector<int32_t> outerInputSlots;
+  int32_t numFormalInputs() const {
+    return static_cast<int32_t>(inputs_.size() - outerInputSlots.size());
+  }
+
+  // A stable digest of everything that decides what the graph computes
+  // (nodes, attributes, types, constant values), for signatures.
+  std::string digest() const;
 
   // One line per node: "#3 Conv 'conv1' (x, w) -> (y: float32[1x64x112x112]) {...}".
   std::string toString() const;

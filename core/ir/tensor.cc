@@ -64,10 +64,51 @@ size_t TensorType::byteSize() const {
 }
 
 std::string TensorType::toString() const {
-  return std::string(elementTypeName(elementType)) + "[" + shapeToString(shape) + "]";
+  std::string t = std::string(elementTypeName(elementType)) + "[" + shapeToString(shape) + "]";
+  if (!isSequence()) return t;
+  return "seq(" + t + ", length " +
+         (sequenceLength == kUnknownLength ? std::string("?") : std::to_string(sequenceLength)) + ")";
+}
+
+bool acceptsType(const TensorType& declared, const TensorType& actual) {
+  if (declared == actual) return true;
+  if (!declared.isSequence() || !actual.isSequence()) return false;
+  if (declared.elementType != actual.elementType) return false;
+  if (declared.sequenceLength != kUnknownLength && declared.sequenceLength != actual.sequenceLength)
+    return false;
+  return actual.sequenceLength == 0 || declared.shape == actual.shape;
+}
+
+Tensor Tensor::sequence(const TensorType& element, std::vector<Tensor> items) {
+  Tensor t;
+  TensorType elem = element.elementTensorType();
+  for (const Tensor& item : items) {
+    if (item.isSequence()) throw Error("a sequence cannot hold a sequence");
+    if (item.elementType() != elem.elementType)
+      throw Error("a sequence of " + std::string(elementTypeName(elem.elementType)) +
+                  " cannot hold a " + item.type().toString());
+    // The type has one element shape (static shapes): the Sequence ops
+    // refuse at import what would break this.
+    if (item.shape() != items.front().shape())
+      throw Error("a sequence of tensors of different shapes (" + items.front().type().toString() +
+                  ", " + item.type().toString() + ") is not supported");
+  }
+  if (!items.empty()) elem.shape = items.front().shape();
+  t.type_ = TensorType::sequenceOf(elem, static_cast<int64_t>(items.size()));
+  t.items_ = std::make_shared<const std::vector<Tensor>>(std::move(items));
+  return t;
+}
+
+const std::vector<Tensor>& Tensor::items() const {
+  static const std::vector<Tensor> none;
+  return items_ ? *items_ : none;
 }
 
 Tensor::Tensor(TensorType type) : type_(std::move(type)) {
+  if (type_.isSequence()) {
+    *this = sequence(type_.elementTensorType(), {});
+    return;
+  }
   size_t bytes = type_.byteSize();
   size_t rounded = (bytes + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment;
   if (rounded == 0) rounded = kTensorAlignment;
@@ -107,6 +148,13 @@ Tensor Tensor::fromInts(Shape shape, const std::vector<int64_t>& values) {
 }
 
 Tensor Tensor::clone() const {
+  if (isSequence()) {
+    std::vector<Tensor> items;
+    for (const Tensor& item : this->items()) items.push_back(item.clone());
+    Tensor t = sequence(type_.elementTensorType(), std::move(items));
+    t.type_ = type_;
+    return t;
+  }
   Tensor t(type_);
   if (byteSize()) std::memcpy(t.raw(), data_, byteSize());
   return t;
@@ -115,6 +163,7 @@ Tensor Tensor::clone() const {
 namespace {
 template <class Out>
 std::vector<Out> convertAll(const Tensor& t) {
+  if (t.isSequence()) throw Error("cannot convert " + t.type().toString() + " to numbers");
   std::vector<Out> out(t.numElements());
   const int64_t n = t.numElements();
   switch (t.elementType()) {
@@ -172,6 +221,8 @@ DLDataType toDLDataType(ElementType type) {
 }
 
 DLTensor Tensor::toDLTensor() {
+  if (isSequence())
+    throw Error("a sequence (" + type_.toString() + ") has no DLPack view: it cannot cross a kernel boundary");
   DLTensor t{};
   t.data = data_;
   t.device = DLDevice{kDLCPU, 0};
@@ -186,6 +237,12 @@ DLTensor Tensor::toDLTensor() {
 std::string Tensor::toString() const {
   std::ostringstream os;
   os << type_.toString();
+  if (isSequence()) {
+    os << " {";
+    for (size_t i = 0; i < items().size() && i < 3; ++i) os << (i ? ", " : "") << items()[i].toString();
+    if (items().size() > 3) os << ", ...";
+    return os.str() + "}";
+  }
   if (!data_) return os.str() + " {null}";
   os << " {";
   const int64_t n = std::min<int64_t>(numElements(), 6);

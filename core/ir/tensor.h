@@ -25,17 +25,43 @@ Shape parseShape(const std::string& text);
 // Row-major strides in elements.
 std::vector<int64_t> stridesOf(const Shape& shape);
 
+// TensorType::sequenceLength of a tensor, and of a sequence whose length is
+// only known at run time.
+inline constexpr int64_t kNotSequence = -2;
+inline constexpr int64_t kUnknownLength = -1;
+
 struct TensorType {
   ElementType elementType = ElementType::Undefined;
   Shape shape;
+  // A value is a tensor, or (ONNX seq(tensor(T)), made by the Sequence ops
+  // and carried through loops) a sequence of tensors: then elementType and
+  // shape are every element's, and sequenceLength is the element count, or
+  // kUnknownLength when only a run tells it. Sequences of elements of
+  // different shapes are not represented (static shapes, as everywhere).
+  // A sequence never crosses a kernel boundary: backends see tensors only.
+  int64_t sequenceLength = kNotSequence;
+
+  static TensorType sequenceOf(const TensorType& element, int64_t length) {
+    return TensorType{element.elementType, element.shape, length};
+  }
+  bool isSequence() const { return sequenceLength != kNotSequence; }
+  // The type of one element of a sequence (the type itself for a tensor).
+  TensorType elementTensorType() const { return TensorType{elementType, shape}; }
 
   int64_t rank() const { return static_cast<int64_t>(shape.size()); }
   int64_t numElements() const { return collage::numElements(shape); }
   size_t byteSize() const;
-  // "float32[1x3x224x224]"
+  // "float32[1x3x224x224]"; a sequence "seq(float32[2x3], length 4)"
+  // ("length ?" when unknown).
   std::string toString() const;
   bool operator==(const TensorType& other) const = default;
 };
+
+// True if a value of type `actual` (as a run produced it) may stand where
+// `declared` is expected: the same type, or a sequence whose length the
+// declaration leaves unknown, or an empty sequence (whose element shape
+// says nothing) of the same element type.
+bool acceptsType(const TensorType& declared, const TensorType& actual);
 
 // Alignment of every buffer a Tensor allocates: a cache line, enough for AVX-512.
 inline constexpr size_t kTensorAlignment = 64;
@@ -43,7 +69,8 @@ inline constexpr size_t kTensorAlignment = 64;
 class Tensor {
  public:
   Tensor() = default;
-  // Allocates zero-initialised, aligned storage.
+  // Allocates zero-initialised, aligned storage. For a sequence type: an
+  // empty sequence (of that element type and shape).
   explicit Tensor(TensorType type);
   Tensor(ElementType elementType, Shape shape) : Tensor(TensorType{elementType, std::move(shape)}) {}
 
@@ -55,6 +82,14 @@ class Tensor {
   static Tensor fromFloats(Shape shape, const std::vector<float>& values);
   static Tensor fromInts(Shape shape, const std::vector<int64_t>& values);
   static Tensor scalarFloat(float v) { return fromFloats({}, {v}); }
+
+  // A sequence value: `element` gives the element type (and the element
+  // shape when `items` is empty); every item must have that element type
+  // and one shape (Error otherwise). Items are shared, not copied.
+  static Tensor sequence(const TensorType& element, std::vector<Tensor> items);
+  bool isSequence() const { return type_.isSequence(); }
+  // The elements of a sequence (empty for a tensor).
+  const std::vector<Tensor>& items() const;
 
   const TensorType& type() const { return type_; }
   ElementType elementType() const { return type_.elementType; }
@@ -93,6 +128,7 @@ class Tensor {
   TensorType type_;
   std::shared_ptr<void> storage_;
   void* data_ = nullptr;
+  std::shared_ptr<const std::vector<Tensor>> items_;  // a sequence's elements
 };
 
 DLDataType toDLDataType(ElementType type);

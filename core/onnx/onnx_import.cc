@@ -11,11 +11,13 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <set>
 
 #include "core/ir/error.h"
+#include "core/ops/control_flow_ops.h"
 #include "core/ops/op_registry.h"
 #include "core/ops/reference_executor.h"
 #include "core/onnx/tensor_proto.h"
@@ -168,6 +170,16 @@ class Importer {
 
   Graph run();
 
+  // A body (a graph attribute of `owner` in `parent`'s scope): its formal
+  // inputs have the given types; names it does not define resolve in the
+  // enclosing scopes (see "Control flow" below).
+  Importer(Importer& parent, const onnx::GraphProto& body)
+      : path_(parent.path_), dir_(parent.dir_), options_(parent.options_), opset_(parent.opset_),
+        parent_(&parent), graph_(&body) {}
+  Graph runBody(const std::vector<TensorType>& formals, const Node& owner, const std::string& attr);
+  // The outer values (ids in the parent) the body reads, in input order.
+  const std::vector<int>& captures() const { return captures_; }
+
  private:
   struct WValue {
     std::string name;
@@ -197,8 +209,20 @@ class Importer {
     return name;
   }
 
+  const onnx::GraphProto& graph() const { return *graph_; }
   void checkModel();
   void checkSupportedOps();
+  // The value of a name in this scope; an outer scope's value becomes a
+  // captured input of this body (a constant is copied in). -1 if none.
+  int resolve(const std::string& name);
+  void importBodies(Node& node, const onnx::NodeProto& proto);
+  std::shared_ptr<const Graph> importBody(const Node& node, const onnx::GraphProto& body,
+                                          const std::string& attr,
+                                          const std::vector<TensorType>& formals,
+                                          std::vector<int>& captures, size_t slotBase);
+  void inlineBranch(const Node& node, const Graph& branch, const std::vector<int>& captures);
+  void patchLoopScanRows(const Node& node, std::vector<TensorType>& outTypes);
+  [[noreturn]] void throwNotConstant(const std::string& message, const WValue& value) const;
   void bindInputs();
   void addInitializers();
   std::vector<int> sortedNodes();
@@ -230,6 +254,12 @@ class Importer {
   std::vector<std::string> onnxNodeNames_;  // final name of each ONNX node, by index
   std::map<std::string, const onnx::TypeProto*> declared_;
   std::vector<std::string> inputOrder_;  // non-constant graph inputs
+
+  // Bodies: the enclosing scope's importer, this body's proto, and the
+  // outer values captured so far (parent ids; their inputs come last).
+  Importer* parent_ = nullptr;
+  const onnx::GraphProto* graph_ = nullptr;
+  std::vector<int> captures_;
 };
 
 void Importer::checkModel() {
@@ -252,22 +282,29 @@ void Importer::checkModel() {
 }
 
 void Importer::checkSupportedOps() {
-  // op label -> node names, in order of first appearance.
+  // op label -> node names, in order of first appearance; nodes of bodies too.
   std::vector<std::pair<std::string, std::vector<std::string>>> missing;
-  const auto& nodes = model_.graph().node();
-  for (int i = 0; i < nodes.size(); ++i) {
-    const auto& n = nodes[i];
-    bool ok = isOnnxDefaultDomain(n.domain()) && isImportableOp(n.op_type(), options_.foldConstants);
-    if (ok) continue;
-    std::string op = isOnnxDefaultDomain(n.domain()) ? n.op_type() : n.domain() + "." + n.op_type();
-    std::string name = n.name().empty() ? n.op_type() + "_" + std::to_string(i) : n.name();
-    auto it = std::find_if(missing.begin(), missing.end(), [&](auto& p) { return p.first == op; });
-    if (it == missing.end()) {
-      missing.push_back({op, {}});
-      it = missing.end() - 1;
+  std::function<void(const onnx::GraphProto&)> visit = [&](const onnx::GraphProto& g) {
+    const auto& nodes = g.node();
+    for (int i = 0; i < nodes.size(); ++i) {
+      const auto& n = nodes[i];
+      for (const auto& a : n.attribute()) {
+        if (a.has_g()) visit(a.g());
+        for (const auto& sub : a.graphs()) visit(sub);
+      }
+      bool ok = isOnnxDefaultDomain(n.domain()) && isImportableOp(n.op_type(), options_.foldConstants);
+      if (ok) continue;
+      std::string op = isOnnxDefaultDomain(n.domain()) ? n.op_type() : n.domain() + "." + n.op_type();
+      std::string name = n.name().empty() ? n.op_type() + "_" + std::to_string(i) : n.name();
+      auto it = std::find_if(missing.begin(), missing.end(), [&](auto& p) { return p.first == op; });
+      if (it == missing.end()) {
+        missing.push_back({op, {}});
+        it = missing.end() - 1;
+      }
+      it->second.push_back(name);
     }
-    it->second.push_back(name);
-  }
+  };
+  visit(graph());
   if (missing.empty()) return;
   std::string msg = path_ + ": unsupported ops: ";
   for (size_t i = 0; i < missing.size(); ++i) {
@@ -283,7 +320,7 @@ void Importer::checkSupportedOps() {
 }
 
 void Importer::bindInputs() {
-  const auto& g = model_.graph();
+  const auto& g = graph();
   std::set<std::string> initNames;
   for (const auto& init : g.initializer()) initNames.insert(init.name());
   std::vector<const onnx::ValueInfoProto*> inputs;
@@ -361,7 +398,7 @@ void Importer::bindInputs() {
 }
 
 void Importer::addInitializers() {
-  const auto& g = model_.graph();
+  const auto& g = graph();
   if (g.sparse_initializer_size() > 0)
     throw Unsupported("sparse initializer '" + g.sparse_initializer(0).values().name() +
                       "' is not supported");
@@ -377,7 +414,7 @@ void Importer::addInitializers() {
 std::vector<int> Importer::sortedNodes() {
   // ONNX requires topological order and the checker enforces it, but at
   // opset 18 the checker may have been skipped: sort (stably) to be safe.
-  const auto& nodes = model_.graph().node();
+  const auto& nodes = graph().node();
   const size_t n = static_cast<size_t>(nodes.size());
   std::map<std::string, size_t> producer;
   for (size_t i = 0; i < n; ++i)
@@ -448,9 +485,14 @@ AttributeMap Importer::convertAttributes(const onnx::NodeProto& proto, const Nod
           rethrowWith(label(node) + "attribute '" + a.name() + "': ", e);
         }
         break;
+      case onnx::AttributeProto::GRAPH:
+        if (node.op == "If" || node.op == "Loop" || node.op == "Scan")
+          break;  // importBodies() imports it once the node's inputs are known
+        throw Unsupported(label(node) + "attribute '" + a.name() +
+                          "' is a graph; only If, Loop and Scan bodies are supported");
       default:
         throw Unsupported(label(node) + "attribute '" + a.name() +
-                          "' is a graph, sparse tensor or type; these are not supported");
+                          "' is a list of graphs, a sparse tensor or a type; these are not supported");
     }
   }
   return attrs;
@@ -577,11 +619,11 @@ void Importer::applyConstInputs(Node& node, const std::string& onnxOp, const OpS
       if (v == kNoValue) continue;  // absent optional input
       const WValue& val = values_[static_cast<size_t>(v)];
       if (!val.constant)
-        throw Error(label(node) + "input '" + c.attribute + "'" +
-                    (val.name == c.attribute ? std::string() : " ('" + val.name + "')") +
-                    " must be a constant: an initializer, a Constant, or computed from "
-                    "them and static shapes" +
-                    (val.isInput ? std::string(" (it is a graph input: bind it to a value)") : ""));
+        throwNotConstant(label(node) + "input '" + c.attribute + "'" +
+                             (val.name == c.attribute ? std::string() : " ('" + val.name + "')") +
+                             " must be a constant: an initializer, a Constant, or computed from "
+                             "them and static shapes",
+                         val);
       node.attrs.set(c.attribute, constToAttribute(node, c.attribute, c.type, *val.constant));
     }
     if (first < static_cast<int>(node.inputs.size())) {
@@ -731,14 +773,19 @@ void Importer::finishNode(Node node) {
   const OpSchema& schema = OpRegistry::instance().get(node.op);
   fillDefaults(node, schema);
   std::vector<TensorType> inTypes;
-  for (ValueId v : node.inputs)
+  for (ValueId v : node.inputs) {
     inTypes.push_back(v == kNoValue ? TensorType{} : values_[static_cast<size_t>(v)].type);
+    if (inTypes.back().isSequence() && !schema.takesSequences)
+      throw Error(label(node) + "input '" + values_[static_cast<size_t>(v)].name + "' is a " +
+                  inTypes.back().toString() + "; " + node.op + " takes tensors");
+  }
   std::vector<TensorType> outTypes;
   try {
     outTypes = schema.infer(node, inTypes);
   } catch (const Error& e) {
     rethrowWith(label(node), e);
   }
+  if (node.op == "Loop") patchLoopScanRows(node, outTypes);
   for (size_t i = 0; i < node.outputs.size(); ++i) {
     if (node.outputs[i] == kNoValue) continue;
     if (i >= outTypes.size())
@@ -785,7 +832,7 @@ void Importer::finishNode(Node node) {
 // Node names must be unique: explicit names are kept (the first of a
 // duplicate), empty ones become op + "_" + index.
 void Importer::nameNodes() {
-  const auto& nodes = model_.graph().node();
+  const auto& nodes = graph().node();
   onnxNodeNames_.assign(static_cast<size_t>(nodes.size()), "");
   for (int i = 0; i < nodes.size(); ++i)
     if (!nodes[i].name().empty() && nodeNames_.insert(nodes[i].name()).second)
@@ -815,11 +862,11 @@ void Importer::importNode(const onnx::NodeProto& proto, int index) {
       node.inputs.push_back(kNoValue);
       continue;
     }
-    auto it = byName_.find(in);
-    if (it == byName_.end())
-      throw Error(label(node) + "reads tensor '" + in +
-                  "', which no node, input or initializer defines");
-    node.inputs.push_back(it->second);
+    const int id = resolve(in);
+    if (id < 0)
+      throw Error(label(node) + "reads tensor '" + in + "', which no node, input or initializer " +
+                  (parent_ ? "of the body or an enclosing graph defines" : "defines"));
+    node.inputs.push_back(id);
   }
   for (const auto& out : proto.output())
     node.outputs.push_back(out.empty() ? kNoValue : addValue(out, {}));
@@ -832,16 +879,20 @@ void Importer::importNode(const onnx::NodeProto& proto, int index) {
   }
   const OpSchema& schema = OpRegistry::instance().get(node.op);
   applyConstInputs(node, onnxOp, schema);
+  if (node.op == "If" || node.op == "Loop" || node.op == "Scan") {
+    importBodies(node, proto);  // may inline a constant If instead
+    if (node.op.empty()) return;
+  }
   for (int i : valueShapedInputs(node.op)) {
     if (i >= static_cast<int>(node.inputs.size()) || node.inputs[static_cast<size_t>(i)] == kNoValue)
       continue;
     const WValue& val = values_[static_cast<size_t>(node.inputs[static_cast<size_t>(i)])];
     if (!val.constant)
-      throw Error(label(node) + "the output shape depends on the values of input " +
-                  std::to_string(i) + " ('" + val.name +
-                  "'), which must be a constant: an initializer, a Constant, or computed from "
-                  "them and static shapes" +
-                  (val.isInput ? std::string(" (it is a graph input: bind it to a value)") : ""));
+      throwNotConstant(label(node) + "the output shape depends on the values of input " +
+                           std::to_string(i) + " ('" + val.name +
+                           "'), which must be a constant: an initializer, a Constant, or computed "
+                           "from them and static shapes",
+                       val);
   }
   const bool coerced2d =
       (node.op == "Softmax" || node.op == "LogSoftmax" || node.op == "Hardmax") && opset_ < 13;
@@ -850,13 +901,14 @@ void Importer::importNode(const onnx::NodeProto& proto, int index) {
 }
 
 Graph Importer::buildGraph() {
-  const auto& g = model_.graph();
+  const auto& g = graph();
   std::vector<int> outputs;
   for (const auto& o : g.output()) {
-    auto it = byName_.find(o.name());
-    if (it == byName_.end())
+    // A body may return an outer value as it is.
+    const int id = parent_ ? resolve(o.name()) : (byName_.count(o.name()) ? byName_.at(o.name()) : -1);
+    if (id < 0)
       throw Error("graph output '" + o.name() + "' is not produced by any node");
-    outputs.push_back(it->second);
+    outputs.push_back(id);
   }
   // Keep only what reaches an output (Dropout masks, unused shape branches).
   std::vector<char> liveValue(values_.size(), 0), liveNode(nodes_.size(), 0);
@@ -906,6 +958,7 @@ Graph Importer::buildGraph() {
 
 Graph Importer::run() {
   model_ = loadModel(path_);
+  graph_ = &model_.graph();
   bool hasDefault = false;
   for (const auto& o : model_.opset_import())
     if (isOnnxDefaultDomain(o.domain()) && !hasDefault) {
@@ -920,7 +973,7 @@ Graph Importer::run() {
   checkModel();
   checkSupportedOps();
   try {
-    const auto& g = model_.graph();
+    const auto& g = graph();
     for (const auto& vi : g.value_info()) declared_[vi.name()] = &vi.type();
     for (const auto& vi : g.output()) declared_[vi.name()] = &vi.type();
     for (const auto& n : g.node())
@@ -935,6 +988,315 @@ Graph Importer::run() {
   }
 }
 
+// ---- Control flow: bodies (graph attributes) and the constant If.
+
+int Importer::resolve(const std::string& name) {
+  if (auto it = byName_.find(name); it != byName_.end()) return it->second;
+  if (!parent_) return -1;
+  const int outer = parent_->resolve(name);
+  if (outer < 0) return -1;
+  const WValue& o = parent_->values_[static_cast<size_t>(outer)];
+  if (o.constant) {  // a copy, so that the body folds with it
+    const int id = addValue(name, o.type);
+    values_[static_cast<size_t>(id)].constant = o.constant;
+    return id;
+  }
+  const int id = addValue(name, o.type);
+  values_[static_cast<size_t>(id)].isInput = true;
+  inputOrder_.push_back(name);
+  captures_.push_back(outer);
+  return id;
+}
+
+Graph Importer::runBody(const std::vector<TensorType>& formals, const Node& owner,
+                        const std::string& attr) {
+  const auto& g = graph();
+  if (g.input_size() != static_cast<int>(formals.size()))
+    throw Error(label(owner) + attr + " takes " + std::to_string(g.input_size()) +
+                " inputs, the node gives it " + std::to_string(formals.size()));
+  for (const auto& vi : g.value_info()) declared_[vi.name()] = &vi.type();
+  for (const auto& vi : g.output()) declared_[vi.name()] = &vi.type();
+  for (const auto& n : g.node())
+    for (const auto& o : n.output()) reservedNames_.insert(o);
+  // A Loop's iteration number and condition are declared loosely by some
+  // exporters ([1] for a scalar): their types are the spec's, unchecked.
+  const int unchecked = owner.op == "Loop" ? 2 : 0;
+  for (int i = 0; i < g.input_size(); ++i) {
+    const auto& in = g.input(i);
+    const TensorType& t = formals[static_cast<size_t>(i)];
+    // The body may declare its inputs; what it declares must match what the
+    // node passes (a Loop's carried value, a Scan's state or slice).
+    if (i < unchecked) {
+    } else if (in.type().has_tensor_type() && !t.isSequence()) {
+      const auto& tt = in.type().tensor_type();
+      bool ok = tt.elem_type() == 0 || elementTypeFromOnnx(tt.elem_type()) == t.elementType;
+      if (tt.has_shape()) {
+        ok = ok && tt.shape().dim_size() == t.rank();
+        for (int d = 0; ok && d < tt.shape().dim_size(); ++d)
+          if (tt.shape().dim(d).has_dim_value() &&
+              tt.shape().dim(d).dim_value() != t.shape[static_cast<size_t>(d)])
+            ok = false;
+      }
+      if (!ok)
+        throw Error(label(owner) + attr + " declares input '" + in.name() + "' as " +
+                    (tt.elem_type() ? std::string(elementTypeName(elementTypeFromOnnx(tt.elem_type())))
+                                    : std::string("?")) +
+                    "[" + declaredShapeToString(tt) + "] but the node passes " + t.toString());
+    } else if (in.type().has_tensor_type() != !t.isSequence() && in.type().value_case() != 0) {
+      throw Error(label(owner) + attr + " declares input '" + in.name() + "' as " +
+                  (t.isSequence() ? "a tensor" : "a sequence") + " but the node passes " + t.toString());
+    }
+    const int id = addValue(in.name(), t);
+    values_[static_cast<size_t>(id)].isInput = true;
+    inputOrder_.push_back(in.name());
+  }
+  addInitializers();
+  nameNodes();
+  for (int n : sortedNodes()) importNode(g.node(n), n);
+  Graph body = buildGraph();
+  body.name = g.name();
+  return body;
+}
+
+std::shared_ptr<const Graph> Importer::importBody(const Node& node, const onnx::GraphProto& proto,
+                                                  const std::string& attr,
+                                                  const std::vector<TensorType>& formals,
+                                                  std::vector<int>& captures, size_t slotBase) {
+  Importer child(*this, proto);
+  Graph body;
+  try {
+    body = child.runBody(formals, node, attr);
+  } catch (const Error& e) {
+    // Name the owner first: "node 'If_25' (If): then_branch: node 'Add_3' (Add): ...".
+    const std::string prefix = label(node) + attr + ": ";
+    std::string what = e.what();
+    if (what.rfind(prefix, 0) != 0 && what.rfind(label(node), 0) != 0) what = prefix + what;
+    if (dynamic_cast<const Unsupported*>(&e)) throw Unsupported(what);
+    throw Error(what);
+  }
+  // Each captured outer value is one node input (shared between bodies).
+  for (int outer : child.captures()) {
+    auto it = std::find(captures.begin(), captures.end(), outer);
+    if (it == captures.end()) it = captures.insert(captures.end(), outer);
+    body.outerInputSlots.push_back(static_cast<int32_t>(slotBase + static_cast<size_t>(it - captures.begin())));
+  }
+  return std::make_shared<const Graph>(std::move(body));
+}
+
+void Importer::importBodies(Node& node, const onnx::NodeProto& proto) {
+  std::map<std::string, const onnx::GraphProto*> bodies;
+  for (const auto& a : proto.attribute())
+    if (a.type() == onnx::AttributeProto::GRAPH || a.has_g()) bodies[a.name()] = &a.g();
+  auto body = [&](const std::string& attr) -> const onnx::GraphProto& {
+    auto it = bodies.find(attr);
+    if (it == bodies.end()) throw Error(label(node) + "missing required attribute '" + attr + "'");
+    return *it->second;
+  };
+  auto typeOf = [&](ValueId v) {
+    return v == kNoValue ? TensorType{} : values_[static_cast<size_t>(v)].type;
+  };
+  // The node's ONNX inputs keep their positions; the captured outer values follow.
+  size_t explicitInputs = static_cast<size_t>(proto.input_size());
+  node.inputs.resize(explicitInputs, kNoValue);
+  std::vector<int> captures;
+  std::vector<std::pair<std::string, std::shared_ptr<const Graph>>> graphs;
+
+  if (node.op == "If") {
+    if (explicitInputs != 1 || node.inputs[0] == kNoValue)
+      throw Error(label(node) + "takes exactly one input, the condition");
+    const WValue& cond = values_[static_cast<size_t>(node.inputs[0])];
+    if (options_.foldConstants && cond.constant) {
+      // Known at import: only the branch taken exists.
+      const Tensor& c = *cond.constant;
+      if (c.isSequence() || c.numElements() != 1)
+        throw Error(label(node) + "the condition must hold one value, got " + c.type().toString());
+      const std::string attr = c.toDoubles()[0] != 0.0 ? "then_branch" : "else_branch";
+      std::vector<int> branchCaptures;
+      auto branch = importBody(node, body(attr), attr, {}, branchCaptures, 0);
+      inlineBranch(node, *branch, branchCaptures);
+      node.op.clear();  // tells importNode the node is gone
+      return;
+    }
+    for (const char* attr : {"then_branch", "else_branch"})
+      graphs.emplace_back(attr, importBody(node, body(attr), attr, {}, captures, explicitInputs));
+  } else if (node.op == "Loop") {
+    if (explicitInputs < 2)
+      throw Error(label(node) + "has " + std::to_string(explicitInputs) +
+                  " inputs; a Loop takes the trip count and the condition (either may be empty), "
+                  "then its loop-carried values");
+    // Carried values enter with their initial types; a sequence that grows
+    // in the body gets a length-unknown type and the body is imported again.
+    std::vector<TensorType> formals = {TensorType{ElementType::Int64, {}},
+                                       TensorType{ElementType::Bool, {}}};
+    for (size_t i = 2; i < explicitInputs; ++i) {
+      if (node.inputs[i] == kNoValue)
+        throw Error(label(node) + "loop-carried input " + std::to_string(i - 2) + " is empty");
+      formals.push_back(typeOf(node.inputs[i]));
+    }
+    const size_t carried = explicitInputs - 2;
+    std::shared_ptr<const Graph> g;
+    for (int pass = 0;; ++pass) {
+      std::vector<int> trial = captures;
+      g = importBody(node, body("body"), "body", formals, trial, explicitInputs);
+      if (g->outputs().size() < 1 + carried)
+        throw Error(label(node) + "the body returns " + std::to_string(g->outputs().size()) +
+                    " values; a Loop with " + std::to_string(carried) +
+                    " loop-carried values needs the condition and " + std::to_string(carried) +
+                    " carried values first");
+      bool changed = false;
+      for (size_t j = 0; j < carried; ++j) {
+        const Value& result = g->value(g->outputs()[1 + j]);
+        const TensorType& in = formals[2 + j];
+        if (acceptsType(in, result.type)) continue;
+        auto joined = joinTypes(in, result.type);
+        if (!joined || pass >= 2)
+          throw Error(label(node) + "loop-carried '" + values_[static_cast<size_t>(node.inputs[2 + j])].name +
+                      "' enters as " + in.toString() + " but the body returns '" + result.name +
+                      "' as " + result.type.toString() +
+                      "; a loop-carried value must keep its type across iterations");
+        formals[2 + j] = *joined;
+        changed = true;
+      }
+      if (!changed) {
+        captures = std::move(trial);
+        break;
+      }
+    }
+    graphs.emplace_back("body", g);
+  } else {  // Scan
+    const int64_t numScanInputs = node.attrs.getInt("num_scan_inputs", -1);
+    if (opset_ < 9)
+      throw Unsupported(label(node) + "the opset-8 Scan (with a batch axis and sequence_lens) is not supported");
+    if (numScanInputs < 1 || static_cast<size_t>(numScanInputs) > explicitInputs)
+      throw Error(label(node) + "num_scan_inputs is " + std::to_string(numScanInputs) + " for " +
+                  std::to_string(explicitInputs) + " inputs");
+    const size_t state = explicitInputs - static_cast<size_t>(numScanInputs);
+    std::vector<int64_t> axes = node.attrs.getInts("scan_input_axes",
+                                                   std::vector<int64_t>(static_cast<size_t>(numScanInputs), 0));
+    if (axes.size() != static_cast<size_t>(numScanInputs))
+      throw Error(label(node) + "scan_input_axes has " + std::to_string(axes.size()) +
+                  " entries for " + std::to_string(numScanInputs) + " scan inputs");
+    std::vector<TensorType> formals;
+    for (size_t i = 0; i < explicitInputs; ++i) {
+      if (node.inputs[i] == kNoValue) throw Error(label(node) + "input " + std::to_string(i) + " is empty");
+      TensorType t = typeOf(node.inputs[i]);
+      if (i >= state) {  // the body sees one slice: the scanned axis removed
+        const std::string& name = values_[static_cast<size_t>(node.inputs[i])].name;
+        int64_t axis = axes[i - state];
+        if (t.isSequence() || t.rank() == 0)
+          throw Error(label(node) + "scan input '" + name + "' is " + t.toString() +
+                      "; it needs an axis to scan");
+        if (axis < -t.rank() || axis >= t.rank())
+          throw Error(label(node) + "scan axis " + std::to_string(axis) + " is out of range for '" +
+                      name + "' (" + t.toString() + ")");
+        if (axis < 0) axis += t.rank();
+        t.shape.erase(t.shape.begin() + axis);
+      }
+      formals.push_back(t);
+    }
+    graphs.emplace_back("body", importBody(node, body("body"), "body", formals, captures, explicitInputs));
+  }
+  for (auto& [attr, g] : graphs) node.attrs.set(attr, g);
+  for (int outer : captures) node.inputs.push_back(outer);
+}
+
+// The branch of a constant If becomes part of this graph: its nodes are
+// added as if they were the If's, its outputs are the If's outputs.
+void Importer::inlineBranch(const Node& node, const Graph& branch, const std::vector<int>& captures) {
+  if (branch.outputs().size() != node.outputs.size())
+    throw Error(label(node) + "the branch taken returns " + std::to_string(branch.outputs().size()) +
+                " values for " + std::to_string(node.outputs.size()) + " outputs");
+  std::vector<ValueId> map(static_cast<size_t>(branch.numValues()), kNoValue);
+  for (size_t k = 0; k < branch.outerInputSlots.size(); ++k)
+    map[static_cast<size_t>(branch.inputs()[k])] = captures[static_cast<size_t>(branch.outerInputSlots[k])];
+  // The branch's own outputs are produced under the If's output names; an
+  // output that the branch takes from elsewhere (an outer value, a
+  // constant, another output) goes through an Identity.
+  std::vector<std::pair<ValueId, ValueId>> aliases;  // (branch value, If output)
+  for (size_t i = 0; i < node.outputs.size(); ++i) {
+    const ValueId b = branch.outputs()[i];
+    const ValueId out = node.outputs[i];
+    if (out == kNoValue) continue;
+    if (map[static_cast<size_t>(b)] == kNoValue && branch.value(b).producer != kNoNode)
+      map[static_cast<size_t>(b)] = out;
+    else
+      aliases.emplace_back(b, out);
+  }
+  for (ValueId v = 0; v < branch.numValues(); ++v) {
+    const Value& val = branch.value(v);
+    if (val.isConstant() && map[static_cast<size_t>(v)] == kNoValue) {
+      const int id = addValue(freshValueName(val.name), val.type);
+      values_[static_cast<size_t>(id)].constant = val.constant;
+      map[static_cast<size_t>(v)] = id;
+    }
+  }
+  for (const Node& bn : branch.nodes()) {
+    Node copy = bn;
+    copy.name = freshNodeName(bn.name);
+    for (ValueId& in : copy.inputs)
+      if (in != kNoValue) in = map[static_cast<size_t>(in)];
+    for (ValueId& out : copy.outputs) {
+      if (out == kNoValue) continue;
+      if (map[static_cast<size_t>(out)] == kNoValue)
+        map[static_cast<size_t>(out)] = addValue(freshValueName(branch.value(out).name), {});
+      out = map[static_cast<size_t>(out)];
+    }
+    finishNode(std::move(copy));
+  }
+  for (auto [b, out] : aliases) {
+    Node id;
+    id.name = freshNodeName(node.name + "/" + branch.value(b).name);
+    id.op = "Identity";
+    id.inputs = {map[static_cast<size_t>(b)]};
+    id.outputs = {out};
+    finishNode(std::move(id));
+  }
+}
+
+// A value that must be constant is not. In the model's graph, binding an
+// input may fix that (an Error saying how). Inside a body the value may
+// change with every iteration and no binding makes it constant: a case
+// Collage does not cover (Unsupported), not a fault of the model.
+void Importer::throwNotConstant(const std::string& message, const WValue& value) const {
+  if (parent_)
+    throw Unsupported(message + " (inside a body, where it may change with every iteration)");
+  throw Error(message + (value.isInput ? " (it is a graph input: bind it to a value)" : ""));
+}
+
+// A Loop's scan outputs have one row per iteration: the import needs the
+// count (shape inference leaves a placeholder of 0 rows).
+void Importer::patchLoopScanRows(const Node& node, std::vector<TensorType>& outTypes) {
+  const Graph& body = node.attrs.getGraph("body");
+  const size_t carried = static_cast<size_t>(body.numFormalInputs() - 2);
+  if (outTypes.size() <= carried) return;
+  auto input = [&](size_t i) -> const WValue* {
+    return i < node.inputs.size() && node.inputs[i] != kNoValue ? &values_[static_cast<size_t>(node.inputs[i])]
+                                                                 : nullptr;
+  };
+  const WValue* trip = input(0);
+  const WValue* cond = input(1);
+  const auto rows = staticLoopIterations(node, trip && trip->constant ? &*trip->constant : nullptr,
+                                         cond && cond->constant ? &*cond->constant : nullptr,
+                                         trip != nullptr, cond != nullptr);
+  if (!rows) {
+    std::string scanName = "#0";
+    if (carried < node.outputs.size() && node.outputs[carried] != kNoValue)
+      scanName = "'" + values_[static_cast<size_t>(node.outputs[carried])].name + "'";
+    throw Error(label(node) + "scan output " + scanName +
+                " has one row per iteration, and the number of iterations is known only at run "
+                "time (" +
+                (!trip ? std::string("no trip count")
+                       : trip->constant ? std::string("trip count ") + std::to_string(trip->constant->toInts()[0])
+                                        : "trip count '" + trip->name + "' is not a constant") +
+                (cond ? (cond->constant ? ", a condition the body may turn false"
+                                        : ", condition '" + cond->name + "' is not a constant")
+                      : std::string()) +
+                "); Collage needs static shapes: give the Loop a constant trip count and a "
+                "condition that stays true, or bind the inputs to values");
+  }
+  for (size_t k = carried; k < outTypes.size(); ++k) outTypes[k].shape.at(0) = *rows;
+}
+
 }  // namespace
 
 bool isImportableOp(const std::string& op, bool foldConstants) {
@@ -946,6 +1308,8 @@ bool isImportableOp(const std::string& op, bool foldConstants) {
 std::vector<int> constInputSlots(const std::string& op, int64_t opset) {
   const OpSchema* schema = OpRegistry::instance().find(canonicalOp(op));
   if (!schema) return {};
+  // A Loop's trip count and condition decide how many rows its scan outputs have.
+  if (op == "Loop") return {0, 1};
   std::vector<int> out = valueShapedInputs(canonicalOp(op));
   for (const auto& c : constSlotsFor(op, opset, *schema)) out.push_back(c.index);
   return out;

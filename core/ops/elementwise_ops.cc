@@ -317,11 +317,16 @@ void registerIdentityLikeOps(OpRegistry& r) {
     OpSchema s;
     s.name = "Identity";
     s.kind = OpKind::ElemWise;
+    s.takesSequences = true;
     s.infer = [](const Node& node, const Types& in) {
       requireMovable(node, in[0].elementType);
       return Types{in[0]};
     };
     s.reference = [](const Node&, const Inputs& in, const Outputs& out) {
+      if (in[0]->isSequence()) {  // a sequence is a value: share its items
+        *out[0] = *in[0];
+        return;
+      }
       copyBytes(*in[0], *out[0]);
     };
     s.flops = [](const Node&, const Types&, const Types&) { return 0.0; };

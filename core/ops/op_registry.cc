@@ -45,6 +45,8 @@ const OpRegistry& OpRegistry::instance() {
     registerNormalizationOps(r);
     registerMiscOps(r);
     registerSpatialOps(r);
+    registerControlFlowOps(r);
+    registerSequenceOps(r);
     return r;
   }();
   return registry;

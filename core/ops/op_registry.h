@@ -70,6 +70,9 @@ struct OpSchema {
   InferFn infer;
   ReferenceFn reference;
   FlopsFn flops;  // optional: default counts one op per output element
+  // Reads or writes sequence values (tensor.h): the Sequence ops, the
+  // control-flow ops, Identity. Any other op given a sequence is an Error.
+  bool takesSequences = false;
 
   const AttributeSpec* findAttribute(const std::string& attr) const;
   const ConstInput* findConstInput(int index) const;
@@ -105,5 +108,7 @@ void registerPoolOps(OpRegistry& r);
 void registerNormalizationOps(OpRegistry& r);
 void registerMiscOps(OpRegistry& r);
 void registerSpatialOps(OpRegistry& r);
+void registerControlFlowOps(OpRegistry& r);  // control_flow_ops.cc
+void registerSequenceOps(OpRegistry& r);     // sequence_ops.cc
 
 }  // namespace collage

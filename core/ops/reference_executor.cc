@@ -11,7 +11,13 @@ std::vector<Tensor> evaluateNode(const Node& node, const std::vector<const Tenso
   const OpSchema& schema = OpRegistry::instance().get(node.op);
   std::vector<TensorType> inTypes;
   inTypes.reserve(inputs.size());
-  for (const Tensor* t : inputs) inTypes.push_back(t ? t->type() : TensorType{});
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor* t = inputs[i];
+    if (t && t->isSequence() && !schema.takesSequences)
+      throw Error("node '" + node.name + "' (" + node.op + "): input " + std::to_string(i) + " is a " +
+                  t->type().toString() + "; " + node.op + " takes tensors");
+    inTypes.push_back(t ? t->type() : TensorType{});
+  }
   std::vector<TensorType> outTypes = schema.infer(node, inTypes);
   std::vector<Tensor> outputs;
   outputs.reserve(node.outputs.size());
@@ -49,7 +55,7 @@ std::vector<Tensor> ReferenceExecutor::run(const std::vector<Tensor>& inputs) co
   std::vector<Tensor> env(graph_.numValues());
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Value& v = graph_.value(graph_.inputs()[i]);
-    if (inputs[i].type() != v.type)
+    if (!acceptsType(v.type, inputs[i].type()))
       throw Error("input '" + v.name + "' must be " + v.type.toString() + ", got " +
                   inputs[i].type().toString());
     env[graph_.inputs()[i]] = inputs[i];

@@ -70,6 +70,12 @@ CandidateSet enumerateCandidates(const Graph& graph, const std::vector<BackendCa
     for (const PatternRule* rule : rules) {
       for (GeneratedGroup& g : generator.generate(*rule, spec.limits))
         set.add(Candidate{std::move(g.nodes), spec.name, "rule:" + g.label, {}});
+      // A group the rule names whole must be convex; the spec's size and exit
+      // limits are for grown groups, and the backend that names it runs it.
+      const SubGraphLimits convexOnly{0, 0, 0, true};
+      for (auto& [nodes, label] : rule->wholeGroups(graph))
+        if (checkSubGraph(graph, reach, nodes, convexOnly))
+          set.add(Candidate{std::move(nodes), spec.name, "rule:" + label, {}});
     }
   }
   if (options.requireFullCover) {

@@ -126,7 +126,8 @@ bool attributeSatisfies(const Attribute& a, const AttrConstraint& c) {
     case AttributeType::Strings:
       for (const auto& v : std::get<std::vector<std::string>>(a)) items.push_back(ofString(v));
       return listSatisfies(items, c.op, c.value);
-    case AttributeType::Tensor: return false;
+    case AttributeType::Tensor:
+    case AttributeType::Graph: return false;
   }
   return false;
 }

@@ -550,6 +550,7 @@ std::string literalProblem(AttributeType type, CompareOp op, const PatternLitera
         return "";
       return "compare it with a list of names or a name";
     case AttributeType::Tensor: return "patterns cannot constrain tensor attributes";
+    case AttributeType::Graph: return "patterns cannot constrain graph attributes";
   }
   return "";
 }

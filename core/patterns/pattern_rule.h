@@ -22,6 +22,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/ir/element_type.h"
@@ -83,6 +84,16 @@ class PatternRule {
   virtual bool emitsGroup(const Graph& graph, const NodeSet& group, NodeId seed,
                           NodeId sink) const {
     return true;
+  }
+
+  // Groups the rule names whole, beyond what growth from seeds reaches; each
+  // is still checked for convexity by checkSubGraph (the spec's size and
+  // exit limits are for grown groups: the backend that names a group runs
+  // it whatever its exits). The native backend names the nodes
+  // linked by sequence values this way: a sequence never crosses a kernel
+  // boundary, so they run together or not at all. Pairs of (group, label).
+  virtual std::vector<std::pair<NodeSet, std::string>> wholeGroups(const Graph& /*graph*/) const {
+    return {};
   }
 };
 

@@ -19,6 +19,7 @@
 // are skipped with the reason; the summary counts reasons so kernel authors
 // see what is missing. Exit status: 1 if any case failed, else 0.
 #include <onnx/defs/schema.h>
+#include <onnx/onnx-data.pb.h>
 #include <onnx/onnx_pb.h>
 #include <poll.h>
 #include <signal.h>
@@ -127,6 +128,36 @@ int64_t defaultOpset(const onnx::ModelProto& m) {
 // Graph inputs whose values must be known at import: they feed (possibly
 // through other nodes) an input that the canonical form turns into an
 // attribute, such as Reshape's shape.
+// A graph input or output of type seq(tensor(T)): Collage's sequence kind.
+// Sequences of sequences, maps and optionals are not covered.
+bool isTensorSequence(const onnx::TypeProto& t) {
+  return t.has_sequence_type() && t.sequence_type().elem_type().has_tensor_type();
+}
+
+// A serialized onnx.SequenceProto (the test data of a sequence input or
+// output) as a sequence Tensor; `declared` gives the element type when the
+// sequence is empty.
+Tensor readSequenceProtoFile(const fs::path& path, const onnx::TypeProto& declared,
+                             std::string* name = nullptr) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path.string() + ": cannot open");
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  onnx::SequenceProto proto;
+  if (!proto.ParseFromString(bytes)) throw Error(path.string() + ": not a valid onnx.SequenceProto");
+  if (proto.elem_type() != onnx::SequenceProto::TENSOR)
+    throw SkipCase{"a sequence of non-tensors"};
+  if (name) *name = proto.name();
+  std::vector<Tensor> items;
+  for (const auto& t : proto.tensor_values()) {
+    items.push_back(tensorFromProto(t));
+    if (items.back().shape() != items.front().shape())
+      throw SkipCase{"a sequence of tensors of different shapes"};
+  }
+  TensorType element{elementTypeFromOnnx(declared.sequence_type().elem_type().tensor_type().elem_type()), {}};
+  if (!items.empty()) element = items.front().type();
+  return Tensor::sequence(element, std::move(items));
+}
+
 std::set<std::string> inputsNeedingConstants(const onnx::ModelProto& m) {
   const auto& g = m.graph();
   const int64_t opset = defaultOpset(m);
@@ -298,10 +329,16 @@ std::string runCase(const CaseInfo& info, std::vector<std::string>& refusals) {
   onnx::ModelProto model = loadModelProto(modelPath);
   const auto& g = model.graph();
 
-  for (const auto& vi : g.input())
-    if (!vi.type().has_tensor_type()) throw SkipCase{"sequence/optional/map input"};
-  for (const auto& vi : g.output())
-    if (!vi.type().has_tensor_type()) throw SkipCase{"sequence/optional/map output"};
+  // Sequence inputs are bound as constants (a Session exchanges tensors only).
+  std::map<std::string, const onnx::TypeProto*> sequenceTypes;
+  for (const auto& vi : g.input()) {
+    if (isTensorSequence(vi.type())) sequenceTypes[vi.name()] = &vi.type();
+    else if (!vi.type().has_tensor_type()) throw SkipCase{"optional/map/nested sequence input"};
+  }
+  for (const auto& vi : g.output()) {
+    if (isTensorSequence(vi.type())) sequenceTypes[vi.name()] = &vi.type();
+    else if (!vi.type().has_tensor_type()) throw SkipCase{"optional/map/nested sequence output"};
+  }
   for (const auto& n : g.node())
     if (!isOnnxDefaultDomain(n.domain()) || !isImportableOp(n.op_type()))
       throw SkipCase{"unsupported op " + opLabel(n)};
@@ -331,7 +368,10 @@ std::string runCase(const CaseInfo& info, std::vector<std::string>& refusals) {
     std::vector<fs::path> inFiles = numberedFiles(set, "input_");
     for (size_t k = 0; k < inFiles.size(); ++k) {
       std::string name;
-      Tensor t = readTensorProtoFile(inFiles[k].string(), &name);
+      const std::string declaredName = k < inputNames.size() ? inputNames[k] : std::string();
+      Tensor t = sequenceTypes.count(declaredName)
+                     ? readSequenceProtoFile(inFiles[k], *sequenceTypes.at(declaredName), &name)
+                     : readTensorProtoFile(inFiles[k].string(), &name);
       bool known = std::find(inputNames.begin(), inputNames.end(), name) != inputNames.end();
       if (!known) {
         if (k >= inputNames.size())
@@ -345,7 +385,7 @@ std::string runCase(const CaseInfo& info, std::vector<std::string>& refusals) {
     // input type (castlike *_expanded): nothing of ours is tested there.
     for (const auto& vi : g.input()) {
       auto it = given.find(vi.name());
-      if (it == given.end() || constNames.count(vi.name())) continue;
+      if (it == given.end() || constNames.count(vi.name()) || sequenceTypes.count(vi.name())) continue;
       const auto& tt = vi.type().tensor_type();
       bool ok = elementTypeFromOnnx(tt.elem_type()) == it->second.elementType();
       if (tt.has_shape()) {
@@ -361,7 +401,7 @@ std::string runCase(const CaseInfo& info, std::vector<std::string>& refusals) {
     ImportOptions options;
     options.allowLegacyOpsets = true;
     for (const auto& [name, t] : given) {
-      if (constNames.count(name))
+      if (constNames.count(name) || t.isSequence())
         options.constantInputs[name] = t;
       else
         options.inputShapes[name] = t.shape();
@@ -388,13 +428,28 @@ std::string runCase(const CaseInfo& info, std::vector<std::string>& refusals) {
       throw Error(setName + ": " + std::to_string(outFiles.size()) + " expected outputs for " +
                   std::to_string(outputNames.size()) + " graph outputs");
     for (size_t k = 0; k < outFiles.size(); ++k) {
-      Tensor want = readTensorProtoFile(outFiles[k].string());
+      const bool isSeq = sequenceTypes.count(outputNames[k]) != 0;
+      Tensor want = isSeq ? readSequenceProtoFile(outFiles[k], *sequenceTypes.at(outputNames[k]))
+                          : readTensorProtoFile(outFiles[k].string());
       // Graph::outputs() lists each value once; find ours by name.
       const Tensor* got = nullptr;
       for (size_t j = 0; j < graph.outputs().size(); ++j)
         if (graph.value(graph.outputs()[j]).name == outputNames[k]) got = &outputs[j];
       if (!got) throw Error(setName + ": graph output '" + outputNames[k] + "' missing");
-      std::string diff = compareWithExpected(*got, want);
+      std::string diff;
+      if (isSeq || got->isSequence()) {
+        if (!got->isSequence() || !want.isSequence())
+          diff = "got " + got->type().toString() + ", expected " + want.type().toString();
+        else if (got->items().size() != want.items().size())
+          diff = "a sequence of " + std::to_string(got->items().size()) + " tensors, expected " +
+                 std::to_string(want.items().size());
+        for (size_t i = 0; diff.empty() && i < want.items().size(); ++i) {
+          diff = compareWithExpected(got->items()[i], want.items()[i]);
+          if (!diff.empty()) diff = "element " + std::to_string(i) + ": " + diff;
+        }
+      } else {
+        diff = compareWithExpected(*got, want);
+      }
       if (!diff.empty())
         return setName + ": output '" + outputNames[k] + "' (#" + std::to_string(k) + "): " + diff;
     }
