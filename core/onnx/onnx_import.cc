@@ -41,12 +41,11 @@ bool isNondeterministic(const std::string& op) {
          op == "RandomUniformLike" || op == "Multinomial" || op == "Bernoulli";
 }
 
-// Data inputs whose VALUES decide the output shape. Collage's shapes are
-// static, so these must be constant (the node is then folded away).
+// Data inputs whose VALUES decide the output shape (OpSchema::valueShapedInputs).
+// Collage's shapes are static, so these must be constant (the node is then folded away).
 std::vector<int> valueShapedInputs(const std::string& op) {
-  if (op == "ConstantOfShape") return {0};
-  if (op == "Range") return {0, 1, 2};
-  return {};
+  const OpSchema* schema = OpRegistry::instance().find(op);
+  return schema ? schema->valueShapedInputs : std::vector<int>{};
 }
 
 // The op a default-domain node becomes in the canonical form.

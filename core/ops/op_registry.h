@@ -67,6 +67,12 @@ struct OpSchema {
   int maxOutputs = 1;
   std::vector<AttributeSpec> attributes;
   std::vector<ConstInput> constInputs;
+  // Data inputs whose VALUES decide an output's shape (Range's limits,
+  // NonZero's condition, Unique's input): shapes are static, so the importer
+  // requires them to be constant and the node is folded. infer returns a
+  // placeholder of the right rank with zero-sized dimensions and the
+  // reference kernel replaces the output with one of the real shape.
+  std::vector<int> valueShapedInputs;
   InferFn infer;
   ReferenceFn reference;
   FlopsFn flops;  // optional: default counts one op per output element
