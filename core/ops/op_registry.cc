@@ -45,6 +45,7 @@ const OpRegistry& OpRegistry::instance() {
     registerNormalizationOps(r);
     registerMiscOps(r);
     registerSpatialOps(r);
+    registerIndexOps(r);
     return r;
   }();
   return registry;

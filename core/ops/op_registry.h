@@ -111,5 +111,6 @@ void registerPoolOps(OpRegistry& r);
 void registerNormalizationOps(OpRegistry& r);
 void registerMiscOps(OpRegistry& r);
 void registerSpatialOps(OpRegistry& r);
+void registerIndexOps(OpRegistry& r);
 
 }  // namespace collage
