@@ -46,6 +46,7 @@ const OpRegistry& OpRegistry::instance() {
     registerMiscOps(r);
     registerSpatialOps(r);
     registerIndexOps(r);
+    registerLossOps(r);
     return r;
   }();
   return registry;

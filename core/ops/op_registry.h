@@ -112,5 +112,6 @@ void registerNormalizationOps(OpRegistry& r);
 void registerMiscOps(OpRegistry& r);
 void registerSpatialOps(OpRegistry& r);
 void registerIndexOps(OpRegistry& r);
+void registerLossOps(OpRegistry& r);
 
 }  // namespace collage
