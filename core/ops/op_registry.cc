@@ -47,6 +47,7 @@ const OpRegistry& OpRegistry::instance() {
     registerSpatialOps(r);
     registerIndexOps(r);
     registerLossOps(r);
+    registerRecurrentOps(r);
     return r;
   }();
   return registry;

@@ -113,5 +113,6 @@ void registerMiscOps(OpRegistry& r);
 void registerSpatialOps(OpRegistry& r);
 void registerIndexOps(OpRegistry& r);
 void registerLossOps(OpRegistry& r);
+void registerRecurrentOps(OpRegistry& r);
 
 }  // namespace collage
