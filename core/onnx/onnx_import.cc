@@ -560,6 +560,11 @@ void Importer::rewriteLegacyForms(Node& node, const std::string& onnxOp) {
     node.attrs.erase("is_test");
   } else if (onnxOp == "Dropout") {
     node.attrs.erase("is_test");
+  } else if (onnxOp == "RoiAlign" && opset_ < 16) {
+    // RoiAlign-10 had no coordinate_transformation_mode and did not shift
+    // by half a pixel; opset 16's default (half_pixel) would.
+    if (!node.attrs.has("coordinate_transformation_mode"))
+      node.attrs.set("coordinate_transformation_mode", std::string("output_half_pixel"));
   } else if (onnxOp == "Gemm" && opset_ < 7) {
     node.attrs.erase("broadcast");  // Gemm-7 broadcasts C unidirectionally, as numpy
   }

@@ -48,6 +48,8 @@ const OpRegistry& OpRegistry::instance() {
     registerIndexOps(r);
     registerLossOps(r);
     registerRecurrentOps(r);
+    registerDetectionOps(r);
+    registerSamplingOps(r);
     return r;
   }();
   return registry;

@@ -114,5 +114,7 @@ void registerSpatialOps(OpRegistry& r);
 void registerIndexOps(OpRegistry& r);
 void registerLossOps(OpRegistry& r);
 void registerRecurrentOps(OpRegistry& r);
+void registerDetectionOps(OpRegistry& r);
+void registerSamplingOps(OpRegistry& r);
 
 }  // namespace collage
