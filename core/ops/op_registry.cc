@@ -50,6 +50,7 @@ const OpRegistry& OpRegistry::instance() {
     registerRecurrentOps(r);
     registerDetectionOps(r);
     registerSamplingOps(r);
+    registerQuantizeOps(r);
     return r;
   }();
   return registry;

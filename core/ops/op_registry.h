@@ -116,5 +116,6 @@ void registerLossOps(OpRegistry& r);
 void registerRecurrentOps(OpRegistry& r);
 void registerDetectionOps(OpRegistry& r);
 void registerSamplingOps(OpRegistry& r);
+void registerQuantizeOps(OpRegistry& r);
 
 }  // namespace collage
