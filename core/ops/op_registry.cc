@@ -51,6 +51,7 @@ const OpRegistry& OpRegistry::instance() {
     registerDetectionOps(r);
     registerSamplingOps(r);
     registerQuantizeOps(r);
+    registerEinsumOps(r);
     return r;
   }();
   return registry;

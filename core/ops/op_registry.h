@@ -117,5 +117,6 @@ void registerRecurrentOps(OpRegistry& r);
 void registerDetectionOps(OpRegistry& r);
 void registerSamplingOps(OpRegistry& r);
 void registerQuantizeOps(OpRegistry& r);
+void registerEinsumOps(OpRegistry& r);
 
 }  // namespace collage
