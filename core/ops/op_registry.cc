@@ -52,6 +52,7 @@ const OpRegistry& OpRegistry::instance() {
     registerSamplingOps(r);
     registerQuantizeOps(r);
     registerEinsumOps(r);
+    registerSignalOps(r);
     return r;
   }();
   return registry;

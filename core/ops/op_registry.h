@@ -118,5 +118,6 @@ void registerDetectionOps(OpRegistry& r);
 void registerSamplingOps(OpRegistry& r);
 void registerQuantizeOps(OpRegistry& r);
 void registerEinsumOps(OpRegistry& r);
+void registerSignalOps(OpRegistry& r);
 
 }  // namespace collage
