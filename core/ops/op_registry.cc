@@ -53,6 +53,7 @@ const OpRegistry& OpRegistry::instance() {
     registerQuantizeOps(r);
     registerEinsumOps(r);
     registerSignalOps(r);
+    registerRandomOps(r);
     return r;
   }();
   return registry;

@@ -119,5 +119,6 @@ void registerSamplingOps(OpRegistry& r);
 void registerQuantizeOps(OpRegistry& r);
 void registerEinsumOps(OpRegistry& r);
 void registerSignalOps(OpRegistry& r);
+void registerRandomOps(OpRegistry& r);
 
 }  // namespace collage
