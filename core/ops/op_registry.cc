@@ -54,6 +54,7 @@ const OpRegistry& OpRegistry::instance() {
     registerEinsumOps(r);
     registerSignalOps(r);
     registerRandomOps(r);
+    registerLayoutOps(r);
     return r;
   }();
   return registry;

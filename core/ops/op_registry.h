@@ -120,5 +120,6 @@ void registerQuantizeOps(OpRegistry& r);
 void registerEinsumOps(OpRegistry& r);
 void registerSignalOps(OpRegistry& r);
 void registerRandomOps(OpRegistry& r);
+void registerLayoutOps(OpRegistry& r);
 
 }  // namespace collage
