@@ -496,6 +496,10 @@ struct Walker {
       start = 1;
     }
     const Node& first = g.node(members[start]);
+    // A node whose first output is omitted (an RNN that gives only Y_h) has
+    // no result for a chain to carry.
+    if (first.outputs.empty() || first.outputs[0] == kNoValue)
+      return nodeLabel(first) + "its first output is omitted; a oneDNN chain carries the first output";
     // An inference BatchNormalization with constant parameters is a
     // per-channel multiply-add: lowered as elementwise ops, it takes any chain
     // of post-ops (oneDNN's own primitive fuses only a Relu).

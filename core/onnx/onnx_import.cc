@@ -43,12 +43,11 @@ bool isNondeterministic(const std::string& op) {
          op == "RandomUniformLike" || op == "Multinomial" || op == "Bernoulli";
 }
 
-// Data inputs whose VALUES decide the output shape. Collage's shapes are
-// static, so these must be constant (the node is then folded away).
+// Data inputs whose VALUES decide the output shape (OpSchema::valueShapedInputs).
+// Collage's shapes are static, so these must be constant (the node is then folded away).
 std::vector<int> valueShapedInputs(const std::string& op) {
-  if (op == "ConstantOfShape") return {0};
-  if (op == "Range") return {0, 1, 2};
-  return {};
+  const OpSchema* schema = OpRegistry::instance().find(op);
+  return schema ? schema->valueShapedInputs : std::vector<int>{};
 }
 
 // The op a default-domain node becomes in the canonical form.
@@ -603,6 +602,11 @@ void Importer::rewriteLegacyForms(Node& node, const std::string& onnxOp) {
     node.attrs.erase("is_test");
   } else if (onnxOp == "Dropout") {
     node.attrs.erase("is_test");
+  } else if (onnxOp == "RoiAlign" && opset_ < 16) {
+    // RoiAlign-10 had no coordinate_transformation_mode and did not shift
+    // by half a pixel; opset 16's default (half_pixel) would.
+    if (!node.attrs.has("coordinate_transformation_mode"))
+      node.attrs.set("coordinate_transformation_mode", std::string("output_half_pixel"));
   } else if (onnxOp == "Gemm" && opset_ < 7) {
     node.attrs.erase("broadcast");  // Gemm-7 broadcasts C unidirectionally, as numpy
   }

@@ -1,5 +1,6 @@
-// Gemm and MatMul on the reference sgemm.
+// Gemm and MatMul on the reference sgemm, and Det.
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "core/ops/op_registry.h"
@@ -170,9 +171,59 @@ double matMulFlops(const Node& node, const std::vector<TensorType>& in,
          static_cast<double>(numElements(d.batch));
 }
 
+
+// ---- Det: determinants of the trailing M x M matrices, by LU
+// decomposition with partial pivoting in double ----
+
+std::vector<TensorType> inferDet(const Node& node, const std::vector<TensorType>& in) {
+  requireFloat32(node, in[0]);
+  const int64_t rank = in[0].rank();
+  if (rank < 2 || in[0].shape[rank - 1] != in[0].shape[rank - 2])
+    throw Error(nodeLabel(node) + "the input must be [*, M, M], not " + in[0].toString());
+  return {{in[0].elementType, Shape(in[0].shape.begin(), in[0].shape.end() - 2)}};
+}
+
+void runDet(const Node&, const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out) {
+  const int64_t m = in[0]->shape().back();
+  const int64_t count = out[0]->numElements();
+  const float* x = in[0]->data<float>();
+  float* y = out[0]->data<float>();
+  std::vector<double> a(static_cast<size_t>(m * m));
+  for (int64_t b = 0; b < count; ++b) {
+    for (int64_t i = 0; i < m * m; ++i) a[i] = x[b * m * m + i];
+    double det = 1.0;
+    for (int64_t col = 0; col < m && det != 0.0; ++col) {
+      int64_t pivot = col;
+      for (int64_t r = col + 1; r < m; ++r)
+        if (std::fabs(a[r * m + col]) > std::fabs(a[pivot * m + col])) pivot = r;
+      if (a[pivot * m + col] == 0.0) {
+        det = 0.0;
+        break;
+      }
+      if (pivot != col) {
+        for (int64_t k = 0; k < m; ++k) std::swap(a[col * m + k], a[pivot * m + k]);
+        det = -det;
+      }
+      det *= a[col * m + col];
+      for (int64_t r = col + 1; r < m; ++r) {
+        const double f = a[r * m + col] / a[col * m + col];
+        for (int64_t k = col; k < m; ++k) a[r * m + k] -= f * a[col * m + k];
+      }
+    }
+    y[b] = static_cast<float>(det);
+  }
+}
+
 }  // namespace
 
 void registerMatMulOps(OpRegistry& r) {
+  OpSchema det;
+  det.name = "Det";
+  det.kind = OpKind::Opaque;
+  det.infer = inferDet;
+  det.reference = runDet;
+  r.add(std::move(det));
+
   OpSchema gemm;
   gemm.name = "Gemm";
   gemm.kind = OpKind::Anchor;

@@ -69,6 +69,7 @@ void addConstantOfShape(OpRegistry& r) {
   OpSchema s;
   s.name = "ConstantOfShape";
   s.kind = OpKind::Opaque;
+  s.valueShapedInputs = {0};
   s.attributes = {{"value", AttributeType::Tensor, Attribute(Tensor::fromFloats({1}, {0.0f}))}};
   s.infer = [](const Node& node, const Types& in) {
     if (in[0].elementType != ElementType::Int64 || in[0].rank() != 1)
@@ -102,6 +103,7 @@ void addRange(OpRegistry& r) {
   OpSchema s;
   s.name = "Range";
   s.kind = OpKind::Opaque;
+  s.valueShapedInputs = {0, 1, 2};
   s.minInputs = s.maxInputs = 3;
   s.infer = [](const Node& node, const Types& in) {
     for (const TensorType& t : in) {

@@ -1,7 +1,7 @@
 // BatchNormalization (inference), InstanceNormalization, LayerNormalization,
-// Softmax and LogSoftmax. Statistics are accumulated in double: these
-// kernels are cheap next to the convolutions and the reference should be
-// tight.
+// Softmax, LogSoftmax, Hardmax, LRN and MeanVarianceNormalization.
+// Statistics are accumulated in double: these kernels are cheap next to the
+// convolutions and the reference should be tight.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -276,9 +276,145 @@ double softmaxFlops(const Node&, const std::vector<TensorType>& in,
   return 4.0 * static_cast<double>(in.at(0).numElements());  // max, exp, sum, divide
 }
 
+
+// ---- Hardmax (opset-13 semantics; the importer rewrites older ones) ----
+
+// 1 at the first maximum along the axis, 0 elsewhere.
+void runHardmax(const Node& node, const std::vector<const Tensor*>& in,
+                const std::vector<Tensor*>& out) {
+  const AxisDims d = axisDims(node, in[0]->shape());
+  const float* x = in[0]->data<float>();
+  float* y = out[0]->data<float>();
+  std::fill(y, y + out[0]->numElements(), 0.0f);
+  for (int64_t o = 0; o < d.outer; ++o)
+    for (int64_t i = 0; i < d.inner; ++i) {
+      const int64_t base = o * d.len * d.inner + i;
+      int64_t best = 0;
+      for (int64_t k = 1; k < d.len; ++k)
+        if (x[base + k * d.inner] > x[base + best * d.inner]) best = k;
+      if (d.len > 0) y[base + best * d.inner] = 1.0f;
+    }
+}
+
+// ---- LRN: across-channel local response normalisation (AlexNet, GoogLeNet) ----
+
+std::vector<TensorType> inferLrn(const Node& node, const std::vector<TensorType>& in) {
+  requireFloat32(node, in[0]);
+  if (in[0].rank() < 3)
+    throw Error(nodeLabel(node) + "the input must be [N, C, D1, ...], not " + in[0].toString());
+  if (node.attrs.getInt("size") < 1)
+    throw Error(nodeLabel(node) + "size must be positive");
+  return {in[0]};
+}
+
+// y = x / (bias + alpha / size * sum of x^2 over the channels
+//          [c - floor((size-1)/2), c + ceil((size-1)/2)])^beta
+void runLrn(const Node& node, const std::vector<const Tensor*>& in,
+            const std::vector<Tensor*>& out) {
+  const Shape& s = in[0]->shape();
+  const int64_t n = s[0], channels = s[1];
+  int64_t inner = 1;
+  for (size_t i = 2; i < s.size(); ++i) inner *= s[i];
+  const int64_t size = node.attrs.getInt("size");
+  const double alpha = node.attrs.getFloat("alpha", 1e-4f), beta = node.attrs.getFloat("beta", 0.75f);
+  const double bias = node.attrs.getFloat("bias", 1.0f);
+  const int64_t before = (size - 1) / 2, after = size - 1 - before;
+  const float* x = in[0]->data<float>();
+  float* y = out[0]->data<float>();
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t c = 0; c < channels; ++c)
+      for (int64_t i = 0; i < inner; ++i) {
+        double sum = 0;
+        for (int64_t k = std::max<int64_t>(0, c - before); k <= std::min(channels - 1, c + after); ++k) {
+          const double v = x[(b * channels + k) * inner + i];
+          sum += v * v;
+        }
+        const int64_t at = (b * channels + c) * inner + i;
+        y[at] = static_cast<float>(x[at] / std::pow(bias + alpha / static_cast<double>(size) * sum, beta));
+      }
+}
+
+// ---- MeanVarianceNormalization: (x - mean) / (sqrt(var) + 1e-9) over `axes` ----
+
+std::vector<TensorType> inferMvn(const Node& node, const std::vector<TensorType>& in) {
+  requireFloat32(node, in[0]);
+  for (int64_t a : node.attrs.getInts("axes", {0, 2, 3})) normalizeAxis(node, a, in[0].rank());
+  return {in[0]};
+}
+
+void runMvn(const Node& node, const std::vector<const Tensor*>& in,
+            const std::vector<Tensor*>& out) {
+  const Shape& s = in[0]->shape();
+  const int64_t rank = in[0]->rank();
+  std::vector<bool> reduced(static_cast<size_t>(rank), false);
+  for (int64_t a : node.attrs.getInts("axes", {0, 2, 3})) reduced[normalizeAxis(node, a, rank)] = true;
+  // Group every element by its position on the kept axes.
+  const int64_t total = in[0]->numElements();
+  std::vector<int64_t> group(static_cast<size_t>(total));
+  int64_t groups = 1;
+  for (int64_t d = 0; d < rank; ++d)
+    if (!reduced[d]) groups *= s[d];
+  for (int64_t i = 0; i < total; ++i) {
+    int64_t rest = i, g = 0, scale = 1;
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      const int64_t c = rest % s[d];
+      rest /= s[d];
+      if (!reduced[d]) {
+        g += c * scale;
+        scale *= s[d];
+      }
+    }
+    group[i] = g;
+  }
+  std::vector<double> sum(static_cast<size_t>(groups), 0.0), sq(static_cast<size_t>(groups), 0.0);
+  std::vector<int64_t> count(static_cast<size_t>(groups), 0);
+  const float* x = in[0]->data<float>();
+  for (int64_t i = 0; i < total; ++i) {
+    sum[group[i]] += x[i];
+    sq[group[i]] += static_cast<double>(x[i]) * x[i];
+    ++count[group[i]];
+  }
+  float* y = out[0]->data<float>();
+  for (int64_t i = 0; i < total; ++i) {
+    const double m = sum[group[i]] / count[group[i]];
+    const double var = std::max(0.0, sq[group[i]] / count[group[i]] - m * m);
+    y[i] = static_cast<float>((x[i] - m) / (std::sqrt(var) + 1e-9));
+  }
+}
+
 }  // namespace
 
 void registerNormalizationOps(OpRegistry& r) {
+  {
+    OpSchema hm;
+    hm.name = "Hardmax";
+    hm.kind = OpKind::Reduction;
+    hm.attributes = {{"axis", AttributeType::Int, Attribute(int64_t{-1})}};
+    hm.infer = inferSoftmax;
+    hm.reference = runHardmax;
+    r.add(std::move(hm));
+  }
+  {
+    OpSchema lrn;
+    lrn.name = "LRN";
+    lrn.kind = OpKind::Opaque;
+    lrn.attributes = {{"alpha", AttributeType::Float, Attribute(1e-4f)},
+                      {"beta", AttributeType::Float, Attribute(0.75f)},
+                      {"bias", AttributeType::Float, Attribute(1.0f)},
+                      {"size", AttributeType::Int, std::nullopt, true}};
+    lrn.infer = inferLrn;
+    lrn.reference = runLrn;
+    r.add(std::move(lrn));
+  }
+  {
+    OpSchema mvn;
+    mvn.name = "MeanVarianceNormalization";
+    mvn.kind = OpKind::Reduction;
+    mvn.attributes = {{"axes", AttributeType::Ints, Attribute(std::vector<int64_t>{0, 2, 3})}};
+    mvn.infer = inferMvn;
+    mvn.reference = runMvn;
+    r.add(std::move(mvn));
+  }
   OpSchema bn;
   bn.name = "BatchNormalization";
   bn.kind = OpKind::Broadcast;

@@ -64,4 +64,45 @@ void requireFloat32(const Node& node, const TensorType& type) {
                       std::string(elementTypeName(type.elementType)) + " is not supported");
 }
 
+int64_t shapeProduct(const Shape& shape, int64_t from, int64_t to) {
+  int64_t p = 1;
+  for (int64_t d = from; d < to; ++d) p *= shape[static_cast<size_t>(d)];
+  return p;
+}
+
+double zeroFlops(const Node&, const std::vector<TensorType>&, const std::vector<TensorType>&) {
+  return 0.0;
+}
+
+void requireIndexType(const Node& node, const TensorType& type, const std::string& what) {
+  if (type.elementType != ElementType::Int64 && type.elementType != ElementType::Int32)
+    throw Error(nodeLabel(node) + what + " must be int32 or int64, not " + type.toString());
+}
+
+int64_t normalizeIndex(const Node& node, int64_t index, int64_t dim, const std::string& what) {
+  if (index < -dim || index >= dim)
+    throw Error(nodeLabel(node) + what + " index " + std::to_string(index) +
+                " is out of range for a dimension of size " + std::to_string(dim));
+  return index < 0 ? index + dim : index;
+}
+
+int64_t scalarInt(const Node& node, const Tensor& t, const std::string& what) {
+  if (t.numElements() != 1)
+    throw Error(nodeLabel(node) + what + " must hold one value, not " + t.type().toString());
+  if (isFloatingPoint(t.elementType())) return static_cast<int64_t>(t.toDoubles()[0]);
+  return t.toInts()[0];
+}
+
+double scalarDouble(const Node& node, const Tensor& t, const std::string& what) {
+  if (t.numElements() != 1)
+    throw Error(nodeLabel(node) + what + " must hold one value, not " + t.type().toString());
+  return t.toDoubles()[0];
+}
+
+std::string intsText(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
 }  // namespace collage

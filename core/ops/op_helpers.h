@@ -26,4 +26,22 @@ struct PadAmounts {
 };
 PadAmounts padAmounts(const Node& node, int64_t rank);
 
+// ---- Shared by the kernels of data-dependent and index-driven ops. ----
+
+// The product of shape[from, to) (1 for an empty range).
+int64_t shapeProduct(const Shape& shape, int64_t from, int64_t to);
+// A FlopsFn for ops that only move or select elements.
+double zeroFlops(const Node&, const std::vector<TensorType>&, const std::vector<TensorType>&);
+// Throws Error unless `type` is int32 or int64; `what` names the input ("indices").
+void requireIndexType(const Node& node, const TensorType& type, const std::string& what);
+// An index in [-dim, dim) made non-negative; throws Error naming the node,
+// the input `what` and the dimension otherwise (never reads out of bounds).
+int64_t normalizeIndex(const Node& node, int64_t index, int64_t dim, const std::string& what);
+// The single value of a one-element tensor (a scalar or a [1] tensor), read
+// at run time; throws Error naming `what` if it holds another count.
+int64_t scalarInt(const Node& node, const Tensor& t, const std::string& what);
+double scalarDouble(const Node& node, const Tensor& t, const std::string& what);
+// "[1,2,3]"
+std::string intsText(const std::vector<int64_t>& v);
+
 }  // namespace collage

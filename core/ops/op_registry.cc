@@ -47,6 +47,16 @@ const OpRegistry& OpRegistry::instance() {
     registerSpatialOps(r);
     registerControlFlowOps(r);
     registerSequenceOps(r);
+    registerIndexOps(r);
+    registerLossOps(r);
+    registerRecurrentOps(r);
+    registerDetectionOps(r);
+    registerSamplingOps(r);
+    registerQuantizeOps(r);
+    registerEinsumOps(r);
+    registerSignalOps(r);
+    registerRandomOps(r);
+    registerLayoutOps(r);
     return r;
   }();
   return registry;

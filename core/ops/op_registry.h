@@ -67,6 +67,12 @@ struct OpSchema {
   int maxOutputs = 1;
   std::vector<AttributeSpec> attributes;
   std::vector<ConstInput> constInputs;
+  // Data inputs whose VALUES decide an output's shape (Range's limits,
+  // NonZero's condition, Unique's input): shapes are static, so the importer
+  // requires them to be constant and the node is folded. infer returns a
+  // placeholder of the right rank with zero-sized dimensions and the
+  // reference kernel replaces the output with one of the real shape.
+  std::vector<int> valueShapedInputs;
   InferFn infer;
   ReferenceFn reference;
   FlopsFn flops;  // optional: default counts one op per output element
@@ -110,5 +116,15 @@ void registerMiscOps(OpRegistry& r);
 void registerSpatialOps(OpRegistry& r);
 void registerControlFlowOps(OpRegistry& r);  // control_flow_ops.cc
 void registerSequenceOps(OpRegistry& r);     // sequence_ops.cc
+void registerIndexOps(OpRegistry& r);
+void registerLossOps(OpRegistry& r);
+void registerRecurrentOps(OpRegistry& r);
+void registerDetectionOps(OpRegistry& r);
+void registerSamplingOps(OpRegistry& r);
+void registerQuantizeOps(OpRegistry& r);
+void registerEinsumOps(OpRegistry& r);
+void registerSignalOps(OpRegistry& r);
+void registerRandomOps(OpRegistry& r);
+void registerLayoutOps(OpRegistry& r);
 
 }  // namespace collage

@@ -254,9 +254,91 @@ double globalPoolFlops(const Node&, const std::vector<TensorType>& in,
   return static_cast<double>(in.at(0).numElements());
 }
 
+
+// ---- MaxUnpool: scatters MaxPool's values back to the positions its
+// Indices output recorded (flat indices into the whole output tensor) ----
+
+// The output shape from kernel, strides and pads: the shape MaxPool's
+// Indices refer to.
+Shape maxUnpoolDefaultShape(const Node& node, const TensorType& x) {
+  if (x.rank() < 3)
+    throw Error(nodeLabel(node) + "X must be [N, C, D1, ...], not " + x.toString());
+  const int64_t spatial = x.rank() - 2;
+  const std::vector<int64_t> kernel = node.attrs.getInts("kernel_shape");
+  const std::vector<int64_t> strides = node.attrs.getInts("strides", std::vector<int64_t>(spatial, 1));
+  const std::vector<int64_t> pads = node.attrs.getInts("pads", std::vector<int64_t>(2 * spatial, 0));
+  if (static_cast<int64_t>(kernel.size()) != spatial || static_cast<int64_t>(strides.size()) != spatial ||
+      static_cast<int64_t>(pads.size()) != 2 * spatial)
+    throw Error(nodeLabel(node) + "kernel_shape, strides and pads must match the " +
+                std::to_string(spatial) + " spatial dimensions of X");
+  Shape out = {x.shape[0], x.shape[1]};
+  for (int64_t d = 0; d < spatial; ++d)
+    out.push_back((x.shape[d + 2] - 1) * strides[d] + kernel[d] - pads[d] - pads[d + spatial]);
+  return out;
+}
+
+// output_shape, when given, may be larger than the default (MaxPool's input
+// had a remainder the windows did not cover): each value keeps the position
+// its index has in the default shape, and the rest is zeros.
+Shape maxUnpoolShape(const Node& node, const TensorType& x) {
+  const Shape def = maxUnpoolDefaultShape(node, x);
+  if (!node.attrs.has("output_shape")) return def;
+  const std::vector<int64_t> s = node.attrs.getInts("output_shape");
+  bool ok = s.size() == def.size();
+  for (size_t d = 0; ok && d < s.size(); ++d) ok = d < 2 ? s[d] == def[d] : s[d] >= def[d];
+  if (!ok)
+    throw Error(nodeLabel(node) + "output_shape " + shapeToString(s) +
+                " must keep N and C and be at least the default shape " + shapeToString(def));
+  return s;
+}
+
+std::vector<TensorType> inferMaxUnpool(const Node& node, const std::vector<TensorType>& in) {
+  requireFloat32(node, in[0]);
+  if (in[1].shape != in[0].shape || in[1].elementType != ElementType::Int64)
+    throw Error(nodeLabel(node) + "I must be int64 with the shape of X, not " + in[1].toString());
+  return {{in[0].elementType, maxUnpoolShape(node, in[0])}};
+}
+
+void runMaxUnpool(const Node& node, const std::vector<const Tensor*>& in,
+                  const std::vector<Tensor*>& out) {
+  const float* x = in[0]->data<float>();
+  const int64_t* index = in[1]->data<int64_t>();
+  float* y = out[0]->data<float>();
+  const Shape def = maxUnpoolDefaultShape(node, in[0]->type());
+  const Shape& shape = out[0]->shape();
+  const int64_t total = numElements(def);
+  std::fill(y, y + out[0]->numElements(), 0.0f);
+  for (int64_t i = 0; i < in[0]->numElements(); ++i) {
+    if (index[i] < 0 || index[i] >= total)
+      throw Error(nodeLabel(node) + "index " + std::to_string(index[i]) +
+                  " in I is outside the unpooled shape " + shapeToString(def));
+    // Coordinates in the default shape, placed at the same coordinates of the output.
+    int64_t rest = index[i], at = 0, stride = 1;
+    for (size_t d = def.size(); d-- > 0;) {
+      at += (rest % def[d]) * stride;
+      rest /= def[d];
+      stride *= shape[d];
+    }
+    y[at] = x[i];
+  }
+}
+
 }  // namespace
 
 void registerPoolOps(OpRegistry& r) {
+  OpSchema unpool;
+  unpool.name = "MaxUnpool";
+  unpool.kind = OpKind::Opaque;
+  unpool.minInputs = unpool.maxInputs = 2;
+  unpool.attributes = {{"kernel_shape", AttributeType::Ints, std::nullopt, true},
+                       {"pads", AttributeType::Ints, std::nullopt},
+                       {"strides", AttributeType::Ints, std::nullopt},
+                       {"output_shape", AttributeType::Ints, std::nullopt}};
+  unpool.constInputs = {{2, "output_shape", AttributeType::Ints}};
+  unpool.infer = inferMaxUnpool;
+  unpool.reference = runMaxUnpool;
+  r.add(std::move(unpool));
+
   OpSchema maxPool;
   maxPool.name = "MaxPool";
   maxPool.kind = OpKind::Anchor;

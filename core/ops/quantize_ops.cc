@@ -1,0 +1,462 @@
+// The quantise/dequantise pair that QDQ models (ONNX Runtime's quantiser,
+// TensorRT's explicit-precision exports) put around every quantised op,
+// DynamicQuantizeLinear, and the integer products (MatMulInteger,
+// ConvInteger, QLinearMatMul, QLinearConv):
+//
+//   QuantizeLinear:   y = saturate(round_half_even(x / scale) + zero_point)
+//   DequantizeLinear: y = (x - zero_point) * scale
+//
+// scale and zero_point are scalars (per tensor) or 1-D along `axis` (per
+// channel); the zero point's type is the quantised type (uint8 without one).
+// The arithmetic is float32, as the spec writes it, so that halfway cases
+// round as every runtime does.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/ops/conv_geometry.h"
+#include "core/ops/op_helpers.h"
+#include "core/ops/op_registry.h"
+#include "core/ops/type_dispatch.h"
+
+namespace collage {
+namespace {
+
+using Inputs = std::vector<const Tensor*>;
+using Outputs = std::vector<Tensor*>;
+using Types = std::vector<TensorType>;
+
+bool quantizedType(ElementType t) {
+  return t == ElementType::UInt8 || t == ElementType::Int8;
+}
+
+bool present(const Types& in, size_t i) {
+  return i < in.size() && in[i].elementType != ElementType::Undefined;
+}
+
+// Checks a scale / zero point against x: a scalar, or 1-D with one value per
+// index of `axis`. Returns the axis the values run along, -1 for per tensor.
+int64_t quantAxis(const Node& node, const TensorType& x, const TensorType& param, const char* what) {
+  if (param.numElements() == 1 && param.rank() <= 1) return -1;
+  const int64_t axis = normalizeAxis(node, node.attrs.getInt("axis", 1), x.rank());
+  if (param.rank() != 1 || param.shape[0] != x.shape[axis])
+    throw Error(nodeLabel(node) + what + " " + param.toString() + " must be a scalar or hold one value per index of axis " +
+                std::to_string(axis) + " of " + x.toString());
+  return axis;
+}
+
+// The index into a per-axis parameter for each element of x.
+struct ParamIndex {
+  int64_t inner = 1, len = 1;
+  bool perAxis = false;
+  int64_t operator()(int64_t i) const { return perAxis ? (i / inner) % len : 0; }
+};
+
+ParamIndex paramIndex(const Shape& x, int64_t axis) {
+  ParamIndex p;
+  if (axis < 0) return p;
+  p.perAxis = true;
+  p.len = x[static_cast<size_t>(axis)];
+  p.inner = shapeProduct(x, axis + 1, static_cast<int64_t>(x.size()));
+  return p;
+}
+
+template <class Q>
+Q saturate(float v) {
+  const float lo = static_cast<float>(std::numeric_limits<Q>::min());
+  const float hi = static_cast<float>(std::numeric_limits<Q>::max());
+  return static_cast<Q>(std::min(std::max(v, lo), hi));
+}
+
+template <class F>
+void visitQuantized(const Node& node, ElementType t, F f) {
+  if (t == ElementType::UInt8) return f(TypeTag<uint8_t>{});
+  if (t == ElementType::Int8) return f(TypeTag<int8_t>{});
+  throw unsupportedType(node, t);
+}
+
+void addQuantizeLinear(OpRegistry& r) {
+  OpSchema s;
+  s.name = "QuantizeLinear";
+  s.kind = OpKind::ElemWise;
+  s.minInputs = 2;
+  s.maxInputs = 3;
+  s.attributes = {{"axis", AttributeType::Int, Attribute(int64_t{1})}};
+  s.infer = [](const Node& node, const Types& in) {
+    if (in[0].elementType != ElementType::Float32 && in[0].elementType != ElementType::Int32)
+      throw unsupportedType(node, in[0].elementType);
+    requireFloat32(node, in[1]);
+    quantAxis(node, in[0], in[1], "y_scale");
+    ElementType q = ElementType::UInt8;
+    if (present(in, 2)) {
+      q = in[2].elementType;
+      if (!quantizedType(q)) throw unsupportedType(node, q);
+      if (in[2].shape != in[1].shape)
+        throw Error(nodeLabel(node) + "y_zero_point " + in[2].toString() + " must have y_scale's shape " +
+                    shapeToString(in[1].shape));
+    }
+    return Types{{q, in[0].shape}};
+  };
+  s.reference = [](const Node& node, const Inputs& in, const Outputs& out) {
+    const int64_t axis = quantAxis(node, in[0]->type(), in[1]->type(), "y_scale");
+    const ParamIndex at = paramIndex(in[0]->shape(), axis);
+    const std::vector<float> x = in[0]->toFloats();
+    const float* scale = in[1]->data<float>();
+    const std::vector<int64_t> zp = in.size() > 2 && in[2] ? in[2]->toInts() : std::vector<int64_t>{0};
+    visitQuantized(node, out[0]->elementType(), [&](auto tag) {
+      using Q = typename decltype(tag)::type;
+      Q* y = out[0]->data<Q>();
+      for (size_t i = 0; i < x.size(); ++i) {
+        const int64_t p = at(static_cast<int64_t>(i));
+        const float q = std::nearbyint(x[i] / scale[p]) + static_cast<float>(zp[zp.size() > 1 ? p : 0]);
+        y[i] = saturate<Q>(q);
+      }
+    });
+  };
+  r.add(std::move(s));
+}
+
+void addDequantizeLinear(OpRegistry& r) {
+  OpSchema s;
+  s.name = "DequantizeLinear";
+  s.kind = OpKind::ElemWise;
+  s.minInputs = 2;
+  s.maxInputs = 3;
+  s.attributes = {{"axis", AttributeType::Int, Attribute(int64_t{1})}};
+  s.infer = [](const Node& node, const Types& in) {
+    if (!quantizedType(in[0].elementType) && in[0].elementType != ElementType::Int32)
+      throw unsupportedType(node, in[0].elementType);
+    requireFloat32(node, in[1]);
+    quantAxis(node, in[0], in[1], "x_scale");
+    if (present(in, 2) && (in[2].elementType != in[0].elementType || in[2].shape != in[1].shape))
+      throw Error(nodeLabel(node) + "x_zero_point " + in[2].toString() + " must be " +
+                  std::string(elementTypeName(in[0].elementType)) + " with x_scale's shape " +
+                  shapeToString(in[1].shape));
+    return Types{{ElementType::Float32, in[0].shape}};
+  };
+  s.reference = [](const Node& node, const Inputs& in, const Outputs& out) {
+    const int64_t axis = quantAxis(node, in[0]->type(), in[1]->type(), "x_scale");
+    const ParamIndex at = paramIndex(in[0]->shape(), axis);
+    const std::vector<int64_t> x = in[0]->toInts();
+    const float* scale = in[1]->data<float>();
+    const std::vector<int64_t> zp = in.size() > 2 && in[2] ? in[2]->toInts() : std::vector<int64_t>{0};
+    float* y = out[0]->data<float>();
+    for (size_t i = 0; i < x.size(); ++i) {
+      const int64_t p = at(static_cast<int64_t>(i));
+      y[i] = static_cast<float>(x[i] - zp[zp.size() > 1 ? p : 0]) * scale[p];
+    }
+  };
+  r.add(std::move(s));
+}
+
+// uint8 quantisation whose range [min(0, min x), max(0, max x)] is measured
+// on x itself: y, its scale and its zero point.
+void addDynamicQuantizeLinear(OpRegistry& r) {
+  OpSchema s;
+  s.name = "DynamicQuantizeLinear";
+  s.kind = OpKind::Opaque;
+  s.minOutputs = s.maxOutputs = 3;
+  s.infer = [](const Node& node, const Types& in) {
+    requireFloat32(node, in[0]);
+    return Types{{ElementType::UInt8, in[0].shape}, {ElementType::Float32, {}}, {ElementType::UInt8, {}}};
+  };
+  s.reference = [](const Node&, const Inputs& in, const Outputs& out) {
+    const float* x = in[0]->data<float>();
+    const int64_t n = in[0]->numElements();
+    float lo = 0, hi = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      lo = std::min(lo, x[i]);
+      hi = std::max(hi, x[i]);
+    }
+    const float scale = (hi - lo) / 255.0f;
+    // All zeros: any scale works; 0 would divide by zero, so the zero point is 0 and y is 0.
+    const float zeroPoint = scale != 0 ? std::nearbyint(std::min(std::max(0.0f - lo / scale, 0.0f), 255.0f)) : 0.0f;
+    if (out[0]) {
+      uint8_t* y = out[0]->data<uint8_t>();
+      for (int64_t i = 0; i < n; ++i)
+        y[i] = scale != 0 ? saturate<uint8_t>(std::nearbyint(x[i] / scale) + zeroPoint) : 0;
+    }
+    if (out[1]) out[1]->data<float>()[0] = scale;
+    if (out[2]) out[2]->data<uint8_t>()[0] = static_cast<uint8_t>(zeroPoint);
+  };
+  r.add(std::move(s));
+}
+
+
+// ---- Integer products: MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv ----
+// Sums of (a - a_zero_point) * (b - b_zero_point), exact in int64. The
+// *Integer ops store them as int32, as the spec's accumulator is; the
+// QLinear* ops rescale them by a_scale * b_scale / y_scale (per row/column
+// or per output channel where the scales are 1-D) and requantise with
+// y_zero_point, rounding half to even and saturating.
+
+// A per-index parameter's value at i: a scalar, or one value per index.
+template <class V>
+V paramAt(const std::vector<V>& v, int64_t i, V fallback) {
+  return v.empty() ? fallback : v[v.size() > 1 ? static_cast<size_t>(i) : 0];
+}
+
+std::vector<int64_t> intsOrEmpty(const Inputs& in, size_t i) {
+  return i < in.size() && in[i] ? in[i]->toInts() : std::vector<int64_t>{};
+}
+
+void requirePerIndex(const Node& node, const Types& in, size_t i, ElementType type,
+                     int64_t perIndex, const char* what) {
+  if (!present(in, i)) return;
+  if (in[i].elementType != type ||
+      !(in[i].numElements() == 1 || (in[i].rank() == 1 && in[i].shape[0] == perIndex)))
+    throw Error(nodeLabel(node) + what + " " + in[i].toString() + " must be a " +
+                std::string(elementTypeName(type)) + " scalar or hold " + std::to_string(perIndex) +
+                " values");
+}
+
+// MatMul of two quantised operands (rank >= 2, numpy batch broadcasting).
+Shape matMulIntegerShape(const Node& node, const TensorType& a, const TensorType& b) {
+  if (!quantizedType(a.elementType)) throw unsupportedType(node, a.elementType);
+  if (!quantizedType(b.elementType)) throw unsupportedType(node, b.elementType);
+  if (a.rank() < 2 || b.rank() < 2)
+    throw Unsupported(nodeLabel(node) + "1-D operands are not supported, got " + a.toString() +
+                      " and " + b.toString());
+  if (a.shape.back() != b.shape[b.rank() - 2])
+    throw Error(nodeLabel(node) + "inner dimensions differ: " + a.toString() + " x " + b.toString());
+  Shape out = broadcastShapes(node, {Shape(a.shape.begin(), a.shape.end() - 2),
+                                     Shape(b.shape.begin(), b.shape.end() - 2)});
+  out.insert(out.end(), {a.shape[a.rank() - 2], b.shape.back()});
+  return out;
+}
+
+// acc[batch][i][j] for the output shape ys.
+std::vector<int64_t> matMulIntegerAcc(const Tensor& at, const Tensor& bt, const std::vector<int64_t>& azp,
+                                      const std::vector<int64_t>& bzp, const Shape& ys) {
+  const Shape& as = at.shape();
+  const Shape& bs = bt.shape();
+  const int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
+  const Shape batch(ys.begin(), ys.end() - 2);
+  const std::vector<int64_t> a = at.toInts(), b = bt.toInts();
+  // An operand's batch offset under numpy broadcasting (1 = repeated).
+  auto batchOffset = [&](const Shape& opShape, int64_t index) {
+    const int64_t lead = static_cast<int64_t>(batch.size()) - (static_cast<int64_t>(opShape.size()) - 2);
+    int64_t offset = 0, stride = 1;
+    for (int64_t d = static_cast<int64_t>(batch.size()) - 1; d >= 0; --d) {
+      const int64_t coord = index % batch[d];
+      index /= batch[d];
+      if (d < lead) continue;
+      const int64_t extent = opShape[d - lead];
+      offset += (extent == 1 ? 0 : coord) * stride;
+      stride *= extent;
+    }
+    return offset;
+  };
+  const int64_t batches = numElements(batch);
+  std::vector<int64_t> acc(static_cast<size_t>(batches * M * N), 0);
+  for (int64_t bi = 0; bi < batches; ++bi) {
+    const int64_t* ap = a.data() + batchOffset(as, bi) * M * K;
+    const int64_t* bp = b.data() + batchOffset(bs, bi) * K * N;
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        int64_t sum = 0;
+        for (int64_t k = 0; k < K; ++k)
+          sum += (ap[i * K + k] - paramAt<int64_t>(azp, i, 0)) * (bp[k * N + j] - paramAt<int64_t>(bzp, j, 0));
+        acc[(bi * M + i) * N + j] = sum;
+      }
+  }
+  return acc;
+}
+
+// acc[n][m][spatial...] of a grouped N-D convolution; x's zero point is a
+// scalar, w's one per output channel (or a scalar).
+std::vector<int64_t> convIntegerAcc(const Node& node, const Tensor& xt, const Tensor& wt,
+                                    const std::vector<int64_t>& xzp, const std::vector<int64_t>& wzp) {
+  const ConvGeometry g = ConvGeometry::conv(node, xt.shape(), wt.shape()).expandedTo(3);
+  const std::vector<int64_t> x = xt.toInts(), w = wt.toInts();
+  const int64_t cg = g.inChannels / g.group, mg = g.outChannels / g.group;
+  const int64_t ID = g.inputSpatial[0], IH = g.inputSpatial[1], IW = g.inputSpatial[2];
+  const int64_t OD = g.outputSpatial[0], OH = g.outputSpatial[1], OW = g.outputSpatial[2];
+  const int64_t KD = g.kernel[0], KH = g.kernel[1], KW = g.kernel[2];
+  const int64_t xzero = paramAt<int64_t>(xzp, 0, 0);
+  std::vector<int64_t> acc(static_cast<size_t>(g.batch * g.outChannels * OD * OH * OW), 0);
+  for (int64_t n = 0; n < g.batch; ++n)
+    for (int64_t m = 0; m < g.outChannels; ++m) {
+      const int64_t c0 = (m / mg) * cg;
+      const int64_t wzero = paramAt<int64_t>(wzp, m, 0);
+      for (int64_t od = 0; od < OD; ++od)
+        for (int64_t oh = 0; oh < OH; ++oh)
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            int64_t sum = 0;
+            for (int64_t c = 0; c < cg; ++c)
+              for (int64_t kd = 0; kd < KD; ++kd) {
+                const int64_t id = od * g.strides[0] - g.padsBegin[0] + kd * g.dilations[0];
+                if (id < 0 || id >= ID) continue;
+                for (int64_t kh = 0; kh < KH; ++kh) {
+                  const int64_t ih = oh * g.strides[1] - g.padsBegin[1] + kh * g.dilations[1];
+                  if (ih < 0 || ih >= IH) continue;
+                  for (int64_t kw = 0; kw < KW; ++kw) {
+                    const int64_t iw = ow * g.strides[2] - g.padsBegin[2] + kw * g.dilations[2];
+                    if (iw < 0 || iw >= IW) continue;
+                    const int64_t xv = x[(((n * g.inChannels + c0 + c) * ID + id) * IH + ih) * IW + iw];
+                    const int64_t wv = w[(((m * cg + c) * KD + kd) * KH + kh) * KW + kw];
+                    sum += (xv - xzero) * (wv - wzero);
+                  }
+                }
+              }
+            acc[(((n * g.outChannels + m) * OD + od) * OH + oh) * OW + ow] = sum;
+          }
+    }
+  return acc;
+}
+
+void storeInt32(const std::vector<int64_t>& acc, Tensor& out) {
+  int32_t* y = out.data<int32_t>();
+  for (size_t i = 0; i < acc.size(); ++i) y[i] = static_cast<int32_t>(acc[i]);
+}
+
+// y = saturate(round_half_even(acc * scaleOf(i)) + zero point), into y's type.
+template <class ScaleOf>
+void requantize(const Node& node, const std::vector<int64_t>& acc, ScaleOf scaleOf,
+                const std::vector<int64_t>& yzp, Tensor& out) {
+  visitQuantized(node, out.elementType(), [&](auto tag) {
+    using Q = typename decltype(tag)::type;
+    Q* y = out.data<Q>();
+    for (size_t i = 0; i < acc.size(); ++i) {
+      const double v = std::nearbyint(static_cast<double>(acc[i]) * scaleOf(static_cast<int64_t>(i))) +
+                       static_cast<double>(paramAt<int64_t>(yzp, 0, 0));
+      y[i] = saturate<Q>(static_cast<float>(v));
+    }
+  });
+}
+
+std::vector<AttributeSpec> convIntegerAttributes() {
+  return {{"auto_pad", AttributeType::String, Attribute(std::string("NOTSET"))},
+          {"dilations", AttributeType::Ints, std::nullopt},
+          {"group", AttributeType::Int, Attribute(int64_t{1})},
+          {"kernel_shape", AttributeType::Ints, std::nullopt},
+          {"pads", AttributeType::Ints, std::nullopt},
+          {"strides", AttributeType::Ints, std::nullopt}};
+}
+
+void addMatMulInteger(OpRegistry& r) {
+  OpSchema s;
+  s.name = "MatMulInteger";
+  s.kind = OpKind::Anchor;
+  s.minInputs = 2;
+  s.maxInputs = 4;
+  s.infer = [](const Node& node, const Types& in) {
+    Shape out = matMulIntegerShape(node, in[0], in[1]);
+    requirePerIndex(node, in, 2, in[0].elementType, in[0].shape[in[0].rank() - 2], "a_zero_point");
+    requirePerIndex(node, in, 3, in[1].elementType, in[1].shape.back(), "b_zero_point");
+    return Types{{ElementType::Int32, out}};
+  };
+  s.reference = [](const Node&, const Inputs& in, const Outputs& out) {
+    storeInt32(matMulIntegerAcc(*in[0], *in[1], intsOrEmpty(in, 2), intsOrEmpty(in, 3), out[0]->shape()),
+               *out[0]);
+  };
+  r.add(std::move(s));
+}
+
+void addConvInteger(OpRegistry& r) {
+  OpSchema s;
+  s.name = "ConvInteger";
+  s.kind = OpKind::Anchor;
+  s.minInputs = 2;
+  s.maxInputs = 4;
+  s.attributes = convIntegerAttributes();
+  s.infer = [](const Node& node, const Types& in) {
+    for (int i = 0; i < 2; ++i)
+      if (!quantizedType(in[i].elementType)) throw unsupportedType(node, in[i].elementType);
+    const ConvGeometry g = ConvGeometry::conv(node, in[0].shape, in[1].shape);
+    requirePerIndex(node, in, 2, in[0].elementType, 1, "x_zero_point");
+    requirePerIndex(node, in, 3, in[1].elementType, g.outChannels, "w_zero_point");
+    return Types{{ElementType::Int32, g.outputShape()}};
+  };
+  s.reference = [](const Node& node, const Inputs& in, const Outputs& out) {
+    storeInt32(convIntegerAcc(node, *in[0], *in[1], intsOrEmpty(in, 2), intsOrEmpty(in, 3)), *out[0]);
+  };
+  r.add(std::move(s));
+}
+
+// QLinearMatMul: a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point.
+void addQLinearMatMul(OpRegistry& r) {
+  OpSchema s;
+  s.name = "QLinearMatMul";
+  s.kind = OpKind::Anchor;
+  s.minInputs = s.maxInputs = 8;
+  s.infer = [](const Node& node, const Types& in) {
+    Shape out = matMulIntegerShape(node, in[0], in[3]);
+    const int64_t M = in[0].shape[in[0].rank() - 2], N = in[3].shape.back();
+    requirePerIndex(node, in, 1, ElementType::Float32, M, "a_scale");
+    requirePerIndex(node, in, 2, in[0].elementType, M, "a_zero_point");
+    requirePerIndex(node, in, 4, ElementType::Float32, N, "b_scale");
+    requirePerIndex(node, in, 5, in[3].elementType, N, "b_zero_point");
+    requirePerIndex(node, in, 6, ElementType::Float32, 1, "y_scale");
+    if (!quantizedType(in[7].elementType)) throw unsupportedType(node, in[7].elementType);
+    requirePerIndex(node, in, 7, in[7].elementType, 1, "y_zero_point");
+    return Types{{in[7].elementType, out}};
+  };
+  s.reference = [](const Node& node, const Inputs& in, const Outputs& out) {
+    const Shape& ys = out[0]->shape();
+    const int64_t M = ys[ys.size() - 2], N = ys.back();
+    const std::vector<int64_t> acc =
+        matMulIntegerAcc(*in[0], *in[3], intsOrEmpty(in, 2), intsOrEmpty(in, 5), ys);
+    const std::vector<float> as = in[1]->toFloats(), bs = in[4]->toFloats();
+    const float yScale = in[6]->toFloats()[0];
+    requantize(node, acc, [&](int64_t i) {
+      const int64_t row = (i / N) % M, col = i % N;
+      return static_cast<double>(paramAt<float>(as, row, 1.0f) * paramAt<float>(bs, col, 1.0f) / yScale);
+    }, intsOrEmpty(in, 7), *out[0]);
+  };
+  r.add(std::move(s));
+}
+
+// QLinearConv: x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale,
+// y_zero_point, optional int32 bias B (added to the accumulator).
+void addQLinearConv(OpRegistry& r) {
+  OpSchema s;
+  s.name = "QLinearConv";
+  s.kind = OpKind::Anchor;
+  s.minInputs = 8;
+  s.maxInputs = 9;
+  s.attributes = convIntegerAttributes();
+  s.infer = [](const Node& node, const Types& in) {
+    for (size_t i : {size_t{0}, size_t{3}, size_t{7}})
+      if (!quantizedType(in[i].elementType)) throw unsupportedType(node, in[i].elementType);
+    const ConvGeometry g = ConvGeometry::conv(node, in[0].shape, in[3].shape);
+    requirePerIndex(node, in, 1, ElementType::Float32, 1, "x_scale");
+    requirePerIndex(node, in, 2, in[0].elementType, 1, "x_zero_point");
+    requirePerIndex(node, in, 4, ElementType::Float32, g.outChannels, "w_scale");
+    requirePerIndex(node, in, 5, in[3].elementType, g.outChannels, "w_zero_point");
+    requirePerIndex(node, in, 6, ElementType::Float32, 1, "y_scale");
+    requirePerIndex(node, in, 7, in[7].elementType, 1, "y_zero_point");
+    if (present(in, 8) && (in[8].elementType != ElementType::Int32 || in[8].shape != Shape{g.outChannels}))
+      throw Error(nodeLabel(node) + "B must be int32[" + std::to_string(g.outChannels) + "], not " +
+                  in[8].toString());
+    return Types{{in[7].elementType, g.outputShape()}};
+  };
+  s.reference = [](const Node& node, const Inputs& in, const Outputs& out) {
+    std::vector<int64_t> acc = convIntegerAcc(node, *in[0], *in[3], intsOrEmpty(in, 2), intsOrEmpty(in, 5));
+    const Shape& ys = out[0]->shape();
+    const int64_t M = ys[1], plane = shapeProduct(ys, 2, static_cast<int64_t>(ys.size()));
+    const std::vector<int64_t> bias = intsOrEmpty(in, 8);
+    if (!bias.empty())
+      for (size_t i = 0; i < acc.size(); ++i) acc[i] += bias[(static_cast<int64_t>(i) / plane) % M];
+    const float xScale = in[1]->toFloats()[0], yScale = in[6]->toFloats()[0];
+    const std::vector<float> ws = in[4]->toFloats();
+    requantize(node, acc, [&](int64_t i) {
+      return static_cast<double>(xScale * paramAt<float>(ws, (i / plane) % M, 1.0f) / yScale);
+    }, intsOrEmpty(in, 7), *out[0]);
+  };
+  r.add(std::move(s));
+}
+
+}  // namespace
+
+void registerQuantizeOps(OpRegistry& r) {
+  addMatMulInteger(r);
+  addConvInteger(r);
+  addQLinearMatMul(r);
+  addQLinearConv(r);
+  addQuantizeLinear(r);
+  addDequantizeLinear(r);
+  addDynamicQuantizeLinear(r);
+}
+
+}  // namespace collage
