@@ -490,7 +490,7 @@ void registerSpatialOps(OpRegistry& r) {
   };
   pad.constInputs = {
       {1, "pads", AttributeType::Ints},
-      {2, "constant_value", AttributeType::Float},
+      {2, "constant_value", AttributeType::Float, false},
       {3, "axes", AttributeType::Ints},
   };
   pad.infer = inferPad;
@@ -516,7 +516,7 @@ void registerSpatialOps(OpRegistry& r) {
       {"sizes", AttributeType::Ints, std::nullopt},
   };
   resize.constInputs = {
-      {1, "roi", AttributeType::Floats},
+      {1, "roi", AttributeType::Floats, false},
       {2, "scales", AttributeType::Floats},
       {3, "sizes", AttributeType::Ints},
   };
