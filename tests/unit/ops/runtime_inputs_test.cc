@@ -211,10 +211,10 @@ TEST(RuntimeInputs, TheReferenceExecutorChecksRunTimeShapesAgainstTheGraph) {
   g.finalize();
   ReferenceExecutor exec(g);
   const Tensor xv = Tensor::fromFloats({2, 2}, {1, 2, 3, 4});
-  std::vector<Tensor> out = exec.run({xv, Tensor::fromInts({4}, {0, 0, 1, 0})});
+  std::vector<Tensor> out = exec.run(std::vector<Tensor>{xv, Tensor::fromInts({4}, {0, 0, 1, 0})});
   EXPECT_EQ(out[0].toFloats(), (std::vector<float>{1, 2, 3, 4, 0, 0}));
   try {
-    exec.run({xv, Tensor::fromInts({4}, {0, 1, 0, 0})});  // 2x3, not 3x2
+    exec.run(std::vector<Tensor>{xv, Tensor::fromInts({4}, {0, 1, 0, 0})});  // 2x3, not 3x2
     FAIL() << "a run-time shape contradicting the declared one was accepted";
   } catch (const Error& e) {
     const std::string what = e.what();
