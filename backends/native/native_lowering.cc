@@ -971,10 +971,12 @@ std::string inlineRefusal(const Graph& graph, NodeId n) {
   if (!known) return who + ": " + op + " runs as a kernel of its own";
   // A fused pass is built with the parameters (Clip's bounds, Slice's
   // starts) as constants; the reference kernel reads run-time ones.
-  if (const auto runtime = runtimeInputsOf(node); !runtime.empty())
-    return who + ": input '" + runtime.front()->attribute + "' ('" +
-           graph.value(node.inputs[static_cast<size_t>(runtime.front()->index)]).name +
-           "') is a run-time tensor, so it runs as a kernel of its own";
+  for (const ConstInput* slot : runtimeInputsOf(node)) {
+    const Value& value = graph.value(node.inputs[static_cast<size_t>(slot->index)]);
+    if (!value.isConstant())
+      return who + ": input '" + slot->attribute + "' ('" + value.name +
+             "') is a run-time tensor, so it runs as a kernel of its own";
+  }
   auto type = [&](ValueId v) { return graph.value(v).type.elementType; };
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     const ValueId v = node.inputs[i];

@@ -130,11 +130,12 @@ std::string runtimeInputRefusal(const Graph& graph, const std::vector<NodeId>& n
                                 const std::string& backend) {
   for (NodeId n : nodes) {
     const Node& node = graph.node(n);
-    const auto slots = runtimeInputsOf(node);
-    if (slots.empty()) continue;
-    const ValueId v = node.inputs[static_cast<size_t>(slots.front()->index)];
-    return nodeLabel(node) + "input '" + slots.front()->attribute + "' ('" + graph.value(v).name +
-           "') is a run-time tensor; " + backend + " takes it only as a constant, at compile time";
+    for (const ConstInput* slot : runtimeInputsOf(node)) {
+      const ValueId v = node.inputs[static_cast<size_t>(slot->index)];
+      if (graph.value(v).isConstant()) continue;
+      return nodeLabel(node) + "input '" + slot->attribute + "' ('" + graph.value(v).name +
+             "') is a run-time tensor; " + backend + " takes it only as a constant, at compile time";
+    }
   }
   return {};
 }

@@ -16,10 +16,11 @@
 // the reference binds the run-time tensors into attributes and runs on the
 // data inputs, exactly as if they had been constants at import.
 //
-// Output shapes. Most slots only change values (Clip min/max, Pad's
-// constant_value, Resize's roi): the output shape is inferred without them.
-// The others decide the output shape (ConstInput::decidesShape: Pad's pads,
-// Slice's starts, Resize's sizes, Reshape's shape, ...). Collage plans with
+// Output shapes. Some slots only change values (Clip min/max, Pad's
+// constant_value, Dropout's ratio): the output shape is inferred without
+// them. The others decide the output shape, or inference reads them
+// (ConstInput::decidesShape: Pad's pads, Slice's starts, Resize's sizes and
+// roi, Reshape's shape, ...). Collage plans with
 // static shapes, so such a node's output types come from the model's own
 // declaration (the importer requires one), and the reference kernel checks
 // at run time that the values give the declared shape.
@@ -58,6 +59,8 @@ BoundNode bindRuntimeInputs(const OpSchema& schema, const Node& node,
 // Why a backend that reads these parameters as constants (at compile time)
 // cannot take the group `nodes` of `graph`: the first member with a run-time
 // slot, naming the node, the slot and the tensor. Empty when there is none.
+// A slot fed by a constant value (a graph built by hand rather than
+// imported) is not run-time: the backend reads the constant.
 std::string runtimeInputRefusal(const Graph& graph, const std::vector<NodeId>& nodes,
                                 const std::string& backend);
 

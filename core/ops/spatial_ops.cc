@@ -516,7 +516,9 @@ void registerSpatialOps(OpRegistry& r) {
       {"sizes", AttributeType::Ints, std::nullopt},
   };
   resize.constInputs = {
-      {1, "roi", AttributeType::Floats, false},
+      // roi never changes the output shape, but inference checks its length
+      // (tf_crop_and_resize), so it needs the value like the shape-deciding ones.
+      {1, "roi", AttributeType::Floats},
       {2, "scales", AttributeType::Floats},
       {3, "sizes", AttributeType::Ints},
   };
