@@ -26,6 +26,7 @@ struct Model::Impl {
   std::map<std::string, Shape> inputShapes;  // the bindings it was imported with
   Graph graph;
   std::vector<TensorInfo> inputs, outputs;
+  std::vector<std::string> importNotes;  // the import's notes (dynamic inputs and their binding)
 };
 
 struct Plan::Impl {

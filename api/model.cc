@@ -20,6 +20,7 @@ Model Model::load(const std::string& path,
     impl->inputShapes = inputShapes;
     ImportOptions options;
     options.inputShapes = inputShapes;
+    options.notes = &impl->importNotes;
     impl->graph = importOnnx(path, options);
     for (ValueId v : impl->graph.inputs()) impl->inputs.push_back(infoOf(impl->graph, v));
     for (ValueId v : impl->graph.outputs()) impl->outputs.push_back(infoOf(impl->graph, v));
@@ -31,6 +32,7 @@ const std::string& Model::path() const { return impl_->path; }
 const std::vector<TensorInfo>& Model::inputs() const { return impl_->inputs; }
 const std::vector<TensorInfo>& Model::outputs() const { return impl_->outputs; }
 int Model::numNodes() const { return impl_->graph.numNodes(); }
+const std::vector<std::string>& Model::importNotes() const { return impl_->importNotes; }
 std::string Model::summary() const { return describeModel(impl_->graph, impl_->path); }
 
 }  // namespace collage::api

@@ -19,7 +19,9 @@ struct ModelOptions {
 
   void addTo(CLI::App& command);
   ImportOptions importOptions() const;
-  Graph load() const;
+  // Imports the model; prints the import's notes (dynamic inputs and their
+  // binding) to stderr unless `quiet` (a worker: its parent printed them).
+  Graph load(bool quiet = false) const;
 };
 
 // Each subcommand registers itself and returns the action to run when chosen;

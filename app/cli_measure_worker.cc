@@ -17,7 +17,7 @@ Action addMeasureWorkerCommand(CLI::App& app) {
   auto options = std::make_shared<ModelOptions>();
   options->addTo(*command);
   return [options]() {
-    Graph graph = options->load();
+    Graph graph = options->load(/*quiet=*/true);
     std::map<std::string, std::unique_ptr<Backend>> backends;
     auto backendFor = [&](const std::string& name) -> Backend* {
       auto it = backends.find(name);

@@ -25,7 +25,15 @@ ImportOptions ModelOptions::importOptions() const {
   return options;
 }
 
-Graph ModelOptions::load() const { return importOnnx(modelPath, importOptions()); }
+Graph ModelOptions::load(bool quiet) const {
+  std::vector<std::string> notes;
+  ImportOptions options = importOptions();
+  options.notes = &notes;
+  Graph graph = importOnnx(modelPath, options);
+  if (!quiet)
+    for (const auto& note : notes) std::cerr << "note: " << note << "\n";
+  return graph;
+}
 
 }  // namespace collage::cli
 

@@ -26,6 +26,16 @@ QString InputShapeDialog::defaultText(const DeclaredInput& input) {
   return parts.join(QLatin1Char('x'));
 }
 
+QString InputShapeDialog::dynamicText(const DeclaredInput& input) {
+  const std::optional<DynamicInputBinding> b = dynamicInputBinding(input, ImportOptions{});
+  if (!b) return tr("no declared shape: give every dimension");
+  QStringList symbols, sizes;
+  for (const std::string& s : b->symbols) symbols << QString::fromStdString(s);
+  for (int64_t d : b->sizes) sizes << QString::number(d);
+  return tr("dynamic dims [%1]; default binding %2")
+      .arg(symbols.join(QStringLiteral(", ")), sizes.join(QLatin1Char('x')));
+}
+
 QString InputShapeDialog::validate(const DeclaredInput& input, const QString& text) {
   const QStringList parts = text.trimmed().split(QLatin1Char('x'));
   if (input.rankKnown && static_cast<size_t>(parts.size()) != input.dims.size())
@@ -66,6 +76,9 @@ InputShapeDialog::InputShapeDialog(const QString& modelName, std::vector<Declare
     edit->setObjectName(QString::fromStdString(input.name));
     edit->setToolTip(tr("Declared: %1").arg(declaredText(input)));
     form->addRow(tr("%1 (%2)").arg(QString::fromStdString(input.name), declaredText(input)), edit);
+    auto* dynamic = new QLabel(dynamicText(input), this);
+    dynamic->setObjectName(QString::fromStdString(input.name) + QStringLiteral("_dynamic"));
+    form->addRow(QString(), dynamic);
     edits_.push_back(edit);
     inputs_.push_back(std::move(input));
   }

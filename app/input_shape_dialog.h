@@ -30,6 +30,10 @@ class InputShapeDialog : public QDialog {
   static QString validate(const DeclaredInput& input, const QString& text);
   // The dims with each dynamic one as 1 ("1x3x224x224").
   static QString defaultText(const DeclaredInput& input);
+  // Which dims are dynamic, by symbol, and what the import binds them to
+  // without an answer: "dynamic dims [N, T]; default binding 1x1" (the same
+  // facts as the command line's import note).
+  static QString dynamicText(const DeclaredInput& input);
 
   void accept() override;
 

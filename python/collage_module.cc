@@ -98,6 +98,7 @@ py::dict inspect(const std::string& path,
   d["outputs"] = outputs;
   d["nodes"] = model.numNodes();
   d["summary"] = model.summary();
+  d["notes"] = model.importNotes();
   return d;
 }
 
@@ -236,6 +237,7 @@ PYBIND11_MODULE(collage, m) {
                                return listOf(mdl.outputs(), tensorInfo);
                              })
       .def_property_readonly("nodes", &api::Model::numNodes)
+      .def_property_readonly("notes", &api::Model::importNotes)
       .def("__str__", &api::Model::summary)
       .def("__repr__",
            [](const api::Model& mdl) { return "<collage.Model '" + mdl.path() + "'>"; });

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "core/ir/sub_graph.h"
+#include "core/ops/runtime_inputs.h"
 
 namespace collage::cublas {
 
@@ -119,6 +120,8 @@ MatmulPlan planAnchor(const Graph& g, const Node& n) {
 MatmulPlan planMatmul(const Graph& g, const NodeSet& nodes) {
   const std::vector<NodeId> members = nodes.members();
   if (members.empty()) return refuse("empty group");
+  // The epilogue takes its parameters (Clip's bounds) at plan time.
+  if (std::string why = runtimeInputRefusal(g, members, "cuBLASLt"); !why.empty()) return refuse(why);
   const Node& anchor = g.node(members.front());
   if (anchor.op != "MatMul" && anchor.op != "Gemm")
     return refuse("the group does not start with MatMul or Gemm");

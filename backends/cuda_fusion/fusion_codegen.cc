@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/ir/error.h"
+#include "core/ops/runtime_inputs.h"
 
 namespace collage::cuda_fusion {
 
@@ -401,7 +402,10 @@ std::string groupRefusal(const Graph& graph, const NodeSet& nodes) {
   std::string why;
   nodes.forEach([&](NodeId n) {
     if (!why.empty()) return;
-    if (std::string r = nodeRefusal(graph, n); !r.empty())
+    // Its code is generated with the parameters (Clip's bounds) as literals.
+    if (std::string r = runtimeInputRefusal(graph, {n}, "the CUDA fusion generator"); !r.empty())
+      why = r;
+    else if (std::string r = nodeRefusal(graph, n); !r.empty())
       why = "node '" + graph.node(n).name + "': " + r;
     else if (reductionDepth(graph, nodes, n, memo) > 1)
       why = "node '" + graph.node(n).name +

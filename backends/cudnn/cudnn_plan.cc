@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/ir/sub_graph.h"
+#include "core/ops/runtime_inputs.h"
 
 namespace collage::cudnn {
 
@@ -232,6 +233,8 @@ std::string CudnnPlan::toString() const {
 CudnnPlan planCudnn(const Graph& g, const NodeSet& nodes) {
   const std::vector<NodeId> members = nodes.members();
   if (members.empty()) return refuse("empty group");
+  // Descriptors (pads, Clip's bounds) are built from constants at plan time.
+  if (std::string why = runtimeInputRefusal(g, members, "cuDNN"); !why.empty()) return refuse(why);
   const Node& first = g.node(members.front());
   if (first.op == "Conv") return planConv(g, nodes, first);
   if (members.size() != 1) return refuse("only a convolution fuses with what follows it");

@@ -12,6 +12,7 @@
 #include "backends/native/native_steps.h"
 #include "core/ops/op_registry.h"
 #include "core/ops/op_helpers.h"
+#include "core/ops/runtime_inputs.h"
 
 namespace collage::native {
 
@@ -881,8 +882,11 @@ std::unique_ptr<NativeKernel> GroupCompiler::compile() {
     std::vector<TensorType> in;
     for (ValueId v : node.inputs) in.push_back(v == kNoValue ? TensorType{} : g_.value(v).type);
     std::vector<TensorType> out;
+    // An output shape decided by a run-time input is the model's
+    // declaration: the reference kernel checks the values against it.
+    const bool declaredShape = shapeDecidingRuntimeInput(node) != nullptr;
     try {
-      out = inferNode(node, in);
+      if (!declaredShape) out = inferNode(node, in);
     } catch (const Error& e) {
       throw Refusal{e.what()};
     }
@@ -965,6 +969,14 @@ std::string inlineRefusal(const Graph& graph, NodeId n) {
                      viewOps().count(op) || reductionOps().count(op) || op == "Where" ||
                      op == "Cast";
   if (!known) return who + ": " + op + " runs as a kernel of its own";
+  // A fused pass is built with the parameters (Clip's bounds, Slice's
+  // starts) as constants; the reference kernel reads run-time ones.
+  for (const ConstInput* slot : runtimeInputsOf(node)) {
+    const Value& value = graph.value(node.inputs[static_cast<size_t>(slot->index)]);
+    if (!value.isConstant())
+      return who + ": input '" + slot->attribute + "' ('" + value.name +
+             "') is a run-time tensor, so it runs as a kernel of its own";
+  }
   auto type = [&](ValueId v) { return graph.value(v).type.elementType; };
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     const ValueId v = node.inputs[i];

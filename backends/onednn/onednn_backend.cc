@@ -8,6 +8,7 @@
 #include "backends/onednn/composite_functions.h"
 #include "backends/onednn/onednn_chain.h"
 #include "backends/onednn/onednn_kernel.h"
+#include "core/ops/runtime_inputs.h"
 
 namespace collage {
 
@@ -121,6 +122,11 @@ class OneDnnBackend final : public Backend {
   }
 
   CompileResult compile(const KernelRequest& request) override {
+    // Primitive descriptors take parameters (eltwise bounds, pads, scales)
+    // when they are created, not when they run.
+    if (std::string why = runtimeInputRefusal(*request.graph, request.members(), "oneDNN");
+        !why.empty())
+      return CompileResult::refuse(why);
     const onednn::ChainAnalysis analysis = onednn::analyzeChain(request);
     if (!analysis.ok()) {
       // Several anchors: one kernel running their chains in sequence.
@@ -141,6 +147,9 @@ class OneDnnBackend final : public Backend {
   // at the region's edges and where a primitive wants another layout.
   bool compilesRegions() const override { return true; }
   std::string regionRefusal(const KernelRequest& region) const override {
+    if (std::string why = runtimeInputRefusal(*region.graph, region.members(), "oneDNN");
+        !why.empty())
+      return why;
     const onednn::ChainAnalysis analysis = onednn::analyzeChain(region);
     if (analysis.ok()) return {};
     const onednn::ChainSequence sequence = onednn::analyzeSequence(region);

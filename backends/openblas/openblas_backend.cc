@@ -21,6 +21,7 @@
 #include "core/runtime/backend.h"
 #include "core/ops/conv_geometry.h"
 #include "core/ops/op_helpers.h"
+#include "core/ops/runtime_inputs.h"
 #include "core/ir/threading.h"
 
 namespace collage {
@@ -54,6 +55,9 @@ class Lowering {
     members_ = req_.members();
     if (members_.empty()) throw Refusal{"the group is empty"};
     if (req_.outputs.empty()) throw Refusal{"the group " + req_.toString() + " has no outputs"};
+    // The epilogue bakes its parameters (Clip's bounds) in at compile time.
+    if (std::string why = runtimeInputRefusal(g_, members_, "OpenBLAS"); !why.empty())
+      throw Refusal{why};
     for (NodeId n : members_) checkTypes(g_.node(n));
 
     const Node& anchor = g_.node(members_.front());

@@ -16,6 +16,8 @@
 
 #include "core/ir/error.h"
 #include "core/runtime/device_runtime.h"
+#include "core/ops/reference_executor.h"
+#include "core/ops/runtime_inputs.h"
 
 extern char** environ;
 
@@ -95,7 +97,23 @@ struct PreparedKernel {
     if (!compiled) return;
     const Graph& g = *request.graph;
     std::mt19937 rng(seed);
-    for (ValueId v : request.inputs) inputs.push_back(randomTensor(g.value(v).type, rng));
+    // A node whose output shape a run-time input decides accepts only
+    // values that give the planned shape: take the values the model itself
+    // computes (from random graph inputs) rather than random ones.
+    bool valuesDecideShapes = false;
+    request.nodes.forEach([&](NodeId n) {
+      valuesDecideShapes = valuesDecideShapes || shapeDecidingRuntimeInput(g.node(n)) != nullptr;
+    });
+    if (valuesDecideShapes) {
+      try {
+        for (Tensor& t : ReferenceExecutor(g).valuesOf(randomInputs(g, seed), request.inputs))
+          inputs.push_back(t.clone());
+      } catch (const Error&) {
+        inputs.clear();  // random values then: the run reports what they give
+      }
+    }
+    if (inputs.empty())
+      for (ValueId v : request.inputs) inputs.push_back(randomTensor(g.value(v).type, rng));
     for (ValueId v : request.outputs) outputs.emplace_back(g.value(v).type);
     for (auto& t : inputs) inViews.push_back(t.toDLTensor());
     for (auto& t : outputs) outViews.push_back(t.toDLTensor());

@@ -20,6 +20,7 @@
 #include "core/ops/control_flow_ops.h"
 #include "core/ops/op_registry.h"
 #include "core/ops/reference_executor.h"
+#include "core/ops/runtime_inputs.h"
 #include "core/onnx/tensor_proto.h"
 
 namespace onnx::checker {
@@ -145,6 +146,19 @@ std::vector<ConstInput> constSlotsFor(const std::string& onnxOp, int64_t opset,
   return schema.constInputs;
 }
 
+DeclaredInput declaredInputOf(const onnx::ValueInfoProto& info) {
+  DeclaredInput d;
+  d.name = info.name();
+  const bool hasShape = info.type().has_tensor_type() && info.type().tensor_type().has_shape();
+  d.rankKnown = hasShape;
+  if (hasShape)
+    for (const auto& dim : info.type().tensor_type().shape().dim()) {
+      d.dims.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
+      d.symbols.push_back(dim.has_dim_param() ? dim.dim_param() : std::string());
+    }
+  return d;
+}
+
 onnx::ModelProto loadModel(const std::string& path) {
   // Parsed straight from the file: no intermediate copy of the weights
   // (BERT-base is 435 MB).
@@ -236,6 +250,7 @@ class Importer {
   bool rewriteCoercedSoftmax(Node& node);
   void finishNode(Node node);
   bool foldShapeOrSize(const Node& node);
+  std::vector<TensorType> declaredOutputTypes(const Node& node, const ConstInput& slot);
   void checkDeclaredType(const Node& node, int value);
   Graph buildGraph();
 
@@ -259,6 +274,7 @@ class Importer {
   Importer* parent_ = nullptr;
   const onnx::GraphProto* graph_ = nullptr;
   std::vector<int> captures_;
+  std::vector<DynamicInputBinding> dynamicInputs_;
 };
 
 void Importer::checkModel() {
@@ -393,6 +409,7 @@ void Importer::bindInputs() {
     int id = addValue(name, TensorType{et, shape});
     values_[id].isInput = true;
     inputOrder_.push_back(name);
+    if (auto d = dynamicInputBinding(declaredInputOf(*in), options_)) dynamicInputs_.push_back(*d);
   }
 }
 
@@ -614,6 +631,9 @@ void Importer::rewriteLegacyForms(Node& node, const std::string& onnxOp) {
 
 void Importer::applyConstInputs(Node& node, const std::string& onnxOp, const OpSchema& schema) {
   std::vector<ConstInput> slots = constSlotsFor(onnxOp, opset_, schema);
+  // Slots fed by a run-time tensor, at their canonical position: they stay
+  // inputs (runtime_inputs.h), after the data inputs.
+  std::vector<std::pair<int, ValueId>> runtime;
   if (!slots.empty()) {
     int first = std::numeric_limits<int>::max();
     for (const auto& c : slots) {
@@ -622,12 +642,14 @@ void Importer::applyConstInputs(Node& node, const std::string& onnxOp, const OpS
       ValueId v = node.inputs[static_cast<size_t>(c.index)];
       if (v == kNoValue) continue;  // absent optional input
       const WValue& val = values_[static_cast<size_t>(v)];
-      if (!val.constant)
-        throwNotConstant(label(node) + "input '" + c.attribute + "'" +
-                             (val.name == c.attribute ? std::string() : " ('" + val.name + "')") +
-                             " must be a constant: an initializer, a Constant, or computed from "
-                             "them and static shapes",
-                         val);
+      if (!val.constant) {
+        // Resize-10's scales sit at position 1, the canonical roi's.
+        int canonical = c.index;
+        for (const auto& sc : schema.constInputs)
+          if (sc.attribute == c.attribute) canonical = sc.index;
+        runtime.emplace_back(canonical, v);
+        continue;
+      }
       node.attrs.set(c.attribute, constToAttribute(node, c.attribute, c.type, *val.constant));
     }
     if (first < static_cast<int>(node.inputs.size())) {
@@ -648,14 +670,22 @@ void Importer::applyConstInputs(Node& node, const std::string& onnxOp, const OpS
                 (schema.minInputs == schema.maxInputs
                      ? std::to_string(schema.minInputs)
                      : std::to_string(schema.minInputs) + " to " + std::to_string(schema.maxInputs)));
+  for (const auto& [index, v] : runtime) {
+    if (node.inputs.size() <= static_cast<size_t>(index))
+      node.inputs.resize(static_cast<size_t>(index) + 1, kNoValue);
+    node.inputs[static_cast<size_t>(index)] = v;
+  }
 }
 
 void Importer::fillDefaults(Node& node, const OpSchema& schema) {
+  const std::vector<const ConstInput*> runtime = runtimeInputsOf(schema, node);
   for (const auto& spec : schema.attributes) {
     if (node.attrs.has(spec.name)) continue;
+    const bool atRunTime = std::any_of(runtime.begin(), runtime.end(),
+                                       [&](const ConstInput* c) { return c->attribute == spec.name; });
     if (spec.defaultValue)
       node.attrs.set(spec.name, *spec.defaultValue);
-    else if (spec.required)
+    else if (spec.required && !atRunTime)
       throw Error(label(node) + "missing required attribute '" + spec.name + "'");
   }
 }
@@ -741,6 +771,43 @@ void Importer::checkDeclaredType(const Node& node, int value) {
               label(node) + "produces " + v.type.toString());
 }
 
+// The output types of a node whose output shapes depend on the run-time
+// value of `slot`: Collage plans with static shapes, so they must be what
+// the model declares (graph outputs or value_info); the reference kernel
+// checks at run time that the values agree.
+std::vector<TensorType> Importer::declaredOutputTypes(const Node& node, const ConstInput& slot) {
+  const std::string input = values_[static_cast<size_t>(node.inputs[static_cast<size_t>(slot.index)])].name;
+  std::vector<TensorType> out;
+  for (ValueId v : node.outputs) {
+    if (v == kNoValue) {
+      out.emplace_back();
+      continue;
+    }
+    const std::string& name = values_[static_cast<size_t>(v)].name;
+    auto it = declared_.find(name);
+    const onnx::TypeProto_Tensor* tt =
+        it != declared_.end() && it->second->has_tensor_type() ? &it->second->tensor_type() : nullptr;
+    bool static_ = tt && tt->elem_type() != 0 && tt->has_shape() &&
+                   elementTypeFromOnnx(tt->elem_type()) != ElementType::Undefined;
+    Shape shape;
+    for (int i = 0; static_ && i < tt->shape().dim_size(); ++i) {
+      const auto& d = tt->shape().dim(i);
+      if (!d.has_dim_value() || d.dim_value() < 0) static_ = false;
+      else shape.push_back(d.dim_value());
+    }
+    if (!static_)
+      throw Error(label(node) + "the shape of output '" + name +
+                  "' depends on the run-time value of input '" + slot.attribute + "' ('" + input +
+                  "'), and the model declares " +
+                  (tt ? "it as " + declaredShapeToString(*tt) : std::string("no shape for it")) +
+                  ": Collage plans with static shapes, so make '" + input +
+                  "' a constant (an initializer, or computed from constants and static shapes) "
+                  "or declare '" + name + "' with a static shape in the model's value_info");
+    out.push_back(TensorType{elementTypeFromOnnx(tt->elem_type()), shape});
+  }
+  return out;
+}
+
 // Shape and Size depend only on the (static) type of their input.
 bool Importer::foldShapeOrSize(const Node& node) {
   if (node.op != "Shape" && node.op != "Size") return false;
@@ -784,10 +851,14 @@ void Importer::finishNode(Node node) {
                   inTypes.back().toString() + "; " + node.op + " takes tensors");
   }
   std::vector<TensorType> outTypes;
-  try {
-    outTypes = schema.infer(node, inTypes);
-  } catch (const Error& e) {
-    rethrowWith(label(node), e);
+  if (const ConstInput* slot = shapeDecidingRuntimeInput(schema, node)) {
+    outTypes = declaredOutputTypes(node, *slot);
+  } else {
+    try {
+      outTypes = schema.infer(node, inTypes);
+    } catch (const Error& e) {
+      rethrowWith(label(node), e);
+    }
   }
   if (node.op == "Loop") patchLoopScanRows(node, outTypes);
   for (size_t i = 0; i < node.outputs.size(); ++i) {
@@ -957,6 +1028,8 @@ Graph Importer::buildGraph() {
   for (const auto& o : model_.opset_import())
     graph.opsetImports[isOnnxDefaultDomain(o.domain()) ? "" : o.domain()] = o.version();
   graph.sourcePath = path_;
+  if (options_.notes)
+    for (const auto& d : dynamicInputs_) options_.notes->push_back(d.note());
   return graph;
 }
 
@@ -985,7 +1058,21 @@ Graph Importer::run() {
     bindInputs();
     addInitializers();
     nameNodes();
-    for (int n : sortedNodes()) importNode(g.node(n), n);
+    for (int n : sortedNodes()) {
+      try {
+        importNode(g.node(n), n);
+      } catch (const Unsupported&) {
+        throw;
+      } catch (const Error& e) {
+        // Sizes bound by default (1) are a likely cause of a shape error deep
+        // in the graph: say which inputs were bound so.
+        std::string hints;
+        for (const auto& d : dynamicInputs_)
+          if (d.byDefault) hints += d.hint();
+        if (hints.empty()) throw;
+        throw Error(e.what() + hints);
+      }
+    }
     return buildGraph();
   } catch (const Error& e) {
     rethrowWithPath(path_, e);
@@ -1315,7 +1402,9 @@ std::vector<int> constInputSlots(const std::string& op, int64_t opset) {
   // A Loop's trip count and condition decide how many rows its scan outputs have.
   if (op == "Loop") return {0, 1};
   std::vector<int> out = valueShapedInputs(canonicalOp(op));
-  for (const auto& c : constSlotsFor(op, opset, *schema)) out.push_back(c.index);
+  // A slot that only changes values (Clip's min) may be a run-time tensor.
+  for (const auto& c : constSlotsFor(op, opset, *schema))
+    if (c.decidesShape) out.push_back(c.index);
   return out;
 }
 
@@ -1343,6 +1432,61 @@ Graph importOnnx(const std::string& path, const ImportOptions& options) {
 
 bool DeclaredInput::isDynamic() const {
   return !rankKnown || std::any_of(dims.begin(), dims.end(), [](int64_t d) { return d < 0; });
+}
+
+namespace {
+
+std::string joined(const std::vector<std::string>& parts, const std::string& sep) {
+  std::string s;
+  for (size_t i = 0; i < parts.size(); ++i) s += (i ? sep : "") + parts[i];
+  return s;
+}
+
+std::string sizesText(const std::vector<int64_t>& sizes) {
+  std::vector<std::string> parts;
+  for (int64_t d : sizes) parts.push_back(std::to_string(d));
+  return joined(parts, "x");
+}
+
+}  // namespace
+
+std::optional<DynamicInputBinding> dynamicInputBinding(const DeclaredInput& input,
+                                                       const ImportOptions& options) {
+  if (!input.rankKnown || !input.isDynamic()) return std::nullopt;
+  DynamicInputBinding b;
+  b.input = input.name;
+  auto bound = options.inputShapes.find(input.name);
+  b.byDefault = bound == options.inputShapes.end();
+  std::vector<std::string> declared;
+  for (size_t i = 0; i < input.dims.size(); ++i) {
+    if (input.dims[i] >= 0) {
+      declared.push_back(std::to_string(input.dims[i]));
+      continue;
+    }
+    const std::string symbol =
+        i < input.symbols.size() && !input.symbols[i].empty() ? input.symbols[i] : "?";
+    declared.push_back(symbol);
+    b.symbols.push_back(symbol);
+    if (b.byDefault)
+      b.sizes.push_back(options.defaultDim);
+    else if (i < bound->second.size())
+      b.sizes.push_back(bound->second[i]);
+  }
+  b.declared = joined(declared, "x");
+  return b;
+}
+
+std::string DynamicInputBinding::note() const {
+  std::string s = "input '" + input + "' has dynamic dims [" + joined(symbols, ", ") +
+                  "]: bound to " + sizesText(sizes);
+  if (!byDefault) return s + " by --input-shape";
+  return s + " by default; bind them with --input-shape " + input + "=" + declared;
+}
+
+std::string DynamicInputBinding::hint() const {
+  return " (input '" + input + "' had dynamic dims [" + joined(symbols, ", ") +
+         "] bound by default to " + sizesText(sizes) + ": bind them with --input-shape " + input +
+         "=" + declared + ")";
 }
 
 namespace {
@@ -1421,16 +1565,7 @@ std::vector<DeclaredInput> readDeclaredInputs(const std::string& path) {
   std::vector<DeclaredInput> out;
   for (const auto& info : inputs) {
     if (initializerNames.count(info.name())) continue;
-    DeclaredInput d;
-    d.name = info.name();
-    const bool hasShape = info.type().has_tensor_type() && info.type().tensor_type().has_shape();
-    d.rankKnown = hasShape;
-    if (hasShape)
-      for (const auto& dim : info.type().tensor_type().shape().dim()) {
-        d.dims.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
-        d.symbols.push_back(dim.has_dim_param() ? dim.dim_param() : std::string());
-      }
-    out.push_back(std::move(d));
+    out.push_back(declaredInputOf(info));
   }
   return out;
 }

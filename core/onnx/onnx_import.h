@@ -7,11 +7,16 @@
 //  - shape subgraphs (Shape, Gather, Concat, ConstantOfShape, ...) are folded
 //    into constants by running the reference kernels on constant inputs;
 //  - parameters passed as constant tensor inputs become attributes (see
-//    op_registry.h, "Canonical form"), and ONNX defaults are filled in.
+//    op_registry.h, "Canonical form"), and ONNX defaults are filled in;
+//    run-time ones stay inputs (core/ops/runtime_inputs.h), and where their
+//    values decide an output shape that shape is the model's declaration;
+//  - each dynamic input gets a note saying how it was bound, and a shape
+//    error the default binding may have caused says so.
 // Every user-caused problem is an Error naming the file and the node or tensor.
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +37,10 @@ struct ImportOptions {
   // default: exporters and model collections still hold such models and ONNX
   // Runtime runs them; the node conformance suite's older cases cover it.
   bool allowLegacyOpsets = true;
+  // Receives what the import chose that the user may want to know, one line
+  // each (a dynamic input and the sizes it was bound to: DynamicInputBinding::note),
+  // for front ends to show; may be null.
+  std::vector<std::string>* notes = nullptr;
 };
 
 // Default-domain opsets the importer canonicalises.
@@ -60,6 +69,27 @@ struct DeclaredInput {
   bool isDynamic() const;
 };
 
+// An input with dynamic dimensions and the sizes the import gives them.
+struct DynamicInputBinding {
+  std::string input;
+  std::vector<std::string> symbols;  // of the dynamic dims, in order ("?" when unnamed)
+  std::vector<int64_t> sizes;        // the size each dynamic dim is bound to
+  std::string declared;              // the declared shape with symbols: "Nx3xT"
+  bool byDefault = true;             // no --input-shape binding: ImportOptions::defaultDim
+
+  // "input 'x' has dynamic dims [N, T]: bound to 1x1 by default; bind them
+  // with --input-shape x=Nx3xT" (the import note front ends show).
+  std::string note() const;
+  // " (input 'x' had dynamic dims [N, T] bound by default to 1x1: bind them
+  // with --input-shape x=Nx3xT)", appended to a shape error the binding may cause.
+  std::string hint() const;
+};
+
+// How `input` is bound under `options`; nullopt unless it has a declared
+// rank and a dynamic dim.
+std::optional<DynamicInputBinding> dynamicInputBinding(const DeclaredInput& input,
+                                                       const ImportOptions& options);
+
 // The model's graph inputs, read without loading its weights (the reader
 // skips initializer data), so a front end can ask for dynamic dimensions
 // before the import. Throws Error for a file that is not a model.
@@ -76,10 +106,13 @@ bool isOnnxDefaultDomain(const std::string& domain);
 // the op it is rewritten to, e.g. Upsample -> Resize) is registered, or the
 // importer itself resolves it (Constant; Shape and Size when folding).
 bool isImportableOp(const std::string& op, bool foldConstants = true);
-// ONNX input positions of a default-domain `op` at `opset` that must be
-// constant: they become attributes, or their values decide the output shape
-// (ConstantOfShape, Range: such nodes are folded). Lets a test harness bind such graph
-// inputs with ImportOptions::constantInputs.
+// ONNX input positions of a default-domain `op` at `opset` whose values decide
+// an output shape: parameters that become attributes when constant (Reshape's
+// shape, Pad's pads; not Clip's min, which may be a run-time tensor), and
+// ConstantOfShape's and Range's inputs (such nodes are folded). Collage plans
+// with static shapes, so a run-time tensor there needs the output shape
+// declared; this lets a test harness bind such graph inputs with
+// ImportOptions::constantInputs instead.
 std::vector<int> constInputSlots(const std::string& op, int64_t opset);
 
 }  // namespace collage

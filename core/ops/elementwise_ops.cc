@@ -251,7 +251,7 @@ void registerUnaryOps(OpRegistry& r) {
           return static_cast<T>(v);
         };
       },
-      {{1, "min", AttributeType::Float}, {2, "max", AttributeType::Float}});
+      {{1, "min", AttributeType::Float, false}, {2, "max", AttributeType::Float, false}});
 }
 
 // ---------------------------------------------------------------------------
@@ -342,7 +342,8 @@ void registerIdentityLikeOps(OpRegistry& r) {
     s.attributes = {floatAttr("ratio", 0.5f),
                     intAttr("training_mode", 0),
                     {"seed", AttributeType::Int, std::nullopt}};
-    s.constInputs = {{1, "ratio", AttributeType::Float}, {2, "training_mode", AttributeType::Int}};
+    s.constInputs = {{1, "ratio", AttributeType::Float, false},
+                     {2, "training_mode", AttributeType::Int, false}};
     s.infer = [](const Node& node, const Types& in) {
       requireMovable(node, in[0].elementType);
       if (node.attrs.getInt("training_mode", 0) != 0 && node.attrs.getFloat("ratio", 0.5f) != 0)

@@ -1,5 +1,7 @@
 #include "core/ops/op_registry.h"
 
+#include "core/ops/runtime_inputs.h"
+
 namespace collage {
 
 std::string_view opKindName(OpKind kind) {
@@ -65,6 +67,7 @@ const OpRegistry& OpRegistry::instance() {
 void OpRegistry::add(OpSchema schema) {
   COLLAGE_CHECK(!schemas_.count(schema.name), "op registered twice: " + schema.name);
   COLLAGE_CHECK(schema.infer && schema.reference, "op without infer/reference: " + schema.name);
+  acceptRuntimeInputs(schema);
   std::string name = schema.name;
   schemas_.emplace(std::move(name), std::move(schema));
 }

@@ -4,11 +4,14 @@
 //
 // Canonical form. ONNX passes some parameters as constant tensor inputs in
 // newer opsets and as attributes in older ones (Reshape's shape, Slice's
-// starts/ends, Clip's min/max, Squeeze's axes, ...). Collage requires static
-// shapes, so these are always constants; the importer turns each of them into
-// an attribute named as the ONNX input is named and drops the input. Every
-// kernel, backend and pattern therefore sees one form whatever the opset:
-// Reshape has one input and an `shape` attribute, Clip has `min`/`max`.
+// starts/ends, Clip's min/max, Squeeze's axes, ...). When such an input is
+// constant (after folding), the importer turns it into an attribute named as
+// the ONNX input is named and drops the input. Every kernel, backend and
+// pattern therefore sees one form whatever the opset: Reshape has one input
+// and an `shape` attribute, Clip has `min`/`max`. ONNX also allows a
+// run-time tensor there: the node then keeps that input at its position
+// (runtime_inputs.h), the reference kernels read it, and backends that need
+// the constant refuse the node.
 #pragma once
 
 #include <functional>
@@ -40,11 +43,15 @@ struct AttributeSpec {
   bool required = false;
 };
 
-// A tensor input that must be constant and becomes attribute `attribute`.
+// A tensor input that becomes attribute `attribute` when it is constant (a
+// run-time tensor stays an input: runtime_inputs.h).
 struct ConstInput {
   int index;              // input position in the newest opset
   std::string attribute;  // canonical attribute name
   AttributeType type;     // Ints (int tensors) or Floats/Float (float tensors) or Int
+  // Whether its value decides an output shape (Pad's pads: yes; Clip's min:
+  // no). A run-time tensor in such a slot needs the output shape declared.
+  bool decidesShape = true;
 };
 
 // Output types from input types (absent optional inputs have an Undefined type).

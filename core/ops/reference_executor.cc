@@ -4,11 +4,19 @@
 
 #include "core/ir/error.h"
 #include "core/ops/op_registry.h"
+#include "core/ops/runtime_inputs.h"
 
 namespace collage {
 
 std::vector<Tensor> evaluateNode(const Node& node, const std::vector<const Tensor*>& inputs) {
   const OpSchema& schema = OpRegistry::instance().get(node.op);
+  // Run-time parameter inputs: their values are known now, so the node is
+  // evaluated as if they had been constants (attributes) at import; this
+  // also gives output shapes that depend on them.
+  if (!runtimeInputsOf(schema, node).empty()) {
+    BoundNode bound = bindRuntimeInputs(schema, node, inputs);
+    return evaluateNode(bound.node, bound.inputs);
+  }
   std::vector<TensorType> inTypes;
   inTypes.reserve(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -49,6 +57,13 @@ std::vector<Tensor> ReferenceExecutor::run(const std::map<std::string, Tensor>& 
 }
 
 std::vector<Tensor> ReferenceExecutor::run(const std::vector<Tensor>& inputs) const {
+  return valuesOf(inputs, graph_.outputs());
+}
+
+std::vector<Tensor> ReferenceExecutor::valuesOf(const std::vector<Tensor>& inputs,
+                                                const std::vector<ValueId>& wanted) const {
+  std::vector<char> keep(static_cast<size_t>(graph_.numValues()), 0);
+  for (ValueId v : wanted) keep[static_cast<size_t>(v)] = 1;
   if (inputs.size() != graph_.inputs().size())
     throw Error("the model has " + std::to_string(graph_.inputs().size()) + " inputs, " +
                 std::to_string(inputs.size()) + " given");
@@ -79,14 +94,28 @@ std::vector<Tensor> ReferenceExecutor::run(const std::vector<Tensor>& inputs) co
         what = "node '" + node.name + "' (" + node.op + "): " + what;
       throw Error(what);
     }
+    // An output shape decided by a run-time value was planned from the
+    // model's declaration: values that give another shape contradict it.
+    if (const ConstInput* slot = shapeDecidingRuntimeInput(node))
+      for (size_t i = 0; i < node.outputs.size(); ++i) {
+        const ValueId v = node.outputs[i];
+        if (v == kNoValue || out[i].type() == graph_.value(v).type) continue;
+        throw Error("node '" + node.name + "' (" + node.op + "): output '" + graph_.value(v).name +
+                    "' is " + out[i].type().toString() + " with the run-time value of input '" +
+                    slot->attribute + "' ('" +
+                    graph_.value(node.inputs[static_cast<size_t>(slot->index)]).name +
+                    "'), but the model declares " + graph_.value(v).type.toString());
+      }
     for (size_t i = 0; i < node.outputs.size(); ++i)
       if (node.outputs[i] != kNoValue) env[node.outputs[i]] = std::move(out[i]);
     // Release what no later node reads (constants stay: they are shared).
     for (ValueId v : node.inputs)
-      if (v != kNoValue && lastUse_[v] == n && !graph_.value(v).isConstant()) env[v] = Tensor();
+      if (v != kNoValue && lastUse_[v] == n && !graph_.value(v).isConstant() &&
+          !keep[static_cast<size_t>(v)])
+        env[v] = Tensor();
   }
   std::vector<Tensor> outputs;
-  for (ValueId v : graph_.outputs()) outputs.push_back(env[v]);
+  for (ValueId v : wanted) outputs.push_back(env[v]);
   return outputs;
 }
 

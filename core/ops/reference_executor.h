@@ -25,6 +25,9 @@ class ReferenceExecutor {
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
   // Inputs by name; every graph input must be given.
   std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs) const;
+  // The values of `wanted` (any values of the graph) on these inputs.
+  std::vector<Tensor> valuesOf(const std::vector<Tensor>& inputs,
+                               const std::vector<ValueId>& wanted) const;
 
  private:
   const Graph& graph_;

@@ -490,7 +490,7 @@ void registerSpatialOps(OpRegistry& r) {
   };
   pad.constInputs = {
       {1, "pads", AttributeType::Ints},
-      {2, "constant_value", AttributeType::Float},
+      {2, "constant_value", AttributeType::Float, false},
       {3, "axes", AttributeType::Ints},
   };
   pad.infer = inferPad;
@@ -516,6 +516,8 @@ void registerSpatialOps(OpRegistry& r) {
       {"sizes", AttributeType::Ints, std::nullopt},
   };
   resize.constInputs = {
+      // roi never changes the output shape, but inference checks its length
+      // (tf_crop_and_resize), so it needs the value like the shape-deciding ones.
       {1, "roi", AttributeType::Floats},
       {2, "scales", AttributeType::Floats},
       {3, "sizes", AttributeType::Ints},

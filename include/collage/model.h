@@ -35,6 +35,10 @@ class COLLAGE_API Model {
   // What `collage inspect` prints: inputs, outputs, node and op counts,
   // FLOPs and parameters.
   std::string summary() const;
+  // What the import chose that the caller may want to show, one line each:
+  // "input 'x' has dynamic dims [N, T]: bound to 1x1 by default; bind them
+  // with --input-shape x=NxT" (inputShapes binds them here).
+  const std::vector<std::string>& importNotes() const;
 
   // The library's own use: Impl is defined inside it only.
   struct Impl;

@@ -6,6 +6,7 @@
 
 #include <QAbstractItemModelTester>
 #include <QCheckBox>
+#include <QLabel>
 #include <QLineEdit>
 #include <QSettings>
 #include <QTableView>
@@ -406,8 +407,14 @@ class GuiTests : public QObject {
     QVERIFY(InputShapeDialog::validate(inputs[0], "4x17").contains("fixed at 16"));
     QVERIFY(InputShapeDialog::validate(inputs[0], "4").contains("2 dimensions"));
     QVERIFY(InputShapeDialog::validate(inputs[0], "0x16").contains("positive"));
+    // Which dim is dynamic, its symbol, and the import's default binding.
+    QCOMPARE(InputShapeDialog::dynamicText(inputs[0]),
+             QString("dynamic dims [batch]; default binding 1"));
     InputShapeDialog dialog("bert_small.onnx", inputs, {"input_ids=8x16"});
     QCOMPARE(dialog.bindings(), QStringList{"input_ids=8x16"});
+    auto* dynamic = dialog.findChild<QLabel*>("input_ids_dynamic");
+    QVERIFY(dynamic != nullptr);
+    QCOMPARE(dynamic->text(), InputShapeDialog::dynamicText(inputs[0]));
   }
 
   void cancelStopsTheWorker() {

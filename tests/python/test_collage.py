@@ -57,6 +57,15 @@ class InspectAndRun(Fixture):
         self.assertGreater(info["nodes"], 0)
         self.assertIn("ConvTranspose", info["summary"])
 
+    def test_dynamic_inputs_are_noted_with_their_binding(self):
+        bert = os.path.join(MODELS, "bert_small.onnx")
+        self.assertEqual(collage.Model(bert).notes,
+                         ["input 'input_ids' has dynamic dims [batch]: bound to 1 by default; "
+                          "bind them with --input-shape input_ids=batchx16"])
+        bound = collage.inspect(bert, {"input_ids": [4, 16]})
+        self.assertEqual(bound["notes"],
+                         ["input 'input_ids' has dynamic dims [batch]: bound to 4 by --input-shape"])
+
     def test_run_matches_pytorch_output(self):
         session = collage.Session(DCGAN, self.plan_path)
         outputs = session.run({self.input_name: self.x})
