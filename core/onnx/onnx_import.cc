@@ -795,14 +795,19 @@ std::vector<TensorType> Importer::declaredOutputTypes(const Node& node, const Co
       if (!d.has_dim_value() || d.dim_value() < 0) static_ = false;
       else shape.push_back(d.dim_value());
     }
-    if (!static_)
-      throw Error(label(node) + "the shape of output '" + name +
-                  "' depends on the run-time value of input '" + slot.attribute + "' ('" + input +
-                  "'), and the model declares " +
-                  (tt ? "it as " + declaredShapeToString(*tt) : std::string("no shape for it")) +
-                  ": Collage plans with static shapes, so make '" + input +
+    if (!static_) {
+      const std::string message =
+          label(node) + "the shape of output '" + name + "' depends on the run-time value of input '" +
+          slot.attribute + "' ('" + input + "'), and the model declares " +
+          (tt ? "it as " + declaredShapeToString(*tt) : std::string("no shape for it"));
+      // Inside a body the value may change with every iteration: no binding
+      // or declaration fixes that, so it is a case not covered, not a fault.
+      if (parent_)
+        throw Unsupported(message + " (inside a body, where it may change with every iteration)");
+      throw Error(message + ": Collage plans with static shapes, so make '" + input +
                   "' a constant (an initializer, or computed from constants and static shapes) "
                   "or declare '" + name + "' with a static shape in the model's value_info");
+    }
     out.push_back(TensorType{elementTypeFromOnnx(tt->elem_type()), shape});
   }
   return out;
