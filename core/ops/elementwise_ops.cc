@@ -352,7 +352,11 @@ void registerIdentityLikeOps(OpRegistry& r) {
       if (node.outputs.size() > 1) out.push_back({ElementType::Bool, in[0].shape});
       return out;
     };
-    s.reference = [](const Node&, const Inputs& in, const Outputs& out) {
+    s.reference = [](const Node& node, const Inputs& in, const Outputs& out) {
+      // training_mode and ratio may be run-time tensors, read into the
+      // attributes only now: the import could not refuse them.
+      if (node.attrs.getInt("training_mode", 0) != 0 && node.attrs.getFloat("ratio", 0.5f) != 0)
+        throw Unsupported(nodeLabel(node) + "training mode (random dropout) is not supported");
       copyBytes(*in[0], *out[0]);
       if (out.size() > 1 && out[1]) {
         bool* mask = out[1]->data<bool>();
