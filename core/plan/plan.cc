@@ -607,7 +607,10 @@ std::vector<std::string> checkPlanAgainst(const Plan& plan, const Graph& graph,
                   "', which is not available (available: " +
                   (availableNames.empty() ? std::string("none") : availableNames) + ")");
   }
-  for (const auto& [b, version] : plan.backends) {
+  for (const auto& recorded : plan.backends) {
+    // (Named, not a structured binding: clang 14 cannot capture one in a lambda.)
+    const std::string& b = recorded.first;
+    const std::string& version = recorded.second;
     auto it = std::find_if(available.begin(), available.end(),
                            [&](const BackendVersion& a) { return a.first == b; });
     if (it != available.end() && !version.empty() && !it->second.empty() && version != it->second)
