@@ -502,10 +502,9 @@ AttributeMap Importer::convertAttributes(const onnx::NodeProto& proto, const Nod
         }
         break;
       case onnx::AttributeProto::GRAPH:
-        if (node.op == "If" || node.op == "Loop" || node.op == "Scan")
-          break;  // importBodies() imports it once the node's inputs are known
+        if (hasBody(node.op)) break;  // importBodies() imports it once the node's inputs are known
         throw Unsupported(label(node) + "attribute '" + a.name() +
-                          "' is a graph; only If, Loop and Scan bodies are supported");
+                          "' is a graph; only If, Loop, Scan and SequenceMap bodies are supported");
       default:
         throw Unsupported(label(node) + "attribute '" + a.name() +
                           "' is a list of graphs, a sparse tensor or a type; these are not supported");
@@ -959,7 +958,7 @@ void Importer::importNode(const onnx::NodeProto& proto, int index) {
   }
   const OpSchema& schema = OpRegistry::instance().get(node.op);
   applyConstInputs(node, onnxOp, schema);
-  if (node.op == "If" || node.op == "Loop" || node.op == "Scan") {
+  if (hasBody(node.op)) {
     importBodies(node, proto);  // may inline a constant If instead
     if (node.op.empty()) return;
   }
@@ -1259,6 +1258,19 @@ void Importer::importBodies(Node& node, const onnx::NodeProto& proto) {
       }
     }
     graphs.emplace_back("body", g);
+  } else if (node.op == "SequenceMap") {
+    // The body runs once per element: it sees one element of each sequence
+    // input, and each tensor input whole.
+    std::vector<TensorType> formals;
+    for (size_t i = 0; i < explicitInputs; ++i) {
+      if (node.inputs[i] == kNoValue) throw Error(label(node) + "input " + std::to_string(i) + " is empty");
+      const TensorType t = typeOf(node.inputs[i]);
+      if (i == 0 && !t.isSequence())
+        throw Error(label(node) + "input '" + values_[static_cast<size_t>(node.inputs[0])].name +
+                    "' is " + t.toString() + "; the first input of a SequenceMap is a sequence");
+      formals.push_back(t.elementTensorType());
+    }
+    graphs.emplace_back("body", importBody(node, body("body"), "body", formals, captures, explicitInputs));
   } else {  // Scan
     const int64_t numScanInputs = node.attrs.getInt("num_scan_inputs", -1);
     if (opset_ < 9)

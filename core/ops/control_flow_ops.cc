@@ -125,10 +125,11 @@ void addIf(OpRegistry& r) {
       const Value& e = elseG.value(elseG.outputs()[i]);
       auto joined = joinTypes(t.type, e.type);
       if (!joined)
-        throw Error(nodeLabel(node) + "output #" + std::to_string(i) + ": then_branch gives '" +
-                    t.name + "' as " + t.type.toString() + " but else_branch gives '" + e.name +
-                    "' as " + e.type.toString() +
-                    "; with a condition known only at run time both must have the same static type");
+        throw Error(
+            nodeLabel(node) + "output #" + std::to_string(i) + ": then_branch gives '" + t.name +
+            "' as " + t.type.toString() + " but else_branch gives '" + e.name + "' as " +
+            e.type.toString() +
+            "; with a condition known only at run time both must have the same static type");
       out.push_back(*joined);
     }
     return out;
@@ -140,7 +141,8 @@ void addIf(OpRegistry& r) {
     ReferenceExecutor exec(body);
     std::vector<Tensor> results = runBody(node, attr, exec, bodyInputs(node, attr, body, {}, in));
     for (size_t i = 0; i < out.size() && i < results.size(); ++i)
-      setOutput(node, out[i], results[i], attr + " output " + bodyValueName(body, body.outputs()[i]));
+      setOutput(node, out[i], results[i],
+                attr + " output " + bodyValueName(body, body.outputs()[i]));
   };
   s.flops = noFlops;
   r.add(std::move(s));
@@ -205,8 +207,8 @@ LoopShape loopShape(const Node& node, const Graph& body) {
   s.carried = static_cast<size_t>(formal - 2);
   const size_t bodyOuts = body.outputs().size();
   if (bodyOuts < 1 + s.carried)
-    throw Error(nodeLabel(node) + "the body returns " + std::to_string(bodyOuts) +
-                " values for " + std::to_string(s.carried) +
+    throw Error(nodeLabel(node) + "the body returns " + std::to_string(bodyOuts) + " values for " +
+                std::to_string(s.carried) +
                 " loop-carried ones: it must return the condition, then each carried value");
   s.scans = bodyOuts - 1 - s.carried;
   return s;
@@ -231,7 +233,8 @@ void addLoop(OpRegistry& r) {
                   std::to_string(in.size() < 2 ? 0 : in.size() - 2));
     for (int i = 0; i < 2; ++i)
       if (in[static_cast<size_t>(i)].elementType != ElementType::Undefined &&
-          (in[static_cast<size_t>(i)].isSequence() || in[static_cast<size_t>(i)].numElements() != 1))
+          (in[static_cast<size_t>(i)].isSequence() ||
+           in[static_cast<size_t>(i)].numElements() != 1))
         throw Error(nodeLabel(node) + (i == 0 ? "the trip count" : "the condition") +
                     " must hold one value, got " + in[static_cast<size_t>(i)].toString());
     Types out;
@@ -283,17 +286,16 @@ void addLoop(OpRegistry& r) {
       std::vector<Tensor> formals = {Tensor::fromInts({}, {i}), Tensor(ElementType::Bool, {})};
       formals[1].data<bool>()[0] = cond;
       for (const Tensor& c : carried) formals.push_back(c);
-      std::vector<Tensor> res = runBody(
-          node, "body (iteration " + std::to_string(i) + ")", exec,
-          bodyInputs(node, "body", body, std::move(formals), in));
+      std::vector<Tensor> res = runBody(node, "body (iteration " + std::to_string(i) + ")", exec,
+                                        bodyInputs(node, "body", body, std::move(formals), in));
       if (hasCond) cond = truthOf(node, res[0], "the body's condition output");
       for (size_t j = 0; j < ls.carried; ++j) {
         const Value& formal = body.value(body.inputs()[2 + j]);
         if (!acceptsType(formal.type, res[1 + j].type()))
           throw Error(nodeLabel(node) + "iteration " + std::to_string(i) + ": the body returns " +
                       bodyValueName(body, body.outputs()[1 + j]) + " as " +
-                      res[1 + j].type().toString() + " for loop-carried '" + formal.name +
-                      "' (" + formal.type.toString() + ")");
+                      res[1 + j].type().toString() + " for loop-carried '" + formal.name + "' (" +
+                      formal.type.toString() + ")");
         carried[j] = std::move(res[1 + j]);
       }
       for (size_t k = 0; k < ls.scans; ++k) {
@@ -331,9 +333,9 @@ void addLoop(OpRegistry& r) {
 // ---- Scan (opset 9+: no batch axis, no sequence_lens)
 
 struct ScanShape {
-  size_t state = 0;      // N
-  size_t scanIns = 0;    // M
-  size_t scanOuts = 0;   // K
+  size_t state = 0;     // N
+  size_t scanIns = 0;   // M
+  size_t scanOuts = 0;  // K
   std::vector<int64_t> inAxes, inDirs, outAxes, outDirs;
   int64_t length = 0;  // iterations
 };
@@ -343,8 +345,8 @@ ScanShape scanShape(const Node& node, const Graph& body, const Types& in) {
   const int64_t m = node.attrs.getInt("num_scan_inputs");
   const int32_t formal = body.numFormalInputs();
   if (m < 1 || m > formal)
-    throw Error(nodeLabel(node) + "num_scan_inputs is " + std::to_string(m) + " but the body takes " +
-                std::to_string(formal) + " inputs");
+    throw Error(nodeLabel(node) + "num_scan_inputs is " + std::to_string(m) +
+                " but the body takes " + std::to_string(formal) + " inputs");
   s.scanIns = static_cast<size_t>(m);
   s.state = static_cast<size_t>(formal) - s.scanIns;
   if (body.outputs().size() < s.state)
@@ -357,8 +359,8 @@ ScanShape scanShape(const Node& node, const Graph& body, const Types& in) {
   auto list = [&](const char* attr, size_t n) {
     std::vector<int64_t> v = node.attrs.getInts(attr, std::vector<int64_t>(n, 0));
     if (v.size() != n)
-      throw Error(nodeLabel(node) + attr + " has " + std::to_string(v.size()) + " entries, expected " +
-                  std::to_string(n));
+      throw Error(nodeLabel(node) + attr + " has " + std::to_string(v.size()) +
+                  " entries, expected " + std::to_string(n));
     return v;
   };
   s.inAxes = list("scan_input_axes", s.scanIns);
@@ -372,11 +374,12 @@ ScanShape scanShape(const Node& node, const Graph& body, const Types& in) {
                   "; it needs at least one axis to scan");
     s.inAxes[j] = normalizeAxis(node, s.inAxes[j], t.rank());
     const int64_t len = t.shape[static_cast<size_t>(s.inAxes[j])];
-    if (j == 0) s.length = len;
+    if (j == 0)
+      s.length = len;
     else if (len != s.length)
-      throw Error(nodeLabel(node) + "scan input #" + std::to_string(j) + " has " + std::to_string(len) +
-                  " steps along axis " + std::to_string(s.inAxes[j]) + ", scan input #0 has " +
-                  std::to_string(s.length));
+      throw Error(nodeLabel(node) + "scan input #" + std::to_string(j) + " has " +
+                  std::to_string(len) + " steps along axis " + std::to_string(s.inAxes[j]) +
+                  ", scan input #0 has " + std::to_string(s.length));
   }
   for (size_t k = 0; k < s.scanOuts; ++k) {
     const TensorType& t = body.value(body.outputs()[s.state + k]).type;
@@ -408,12 +411,14 @@ void addScan(OpRegistry& r) {
       const Value& formal = body.value(body.inputs()[j]);
       const Value& result = body.value(body.outputs()[j]);
       if (!acceptsType(formal.type, in[j]))
-        throw Error(nodeLabel(node) + "state value #" + std::to_string(j) + " is " + in[j].toString() +
-                    " but the body takes '" + formal.name + "' as " + formal.type.toString());
+        throw Error(nodeLabel(node) + "state value #" + std::to_string(j) + " is " +
+                    in[j].toString() + " but the body takes '" + formal.name + "' as " +
+                    formal.type.toString());
       if (!acceptsType(formal.type, result.type))
         throw Error(nodeLabel(node) + "state value #" + std::to_string(j) + ": the body takes '" +
-                    formal.name + "' as " + formal.type.toString() + " but returns '" + result.name +
-                    "' as " + result.type.toString() + "; a state value must keep its type");
+                    formal.name + "' as " + formal.type.toString() + " but returns '" +
+                    result.name + "' as " + result.type.toString() +
+                    "; a state value must keep its type");
       out.push_back(formal.type);
     }
     for (size_t k = 0; k < ss.scanOuts; ++k) {
@@ -459,11 +464,78 @@ void addScan(OpRegistry& r) {
       if (!out[ss.state + k]) continue;
       std::vector<int64_t> positions(scans[k].size());
       for (size_t p = 0; p < positions.size(); ++p)
-        positions[p] = ss.outDirs[k] ? ss.length - 1 - static_cast<int64_t>(p) : static_cast<int64_t>(p);
+        positions[p] =
+            ss.outDirs[k] ? ss.length - 1 - static_cast<int64_t>(p) : static_cast<int64_t>(p);
       setOutput(node, out[ss.state + k],
                 stackAlong(scans[k], positions, ss.outAxes[k],
                            body.value(body.outputs()[ss.state + k]).type),
                 "scan output #" + std::to_string(k));
+    }
+  };
+  s.flops = noFlops;
+  r.add(std::move(s));
+}
+
+// ---- SequenceMap: the body once per element of the first input; every
+// other input gives the body its element at the same position if it is a
+// sequence (of the same length), or itself whole if it is a tensor. Each
+// body output becomes a sequence of the per-element results.
+
+void addSequenceMap(OpRegistry& r) {
+  OpSchema s;
+  s.name = "SequenceMap";
+  s.kind = OpKind::Opaque;
+  s.takesSequences = true;
+  s.minInputs = 1;
+  s.maxInputs = kMaxControlFlowInputs;
+  s.minOutputs = 1;
+  s.maxOutputs = std::numeric_limits<int>::max();
+  s.attributes = {{"body", AttributeType::Graph, std::nullopt, true}};
+  s.infer = [](const Node& node, const Types& in) {
+    const Graph& body = node.attrs.getGraph("body");
+    const auto explicitInputs = static_cast<size_t>(body.numFormalInputs());
+    if (in.empty() || !in[0].isSequence())
+      throw Error(nodeLabel(node) + "the first input must be a sequence");
+    for (size_t i = 1; i < explicitInputs && i < in.size(); ++i)
+      if (in[i].isSequence() && in[i].sequenceLength != in[0].sequenceLength &&
+          in[i].sequenceLength != kUnknownLength && in[0].sequenceLength != kUnknownLength)
+        throw Error(nodeLabel(node) + "input " + std::to_string(i) + " is " + in[i].toString() +
+                    " but input 0 is " + in[0].toString() +
+                    ": sequences must have the same length");
+    Types out;
+    for (ValueId v : body.outputs()) {
+      const TensorType& t = body.value(v).type;
+      if (t.isSequence())
+        throw Unsupported(nodeLabel(node) + "body output '" + body.value(v).name +
+                          "' is a sequence (a sequence of sequences)");
+      out.push_back(TensorType::sequenceOf(t, in[0].sequenceLength));
+    }
+    return out;
+  };
+  s.reference = [](const Node& node, const Inputs& in, const Outputs& out) {
+    const Graph& body = node.attrs.getGraph("body");
+    const auto explicitInputs = static_cast<size_t>(body.numFormalInputs());
+    const size_t n = in[0]->items().size();
+    for (size_t i = 1; i < explicitInputs; ++i)
+      if (in[i]->isSequence() && in[i]->items().size() != n)
+        throw Error(nodeLabel(node) + "input " + std::to_string(i) + " holds " +
+                    std::to_string(in[i]->items().size()) + " tensors, input 0 holds " +
+                    std::to_string(n) + ": sequences must have the same length");
+    std::vector<std::vector<Tensor>> results(body.outputs().size());
+    ReferenceExecutor exec(body);
+    for (size_t e = 0; e < n; ++e) {
+      std::vector<Tensor> formals;
+      for (size_t i = 0; i < explicitInputs; ++i)
+        formals.push_back(in[i]->isSequence() ? in[i]->items()[e] : *in[i]);
+      std::vector<Tensor> res = runBody(node, "body (element " + std::to_string(e) + ")", exec,
+                                        bodyInputs(node, "body", body, std::move(formals), in));
+      for (size_t k = 0; k < res.size() && k < results.size(); ++k)
+        results[k].push_back(std::move(res[k]));
+    }
+    for (size_t k = 0; k < results.size() && k < out.size(); ++k) {
+      const TensorType element = body.value(body.outputs()[k]).type;
+      setOutput(node, out[k], Tensor::sequence(element, std::move(results[k])),
+                "output #" + std::to_string(k));
     }
   };
   s.flops = noFlops;
@@ -507,10 +579,15 @@ std::optional<int64_t> staticLoopIterations(const Node& loop, const Tensor* trip
   return m;
 }
 
+bool hasBody(const std::string& op) {
+  return op == "If" || op == "Loop" || op == "Scan" || op == "SequenceMap";
+}
+
 void registerControlFlowOps(OpRegistry& r) {
   addIf(r);
   addLoop(r);
   addScan(r);
+  addSequenceMap(r);
 }
 
 }  // namespace collage

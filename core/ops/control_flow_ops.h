@@ -1,4 +1,5 @@
-// Control flow: If, Loop and Scan. Their bodies are graph attributes
+// Control flow: If, Loop and Scan, and SequenceMap (a body run once per
+// element of a sequence). Their bodies are graph attributes
 // (then_branch / else_branch, body), imported as Graphs that read the values
 // of the enclosing graph through extra node inputs (graph.h, "Subgraphs").
 // The reference kernels run the bodies on the ReferenceExecutor; a backend
@@ -18,11 +19,15 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "core/ir/graph.h"
 #include "core/ir/tensor.h"
 
 namespace collage {
+
+// The ops with a body (a graph attribute): If, Loop, Scan, SequenceMap.
+bool hasBody(const std::string& op);
 
 // The most iterations a Loop runs before it stops with an Error. A Loop with
 // no trip count whose condition never turns false would otherwise never
