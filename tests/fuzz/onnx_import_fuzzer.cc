@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <string>
 
+#include "core/ir/error.h"
 #include "core/onnx/onnx_import.h"
 
 namespace {
