@@ -90,44 +90,20 @@ std::string missingLibrary(const std::vector<Library>& needed) {
   return "";
 }
 
-const RuntimeApi& cudart() {
-  static const RuntimeApi table = [] {
-    constexpr Library kLibrary = Library::Runtime;
-    RuntimeApi api;
-    COLLAGE_CUDART_ENTRY_POINTS(COLLAGE_CUDA_RESOLVE)
-    return api;
-  }();
-  return table;
-}
+// One accessor per library: the table is filled once, on first use.
+#define COLLAGE_CUDA_DEFINE_TABLE(accessor, Api, library, entryPoints) \
+  const Api& accessor() {                                              \
+    static const Api table = [] {                                      \
+      constexpr Library kLibrary = library;                            \
+      Api api;                                                         \
+      entryPoints(COLLAGE_CUDA_RESOLVE) return api;                    \
+    }();                                                               \
+    return table;                                                      \
+  }
 
-const BlasLtApi& cublasLt() {
-  static const BlasLtApi table = [] {
-    constexpr Library kLibrary = Library::BlasLt;
-    BlasLtApi api;
-    COLLAGE_CUBLASLT_ENTRY_POINTS(COLLAGE_CUDA_RESOLVE)
-    return api;
-  }();
-  return table;
-}
-
-const DnnApi& cudnn() {
-  static const DnnApi table = [] {
-    constexpr Library kLibrary = Library::Dnn;
-    DnnApi api;
-    COLLAGE_CUDNN_ENTRY_POINTS(COLLAGE_CUDA_RESOLVE)
-    return api;
-  }();
-  return table;
-}
-
-const RtcApi& nvrtc() {
-  static const RtcApi table = [] {
-    constexpr Library kLibrary = Library::Rtc;
-    RtcApi api;
-    COLLAGE_NVRTC_ENTRY_POINTS(COLLAGE_CUDA_RESOLVE)
-    return api;
-  }();
-  return table;
-}
+COLLAGE_CUDA_DEFINE_TABLE(cudart, RuntimeApi, Library::Runtime, COLLAGE_CUDART_ENTRY_POINTS)
+COLLAGE_CUDA_DEFINE_TABLE(cublasLt, BlasLtApi, Library::BlasLt, COLLAGE_CUBLASLT_ENTRY_POINTS)
+COLLAGE_CUDA_DEFINE_TABLE(cudnn, DnnApi, Library::Dnn, COLLAGE_CUDNN_ENTRY_POINTS)
+COLLAGE_CUDA_DEFINE_TABLE(nvrtc, RtcApi, Library::Rtc, COLLAGE_NVRTC_ENTRY_POINTS)
 
 }  // namespace collage::cuda

@@ -97,17 +97,26 @@ void setOutput(const Node& node, Tensor* out, const Tensor& value, const std::st
 
 std::string bodyValueName(const Graph& body, ValueId v) { return "'" + body.value(v).name + "'"; }
 
+// What every op with a body shares: opaque to the backends (one kernel each),
+// sequences allowed, and any number of inputs past its own (the outer
+// values its body reads) and of outputs.
+OpSchema bodyOpSchema(const char* name, int minInputs, int minOutputs) {
+  OpSchema s;
+  s.name = name;
+  s.kind = OpKind::Opaque;
+  s.takesSequences = true;
+  s.minInputs = minInputs;
+  s.maxInputs = kMaxControlFlowInputs;
+  s.minOutputs = minOutputs;
+  s.maxOutputs = std::numeric_limits<int>::max();
+  s.flops = noFlops;
+  return s;
+}
+
 // ---- If
 
 void addIf(OpRegistry& r) {
-  OpSchema s;
-  s.name = "If";
-  s.kind = OpKind::Opaque;
-  s.takesSequences = true;
-  s.minInputs = 1;
-  s.maxInputs = kMaxControlFlowInputs;
-  s.minOutputs = 1;
-  s.maxOutputs = std::numeric_limits<int>::max();
+  OpSchema s = bodyOpSchema("If", 1, 1);
   s.attributes = {{"then_branch", AttributeType::Graph, std::nullopt, true},
                   {"else_branch", AttributeType::Graph, std::nullopt, true}};
   s.infer = [](const Node& node, const Types& in) {
@@ -144,7 +153,6 @@ void addIf(OpRegistry& r) {
       setOutput(node, out[i], results[i],
                 attr + " output " + bodyValueName(body, body.outputs()[i]));
   };
-  s.flops = noFlops;
   r.add(std::move(s));
 }
 
@@ -215,14 +223,8 @@ LoopShape loopShape(const Node& node, const Graph& body) {
 }
 
 void addLoop(OpRegistry& r) {
-  OpSchema s;
-  s.name = "Loop";
-  s.kind = OpKind::Opaque;
-  s.takesSequences = true;
-  s.minInputs = 0;  // M and cond are optional, and there may be no carried value
-  s.maxInputs = kMaxControlFlowInputs;
-  s.minOutputs = 0;
-  s.maxOutputs = std::numeric_limits<int>::max();
+  OpSchema s =
+      bodyOpSchema("Loop", 0, 0);  // M and cond are optional, and there may be no carried value
   s.attributes = {{"body", AttributeType::Graph, std::nullopt, true}};
   s.infer = [](const Node& node, const Types& in) {
     const Graph& body = node.attrs.getGraph("body");
@@ -326,7 +328,6 @@ void addLoop(OpRegistry& r) {
       *o = std::move(stacked);
     }
   };
-  s.flops = noFlops;
   r.add(std::move(s));
 }
 
@@ -389,14 +390,7 @@ ScanShape scanShape(const Node& node, const Graph& body, const Types& in) {
 }
 
 void addScan(OpRegistry& r) {
-  OpSchema s;
-  s.name = "Scan";
-  s.kind = OpKind::Opaque;
-  s.takesSequences = true;
-  s.minInputs = 1;
-  s.maxInputs = kMaxControlFlowInputs;
-  s.minOutputs = 1;
-  s.maxOutputs = std::numeric_limits<int>::max();
+  OpSchema s = bodyOpSchema("Scan", 1, 1);
   s.attributes = {{"body", AttributeType::Graph, std::nullopt, true},
                   {"num_scan_inputs", AttributeType::Int, std::nullopt, true},
                   {"scan_input_axes", AttributeType::Ints, std::nullopt},
@@ -472,7 +466,6 @@ void addScan(OpRegistry& r) {
                 "scan output #" + std::to_string(k));
     }
   };
-  s.flops = noFlops;
   r.add(std::move(s));
 }
 
@@ -482,14 +475,7 @@ void addScan(OpRegistry& r) {
 // body output becomes a sequence of the per-element results.
 
 void addSequenceMap(OpRegistry& r) {
-  OpSchema s;
-  s.name = "SequenceMap";
-  s.kind = OpKind::Opaque;
-  s.takesSequences = true;
-  s.minInputs = 1;
-  s.maxInputs = kMaxControlFlowInputs;
-  s.minOutputs = 1;
-  s.maxOutputs = std::numeric_limits<int>::max();
+  OpSchema s = bodyOpSchema("SequenceMap", 1, 1);
   s.attributes = {{"body", AttributeType::Graph, std::nullopt, true}};
   s.infer = [](const Node& node, const Types& in) {
     const Graph& body = node.attrs.getGraph("body");
@@ -538,7 +524,6 @@ void addSequenceMap(OpRegistry& r) {
                 "output #" + std::to_string(k));
     }
   };
-  s.flops = noFlops;
   r.add(std::move(s));
 }
 
