@@ -89,7 +89,10 @@ Shape reshapeShape(const Node& node, const Shape& in) {
       throw Error(nodeLabel(node) + "shape " + intsToString(shape) + " has a negative dimension");
     }
     out.push_back(d);
-    known *= d;
+    // A model may claim any sizes: a product past int64 is refused, not wrapped.
+    if (__builtin_mul_overflow(known, d, &known))
+      throw Error(nodeLabel(node) + "shape " + intsToString(shape) +
+                  " has more elements than a tensor can hold");
   }
   if (inferred >= 0) {
     const int64_t total = numElements(in);

@@ -1,5 +1,6 @@
 #include "core/patterns/pattern_parser.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <map>
@@ -260,6 +261,19 @@ class Parser {
           fail(peek(), "only a group of bare operator names, like (Relu|Tanh), takes inputs");
         parseArgs(e);
       }
+      return e;
+    }
+    // Alternatives that are all bare op names are one op of several names,
+    // however they were grouped: (Relu | (Tanh)) is Relu|Tanh, and prints so.
+    const bool bareNames = std::all_of(alts.begin(), alts.end(), [](const PatternExpr& a) {
+      return a.kind == PatternExpr::Kind::Op && !a.hasArgs && !a.hasType && a.attrs.empty() &&
+             a.capture.empty() && !a.optionalOp;
+    });
+    if (bareNames) {
+      PatternExpr e = std::move(alts[0]);
+      for (size_t i = 1; i < alts.size(); ++i)
+        e.ops.insert(e.ops.end(), alts[i].ops.begin(), alts[i].ops.end());
+      if (isPunct("(")) parseArgs(e);
       return e;
     }
     if (isPunct("("))

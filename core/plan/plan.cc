@@ -262,7 +262,8 @@ Plan planFromJson(const std::string& text, const std::string& displayPath) {
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
+    // parse_error, and out_of_range for a number no double holds (1e400).
     std::string what = e.what();
     // Drop nlohmann's "[json.exception.parse_error.101] " prefix.
     if (auto p = what.find("] "); p != std::string::npos && what.rfind("[json.", 0) == 0)

@@ -202,6 +202,9 @@ TEST(OpsShape, ReshapeCopiesZeroAndInfersMinusOne) {
             (Shape{3, 0}));
   EXPECT_THROW(eval("Reshape", {x}, attrs({{"shape", Ints{5, -1}}})), Error);
   EXPECT_THROW(eval("Reshape", {x}, attrs({{"shape", Ints{-1, -1}}})), Error);
+  // Found by onnx_import_fuzzer: sizes whose product passes int64 were
+  // multiplied unchecked (undefined behaviour); they are refused.
+  EXPECT_THROW(eval("Reshape", {x}, attrs({{"shape", Ints{381, 144071207610744831, -1}}})), Error);
 }
 
 TEST(OpsShape, SliceClampsAndSupportsNegativeSteps) {

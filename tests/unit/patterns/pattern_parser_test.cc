@@ -335,3 +335,14 @@ TEST(PatternValidation, DocumentationExamplesAreValid) {
 
 }  // namespace
 }  // namespace collage
+
+namespace collage {
+namespace {
+// Found by pattern_parser_fuzzer: a parenthesised alternative of one op.
+TEST(PatternParser, FuzzFoundAlternativeOfOneParenthesisedOp) {
+  const Pattern p = parsePattern("A((Relu |(hRe)))");
+  const std::string printed = p.toString();
+  EXPECT_EQ(parsePattern(printed).toString(), printed);
+}
+}  // namespace
+}  // namespace collage
