@@ -22,6 +22,18 @@ using Types = std::vector<TensorType>;
 
 double noFlops(const Node&, const Types&, const Types&) { return 0.0; }
 
+// What the Sequence ops share: opaque to the backends (a sequence never
+// crosses a kernel boundary), and sequences allowed.
+OpSchema sequenceOpSchema(const char* name, int minInputs, int maxInputs) {
+  OpSchema s;
+  s.name = name;
+  s.kind = OpKind::Opaque;
+  s.takesSequences = true;
+  s.minInputs = minInputs;
+  s.maxInputs = maxInputs;
+  return s;
+}
+
 const TensorType& requireSequence(const Node& node, const Types& in, size_t i) {
   if (i >= in.size() || !in[i].isSequence())
     throw Error(nodeLabel(node) + "input " + std::to_string(i) + " must be a sequence, got " +
@@ -46,8 +58,9 @@ int64_t positionOf(const Node& node, const Tensor& pos, int64_t n, bool endAllow
   int64_t p = pos.toInts()[0];
   const int64_t hi = endAllowed ? n : n - 1;
   if (p < -n || p > hi)
-    throw Error(nodeLabel(node) + "position " + std::to_string(p) + " is out of range for a sequence of " +
-                std::to_string(n) + (n == 1 ? " tensor" : " tensors"));
+    throw Error(nodeLabel(node) + "position " + std::to_string(p) +
+                " is out of range for a sequence of " + std::to_string(n) +
+                (n == 1 ? " tensor" : " tensors"));
   return p < 0 ? p + n : p;
 }
 
@@ -59,15 +72,12 @@ void checkPositionType(const Node& node, const Types& in, size_t i) {
                 in[i].toString());
 }
 
-int64_t grown(int64_t length, int64_t by) { return length == kUnknownLength ? length : length + by; }
+int64_t grown(int64_t length, int64_t by) {
+  return length == kUnknownLength ? length : length + by;
+}
 
 void addSequenceEmpty(OpRegistry& r) {
-  OpSchema s;
-  s.name = "SequenceEmpty";
-  s.kind = OpKind::Opaque;
-  s.takesSequences = true;
-  s.minInputs = 0;
-  s.maxInputs = 0;
+  OpSchema s = sequenceOpSchema("SequenceEmpty", 0, 0);
   // ONNX's default element type is float (TensorProto FLOAT = 1).
   s.attributes = {{"dtype", AttributeType::Int, Attribute(int64_t{1})}};
   s.infer = [](const Node& node, const Types&) {
@@ -85,12 +95,7 @@ void addSequenceEmpty(OpRegistry& r) {
 }
 
 void addSequenceConstruct(OpRegistry& r) {
-  OpSchema s;
-  s.name = "SequenceConstruct";
-  s.kind = OpKind::Opaque;
-  s.takesSequences = true;
-  s.minInputs = 1;
-  s.maxInputs = std::numeric_limits<int>::max();
+  OpSchema s = sequenceOpSchema("SequenceConstruct", 1, std::numeric_limits<int>::max());
   s.infer = [](const Node& node, const Types& in) {
     const TensorType& first = requireTensor(node, in, 0);
     for (size_t i = 1; i < in.size(); ++i) {
@@ -115,20 +120,17 @@ void addSequenceConstruct(OpRegistry& r) {
 }
 
 void addSequenceInsert(OpRegistry& r) {
-  OpSchema s;
-  s.name = "SequenceInsert";
-  s.kind = OpKind::Opaque;
-  s.takesSequences = true;
-  s.minInputs = 2;
-  s.maxInputs = 3;
+  OpSchema s = sequenceOpSchema("SequenceInsert", 2, 3);
   s.infer = [](const Node& node, const Types& in) {
     const TensorType& seq = requireSequence(node, in, 0);
     const TensorType& t = requireTensor(node, in, 1);
     checkPositionType(node, in, 2);
     if (t.elementType != seq.elementType)
-      throw Error(nodeLabel(node) + "cannot insert a " + t.toString() + " into a " + seq.toString());
+      throw Error(nodeLabel(node) + "cannot insert a " + t.toString() + " into a " +
+                  seq.toString());
     if (seq.sequenceLength != 0 && t.shape != seq.shape)
-      throw Unsupported(nodeLabel(node) + "inserting a " + t.toString() + " into a " + seq.toString() +
+      throw Unsupported(nodeLabel(node) + "inserting a " + t.toString() + " into a " +
+                        seq.toString() +
                         ": sequences of tensors of different shapes are not supported");
     return Types{TensorType::sequenceOf(t, grown(seq.sequenceLength, 1))};
   };
@@ -144,12 +146,7 @@ void addSequenceInsert(OpRegistry& r) {
 }
 
 void addSequenceAt(OpRegistry& r) {
-  OpSchema s;
-  s.name = "SequenceAt";
-  s.kind = OpKind::Opaque;
-  s.takesSequences = true;
-  s.minInputs = 2;
-  s.maxInputs = 2;
+  OpSchema s = sequenceOpSchema("SequenceAt", 2, 2);
   s.infer = [](const Node& node, const Types& in) {
     const TensorType& seq = requireSequence(node, in, 0);
     checkPositionType(node, in, 1);
@@ -162,8 +159,8 @@ void addSequenceAt(OpRegistry& r) {
     const int64_t at = positionOf(node, *in[1], static_cast<int64_t>(items.size()), false);
     const Tensor& item = items[static_cast<size_t>(at)];
     if (item.type() != out[0]->type())
-      throw Error(nodeLabel(node) + "element " + std::to_string(at) + " is " + item.type().toString() +
-                  ", " + out[0]->type().toString() + " at import");
+      throw Error(nodeLabel(node) + "element " + std::to_string(at) + " is " +
+                  item.type().toString() + ", " + out[0]->type().toString() + " at import");
     *out[0] = item.clone();
   };
   s.flops = noFlops;
@@ -187,12 +184,7 @@ void addSequenceLength(OpRegistry& r) {
 }
 
 void addSequenceErase(OpRegistry& r) {
-  OpSchema s;
-  s.name = "SequenceErase";
-  s.kind = OpKind::Opaque;
-  s.takesSequences = true;
-  s.minInputs = 1;
-  s.maxInputs = 2;
+  OpSchema s = sequenceOpSchema("SequenceErase", 1, 2);
   s.infer = [](const Node& node, const Types& in) {
     const TensorType& seq = requireSequence(node, in, 0);
     checkPositionType(node, in, 1);
@@ -214,12 +206,15 @@ void addSequenceErase(OpRegistry& r) {
 
 // Joins tensors of one shape along `axis` (new_axis = 0) or stacks them on a
 // new axis inserted there (new_axis = 1).
-Tensor joinTensors(const std::vector<Tensor>& items, const TensorType& type, int64_t axis, bool newAxis) {
+Tensor joinTensors(const std::vector<Tensor>& items, const TensorType& type, int64_t axis,
+                   bool newAxis) {
   const Shape& s = type.shape;
   const int64_t n = static_cast<int64_t>(items.size());
   Shape out = s;
-  if (newAxis) out.insert(out.begin() + axis, n);
-  else out[static_cast<size_t>(axis)] *= n;
+  if (newAxis)
+    out.insert(out.begin() + axis, n);
+  else
+    out[static_cast<size_t>(axis)] *= n;
   Tensor result(type.elementType, out);
   int64_t outer = 1;
   for (int64_t i = 0; i < axis; ++i) outer *= s[static_cast<size_t>(i)];
@@ -231,7 +226,8 @@ Tensor joinTensors(const std::vector<Tensor>& items, const TensorType& type, int
     for (int64_t k = 0; k < n; ++k)
       if (block)
         std::memcpy(dst + (o * n + k) * block,
-                    static_cast<const char*>(items[static_cast<size_t>(k)].raw()) + o * block, block);
+                    static_cast<const char*>(items[static_cast<size_t>(k)].raw()) + o * block,
+                    block);
   return result;
 }
 
@@ -245,17 +241,21 @@ void addConcatFromSequence(OpRegistry& r) {
   s.infer = [](const Node& node, const Types& in) {
     const TensorType& seq = requireSequence(node, in, 0);
     if (seq.sequenceLength == kUnknownLength)
-      throw Error(nodeLabel(node) + "the length of the input sequence is known only at run time, "
+      throw Error(nodeLabel(node) +
+                  "the length of the input sequence is known only at run time, "
                   "and the output's shape depends on it; Collage needs static shapes (a Loop's "
                   "scan output gives the same stacked tensor with a static shape when the trip "
                   "count is constant)");
     if (seq.sequenceLength == 0)
       throw Error(nodeLabel(node) + "the input sequence is always empty: nothing to concatenate");
     const bool newAxis = node.attrs.getInt("new_axis") != 0;
-    const int64_t axis = normalizeAxis(node, node.attrs.getInt("axis"), seq.rank() + (newAxis ? 1 : 0));
+    const int64_t axis =
+        normalizeAxis(node, node.attrs.getInt("axis"), seq.rank() + (newAxis ? 1 : 0));
     Shape out = seq.shape;
-    if (newAxis) out.insert(out.begin() + axis, seq.sequenceLength);
-    else out[static_cast<size_t>(axis)] *= seq.sequenceLength;
+    if (newAxis)
+      out.insert(out.begin() + axis, seq.sequenceLength);
+    else
+      out[static_cast<size_t>(axis)] *= seq.sequenceLength;
     return Types{{seq.elementType, out}};
   };
   s.reference = [](const Node& node, const Inputs& in, const Outputs& out) {
@@ -267,7 +267,8 @@ void addConcatFromSequence(OpRegistry& r) {
         throw Unsupported(nodeLabel(node) + "the sequence holds " + type.toString() + " and " +
                           t.type().toString() + ": tensors of different shapes are not supported");
     const bool newAxis = node.attrs.getInt("new_axis") != 0;
-    const int64_t axis = normalizeAxis(node, node.attrs.getInt("axis"), type.rank() + (newAxis ? 1 : 0));
+    const int64_t axis =
+        normalizeAxis(node, node.attrs.getInt("axis"), type.rank() + (newAxis ? 1 : 0));
     *out[0] = joinTensors(items, type, axis, newAxis);
   };
   s.flops = noFlops;
@@ -283,17 +284,19 @@ std::vector<int64_t> splitSizes(const Node& node, int64_t dim) {
     const Tensor& t = std::get<Tensor>(*a);
     std::vector<int64_t> v = t.toInts();
     if (t.rank() == 0) {
-      if (v[0] <= 0) throw Error(nodeLabel(node) + "split must be positive, got " + std::to_string(v[0]));
+      if (v[0] <= 0)
+        throw Error(nodeLabel(node) + "split must be positive, got " + std::to_string(v[0]));
       for (int64_t at = 0; at < dim; at += v[0]) sizes.push_back(std::min(v[0], dim - at));
     } else {
       int64_t sum = 0;
       for (int64_t x : v) {
-        if (x < 0) throw Error(nodeLabel(node) + "split has a negative length " + std::to_string(x));
+        if (x < 0)
+          throw Error(nodeLabel(node) + "split has a negative length " + std::to_string(x));
         sum += x;
       }
       if (sum != dim)
-        throw Error(nodeLabel(node) + "split lengths sum to " + std::to_string(sum) + ", the axis has " +
-                    std::to_string(dim));
+        throw Error(nodeLabel(node) + "split lengths sum to " + std::to_string(sum) +
+                    ", the axis has " + std::to_string(dim));
       sizes = v;
     }
   } else {
@@ -340,8 +343,9 @@ void addSplitToSequence(OpRegistry& r) {
     const bool dropAxis = !node.attrs.has("split") && node.attrs.getInt("keepdims") == 0;
     int64_t outer = 1;
     for (int64_t i = 0; i < axis; ++i) outer *= shape[static_cast<size_t>(i)];
-    const size_t row = static_cast<size_t>(numElements(Shape(shape.begin() + axis + 1, shape.end()))) *
-                       elementSize(x.elementType());
+    const size_t row =
+        static_cast<size_t>(numElements(Shape(shape.begin() + axis + 1, shape.end()))) *
+        elementSize(x.elementType());
     std::vector<Tensor> items;
     int64_t start = 0;
     for (int64_t len : sizes) {
