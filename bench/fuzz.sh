@@ -72,8 +72,9 @@ fuzz_one() {
       cp "$m" "$dir/node-models/$(basename "$(dirname "$m")").onnx"
     done
   fi
-  local log=$dir/last.log before
+  local log=$dir/last.log before started
   before=$(find "$dir/found" -type f | wc -l)
+  started=$(date +%s)
   # -timeout: an input that takes longer is a hang; -rss_limit_mb: one that
   # allocates more is a crash (a model may declare any size; the importer
   # must refuse it, not try).
@@ -83,15 +84,16 @@ fuzz_one() {
     -artifact_prefix="$dir/found/" >"$log" 2>&1
   local rc=$?
   set -e
-  local execs found
+  # The ledger counts the seconds it really ran: a crash ends a run early.
+  local execs found elapsed=$(($(date +%s) - started))
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   found=$(($(find "$dir/found" -type f | wc -l) - before))
-  printf '%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$t" "$seconds" "${execs:-0}" "$found" >>"$ledger"
+  printf '%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$t" "$elapsed" "${execs:-0}" "$found" >>"$ledger"
   if [[ $rc -ne 0 || $found -gt 0 ]]; then
     echo "== $t: FOUND a crash or hang (exit $rc): $dir/found/ and $log"
     grep -m3 -E 'ERROR|runtime error|fuzz property' "$log" || tail -5 "$log"
   else
-    echo "== $t: ${execs:-0} inputs in ${seconds}s, nothing found"
+    echo "== $t: ${execs:-0} inputs in ${elapsed}s, nothing found"
   fi
 }
 

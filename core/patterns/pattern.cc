@@ -136,7 +136,16 @@ std::string PatternExpr::toString() const {
     case Kind::Optional: s += "?" + children.at(0).toString(); break;
     case Kind::Alternative:
       s += "(";
-      for (size_t i = 0; i < children.size(); ++i) s += (i ? " | " : "") + children[i].toString();
+      for (size_t i = 0; i < children.size(); ++i) {
+        const PatternExpr& c = children[i];
+        // A bare name before another alternative would read back as one op
+        // of several names ('|' between names binds tightest: A | b() is
+        // (A|b)()), so it keeps parentheses of its own: ((A) | b()).
+        const bool bareName = c.kind == Kind::Op && !c.hasArgs && c.attrs.empty() && !c.hasType &&
+                              !c.optionalOp;
+        const bool wrap = bareName && i + 1 < children.size();
+        s += (i ? " | " : "") + (wrap ? "(" + c.toString() + ")" : c.toString());
+      }
       s += ")";
       break;
     case Kind::Op:

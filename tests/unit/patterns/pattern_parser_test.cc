@@ -344,5 +344,14 @@ TEST(PatternParser, FuzzFoundAlternativeOfOneParenthesisedOp) {
   const std::string printed = p.toString();
   EXPECT_EQ(parsePattern(printed).toString(), printed);
 }
+
+// Found by pattern_parser_fuzzer: a bare name before an alternative with
+// inputs printed as "(Reu | a())", which reads back as the one op Reu|a().
+TEST(PatternParser, FuzzFoundBareNameBeforeAnAlternativeWithInputs) {
+  expectCanonical("Add((Reu| (a)()), *)", "Add(((Reu) | a()), *)");
+  expectCanonical("(A | (B) | c(*))", "((A) | (B) | c(*))");
+  expectCanonical("(c(*) | A)", "(c(*) | A)");
+  expectCanonical("((x=Relu) | Sigmoid(*))", "((x=Relu) | Sigmoid(*))");
+}
 }  // namespace
 }  // namespace collage
