@@ -234,7 +234,7 @@ class Importer {
                                           const std::vector<TensorType>& formals,
                                           std::vector<int>& captures, size_t slotBase);
   void inlineBranch(const Node& node, const Graph& branch, const std::vector<int>& captures);
-  void patchLoopScanRows(const Node& node, std::vector<TensorType>& outTypes);
+  void patchLoopStaticShapes(const Node& node, std::vector<TensorType>& outTypes);
   [[noreturn]] void throwNotConstant(const std::string& message, const WValue& value) const;
   void bindInputs();
   void addInitializers();
@@ -249,7 +249,7 @@ class Importer {
   void fillDefaults(Node& node, const OpSchema& schema);
   bool rewriteCoercedSoftmax(Node& node);
   void finishNode(Node node);
-  bool foldShapeOrSize(const Node& node);
+  bool foldFromStaticType(const Node& node);
   std::vector<TensorType> declaredOutputTypes(const Node& node, const ConstInput& slot);
   void checkDeclaredType(const Node& node, int value);
   Graph buildGraph();
@@ -812,15 +812,21 @@ std::vector<TensorType> Importer::declaredOutputTypes(const Node& node, const Co
   return out;
 }
 
-// Shape and Size depend only on the (static) type of their input.
-bool Importer::foldShapeOrSize(const Node& node) {
-  if (node.op != "Shape" && node.op != "Size") return false;
+// Shape and Size depend only on the (static) type of their input, and so
+// does SequenceLength when the sequence's length is known at import (a
+// loop's trip count often is one).
+bool Importer::foldFromStaticType(const Node& node) {
+  if (node.op != "Shape" && node.op != "Size" && node.op != "SequenceLength") return false;
   if (node.inputs.size() != 1 || node.inputs[0] == kNoValue || node.outputs.size() != 1 ||
       node.outputs[0] == kNoValue)
     throw Error(label(node) + "expects one input and one output");
-  const Shape& shape = values_[static_cast<size_t>(node.inputs[0])].type.shape;
+  const TensorType& type = values_[static_cast<size_t>(node.inputs[0])].type;
+  const Shape& shape = type.shape;
   Tensor t;
-  if (node.op == "Size") {
+  if (node.op == "SequenceLength") {
+    if (!type.isSequence() || type.sequenceLength == kUnknownLength) return false;
+    t = Tensor::fromInts({}, {type.sequenceLength});
+  } else if (node.op == "Size") {
     t = Tensor::fromInts({}, {numElements(shape)});
   } else {
     const int64_t rank = static_cast<int64_t>(shape.size());
@@ -844,7 +850,7 @@ bool Importer::foldShapeOrSize(const Node& node) {
 // Canonical node (inputs mapped, attributes final): infer its output types,
 // then fold it or keep it.
 void Importer::finishNode(Node node) {
-  if (options_.foldConstants && foldShapeOrSize(node)) return;
+  if (options_.foldConstants && foldFromStaticType(node)) return;
   const OpSchema& schema = OpRegistry::instance().get(node.op);
   fillDefaults(node, schema);
   std::vector<TensorType> inTypes;
@@ -864,7 +870,7 @@ void Importer::finishNode(Node node) {
       rethrowWith(label(node), e);
     }
   }
-  if (node.op == "Loop") patchLoopScanRows(node, outTypes);
+  if (node.op == "Loop") patchLoopStaticShapes(node, outTypes);
   for (size_t i = 0; i < node.outputs.size(); ++i) {
     if (node.outputs[i] == kNoValue) continue;
     if (i >= outTypes.size())
@@ -1371,12 +1377,14 @@ void Importer::throwNotConstant(const std::string& message, const WValue& value)
   throw Error(message + (value.isInput ? " (it is a graph input: bind it to a value)" : ""));
 }
 
-// A Loop's scan outputs have one row per iteration: the import needs the
-// count (shape inference leaves a placeholder of 0 rows).
-void Importer::patchLoopScanRows(const Node& node, std::vector<TensorType>& outTypes) {
+// The Loop outputs whose shape depends on the number of iterations: a scan
+// output has one row per iteration (shape inference leaves a placeholder of
+// 0 rows), and a carried sequence that every iteration grows by the same
+// count (`outs.append(y)`, loopSequenceGrowth) ends with a length the import
+// can tell, which a ConcatFromSequence after the loop needs.
+void Importer::patchLoopStaticShapes(const Node& node, std::vector<TensorType>& outTypes) {
   const Graph& body = node.attrs.getGraph("body");
   const size_t carried = static_cast<size_t>(body.numFormalInputs() - 2);
-  if (outTypes.size() <= carried) return;
   auto input = [&](size_t i) -> const WValue* {
     return i < node.inputs.size() && node.inputs[i] != kNoValue ? &values_[static_cast<size_t>(node.inputs[i])]
                                                                  : nullptr;
@@ -1386,6 +1394,20 @@ void Importer::patchLoopScanRows(const Node& node, std::vector<TensorType>& outT
   const auto rows = staticLoopIterations(node, trip && trip->constant ? &*trip->constant : nullptr,
                                          cond && cond->constant ? &*cond->constant : nullptr,
                                          trip != nullptr, cond != nullptr);
+  for (size_t j = 0; rows && j < carried && j < outTypes.size(); ++j) {
+    TensorType& t = outTypes[j];
+    const WValue* init = input(2 + j);
+    if (!t.isSequence() || t.sequenceLength != kUnknownLength || !init ||
+        !init->type.isSequence() || init->type.sequenceLength == kUnknownLength)
+      continue;
+    const auto growth = loopSequenceGrowth(body, j);
+    int64_t added = 0, length = 0;
+    if (!growth || __builtin_mul_overflow(*rows, *growth, &added) ||
+        __builtin_add_overflow(init->type.sequenceLength, added, &length) || length < 0)
+      continue;  // left unknown; a run that erases past the start fails there
+    t.sequenceLength = length;
+  }
+  if (outTypes.size() <= carried) return;
   if (!rows) {
     std::string scanName = "#0";
     if (carried < node.outputs.size() && node.outputs[carried] != kNoValue)

@@ -564,6 +564,31 @@ std::optional<int64_t> staticLoopIterations(const Node& loop, const Tensor* trip
   return m;
 }
 
+std::optional<int64_t> loopSequenceGrowth(const Graph& body, size_t carried) {
+  if (static_cast<size_t>(body.numFormalInputs()) < 2 + carried + 1 ||
+      body.outputs().size() < 2 + carried)
+    return std::nullopt;
+  const ValueId formal = body.inputs()[2 + carried];
+  ValueId v = body.outputs()[1 + carried];
+  int64_t growth = 0;
+  // Each hop removes a node, so the walk ends within the body's node count.
+  for (size_t hops = 0; hops <= body.nodes().size(); ++hops) {
+    if (v == formal) return growth;
+    const Value& val = body.value(v);
+    if (val.producer == kNoNode) return std::nullopt;
+    const Node& p = body.node(val.producer);
+    if (p.inputs.empty() || p.inputs[0] == kNoValue) return std::nullopt;
+    if (p.op == "SequenceInsert")
+      ++growth;
+    else if (p.op == "SequenceErase")
+      --growth;
+    else if (p.op != "Identity")
+      return std::nullopt;
+    v = p.inputs[0];
+  }
+  return std::nullopt;
+}
+
 bool hasBody(const std::string& op) {
   return op == "If" || op == "Loop" || op == "Scan" || op == "SequenceMap";
 }

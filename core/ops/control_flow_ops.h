@@ -49,6 +49,13 @@ std::optional<int64_t> staticLoopIterations(const Node& loop, const Tensor* trip
                                             const Tensor* condition, bool hasTripCount,
                                             bool hasCondition);
 
+// How many elements one iteration of the Loop adds to loop-carried value #j
+// when it is a sequence: the body's result for it is its formal input
+// passed through SequenceInsert (+1), SequenceErase (-1) and Identity only,
+// as exporters write `outs.append(y)` in a loop. nullopt otherwise (the
+// growth then depends on the data, and the length is known only at run time).
+std::optional<int64_t> loopSequenceGrowth(const Graph& body, size_t carried);
+
 // The type that covers both a and b: equal types; or sequences of one
 // element type whose lengths may differ (the join's length is then
 // unknown) and whose element shapes agree, an empty sequence agreeing with

@@ -303,6 +303,61 @@ def sequence_loop():
                                    [("y", y.astype(np.float32))])])
 
 
+# ---- What PyTorch's exporter writes for a scripted `for t in range(x.size(0)):
+# h = f(x[t], h); ys.append(g(h)); zs.append(...)` then torch.stack(ys) and
+# torch.cat(zs): the trip count comes from x's shape, the lists start empty
+# and grow by one element per iteration, and ConcatFromSequence after the
+# loop needs their lengths (4 and 4 here) at import.
+def loop_append_stack():
+    body = helper.make_graph(
+        [helper.make_node("Gather", ["x", "t"], ["x_t"], name="x_at", axis=0),
+         helper.make_node("MatMul", ["h_in", "w"], ["hw"], name="recur"),
+         helper.make_node("Add", ["x_t", "hw"], ["pre"], name="pre"),
+         helper.make_node("Tanh", ["pre"], ["h_out"], name="cell"),
+         helper.make_node("SequenceInsert", ["ys_in", "h_out"], ["ys_out"], name="append_y"),
+         helper.make_node("Relu", ["x_t"], ["z"], name="z"),
+         helper.make_node("SequenceInsert", ["zs_in", "z"], ["zs_mid"], name="append_z"),
+         helper.make_node("Identity", ["zs_mid"], ["zs_out"], name="zs_pass"),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"], name="cond_pass")],
+        "loop_body",
+        [vi("t", I64, []), vi("cond_in", B, []), vi("h_in", F, [1, 3]),
+         helper.make_tensor_sequence_value_info("ys_in", F, None),
+         helper.make_tensor_sequence_value_info("zs_in", F, None)],
+        [vi("cond_out", B, []), vi("h_out", F, [1, 3]),
+         helper.make_tensor_sequence_value_info("ys_out", F, None),
+         helper.make_tensor_sequence_value_info("zs_out", F, None)])
+    nodes = [
+        helper.make_node("Shape", ["x"], ["x_shape"], name="x_shape"),
+        const("zero", np.array(0, dtype=np.int64)),
+        helper.make_node("Gather", ["x_shape", "zero"], ["steps"], name="steps", axis=0),
+        const("true", np.array(True)),
+        helper.make_node("SequenceEmpty", [], ["ys0"], name="ys0", dtype=F),
+        helper.make_node("SequenceEmpty", [], ["zs0"], name="zs0", dtype=F),
+        helper.make_node("Loop", ["steps", "true", "h0", "ys0", "zs0"], ["h", "ys", "zs"],
+                         name="steps_loop", body=body),
+        helper.make_node("ConcatFromSequence", ["ys"], ["stacked"], name="stack", axis=0,
+                         new_axis=1),
+        helper.make_node("ConcatFromSequence", ["zs"], ["joined"], name="cat", axis=0),
+        helper.make_node("Sigmoid", ["stacked"], ["y"], name="y"),
+    ]
+    w = rand(3, 3)
+    g = helper.make_graph(nodes, "loop_append_stack",
+                          [vi("x", F, [4, 1, 3]), vi("h0", F, [1, 3])],
+                          [vi("y", F, [4, 1, 3]), vi("joined", F, [4, 3]), vi("h", F, [1, 3])],
+                          initializer=[numpy_helper.from_array(w, "w")])
+    x, h0 = rand(4, 1, 3), rand(1, 3)
+    h, ys, zs = h0, [], []
+    for t in range(4):
+        h = np.tanh(x[t] + h @ w)
+        ys.append(h)
+        zs.append(np.maximum(x[t], 0))
+    y = 1 / (1 + np.exp(-np.stack(ys, 0)))
+    save("loop_append_stack", g, 13,
+         [([("x", x), ("h0", h0)],
+           [("y", y.astype(np.float32)), ("joined", np.concatenate(zs, 0).astype(np.float32)),
+            ("h", h.astype(np.float32))])])
+
+
 # ---- Nesting: a Loop whose body holds an If on the iteration number; both
 # branches read x, a value of the model's graph two scopes out.
 def loop_nested_if():
@@ -416,6 +471,25 @@ def bad_models():
         [vi("v", F, [2]), vi("rows", F, [None, 2])])
     save("bad_loop_dynamic_rows", g, 13, check=False)
 
+    # A list appended to in a loop that may stop early (`break`), then
+    # concatenated: its length, hence the result's shape, is the data's.
+    body = helper.make_graph(
+        [helper.make_node("SequenceInsert", ["seq_in", "v"], ["seq_out"], name="append"),
+         helper.make_node("ReduceSum", ["v"], ["total"], name="total", keepdims=0),
+         const("limit", np.array(1.0, dtype=np.float32)),
+         helper.make_node("Less", ["total", "limit"], ["cond_out"], name="keep_going")],
+        "loop_body", [vi("i", I64, []), vi("cond_in", B, []),
+                      helper.make_tensor_sequence_value_info("seq_in", F, None)],
+        [vi("cond_out", B, []), helper.make_tensor_sequence_value_info("seq_out", F, None)])
+    g = helper.make_graph(
+        [const("trip", np.array(8, dtype=np.int64)),
+         const("go", np.array(True)),
+         helper.make_node("SequenceEmpty", [], ["empty"], name="empty", dtype=F),
+         helper.make_node("Loop", ["trip", "go", "empty"], ["seq"], name="loop_break", body=body),
+         helper.make_node("ConcatFromSequence", ["seq"], ["y"], name="join", axis=0)],
+        "bad_loop_grown_concat", [vi("v", F, [2])], [vi("y", F, [None])])
+    save("bad_loop_grown_concat", g, 13, check=False)
+
 
 if __name__ == "__main__":
     if_const()
@@ -426,4 +500,5 @@ if __name__ == "__main__":
     scan()
     sequence_loop()
     loop_nested_if()
+    loop_append_stack()
     bad_models()

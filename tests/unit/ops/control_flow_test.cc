@@ -143,10 +143,24 @@ TEST(ControlFlow, ScanWithAxesAndDirections) { expectReferenceMatches("scan"); }
 TEST(ControlFlow, SequencesAroundALoop) {
   Graph g = importOnnx(modelPath("sequence_loop"));
   const Node& loop = g.node(*g.findNode("loop_list"));
-  // The list grows in the body: its length is only known at run time.
-  EXPECT_EQ(g.value(loop.outputs[1]).type.toString(), "seq(float32[3], length ?)");
+  // The list grows by one per iteration, and the trip count is the length
+  // of a sequence known at import: the loop's list has a static length.
+  EXPECT_EQ(g.value(loop.outputs[1]).type.toString(), "seq(float32[3], length 4)");
   EXPECT_EQ(g.value(g.node(*g.findNode("erase")).outputs[0]).type.sequenceLength, 2);
   expectReferenceMatches("sequence_loop");
+}
+
+TEST(ControlFlow, ListsAppendedInALoopThenStackedHaveStaticLengths) {
+  Graph g = importOnnx(modelPath("loop_append_stack"));
+  const Node& loop = g.node(*g.findNode("steps_loop"));
+  EXPECT_EQ(g.value(loop.outputs[1]).type.toString(), "seq(float32[1x3], length 4)");
+  EXPECT_EQ(g.value(loop.outputs[2]).type.toString(), "seq(float32[1x3], length 4)");
+  const Graph& body = loop.attrs.getGraph("body");
+  EXPECT_EQ(loopSequenceGrowth(body, 0), std::nullopt);  // h: a tensor made by Tanh
+  EXPECT_EQ(loopSequenceGrowth(body, 1), 1);             // ys: SequenceInsert
+  EXPECT_EQ(loopSequenceGrowth(body, 2), 1);             // zs: SequenceInsert, then Identity
+  EXPECT_EQ(loopSequenceGrowth(body, 3), std::nullopt);  // no such carried value
+  expectReferenceMatches("loop_append_stack");
 }
 
 TEST(ControlFlow, NestedBodiesReadTheModelsGraph) {
@@ -168,7 +182,7 @@ TEST(ControlFlow, NestedBodiesReadTheModelsGraph) {
 
 TEST(ControlFlow, NativeRunsControlFlowAndSequenceGroups) {
   for (const char* name : {"if_data", "loop_trip", "loop_cond", "loop_both", "scan", "sequence_loop",
-                           "loop_nested_if"}) {
+                           "loop_nested_if", "loop_append_stack"}) {
     SCOPED_TRACE(name);
     expectNativeSessionMatches(name);
   }
@@ -231,6 +245,11 @@ TEST(ControlFlowErrors, LoopCarriedCountDiffers) {
 TEST(ControlFlowErrors, ScanOutputsOfALoopOfUnknownLength) {
   expectError([] { importOnnx(modelPath("bad_loop_dynamic_rows")); },
               {"node 'loop_rows' (Loop)", "scan output 'rows'", "trip count 'trip' is not a constant"});
+}
+
+TEST(ControlFlowErrors, ListGrownInALoopThatMayStopEarlyCannotBeConcatenated) {
+  expectError([] { importOnnx(modelPath("bad_loop_grown_concat")); },
+              {"node 'join' (ConcatFromSequence)", "length of the input sequence is known only at run time"});
 }
 
 TEST(ControlFlowErrors, EndlessLoopStopsAtTheBound) {
