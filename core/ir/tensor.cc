@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/ir/error.h"
+#include "core/ir/tensor_size.h"
 
 namespace collage {
 
@@ -109,7 +110,15 @@ Tensor::Tensor(TensorType type) : type_(std::move(type)) {
     *this = sequence(type_.elementTensorType(), {});
     return;
   }
-  size_t bytes = type_.byteSize();
+  const auto checked = checkedByteSize(type_.shape, type_.elementType);
+  if (!checked)
+    throw Error("a tensor of " + type_.toString() +
+                ": a negative dim or more bytes than 64 bits count");
+  const size_t bytes = static_cast<size_t>(*checked);
+  if (bytes > allocationLimit())
+    throw AllocationLimitExceeded("a tensor of " + type_.toString() + " (" +
+                                  std::to_string(bytes >> 20) + " MiB) is over the limit of " +
+                                  std::to_string(allocationLimit() >> 20) + " MiB here");
   size_t rounded = (bytes + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment;
   if (rounded == 0) rounded = kTensorAlignment;
   void* p = std::aligned_alloc(kTensorAlignment, rounded);

@@ -17,6 +17,7 @@
 #include <set>
 
 #include "core/ir/error.h"
+#include "core/ir/tensor_size.h"
 #include "core/ops/control_flow_ops.h"
 #include "core/ops/op_registry.h"
 #include "core/ops/reference_executor.h"
@@ -37,6 +38,11 @@ bool isOnnxDefaultDomain(const std::string& domain) {
 }
 
 namespace {
+
+// The most bytes one node's outputs may have to be folded into constants at
+// import; larger ones (far beyond any real model's shape arithmetic) stay
+// nodes, so a model cannot make the import allocate without bound.
+constexpr size_t kMaxFoldedBytes = size_t{256} << 20;
 
 // Ops whose outputs are random: never folded even with constant inputs.
 bool isNondeterministic(const std::string& op) {
@@ -876,7 +882,13 @@ void Importer::finishNode(Node node) {
     if (i >= outTypes.size())
       throw Error(label(node) + "has " + std::to_string(node.outputs.size()) +
                   " outputs, the op defines " + std::to_string(outTypes.size()));
-    values_[static_cast<size_t>(node.outputs[i])].type = outTypes[i];
+    WValue& out = values_[static_cast<size_t>(node.outputs[i])];
+    const auto bytes = checkedByteSize(outTypes[i].shape, outTypes[i].elementType);
+    if (!bytes)
+      throw Error(label(node) + "output '" + out.name + "' would be " + outTypes[i].toString() +
+                  ": a negative dim or more bytes than 64 bits count (check the shapes the "
+                  "model gives this node)");
+    out.type = outTypes[i];
   }
   // Declared types are checked after folding: a folded value's type comes
   // from the computed tensor (ConstantOfShape's shape is only known then).
@@ -889,7 +901,15 @@ void Importer::finishNode(Node node) {
       in.push_back(v == kNoValue ? nullptr : &*values_[static_cast<size_t>(v)].constant);
     std::optional<std::vector<Tensor>> out;
     try {
+      // A huge result (ConstantOfShape or Expand to a large shape) stays a
+      // node: computed when the plan runs, not held in the graph.
+      ScopedAllocationLimit limit(kMaxFoldedBytes);
       out = evaluateNode(node, in);
+    } catch (const AllocationLimitExceeded& e) {
+      // ConstantOfShape, Range, ...: only computing the result gives its shape.
+      if (!valueShapedInputs(node.op).empty())
+        throw Error(label(node) + "its result is too large to compute at import (" + e.what() +
+                    "), and only computing it tells its shape");
     } catch (const Unsupported&) {
       // The kernel cannot compute it here; keep the node (a backend may).
     } catch (const Error& e) {

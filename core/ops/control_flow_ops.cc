@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "core/ir/error.h"
+#include "core/ir/tensor_size.h"
 #include "core/ops/op_helpers.h"
 #include "core/ops/op_registry.h"
 #include "core/ops/reference_executor.h"
@@ -75,6 +76,8 @@ std::vector<Tensor> runBody(const Node& node, const std::string& attr,
                             const ReferenceExecutor& exec, const std::vector<Tensor>& inputs) {
   try {
     return exec.run(inputs);
+  } catch (const AllocationLimitExceeded&) {
+    throw;  // the importer's folding keeps the node
   } catch (const Unsupported& e) {
     throw Unsupported(nodeLabel(node) + attr + ": " + e.what());
   } catch (const Error& e) {

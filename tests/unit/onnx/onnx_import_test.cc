@@ -556,6 +556,49 @@ TEST(OnnxImport, ConstantNodesAndFoldingOfConstantArithmetic) {
   EXPECT_EQ(unfolded.numNodes(), 2);
 }
 
+// Found by onnx_import_fuzzer: an Expand to a shape whose byte size
+// overflows int64 was folded, and the allocation's size computation was
+// undefined behaviour. A result too large to fold stays a node.
+TEST(OnnxImport, ShapesNoMachineHoldsAreErrorsAndHugeResultsAreNotFolded) {
+  REQUIRE_OPS("Expand", "ConstantOfShape");
+  {
+    ModelBuilder m;
+    m.initializer("x", Tensor::fromFloats({1, 1, 64}, std::vector<float>(64, 1.0f)));
+    m.initializer("shape", Tensor::fromInts({3}, {1, 8358680916989575167, 64}));
+    m.node("Expand", {"x", "shape"}, {"y"}, "expand");
+    m.output("y", kFloat, {});
+    const std::string message = errorOf([&] { importOnnx(m.write()); });
+    EXPECT_NE(message.find("node 'expand' (Expand)"), std::string::npos) << message;
+    EXPECT_NE(message.find("output 'y' would be float32[1x8358680916989575167x64]"),
+              std::string::npos)
+        << message;
+  }
+  {
+    // 2 GiB of ones: the import keeps the node instead of allocating them.
+    ModelBuilder m;
+    m.initializer("one", Tensor::fromFloats({1}, {1.0f}));
+    m.initializer("shape", Tensor::fromInts({2}, {1 << 15, 1 << 14}));
+    m.node("Expand", {"one", "shape"}, {"ones"}, "ones");
+    m.output("ones", kFloat, {1 << 15, 1 << 14});
+    Graph g = importOnnx(m.write());
+    ASSERT_EQ(g.numNodes(), 1);
+    EXPECT_EQ(g.node(0).op, "Expand");
+    EXPECT_FALSE(g.value(g.outputs()[0]).isConstant());
+  }
+  {
+    // ConstantOfShape has no shape until computed: too large is an error.
+    ModelBuilder m;
+    m.initializer("shape", Tensor::fromInts({2}, {1 << 15, 1 << 14}));
+    m.node("ConstantOfShape", {"shape"}, {"zeros"}, "zeros");
+    m.output("zeros", kFloat, {1 << 15, 1 << 14});
+    const std::string message = errorOf([&] { importOnnx(m.write()); });
+    EXPECT_NE(message.find("node 'zeros' (ConstantOfShape): its result is too large to compute at "
+                           "import (a tensor of float32[32768x16384] (2048 MiB)"),
+              std::string::npos)
+        << message;
+  }
+}
+
 TEST(OnnxImport, Opset18ReduceWithAxesInputImportsDespiteTheChecker) {
   REQUIRE_OPS("ReduceMean");
   ModelBuilder m(18);
