@@ -92,8 +92,10 @@ std::vector<Token> lex(std::string_view text, int firstLine, int firstColumn) {
     } else if (c == '"' || c == '\'') {
       std::string value;
       size_t j = i + 1;
+      // A string stays on one line, escaped or not, as its printed form
+      // does (pattern.cc quotes it without escaping a newline).
       while (j < text.size() && text[j] != c && text[j] != '\n') {
-        if (text[j] == '\\' && j + 1 < text.size()) ++j;
+        if (text[j] == '\\' && j + 1 < text.size() && text[j + 1] != '\n') ++j;
         value += text[j++];
       }
       if (j >= text.size() || text[j] != c)

@@ -157,6 +157,9 @@ TEST(PatternParser, ReportsErrorsWithLineAndColumn) {
       {"Relu(b=?const)", 1, 8, "write the capture after '?'"},
       {"Relu(*) Tanh", 1, 9, "unexpected 'Tanh' after the pattern"},
       {"Relu?", 1, 1, "optional operator Relu? needs inputs"},
+      // Found by pattern_parser_fuzzer: an escaped newline made a string
+      // whose printed form did not parse.
+      {"Conv[auto_pad == 'SAME\\\nUPPER'](*, *)", 1, 18, "unterminated string"},
       {"(Relu(*) | Tanh(*))(*)", 1, 20, "a group of alternatives takes no inputs"},
       {"(Relu(*))(*)", 1, 10, "only a group of bare operator names"},
       {"Add(a=*, a=*)", 1, 10, "capture 'a' is defined twice"},
