@@ -46,9 +46,45 @@ std::vector<NodeId> CandidateSet::uncovered() const {
   return out;
 }
 
+namespace {
+
+bool hasSequences(const Graph& graph) {
+  for (ValueId v = 0; v < graph.numValues(); ++v)
+    if (graph.value(v).type.isSequence()) return true;
+  return false;
+}
+
+// True if a sequence would enter or leave the group. A sequence never crosses
+// a kernel boundary (backends exchange tensors), so such a group is no
+// candidate on any backend; the nodes a sequence links run as one group.
+bool passesASequence(const Graph& graph, const NodeSet& nodes) {
+  bool passes = false;
+  nodes.forEach([&](NodeId n) {
+    const Node& node = graph.node(n);
+    for (ValueId v : node.inputs) {
+      const Value* value = v == kNoValue ? nullptr : &graph.value(v);
+      if (!value || !value->type.isSequence() || value->isConstant()) continue;  // constants stay inside
+      passes = passes || value->producer == kNoNode || !nodes.contains(value->producer);
+    }
+    for (ValueId v : node.outputs) {
+      if (v == kNoValue || !graph.value(v).type.isSequence()) continue;
+      const Value& value = graph.value(v);
+      passes = passes || value.isGraphOutput;
+      for (NodeId c : value.consumers) passes = passes || !nodes.contains(c);
+    }
+  });
+  return passes;
+}
+
+}  // namespace
+
 CandidateSet enumerateCandidates(const Graph& graph, const std::vector<BackendCapabilities>& backends,
                                  const EnumerationOptions& options) {
   CandidateSet set(graph.numNodes());
+  const bool sequences = hasSequences(graph);
+  auto offer = [&](Candidate c) {
+    if (!sequences || !passesASequence(graph, c.nodes)) set.add(std::move(c));
+  };
   // One generator for every rule: it builds the post-dominator tree and the
   // reachability sets once, and the validity checks reuse the latter.
   PatternGenerator generator(graph);
@@ -60,8 +96,8 @@ CandidateSet enumerateCandidates(const Graph& graph, const std::vector<BackendCa
       if (!entry.enabled) continue;
       for (PatternMatch& m : matcher.findMatches(entry.pattern)) {
         if (!checkSubGraph(graph, reach, m.nodes, spec.limits)) continue;
-        set.add(Candidate{std::move(m.nodes), spec.name, "pattern:" + entry.name,
-                          std::move(m.captures)});
+        offer(Candidate{std::move(m.nodes), spec.name, "pattern:" + entry.name,
+                        std::move(m.captures)});
       }
     }
     std::vector<const PatternRule*> rules;
@@ -69,13 +105,13 @@ CandidateSet enumerateCandidates(const Graph& graph, const std::vector<BackendCa
     if (b.codeRule) rules.push_back(b.codeRule.get());
     for (const PatternRule* rule : rules) {
       for (GeneratedGroup& g : generator.generate(*rule, spec.limits))
-        set.add(Candidate{std::move(g.nodes), spec.name, "rule:" + g.label, {}});
+        offer(Candidate{std::move(g.nodes), spec.name, "rule:" + g.label, {}});
       // A group the rule names whole must be convex; the spec's size and exit
       // limits are for grown groups, and the backend that names it runs it.
       const SubGraphLimits convexOnly{0, 0, 0, true};
       for (auto& [nodes, label] : rule->wholeGroups(graph))
         if (checkSubGraph(graph, reach, nodes, convexOnly))
-          set.add(Candidate{std::move(nodes), spec.name, "rule:" + label, {}});
+          offer(Candidate{std::move(nodes), spec.name, "rule:" + label, {}});
     }
   }
   if (options.requireFullCover) {

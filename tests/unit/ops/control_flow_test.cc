@@ -202,6 +202,29 @@ TEST(ControlFlow, NativeRefusesASequenceAtAKernelBoundary) {
   EXPECT_NE(r.refusal.find("sequence 'rows'"), std::string::npos) << r.refusal;
 }
 
+// A sequence never crosses a kernel boundary, so no candidate of any
+// backend may pass one in or out: every such group would be measured only to
+// be refused. The nodes a sequence links are a candidate together.
+TEST(ControlFlow, NoCandidatePassesASequenceAcrossItsBoundary) {
+  BackendSet backends = loadBackendSet({"native", "onednn", "openblas"});
+  for (const char* name : {"sequence_loop", "loop_append_stack"}) {
+    SCOPED_TRACE(name);
+    Graph g = importOnnx(modelPath(name));
+    CandidateSet cands = enumerateCandidates(g, backends.capabilities());
+    int sequenceGroups = 0;
+    for (const Candidate& c : cands.all()) {
+      const KernelRequest request = KernelRequest::of(g, c.nodes);
+      for (const auto* list : {&request.inputs, &request.outputs})
+        for (ValueId v : *list)
+          EXPECT_FALSE(g.value(v).type.isSequence())
+              << c.toString(g) << " passes sequence '" << g.value(v).name << "'";
+      sequenceGroups += c.origin == "rule:sequence_group";
+    }
+    EXPECT_GE(sequenceGroups, 1);
+    EXPECT_TRUE(cands.uncovered().empty());
+  }
+}
+
 TEST(ControlFlow, OtherBackendsDoNotClaimControlFlow) {
   Graph g = importOnnx(modelPath("if_data"));
   BackendSet backends = loadBackendSet({"native", "onednn", "openblas"});
