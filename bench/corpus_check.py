@@ -2,7 +2,7 @@
 """Runs every model of a corpus through the product as a new user would, and
 prints a table of what passed and why the rest failed. Not a test: it is slow.
 
-    bench/corpus_check.py [--collage build/app/collage] [--sets zoo,small,converted,operator]
+    bench/corpus_check.py [--collage build/app/collage] [--sets zoo,small,converted,operator,scripted]
                           [--only REGEX] [--skip-optimize] [--timeout 900] [--json out.json]
 
 Sets:
@@ -10,7 +10,10 @@ Sets:
              bench/models/export_zoo.py), with its PyTorch reference outputs;
   small      the committed small zoo (resources/models);
   converted  libonnx-testdata's pytorch-converted models (torch.nn modules);
-  operator   libonnx-testdata's pytorch-operator models (torch functions).
+  operator   libonnx-testdata's pytorch-operator models (torch functions);
+  scripted   TorchScript models with control flow (If, Loop, Sequence ops as
+             PyTorch's exporter writes them; ~/.cache/collage-studio/scripted,
+             made by bench/models/export_scripted.py).
 
 Each model goes through four steps, each only if the one before passed:
   import     collage inspect;
@@ -38,9 +41,13 @@ STEPS = ["import", "reference", "optimize", "verify"]
 def corpus(sets):
     """(set, name, model, inputs, expected outputs) for every model of the sets."""
     for s in sets:
-        if s == "zoo":
-            zoo = os.path.expanduser("~/.cache/collage-studio/zoo")
-            for m in sorted(glob.glob(os.path.join(zoo, "*.onnx"))):
+        if s in ("zoo", "scripted"):
+            folder = os.path.expanduser("~/.cache/collage-studio/" + s)
+            if not glob.glob(os.path.join(folder, "*.onnx")):
+                maker = "export_zoo.py" if s == "zoo" else "export_scripted.py"
+                sys.exit(f"corpus_check: no models in {folder}: run /usr/bin/python3 "
+                         f"bench/models/{maker} first")
+            for m in sorted(glob.glob(os.path.join(folder, "*.onnx"))):
                 base = m[:-len(".onnx")]
                 yield s, os.path.basename(base), m, sorted(glob.glob(base + ".input_*.pb")), \
                     sorted(glob.glob(base + ".output_*.pb"))
