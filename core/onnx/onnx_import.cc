@@ -39,10 +39,11 @@ bool isOnnxDefaultDomain(const std::string& domain) {
 
 namespace {
 
-// The most bytes one node's outputs may have to be folded into constants at
-// import; larger ones (far beyond any real model's shape arithmetic) stay
-// nodes, so a model cannot make the import allocate without bound.
-constexpr size_t kMaxFoldedBytes = size_t{256} << 20;
+// The most bytes one tensor may have to be folded into a constant at
+// import; a larger result stays a node, so that a model cannot make the
+// import allocate without bound. Folding a weight (a transposed or
+// dequantized embedding of a large language model is ~500 MiB) still fits.
+constexpr size_t kMaxFoldedBytes = size_t{1} << 30;
 
 // Ops whose outputs are random: never folded even with constant inputs.
 bool isNondeterministic(const std::string& op) {
