@@ -130,6 +130,46 @@ class GreedyIndices(torch.nn.Module):
         return torch.stack(tokens, 1)
 
 
+class UnbindLoop(torch.nn.Module):
+    """A loop over x.unbind(0): SplitToSequence with keepdims=0."""
+
+    def forward(self, x):
+        acc = torch.zeros_like(x[0])
+        for row in x.unbind(0):
+            acc = acc * 0.5 + row
+        return acc
+
+
+class SplitLoop(torch.nn.Module):
+    """A loop over torch.split's pieces, each reduced, then concatenated."""
+
+    def forward(self, x):
+        outs: List[torch.Tensor] = []
+        for part in torch.split(x, 2, dim=1):
+            outs.append(part.sum(1, keepdim=True))
+        return torch.cat(outs, 1)
+
+
+class ListLength(torch.nn.Module):
+    """len() of a list built in a loop."""
+
+    def forward(self, x):
+        outs: List[torch.Tensor] = []
+        for i in range(x.size(0)):
+            outs.append(x[i] * 2)
+        return torch.stack(outs) / float(len(outs))
+
+
+class ListIndex(torch.nn.Module):
+    """Elements of a list built in a loop, read by index."""
+
+    def forward(self, x):
+        outs: List[torch.Tensor] = []
+        for i in range(x.size(0)):
+            outs.append(torch.tanh(x[i]))
+        return outs[-1] + outs[0]
+
+
 class EarlyBreak(torch.nn.Module):
     """A loop that may stop early: the result's shape is the data's."""
 
@@ -150,6 +190,10 @@ MODELS = {
     "while_condition": (WhileCondition(), (torch.rand(2, 3),)),
     "loop_with_branch": (LoopWithBranch(), (torch.randn(4, 6),)),
     "greedy_indices": (GreedyIndices(), (torch.tensor([3]), torch.zeros(6))),
+    "unbind_loop": (UnbindLoop(), (torch.randn(4, 3),)),
+    "split_loop": (SplitLoop(), (torch.randn(2, 6),)),
+    "list_length": (ListLength(), (torch.randn(3, 2),)),
+    "list_index": (ListIndex(), (torch.randn(3, 5),)),
     "early_break": (EarlyBreak(), (torch.randn(3, 4),)),
 }
 

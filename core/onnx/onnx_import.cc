@@ -760,8 +760,14 @@ void Importer::checkDeclaredType(const Node& node, int value) {
   bool ok = true;
   if (tt.elem_type() != 0 && elementTypeFromOnnx(tt.elem_type()) != v.type.elementType) ok = false;
   if (tt.has_shape()) {
+    // A shape without one dim value is only the exporter's own inference,
+    // which may read an op otherwise than ONNX Runtime does and Collage
+    // follows (SplitToSequence's keepdims, sequence_ops.cc): its rank is a
+    // hint, as for ONNX Runtime, which only warns when a run disagrees.
+    bool anyDimValue = false;
+    for (const auto& d : tt.shape().dim()) anyDimValue = anyDimValue || d.has_dim_value();
     if (tt.shape().dim_size() != v.type.rank()) {
-      ok = false;
+      ok = !anyDimValue;
     } else {
       for (int i = 0; i < tt.shape().dim_size(); ++i) {
         const auto& d = tt.shape().dim(i);

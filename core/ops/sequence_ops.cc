@@ -305,6 +305,18 @@ std::vector<int64_t> splitSizes(const Node& node, int64_t dim) {
   return sizes;
 }
 
+// Whether the pieces lose the split axis (keepdims = 0). The spec ignores
+// keepdims when `split` is given, but ONNX Runtime honours it for a scalar
+// split, and PyTorch's exporter writes `x.unbind(0)` as SplitToSequence with
+// split = 1 and keepdims = 0, relying on that: pieces of 1 then drop the axis.
+bool dropsSplitAxis(const Node& node) {
+  if (node.attrs.getInt("keepdims") != 0) return false;
+  const Attribute* split = node.attrs.find("split");
+  if (!split) return true;
+  const Tensor& t = std::get<Tensor>(*split);
+  return t.rank() == 0 && t.toInts()[0] == 1;
+}
+
 void addSplitToSequence(OpRegistry& r) {
   OpSchema s;
   s.name = "SplitToSequence";
@@ -321,7 +333,7 @@ void addSplitToSequence(OpRegistry& r) {
     const int64_t dim = x.shape[static_cast<size_t>(axis)];
     const std::vector<int64_t> sizes = splitSizes(node, dim);
     Shape piece = x.shape;
-    if (!node.attrs.has("split") && node.attrs.getInt("keepdims") == 0) {
+    if (dropsSplitAxis(node)) {
       piece.erase(piece.begin() + axis);
     } else {
       for (int64_t len : sizes)
@@ -340,7 +352,7 @@ void addSplitToSequence(OpRegistry& r) {
     const Shape& shape = x.shape();
     const int64_t dim = shape[static_cast<size_t>(axis)];
     const std::vector<int64_t> sizes = splitSizes(node, dim);
-    const bool dropAxis = !node.attrs.has("split") && node.attrs.getInt("keepdims") == 0;
+    const bool dropAxis = dropsSplitAxis(node);
     int64_t outer = 1;
     for (int64_t i = 0; i < axis; ++i) outer *= shape[static_cast<size_t>(i)];
     const size_t row =

@@ -515,6 +515,21 @@ TEST(OnnxImport, DeclaredTypeThatContradictsInferenceNamesTheTensor) {
   EXPECT_NE(msg.find("2x4"), std::string::npos) << msg;
 }
 
+// A declared shape without one dim value is the exporter's own inference:
+// its rank is a hint (PyTorch declares `unbind`'s pieces with the axis that
+// ONNX Runtime, and Collage, drop).
+TEST(OnnxImport, DeclaredRankWithoutDimValuesIsAHint) {
+  REQUIRE_OPS("Relu");
+  ModelBuilder m;
+  m.input("x", kFloat, {2, 3});
+  m.node("Relu", {"x"}, {"h"});
+  m.node("Relu", {"h"}, {"y"});
+  m.valueInfo("h", kFloat, {std::string("a"), std::string("b"), std::string("c")});
+  m.output("y", kFloat, {std::string("d0")});
+  Graph g = importOnnx(m.write());
+  EXPECT_EQ(g.value(g.outputs()[0]).type.toString(), "float32[2x3]");
+}
+
 TEST(OnnxImport, DeadNodesAreRemovedAndEmptyNamesInvented) {
   REQUIRE_OPS("Relu", "Neg");
   ModelBuilder m;

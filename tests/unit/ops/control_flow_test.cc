@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -338,6 +339,28 @@ TEST(SequenceOps, SplitToSequenceAndConcatFromSequence) {
   std::vector<Tensor> c = evaluateNode(concat, {&r[0]});
   EXPECT_EQ(c[0].shape(), (Shape{4, 2}));
   EXPECT_EQ(c[0].toFloats(), (std::vector<float>{0, 1, 4, 5, 2, 3, 6, 7}));
+}
+
+// keepdims = 0 drops the split axis with no split input, and, as ONNX
+// Runtime reads it (PyTorch's `unbind` relies on that), with a scalar split
+// of 1; with other splits the spec ignores keepdims.
+TEST(SequenceOps, SplitToSequenceKeepdimsAsOnnxRuntimeReadsIt) {
+  Tensor x = Tensor::fromFloats({2, 3}, {0, 1, 2, 3, 4, 5});
+  auto firstPieceShape = [&](std::optional<Tensor> splitValue) {
+    Node split{"split", "SplitToSequence", {}, {0}, {1}};
+    split.attrs.set("axis", int64_t{0});
+    split.attrs.set("keepdims", int64_t{0});
+    if (splitValue) split.attrs.set("split", *splitValue);
+    const TensorType inferred =
+        OpRegistry::instance().get("SplitToSequence").infer(split, {x.type()})[0];
+    std::vector<Tensor> r = evaluateNode(split, {&x});
+    EXPECT_EQ(r[0].items().front().shape(), inferred.shape);
+    return r[0].items().front().shape();
+  };
+  EXPECT_EQ(firstPieceShape(std::nullopt), (Shape{3}));
+  EXPECT_EQ(firstPieceShape(Tensor::fromInts({}, {1})), (Shape{3}));
+  EXPECT_EQ(firstPieceShape(Tensor::fromInts({}, {2})), (Shape{2, 3}));
+  EXPECT_EQ(firstPieceShape(Tensor::fromInts({2}, {1, 1})), (Shape{1, 3}));
 }
 
 TEST(SequenceOps, AtReadsAndLengthCounts) {
