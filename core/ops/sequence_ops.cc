@@ -329,6 +329,8 @@ void addSplitToSequence(OpRegistry& r) {
   s.constInputs = {{1, "split", AttributeType::Tensor}};
   s.infer = [](const Node& node, const Types& in) {
     const TensorType& x = requireTensor(node, in, 0);
+    if (x.rank() == 0)
+      throw Error(nodeLabel(node) + "input is a scalar; SplitToSequence splits a tensor of rank 1 or more");
     const int64_t axis = normalizeAxis(node, node.attrs.getInt("axis"), x.rank());
     const int64_t dim = x.shape[static_cast<size_t>(axis)];
     const std::vector<int64_t> sizes = splitSizes(node, dim);

@@ -410,6 +410,8 @@ void addGather(OpRegistry& r) {
     requireMovable(node, in[0].elementType);
     if (in[1].elementType != ElementType::Int64 && in[1].elementType != ElementType::Int32)
       throw Error(nodeLabel(node) + "indices must be int32 or int64, not " + in[1].toString());
+    if (in[0].rank() == 0)
+      throw Error(nodeLabel(node) + "data is a scalar; Gather takes data of rank 1 or more");
     const int64_t axis = normalizeAxis(node, node.attrs.getInt("axis", 0), in[0].rank());
     Shape out(in[0].shape.begin(), in[0].shape.begin() + axis);
     out.insert(out.end(), in[1].shape.begin(), in[1].shape.end());

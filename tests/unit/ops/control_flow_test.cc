@@ -361,6 +361,12 @@ TEST(SequenceOps, SplitToSequenceKeepdimsAsOnnxRuntimeReadsIt) {
   EXPECT_EQ(firstPieceShape(Tensor::fromInts({}, {1})), (Shape{3}));
   EXPECT_EQ(firstPieceShape(Tensor::fromInts({}, {2})), (Shape{2, 3}));
   EXPECT_EQ(firstPieceShape(Tensor::fromInts({2}, {1, 1})), (Shape{1, 3}));
+  // A scalar has no axis to split.
+  Node split{"split", "SplitToSequence", {}, {0}, {1}};
+  split.attrs.set("axis", int64_t{0});
+  split.attrs.set("keepdims", int64_t{1});
+  EXPECT_THROW(OpRegistry::instance().get("SplitToSequence").infer(split, {TensorType{ElementType::Float32, {}}}),
+               Error);
 }
 
 TEST(SequenceOps, AtReadsAndLengthCounts) {

@@ -264,6 +264,14 @@ TEST(OpsShape, GatherTakesNegativeIndices) {
   EXPECT_EQ(z.shape(), (Shape{3, 2, 1}));
   EXPECT_EQ(z.toFloats(), (std::vector<float>{1, 0, 3, 2, 5, 4}));
   EXPECT_THROW(eval("Gather", {x, Tensor::fromInts({1}, {3})}), Error);
+  // Found by onnx_import_fuzzer: scalar data made shape inference build a
+  // shape past the end of the data's (undefined behaviour).
+  try {
+    eval("Gather", {Tensor::scalarFloat(1.0f), Tensor::fromInts({1}, {0})});
+    ADD_FAILURE() << "a Gather of a scalar ran";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("data is a scalar"), std::string::npos) << e.what();
+  }
 }
 
 TEST(OpsShape, TransposeExpandTileConcat) {
