@@ -48,7 +48,6 @@ using Types = std::vector<TensorType>;
 // Every node input past the ONNX ones may be an outer value of a body.
 constexpr int kMaxControlFlowInputs = std::numeric_limits<int>::max();
 
-double noFlops(const Node&, const Types&, const Types&) { return 0.0; }
 
 bool truthOf(const Node& node, const Tensor& t, const std::string& what) {
   if (t.isSequence() || t.numElements() != 1)
@@ -112,7 +111,7 @@ OpSchema bodyOpSchema(const char* name, int minInputs, int minOutputs) {
   s.maxInputs = kMaxControlFlowInputs;
   s.minOutputs = minOutputs;
   s.maxOutputs = std::numeric_limits<int>::max();
-  s.flops = noFlops;
+  s.flops = zeroFlops;
   return s;
 }
 

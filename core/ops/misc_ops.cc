@@ -22,7 +22,6 @@ using Inputs = std::vector<const Tensor*>;
 using Outputs = std::vector<Tensor*>;
 using Types = std::vector<TensorType>;
 
-double noFlops(const Node&, const Types&, const Types&) { return 0.0; }
 
 // Shape's [start, end) after ONNX's clamping (negative counts from the back).
 std::pair<int64_t, int64_t> shapeRange(const Node& node, int64_t rank) {
@@ -49,7 +48,7 @@ void addShape(OpRegistry& r) {
     auto [start, end] = shapeRange(node, in[0]->rank());
     for (int64_t d = start; d < end; ++d) out[0]->data<int64_t>()[d - start] = in[0]->shape()[d];
   };
-  s.flops = noFlops;
+  s.flops = zeroFlops;
   r.add(std::move(s));
 }
 
@@ -61,7 +60,7 @@ void addSize(OpRegistry& r) {
   s.reference = [](const Node&, const Inputs& in, const Outputs& out) {
     out[0]->data<int64_t>()[0] = in[0]->numElements();
   };
-  s.flops = noFlops;
+  s.flops = zeroFlops;
   r.add(std::move(s));
 }
 
@@ -93,7 +92,7 @@ void addConstantOfShape(OpRegistry& r) {
       std::memcpy(dst + i * elem, value.raw(), elem);
     *out[0] = std::move(result);
   };
-  s.flops = noFlops;
+  s.flops = zeroFlops;
   r.add(std::move(s));
 }
 
@@ -129,7 +128,7 @@ void addRange(OpRegistry& r) {
       *out[0] = std::move(result);
     });
   };
-  s.flops = noFlops;
+  s.flops = zeroFlops;
   r.add(std::move(s));
 }
 

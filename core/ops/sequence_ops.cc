@@ -20,7 +20,6 @@ using Inputs = std::vector<const Tensor*>;
 using Outputs = std::vector<Tensor*>;
 using Types = std::vector<TensorType>;
 
-double noFlops(const Node&, const Types&, const Types&) { return 0.0; }
 
 // What the Sequence ops share: opaque to the backends (a sequence never
 // crosses a kernel boundary), and sequences allowed.
@@ -90,7 +89,7 @@ void addSequenceEmpty(OpRegistry& r) {
   s.reference = [](const Node&, const Inputs&, const Outputs& out) {
     if (out[0]) *out[0] = Tensor::sequence(out[0]->type(), {});
   };
-  s.flops = noFlops;
+  s.flops = zeroFlops;
   r.add(std::move(s));
 }
 
@@ -115,7 +114,7 @@ void addSequenceConstruct(OpRegistry& r) {
     for (const Tensor* t : in) items.push_back(t->clone());
     *out[0] = Tensor::sequence(out[0]->type(), std::move(items));
   };
-  s.flops = noFlops;
+  s.flops = zeroFlops;
   r.add(std::move(s));
 }
 
@@ -141,7 +140,7 @@ void addSequenceInsert(OpRegistry& r) {
     items.insert(items.begin() + at, in[1]->clone());
     *out[0] = Tensor::sequence(in[1]->type(), std::move(items));
   };
-  s.flops = noFlops;
+  s.flops = zeroFlops;
   r.add(std::move(s));
 }
 
@@ -163,7 +162,7 @@ void addSequenceAt(OpRegistry& r) {
                   item.type().toString() + ", " + out[0]->type().toString() + " at import");
     *out[0] = item.clone();
   };
-  s.flops = noFlops;
+  s.flops = zeroFlops;
   r.add(std::move(s));
 }
 
@@ -179,7 +178,7 @@ void addSequenceLength(OpRegistry& r) {
   s.reference = [](const Node&, const Inputs& in, const Outputs& out) {
     out[0]->data<int64_t>()[0] = static_cast<int64_t>(in[0]->items().size());
   };
-  s.flops = noFlops;
+  s.flops = zeroFlops;
   r.add(std::move(s));
 }
 
@@ -200,7 +199,7 @@ void addSequenceErase(OpRegistry& r) {
     items.erase(items.begin() + at);
     *out[0] = Tensor::sequence(in[0]->type().elementTensorType(), std::move(items));
   };
-  s.flops = noFlops;
+  s.flops = zeroFlops;
   r.add(std::move(s));
 }
 
@@ -271,7 +270,7 @@ void addConcatFromSequence(OpRegistry& r) {
         normalizeAxis(node, node.attrs.getInt("axis"), type.rank() + (newAxis ? 1 : 0));
     *out[0] = joinTensors(items, type, axis, newAxis);
   };
-  s.flops = noFlops;
+  s.flops = zeroFlops;
   r.add(std::move(s));
 }
 
@@ -318,10 +317,7 @@ bool dropsSplitAxis(const Node& node) {
 }
 
 void addSplitToSequence(OpRegistry& r) {
-  OpSchema s;
-  s.name = "SplitToSequence";
-  s.kind = OpKind::Opaque;
-  s.takesSequences = true;
+  OpSchema s = sequenceOpSchema("SplitToSequence", 1, 1);  // `split` becomes an attribute
   s.attributes = {{"axis", AttributeType::Int, Attribute(int64_t{0})},
                   {"keepdims", AttributeType::Int, Attribute(int64_t{1})}};
   // The piece lengths decide the elements' shapes: a constant, kept whole
@@ -376,7 +372,7 @@ void addSplitToSequence(OpRegistry& r) {
     }
     *out[0] = Tensor::sequence(out[0]->type(), std::move(items));
   };
-  s.flops = noFlops;
+  s.flops = zeroFlops;
   r.add(std::move(s));
 }
 

@@ -25,7 +25,6 @@ void requireMovable(const Node& node, ElementType t) {
   if (elementSize(t) == 0) throw unsupportedType(node, t);
 }
 
-double noFlops(const Node&, const Types&, const Types&) { return 0.0; }
 
 void copyBytes(const Tensor& in, Tensor& out) {
   if (in.byteSize()) std::memcpy(out.raw(), in.raw(), in.byteSize());
@@ -64,7 +63,7 @@ void addReshapeLike(OpRegistry& r, const std::string& name, std::vector<Attribut
   s.reference = [](const Node&, const Inputs& in, const Outputs& out) {
     copyBytes(*in[0], *out[0]);
   };
-  s.flops = noFlops;
+  s.flops = zeroFlops;
   r.add(std::move(s));
 }
 
@@ -191,7 +190,7 @@ void addTranspose(OpRegistry& r) {
     copyStrided(makeStridedPlan(out[0]->shape(), {strides}), in[0]->raw(), 0, out[0]->raw(),
                 elementSize(in[0]->elementType()));
   };
-  s.flops = noFlops;
+  s.flops = zeroFlops;
   r.add(std::move(s));
 }
 
@@ -237,7 +236,7 @@ void addConcat(OpRegistry& r) {
       offset += pitch;
     }
   };
-  s.flops = noFlops;
+  s.flops = zeroFlops;
   r.add(std::move(s));
 }
 
@@ -311,7 +310,7 @@ void addSplit(OpRegistry& r) {
       offset += pitch;
     }
   };
-  s.flops = noFlops;
+  s.flops = zeroFlops;
   r.add(std::move(s));
 }
 
@@ -394,7 +393,7 @@ void addSlice(OpRegistry& r) {
     copyStrided(makeStridedPlan(out[0]->shape(), {strides}), in[0]->raw(), base, out[0]->raw(),
                 elementSize(in[0]->elementType()));
   };
-  s.flops = noFlops;
+  s.flops = zeroFlops;
   r.add(std::move(s));
 }
 
@@ -440,7 +439,7 @@ void addGather(OpRegistry& r) {
         dst += inner;
       }
   };
-  s.flops = noFlops;
+  s.flops = zeroFlops;
   r.add(std::move(s));
 }
 
@@ -462,7 +461,7 @@ void addExpand(OpRegistry& r) {
     copyStrided(makeStridedPlan(shape, {broadcastStrides(in[0]->shape(), shape)}), in[0]->raw(), 0,
                 out[0]->raw(), elementSize(in[0]->elementType()));
   };
-  s.flops = noFlops;
+  s.flops = zeroFlops;
   r.add(std::move(s));
 }
 
@@ -504,7 +503,7 @@ void addTile(OpRegistry& r) {
     copyStrided(makeStridedPlan(dims, {strides}), in[0]->raw(), 0, out[0]->raw(),
                 elementSize(in[0]->elementType()));
   };
-  s.flops = noFlops;
+  s.flops = zeroFlops;
   r.add(std::move(s));
 }
 
@@ -554,7 +553,7 @@ void addGatherElements(OpRegistry& r) {
       });
     });
   };
-  s.flops = noFlops;
+  s.flops = zeroFlops;
   r.add(std::move(s));
 }
 
@@ -592,7 +591,7 @@ void addTrilu(OpRegistry& r) {
           }
     });
   };
-  s.flops = noFlops;
+  s.flops = zeroFlops;
   r.add(std::move(s));
 }
 
