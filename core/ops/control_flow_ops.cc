@@ -48,7 +48,6 @@ using Types = std::vector<TensorType>;
 // Every node input past the ONNX ones may be an outer value of a body.
 constexpr int kMaxControlFlowInputs = std::numeric_limits<int>::max();
 
-
 bool truthOf(const Node& node, const Tensor& t, const std::string& what) {
   if (t.isSequence() || t.numElements() != 1)
     throw Error(nodeLabel(node) + what + " must hold one value, got " + t.type().toString());

@@ -22,7 +22,6 @@ using Inputs = std::vector<const Tensor*>;
 using Outputs = std::vector<Tensor*>;
 using Types = std::vector<TensorType>;
 
-
 // Shape's [start, end) after ONNX's clamping (negative counts from the back).
 std::pair<int64_t, int64_t> shapeRange(const Node& node, int64_t rank) {
   auto clampAxis = [rank](int64_t a) {

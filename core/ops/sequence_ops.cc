@@ -20,7 +20,6 @@ using Inputs = std::vector<const Tensor*>;
 using Outputs = std::vector<Tensor*>;
 using Types = std::vector<TensorType>;
 
-
 // What the Sequence ops share: opaque to the backends (a sequence never
 // crosses a kernel boundary), and sequences allowed.
 OpSchema sequenceOpSchema(const char* name, int minInputs, int maxInputs) {

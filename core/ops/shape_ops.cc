@@ -25,7 +25,6 @@ void requireMovable(const Node& node, ElementType t) {
   if (elementSize(t) == 0) throw unsupportedType(node, t);
 }
 
-
 void copyBytes(const Tensor& in, Tensor& out) {
   if (in.byteSize()) std::memcpy(out.raw(), in.raw(), in.byteSize());
 }
