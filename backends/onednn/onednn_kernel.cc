@@ -362,7 +362,7 @@ class Builder {
       }
       index = in.outer;
     }
-    if (link_ && output) index = link_->outerOutput;
+    if (output) index = outputIndex();
     memory m(md, engine(), DNNL_MEMORY_NONE);
     kernel_->bindings.push_back({m, output, index});
     return m;
@@ -374,6 +374,9 @@ class Builder {
     return in.outer < 0 ? in.internal : memory();
   }
   bool outputInternal() const { return link_ && link_->outputInternal; }
+  // The kernel output this chain writes: its own group output inside a
+  // sequence (a region may have several), output 0 for a lone chain.
+  int outputIndex() const { return link_ ? link_->outerOutput : 0; }
   memory owned(const memory::desc& md) {
     memory m(md, engine());
     kernel_->owned.push_back(m);
@@ -851,7 +854,7 @@ class Builder {
   // per panel of kMatMulPanel columns, each writing its columns of the plain
   // output in place (a strided view). Measured at 1 thread (AVX2, gemm:jit):
   // 128x768 x 768x3072 ran at 26 GFLOP/s as one product against 36 for each
-  // 768-column panel. The output is kernel output 0 (the caller's buffer).
+  // 768-column panel. The output is this chain's kernel output (the caller's buffer).
   memory buildPanelMatMul(const Operand& a, const memory::desc& aMd,
                           const std::vector<float>& bData, int64_t K, int64_t N, const float* bias) {
     const Shape& y = chain_.shape;
@@ -880,13 +883,14 @@ class Builder {
       args[DNNL_ARG_WEIGHTS] = reorderedConstant(plainDesc(bs), panel.data(), pd.weights_desc());
       if (bias) args[DNNL_ARG_BIAS] = constant(biasMd, bias + n0);
       memory dst(dstMd, engine(), DNNL_MEMORY_NONE);
-      kernel_->bindings.push_back({dst, true, 0, static_cast<size_t>(n0) * sizeof(float)});
+      kernel_->bindings.push_back(
+          {dst, true, outputIndex(), static_cast<size_t>(n0) * sizeof(float)});
       args[DNNL_ARG_DST] = dst;
       addStep(pd, std::move(args));
     }
     // The trailing eltwise steps below act on the whole output.
     memory whole(plainDesc(y), engine(), DNNL_MEMORY_NONE);
-    kernel_->bindings.push_back({whole, true, 0, 0});
+    kernel_->bindings.push_back({whole, true, outputIndex(), 0});
     kernel_->postOps += (kernel_->postOps.empty() ? "" : "; ") +
                         std::to_string((N + kMatMulPanel - 1) / kMatMulPanel) + " column panels";
     return whole;
@@ -1339,9 +1343,15 @@ CompileResult lowerSequence(const std::shared_ptr<Context>& context, const Chain
         const memory::desc plain = plainDesc(part.chain.shape);
         memory user(plain, context->engine, DNNL_MEMORY_NONE);
         kernel->bindings.push_back({user, true, link.outerOutput});
-        const dnnl::reorder::primitive_desc pd(link.produced, user);
+        // A plain result made with other dims (a LayerNormalization's
+        // [outer, inner] view of [1, S, H]) is copied as the same bytes.
+        memory from = link.produced;
+        const memory::desc made = from.get_desc();
+        if (made != plain && made == plainDesc(made.dims()) && made.get_size() == plain.get_size())
+          from = memory(plain, context->engine, from.get_data_handle());
+        const dnnl::reorder::primitive_desc pd(from, user);
         kernel->steps.push_back({dnnl::reorder(pd),
-                                 {{DNNL_ARG_FROM, link.produced}, {DNNL_ARG_TO, user}},
+                                 {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, user}},
                                  "reorder(" + std::string(pd.impl_info_str()) + ")"});
       }
     }

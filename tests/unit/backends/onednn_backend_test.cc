@@ -1199,6 +1199,34 @@ TEST_F(OneDnn, RegionWithALayerNormAfterAMatMulChain) {
   EXPECT_TRUE(r.compiled && r.ok) << r.refusal << r.message;
 }
 
+// A region with two outputs whose second is a wide constant MatMul chain
+// (a BERT block's LayerNorm, then FFN1 + GELU): the column panels write the
+// chain's own kernel output, not output 0 (they once overwrote the
+// LayerNorm's result and left theirs stale).
+TEST_F(OneDnn, RegionWhoseSecondOutputIsAPanelMatMul) {
+  GraphBuilder b;
+  const ValueId x = b.input({1, 4, 32});
+  const ValueId ln = b.op("LayerNormalization", {x, b.constant({32}), b.constant({32})},
+                          attrs({{"axis", int64_t{-1}}}));
+  b.graph().markOutput(ln);
+  const ValueId ffn = b.op("Gelu", {b.op("Add", {b.op("MatMul", {ln, b.constant({32, 1600})}),
+                                                 b.constant({1600})})});
+  b.finish(ffn);
+  const Graph& g = b.graph();
+  const NodeSet all = NodeSet::all(g.numNodes());
+  const KernelRequest request = KernelRequest::of(g, all, "region");
+  ASSERT_EQ(request.outputs.size(), 2u);
+  ASSERT_EQ(request.outputs[1], ffn) << "the panel MatMul's result is the second output";
+  EXPECT_EQ(backend_->regionRefusal(request), "");
+  CompileResult c = backend_->compile(request);
+  ASSERT_TRUE(c) << c.refusal;
+  EXPECT_NE(describeOneDnnKernel(*c.kernel).find("column panels"), std::string::npos)
+      << describeOneDnnKernel(*c.kernel);
+  const KernelCheckResult r = checkKernelAgainstReference(*backend_, g, all, 3);
+  ASSERT_TRUE(r.compiled) << r.refusal;
+  EXPECT_TRUE(r.ok) << r.message;
+}
+
 // What a region cannot hold is refused with the node, without compiling.
 TEST_F(OneDnn, RegionRefusalNamesWhatOneDnnCannotRun) {
   GraphBuilder b;
