@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <mutex>
 
 #include "api/api_internal.h"
 #include "backends/backend_list.h"
@@ -12,6 +13,7 @@
 namespace collage::api {
 
 struct Session::Impl {
+  Impl(const Model& m, const Plan& p, const SessionOptions& o) : model(m), plan(p), options(o) {}
   Model model;
   Plan plan;
   SessionOptions options;
@@ -19,6 +21,9 @@ struct Session::Impl {
   std::vector<std::string> warnings;
   std::unique_ptr<collage::Session> session;
   double lastMs = 0;
+  // The core Session reuses its buffers from run to run, so runs from
+  // several threads (Python releases the GIL around one) take turns.
+  mutable std::mutex running;
 };
 
 namespace {
@@ -63,7 +68,7 @@ collage::Tensor viewOf(const Graph& graph, ValueId v, const DLTensor& dl) {
 }  // namespace
 
 Session::Session(const Model& model, const Plan& plan, const SessionOptions& options)
-    : impl_(std::make_unique<Impl>(Impl{model, plan, options, {}, {}, {}, 0})) {
+    : impl_(std::make_unique<Impl>(model, plan, options)) {
   translateErrors([&] {
     if (options.threads > 0) setThreadCount(options.threads);
     const Graph& graph = model.impl().graph;
@@ -127,6 +132,7 @@ std::map<std::string, api::Tensor> Session::run(const std::map<std::string, DLTe
     if (outputs.empty())
       for (size_t i = 0; i < graph.outputs().size(); ++i) wanted.push_back(i);
 
+    const std::lock_guard<std::mutex> turn(impl_->running);
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<collage::Tensor> results = impl_->session->run(views);
     impl_->lastMs =
@@ -138,10 +144,14 @@ std::map<std::string, api::Tensor> Session::run(const std::map<std::string, DLTe
   });
 }
 
-double Session::lastLatencyMs() const { return impl_->lastMs; }
+double Session::lastLatencyMs() const {
+  const std::lock_guard<std::mutex> turn(impl_->running);
+  return impl_->lastMs;
+}
 size_t Session::peakBytes() const { return impl_->session->peakBytes(); }
 
 std::vector<BackendShare> Session::placement() const {
+  const std::lock_guard<std::mutex> turn(impl_->running);
   const collage::Plan& plan = impl_->session->plan();
   std::vector<double> groupNs(plan.groups.size(), 0);
   const auto& timings = impl_->session->lastTimings();

@@ -69,7 +69,8 @@ class COLLAGE_API Session {
   // shape): it is read in place, not copied, and must stay alive during the
   // call. Returns the graph outputs by name; with `outputs`, only those.
   // Error naming the input or output for an unknown, missing or mismatched
-  // one. One run at a time per Session.
+  // one. Runs from several threads take turns (the Session reuses its
+  // buffers): use one Session per thread to run in parallel.
   std::map<std::string, Tensor> run(const std::map<std::string, DLTensor>& inputs,
                                     const std::vector<std::string>& outputs = {});
 

@@ -101,6 +101,29 @@ class InspectAndRun(Fixture):
         with self.assertRaisesRegex(collage.Error, "'nope' is not an output"):
             session.run({self.input_name: self.x}, outputs=["nope"])
 
+    def test_threads_sharing_a_session_get_their_own_results(self):
+        # run() releases the GIL: runs on one Session from several threads
+        # take turns instead of sharing its buffers mid-run. Each thread
+        # feeds its own input, so crossed buffers show as wrong outputs.
+        import threading
+        session = collage.Session(DCGAN, self.plan_path)
+        inputs = [self.x * s for s in (1.0, -0.5, 2.0, 0.25)]
+        expected = [next(iter(session.run({self.input_name: x}).values())) for x in inputs]
+        problems = []
+
+        def worker(i):
+            for _ in range(8):
+                y = next(iter(session.run({self.input_name: inputs[i]}).values()))
+                if not np.array_equal(y, expected[i]):
+                    problems.append(f"thread {i}: max diff {np.abs(y - expected[i]).max()}")
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(inputs))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(problems, [])
+
     def test_annotated_model_carries_its_plan(self):
         annotated = os.path.join(self.tmp.name, "annotated.onnx")
         subprocess.run([os.environ["COLLAGE_CLI"], "run", DCGAN, "--plan", self.plan_path,
