@@ -2,7 +2,7 @@
 # Installs what Collage Studio needs from Debian's packages (idempotent: quick
 # when everything is present), then configures and builds into build/.
 #   scripts/setup.sh            runtime + build + test dependencies, then build
-#   scripts/setup.sh --bench    also the benchmark peers (PyTorch, ONNX Python, matplotlib)
+#   scripts/setup.sh --bench    also the benchmark peers (PyTorch, matplotlib)
 # Environment: BUILD_DIR (default build), COLLAGE_JOBS (default: all cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,11 +14,11 @@ packages=(
   libtomlplusplus-dev nlohmann-json3-dev libdlpack-dev libsqlite3-dev libcli11-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   qtbase5-dev libqt5charts5-dev libqt5svg5-dev libgraphviz-dev
-  pybind11-dev python3-dev python3-numpy
+  pybind11-dev python3-dev python3-numpy python3-onnx
   xvfb xauth
 )
 if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(python3-torch python3-torchvision python3-onnx python3-numpy python3-matplotlib)
+  packages+=(python3-torch python3-torchvision python3-matplotlib)
   # Node.js and npm: only from Debian when the commands are missing (a Node.js
   # installed from elsewhere ships its own npm, which Debian's npm conflicts with).
   command -v node >/dev/null 2>&1 || packages+=(nodejs)
