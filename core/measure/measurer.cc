@@ -16,6 +16,7 @@
 
 #include "core/ir/error.h"
 #include "core/runtime/device_runtime.h"
+#include "core/ops/control_flow_ops.h"
 #include "core/ops/reference_executor.h"
 #include "core/ops/runtime_inputs.h"
 
@@ -92,6 +93,24 @@ struct PreparedKernel {
     }
   } deviceMemory;
 
+  // An If one of whose branches cannot run at the bound sizes succeeds only
+  // when it takes the other (control_flow_ops.h): a condition that is an
+  // input of the kernel is set so, since only such runs have a time.
+  void takeTheRunnableBranch(const KernelRequest& request) {
+    const Graph& g = *request.graph;
+    request.nodes.forEach([&](NodeId n) {
+      const Node& node = g.node(n);
+      if (node.op != "If" || node.inputs.empty()) return;
+      const std::string unrunnable = node.attrs.getString(kUnrunnableBranch, "");
+      if (unrunnable.empty()) return;
+      auto at = std::find(request.inputs.begin(), request.inputs.end(), node.inputs[0]);
+      if (at == request.inputs.end()) return;
+      Tensor& cond = inputs[static_cast<size_t>(at - request.inputs.begin())];
+      const bool take = unrunnable == "else_branch";  // true takes then_branch
+      if (cond.elementType() == ElementType::Bool && cond.numElements() == 1) cond.data<bool>()[0] = take;
+    });
+  }
+
   PreparedKernel(Backend& backend, const KernelRequest& request, uint32_t seed) {
     compiled = backend.compile(request);
     if (!compiled) return;
@@ -114,6 +133,7 @@ struct PreparedKernel {
     }
     if (inputs.empty())
       for (ValueId v : request.inputs) inputs.push_back(randomTensor(g.value(v).type, rng));
+    takeTheRunnableBranch(request);
     for (ValueId v : request.outputs) outputs.emplace_back(g.value(v).type);
     for (auto& t : inputs) inViews.push_back(t.toDLTensor());
     for (auto& t : outputs) outViews.push_back(t.toDLTensor());

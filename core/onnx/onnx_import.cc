@@ -23,6 +23,7 @@
 #include "core/ops/reference_executor.h"
 #include "core/ops/runtime_inputs.h"
 #include "core/onnx/tensor_proto.h"
+#include "core/onnx/topological_order.h"
 
 namespace onnx::checker {
 // Defined (and exported) by libonnx but not declared in its header: the
@@ -69,18 +70,31 @@ std::string withNode(const std::string& prefix, const std::string& what) {
   return prefix + what;
 }
 
-[[noreturn]] void rethrowWith(const std::string& prefix, const Error& e) {
-  std::string what = withNode(prefix, e.what());
+// A node whose inferred types do not work at the bound input sizes (shape
+// inference refused them), as opposed to a model that is wrong at any size
+// (a missing value or attribute): an If's branch failing so may be one that
+// is never taken at these sizes.
+class ShapesDoNotFit : public Error {
+ public:
+  using Error::Error;
+};
+
+// Throws `what` as the same kind of error as `e`.
+[[noreturn]] void rethrowAs(const Error& e, const std::string& what) {
   if (dynamic_cast<const Unsupported*>(&e)) throw Unsupported(what);
+  if (dynamic_cast<const ShapesDoNotFit*>(&e)) throw ShapesDoNotFit(what);
   throw Error(what);
+}
+
+[[noreturn]] void rethrowWith(const std::string& prefix, const Error& e) {
+  rethrowAs(e, withNode(prefix, e.what()));
 }
 
 // Prefixes a message with the file name unless it already starts with it.
 [[noreturn]] void rethrowWithPath(const std::string& path, const Error& e) {
   std::string what = e.what();
   if (what.rfind(path + ":", 0) != 0) what = path + ": " + what;
-  if (dynamic_cast<const Unsupported*>(&e)) throw Unsupported(what);
-  throw Error(what);
+  rethrowAs(e, what);
 }
 
 std::string declaredShapeToString(const onnx::TypeProto_Tensor& t) {
@@ -245,7 +259,6 @@ class Importer {
   [[noreturn]] void throwNotConstant(const std::string& message, const WValue& value) const;
   void bindInputs();
   void addInitializers();
-  std::vector<int> sortedNodes();
   void nameNodes();
   void importNode(const onnx::NodeProto& proto, int index);
   void importConstantNode(const onnx::NodeProto& proto, const Node& node);
@@ -280,6 +293,7 @@ class Importer {
   // outer values captured so far (parent ids; their inputs come last).
   Importer* parent_ = nullptr;
   const onnx::GraphProto* graph_ = nullptr;
+  std::string scope_;  // "node 'If_0' (If): else_branch: " for notes from inside a body
   std::vector<int> captures_;
   std::vector<DynamicInputBinding> dynamicInputs_;
 };
@@ -432,44 +446,6 @@ void Importer::addInitializers() {
     int id = addValue(init.name(), t.type());
     values_[id].constant = std::move(t);
   }
-}
-
-std::vector<int> Importer::sortedNodes() {
-  // ONNX requires topological order and the checker enforces it, but at
-  // opset 18 the checker may have been skipped: sort (stably) to be safe.
-  const auto& nodes = graph().node();
-  const size_t n = static_cast<size_t>(nodes.size());
-  std::map<std::string, size_t> producer;
-  for (size_t i = 0; i < n; ++i)
-    for (const auto& o : nodes[i].output())
-      if (!o.empty()) producer[o] = i;
-  std::vector<std::vector<size_t>> succ(n);
-  std::vector<int> indeg(n, 0);
-  for (size_t i = 0; i < n; ++i)
-    for (const auto& in : nodes[i].input()) {
-      auto it = producer.find(in);
-      if (in.empty() || it == producer.end() || byName_.count(in)) continue;
-      succ[it->second].push_back(i);
-      ++indeg[i];
-    }
-  std::set<size_t> ready;
-  for (size_t i = 0; i < n; ++i)
-    if (!indeg[i]) ready.insert(i);
-  std::vector<int> order;
-  while (!ready.empty()) {
-    size_t u = *ready.begin();
-    ready.erase(ready.begin());
-    order.push_back(static_cast<int>(u));
-    for (size_t s : succ[u])
-      if (--indeg[s] == 0) ready.insert(s);
-  }
-  if (order.size() != n) {
-    for (size_t i = 0; i < n; ++i)
-      if (indeg[i] > 0)
-        throw Error("the graph has a cycle through node '" + nodes[static_cast<int>(i)].name() +
-                    "' (" + nodes[static_cast<int>(i)].op_type() + ")");
-  }
-  return order;
 }
 
 AttributeMap Importer::convertAttributes(const onnx::NodeProto& proto, const Node& node) {
@@ -779,8 +755,23 @@ void Importer::checkDeclaredType(const Node& node, int value) {
   std::string declaredType =
       (tt.elem_type() ? std::string(elementTypeName(elementTypeFromOnnx(tt.elem_type()))) : "?") +
       "[" + declaredShapeToString(tt) + "]";
-  throw Error("tensor '" + v.name + "': the model declares " + declaredType + " but " +
-              label(node) + "produces " + v.type.toString());
+  const std::string what = "tensor '" + v.name + "': the model declares " + declaredType + " but " +
+                           label(node) + "produces " + v.type.toString();
+  // In a body the exporter's declarations come from the sizes it traced
+  // with; at other input sizes a branch may compute other shapes, and it may
+  // be a branch that never runs at those sizes (a speech model's 8 kHz
+  // branch fed 16 kHz frames). ONNX Runtime merges such declarations
+  // leniently, with a warning; so does Collage, with a note. The inferred
+  // type stands, and the reference kernel checks every run's real shapes.
+  if (parent_) {
+    const std::string note = scope_ + what + " (kept the inferred type, as ONNX Runtime does)";
+    // A Loop's body may be imported twice (its carried types widened).
+    if (options_.notes && std::find(options_.notes->begin(), options_.notes->end(), note) ==
+                              options_.notes->end())
+      options_.notes->push_back(note);
+    return;
+  }
+  throw Error(what);
 }
 
 // The output types of a node whose output shapes depend on the run-time
@@ -879,8 +870,10 @@ void Importer::finishNode(Node node) {
   } else {
     try {
       outTypes = schema.infer(node, inTypes);
-    } catch (const Error& e) {
+    } catch (const Unsupported& e) {
       rethrowWith(label(node), e);
+    } catch (const Error& e) {
+      throw ShapesDoNotFit(withNode(label(node), e.what()));
     }
   }
   if (node.op == "Loop") patchLoopStaticShapes(node, outTypes);
@@ -1084,6 +1077,11 @@ Graph Importer::run() {
     throw Unsupported(path_ + ": default-domain opset " + std::to_string(opset_) +
                       " is not supported (supported: " + std::to_string(minOpset) + " to " +
                       std::to_string(kMaxOnnxOpset) + ")");
+  try {
+    sortNodesTopologically(*model_.mutable_graph());  // before the checker, which demands the order
+  } catch (const Error& e) {
+    throw Error(path_ + ": " + e.what());
+  }
   checkModel();
   checkSupportedOps();
   try {
@@ -1095,7 +1093,7 @@ Graph Importer::run() {
     bindInputs();
     addInitializers();
     nameNodes();
-    for (int n : sortedNodes()) {
+    for (int n = 0; n < g.node_size(); ++n) {
       try {
         importNode(g.node(n), n);
       } catch (const Unsupported&) {
@@ -1139,6 +1137,7 @@ int Importer::resolve(const std::string& name) {
 Graph Importer::runBody(const std::vector<TensorType>& formals, const Node& owner,
                         const std::string& attr) {
   const auto& g = graph();
+  scope_ = parent_->scope_ + label(owner) + attr + ": ";
   if (g.input_size() != static_cast<int>(formals.size()))
     throw Error(label(owner) + attr + " takes " + std::to_string(g.input_size()) +
                 " inputs, the node gives it " + std::to_string(formals.size()));
@@ -1180,7 +1179,7 @@ Graph Importer::runBody(const std::vector<TensorType>& formals, const Node& owne
   }
   addInitializers();
   nameNodes();
-  for (int n : sortedNodes()) importNode(g.node(n), n);
+  for (int n = 0; n < g.node_size(); ++n) importNode(g.node(n), n);
   Graph body = buildGraph();
   body.name = g.name();
   return body;
@@ -1199,8 +1198,7 @@ std::shared_ptr<const Graph> Importer::importBody(const Node& node, const onnx::
     const std::string prefix = label(node) + attr + ": ";
     std::string what = e.what();
     if (what.rfind(prefix, 0) != 0 && what.rfind(label(node), 0) != 0) what = prefix + what;
-    if (dynamic_cast<const Unsupported*>(&e)) throw Unsupported(what);
-    throw Error(what);
+    rethrowAs(e, what);
   }
   // Each captured outer value is one node input (shared between bodies).
   for (int outer : child.captures()) {
@@ -1245,8 +1243,30 @@ void Importer::importBodies(Node& node, const onnx::NodeProto& proto) {
       node.op.clear();  // tells importNode the node is gone
       return;
     }
-    for (const char* attr : {"then_branch", "else_branch"})
-      graphs.emplace_back(attr, importBody(node, body(attr), attr, {}, captures, explicitInputs));
+    // A branch may not type at the bound input sizes (a speech model's
+    // 8 kHz branch fed 16 kHz frames, whose RNN then sees a rank it cannot
+    // take). ONNX Runtime never checks a branch that is not taken, and fails
+    // only if it is. So does Collage: the If keeps the branch that types,
+    // and a run that takes the other fails with the reason.
+    std::string unrunnable, why;
+    for (const char* attr : {"then_branch", "else_branch"}) {
+      try {
+        graphs.emplace_back(attr, importBody(node, body(attr), attr, {}, captures, explicitInputs));
+      } catch (const ShapesDoNotFit& e) {
+        if (!unrunnable.empty()) throw Error(why);  // neither branch types: the first reason
+        unrunnable = attr;
+        why = e.what();
+      }
+    }
+    if (!unrunnable.empty()) {
+      graphs.emplace_back(unrunnable, graphs.front().second);  // stands in, with the same types
+      node.attrs.set(kUnrunnableBranch, unrunnable);
+      node.attrs.set(kUnrunnableReason, why);
+      if (options_.notes)
+        options_.notes->push_back(scope_ + why + ": so " + unrunnable +
+                                  " cannot run at the bound input sizes, and runs that take it "
+                                  "fail, as in ONNX Runtime");
+    }
   } else if (node.op == "Loop") {
     if (explicitInputs < 2)
       throw Error(label(node) + "has " + std::to_string(explicitInputs) +

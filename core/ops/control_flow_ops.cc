@@ -119,7 +119,9 @@ OpSchema bodyOpSchema(const char* name, int minInputs, int minOutputs) {
 void addIf(OpRegistry& r) {
   OpSchema s = bodyOpSchema("If", 1, 1);
   s.attributes = {{"then_branch", AttributeType::Graph, std::nullopt, true},
-                  {"else_branch", AttributeType::Graph, std::nullopt, true}};
+                  {"else_branch", AttributeType::Graph, std::nullopt, true},
+                  {kUnrunnableBranch, AttributeType::String, std::nullopt, false},
+                  {kUnrunnableReason, AttributeType::String, std::nullopt, false}};
   s.infer = [](const Node& node, const Types& in) {
     if (in.empty() || in[0].isSequence() || in[0].numElements() != 1)
       throw Error(nodeLabel(node) + "the condition must hold one value, got " +
@@ -147,6 +149,9 @@ void addIf(OpRegistry& r) {
   s.reference = [](const Node& node, const Inputs& in, const Outputs& out) {
     const bool cond = truthOf(node, *in[0], "the condition");
     const std::string attr = cond ? "then_branch" : "else_branch";
+    if (node.attrs.getString(kUnrunnableBranch, "") == attr)
+      throw Error(nodeLabel(node) + attr + " cannot run at the input sizes bound at import: " +
+                  node.attrs.getString(kUnrunnableReason, ""));
     const Graph& body = node.attrs.getGraph(attr);
     ReferenceExecutor exec(body);
     std::vector<Tensor> results = runBody(node, attr, exec, bodyInputs(node, attr, body, {}, in));

@@ -9,7 +9,9 @@
 // Static shapes. Every value has a static type, so:
 //  - If's branches must give outputs of the same type (an If whose condition
 //    is constant after folding is inlined at import instead, so only a
-//    data-dependent If needs this);
+//    data-dependent If needs this). A branch that cannot be typed at the
+//    bound input sizes is marked unrunnable (the attributes below) and the
+//    other stands in for its types; a run that takes it fails with the reason;
 //  - a loop-carried value keeps its type across iterations (a sequence may
 //    change its length, which its type then leaves unknown);
 //  - a Loop's scan outputs have one row per iteration, so the importer
@@ -25,6 +27,11 @@
 #include "core/ir/tensor.h"
 
 namespace collage {
+
+// String attributes of an If whose branch (its attribute name) cannot run at
+// the bound input sizes, and why (set by the importer).
+inline constexpr const char* kUnrunnableBranch = "collage_unrunnable_branch";
+inline constexpr const char* kUnrunnableReason = "collage_unrunnable_reason";
 
 // The ops with a body (a graph attribute): If, Loop, Scan, SequenceMap.
 bool hasBody(const std::string& op);

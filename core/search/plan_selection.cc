@@ -32,7 +32,17 @@ EndToEndSelection selectPlanByEndToEnd(const Graph& graph, const std::vector<Pla
       sessions[i]->run(inputs);  // untimed: page faults, thread start-up, lazy set-up
       oneRoundMs += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     } catch (const Error& e) {
-      if (i == 0) throw;
+      if (i == 0) {
+        // The plan must run wherever the model runs; where the model does
+        // not run on these inputs, there is nothing to compare.
+        try {
+          ReferenceExecutor(graph).run(inputs);
+        } catch (const Error& modelError) {
+          out.skipped = std::string("the model does not run on random inputs: ") + modelError.what();
+          return out;
+        }
+        throw;
+      }
       sessions[i].reset();
       out.timings[i].error = e.what();
     }
@@ -133,6 +143,7 @@ int choosePlacementByEndToEnd(const Graph& graph, const OpLevelResult& opLevel,
 }
 
 std::string describeSelection(const EndToEndSelection& selection) {
+  if (!selection.skipped.empty()) return "  no plan compared (" + selection.skipped + ")\n";
   std::ostringstream s;
   const double base = selection.timings.at(0).medianMs;
   s.setf(std::ios::fixed);

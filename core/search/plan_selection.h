@@ -40,6 +40,10 @@ struct PlanRunTiming {
 struct EndToEndSelection {
   size_t chosen = 0;  // index into the plans
   std::vector<PlanRunTiming> timings;
+  // Why nothing was compared, when the model itself (the reference
+  // executor) fails on random inputs (an If branch that cannot run at the
+  // bound sizes, taken by a random condition): plans[0] is kept.
+  std::string skipped;
   // Another plan replaces plans[0] only when, round by round, it is faster
   // by more than this fraction (the median of its per-round ratios) and was
   // the faster in at least kMinFasterShare of the rounds, so noise does not

@@ -390,6 +390,106 @@ def loop_nested_if():
                                     [("y", np.maximum(acc, 0).astype(np.float32))])])
 
 
+# ---- If on a scalar input (a sample rate, as speech models have) whose
+# branches frame the signal with their own window: at the bound input size
+# one branch yields 1 frame, the other 2. Inside each, nested Ifs as a
+# scripted PyTorch export writes them: squeeze the frame axis if it is 1,
+# then unsqueeze a batch axis if the result is not 2-D (an RNN cell's
+# check), then the cell (a Gemm, 2-D only). The exporter's declared shapes
+# hold for the 1-frame branch only; at this size the other branch computes
+# other shapes than declared, and its cell cannot take them: ONNX Runtime
+# runs the model as long as that branch is not taken. Both branches update
+# a carried state by Unsqueeze/Concat. Data: the 1-frame rate only.
+def if_nested_rate():
+    n, channels = 8, 4
+
+    def rate_branch(tag, window):
+        # The names repeat in both branches, as an exporter writes them.
+        squeeze_then = helper.make_graph(
+            [const("/dec/sq_axes", np.array([-1], dtype=np.int64)),
+             helper.make_node("Squeeze", ["/dec/frames", "/dec/sq_axes"], ["/dec/Squeeze_out"],
+                              name="/dec/Squeeze")],
+            "squeeze_then", [], [vi("/dec/Squeeze_out", F, [1, channels])])
+        squeeze_else = helper.make_graph(
+            [helper.make_node("Identity", ["/dec/frames"], ["/dec/Identity_out"], name="/dec/Identity")],
+            "squeeze_else", [], [vi("/dec/Identity_out", F, [1, channels, 1])])
+        batch_then = helper.make_graph(
+            [const("/dec/rnn/axes", np.array([0], dtype=np.int64)),
+             helper.make_node("Unsqueeze", ["/dec/feat", "/dec/rnn/axes"],
+                              ["/dec/rnn/Unsqueeze_out"], name="/dec/rnn/Unsqueeze")],
+            "batch_then", [], [vi("/dec/rnn/Unsqueeze_out", F, [1, "Unsqueeze_dim_1", channels])])
+        batch_else = helper.make_graph(
+            [helper.make_node("Identity", ["/dec/feat"], ["/dec/rnn/Identity_out"],
+                              name="/dec/rnn/Identity")],
+            "batch_else", [], [vi("/dec/rnn/Identity_out", F, [1, channels])])
+        nodes = [
+            const("/dec/unsq_axes", np.array([1], dtype=np.int64)),
+            helper.make_node("Unsqueeze", ["x", "/dec/unsq_axes"], ["/dec/x3"], name="/dec/Unsqueeze_x"),
+            helper.make_node("Conv", ["/dec/x3", "w_" + tag], ["/dec/frames"], name="/dec/Conv",
+                             kernel_shape=[window], strides=[window]),
+            helper.make_node("Shape", ["/dec/frames"], ["/dec/shape"], name="/dec/Shape"),
+            const("/dec/last", np.array(-1, dtype=np.int64)),
+            helper.make_node("Gather", ["/dec/shape", "/dec/last"], ["/dec/frames_n"], name="/dec/Gather"),
+            const("/dec/one", np.array(1, dtype=np.int64)),
+            helper.make_node("Equal", ["/dec/frames_n", "/dec/one"], ["/dec/single"], name="/dec/Equal"),
+            helper.make_node("If", ["/dec/single"], ["/dec/feat"], name="/dec/If",
+                             then_branch=squeeze_then, else_branch=squeeze_else),
+            helper.make_node("Shape", ["/dec/feat"], ["/dec/rnn/shape"], name="/dec/rnn/Shape"),
+            helper.make_node("Size", ["/dec/rnn/shape"], ["/dec/rnn/rank"], name="/dec/rnn/Size"),
+            const("/dec/rnn/two", np.array(2, dtype=np.int64)),
+            helper.make_node("Equal", ["/dec/rnn/rank", "/dec/rnn/two"], ["/dec/rnn/batched"],
+                             name="/dec/rnn/Equal"),
+            helper.make_node("Not", ["/dec/rnn/batched"], ["/dec/rnn/unbatched"], name="/dec/rnn/Not"),
+            helper.make_node("If", ["/dec/rnn/unbatched"], ["/dec/rnn/in"], name="/dec/rnn/If",
+                             then_branch=batch_then, else_branch=batch_else),
+            helper.make_node("Gemm", ["/dec/rnn/in", "cell_" + tag], ["/dec/rnn/cell"],
+                             name="/dec/rnn/Gemm"),
+            helper.make_node("ReduceMean", ["/dec/rnn/cell"], ["/dec/mean"], name="/dec/ReduceMean",
+                             keepdims=0),
+            helper.make_node("Sigmoid", ["/dec/mean"], ["prob_" + tag], name="/dec/Sigmoid"),
+            const("/dec/i0", np.array(0, dtype=np.int64)),
+            const("/dec/i1", np.array(1, dtype=np.int64)),
+            helper.make_node("Gather", ["state", "/dec/i0"], ["/dec/h0"], name="/dec/Gather_h", axis=0),
+            helper.make_node("Gather", ["state", "/dec/i1"], ["/dec/c0"], name="/dec/Gather_c", axis=0),
+            helper.make_node("Add", ["/dec/h0", "prob_" + tag], ["/dec/h"], name="/dec/Add"),
+            helper.make_node("Mul", ["/dec/c0", "prob_" + tag], ["/dec/c"], name="/dec/Mul"),
+            const("/dec/axis0", np.array([0], dtype=np.int64)),
+            helper.make_node("Unsqueeze", ["/dec/h", "/dec/axis0"], ["/dec/hu"], name="/dec/Unsqueeze_h"),
+            helper.make_node("Unsqueeze", ["/dec/c", "/dec/axis0"], ["/dec/cu"], name="/dec/Unsqueeze_c"),
+            helper.make_node("Concat", ["/dec/hu", "/dec/cu"], ["state_" + tag], name="/dec/Concat", axis=0),
+        ]
+        return helper.make_graph(nodes, "rate_" + tag, [],
+                                 [vi("prob_" + tag, F, []), vi("state_" + tag, F, [2, 1, channels])])
+
+    # rate 2 frames the 8 samples with a window of 8 (1 frame): the model as
+    # exported; rate 1 with a window of 4 (2 frames).
+    w_one, w_two = rand(channels, 1, 8), rand(channels, 1, 4)
+    cell_one, cell_two = rand(channels, channels), rand(channels, channels)
+    nodes = [
+        const("rate2", np.array(2, dtype=np.int64)),
+        helper.make_node("Equal", ["rate", "rate2"], ["is_rate2"], name="/Equal"),
+        helper.make_node("If", ["is_rate2"], ["prob", "state_next"], name="/If",
+                         then_branch=rate_branch("one", 8), else_branch=rate_branch("two", 4)),
+    ]
+    g = helper.make_graph(nodes, "if_nested_rate",
+                          [vi("x", F, [1, "samples"]), vi("rate", I64, []), vi("state", F, [2, 1, channels])],
+                          [vi("prob", F, []), vi("state_next", F, [2, 1, channels])],
+                          initializer=[numpy_helper.from_array(w_one, "w_one"),
+                                       numpy_helper.from_array(w_two, "w_two"),
+                                       numpy_helper.from_array(cell_one, "cell_one"),
+                                       numpy_helper.from_array(cell_two, "cell_two")])
+
+    def expected(x, state):
+        frame = w_one[:, 0, :] @ x[0]  # the one frame of the window of 8
+        prob = 1 / (1 + np.exp(-(frame @ cell_one).mean()))
+        return [("prob", np.float32(prob)),
+                ("state_next", np.stack([state[0] + prob, state[1] * prob]).astype(np.float32))]
+
+    x, state = rand(1, n), rand(2, 1, channels)
+    sets = [([("x", x), ("rate", np.array(2, dtype=np.int64)), ("state", state)], expected(x, state))]
+    save("if_nested_rate", g, 13, sets)
+
+
 # ---- Invalid models for the importer's messages.
 def bad_models():
     # A branch that reads a value nothing defines.
@@ -501,4 +601,5 @@ if __name__ == "__main__":
     sequence_loop()
     loop_nested_if()
     loop_append_stack()
+    if_nested_rate()
     bad_models()

@@ -530,6 +530,67 @@ TEST(OnnxImport, DeclaredRankWithoutDimValuesIsAHint) {
   EXPECT_EQ(g.value(g.outputs()[0]).type.toString(), "float32[2x3]");
 }
 
+// ONNX Runtime sorts a graph whose node list is out of order (a float16
+// conversion tool appends the Casts it inserts), and so does the importer,
+// bodies too: an If whose branch reads a value produced after it in the
+// list comes after that value's producer.
+TEST(OnnxImport, NodesOutOfOrderAreSortedBodiesToo) {
+  REQUIRE_OPS("Relu", "Neg", "Cast", "If", "Greater");
+  ModelBuilder m;
+  m.input("x_half", kFloat, {2, 3});
+  m.input("flag", kFloat, {});
+  onnx::GraphProto thenBranch, elseBranch;
+  thenBranch.set_name("then");
+  elseBranch.set_name("else");
+  for (auto* branch : {&thenBranch, &elseBranch}) {
+    auto* out = branch->add_output();
+    out->set_name(branch == &thenBranch ? "t_out" : "e_out");
+    out->mutable_type()->mutable_tensor_type()->set_elem_type(kFloat);
+    // In the branch, its two nodes out of order as well.
+    auto* second = branch->add_node();
+    second->set_op_type("Relu");
+    second->add_input(branch == &thenBranch ? "t_mid" : "e_mid");
+    second->add_output(out->name());
+    auto* first = branch->add_node();
+    first->set_op_type("Neg");
+    first->add_input("x");  // the outer Cast's result
+    first->add_output(branch == &thenBranch ? "t_mid" : "e_mid");
+  }
+  m.node("Relu", {"picked"}, {"y"}, "relu_last");
+  auto& iff = m.node("If", {"cond"}, {"picked"}, "if");
+  auto* a = iff.add_attribute();
+  a->set_name("then_branch");
+  a->set_type(onnx::AttributeProto::GRAPH);
+  *a->mutable_g() = thenBranch;
+  auto* b = iff.add_attribute();
+  b->set_name("else_branch");
+  b->set_type(onnx::AttributeProto::GRAPH);
+  *b->mutable_g() = elseBranch;
+  m.node("Greater", {"flag", "zero"}, {"cond"}, "positive");
+  m.initializer("zero", Tensor::scalarFloat(0.0f));
+  setInt(m.node("Cast", {"x_half"}, {"x"}, "appended_cast"), "to", kFloat);
+  m.output("y", kFloat, {2, 3});
+  Graph g = importOnnx(m.write());
+  std::vector<std::string> ops;
+  for (NodeId n = 0; n < g.numNodes(); ++n) ops.push_back(g.node(n).op);
+  EXPECT_EQ(ops, (std::vector<std::string>{"Greater", "Cast", "If", "Relu"}));  // stable
+  EXPECT_EQ(g.node(3).name, "relu_last");
+}
+
+TEST(OnnxImport, ACycleIsRefusedNamingANodeOnIt) {
+  REQUIRE_OPS("Relu", "Add");
+  ModelBuilder m;
+  m.input("x", kFloat, {2});
+  m.node("Relu", {"x"}, {"before"}, "before_the_cycle");
+  m.node("Add", {"before", "b"}, {"a"}, "on_the_cycle_a");
+  m.node("Relu", {"a"}, {"b"}, "on_the_cycle_b");
+  m.node("Relu", {"b"}, {"y"}, "after_the_cycle");
+  m.output("y", kFloat, {2});
+  const std::string msg = errorOf([&] { importOnnx(m.write()); });
+  EXPECT_NE(msg.find("cycle through node 'on_the_cycle_"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("model.onnx"), std::string::npos) << msg;
+}
+
 TEST(OnnxImport, DeadNodesAreRemovedAndEmptyNamesInvented) {
   REQUIRE_OPS("Relu", "Neg");
   ModelBuilder m;

@@ -5,6 +5,7 @@
 // messages for bad models.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -179,6 +180,34 @@ TEST(ControlFlow, NestedBodiesReadTheModelsGraph) {
   ASSERT_TRUE(inner.has_value());
   EXPECT_EQ(body.value(body.node(*inner).inputs.back()).name, "x");
   expectReferenceMatches("loop_nested_if");
+}
+
+// A speech model's shape: an If on a scalar input (the rate) whose else
+// branch, at the bound signal size, computes shapes its declarations do not
+// hold (nested Ifs that squeeze and unsqueeze) and that its 2-D cell cannot
+// take. ONNX Runtime runs it while that branch is not taken; so does
+// Collage, with notes, and a run that takes it fails naming the branch.
+TEST(ControlFlow, IfWithABranchThatDoesNotFitTheBoundSizes) {
+  ImportOptions options;
+  options.inputShapes["x"] = {1, 8};
+  std::vector<std::string> notes;
+  options.notes = &notes;
+  Graph g = importOnnx(modelPath("if_nested_rate"), options);
+  auto noted = [&](const std::string& text) {
+    return std::any_of(notes.begin(), notes.end(),
+                       [&](const std::string& n) { return n.find(text) != std::string::npos; });
+  };
+  EXPECT_TRUE(noted("tensor '/dec/rnn/Unsqueeze_out': the model declares")) << notes.size();
+  EXPECT_TRUE(noted("node '/dec/rnn/Gemm' (Gemm)")) << notes.size();
+  EXPECT_TRUE(noted("so else_branch cannot run at the bound input sizes")) << notes.size();
+
+  DataSet d = dataSet("if_nested_rate");
+  expectOutputsMatch(ReferenceExecutor(g).run(d.inputs), d.outputs);
+  std::vector<Tensor> otherRate = d.inputs;
+  otherRate[1] = Tensor::fromInts({}, {1});  // rate 1: the else branch
+  expectError([&] { ReferenceExecutor(g).run(otherRate); },
+              {"node '/If' (If): else_branch cannot run at the input sizes bound at import",
+               "'/dec/rnn/Gemm'"});
 }
 
 TEST(ControlFlow, NativeRunsControlFlowAndSequenceGroups) {
