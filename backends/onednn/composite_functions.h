@@ -28,8 +28,9 @@ struct FittedFunction {
 using SampledFunction = std::function<std::vector<float>(const std::vector<float>&)>;
 
 // The algorithm that f equals at every sample point in [-10, 10], up to
-// float32 rounding (relative 1e-5), with scale and shift fitted by least
-// squares; nullopt when none does or f is not finite everywhere there.
+// float32 rounding (2e-6 of each value plus 2e-7 of the largest), with scale
+// and shift fitted by least squares; nullopt when none does or f is not
+// finite everywhere there.
 std::optional<FittedFunction> fitEltwise(const SampledFunction& f);
 
 // The algorithms fitEltwise tries, for messages: "linear, relu, ...".

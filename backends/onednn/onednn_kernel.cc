@@ -1125,12 +1125,22 @@ class Builder {
   void buildElementwise() {
     const std::vector<PostOp> ops = simplified(chain_.postOps);
     const memory::desc md = plainDesc(chain_.shape);
-    const std::vector<PostOp> rest(ops.begin() + 1, ops.end());
-    const PostOp& first = ops[0];
     const memory::desc zeroMd = plainDesc(Shape(chain_.shape.size(), 1));
     static const float zero = 0.0f;
-
     enum class Form { Eltwise, Binary, AddZero };
+    if (ops.empty()) {
+      // Every op was an identity (a Mul by 1, an Add of 0): a copy, as x + 0.
+      const dnnl::binary::primitive_desc pd(
+          dnnl::binary::desc(algorithm::binary_add, md, zeroMd, md), attrFor({}), engine());
+      addMainStep(pd,
+                  {{DNNL_ARG_SRC_0, operand(chain_.source, md)},
+                   {DNNL_ARG_SRC_1, constant(zeroMd, &zero)}},
+                  {});
+      return;
+    }
+    const std::vector<PostOp> rest(ops.begin() + 1, ops.end());
+    const PostOp& first = ops[0];
+
     std::vector<Form> forms;
     if (first.kind == PostOp::Kind::Binary)
       forms = {Form::Binary, Form::AddZero};

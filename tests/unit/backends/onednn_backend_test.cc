@@ -543,6 +543,10 @@ TEST_F(OneDnn, ElementwiseOpsAlone) {
     const ValueId A = b.input(x);
     expectMatches(b, b.op("Mul", {A, A}), "Mul(x, x)");
   }
+  {  // an identity (an exporter's Mul by a scalar 1): its post-op simplifies away
+    GraphBuilder b;
+    expectMatches(b, b.op("Mul", {b.input(x), b.constant({}, 1.0f, 1.0f)}), "Mul(x, 1)");
+  }
   for (const auto& [chainName, chain] : postOpChains()) {  // a chain starting at an input
     if (chainName == "none") continue;
     GraphBuilder b;
@@ -979,6 +983,33 @@ TEST_F(OneDnn, RuleFusesTheIdiomsOnTheirOwn) {
     const KernelCheckResult r = checkKernelAgainstReference(*backend_, b.graph(), group, 3);
     EXPECT_TRUE(r.compiled) << r.refusal;
     EXPECT_TRUE(r.ok) << r.message;
+  }
+}
+
+// A written-out HardSwish, then a learned scale and a tiny bias (PP-LCNet's
+// affine blocks: 0.0327 and -2.65e-6): the bias is no rounding and must
+// stay. Fitted within 1e-5 of 1 + |y| it was dropped, and the kernel was
+// off by the bias wherever HardSwish is 0; checked here far tighter than
+// that, at what float32 rounding of these few ops allows.
+TEST_F(OneDnn, AWrittenOutFunctionKeepsATinyBias) {
+  for (float bias : {-2.6521523e-06f, 0.0f}) {
+    SCOPED_TRACE(bias);
+    GraphBuilder b;
+    const ValueId x = b.input({2, 16, 5});
+    const ValueId three = b.constant({}, 3.0f, 3.0f), six = b.constant({}, 6.0f, 6.0f);
+    const ValueId clip = b.op("Clip", {b.op("Add", {x, three}), b.constant({}, 0.0f, 0.0f), six});
+    const ValueId hardSwish = b.op("Div", {b.op("Mul", {x, clip}), six});
+    const ValueId y = b.op("Add", {b.op("Mul", {b.constant({1}, 0.03271981f, 0.03271981f), hardSwish}),
+                                   b.constant({1}, bias, bias)});
+    const NodeSet group = b.finish(y);
+    const KernelCheckResult r =
+        checkKernelAgainstReference(*backend_, b.graph(), group, 3, Tolerance{1e-5, 1e-8});
+    EXPECT_TRUE(r.compiled) << r.refusal;
+    EXPECT_TRUE(r.ok) << r.message;
+    const CompileResult c = backend_->compile(KernelRequest::of(b.graph(), group));
+    ASSERT_TRUE(c) << c.refusal;
+    EXPECT_NE(describeOneDnnKernel(*c.kernel).find("hardswish"), std::string::npos)
+        << describeOneDnnKernel(*c.kernel);
   }
 }
 
