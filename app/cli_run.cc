@@ -15,6 +15,7 @@
 #include "core/plan/plan.h"
 #include "core/plan/plan_export.h"
 #include "core/ops/reference_executor.h"
+#include "core/measure/kernel_check.h"
 #include "core/runtime/session.h"
 #include "core/ir/tensor_compare.h"
 
@@ -41,7 +42,8 @@ Action addRunCommand(CLI::App& app) {
   command->add_flag("--verify", options->verify,
                     "compare every output of the plan with the reference executor");
   command->add_option("--input", options->inputFiles,
-                      "input TensorProto (.pb) files, in input order (default: random)");
+                      "input TensorProto (.pb) files, in input order (default: random); a dynamic "
+                      "input is bound to its file's shape unless --input-shape binds it");
   command->add_option("--expect", options->expectFiles,
                       "expected output TensorProto files, in output order (rtol 1e-3, atol 1e-5)");
   command->add_option("--repeat", options->repeat, "timed runs")->check(CLI::PositiveNumber);
@@ -52,15 +54,28 @@ Action addRunCommand(CLI::App& app) {
   command->add_option("--annotated-onnx", options->annotated,
                       "write the model with each node's backend and group in its metadata");
   return [options]() {
-    Graph graph = options->load();
     std::vector<Tensor> inputs;
-    if (options->inputFiles.empty()) {
+    for (const auto& f : options->inputFiles) inputs.push_back(readTensorProtoFile(f));
+    // A dynamic input given as a file is bound to the file's shape, unless
+    // --input-shape binds it.
+    if (!inputs.empty()) {
+      const std::vector<DeclaredInput> declared = readDeclaredInputs(options->modelPath);
+      for (size_t i = 0; i < declared.size() && i < inputs.size(); ++i) {
+        const std::string prefix = declared[i].name + "=";
+        const bool bound = std::any_of(options->inputShapes.begin(), options->inputShapes.end(),
+                                       [&](const std::string& b) { return b.rfind(prefix, 0) == 0; });
+        if (!declared[i].isDynamic() || bound || inputs[i].isSequence()) continue;
+        std::string dims;
+        for (int64_t d : inputs[i].shape()) dims += (dims.empty() ? "" : "x") + std::to_string(d);
+        options->inputShapes.push_back(prefix + dims);
+      }
+    }
+    Graph graph = options->load();
+    if (inputs.empty()) {
       inputs = randomInputs(graph, options->seed);
-    } else {
-      if (options->inputFiles.size() != graph.inputs().size())
-        throw Error(options->modelPath + ": the model has " + std::to_string(graph.inputs().size()) +
-                    " inputs, " + std::to_string(options->inputFiles.size()) + " --input files given");
-      for (const auto& f : options->inputFiles) inputs.push_back(readTensorProtoFile(f));
+    } else if (inputs.size() != graph.inputs().size()) {
+      throw Error(options->modelPath + ": the model has " + std::to_string(graph.inputs().size()) +
+                  " inputs, " + std::to_string(options->inputFiles.size()) + " --input files given");
     }
 
     std::unique_ptr<Plan> plan;
@@ -120,12 +135,28 @@ Action addRunCommand(CLI::App& app) {
     int status = 0;
     if (options->verify) {
       SessionVerification v = verifySession(*session, inputs);
+      for (size_t i = 0; i < v.comparisons.size(); ++i) {
+        const CompareResult& c = v.comparisons[i];
+        std::printf("verify: output '%s': max abs error %.3g, max rel error %.3g%s\n",
+                    graph.value(graph.outputs()[i]).name.c_str(), c.maxAbsError, c.maxRelError,
+                    c.ok ? "" : (" MISMATCH: " + c.message).c_str());
+      }
+      // Which kernel drifts: each group rerun alone on the reference's
+      // values of its inputs, so its own error shows, not what it inherits.
+      const std::vector<GroupError> errors = groupErrors(*session, inputs);
+      auto worst = std::max_element(errors.begin(), errors.end(), [](const auto& a, const auto& b) {
+        return a.scaledError < b.scaledError;
+      });
+      if (worst != errors.end() && !worst->worstOutput.empty())
+        std::printf("verify: worst kernel alone: group %zu on %s (%s): max abs error %.3g on '%s', "
+                    "%.3g of its largest value\n",
+                    worst->group + 1, worst->backend.c_str(), worst->what.c_str(),
+                    worst->maxAbsError, worst->worstOutput.c_str(), worst->scaledError);
       if (v.ok()) {
-        double worst = 0;
-        for (const auto& c : v.comparisons) worst = std::max(worst, c.maxAbsError);
-        std::printf("verify: every output matches the reference executor (max abs error %g)\n", worst);
+        double most = 0;
+        for (const auto& c : v.comparisons) most = std::max(most, c.maxAbsError);
+        std::printf("verify: every output matches the reference executor (max abs error %g)\n", most);
       } else {
-        for (const auto& p : v.problems) std::printf("verify: MISMATCH %s\n", p.c_str());
         status = 3;
       }
     }

@@ -1,5 +1,7 @@
 #include "core/measure/kernel_check.h"
 
+#include <algorithm>
+#include <cmath>
 #include <random>
 
 #include "core/ops/reference_executor.h"
@@ -22,6 +24,23 @@ std::vector<Tensor> runKernel(Kernel& kernel, const KernelRequest& request,
   return outputs;
 }
 
+std::vector<Tensor> referenceValues(const Graph& graph, const std::vector<Tensor>& inputs) {
+  // Node by node (nodes are in topological order), keeping every value.
+  std::vector<Tensor> env(static_cast<size_t>(graph.numValues()));
+  for (size_t i = 0; i < graph.inputs().size(); ++i) env[graph.inputs()[i]] = inputs.at(i);
+  for (ValueId v = 0; v < graph.numValues(); ++v)
+    if (graph.value(v).isConstant()) env[v] = *graph.value(v).constant;
+  for (NodeId n = 0; n < graph.numNodes(); ++n) {
+    const Node& node = graph.node(n);
+    std::vector<const Tensor*> in;
+    for (ValueId v : node.inputs) in.push_back(v == kNoValue ? nullptr : &env[v]);
+    std::vector<Tensor> out = evaluateNode(node, in);
+    for (size_t i = 0; i < node.outputs.size(); ++i)
+      if (node.outputs[i] != kNoValue) env[node.outputs[i]] = std::move(out[i]);
+  }
+  return env;
+}
+
 KernelCheckResult checkKernelAgainstReference(Backend& backend, const Graph& graph,
                                               const NodeSet& nodes, uint64_t seed,
                                               Tolerance tolerance) {
@@ -34,21 +53,8 @@ KernelCheckResult checkKernelAgainstReference(Backend& backend, const Graph& gra
   }
   result.compiled = true;
 
-  // Reference values of every tensor: run the whole graph on random inputs,
-  // keeping intermediate values by evaluating node by node.
-  std::vector<Tensor> env(graph.numValues());
-  std::vector<Tensor> graphInputs = randomInputs(graph, seed);
-  for (size_t i = 0; i < graph.inputs().size(); ++i) env[graph.inputs()[i]] = graphInputs[i];
-  for (ValueId v = 0; v < graph.numValues(); ++v)
-    if (graph.value(v).isConstant()) env[v] = *graph.value(v).constant;
-  for (NodeId n = 0; n < graph.numNodes(); ++n) {
-    const Node& node = graph.node(n);
-    std::vector<const Tensor*> in;
-    for (ValueId v : node.inputs) in.push_back(v == kNoValue ? nullptr : &env[v]);
-    std::vector<Tensor> out = evaluateNode(node, in);
-    for (size_t i = 0; i < node.outputs.size(); ++i)
-      if (node.outputs[i] != kNoValue) env[node.outputs[i]] = std::move(out[i]);
-  }
+  // Reference values of every tensor, on random inputs.
+  const std::vector<Tensor> env = referenceValues(graph, randomInputs(graph, seed));
 
   std::vector<Tensor> kernelInputs;
   for (ValueId v : request.inputs) kernelInputs.push_back(env[v].clone());
@@ -64,6 +70,47 @@ KernelCheckResult checkKernelAgainstReference(Backend& backend, const Graph& gra
     }
   }
   return result;
+}
+
+std::vector<GroupError> groupErrors(const Session& session, const std::vector<Tensor>& inputs) {
+  const Graph& graph = session.graph();
+  const std::vector<Tensor> env = referenceValues(graph, inputs);
+  std::vector<GroupError> errors;
+  for (size_t g = 0; g < session.plan().groups.size(); ++g) {
+    const PlanGroup& group = session.plan().groups[g];
+    const KernelRequest& request = session.request(g);
+    GroupError e;
+    e.group = g;
+    e.backend = group.backend;
+    e.what = request.toString();
+    // Compiled again rather than taken from the Session: there its inputs
+    // and outputs may be in a backend's own layout or on a device.
+    Backend* backend = session.groupBackend(g);
+    if (session.groupDevice(g).type != DeviceType::CPU) {
+      e.notRun = "runs on " + session.groupDevice(g).toString();
+    } else if (CompileResult compiled = backend->compile(request); !compiled) {
+      e.notRun = compiled.refusal;
+    } else {
+      std::vector<Tensor> kernelInputs;
+      for (ValueId v : request.inputs) kernelInputs.push_back(env[v].clone());
+      const std::vector<Tensor> outputs = runKernel(*compiled.kernel, request, kernelInputs);
+      for (size_t i = 0; i < outputs.size(); ++i) {
+        const Tensor& expected = env[request.outputs[i]];
+        if (!isFloatingPoint(expected.elementType()) || expected.isSequence()) continue;
+        const CompareResult c = compareTensors(outputs[i], expected, Tolerance{0, 0});
+        double scale = 0;
+        for (double x : expected.toDoubles()) scale = std::max(scale, std::fabs(x));
+        const double scaled = scale > 0 ? c.maxAbsError / scale : c.maxAbsError;
+        if (scaled >= e.scaledError) {
+          e.scaledError = scaled;
+          e.maxAbsError = c.maxAbsError;
+          e.worstOutput = graph.value(request.outputs[i]).name;
+        }
+      }
+    }
+    errors.push_back(std::move(e));
+  }
+  return errors;
 }
 
 }  // namespace collage

@@ -235,6 +235,7 @@ size_t Session::bytesOf(ValueId v) const {
 Session::~Session() = default;
 
 const KernelRequest& Session::request(size_t group) const { return kernels_.at(group)->request; }
+Backend* Session::groupBackend(size_t group) const { return kernels_.at(group)->backend; }
 
 void Session::planMemory() {
   const size_t numValues = static_cast<size_t>(graph_.numValues());

@@ -34,7 +34,8 @@
 // run(): checks the inputs against the graph's input types, allocates the
 // graph outputs (they are returned, so each run gets fresh ones) and runs the
 // kernels in order. Intermediates live in the preallocated buffers, so run()
-// allocates nothing else. Not reentrant: one run at a time per Session.
+// allocates nothing else. Not reentrant: one run at a time per Session (the API's Session
+// serialises runs from several threads).
 #pragma once
 
 #include <chrono>
@@ -113,6 +114,8 @@ class Session {
   const std::vector<size_t>& executionOrder() const { return order_; }
   // The request a group was compiled from (its inputs/outputs order).
   const KernelRequest& request(size_t group) const;
+  // The backend a group runs on.
+  Backend* groupBackend(size_t group) const;
   int64_t runsDone() const { return runs_; }
 
  private:
