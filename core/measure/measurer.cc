@@ -16,6 +16,7 @@
 
 #include "core/ir/error.h"
 #include "core/runtime/device_runtime.h"
+#include "core/runtime/kernel_activity.h"
 #include "core/ops/reference_executor.h"
 #include "core/ops/runtime_inputs.h"
 
@@ -485,6 +486,8 @@ std::optional<nlohmann::json> IsolatedMeasurer::exchange(const std::string& json
       return std::nullopt;
     }
   }
+  // The worker runs kernels for this thread: it counts as running them.
+  KernelActivity::Scope running;
   std::string line = json + "\n";
   auto start = Clock::now();
   // The worker died: reap it and say how (its signal or exit status).
