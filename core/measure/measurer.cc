@@ -477,6 +477,12 @@ PairedPlanRuns IsolatedMeasurer::timePlans(const Plan& a, const Plan& b, const P
 
 std::optional<nlohmann::json> IsolatedMeasurer::exchange(const std::string& json, double timeoutSeconds,
                                                          Measurement& failed) {
+  auto aborted = [&] { return abort_ && abort_->cancelled(); };
+  auto abortNow = [&] {
+    stopWorker(true);
+    throw MeasurementAborted("measurement aborted: the measurement worker was killed");
+  };
+  if (aborted()) abortNow();
   if (pid_ < 0) {
     try {
       startWorker();
@@ -522,8 +528,10 @@ std::optional<nlohmann::json> IsolatedMeasurer::exchange(const std::string& json
       failed.measureSeconds = secondsSince(start);
       return std::nullopt;
     }
+    if (aborted()) abortNow();
+    // Short waits while an abort switch is set, so that it acts promptly.
     pollfd pfd{fromWorker_, POLLIN, 0};
-    int ready = poll(&pfd, 1, static_cast<int>(std::min(left, 1.0) * 1000) + 1);
+    int ready = poll(&pfd, 1, static_cast<int>(std::min(left, abort_ ? 0.05 : 1.0) * 1000) + 1);
     if (ready <= 0) continue;
     char buf[4096];
     ssize_t got = read(fromWorker_, buf, sizeof buf);
