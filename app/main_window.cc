@@ -59,6 +59,10 @@ namespace collage {
 namespace {
 
 constexpr int kMaxRecentFiles = 10;
+// The Ops column's widest fit: a fused group's ops ("Conv+Add+Relu+...") can
+// be wider than the screen and push Backend and Median out of sight. Longer
+// text is elided in the middle; the tooltip has all of it.
+constexpr int kMaxOpsColumnWidth = 360;
 
 LoadedModel importModel(const QString& path, const QStringList& inputShapes) {
   LoadedModel out;
@@ -161,6 +165,9 @@ void MainWindow::buildUi() {
   table_->setSortingEnabled(true);
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->horizontalHeader()->setStretchLastSection(true);
+  // One line per kernel, elided in the middle (both ends of an op list say most).
+  table_->setWordWrap(false);
+  table_->setTextElideMode(Qt::ElideMiddle);
   connect(table_->selectionModel(), &QItemSelectionModel::selectionChanged, this,
           &MainWindow::onTableSelection);
   // Above the table: a filter over every column, the choice between the
@@ -703,9 +710,13 @@ void MainWindow::showBestPlanSoFar(std::shared_ptr<const Plan> plan, double ms) 
 
 void MainWindow::refreshKernelTable() {
   if (!graph_) return;
-  struct ResizeAfter {  // columns fit their contents once the rows are in
+  struct ResizeAfter {  // columns fit their contents once the rows are in, Ops capped
     QTableView* table;
-    ~ResizeAfter() { table->resizeColumnsToContents(); }
+    ~ResizeAfter() {
+      table->resizeColumnsToContents();
+      if (table->columnWidth(KernelTableModel::Ops) > kMaxOpsColumnWidth)
+        table->setColumnWidth(KernelTableModel::Ops, kMaxOpsColumnWidth);
+    }
   } resizeAfter{table_};
   const OptimizationResult* result = overrides_->result();
   try {
