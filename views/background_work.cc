@@ -120,15 +120,18 @@ void BackgroundWork::measureOverride(std::function<void()> measure, std::functio
 }
 
 void BackgroundWork::cancelOptimization() {
-  if (optimizing_ && current_ && current_->optimizer) current_->optimizer->cancel();
-  // One still waiting to start has nothing to keep: it never starts.
-  if (optimizing_ && pending_ && pending_->optimizer) abortAll();
+  if (!optimizing_) return;
+  // One still waiting starts cancelled: it stops at its first check and
+  // reports, so the window hears the end of every optimisation it started.
+  for (Piece* p : {current_.get(), pending_.get()})
+    if (p && p->optimizer) p->optimizer->cancel();
 }
 
 void BackgroundWork::abortAll() {
   ++generation_;
   optimizing_ = false;
   pending_.reset();
+  lastPlanRun_.reset();  // its timings are of a plan that is gone
   if (current_) current_->abort(*overrideKillSwitch_);
   else emit idle();
 }
