@@ -41,6 +41,7 @@
 #include "core/ir/error.h"
 #include "core/onnx/onnx_import.h"
 #include "core/plan/plan_export.h"
+#include "views/background_work.h"
 #include "views/find_bar.h"
 #include "views/graph_scene.h"
 #include "views/layout_job.h"
@@ -58,6 +59,10 @@ namespace collage {
 namespace {
 
 constexpr int kMaxRecentFiles = 10;
+// The Ops column's widest fit: a fused group's ops ("Conv+Add+Relu+...") can
+// be wider than the screen and push Backend and Median out of sight. Longer
+// text is elided in the middle; the tooltip has all of it.
+constexpr int kMaxOpsColumnWidth = 360;
 
 LoadedModel importModel(const QString& path, const QStringList& inputShapes) {
   LoadedModel out;
@@ -99,8 +104,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
 }
 
 MainWindow::~MainWindow() {
-  if (worker_) worker_->cancel();
-  worker_.reset();  // waits for the job to stop at its next check
+  // Aborts and waits at most about a second (BackgroundWork's destructor),
+  // before the views its signals would reach are gone.
+  delete work_;
+  work_ = nullptr;
   importWatcher_.waitForFinished();
   if (layoutJob_) layoutJob_->cancel();
 }
@@ -127,7 +134,12 @@ void MainWindow::buildUi() {
   connect(scene_, &QGraphicsScene::selectionChanged, this, &MainWindow::onSceneSelection);
 
   inspector_ = new InspectorPanel(this);
+  work_ = new BackgroundWork(this);
   overrides_ = new OverrideController(this);
+  overrides_->setBackgroundWork(work_);
+  connect(overrides_, &OverrideController::measuring, this, [this](const QString& what) {
+    status_->setText(what);
+  });
   connect(overrides_, &OverrideController::planChanged, this, &MainWindow::onPlanChanged);
   connect(overrides_, &OverrideController::refused, this, [this](const QString& why) {
     status_->setText(why);
@@ -153,6 +165,9 @@ void MainWindow::buildUi() {
   table_->setSortingEnabled(true);
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->horizontalHeader()->setStretchLastSection(true);
+  // One line per kernel, elided in the middle (both ends of an op list say most).
+  table_->setWordWrap(false);
+  table_->setTextElideMode(Qt::ElideMiddle);
   connect(table_->selectionModel(), &QItemSelectionModel::selectionChanged, this,
           &MainWindow::onTableSelection);
   // Above the table: a filter over every column, the choice between the
@@ -314,6 +329,28 @@ void MainWindow::buildUi() {
   statusBar()->addWidget(status_, 1);
   statusBar()->addPermanentWidget(progress_);
   statusBar()->addPermanentWidget(cancel_);
+
+  // Only results of the latest request arrive here (BackgroundWork drops the rest).
+  connect(work_, &BackgroundWork::measureProgress, this, &MainWindow::onMeasureProgress);
+  connect(work_, &BackgroundWork::searchStep, this, &MainWindow::onSearchStep);
+  connect(work_, &BackgroundWork::searchSteps, chart_, &SearchChart::addSteps);
+  connect(work_, &BackgroundWork::bestPlanChanged, this, &MainWindow::showBestPlanSoFar);
+  connect(work_, &BackgroundWork::timeBudgetExpired, this, [this] {
+    status_->setText(tr("Time budget used up: keeping the best plan so far"));
+  });
+  connect(work_, &BackgroundWork::optimizationFinished, this, &MainWindow::onOptimizationDone);
+  connect(work_, &BackgroundWork::optimizationFailed, this, &MainWindow::onOptimizationError);
+  connect(work_, &BackgroundWork::planRunFinished, this,
+          [this](double ms, double spread, qint64 peakBytes) {
+            planSummary_->setText(formatPredictedVsMeasured(runPredictedNs_, ms, spread) +
+                                  tr(", peak %1 MiB").arg(peakBytes / 1048576.0, 0, 'f', 1));
+            emit planMeasured(ms);
+          });
+  connect(work_, &BackgroundWork::planRunFailed, this, [this](const QString& message) {
+    planSummary_->setText(tr("the plan failed to run"));
+    status_->setText(tr("Running the plan failed: %1").arg(message));
+    emit planMeasureFailed(message);
+  });
 }
 
 void MainWindow::openModelDialog() {
@@ -408,7 +445,9 @@ void MainWindow::onLayoutFinished(const GraphLayout& layout) {
   pending_ = LoadedModel{};
   plan_.reset();
   lastResult_.reset();
-  if (sessionRunner_) sessionRunner_->cancel();
+  // A plan run or an override measurement of the previous model: stopped, and
+  // whatever it would still report is dropped.
+  work_->abortAll();
   planSummary_->clear();
   chart_->clear();
   planDiff_->clear();
@@ -477,7 +516,7 @@ void MainWindow::reloadPatternEditorSpecs() {
   if (!errors.empty()) status_->setText(QString::fromStdString(errors.front()));
 }
 
-bool MainWindow::isOptimizing() const { return optimizing_; }
+bool MainWindow::isOptimizing() const { return work_->isOptimizing(); }
 
 void MainWindow::setBackends(const QStringList& names) {
   if (names == settings_.backends) return;
@@ -525,35 +564,26 @@ OptimizationJobOptions MainWindow::jobOptions() {
 }
 
 void MainWindow::startOptimization() {
-  if (!graph_ || isOptimizing()) return;
+  if (!graph_) return;
+  OptimizationJobOptions options;
   try {
-    worker_ = std::make_unique<OptimizeWorker>(graph_, jobOptions());
+    options = jobOptions();
   } catch (const std::exception& e) {
     onOptimizationError(QString::fromStdString(e.what()));
     return;
   }
-  connect(worker_.get(), &OptimizeWorker::measureProgress, this, &MainWindow::onMeasureProgress);
-  connect(worker_.get(), &OptimizeWorker::searchStep, this, &MainWindow::onSearchStep);
-  connect(worker_.get(), &OptimizeWorker::searchSteps, chart_, &SearchChart::addSteps);
-  connect(worker_.get(), &OptimizeWorker::bestPlanChanged, this, &MainWindow::showBestPlanSoFar);
-  connect(worker_.get(), &OptimizeWorker::timeBudgetExpired, this, [this] {
-    status_->setText(tr("Time budget used up: keeping the best plan so far"));
-  });
-  worker_->setTimeBudget(settings_.timeBudgetSeconds);
   chart_->clear();
   planDiff_->clear();
-  if (sessionRunner_) sessionRunner_->cancel();
-  optimizing_ = true;
-  connect(worker_.get(), &OptimizeWorker::finished, this, &MainWindow::onOptimizationDone);
-  connect(worker_.get(), &OptimizeWorker::failed, this, &MainWindow::onOptimizationError);
+  // Starts once whatever runs (a plan run, an override's measurement, an
+  // earlier optimisation) has been aborted and its thread has ended.
+  work_->optimize(graph_, std::move(options), settings_.timeBudgetSeconds);
   setBusy(true);
   status_->setText(tr("Optimizing..."));
-  worker_->start();
 }
 
 void MainWindow::cancelOptimization() {
   if (!isOptimizing()) return;
-  worker_->cancel();
+  work_->cancelOptimization();
   cancel_->setEnabled(false);
   status_->setText(tr("Cancelling..."));
 }
@@ -588,9 +618,6 @@ void MainWindow::onSearchStep(const SearchStepEvent& e) {
 }
 
 void MainWindow::onOptimizationDone(std::shared_ptr<const OptimizationResult> result) {
-  // The worker's thread ends right after this signal; it is joined when the
-  // next optimisation replaces it, never waited for here.
-  optimizing_ = false;
   lastResult_ = result;
   setBusy(false);
   // A graph-level search stopped by Cancel (or the time budget) returns the
@@ -601,7 +628,10 @@ void MainWindow::onOptimizationDone(std::shared_ptr<const OptimizationResult> re
   if (result->hasPlan) {
     plan_ = result->plan;
     try {
-      overrides_->setMeasureFn(jobMeasureFn(graph_, jobOptions()));
+      OptimizationJobOptions options = jobOptions();
+      // Measured in the background; an abort kills its worker.
+      options.abort = work_->overrideKillSwitch();
+      overrides_->setMeasureFn(jobMeasureFn(graph_, options));
     } catch (const std::exception&) {
       overrides_->setMeasureFn({});  // overrides that need a new measurement are refused, with the reason
     }
@@ -629,7 +659,6 @@ void MainWindow::onOptimizationDone(std::shared_ptr<const OptimizationResult> re
 }
 
 void MainWindow::onOptimizationError(const QString& message) {
-  optimizing_ = false;
   setBusy(false);
   status_->setText(tr("Optimisation failed: %1").arg(message));
   emit optimizationFailed(message);
@@ -681,9 +710,13 @@ void MainWindow::showBestPlanSoFar(std::shared_ptr<const Plan> plan, double ms) 
 
 void MainWindow::refreshKernelTable() {
   if (!graph_) return;
-  struct ResizeAfter {  // columns fit their contents once the rows are in
+  struct ResizeAfter {  // columns fit their contents once the rows are in, Ops capped
     QTableView* table;
-    ~ResizeAfter() { table->resizeColumnsToContents(); }
+    ~ResizeAfter() {
+      table->resizeColumnsToContents();
+      if (table->columnWidth(KernelTableModel::Ops) > kMaxOpsColumnWidth)
+        table->setColumnWidth(KernelTableModel::Ops, kMaxOpsColumnWidth);
+    }
   } resizeAfter{table_};
   const OptimizationResult* result = overrides_->result();
   try {
@@ -712,7 +745,8 @@ void MainWindow::refreshKernelTable() {
 QString MainWindow::planSummary() const { return planSummary_->text(); }
 
 void MainWindow::measurePlan() {
-  if (!graph_ || !plan_) return;
+  // Not beside an optimisation: the request would abort it.
+  if (!graph_ || !plan_ || isOptimizing()) return;
   try {
     if (!backendSet_)
       backendSet_ = std::make_shared<BackendSet>(
@@ -721,31 +755,19 @@ void MainWindow::measurePlan() {
     emit planMeasureFailed(QString::fromStdString(e.what()));
     return;
   }
-  sessionRunner_ = std::make_unique<SessionRunner>(
-      graph_, *plan_, [set = backendSet_](const std::string& n) { return set->find(n); }, 10);
-  const double predictedNs = plan_->predictedNs;
-  planSummary_->setText(tr("predicted %1 ms, measuring...").arg(predictedNs / 1e6, 0, 'f', 3));
-  connect(sessionRunner_.get(), &SessionRunner::finished, this,
-          [this, predictedNs](double ms, double spread, qint64 peakBytes) {
-            planSummary_->setText(formatPredictedVsMeasured(predictedNs, ms, spread) +
-                                  tr(", peak %1 MiB").arg(peakBytes / 1048576.0, 0, 'f', 1));
-            emit planMeasured(ms);
-          });
-  connect(sessionRunner_.get(), &SessionRunner::failed, this, [this](const QString& message) {
-    planSummary_->setText(tr("the plan failed to run"));
-    status_->setText(tr("Running the plan failed: %1").arg(message));
-    emit planMeasureFailed(message);
-  });
-  sessionRunner_->start();
+  runPredictedNs_ = plan_->predictedNs;
+  planSummary_->setText(tr("predicted %1 ms, measuring...").arg(runPredictedNs_ / 1e6, 0, 'f', 3));
+  work_->runPlan(graph_, *plan_, [set = backendSet_](const std::string& n) { return set->find(n); }, 10);
 }
 
 bool MainWindow::exportTrace(const QString& path, QString* error) {
-  if (!sessionRunner_ || sessionRunner_->isRunning() || sessionRunner_->timings().empty()) {
+  const SessionRunner* run = work_->lastPlanRun();
+  if (!run || run->timings().empty()) {
     if (error) *error = tr("no kernel timings yet: Measure plan first");
     return false;
   }
   try {
-    exportChromeTrace(sessionRunner_->plan(), sessionRunner_->timings(), path.toStdString());
+    exportChromeTrace(run->plan(), run->timings(), path.toStdString());
     return true;
   } catch (const std::exception& e) {
     if (error) *error = QString::fromStdString(e.what());
@@ -783,8 +805,10 @@ void MainWindow::showGraphContextMenu(const QPoint& pos) {
   if (nodes.isEmpty()) return;
   QMenu menu(this);
   QMenu* runOn = menu.addMenu(tr("Run on"));
-  if (overrides_->hasResult()) {
+  if (overrides_->hasResult() && !isOptimizing()) {
     populateRunOnMenu(runOn, overrides_, nodes);
+  } else if (isOptimizing()) {
+    runOn->addAction(tr("Wait for the optimisation: an override would stop it"))->setEnabled(false);
   } else {
     runOn->addAction(tr("Optimise first: overrides re-plan from the measurements"))->setEnabled(false);
   }
@@ -1016,6 +1040,9 @@ void MainWindow::dropEvent(QDropEvent* event) {
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {
+  // Stops at once whatever runs (the measurement worker is killed), so the
+  // destructor's bounded wait is short.
+  work_->abortAll();
   QSettings settings;
   settings.setValue("window/geometry", saveGeometry());
   settings.setValue("window/state", saveState());

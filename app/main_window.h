@@ -1,7 +1,9 @@
 // collage-studio's main window: the graph in the centre, the inspector and
-// the kernel table in docks, the optimizer on a worker thread with progress
+// the kernel table in docks, the optimizer in the background with progress
 // and Cancel in the status bar, the search chart and the plan diff in docks.
-// Wiring only: layout, optimization and plans are the core's and views/' work.
+// Wiring only: layout, optimization and plans are the core's and views/' work;
+// everything that runs kernels goes through one BackgroundWork
+// (views/background_work.h), so the UI thread never waits for it.
 #pragma once
 
 #include <QFutureWatcher>
@@ -35,12 +37,11 @@ class GraphView;
 class FindBar;
 class InspectorPanel;
 class SearchChart;
-class SessionRunner;
+class BackgroundWork;
 class LayoutJob;
 class PatternEditor;
 class OverrideController;
 class KernelTableModel;
-class OptimizeWorker;
 class PlanDiffPanel;
 struct MeasureProgressEvent;
 struct SearchStepEvent;
@@ -82,8 +83,9 @@ class MainWindow : public QMainWindow {
   PlanDiffPanel* planDiff() const { return planDiff_; }
   // "predicted X ms, measured Y ms" once the plan has run in a Session.
   QString planSummary() const;
-  // Runs the current plan in a Session (10 timed runs) on a worker thread;
-  // planMeasured() follows. Also done after every optimisation.
+  // Runs the current plan in a Session (10 timed runs) in the background;
+  // planMeasured() follows. Also done after every optimisation; not while
+  // one runs.
   void measurePlan();
   bool exportTrace(const QString& path, QString* error = nullptr);  // needs measurePlan() first
 
@@ -97,6 +99,7 @@ class MainWindow : public QMainWindow {
   OverrideController* overrides() const { return overrides_; }
   InspectorPanel* inspector() const { return inspector_; }
   bool isOptimizing() const;
+  BackgroundWork* backgroundWork() const { return work_; }
 
   bool savePlanTo(const QString& path, QString* error = nullptr);
   bool exportImage(const QString& path, QString* error = nullptr);  // .svg or .png
@@ -105,6 +108,8 @@ class MainWindow : public QMainWindow {
   bool exportMeasurementsCsv(const QString& path, QString* error = nullptr);  // the table as filtered
 
  public slots:
+  // Optimises the open model in the background. While an optimisation runs,
+  // starts over: the running one is aborted and its result dropped.
   void startOptimization();
   // Asks for the options (backends, database, budget), then optimises.
   void optimizeWithOptions();
@@ -194,11 +199,11 @@ class MainWindow : public QMainWindow {
   QLabel* planSummary_ = nullptr;
   QLineEdit* tableFilter_ = nullptr;
   QCheckBox* allCandidates_ = nullptr;
-  std::unique_ptr<SessionRunner> sessionRunner_;
-  bool optimizing_ = false;
+  BackgroundWork* work_ = nullptr;  // the optimisation, the plan runs, the override measurements
+  double runPredictedNs_ = 0;     // the predicted time of the plan being run
   std::shared_ptr<const OptimizationResult> lastResult_;
-  std::shared_ptr<BackendSet> backendSet_;  // outlives the worker: candidates point into its specs
-  std::unique_ptr<OptimizeWorker> worker_;
+  // The running job keeps its own reference: its candidates point into the specs.
+  std::shared_ptr<BackendSet> backendSet_;
 };
 
 }  // namespace collage

@@ -87,6 +87,8 @@ OptimizeWorker::OptimizeWorker(std::shared_ptr<const Graph> graph, OptimizationJ
                                QObject* parent)
     : QObject(parent), graph_(std::move(graph)), options_(std::move(options)) {
   registerMetaTypes();
+  // Our own kill switch, so that abort() reaches the job's measurement worker.
+  options_.abort = killSwitch_;
   // Called on the job's thread: the copy is made there and the signal is
   // queued to the receivers, so the search never waits on the UI. A callback
   // the caller set already is kept.
@@ -105,7 +107,13 @@ OptimizeWorker::~OptimizeWorker() {
 void OptimizeWorker::start() {
   if (thread_) return;
   thread_.reset(QThread::create([this] { runJob(); }));
+  connect(thread_.get(), &QThread::finished, this, &OptimizeWorker::ended);
   thread_->start();
+}
+
+void OptimizeWorker::abort() {
+  killSwitch_->cancel();
+  token_.cancel();
 }
 
 void OptimizeWorker::runJob() {

@@ -56,6 +56,10 @@ class OptimizeWorker : public QObject {
   bool isRunning() const { return thread_ && thread_->isRunning(); }
   // Thread-safe; the job stops at its next check and reports what it has.
   void cancel() { token_.cancel(); }
+  // Thread-safe, for a job whose result nobody wants any more: kills the
+  // measurement worker at once (OptimizationJobOptions::abort) and cancels;
+  // failed() follows instead of finished().
+  void abort();
   // Blocks until the thread ends (tests and shutdown only).
   bool wait(unsigned long ms) { return !thread_ || thread_->wait(ms); }
 
@@ -79,6 +83,9 @@ class OptimizeWorker : public QObject {
   void logLine(QString line);
   void finished(std::shared_ptr<const collage::OptimizationResult> result);
   void failed(QString message);
+  // The job's thread has returned (after finished() or failed()): nothing of
+  // this job runs any more, so other work may run kernels.
+  void ended();
 
  private:
   void runJob();  // on thread_
@@ -87,6 +94,7 @@ class OptimizeWorker : public QObject {
   std::shared_ptr<const Graph> graph_;
   OptimizationJobOptions options_;
   CancellationToken token_;
+  std::shared_ptr<CancellationToken> killSwitch_ = std::make_shared<CancellationToken>();
   std::unique_ptr<QThread> thread_;
   double budgetSeconds_ = 0;
   std::atomic<bool> budgetExpired_{false};

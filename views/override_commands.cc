@@ -2,9 +2,12 @@
 
 #include <QAction>
 #include <QMenu>
+#include <QPointer>
 #include <QUndoStack>
 
 #include "core/ir/error.h"
+#include "core/measure/measurer.h"
+#include "views/background_work.h"
 
 namespace collage {
 
@@ -18,6 +21,8 @@ OverrideController::~OverrideController() = default;
 void OverrideController::setResult(std::shared_ptr<const Graph> graph,
                                    std::shared_ptr<const OptimizationResult> result) {
   stack_->clear();
+  ++stateGeneration_;
+  measuring_ = false;
   graph_ = std::move(graph);
   if (!graph_ || !result || !result->hasPlan) {
     result_.reset();
@@ -33,6 +38,8 @@ void OverrideController::setResult(std::shared_ptr<const Graph> graph,
 
 void OverrideController::clear() {
   stack_->clear();
+  ++stateGeneration_;
+  measuring_ = false;
   graph_.reset();
   result_.reset();
   plan_.reset();
@@ -67,7 +74,27 @@ bool OverrideController::isOverridden(const QVector<NodeId>& nodes) const {
   return false;
 }
 
+bool OverrideController::needsMeasuring(const PlacementConstraints& after) const {
+  if (!measure_) return false;
+  std::vector<bool> allowed;
+  try {
+    allowed = allowedCandidates(*graph_, result_->candidates, after);
+  } catch (const Error&) {
+    return false;  // replanWithPins refuses it at once, with the reason
+  }
+  for (size_t i = 0; i < allowed.size(); ++i) {
+    const bool measured = i < result_->measured.size() ? result_->measured[i]
+                                                       : !isMissingMeasurement(result_->measurements[i]);
+    if (allowed[i] && !measured) return true;
+  }
+  return false;
+}
+
 bool OverrideController::change(const PlacementConstraints& after, const QString& text) {
+  if (work_ && needsMeasuring(after)) {
+    changeInBackground(after, text);
+    return true;
+  }
   try {
     ReplanResult r = replanWithPins(*graph_, *result_, after, measure_);
     // Keep the base plan's identity fields: only the placement changed.
@@ -78,6 +105,45 @@ bool OverrideController::change(const PlacementConstraints& after, const QString
     emit refused(QString::fromStdString(e.what()));
     return false;
   }
+}
+
+void OverrideController::changeInBackground(const PlacementConstraints& after, const QString& text) {
+  // The thread works on its own copies; the controller's state may change
+  // meanwhile (undo, another override), and then the answer is dropped.
+  struct Replan {
+    std::shared_ptr<OptimizationResult> result;
+    ReplanResult out;
+    QString error;
+    bool aborted = false;
+  };
+  auto replan = std::make_shared<Replan>();
+  replan->result = std::make_shared<OptimizationResult>(*result_);
+  const quint64 base = stateGeneration_;
+  measuring_ = true;
+  emit measuring(tr("%1: measuring what it needs...").arg(text));
+  QPointer<OverrideController> self(this);
+  work_->measureOverride(
+      [replan, graph = graph_, after, measure = measure_] {
+        try {
+          replan->out = replanWithPins(*graph, *replan->result, after, measure);
+        } catch (const MeasurementAborted&) {
+          replan->aborted = true;  // nobody waits for it any more
+        } catch (const std::exception& e) {
+          replan->error = QString::fromStdString(e.what());
+        }
+      },
+      [self, replan, base, after, text] {
+        if (!self || self->stateGeneration_ != base || replan->aborted) return;
+        self->measuring_ = false;
+        self->result_ = replan->result;  // keeps what was measured, as change() does
+        if (!replan->error.isEmpty()) {
+          emit self->refused(replan->error);
+          return;
+        }
+        replan->out.plan.createdAt = self->plan_->createdAt;
+        self->stack_->push(new OverrideCommand(self, self->constraints_, *self->plan_, after,
+                                               std::move(replan->out.plan), text));
+      });
 }
 
 bool OverrideController::applyOverride(const QVector<NodeId>& nodes, const QString& backend) {
@@ -111,6 +177,8 @@ bool OverrideController::clearOverride(const QVector<NodeId>& nodes) {
 }
 
 void OverrideController::setState(const PlacementConstraints& constraints, const Plan& plan) {
+  ++stateGeneration_;
+  measuring_ = false;
   constraints_ = constraints;
   plan_ = plan;
   emit pinsChanged();

@@ -7,8 +7,15 @@
 // (core/search/plan_override.h): the op-level DP over the costs the last
 // optimisation measured, so the plan and its predicted cost update at once.
 //
+// An override that needs a candidate nobody measured yet waits for that
+// measurement (up to a minute) off the UI thread, through the app's
+// BackgroundWork (views/background_work.h): measuring() is emitted at once,
+// planChanged() or refused() when it is done. Re-planning from what is
+// already measured takes milliseconds and stays on the UI thread.
+//
 // Wiring (the main window):
 //   controller_ = new OverrideController(this);
+//   controller_->setBackgroundWork(work_);
 //   editMenu->addAction(controller_->undoStack()->createUndoAction(this));
 //   editMenu->addAction(controller_->undoStack()->createRedoAction(this));
 //   connect(controller_, &OverrideController::planChanged, this, [this](const Plan& p) { ... });
@@ -40,6 +47,8 @@ Q_DECLARE_METATYPE(collage::Plan)
 
 namespace collage {
 
+class BackgroundWork;
+
 class OverrideController : public QObject {
   Q_OBJECT
  public:
@@ -55,10 +64,15 @@ class OverrideController : public QObject {
   // A new model: no result, no pins, no history.
   void clear();
   // How a candidate that was never measured gets measured when an override
-  // needs it (the app: the isolated worker, storing into the database).
-  // Runs on the UI thread, so it should be quick; unset: such an override is
-  // refused.
+  // needs it (the app: the isolated worker, storing into the database, with
+  // BackgroundWork::overrideKillSwitch() as its abort switch). Unset: such an
+  // override is refused.
   void setMeasureFn(MeasureFn measure) { measure_ = std::move(measure); }
+  // Where measure functions run (on one of its threads); null (the default):
+  // on the calling thread, for tests of the controller alone.
+  void setBackgroundWork(BackgroundWork* work) { work_ = work; }
+  // An override waits for measurements.
+  bool isMeasuring() const { return measuring_; }
 
   QUndoStack* undoStack() const { return stack_; }
   // The pins to pass to the next optimisation (OptimizationJobOptions::constraints).
@@ -80,7 +94,8 @@ class OverrideController : public QObject {
  public slots:
   // Runs exactly `nodes` as one kernel of `backend`: re-plans at once and
   // pushes an undoable command. On refusal emits refused() with the reason
-  // and changes nothing. Returns whether it was applied.
+  // and changes nothing. Returns whether it was applied, or, when it must
+  // measure first (measuring() was emitted), whether it was accepted.
   bool applyOverride(const QVector<NodeId>& nodes, const QString& backend);
   // Drops the pins that touch `nodes` (the optimizer decides again), undoable.
   bool clearOverride(const QVector<NodeId>& nodes);
@@ -92,12 +107,18 @@ class OverrideController : public QObject {
   void pinsChanged();
   // An override was refused: why, naming the nodes.
   void refused(QString message);
+  // An override waits for measurements taken in the background: what.
+  void measuring(QString message);
 
  private:
   friend class OverrideCommand;
   // Sets pins and plan (what a command's undo/redo does) and tells the views.
   void setState(const PlacementConstraints& constraints, const Plan& plan);
   bool change(const PlacementConstraints& after, const QString& text);
+  // Whether re-planning under `after` must measure a candidate first.
+  bool needsMeasuring(const PlacementConstraints& after) const;
+  // change() when it must measure: replans on `work_`, pushes when done.
+  void changeInBackground(const PlacementConstraints& after, const QString& text);
   NodeSet toNodeSet(const QVector<NodeId>& nodes) const;
 
   QUndoStack* stack_ = nullptr;
@@ -106,6 +127,11 @@ class OverrideController : public QObject {
   PlacementConstraints constraints_;
   std::optional<Plan> plan_;
   MeasureFn measure_;
+  BackgroundWork* work_ = nullptr;
+  bool measuring_ = false;
+  // Bumps whenever the pins or the plan change (a command, a new result, a
+  // clear): a background re-plan made from an older state is dropped.
+  quint64 stateGeneration_ = 0;
 };
 
 // One override (or its removal): the pins and plan before and after.

@@ -26,6 +26,7 @@ SessionRunner::~SessionRunner() {
 void SessionRunner::start() {
   if (thread_) return;
   thread_.reset(QThread::create([this] { runAll(); }));
+  connect(thread_.get(), &QThread::finished, this, &SessionRunner::ended);
   thread_->start();
 }
 

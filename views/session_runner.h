@@ -49,6 +49,9 @@ class SessionRunner : public QObject {
   void failed(QString message);  // compile or run error (Error's message)
   void cancelled();
   void progress(int runsDone, int runsTotal);  // after each timed run
+  // The thread has returned (after finished(), failed() or cancelled()): no
+  // kernel of this runner runs any more.
+  void ended();
 
  private:
   void runAll();  // on thread_

@@ -17,6 +17,7 @@
 #include "core/ir/error.h"
 #include "core/runtime/device_runtime.h"
 #include "core/ops/control_flow_ops.h"
+#include "core/runtime/kernel_activity.h"
 #include "core/ops/reference_executor.h"
 #include "core/ops/runtime_inputs.h"
 
@@ -496,6 +497,12 @@ PairedPlanRuns IsolatedMeasurer::timePlans(const Plan& a, const Plan& b, const P
 
 std::optional<nlohmann::json> IsolatedMeasurer::exchange(const std::string& json, double timeoutSeconds,
                                                          Measurement& failed) {
+  auto aborted = [&] { return abort_ && abort_->cancelled(); };
+  auto abortNow = [&] {
+    stopWorker(true);
+    throw MeasurementAborted("measurement aborted: the measurement worker was killed");
+  };
+  if (aborted()) abortNow();
   if (pid_ < 0) {
     try {
       startWorker();
@@ -505,6 +512,8 @@ std::optional<nlohmann::json> IsolatedMeasurer::exchange(const std::string& json
       return std::nullopt;
     }
   }
+  // The worker runs kernels for this thread: it counts as running them.
+  KernelActivity::Scope running;
   std::string line = json + "\n";
   auto start = Clock::now();
   // The worker died: reap it and say how (its signal or exit status).
@@ -539,8 +548,10 @@ std::optional<nlohmann::json> IsolatedMeasurer::exchange(const std::string& json
       failed.measureSeconds = secondsSince(start);
       return std::nullopt;
     }
+    if (aborted()) abortNow();
+    // Short waits while an abort switch is set, so that it acts promptly.
     pollfd pfd{fromWorker_, POLLIN, 0};
-    int ready = poll(&pfd, 1, static_cast<int>(std::min(left, 1.0) * 1000) + 1);
+    int ready = poll(&pfd, 1, static_cast<int>(std::min(left, abort_ ? 0.05 : 1.0) * 1000) + 1);
     if (ready <= 0) continue;
     char buf[4096];
     ssize_t got = read(fromWorker_, buf, sizeof buf);

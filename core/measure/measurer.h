@@ -21,6 +21,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/ir/error.h"
+#include "core/ir/search_events.h"
 #include "core/measure/paired_plan_runs.h"
 #include "core/runtime/backend.h"
 #include "core/measure/measurement.h"
@@ -79,6 +81,15 @@ void summarizeSamples(std::vector<double>& samplesNs, Measurement& m);
 void runMeasurementWorker(const Graph& graph, const std::function<Backend*(const std::string&)>& backendFor,
                           const MeasurerOptions& options, std::istream& in, std::ostream& out);
 
+// Thrown by an IsolatedMeasurer whose abort switch is on: the worker was
+// killed mid-request. There is no measurement, and a caller must store none
+// (a Failed entry would mark a good kernel bad for good), so this is thrown
+// rather than returned as a status.
+class MeasurementAborted : public Error {
+ public:
+  using Error::Error;
+};
+
 // The parent side: one worker process at a time, restarted after a crash or
 // a timeout. Not thread-safe: one caller at a time.
 class IsolatedMeasurer {
@@ -98,6 +109,11 @@ class IsolatedMeasurer {
   PairedPlanRuns timePlans(const Plan& a, const Plan& b, const PairedRunOptions& options,
                            double timeoutSeconds);
   int workersStarted() const { return workersStarted_; }
+  // Once `abort` is cancelled (from any thread), the worker is killed within
+  // ~50 ms and this request and every later one throw MeasurementAborted:
+  // for work whose result nobody wants any more (an app closing or starting
+  // over), which must not wait for a 60 s kernel or a 120 s plan comparison.
+  void setAbortSwitch(std::shared_ptr<const CancellationToken> abort) { abort_ = std::move(abort); }
 
  private:
   Measurement request(const std::string& json);
@@ -117,6 +133,7 @@ class IsolatedMeasurer {
   int fromWorker_ = -1;
   std::string readBuffer_;
   int workersStarted_ = 0;
+  std::shared_ptr<const CancellationToken> abort_;
 };
 
 }  // namespace collage

@@ -9,6 +9,7 @@
 #include "core/ops/op_registry.h"
 #include "core/ops/reference_executor.h"
 #include "core/ir/sub_graph.h"
+#include "core/runtime/kernel_activity.h"
 
 namespace collage {
 
@@ -417,6 +418,7 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs) {
   }
 
   timings_.clear();
+  KernelActivity::Scope running;  // tests check that no two threads run kernels at once
   for (size_t s = 0; s < order_.size(); ++s) {
     const size_t g = order_[s];
     Kernel_& k = *kernels_[g];

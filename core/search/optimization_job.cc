@@ -63,6 +63,7 @@ MeasureFn jobMeasureFn(std::shared_ptr<const Graph> graph, const OptimizationJob
   measurerOptions.timeoutSeconds = options.timeoutSeconds;
   state->measurer =
       std::make_unique<IsolatedMeasurer>(optimizationWorkerCommand(options), measurerOptions);
+  state->measurer->setAbortSwitch(options.abort);
   State* raw = state.get();
   state->coster = std::make_unique<CandidateCoster>(
       *state->graph, state->db.get(), jobFingerprint(options),
@@ -97,6 +98,7 @@ OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobO
   MeasurerOptions measurerOptions;
   measurerOptions.timeoutSeconds = options.timeoutSeconds;
   IsolatedMeasurer measurer(optimizationWorkerCommand(options), measurerOptions);
+  measurer.setAbortSwitch(options.abort);
   CandidateCoster coster(
       graph, db.get(), fingerprint, [&](const std::string& b) { return versions[b]; },
       [&](const Candidate& c) { return measurer.measure(c.backend, c.nodes); });

@@ -53,6 +53,12 @@ struct OptimizationJobOptions {
   // graphLevelOptions.onBestPlan is called on the job's thread.
   bool graphLevel = false;
   GraphLevelOptions graphLevelOptions;
+  // The kill switch, for a job (or a jobMeasureFn) whose result nobody wants
+  // any more: cancelled from any thread, it kills the measurement worker at
+  // once and the job throws MeasurementAborted (core/measure/measurer.h),
+  // storing nothing half measured. The `cancel` token instead stops at the
+  // next check and keeps what the job has.
+  std::shared_ptr<const CancellationToken> abort;
 };
 
 struct OptimizationResult {
