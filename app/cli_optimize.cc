@@ -130,6 +130,9 @@ Action addOptimizeCommand(CLI::App& app) {
     MeasurerOptions measurerOptions;
     measurerOptions.timeoutSeconds = options->timeout;
     IsolatedMeasurer measurer(workerCommand(*options), measurerOptions);
+    measurer.setWaitingReporter([](const std::string& holder) {
+      std::fprintf(stderr, "\nwaiting for the machine's timing lock, held by %s\n", holder.c_str());
+    });
     CandidateCoster coster(
         graph, db.get(), fingerprint, [&](const std::string& b) { return versions[b]; },
         [&](const Candidate& c) { return measurer.measure(c.backend, c.nodes); });

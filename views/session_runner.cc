@@ -6,6 +6,7 @@
 #include <exception>
 #include <vector>
 
+#include "core/measure/machine_timing_lock.h"
 #include "core/ops/reference_executor.h"
 
 namespace collage {
@@ -36,6 +37,13 @@ void SessionRunner::runAll() {
     Session session(*graph_, plan_, backends_);
     std::vector<Tensor> inputs = randomInputs(*graph_);
     if (token_.cancelled()) {
+      emit cancelled();
+      return;
+    }
+    // Timed alone on the machine (core/measure/machine_timing_lock.h).
+    MachineTimingLock turn("running a plan in Collage Studio", {},
+                           [this] { return token_.cancelled(); });
+    if (!turn.held()) {
       emit cancelled();
       return;
     }

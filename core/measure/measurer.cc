@@ -12,9 +12,11 @@
 #include <fstream>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 
 #include "core/ir/error.h"
+#include "core/measure/machine_timing_lock.h"
 #include "core/runtime/device_runtime.h"
 #include "core/ops/control_flow_ops.h"
 #include "core/runtime/kernel_activity.h"
@@ -324,8 +326,24 @@ void runMeasurementWorker(const Graph& graph,
                           const MeasurerOptions& options, std::istream& in, std::ostream& out) {
   std::string line;
   std::unique_ptr<PairedPlanRunner> planRunner;  // made on the first plan request
+  const std::string what = "measuring " + graph.sourcePath;
   while (std::getline(in, line)) {
     if (line.empty()) continue;
+    // Each request is timed alone on the machine. While another holds the
+    // lock, the parent is told (and stops its deadline until it is taken).
+    std::optional<MachineTimingLock> turn;
+    try {
+      turn.emplace(what, [&](const std::string& holder) {
+        out << nlohmann::json{{"waiting", holder}}.dump() << "\n" << std::flush;
+      });
+    } catch (const Error& e) {
+      Measurement failed;
+      failed.status = MeasurementStatus::Failed;
+      failed.message = e.what();
+      out << toJson(failed).dump() << "\n" << std::flush;
+      continue;
+    }
+    if (turn->waited()) out << nlohmann::json{{"acquired", true}}.dump() << "\n" << std::flush;
     Measurement m;
     try {
       auto req = nlohmann::json::parse(line);
@@ -492,6 +510,7 @@ PairedPlanRuns IsolatedMeasurer::timePlans(const Plan& a, const Plan& b, const P
   runs.status = failed.status;
   runs.message = failed.message;
   runs.seconds = failed.measureSeconds;
+  runs.workerLost = true;
   return runs;
 }
 
@@ -516,6 +535,7 @@ std::optional<nlohmann::json> IsolatedMeasurer::exchange(const std::string& json
   KernelActivity::Scope running;
   std::string line = json + "\n";
   auto start = Clock::now();
+  bool waitingForLock = false;
   // The worker died: reap it and say how (its signal or exit status).
   auto workerDied = [&]() -> std::optional<nlohmann::json> {
     failed.status = MeasurementStatus::Failed;
@@ -531,7 +551,25 @@ std::optional<nlohmann::json> IsolatedMeasurer::exchange(const std::string& json
       std::string reply = readBuffer_.substr(0, nl);
       readBuffer_.erase(0, nl + 1);
       try {
-        return nlohmann::json::parse(reply);
+        nlohmann::json j = nlohmann::json::parse(reply);
+        // The worker waits for the machine's timing lock (machine_timing_lock.h):
+        // the deadline counts from when it has it, not while it waits.
+        if (j.is_object() && j.contains("waiting")) {
+          waitingForLock = true;
+          // Told once per holder, not once per kernel: two runs that share
+          // the machine take turns at every request.
+          const std::string holder = j["waiting"].get<std::string>();
+          const std::string who = holder.substr(0, holder.find(", since"));
+          if (waiting_ && who != lastHolder_) waiting_(holder);
+          lastHolder_ = who;
+          continue;
+        }
+        if (j.is_object() && j.contains("acquired")) {
+          waitingForLock = false;
+          start = Clock::now();
+          continue;
+        }
+        return j;
       } catch (const std::exception& e) {
         failed.status = MeasurementStatus::Failed;
         failed.message = "garbled reply from the measurement worker: " + reply.substr(0, 200);
@@ -539,7 +577,7 @@ std::optional<nlohmann::json> IsolatedMeasurer::exchange(const std::string& json
         return std::nullopt;
       }
     }
-    double left = timeoutSeconds - secondsSince(start);
+    double left = waitingForLock ? timeoutSeconds : timeoutSeconds - secondsSince(start);
     if (left <= 0) {
       stopWorker(true);
       failed.status = MeasurementStatus::TimedOut;

@@ -7,7 +7,8 @@
 // with posix_spawn, fresh OpenMP state, talking JSON lines over pipes). The
 // parent waits with a deadline: a worker that dies is recorded as Failed
 // with its signal, one that passes the deadline is killed and recorded as
-// TimedOut, and a new worker is started for the next candidate.
+// TimedOut, and a new worker is started for the next candidate. The worker
+// times each request alone on the machine (machine_timing_lock.h).
 #pragma once
 
 #include <functional>
@@ -114,6 +115,12 @@ class IsolatedMeasurer {
   // for work whose result nobody wants any more (an app closing or starting
   // over), which must not wait for a 60 s kernel or a 120 s plan comparison.
   void setAbortSwitch(std::shared_ptr<const CancellationToken> abort) { abort_ = std::move(abort); }
+  // Called (on the calling thread) when the worker must wait for the
+  // machine's timing lock, with who holds it (machine_timing_lock.h), once
+  // per holder. The request's deadline does not run while it waits.
+  void setWaitingReporter(std::function<void(const std::string& holder)> waiting) {
+    waiting_ = std::move(waiting);
+  }
 
  private:
   Measurement request(const std::string& json);
@@ -134,6 +141,8 @@ class IsolatedMeasurer {
   std::string readBuffer_;
   int workersStarted_ = 0;
   std::shared_ptr<const CancellationToken> abort_;
+  std::function<void(const std::string&)> waiting_;
+  std::string lastHolder_;  // the last holder of the timing lock reported
 };
 
 }  // namespace collage

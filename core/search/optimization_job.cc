@@ -99,6 +99,9 @@ OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobO
   measurerOptions.timeoutSeconds = options.timeoutSeconds;
   IsolatedMeasurer measurer(optimizationWorkerCommand(options), measurerOptions);
   measurer.setAbortSwitch(options.abort);
+  measurer.setWaitingReporter([observer](const std::string& holder) {
+    if (observer) observer->onLog("waiting for the machine's timing lock, held by " + holder);
+  });
   CandidateCoster coster(
       graph, db.get(), fingerprint, [&](const std::string& b) { return versions[b]; },
       [&](const Candidate& c) { return measurer.measure(c.backend, c.nodes); });

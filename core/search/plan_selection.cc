@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/ir/error.h"
+#include "core/measure/machine_timing_lock.h"
 #include "core/ops/reference_executor.h"
 
 namespace collage {
@@ -22,6 +23,9 @@ EndToEndSelection selectPlanByEndToEnd(const Graph& graph, const std::vector<Pla
   out.timings.resize(plans.size());
   std::vector<std::unique_ptr<Session>> sessions(plans.size());
   const std::vector<Tensor> inputs = randomInputs(graph);
+  // Timed alone on the machine (core/measure/machine_timing_lock.h).
+  MachineTimingLock turn("end-to-end check of " + graph.sourcePath,
+                         [&](const std::string& holder) { out.waitedFor = holder; });
   double oneRoundMs = 0;
   for (size_t i = 0; i < plans.size(); ++i) {
     out.timings[i].label = labels[i];
@@ -145,6 +149,8 @@ int choosePlacementByEndToEnd(const Graph& graph, const OpLevelResult& opLevel,
 std::string describeSelection(const EndToEndSelection& selection) {
   if (!selection.skipped.empty()) return "  no plan compared (" + selection.skipped + ")\n";
   std::ostringstream s;
+  if (!selection.waitedFor.empty())
+    s << "  (waited for the machine's timing lock, held by " << selection.waitedFor << ")\n";
   const double base = selection.timings.at(0).medianMs;
   s.setf(std::ios::fixed);
   s.precision(3);

@@ -44,6 +44,8 @@ struct EndToEndSelection {
   // executor) fails on random inputs (an If branch that cannot run at the
   // bound sizes, taken by a random condition): plans[0] is kept.
   std::string skipped;
+  // Who held the machine's timing lock when the check had to wait for it.
+  std::string waitedFor;
   // Another plan replaces plans[0] only when, round by round, it is faster
   // by more than this fraction (the median of its per-round ratios) and was
   // the faster in at least kMinFasterShare of the rounds, so noise does not

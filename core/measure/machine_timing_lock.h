@@ -1,0 +1,50 @@
+// Timing is exclusive per machine. A kernel timed while another process (a
+// second `collage optimize`, the app, a script on the API) runs kernels
+// shares the cores, caches and memory bandwidth with it, and measures both:
+// two optimisations started together on one model chose plans of 75 and 83
+// groups. So whatever times kernels holds this lock around each timed batch:
+// the measurement worker around each request, the in-process end-to-end
+// check and plan runs. One lock file for the machine (flock(2)): the kernel
+// releases it when its holder exits or is killed, so a crashed worker never
+// leaves it taken. A process that must wait is told who holds it.
+//
+//   MachineTimingLock turn("measuring resnet50.onnx",
+//                          [](const std::string& holder) { report("waiting for " + holder); });
+//   ... time kernels ...
+//   // released at the end of the scope
+#pragma once
+
+#include <functional>
+#include <string>
+
+namespace collage {
+
+class MachineTimingLock {
+ public:
+  // The lock file: $COLLAGE_TIMING_LOCK if set (tests), else
+  // /tmp/collage-timing.lock, readable and writable by every user.
+  static std::string path();
+
+  // Waits until this process holds the lock. When another holds it, calls
+  // `waiting` first, once, with what the holder wrote of itself ("pid 4321,
+  // measuring resnet50.onnx, since 20:31:05"), then tries again every 20 ms
+  // until it has it or `stop` says to give up (then held() is false). `what`
+  // is this holder's own description. Error if the lock file cannot be opened.
+  explicit MachineTimingLock(const std::string& what,
+                             const std::function<void(const std::string& holder)>& waiting = {},
+                             const std::function<bool()>& stop = {});
+  ~MachineTimingLock();
+  MachineTimingLock(const MachineTimingLock&) = delete;
+  MachineTimingLock& operator=(const MachineTimingLock&) = delete;
+
+  // Whether this process had to wait for another holder.
+  bool waited() const { return waited_; }
+  // Whether it holds the lock (false only when `stop` gave up).
+  bool held() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+  bool waited_ = false;
+};
+
+}  // namespace collage
