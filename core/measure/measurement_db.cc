@@ -334,6 +334,8 @@ std::vector<PlanRunRecord> MeasurementDb::findPlanRuns(const HardwareFingerprint
     r.rounds = static_cast<int>(s.integer(5));
     r.message = s.text(6);
     r.measuredAt = s.text(7);
+    // A timed-out run was stored by older versions: no verdict, retried.
+    if (r.status == MeasurementStatus::TimedOut) continue;
     records.push_back(std::move(r));
   }
   return records;

@@ -87,6 +87,7 @@ class MeasurementDb {
                        const BackendVersion& to, const Measurement& m);
 
   // The plans run for a model from one base plan, cheapest first.
+  // Timed-out runs are left out: they are no verdict on the plan.
   std::vector<PlanRunRecord> findPlanRuns(const HardwareFingerprint& fp, const std::string& modelKey,
                                           const std::string& baseKey) const;
   void storePlanRun(const HardwareFingerprint& fp, const PlanRunRecord& record);

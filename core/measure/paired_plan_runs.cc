@@ -96,7 +96,7 @@ std::string PairedPlanRunner::verify(Session& session) {
   const std::vector<Tensor> got = session.run(inputs_);
   std::string problem;
   for (size_t i = 0; i < got.size() && problem.empty(); ++i) {
-    CompareResult c = compareTensors(got[i], expected_[i], Tolerance{1e-3, 1e-4});
+    CompareResult c = compareTensors(got[i], expected_[i], kPlanTolerance);
     if (!c.ok) problem = "output '" + graph_.value(graph_.outputs()[i]).name + "': " + c.message;
   }
   verified_[key] = problem;

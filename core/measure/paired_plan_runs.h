@@ -46,8 +46,15 @@ struct PairedPlanRuns {
   int kernelsCompiled = 0;       // by this request (the rest came from the worker's cache)
   int kernelsReused = 0;
   double seconds = 0;  // wall time of the request, compiling included
+  // The worker crashed, hung or answered nonsense (IsolatedMeasurer): the
+  // run says something about this minute of the machine, maybe nothing
+  // lasting about the plan, so it is retried by a later search, not stored.
+  bool workerLost = false;
 
   bool ok() const { return status == MeasurementStatus::Ok; }
+  // A result that holds on this machine until its kernels change: timed, or
+  // refused / wrong with the worker's own reason.
+  bool isVerdict() const { return !workerLost && status != MeasurementStatus::TimedOut; }
   // Median over rounds of aMs[r] / bMs[r], and the share of rounds A won.
   double medianRatio() const;
   double aFasterShare() const;

@@ -90,7 +90,9 @@ class MeasuredPlanFitness final : public GenomeFitness {
         observer->onLog("graph-level search: a plan could not run (" + runs.message + ")" +
                         (failedPlans == kFailuresLogged ? "; further failures are only counted" : ""));
     }
-    if (db_) db_->storePlanRun(fingerprint_, record);
+    // A crash or a timeout may be one busy minute: only this search takes
+    // it as the plan's cost; a later one tries the plan again.
+    if (db_ && runs.isVerdict()) db_->storePlanRun(fingerprint_, record);
     stored_[key] = record;
     if (e.replacesBest) setBest(key, e.cost);
     return e;

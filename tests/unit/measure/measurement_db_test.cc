@@ -97,6 +97,9 @@ TEST(MeasurementDb, PlanRunsAreKeyedByMachineModelAndStartingPlan) {
   PlanRunRecord elsewhere = run("p5", 0.5);
   elsewhere.baseKey = "another start";
   db.storePlanRun(here, elsewhere);
+  // Stored by older versions: a timed-out run is no verdict (one busy minute
+  // must not rule a plan out on this machine for good), so it is not found.
+  db.storePlanRun(here, run("p6", 0, MeasurementStatus::TimedOut));
 
   const std::vector<PlanRunRecord> found = db.findPlanRuns(here, "sha256:abc;x=1x3", "base");
   ASSERT_EQ(found.size(), 3u);

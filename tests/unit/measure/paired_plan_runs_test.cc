@@ -134,13 +134,23 @@ TEST(PairedPlanRuns, AWorkerThatCrashesOrHangsOnAPlanIsAFailedPlan) {
   IsolatedMeasurer hanging({"/bin/sh", "-c", "read line; exec sleep 60"}, MeasurerOptions{});
   const PairedPlanRuns h = hanging.timePlans(plan, plan, PairedRunOptions{}, 0.5);
   EXPECT_EQ(h.status, MeasurementStatus::TimedOut);
+  // Neither says anything lasting about the plan: a later search retries it.
+  EXPECT_FALSE(c.isVerdict());
+  EXPECT_FALSE(h.isVerdict());
   IsolatedMeasurer answering({"/bin/sh", "-c",
                               "while read line; do echo '{\"status\":\"ok\",\"a_ms\":[1,2,3],"
                               "\"b_ms\":[2,2,2]}'; done"},
                              MeasurerOptions{});
   const PairedPlanRuns a = answering.timePlans(plan, plan, PairedRunOptions{}, 10);
   ASSERT_TRUE(a.ok()) << a.message;
+  EXPECT_TRUE(a.isVerdict());
   EXPECT_DOUBLE_EQ(a.medianRatio(), 1.0);  // ratios 0.5, 1, 1.5
+  IsolatedMeasurer refusing({"/bin/sh", "-c",
+                             "while read line; do echo '{\"status\":\"invalid\",\"message\":\"no\"}'; done"},
+                            MeasurerOptions{});
+  const PairedPlanRuns r = refusing.timePlans(plan, plan, PairedRunOptions{}, 10);
+  EXPECT_EQ(r.status, MeasurementStatus::Invalid) << r.message;
+  EXPECT_TRUE(r.isVerdict());  // the worker's own reason: it holds
   EXPECT_NEAR(a.aFasterShare(), 1.0 / 3, 1e-12);
 }
 
