@@ -1143,7 +1143,7 @@ TEST_F(OneDnn, SessionPassesBlockedTensorsBetweenKernels) {
   // GlobalAveragePool of 12 channels (not whole blocks of 8) pools NCHW.
   EXPECT_EQ(session.nativeLayoutValues(), 6);
   for (uint64_t seed : {1, 2}) {
-    const SessionVerification v = verifySession(session, randomInputs(g, seed), {1e-3, 1e-4});
+    const SessionVerification v = verifySession(session, randomInputs(g, seed), kPlanTolerance);
     EXPECT_TRUE(v.ok()) << (v.problems.empty() ? "" : v.problems[0]);
   }
 }
@@ -1160,7 +1160,7 @@ TEST_F(OneDnn, SessionKeepsPlainTensorsForOtherBackends) {
                  PlanGroup{{g.node(3).name, g.node(4).name}, "native"}};
   Session session(g, plan, lookup);
   EXPECT_EQ(session.nativeLayoutValues(), 0);
-  const SessionVerification v = verifySession(session, randomInputs(g, 3), {1e-3, 1e-4});
+  const SessionVerification v = verifySession(session, randomInputs(g, 3), kPlanTolerance);
   EXPECT_TRUE(v.ok()) << (v.problems.empty() ? "" : v.problems[0]);
 }
 
@@ -1187,7 +1187,7 @@ TEST_F(OneDnn, EveryAcceptedRegionOfTheMiniResNetRunsAsOneKernel) {
     plan.groups.push_back(PlanGroup{nodeNames(g, region.nodes), "onednn"});
     for (NodeId n = end; n < g.numNodes(); ++n) plan.groups.push_back(PlanGroup{{g.node(n).name}, "native"});
     Session session(g, plan, lookup);
-    const SessionVerification v = verifySession(session, randomInputs(g, 5), {1e-3, 1e-4});
+    const SessionVerification v = verifySession(session, randomInputs(g, 5), kPlanTolerance);
     EXPECT_TRUE(v.ok()) << "region of the first " << end << " nodes: "
                         << (v.problems.empty() ? "" : v.problems[0]);
   }
@@ -1212,7 +1212,7 @@ TEST_F(OneDnn, RegionWithAnOutputReadInsideAndOutside) {
   plan.groups = {PlanGroup{nodeNames(g, region), "onednn"},
                  PlanGroup{{g.node(3).name, g.node(4).name}, "native"}};
   Session session(g, plan, lookup);
-  const SessionVerification v = verifySession(session, randomInputs(g, 4), {1e-3, 1e-4});
+  const SessionVerification v = verifySession(session, randomInputs(g, 4), kPlanTolerance);
   EXPECT_TRUE(v.ok()) << (v.problems.empty() ? "" : v.problems[0]);
 }
 
@@ -1284,7 +1284,7 @@ TEST_F(OneDnn, SessionsShareKernelsThroughTheCache) {
   KernelCache cache;
   {
     Session first(g, blocks, lookup, &cache);
-    EXPECT_TRUE(verifySession(first, randomInputs(g, 1), {1e-3, 1e-4}).ok());
+    EXPECT_TRUE(verifySession(first, randomInputs(g, 1), kPlanTolerance).ok());
   }
   const int compiledFirst = cache.compiled();
   Session again(g, blocks, lookup, &cache);
@@ -1294,7 +1294,7 @@ TEST_F(OneDnn, SessionsShareKernelsThroughTheCache) {
   EXPECT_GE(newKernels, 1);
   EXPECT_LE(newKernels, 3) << "the merged group, plus switched variants of at most its neighbours";
   for (Session* s : {&again, &second}) {
-    const SessionVerification v = verifySession(*s, randomInputs(g, 2), {1e-3, 1e-4});
+    const SessionVerification v = verifySession(*s, randomInputs(g, 2), kPlanTolerance);
     EXPECT_TRUE(v.ok()) << (v.problems.empty() ? "" : v.problems[0]);
   }
 }

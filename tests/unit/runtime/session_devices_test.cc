@@ -25,7 +25,7 @@ using test_support::FakeDeviceBackend;
 using test_support::FakeDeviceRuntime;
 using test_support::HostCheckingBackend;
 
-const Tolerance kTolerance{1e-3, 1e-4};
+const Tolerance kTolerance = kPlanTolerance;
 const Device kHost{};
 const Device kGpu{DeviceType::CUDA, 0};
 

@@ -26,7 +26,7 @@ namespace collage {
 namespace {
 
 const std::string kModels = std::string(COLLAGE_SOURCE_DIR) + "/resources/models/";
-const Tolerance kTolerance{1e-3, 1e-4};
+const Tolerance kTolerance = kPlanTolerance;
 
 // The small zoo models (opset variants included).
 std::vector<std::string> zooModels() {
