@@ -36,6 +36,7 @@ Plan makePlan(const Graph& graph, const std::string& modelPath, const CandidateS
     g.backend = cand.backend;
     g.pattern = cand.origin;
     g.origin = origin;
+    g.candidate = c;
     if (!measurements.empty()) {
       const Measurement& m = measurements[static_cast<size_t>(c)];
       g.costNs = m.cost();

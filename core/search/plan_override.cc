@@ -340,7 +340,6 @@ ReplanResult replanWithPins(const Graph& graph, OptimizationResult& result,
                        (overrides ? ", " + std::to_string(overrides) + " pinned by the user" : "") +
                        ")";
   markPinnedGroups(out.plan, graph, constraints);
-  out.chosen = opLevel.chosen;
 
   // Each group is convex, but two groups may still need each other's results.
   try {

@@ -80,9 +80,8 @@ void checkOverride(const Graph& graph, const OptimizationResult& result, const N
                    const std::string& backend);
 
 struct ReplanResult {
-  Plan plan;
-  std::vector<int32_t> chosen;  // candidate index per plan group
-  int measuredNow = 0;          // candidates measured through the MeasureFn
+  Plan plan;  // each group's PlanGroup::candidate says what it is
+  int measuredNow = 0;  // candidates measured through the MeasureFn
 };
 
 // A new plan from the op-level DP over the measurements `result` already has,

@@ -346,7 +346,7 @@ class GuiTests : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(!done.isEmpty() || !failed.isEmpty(), 300000);
     QVERIFY(failed.isEmpty());
     for (int r = 0; r < window.kernelModel()->rowCount(); ++r)
-      QCOMPARE(window.kernelModel()->row(r).cached, true);
+      QVERIFY(window.kernelModel()->row(r).provenance == KernelRow::Provenance::Cached);
     const bool keepsPin = std::any_of(window.plan()->groups.begin(), window.plan()->groups.end(),
                                       [](const PlanGroup& g) { return g.origin == PlanOrigin::User; });
     QVERIFY(keepsPin);
