@@ -29,4 +29,14 @@ Plan makePlan(const Graph& graph, const std::string& modelPath, const CandidateS
               PlanOrigin origin, const HardwareFingerprint& fingerprint,
               const std::vector<BackendVersion>& backends);
 
+// makePlan for a cover of what `kept` leaves: `kept` are groups placed
+// already (the regions an override leaves alone, core/search/plan_override.h),
+// taken as they are, and `chosen` must cover every other node exactly once.
+// Groups are in the order of their first node, as makePlan's are.
+Plan makePlanAround(const Graph& graph, const std::vector<PlanGroup>& kept,
+                    const CandidateSet& candidates, const std::vector<int32_t>& chosen,
+                    const std::vector<Measurement>& measurements, PlanOrigin origin,
+                    const HardwareFingerprint& fingerprint,
+                    const std::vector<BackendVersion>& backends);
+
 }  // namespace collage
