@@ -720,20 +720,12 @@ void MainWindow::refreshKernelTable() {
   } resizeAfter{table_};
   const OptimizationResult* result = overrides_->result();
   try {
+    // Both modes show plan_, the plan on screen; each of its groups says
+    // which candidate of `result` it runs as, if any.
     if (allCandidates_->isChecked() && result) {
-      kernels_->setCandidates(*graph_, *result);
+      kernels_->setCandidates(*graph_, *result, plan_ ? &*plan_ : nullptr);
     } else if (plan_) {
-      // Cached or fresh is known for the optimizer's own plan; after an
-      // override or for a loaded plan it is not (shown as cached).
-      QVector<bool> fromCache;
-      // `chosen` is the op-level cover; a graph-level plan's groups are not it.
-      const bool opLevelGroups =
-          lastResult_ && !(lastResult_->graphLevelRan && lastResult_->graphLevel.improved);
-      if (opLevelGroups && lastResult_->hasPlan &&
-          planToJson(lastResult_->plan) == planToJson(*plan_))
-        for (int32_t c : lastResult_->chosen)
-          fromCache.push_back(lastResult_->measurements.at(static_cast<size_t>(c)).fromCache);
-      kernels_->setPlan(*graph_, *plan_, fromCache);
+      kernels_->setPlan(*graph_, *plan_, result);
     } else {
       kernels_->clear();
     }

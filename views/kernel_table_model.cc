@@ -9,7 +9,32 @@ namespace collage {
 
 KernelTableModel::KernelTableModel(QObject* parent) : QAbstractTableModel(parent) {}
 
-void KernelTableModel::setPlan(const Graph& graph, const Plan& plan, const QVector<bool>& fromCache) {
+namespace {
+
+KernelRow::Provenance provenanceOf(const Measurement& m) {
+  return m.fromCache ? KernelRow::Provenance::Cached : KernelRow::Provenance::Fresh;
+}
+
+// A row for a plan group from the group itself (its recorded cost).
+KernelRow groupRow(const Graph& graph, const PlanGroup& pg, int group, const NodeSet& nodes) {
+  KernelRow row;
+  row.group = group;
+  row.ops = QString::fromStdString(opsLabel(graph, nodes));
+  row.backend = QString::fromStdString(pg.backend);
+  row.medianNs = pg.costNs;
+  row.spread = pg.spread;
+  row.samples = pg.samples;
+  row.pattern = QString::fromStdString(pg.pattern);
+  row.provenance = pg.origin == PlanOrigin::GraphLevel || pg.pattern == "region"
+                       ? KernelRow::Provenance::Region
+                       : KernelRow::Provenance::Unknown;
+  nodes.forEach([&](NodeId n) { row.nodes.push_back(n); });
+  return row;
+}
+
+}  // namespace
+
+void KernelTableModel::setPlan(const Graph& graph, const Plan& plan, const OptimizationResult* result) {
   // Resolve before the reset: a plan that does not match throws with the
   // model untouched.
   std::vector<NodeSet> groups = resolvePlanGroups(plan, graph);
@@ -17,33 +42,37 @@ void KernelTableModel::setPlan(const Graph& graph, const Plan& plan, const QVect
   mode_ = Mode::PlanGroups;
   rows_.clear();
   for (size_t g = 0; g < plan.groups.size(); ++g) {
-    const PlanGroup& pg = plan.groups[g];
-    KernelRow row;
-    row.group = static_cast<int>(g);
-    row.ops = QString::fromStdString(opsLabel(graph, groups[g]));
-    row.backend = QString::fromStdString(pg.backend);
-    row.medianNs = pg.costNs;
-    row.spread = pg.spread;
-    row.samples = pg.samples;
-    row.cached = static_cast<int>(g) < fromCache.size() ? fromCache[static_cast<int>(g)] : true;
-    row.pattern = QString::fromStdString(pg.pattern);
-    groups[g].forEach([&](NodeId n) { row.nodes.push_back(n); });
+    KernelRow row = groupRow(graph, plan.groups[g], static_cast<int>(g), groups[g]);
+    if (result)
+      if (auto c = groupCandidate(*result, graph, plan.groups[g]);
+          c && static_cast<size_t>(*c) < result->measurements.size())
+        row.provenance = provenanceOf(result->measurements[static_cast<size_t>(*c)]);
     rows_.push_back(std::move(row));
   }
   endResetModel();
 }
 
-void KernelTableModel::setCandidates(const Graph& graph, const OptimizationResult& result) {
+void KernelTableModel::setCandidates(const Graph& graph, const OptimizationResult& result,
+                                     const Plan* shown) {
+  // The shown plan's groups: the candidate each runs as, or a row of its own.
   QVector<int> groupOf(static_cast<int>(result.candidates.size()), -1);
-  if (result.hasPlan)
-    for (size_t g = 0; g < result.chosen.size(); ++g) {
-      const int32_t c = result.chosen[g];
-      if (c >= 0 && c < groupOf.size()) groupOf[c] = static_cast<int>(g);
+  std::vector<KernelRow> extraRows;
+  if (shown) {
+    const std::vector<NodeSet> groups = resolvePlanGroups(*shown, graph);
+    for (size_t g = 0; g < shown->groups.size(); ++g) {
+      if (auto c = groupCandidate(result, graph, shown->groups[g])) {
+        groupOf[*c] = static_cast<int>(g);
+        continue;
+      }
+      KernelRow row = groupRow(graph, shown->groups[g], static_cast<int>(g), groups[g]);
+      row.chosen = true;
+      extraRows.push_back(std::move(row));
     }
+  }
   beginResetModel();
   mode_ = Mode::AllCandidates;
   rows_.clear();
-  rows_.reserve(static_cast<int>(result.candidates.size()));
+  rows_.reserve(static_cast<int>(result.candidates.size() + extraRows.size()));
   for (size_t i = 0; i < result.candidates.size(); ++i) {
     const Candidate& cand = result.candidates[i];
     KernelRow row;
@@ -55,7 +84,7 @@ void KernelTableModel::setCandidates(const Graph& graph, const OptimizationResul
     row.pattern = QString::fromStdString(cand.origin);
     if (i < result.measurements.size()) {
       const Measurement& m = result.measurements[i];
-      row.cached = m.fromCache;
+      row.provenance = provenanceOf(m);
       if (m.status == MeasurementStatus::Ok) {
         row.medianNs = m.medianNs;
         row.spread = m.spread;
@@ -78,6 +107,7 @@ void KernelTableModel::setCandidates(const Graph& graph, const OptimizationResul
     cand.nodes.forEach([&](NodeId n) { row.nodes.push_back(n); });
     rows_.push_back(std::move(row));
   }
+  for (KernelRow& row : extraRows) rows_.push_back(std::move(row));
   endResetModel();
 }
 
@@ -141,13 +171,28 @@ QVariant KernelTableModel::data(const QModelIndex& index, int role) const {
     case Source:
       if (r.status == QLatin1String("not measured") || r.status == QLatin1String("excluded"))
         return QString();
-      return r.cached ? QStringLiteral("cached") : QStringLiteral("fresh");
+      switch (r.provenance) {
+        case KernelRow::Provenance::Cached: return QStringLiteral("cached");
+        case KernelRow::Provenance::Fresh: return QStringLiteral("fresh");
+        case KernelRow::Provenance::Region: return tr("region, measured alone");
+        case KernelRow::Provenance::Unknown: return QString();
+      }
+      return {};
     case Chosen: return r.chosen ? tr("chosen") : QString();
     default: return {};
   }
 }
 
 QVariant KernelTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
+  if (orientation == Qt::Horizontal && role == Qt::ToolTipRole) {
+    switch (section) {
+      case Median: return tr("The kernel's median time, measured alone (a region: the whole region as one kernel)");
+      case Source: return tr("Where the median comes from: the database (cached), this run (fresh), or the "
+                             "graph-level search (a region)");
+      case Chosen: return tr("A group of the plan shown (a graph-level region has a row of its own)");
+      default: return {};
+    }
+  }
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
   switch (section) {
     case Group: return tr("Group");

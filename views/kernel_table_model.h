@@ -1,9 +1,12 @@
 // The measurements behind the current plan and model. Two modes:
 //  - PlanGroups (setPlan): one row per plan group: group, ops, backend,
-//    median, spread, samples, cached or fresh;
+//    median, spread, samples, and where the median comes from;
 //  - AllCandidates (setCandidates): one row per candidate the optimizer
 //    costed, chosen or not, with a "chosen" column, so that filtering by ops
-//    or backend shows every alternative the choice was made from.
+//    or backend shows every alternative the choice was made from. "Chosen"
+//    means "a group of the plan shown": exactly one row per group of it, so
+//    a region of the graph-level search (no candidate) gets a row of its own,
+//    and a candidate the shown plan no longer runs is never marked.
 // GUI-free apart from Qt's model classes, so tests check it with
 // QAbstractItemModelTester.
 #pragma once
@@ -25,10 +28,14 @@ struct KernelRow {
   double medianNs = 0;  // NaN = unknown, +inf = cannot run
   double spread = 0;
   int samples = 0;
-  bool cached = false;
+  // Where the median comes from: a candidate's measurement, from the
+  // database or taken by this run; a region the graph-level search measured
+  // as one kernel; or not known here (a plan read from a file).
+  enum class Provenance { Cached, Fresh, Region, Unknown };
+  Provenance provenance = Provenance::Unknown;
   QVector<NodeId> nodes;
-  bool chosen = true;  // in the plan (always, in PlanGroups mode)
-  int candidate = -1;  // index into the result's candidates (AllCandidates mode)
+  bool chosen = true;  // a group of the plan shown (always, in PlanGroups mode)
+  int candidate = -1;  // index into the result's candidates; -1 for a region or a file's group
   QString pattern;     // "pattern:conv_relu", "rule:op"
   QString status;      // "" when measured; else "invalid", "timed out", "not measured", ...
 };
@@ -43,14 +50,16 @@ class KernelTableModel : public QAbstractTableModel {
 
   explicit KernelTableModel(QObject* parent = nullptr);
 
-  // Rows from a plan for `graph`; `fromCache[g]` says whether group g's
-  // measurement came from the database (empty = unknown, shown as cached).
-  void setPlan(const Graph& graph, const Plan& plan, const QVector<bool>& fromCache);
-  // Every candidate of an optimisation result with its measurement; rows of
-  // chosen candidates carry their plan group in the Group column (blank for
-  // the others). Works for a result without a plan too (nothing chosen;
-  // candidates the cancelled run did not reach say "not measured").
-  void setCandidates(const Graph& graph, const OptimizationResult& result);
+  // Rows from a plan for `graph`. `result` (optional: the optimisation the
+  // plan's groups were chosen from) says whether each group's measurement
+  // came from the database or from this run (groupCandidate).
+  void setPlan(const Graph& graph, const Plan& plan, const OptimizationResult* result);
+  // Every candidate of an optimisation result with its measurement, then one
+  // row per group of `shown` that is no candidate of it (a region). Rows of
+  // `shown`'s groups are chosen and carry their group in the Group column
+  // (blank for the others). `shown` null: nothing chosen (a result without a
+  // plan; candidates the cancelled run did not reach say "not measured").
+  void setCandidates(const Graph& graph, const OptimizationResult& result, const Plan* shown);
   void clear();
   Mode mode() const { return mode_; }
   const KernelRow& row(int r) const { return rows_.at(r); }

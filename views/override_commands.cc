@@ -78,7 +78,8 @@ bool OverrideController::needsMeasuring(const PlacementConstraints& after) const
   if (!measure_) return false;
   std::vector<bool> allowed;
   try {
-    allowed = allowedCandidates(*graph_, result_->candidates, after);
+    // What the re-plan itself would use: nothing inside the regions it keeps.
+    allowed = replanCandidates(*graph_, *result_, after, keptRegions(*graph_, *result_, after));
   } catch (const Error&) {
     return false;  // replanWithPins refuses it at once, with the reason
   }

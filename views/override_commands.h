@@ -4,8 +4,9 @@
 // override is one OverrideCommand that swaps between the state before and
 // after, so undo restores the previous pins and EXACTLY the previous plan
 // (stored, not recomputed). The re-planning itself is the core's
-// (core/search/plan_override.h): the op-level DP over the costs the last
-// optimisation measured, so the plan and its predicted cost update at once.
+// (core/search/plan_override.h): the last optimisation's plan with the
+// regions the pins leave alone, and the op-level DP over the costs it
+// measured for the rest, so the plan and its predicted cost update at once.
 //
 // An override that needs a candidate nobody measured yet waits for that
 // measurement (up to a minute) off the UI thread, through the app's

@@ -1,5 +1,6 @@
 #include "views/plan_diff_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -17,13 +18,33 @@ QString formatMs(double ns) {
   return QString::number(ns / 1e6, 'f', 3);
 }
 
-QString nodesText(const PlanGroup& group) {
-  QString text = QObject::tr("%n node(s)", nullptr, static_cast<int>(group.nodes.size()));
-  if (group.nodes.empty()) return text;
-  text += QStringLiteral(" (") + QString::fromStdString(group.nodes.front());
-  if (group.nodes.size() > 1)
-    text += QStringLiteral(" .. ") + QString::fromStdString(group.nodes.back());
+QString nodesText(const Graph& graph, const QVector<NodeId>& ids) {
+  QString text = QObject::tr("%n node(s)", nullptr, ids.size());
+  if (ids.isEmpty()) return text;
+  text += QStringLiteral(" (") + QString::fromStdString(graph.node(ids.front()).name);
+  if (ids.size() > 1)
+    text += QStringLiteral(" .. ") + QString::fromStdString(graph.node(ids.back()).name);
   return text + QLatin1Char(')');
+}
+
+// "native 1, onednn 2", "onednn region": what a set of groups runs on.
+QString backendsText(const std::vector<const PlanGroup*>& groups) {
+  std::map<std::string, int> count;
+  for (const PlanGroup* g : groups)
+    ++count[g->origin == PlanOrigin::GraphLevel ? g->backend + " region" : g->backend];
+  QString text;
+  for (const auto& [label, n] : count) {
+    if (!text.isEmpty()) text += QStringLiteral(", ");
+    text += QString::fromStdString(label);
+    if (groups.size() > 1 || n > 1) text += QLatin1Char(' ') + QString::number(n);
+  }
+  return text;
+}
+
+double sumOfCosts(const std::vector<const PlanGroup*>& groups) {
+  double ns = 0;
+  for (const PlanGroup* g : groups) ns += g->costNs;  // NaN (unknown) stays NaN
+  return ns;
 }
 
 }  // namespace
@@ -33,50 +54,72 @@ PlanDiffModel::PlanDiffModel(QObject* parent) : QAbstractTableModel(parent) {}
 void PlanDiffModel::setPlans(const Graph& graph, const Plan& base, const Plan& plan) {
   beginResetModel();
   rows_.clear();
-  std::map<std::string, size_t> baseGroupOf;  // node name -> base group
+  totals_ = PlanDiffTotals{};
+  std::map<std::string, size_t> baseGroupOf, planGroupOf;  // node name -> group
   for (size_t g = 0; g < base.groups.size(); ++g)
     for (const std::string& n : base.groups[g].nodes) baseGroupOf[n] = g;
-  // A group that is in both plans (same nodes, same backend) did not change.
-  std::set<std::pair<std::set<std::string>, std::string>> unchanged;
-  for (const PlanGroup& g : base.groups)
-    unchanged.insert({std::set<std::string>(g.nodes.begin(), g.nodes.end()), g.backend});
+  for (size_t g = 0; g < plan.groups.size(); ++g)
+    for (const std::string& n : plan.groups[g].nodes) planGroupOf[n] = g;
 
-  for (const PlanGroup& group : plan.groups) {
-    const std::set<std::string> nodes(group.nodes.begin(), group.nodes.end());
-    if (unchanged.count({nodes, group.backend})) continue;
-    std::set<size_t> touched;
-    for (const std::string& n : group.nodes)
-      if (auto it = baseGroupOf.find(n); it != baseGroupOf.end()) touched.insert(it->second);
-    bool wholeGroups = true;  // every base group it touches lies inside it
-    std::map<std::string, int> backends;
-    double beforeNs = 0;
-    for (size_t b : touched) {
-      const PlanGroup& old = base.groups[b];
-      for (const std::string& n : old.nodes) wholeGroups = wholeGroups && nodes.count(n);
-      ++backends[old.backend];
-      beforeNs += old.costNs;  // NaN (unknown) stays NaN
+  // A change is a connected set of groups of both plans, linked by shared
+  // nodes: the smallest unit both cover with whole groups, so its before and
+  // after are times of the same nodes.
+  std::vector<bool> baseSeen(base.groups.size()), planSeen(plan.groups.size());
+  for (size_t start = 0; start < plan.groups.size(); ++start) {
+    if (planSeen[start]) continue;
+    std::vector<const PlanGroup*> before, after;
+    std::vector<size_t> planQueue{start}, baseQueue;
+    planSeen[start] = true;
+    while (!planQueue.empty() || !baseQueue.empty()) {
+      if (!planQueue.empty()) {
+        const PlanGroup& g = plan.groups[planQueue.back()];
+        planQueue.pop_back();
+        after.push_back(&g);
+        for (const std::string& n : g.nodes)
+          if (auto it = baseGroupOf.find(n); it != baseGroupOf.end() && !baseSeen[it->second]) {
+            baseSeen[it->second] = true;
+            baseQueue.push_back(it->second);
+          }
+      } else {
+        const PlanGroup& g = base.groups[baseQueue.back()];
+        baseQueue.pop_back();
+        before.push_back(&g);
+        for (const std::string& n : g.nodes)
+          if (auto it = planGroupOf.find(n); it != planGroupOf.end() && !planSeen[it->second]) {
+            planSeen[it->second] = true;
+            planQueue.push_back(it->second);
+          }
+      }
+    }
+    // In both plans: the same nodes, on the same backend, as one group.
+    if (before.size() == 1 && after.size() == 1 && before[0]->backend == after[0]->backend) {
+      ++totals_.unchangedGroups;
+      totals_.unchangedNs += after[0]->costNs;
+      continue;
     }
     PlanDiffRow row;
-    row.baseGroups = static_cast<int>(touched.size());
-    row.region = group.origin == PlanOrigin::GraphLevel;
-    if (touched.size() == 1 && wholeGroups)
+    row.baseGroups = static_cast<int>(before.size());
+    row.planGroups = static_cast<int>(after.size());
+    for (const PlanGroup* g : after) row.region = row.region || g->origin == PlanOrigin::GraphLevel;
+    if (before.size() == 1 && after.size() == 1)
       row.kind = PlanDiffRow::Kind::BackendChanged;
-    else if (touched.size() == 1)
-      row.kind = PlanDiffRow::Kind::Split;
-    else if (wholeGroups)
+    else if (after.size() == 1)
       row.kind = PlanDiffRow::Kind::Merged;
+    else if (before.size() == 1)
+      row.kind = PlanDiffRow::Kind::Split;
     else
       row.kind = PlanDiffRow::Kind::Regrouped;
-    row.nodes = nodesText(group);
-    for (const auto& [backend, count] : backends)
-      row.before += (row.before.isEmpty() ? QString() : QStringLiteral(", ")) +
-                    QString::fromStdString(backend) + QLatin1Char(' ') + QString::number(count);
-    row.after = QString::fromStdString(group.backend);
-    // Only whole groups have a cost to compare: a piece of one does not.
-    row.beforeNs = wholeGroups && !touched.empty() ? beforeNs : kUnknown;
-    row.afterNs = group.costNs;
-    for (const std::string& n : group.nodes)
-      if (auto id = graph.findNode(n)) row.nodeIds.push_back(*id);
+    for (const PlanGroup* g : after)
+      for (const std::string& n : g->nodes)
+        if (auto id = graph.findNode(n)) row.nodeIds.push_back(*id);
+    std::sort(row.nodeIds.begin(), row.nodeIds.end());
+    row.nodes = nodesText(graph, row.nodeIds);
+    row.before = backendsText(before);
+    row.after = backendsText(after);
+    row.beforeNs = before.empty() ? kUnknown : sumOfCosts(before);
+    row.afterNs = sumOfCosts(after);
+    totals_.beforeNs += row.beforeNs;
+    totals_.afterNs += row.afterNs;
     rows_.push_back(std::move(row));
   }
   endResetModel();
@@ -85,6 +128,7 @@ void PlanDiffModel::setPlans(const Graph& graph, const Plan& base, const Plan& p
 void PlanDiffModel::clear() {
   beginResetModel();
   rows_.clear();
+  totals_ = PlanDiffTotals{};
   endResetModel();
 }
 
@@ -95,16 +139,25 @@ QString PlanDiffModel::kindName(const PlanDiffRow& row) {
       text = tr("merged %1 groups").arg(row.baseGroups);
       break;
     case PlanDiffRow::Kind::Split:
-      text = tr("split from a group");
+      text = tr("split 1 group into %1").arg(row.planGroups);
       break;
     case PlanDiffRow::Kind::BackendChanged:
+      if (row.region) return tr("moved into a region");
       text = tr("backend changed");
       break;
     case PlanDiffRow::Kind::Regrouped:
-      text = tr("regrouped from %1 groups").arg(row.baseGroups);
+      text = tr("regrouped %1 groups into %2").arg(row.baseGroups).arg(row.planGroups);
       break;
   }
   return row.region ? text + tr(" (region)") : text;
+}
+
+QString PlanDiffModel::describeTotals() const {
+  if (rows_.isEmpty()) return tr("No group changed.");
+  return tr("Changed groups, each kernel measured alone: %1 ms before, %2 ms after; "
+            "%n unchanged group(s) %3 ms",
+            nullptr, totals_.unchangedGroups)
+      .arg(formatMs(totals_.beforeNs), formatMs(totals_.afterNs), formatMs(totals_.unchangedNs));
 }
 
 int PlanDiffModel::rowCount(const QModelIndex& parent) const {
@@ -145,14 +198,28 @@ QVariant PlanDiffModel::data(const QModelIndex& index, int role) const {
 }
 
 QVariant PlanDiffModel::headerData(int section, Qt::Orientation orientation, int role) const {
-  if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
+  if (orientation != Qt::Horizontal) return {};
+  if (role == Qt::ToolTipRole) {
+    switch (section) {
+      case Before: return tr("The starting plan's groups that covered these nodes, per backend");
+      case After: return tr("The groups that cover them now, per backend (a region: one kernel "
+                            "a graph library compiles whole)");
+      case BeforeMs:
+        return tr("The sum of the medians of the groups in Before, each kernel measured alone");
+      case AfterMs:
+        return tr("The sum of the medians of the groups in After, each kernel measured alone; a "
+                  "region is measured as one kernel, so its time is that of all its nodes");
+      default: return {};
+    }
+  }
+  if (role != Qt::DisplayRole) return {};
   switch (section) {
     case Change: return tr("Change");
     case Nodes: return tr("Nodes");
     case Before: return tr("Before (groups per backend)");
-    case After: return tr("After");
-    case BeforeMs: return tr("Before (ms, kernels alone)");
-    case AfterMs: return tr("After (ms, kernel alone)");
+    case After: return tr("After (groups per backend)");
+    case BeforeMs: return tr("Before (ms, sum of kernels alone)");
+    case AfterMs: return tr("After (ms, sum of kernels alone)");
     default: return {};
   }
 }

@@ -1,18 +1,23 @@
-// What one plan changed against another, a row per group of the new plan
-// that the old plan did not have: the graph-level plan against the op-level
-// plan it started from (OptimizationResult::startPlan), as hotspot diffs two
-// recordings. A row says how its nodes were grouped before (which groups,
-// on which backends) and how now:
+// What one plan changed against another: the graph-level plan against the
+// op-level plan it started from (OptimizationResult::startPlan), as hotspot
+// diffs two recordings. A row is one *change*: the smallest set of nodes
+// that both plans cover with whole groups of their own, so that what it ran
+// as before and what it runs as now cover exactly the same nodes and their
+// times compare:
 //
-//   base:  [Conv: onednn] [Relu: native] [MatMul: openblas]
-//   plan:  [Conv Relu MatMul: onednn region]
-//   row:   merged 3 groups (region) | 3 nodes | native 1, onednn 1, openblas 1 | onednn | ...
+//   base:  [Conv: onednn] [Relu: native] [MatMul: openblas] [Add Tanh: native]
+//   plan:  [Conv Relu MatMul: onednn region]                [Add: native] [Tanh: onednn]
+//   rows:  merged 3 groups (region) | 3 nodes | native 1, onednn 1, openblas 1 | onednn region
+//          split 1 group into 2     | 2 nodes | native 1                       | native 1, onednn 1
 //
-// Kinds: merged (several whole groups became one), split (part of one
-// group), backend changed (the same nodes on another backend), regrouped
-// (parts of several groups). Costs are each kernel's isolated median; the
-// whole plan's measured gain is the search's (describeGraphLevelGain), as
-// kernels in sequence share caches the isolated medians do not see.
+// Before is the sum of the replaced groups' medians, after the sum of the
+// new groups' medians, each kernel measured alone (a region measured as one
+// kernel: its time is all of its nodes', so it is never set against one of
+// the groups it merged). Hence the rows add up: the base plan's sum of group
+// costs = the unchanged groups + every row's before, and the plan's = the
+// unchanged groups + every row's after (totals()). The whole plan's measured
+// gain is the search's (describeGraphLevelGain): kernels in sequence share
+// caches that medians measured alone do not see, so the sums differ from it.
 // GUI-free apart from Qt's model classes, so tests check it with
 // QAbstractItemModelTester.
 #pragma once
@@ -28,16 +33,29 @@
 namespace collage {
 
 struct PlanDiffRow {
+  // Merged: several base groups became one group; Split: one became several;
+  // BackendChanged: the same nodes as one group elsewhere (into a region:
+  // "moved into a region"); Regrouped: several became several.
   enum class Kind { Merged, Split, BackendChanged, Regrouped };
   Kind kind = Kind::Merged;
-  int baseGroups = 0;       // groups of the base plan it takes nodes from
-  bool region = false;      // made by the graph-level search
+  int baseGroups = 0;       // whole groups of the base plan it replaces
+  int planGroups = 0;       // whole groups of the plan that replace them
+  bool region = false;      // one of them is a region of the graph-level search
   QString nodes;            // "62 nodes (conv1 .. relu3)"
   QString before;           // "native 1, onednn 1, openblas 28"
-  QString after;            // "onednn"
-  double beforeNs = 0;      // the base groups' medians summed (whole groups only); NaN = unknown
-  double afterNs = 0;       // NaN = unknown
-  QVector<NodeId> nodeIds;  // to select them in the graph
+  QString after;            // "onednn region", "native 1, onednn 1"
+  double beforeNs = 0;      // the base groups' medians summed; NaN = one is unknown
+  double afterNs = 0;       // the new groups' medians summed; NaN = one is unknown
+  QVector<NodeId> nodeIds;  // to select them in the graph, in graph order
+};
+
+// The rows summed, and what did not change: each side adds up to its plan's
+// sum of group costs (Plan::sumOfGroupCosts).
+struct PlanDiffTotals {
+  int unchangedGroups = 0;
+  double unchangedNs = 0;  // the groups in both plans, counted once
+  double beforeNs = 0;     // every row's before
+  double afterNs = 0;      // every row's after
 };
 
 class PlanDiffModel : public QAbstractTableModel {
@@ -49,11 +67,15 @@ class PlanDiffModel : public QAbstractTableModel {
 
   explicit PlanDiffModel(QObject* parent = nullptr);
 
-  // The groups of `plan` (of `graph`) not in `base`, in `plan`'s order.
+  // The changes from `base` to `plan` (both of `graph`), in `plan`'s order.
   void setPlans(const Graph& graph, const Plan& base, const Plan& plan);
   void clear();
   const PlanDiffRow& row(int r) const { return rows_.at(r); }
+  const PlanDiffTotals& totals() const { return totals_; }
   static QString kindName(const PlanDiffRow& row);  // "merged 30 groups (region)"
+  // "Changed groups, each kernel measured alone: 1.234 ms before, 0.987 ms
+  // after; 12 unchanged groups 3.210 ms"
+  QString describeTotals() const;
 
   int rowCount(const QModelIndex& parent = {}) const override;
   int columnCount(const QModelIndex& parent = {}) const override;
@@ -63,6 +85,7 @@ class PlanDiffModel : public QAbstractTableModel {
 
  private:
   QVector<PlanDiffRow> rows_;
+  PlanDiffTotals totals_;
 };
 
 // One line on what the graph-level search gained, measured whole: "23.10 ->

@@ -41,8 +41,10 @@ void PlanDiffPanel::showResult(const Graph& graph, const OptimizationResult& res
     return;
   }
   model_->setPlans(graph, result.startPlan, result.plan);
-  QString text = describeGraphLevelGain(result.graphLevel);
-  if (model_->rowCount() == 0) text += tr(". No group changed.");
+  // The gain measured whole, then the rows' sums: two different figures,
+  // each said for what it is.
+  QString text = describeGraphLevelGain(result.graphLevel) + QStringLiteral(".\n") +
+                 model_->describeTotals();
   summary_->setText(text);
   table_->resizeColumnsToContents();
 }

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -47,8 +48,20 @@ struct PlanGroup {
   double spread = 0;               // relative: (p75 - p25) / median
   int samples = 0;
   PlanOrigin origin = PlanOrigin::OpLevel;
+  // Not serialised: which candidate of the optimisation that made the plan
+  // this group runs as (an index into OptimizationResult::candidates and
+  // ::measurements), kept on the group so that it travels with the plan
+  // through overrides, undo and the views, and can never describe another
+  // plan's groups. None for a region of the graph-level search (a graph
+  // library compiles it whole: it is no candidate) and for a group read from
+  // a file or written by hand. Who chose the group is `origin`: a user's
+  // override is a candidate group with origin User. Check it against the
+  // result before use (groupCandidate, core/search/optimization_job.h).
+  std::optional<int32_t> candidate;
 
-  bool operator==(const PlanGroup&) const;  // NaN costs compare equal
+  // NaN costs compare equal; `candidate` is not compared (a plan read back
+  // from its file equals the plan written).
+  bool operator==(const PlanGroup&) const;
 };
 
 // One run of one group's kernel, as a Session records it when profiling and

@@ -132,7 +132,9 @@ OpLevelResult optimizeOpLevel(const OpLevelProblem& p, SearchObserver* observer,
     ++r.statesPushed;
     queue.emplace(cost, it->second);
   };
-  push(StateKey{NodeSet(n), {}}, 0.0, -1, -1);
+  COLLAGE_CHECK(p.placed.capacity() == 0 || p.placed.capacity() == n,
+                "op-level problem: `placed` is a NodeSet of another graph");
+  push(StateKey{p.placed.capacity() == 0 ? NodeSet(n) : p.placed, {}}, 0.0, -1, -1);
   int32_t goal = -1;
   int32_t deepest = 0;  // the popped state with most nodes, for a cancelled search
   const int64_t stepPeriod = std::clamp<int64_t>(n / 64, 1, 2048);

@@ -22,6 +22,7 @@
 
 #include "core/patterns/candidate.h"
 #include "core/ir/cost.h"
+#include "core/ir/node_set.h"
 #include "core/ir/search_events.h"
 #include "core/search/device_copy_charges.h"
 
@@ -39,6 +40,11 @@ struct OpLevelProblem {
   // unmeasured, and then a cover that copies is never chosen (see
   // device_copy_charges.h).
   CopyCostFn copyCost = nullptr;
+  // Nodes placed already, outside the candidates (the regions an override
+  // keeps, core/search/plan_override.h): the cover starts from them, so it
+  // covers only the other nodes, and no candidate touching them is used. Empty
+  // (capacity 0) = none. Copies to and from them are not charged.
+  NodeSet placed{};
 };
 
 struct OpLevelResult {

@@ -17,6 +17,18 @@
 
 namespace collage {
 
+std::optional<int32_t> groupCandidate(const OptimizationResult& result, const Graph& graph,
+                                      const PlanGroup& group) {
+  if (!group.candidate) return std::nullopt;
+  const int32_t c = *group.candidate;
+  if (c < 0 || static_cast<size_t>(c) >= result.candidates.size()) return std::nullopt;
+  // The index alone could name another optimisation's candidate: the
+  // group must be exactly this one.
+  const Candidate& cand = result.candidates[static_cast<size_t>(c)];
+  if (cand.backend != group.backend || nodeNames(graph, cand.nodes) != group.nodes) return std::nullopt;
+  return c;
+}
+
 std::vector<std::string> optimizationWorkerCommand(const OptimizationJobOptions& options) {
   if (options.workerExecutable.empty())
     throw Error("no measurement worker: the 'collage' executable was not found");
@@ -205,7 +217,6 @@ OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobO
     if (observer) observer->onLog(describeGraphLevel(result.graphLevel));
   }
   markPinnedGroups(result.plan, graph, options.constraints);
-  result.chosen = opLevel.chosen;
   result.hasPlan = true;
   return result;
 }

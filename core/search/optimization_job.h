@@ -7,6 +7,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,10 +65,11 @@ struct OptimizationJobOptions {
 struct OptimizationResult {
   bool hasPlan = false;   // false when cancelled before every candidate had a cost
   bool cancelled = false;
+  // Each group says which candidate it runs as (PlanGroup::candidate, an
+  // index into `candidates`), or none for a region of the graph-level search.
   Plan plan;
   CandidateSet candidates;
   std::vector<Measurement> measurements;  // per candidate
-  std::vector<int32_t> chosen;            // candidate index per plan group
   CostingReport report;
   std::vector<std::string> warnings;
   // The end-to-end check's report (describeSelection), empty when not run.
@@ -95,6 +97,13 @@ struct OptimizationResult {
 // for a pin that cannot hold (allowedCandidates names the node and why).
 OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobOptions& options,
                                       SearchObserver* observer, const CancellationToken* cancel);
+
+// The candidate of `result` that `group` (of a plan of `graph`) runs as: its
+// PlanGroup::candidate when that names a candidate of this result with the
+// group's backend and exactly its nodes; none for a region, a group read from
+// a file, or a group of a plan that another optimisation made.
+std::optional<int32_t> groupCandidate(const OptimizationResult& result, const Graph& graph,
+                                      const PlanGroup& group);
 
 // A MeasureFn for what re-planning after the job finds missing
 // (core/search/plan_override.h, OverrideController::setMeasureFn): the job's

@@ -22,11 +22,21 @@ namespace collage {
 // inputShapes are the graph's input shapes; `backends` is filtered to the ones
 // some group uses; predictedNs is the sum of the group costs (the caller may
 // overwrite it, e.g. with the optimizer's total including switching costs);
-// createdAt is now. Throws Error if `chosen` does not cover every node
-// exactly once.
+// createdAt is now; each group's `candidate` is the index it was chosen as.
+// Throws Error if `chosen` does not cover every node exactly once.
 Plan makePlan(const Graph& graph, const std::string& modelPath, const CandidateSet& candidates,
               const std::vector<int32_t>& chosen, const std::vector<Measurement>& measurements,
               PlanOrigin origin, const HardwareFingerprint& fingerprint,
               const std::vector<BackendVersion>& backends);
+
+// makePlan for a cover of what `kept` leaves: `kept` are groups placed
+// already (the regions an override leaves alone, core/search/plan_override.h),
+// taken as they are, and `chosen` must cover every other node exactly once.
+// Groups are in the order of their first node, as makePlan's are.
+Plan makePlanAround(const Graph& graph, const std::vector<PlanGroup>& kept,
+                    const CandidateSet& candidates, const std::vector<int32_t>& chosen,
+                    const std::vector<Measurement>& measurements, PlanOrigin origin,
+                    const HardwareFingerprint& fingerprint,
+                    const std::vector<BackendVersion>& backends);
 
 }  // namespace collage

@@ -5,6 +5,7 @@
 
 #include "core/patterns/candidate_signature.h"
 #include "core/ir/error.h"
+#include "core/search/graph_level_search.h"
 #include "core/search/op_level_optimizer.h"
 #include "core/search/plan_from_cover.h"
 #include "core/ir/sub_graph.h"
@@ -240,6 +241,34 @@ void markPinnedGroups(Plan& plan, const Graph& graph, const PlacementConstraints
     }
 }
 
+std::vector<PlanGroup> keptRegions(const Graph& graph, const OptimizationResult& result,
+                                   const PlacementConstraints& constraints) {
+  std::vector<PlanGroup> kept;
+  for (size_t i = 0; i < result.plan.groups.size(); ++i) {
+    const PlanGroup& g = result.plan.groups[i];
+    if (groupCandidate(result, graph, g)) continue;  // the DP can make it again
+    // The rule the graph-level search honoured when it made the region.
+    const GraphLibrary asMade{g.backend, [](const NodeSet&) { return std::string(); }};
+    const GraphLibrary honouring = honouringConstraints(graph, {asMade}, constraints).front();
+    if (honouring.refusal(groupNodes(result.plan, i, graph)).empty()) kept.push_back(g);
+  }
+  return kept;
+}
+
+std::vector<bool> replanCandidates(const Graph& graph, const OptimizationResult& result,
+                                   const PlacementConstraints& constraints,
+                                   const std::vector<PlanGroup>& kept) {
+  std::vector<bool> allowed = allowedCandidates(graph, result.candidates, constraints);
+  if (kept.empty()) return allowed;
+  NodeSet placed(graph.numNodes());
+  for (const PlanGroup& g : kept)
+    for (const std::string& name : g.nodes)
+      if (auto n = graph.findNode(name)) placed.insert(*n);
+  for (size_t i = 0; i < allowed.size(); ++i)
+    if (allowed[i] && result.candidates[i].nodes.intersects(placed)) allowed[i] = false;
+  return allowed;
+}
+
 ReplanResult replanWithPins(const Graph& graph, OptimizationResult& result,
                             const PlacementConstraints& constraints, const MeasureFn& measure) {
   const CandidateSet& candidates = result.candidates;
@@ -276,12 +305,17 @@ ReplanResult replanWithPins(const Graph& graph, OptimizationResult& result,
     pinnedCandidates.push_back(c);
   }
 
+  std::vector<PlanGroup> kept;
   std::vector<bool> allowed;
   try {
-    allowed = allowedCandidates(graph, candidates, constraints);
+    kept = keptRegions(graph, result, constraints);
+    allowed = replanCandidates(graph, result, constraints, kept);
   } catch (const Error& e) {
     throw refuse(e.what());
   }
+  NodeSet placed(graph.numNodes());
+  for (const PlanGroup& g : kept)
+    for (const std::string& name : g.nodes) placed.insert(*graph.findNode(name));
 
   // Measure what the search may now use but nobody measured yet.
   ReplanResult out;
@@ -321,6 +355,7 @@ ReplanResult replanWithPins(const Graph& graph, OptimizationResult& result,
   OpLevelProblem problem{&graph, &candidates, costs,
                          [&](const std::string& b) { return switchCosts.epsilonInto(b); }, allowed};
   result.deviceCosts.applyTo(problem);
+  problem.placed = placed;
   OpLevelResult opLevel;
   try {
     opLevel = optimizeOpLevel(problem);
@@ -330,17 +365,21 @@ ReplanResult replanWithPins(const Graph& graph, OptimizationResult& result,
 
   std::vector<BackendVersion> versions = result.versions;
   if (versions.empty()) versions = result.plan.backends;
-  out.plan = makePlan(graph, "", candidates, opLevel.chosen, result.measurements,
-                      PlanOrigin::OpLevel, result.plan.fingerprint, versions);
+  out.plan = makePlanAround(graph, kept, candidates, opLevel.chosen, result.measurements,
+                            PlanOrigin::OpLevel, result.plan.fingerprint, versions);
   out.plan.modelPath = result.plan.modelPath;
   out.plan.modelSha256 = result.plan.modelSha256;
+  // A kept region is one more kernel, at its own measured time: the same
+  // terms the DP charges its candidates.
   out.plan.predictedNs = opLevel.total;
+  for (const PlanGroup& g : kept) out.plan.predictedNs += g.costNs + switchCosts.epsilonInto(g.backend);
+  out.regionsKept = static_cast<int>(kept.size());
   int overrides = static_cast<int>(constraints.pins.size());
-  out.plan.createdBy = "collage-studio (op-level" +
-                       (overrides ? ", " + std::to_string(overrides) + " pinned by the user" : "") +
-                       ")";
+  out.plan.createdBy =
+      "collage-studio (op-level" +
+      (kept.empty() ? std::string() : " + " + std::to_string(kept.size()) + " graph-level region(s) kept") +
+      (overrides ? ", " + std::to_string(overrides) + " pinned by the user" : "") + ")";
   markPinnedGroups(out.plan, graph, constraints);
-  out.chosen = opLevel.chosen;
 
   // Each group is convex, but two groups may still need each other's results.
   try {

@@ -7,11 +7,25 @@
 // splits that group, and the op-level DP re-covers the rest optimally. Names,
 // not indices, so the pins survive a re-optimisation and read well in a plan.
 //
-//   OptimizationResult (candidates, measurements, switch costs, allowed)
+// Re-planning starts from the optimisation's plan (OptimizationResult::plan)
+// and keeps its regions: a region of the graph-level search was measured
+// whole and no candidate can stand for it, so a re-plan that dropped it would
+// silently lose what the search found. A region the pins do not touch stays
+// as it is; a region holding a node a pin moves (by the rule the search
+// itself honours, honouringConstraints) is dissolved, and the DP covers its
+// nodes, with everything else outside the kept regions, by candidates:
+//
+//   result.plan:  [A B: onednn region] [C: native] [D E F: onednn region]
+//   pin D=native: [A B: onednn region] [C: native] [D: native] [E F: DP's]
+//
+// Pins are applied to that plan, not to the previous override's, so removing
+// a pin ("let the optimizer choose") brings its region back.
+//
+//   OptimizationResult (plan, candidates, measurements, switch costs, allowed)
 //        │ runOnChoices(nodes)      which backends can run exactly `nodes`, and why not
 //        │ withOverride(pins, ...)  the new pin list (the newest override wins)
-//        ▼ replanWithPins(pins)     DP over the known costs (+ whatever is missing,
-//     Plan (groups holding          measured through the caller's MeasureFn);
+//        ▼ replanWithPins(pins)     kept regions + DP over the known costs (+ whatever
+//     Plan (groups holding          is missing, measured through the caller's MeasureFn);
 //     pinned nodes: origin user)    an impossible override is an Error that says why
 #pragma once
 
@@ -80,19 +94,34 @@ void checkOverride(const Graph& graph, const OptimizationResult& result, const N
                    const std::string& backend);
 
 struct ReplanResult {
-  Plan plan;
-  std::vector<int32_t> chosen;  // candidate index per plan group
-  int measuredNow = 0;          // candidates measured through the MeasureFn
+  Plan plan;  // each group's PlanGroup::candidate says what it is
+  int measuredNow = 0;  // candidates measured through the MeasureFn
+  int regionsKept = 0;  // regions of result.plan kept as they are
 };
 
-// A new plan from the op-level DP over the measurements `result` already has,
+// The groups of result.plan that a re-plan under `constraints` keeps as they
+// are: its regions (groups no candidate of `result` makes) that honour every
+// pin and forbid. Throws Error for a selector that matches no node.
+std::vector<PlanGroup> keptRegions(const Graph& graph, const OptimizationResult& result,
+                                   const PlacementConstraints& constraints);
+
+// The candidates a re-plan under `constraints` may use: the ones they allow
+// that touch no node of `kept`. Throws what allowedCandidates throws.
+std::vector<bool> replanCandidates(const Graph& graph, const OptimizationResult& result,
+                                   const PlacementConstraints& constraints,
+                                   const std::vector<PlanGroup>& kept);
+
+// A new plan: the kept regions of result.plan (keptRegions) and, for every
+// other node, the op-level DP over the measurements `result` already has,
 // with every pin and forbid of `constraints` applied; groups holding a pinned
 // node get origin "user"; predictedNs is the DP's total (kernel costs + the
-// switching cost epsilon of each kernel). Candidates the constraints allow
+// switching cost epsilon of each kernel) plus each kept region's measured
+// time and epsilon (unknown if one is unknown). Candidates the constraints allow
 // but that were never measured are measured through `measure` (deduplicated
 // by backend and signature) and the measurements are kept in `result`; with
 // no `measure` they are left out of the search, and a pin that needs one is
-// refused. Throws Error ("override refused: ...") for a pin that names an
+// refused. Candidates inside kept regions are neither measured nor used.
+// Throws Error ("override refused: ...") for a pin that names an
 // invalid group, has no candidate, whose candidate cannot run, that leaves a
 // node with no placement, or that makes groups depend on each other in a cycle.
 ReplanResult replanWithPins(const Graph& graph, OptimizationResult& result,

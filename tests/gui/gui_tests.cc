@@ -187,22 +187,54 @@ class GuiTests : public QObject {
     PlanDiffModel diff;
     QAbstractItemModelTester tester(&diff, QAbstractItemModelTester::FailureReportingMode::QtTest);
     diff.setPlans(graph, base, plan);
-    QCOMPARE(diff.rowCount(), 4);  // the unchanged groups are not listed
+    QCOMPARE(diff.rowCount(), 3);  // the unchanged groups are not listed
     const PlanDiffRow& merged = diff.row(0);
     QVERIFY(merged.kind == PlanDiffRow::Kind::Merged && merged.region);
     QCOMPARE(merged.baseGroups, 3);
     QCOMPARE(merged.nodeIds, (QVector<NodeId>{1, 2, 3}));
     QCOMPARE(merged.before, QString("native 3"));
+    QCOMPARE(merged.after, QString("onednn region"));
+    // Before: the three groups the region replaced; after: the region's own
+    // time, once, against all three (never against one of them alone).
     QCOMPARE(merged.beforeNs, 2e5 + 3e5 + 4e5);
+    QCOMPARE(merged.afterNs, 5e5);
     QCOMPARE(diff.data(diff.index(0, PlanDiffModel::Change)).toString(),
              QString("merged 3 groups (region)"));
+    QCOMPARE(diff.data(diff.index(0, PlanDiffModel::BeforeMs)).toString(), QString("0.900"));
     QCOMPARE(diff.data(diff.index(0, PlanDiffModel::AfterMs)).toString(), QString("0.500"));
     QVERIFY(diff.row(1).kind == PlanDiffRow::Kind::BackendChanged);
     QCOMPARE(diff.row(1).after, QString("openblas"));
-    // Node 6: on the same backend, but a piece of its group.
-    QVERIFY(diff.row(2).kind == PlanDiffRow::Kind::Split);
-    QVERIFY(diff.row(3).kind == PlanDiffRow::Kind::Split);
-    QCOMPARE(diff.data(diff.index(3, PlanDiffModel::BeforeMs)).toString(), QString("unknown"));
+    QCOMPARE(diff.row(1).beforeNs, 5e5);
+    // Nodes 6 and 7: one group before, two after: one row whose figures
+    // cover both nodes on each side (a piece of a group has no time of its own).
+    const PlanDiffRow& split = diff.row(2);
+    QVERIFY(split.kind == PlanDiffRow::Kind::Split);
+    QCOMPARE(split.nodeIds, (QVector<NodeId>{6, 7}));
+    QCOMPARE(split.after, QString("native 1, onednn 1"));
+    QCOMPARE(diff.data(diff.index(2, PlanDiffModel::Change)).toString(), QString("split 1 group into 2"));
+    QCOMPARE(split.beforeNs, 7e5);
+    QCOMPARE(split.afterNs, plan.groups[4].costNs + plan.groups[5].costNs);
+    // The figures add up: every row's before plus the unchanged groups is the
+    // starting plan's sum of group costs, every row's after plus them the plan's.
+    double rowsBefore = 0, rowsAfter = 0;
+    for (int r = 0; r < diff.rowCount(); ++r) {
+      rowsBefore += diff.row(r).beforeNs;
+      rowsAfter += diff.row(r).afterNs;
+    }
+    const PlanDiffTotals& totals = diff.totals();
+    QCOMPARE(totals.beforeNs, rowsBefore);
+    QCOMPARE(totals.afterNs, rowsAfter);
+    QCOMPARE(totals.unchangedGroups, static_cast<int>(base.groups.size()) - 5);
+    QCOMPARE(totals.unchangedNs + totals.beforeNs, base.sumOfGroupCosts());
+    QCOMPARE(totals.unchangedNs + totals.afterNs, plan.sumOfGroupCosts());
+    QVERIFY2(diff.describeTotals().contains("2.100 ms before, 2.400 ms after"),
+             qPrintable(diff.describeTotals()));
+    // The headers say what each number is.
+    QCOMPARE(diff.headerData(PlanDiffModel::AfterMs, Qt::Horizontal).toString(),
+             QString("After (ms, sum of kernels alone)"));
+    QVERIFY(diff.headerData(PlanDiffModel::AfterMs, Qt::Horizontal, Qt::ToolTipRole)
+                .toString()
+                .contains("region is measured as one kernel"));
     QSortFilterProxyModel proxy;
     QAbstractItemModelTester proxyTester(&proxy, QAbstractItemModelTester::FailureReportingMode::QtTest);
     proxy.setSourceModel(&diff);
@@ -222,8 +254,9 @@ class GuiTests : public QObject {
     result.graphLevel.gain = 1.12;
     PlanDiffPanel panel;
     panel.showResult(graph, result);
-    QCOMPARE(panel.model()->rowCount(), 4);
-    QVERIFY2(panel.summary().contains("23.100 -> 20.600 ms") && panel.summary().contains("1.12x"),
+    QCOMPARE(panel.model()->rowCount(), 3);
+    QVERIFY2(panel.summary().contains("23.100 -> 20.600 ms") && panel.summary().contains("1.12x") &&
+                 panel.summary().contains("each kernel measured alone: 2.100 ms before, 2.400 ms after"),
              qPrintable(panel.summary()));
     QSignalSpy activated(&panel, &PlanDiffPanel::nodesActivated);
     panel.table()->selectRow(0);
@@ -346,7 +379,7 @@ class GuiTests : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(!done.isEmpty() || !failed.isEmpty(), 300000);
     QVERIFY(failed.isEmpty());
     for (int r = 0; r < window.kernelModel()->rowCount(); ++r)
-      QCOMPARE(window.kernelModel()->row(r).cached, true);
+      QVERIFY(window.kernelModel()->row(r).provenance == KernelRow::Provenance::Cached);
     const bool keepsPin = std::any_of(window.plan()->groups.begin(), window.plan()->groups.end(),
                                       [](const PlanGroup& g) { return g.origin == PlanOrigin::User; });
     QVERIFY(keepsPin);

@@ -465,7 +465,8 @@ class OptimizePanelTests : public QObject {
     std::vector<Cost> costs;
     for (const auto& m : result.measurements) costs.push_back(m.cost());
     OpLevelResult r = optimizeOpLevel(OpLevelProblem{&graph, &result.candidates, costs, nullptr, {}});
-    result.chosen = r.chosen;
+    result.plan = makePlan(graph, "", result.candidates, r.chosen, result.measurements,
+                           PlanOrigin::OpLevel, backends.fingerprint(), {});
     result.hasPlan = true;
 
     KernelTableModel kernels;
@@ -474,7 +475,7 @@ class OptimizePanelTests : public QObject {
     QAbstractItemModelTester proxyTester(&proxy, QAbstractItemModelTester::FailureReportingMode::QtTest);
     proxy.setSourceModel(&kernels);
     proxy.setSortRole(KernelTableModel::kSortRole);
-    kernels.setCandidates(graph, result);
+    kernels.setCandidates(graph, result, &result.plan);
     QVERIFY(kernels.mode() == KernelTableModel::Mode::AllCandidates);
     QCOMPARE(kernels.rowCount(), static_cast<int>(result.candidates.size()));
     int chosen = 0;
@@ -483,14 +484,14 @@ class OptimizePanelTests : public QObject {
       if (k.chosen) {
         ++chosen;
         QCOMPARE(kernels.data(kernels.index(row, KernelTableModel::Chosen)).toString(), QString("chosen"));
-        QCOMPARE(result.chosen.at(static_cast<size_t>(k.group)), k.candidate);
+        QCOMPARE(r.chosen.at(static_cast<size_t>(k.group)), k.candidate);
       } else {
         QCOMPARE(kernels.data(kernels.index(row, KernelTableModel::Group)).toString(), QString());
       }
       QCOMPARE(static_cast<int>(k.nodes.size()),
                static_cast<int>(result.candidates[static_cast<size_t>(row)].nodes.count()));
     }
-    QCOMPARE(chosen, static_cast<int>(result.chosen.size()));
+    QCOMPARE(chosen, static_cast<int>(r.chosen.size()));
     QCOMPARE(kernels.data(kernels.index(1, KernelTableModel::Median)).toString(), QString("invalid"));
     QCOMPARE(kernels.data(kernels.index(0, KernelTableModel::Source)).toString(), QString("cached"));
     QCOMPARE(kernels.data(kernels.index(3, KernelTableModel::Source)).toString(), QString("fresh"));
@@ -506,24 +507,68 @@ class OptimizePanelTests : public QObject {
     QCOMPARE(proxy.mapToSource(proxy.index(proxy.rowCount() - 1, 0)).row(), 1);
     proxy.sort(KernelTableModel::Chosen, Qt::DescendingOrder);
     QCOMPARE(proxy.index(0, KernelTableModel::Chosen).data().toString(), QString("chosen"));
+    proxy.setFilterFixedString(QString());
+
+    // A graph-level plan: its first two groups became one region. The table
+    // marks exactly the shown plan's groups: the region as a row of its own,
+    // never the op-level candidates it replaced (the old parallel array
+    // still named them after the search).
+    Plan graphLevel = result.plan;
+    PlanGroup region;
+    region.nodes = graphLevel.groups[0].nodes;
+    for (const std::string& n : graphLevel.groups[1].nodes) region.nodes.push_back(n);
+    region.backend = "onednn";
+    region.pattern = "region";
+    region.origin = PlanOrigin::GraphLevel;
+    region.costNs = 12345;
+    graphLevel.groups.erase(graphLevel.groups.begin(), graphLevel.groups.begin() + 2);
+    graphLevel.groups.insert(graphLevel.groups.begin(), region);
+    kernels.setCandidates(graph, result, &graphLevel);
+    QCOMPARE(kernels.rowCount(), static_cast<int>(result.candidates.size()) + 1);
+    chosen = 0;
+    for (int row = 0; row < kernels.rowCount(); ++row) {
+      const KernelRow& k = kernels.row(row);
+      if (!k.chosen) continue;
+      ++chosen;
+      QVERIFY2(k.candidate != r.chosen[0] && k.candidate != r.chosen[1],
+               "a candidate the region replaced is marked chosen");
+      const PlanGroup& g = graphLevel.groups.at(static_cast<size_t>(k.group));
+      QCOMPARE(k.backend, QString::fromStdString(g.backend));
+      QCOMPARE(k.nodes.size(), static_cast<int>(g.nodes.size()));
+    }
+    QCOMPARE(chosen, static_cast<int>(graphLevel.groups.size()));
+    const int regionRow = kernels.rowCount() - 1;
+    QCOMPARE(kernels.row(regionRow).group, 0);
+    QCOMPARE(kernels.row(regionRow).candidate, -1);
+    QCOMPARE(kernels.data(kernels.index(regionRow, KernelTableModel::Median)).toString(), QString("12.35 us"));
+    QCOMPARE(kernels.data(kernels.index(regionRow, KernelTableModel::Source)).toString(),
+             QString("region, measured alone"));
 
     // A result cancelled while measuring: nothing chosen, unreached rows say so.
     OptimizationResult partial = result;
     partial.hasPlan = false;
-    partial.chosen.clear();
     partial.measured[3] = false;
     partial.measurements[3] = Measurement{};
-    kernels.setCandidates(graph, partial);
+    kernels.setCandidates(graph, partial, nullptr);
     QCOMPARE(kernels.data(kernels.index(3, KernelTableModel::Median)).toString(), QString("not measured"));
     for (int row = 0; row < kernels.rowCount(); ++row) QVERIFY(!kernels.row(row).chosen);
 
-    // Back to the plan's groups.
-    Plan plan = makePlan(graph, "", result.candidates, result.chosen, result.measurements,
-                         PlanOrigin::OpLevel, backends.fingerprint(), {});
-    kernels.setPlan(graph, plan, {});
+    // Back to the plan's groups: where each median comes from is the
+    // candidate's measurement; a region's is the region's.
+    kernels.setPlan(graph, result.plan, &result);
     QVERIFY(kernels.mode() == KernelTableModel::Mode::PlanGroups);
-    QCOMPARE(kernels.rowCount(), static_cast<int>(plan.groups.size()));
+    QCOMPARE(kernels.rowCount(), static_cast<int>(result.plan.groups.size()));
     QCOMPARE(kernels.data(kernels.index(0, KernelTableModel::Chosen)).toString(), QString("chosen"));
+    for (int row = 0; row < kernels.rowCount(); ++row) {
+      const bool cached = result.measurements[static_cast<size_t>(r.chosen[static_cast<size_t>(row)])].fromCache;
+      QVERIFY(kernels.row(row).provenance ==
+              (cached ? KernelRow::Provenance::Cached : KernelRow::Provenance::Fresh));
+    }
+    kernels.setPlan(graph, graphLevel, &result);
+    QVERIFY(kernels.row(0).provenance == KernelRow::Provenance::Region);
+    // A plan read from a file has no candidates: not claimed as cached.
+    kernels.setPlan(graph, planFromJson(planToJson(result.plan), "plan.json"), &result);
+    QCOMPARE(kernels.data(kernels.index(0, KernelTableModel::Source)).toString(), QString());
   }
 
   void stallMonitorSeesABlockedUiThread() {

@@ -11,6 +11,7 @@
 #include "core/patterns/candidate.h"
 #include "core/search/choice_explanation.h"
 #include "core/onnx/onnx_import.h"
+#include "core/search/plan_from_cover.h"
 #include "core/search/plan_override.h"
 #include "tests/unit/test_support.h"
 
@@ -247,6 +248,106 @@ TEST(PlanOverride, AMissingMeasurementIsTakenThroughTheMeasureFn) {
   });
   EXPECT_EQ(calls, 1);
   EXPECT_EQ(again.measuredNow, 0);
+}
+
+// The chain after a graph-level search: two regions of "fast", each measured
+// whole (5 ns) and faster than any cover by candidates:
+//   [n0 n1: fast region] [n2 n3: fast region]
+Plan graphLevelPlan(const ChainFixture& f) {
+  Plan plan = f.result.plan;
+  plan.groups.clear();
+  for (std::vector<std::string> nodes : {std::vector<std::string>{"n0", "n1"}, {"n2", "n3"}}) {
+    PlanGroup region;
+    region.nodes = nodes;
+    region.backend = "fast";
+    region.pattern = "region";
+    region.origin = PlanOrigin::GraphLevel;
+    region.costNs = 5;
+    plan.groups.push_back(region);
+  }
+  return plan;
+}
+
+bool isRegion(const PlanGroup& g) { return g.pattern == "region" && !g.candidate; }
+
+TEST(PlanOverride, EveryGroupNamesTheCandidateItRunsAs) {
+  ChainFixture f;
+  for (const PlanGroup& g : f.result.plan.groups) {
+    ASSERT_TRUE(g.candidate.has_value()) << g.nodes.front();
+    EXPECT_EQ(groupCandidate(f.result, f.graph, g), g.candidate);
+    const Candidate& c = f.result.candidates[static_cast<size_t>(*g.candidate)];
+    EXPECT_EQ(c.backend, g.backend);
+    EXPECT_EQ(nodeNames(f.graph, c.nodes), g.nodes);
+  }
+  // A region is no candidate, and neither is a group whose index names
+  // another candidate (a plan of another optimisation).
+  const Plan regions = graphLevelPlan(f);
+  EXPECT_FALSE(groupCandidate(f.result, f.graph, regions.groups[0]));
+  PlanGroup stale = f.result.plan.groups[0];
+  stale.candidate = 0;  // native n0, not fast n0+n1
+  EXPECT_FALSE(groupCandidate(f.result, f.graph, stale));
+  // Not serialised: a plan read back has no candidates, and still equals it.
+  const Plan back = planFromJson(planToJson(f.result.plan), "plan.json");
+  EXPECT_FALSE(back.groups[0].candidate);
+  EXPECT_EQ(back, f.result.plan);
+}
+
+TEST(PlanOverride, AnOverrideKeepsTheRegionsItDoesNotTouch) {
+  ChainFixture f;
+  f.result.plan = graphLevelPlan(f);
+  // Pin n1 alone to fast: the first region holds n1 and is dissolved; the
+  // second is kept as it is, with its measured time.
+  const PlacementConstraints pins = withOverride(f.graph, {}, f.nodes({1}), "fast");
+  int calls = 0;
+  ReplanResult r = replanWithPins(f.graph, f.result, pins, [&](const Candidate&) {
+    ++calls;
+    return ok(4);
+  });
+  EXPECT_EQ(r.regionsKept, 1);
+  ASSERT_EQ(r.plan.groups.size(), 3u);
+  const PlanGroup& kept = f.groupOf(r.plan, "n2");
+  EXPECT_TRUE(isRegion(kept));
+  EXPECT_EQ(kept.nodes, (std::vector<std::string>{"n2", "n3"}));
+  EXPECT_EQ(kept.origin, PlanOrigin::GraphLevel);
+  EXPECT_DOUBLE_EQ(kept.costNs, 5);
+  // The dissolved region's nodes are op-level groups again, each a candidate.
+  EXPECT_EQ(f.groupOf(r.plan, "n0").nodes, (std::vector<std::string>{"n0"}));
+  EXPECT_EQ(f.groupOf(r.plan, "n0").backend, "fast");
+  EXPECT_TRUE(f.groupOf(r.plan, "n0").candidate);
+  EXPECT_EQ(f.groupOf(r.plan, "n1").origin, PlanOrigin::User);
+  EXPECT_TRUE(f.groupOf(r.plan, "n1").candidate);
+  // The DP re-planned only outside the kept region: slow's n2, never
+  // measured, lies inside it and is not measured now.
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(r.measuredNow, 0);
+  // The prediction adds up: kernels and regions at their measured times,
+  // each with its switching cost.
+  EXPECT_DOUBLE_EQ(r.plan.predictedNs, f.recomputed(r.plan));
+  EXPECT_DOUBLE_EQ(r.plan.predictedNs, (7 + 1) + (7 + 1) + (5 + 1));
+  EXPECT_NO_THROW(checkPlanAgainst(r.plan, f.graph, "", f.result.versions));
+
+  // Letting the optimizer choose again brings the dissolved region back.
+  ReplanResult back = replanWithPins(f.graph, f.result, withoutOverride(f.graph, pins, f.nodes({1})));
+  EXPECT_EQ(back.regionsKept, 2);
+  EXPECT_EQ(placementKey(back.plan), placementKey(f.result.plan));
+}
+
+TEST(PlanOverride, ARegionPinnedToAnotherBackendIsDissolved) {
+  ChainFixture f;
+  f.result.plan = graphLevelPlan(f);
+  // A --pin of n3 to native (not a group pin): the region on fast cannot
+  // hold it, as the graph-level search itself would have refused.
+  PlacementConstraints pins;
+  pins.pins.push_back(PlacementConstraints::parsePin("n3=native"));
+  ReplanResult r = replanWithPins(f.graph, f.result, pins);
+  EXPECT_EQ(r.regionsKept, 1);
+  EXPECT_TRUE(isRegion(f.groupOf(r.plan, "n0")));
+  EXPECT_EQ(f.groupOf(r.plan, "n3").backend, "native");
+  EXPECT_FALSE(isRegion(f.groupOf(r.plan, "n2")));
+  // A pin to the region's own backend, not as a group, the region honours.
+  PlacementConstraints same;
+  same.pins.push_back(PlacementConstraints::parsePin("n3=fast"));
+  EXPECT_EQ(replanWithPins(f.graph, f.result, same).regionsKept, 2);
 }
 
 TEST(PlanOverride, PinsGoIntoThePlanAsUserGroups) {
