@@ -249,8 +249,10 @@ Action addOptimizeCommand(CLI::App& app) {
     if (!options->noEndToEnd && constraints.empty()) {
       auto e2eStart = Clock::now();
       EndToEndSelection selection;
-      int chosen = choosePlacementByEndToEnd(graph, result, baselines, planOf,
-                                             [&](const std::string& n) { return set.find(n); }, &selection);
+      const PlanPairTimer timePair = [&](const Plan& a, const Plan& b, const PairedRunOptions& o) {
+        return measurer.timePlans(a, b, o, std::max(60.0, options->timeout));
+      };
+      int chosen = choosePlacementByEndToEnd(graph, result, baselines, planOf, timePair, &selection);
       std::printf("\nend to end (the sum of isolated kernel costs misses cache and layout effects between "
                   "kernels), %.1f s:\n%s",
                   std::chrono::duration<double>(Clock::now() - e2eStart).count(),

@@ -12,13 +12,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 double timedRunMs(Session& session, const std::vector<Tensor>& inputs) {
   const auto start = Clock::now();
   session.run(inputs);
@@ -31,11 +24,25 @@ constexpr size_t kKeptSessions = 4;
 
 }  // namespace
 
+double medianOf(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+double relativeSpreadOf(std::vector<double> v) {
+  if (v.size() < 4) return 0;
+  std::sort(v.begin(), v.end());
+  const double m = medianOf(v);
+  return m > 0 ? (v[3 * v.size() / 4] - v[v.size() / 4]) / m : 0;
+}
+
 double PairedPlanRuns::medianRatio() const {
   std::vector<double> r;
   for (size_t i = 0; i < aMs.size() && i < bMs.size(); ++i)
     if (bMs[i] > 0) r.push_back(aMs[i] / bMs[i]);
-  return r.empty() ? 1.0 : median(r);
+  return r.empty() ? 1.0 : medianOf(r);
 }
 
 double PairedPlanRuns::aFasterShare() const {
@@ -46,8 +53,8 @@ double PairedPlanRuns::aFasterShare() const {
   return static_cast<double>(won) / static_cast<double>(n);
 }
 
-double PairedPlanRuns::aMedianMs() const { return median(aMs); }
-double PairedPlanRuns::bMedianMs() const { return median(bMs); }
+double PairedPlanRuns::aMedianMs() const { return medianOf(aMs); }
+double PairedPlanRuns::bMedianMs() const { return medianOf(bMs); }
 
 nlohmann::json toJson(const PairedPlanRuns& runs) {
   return {{"status", std::string(measurementStatusName(runs.status))},
@@ -92,7 +99,6 @@ Session& PairedPlanRunner::sessionFor(const Plan& plan) {
 std::string PairedPlanRunner::verify(Session& session) {
   const std::string key = placementKey(session.plan());
   if (auto it = verified_.find(key); it != verified_.end()) return it->second;
-  if (expected_.empty()) expected_ = ReferenceExecutor(graph_).run(inputs_);
   const std::vector<Tensor> got = session.run(inputs_);
   std::string problem;
   for (size_t i = 0; i < got.size() && problem.empty(); ++i) {
@@ -118,10 +124,18 @@ PairedPlanRuns PairedPlanRunner::run(const Plan& a, const Plan& b, const PairedR
   // b first, then a: building a drops only sessions older than b's.
   Session* sa = nullptr;
   Session* sb = nullptr;
+  if (options.verify && expected_.empty()) {
+    try {
+      expected_ = ReferenceExecutor(graph_).run(inputs_);
+    } catch (const std::exception& e) {
+      return finish(MeasurementStatus::Failed, std::string(kModelFailsOnTheInputs) + e.what());
+    }
+  }
   try {
     sb = &sessionFor(b);
+    sb->run(inputs_);
   } catch (const std::exception& e) {
-    return finish(MeasurementStatus::Failed, std::string("the reference plan: ") + e.what());
+    return finish(MeasurementStatus::Failed, std::string(kReferencePlanFailed) + e.what());
   }
   try {
     sa = &sessionFor(a);

@@ -29,6 +29,19 @@
 
 namespace collage {
 
+// The median of `v` (the mean of the middle two for an even count; 0 when
+// empty), and its relative inter-quartile spread (p75 - p25) / median: the
+// one summary of a series of runs every comparison of plans uses.
+double medianOf(std::vector<double> v);
+double relativeSpreadOf(std::vector<double> v);
+
+// How PairedPlanRuns::message starts when nothing could be compared: plan B
+// (the incumbent) could not be built or run, or the model itself (the
+// reference executor) fails on the random inputs (an If branch that cannot
+// run at the bound sizes, taken by a random condition).
+inline constexpr const char* kReferencePlanFailed = "the reference plan: ";
+inline constexpr const char* kModelFailsOnTheInputs = "the model itself fails on random inputs: ";
+
 struct PairedRunOptions {
   int minRounds = 5;
   int maxRounds = 15;
@@ -60,6 +73,13 @@ struct PairedPlanRuns {
   double aFasterShare() const;
   double aMedianMs() const;
   double bMedianMs() const;
+  // The one decision rule on paired rounds (the end-to-end check and the
+  // graph-level search): A replaces B when its median ratio is below
+  // 1 - minGain and it was the faster in at least minFasterShare of the
+  // rounds, so noise does not trade a plan for an equal one.
+  bool aReplacesB(double minGain, double minFasterShare) const {
+    return ok() && medianRatio() < 1 - minGain && aFasterShare() >= minFasterShare;
+  }
 };
 
 nlohmann::json toJson(const PairedPlanRuns& runs);

@@ -81,7 +81,7 @@ class MeasuredPlanFitness final : public GenomeFitness {
         std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
         msPerCost_ = v[v.size() / 2];
       }
-      e.replacesBest = ratio < 1 - options_.minGain && runs.aFasterShare() >= options_.minFasterShare;
+      e.replacesBest = runs.aReplacesB(options_.minGain, options_.minFasterShare);
       record.relativeCost = e.cost;
       record.medianMs = runs.aMedianMs();
     } else {

@@ -191,7 +191,10 @@ OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobO
     for (const auto& [name, version] : options.versions) order.push_back(name);
     std::vector<NamedPlacement> baselines = baselinePlacements(problem, order);
     EndToEndSelection selection;
-    int chosen = choosePlacementByEndToEnd(graph, opLevel, baselines, planOf, options.backends, &selection, cancel);
+    const PlanPairTimer timePair = [&](const Plan& a, const Plan& b, const PairedRunOptions& o) {
+      return measurer.timePlans(a, b, o, options.graphLevelOptions.timeoutSeconds);
+    };
+    int chosen = choosePlacementByEndToEnd(graph, opLevel, baselines, planOf, timePair, &selection, cancel);
     result.endToEnd = describeSelection(selection);
     if (observer) observer->onLog("end to end:\n" + result.endToEnd);
     if (chosen >= 0) {

@@ -42,7 +42,8 @@ struct OptimizationJobOptions {
   // "--threads N measure-worker model [--input-shape s]...".
   std::string workerExecutable;
   // When set (and no constraints are given), the op-level plan is run end to
-  // end against the baselines and the fastest is kept (core/search/plan_selection.h).
+  // end against the baselines, in the measurement worker, and the fastest is
+  // kept (core/search/plan_selection.h).
   BackendLookup backends;
   // Pins and forbids, applied as the CLI's --pin / --forbid are: candidates
   // they exclude are neither measured nor chosen, and the groups holding

@@ -3,104 +3,79 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <iomanip>
 #include <limits>
 #include <memory>
 #include <sstream>
 
 #include "core/ir/error.h"
-#include "core/measure/machine_timing_lock.h"
 #include "core/ops/reference_executor.h"
 
 namespace collage {
 
 EndToEndSelection selectPlanByEndToEnd(const Graph& graph, const std::vector<Plan>& plans,
-                                       const std::vector<std::string>& labels, const BackendLookup& backends,
+                                       const std::vector<std::string>& labels, const PlanPairTimer& timePair,
                                        const EndToEndOptions& options, const CancellationToken* cancel) {
   COLLAGE_CHECK(!plans.empty() && plans.size() == labels.size(), "one label per plan");
-  using Clock = std::chrono::steady_clock;
   EndToEndSelection out;
   out.timings.resize(plans.size());
-  std::vector<std::unique_ptr<Session>> sessions(plans.size());
-  const std::vector<Tensor> inputs = randomInputs(graph);
-  // Timed alone on the machine (core/measure/machine_timing_lock.h).
-  MachineTimingLock turn("end-to-end check of " + graph.sourcePath,
-                         [&](const std::string& holder) { out.waitedFor = holder; });
-  double oneRoundMs = 0;
   for (size_t i = 0; i < plans.size(); ++i) {
     out.timings[i].label = labels[i];
     out.timings[i].medianMs = std::numeric_limits<double>::infinity();
-    try {
-      sessions[i] = std::make_unique<Session>(graph, plans[i], backends);
-      auto t0 = Clock::now();
-      sessions[i]->run(inputs);  // untimed: page faults, thread start-up, lazy set-up
-      oneRoundMs += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    } catch (const Error& e) {
-      if (i == 0) {
-        // The plan must run wherever the model runs; where the model does
-        // not run on these inputs, there is nothing to compare.
-        try {
-          ReferenceExecutor(graph).run(inputs);
-        } catch (const Error& modelError) {
-          out.skipped = std::string("the model does not run on random inputs: ") + modelError.what();
-          return out;
-        }
-        throw;
-      }
-      sessions[i].reset();
-      out.timings[i].error = e.what();
-    }
   }
-  const int rounds = std::clamp(static_cast<int>(options.budgetSeconds * 1000 / std::max(oneRoundMs, 1e-3)),
-                                options.minRounds, options.maxRounds);
-  std::vector<std::vector<double>> ms(plans.size());
-  for (int r = 0; r < rounds && !(cancel && cancel->cancelled()); ++r)
-    for (size_t i = 0; i < plans.size(); ++i) {
-      if (!sessions[i]) continue;
-      auto t0 = Clock::now();
-      sessions[i]->run(inputs);
-      ms[i].push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-    }
-  for (size_t i = 0; i < plans.size(); ++i) {
-    std::vector<double>& v = ms[i];
-    if (v.empty()) continue;
-    std::sort(v.begin(), v.end());
-    PlanRunTiming& t = out.timings[i];
-    t.runs = static_cast<int>(v.size());
-    t.medianMs = v[v.size() / 2];
-    t.spread = t.medianMs > 0 ? (v[3 * v.size() / 4] - v[v.size() / 4]) / t.medianMs : 0;
-  }
-  out.chosen = chooseByPairedRounds(ms, out.timings);
-  return out;
-}
-
-size_t chooseByPairedRounds(const std::vector<std::vector<double>>& ms,
-                            std::vector<PlanRunTiming>& timings) {
-  COLLAGE_CHECK(ms.size() == timings.size(), "one row of rounds per plan");
-  if (ms.empty() || ms[0].empty()) return 0;
-  size_t chosen = 0;
+  PairedRunOptions runOptions;
+  runOptions.minRounds = options.minRounds;
+  runOptions.maxRounds = options.maxRounds;
+  runOptions.seconds = options.budgetSeconds / static_cast<double>(std::max<size_t>(1, plans.size() - 1));
+  runOptions.verify = true;  // a baseline that computes something else is never chosen
+  // plans[0]'s time is its median over every pairing (alone: against itself).
+  std::vector<double> ownMs;
+  std::string ownFailure;
   double chosenRatio = 1;
-  for (size_t i = 1; i < ms.size(); ++i) {
-    const size_t rounds = std::min(ms[0].size(), ms[i].size());  // a cancelled last round may be short
-    if (rounds == 0) continue;
-    std::vector<double> ratios;
-    int faster = 0;
-    for (size_t r = 0; r < rounds; ++r) {
-      ratios.push_back(ms[i][r] / ms[0][r]);
-      if (ms[i][r] < ms[0][r]) ++faster;
+  for (size_t i = plans.size() == 1 ? 0 : 1; i < plans.size(); ++i) {
+    if (cancel && cancel->cancelled()) break;
+    const PairedPlanRuns runs = timePair(plans[i], plans[0], runOptions);
+    if (!runs.ok()) {
+      if (runs.message.rfind(kReferencePlanFailed, 0) == 0 ||
+          runs.message.rfind(kModelFailsOnTheInputs, 0) == 0) {
+        ownFailure = runs.message;
+        break;  // plans[0] cannot run: nothing can be compared with it
+      }
+      if (i != 0) out.timings[i].error = runs.message;
+      continue;
     }
-    std::sort(ratios.begin(), ratios.end());
-    const double median = rounds % 2 ? ratios[rounds / 2] : (ratios[rounds / 2 - 1] + ratios[rounds / 2]) / 2;
-    timings[i].pairedRatio = median;
-    timings[i].fasterRounds = faster;
-    const bool passes = median < 1 - EndToEndSelection::kMinGain &&
-                        faster >= std::ceil(EndToEndSelection::kMinFasterShare * static_cast<double>(rounds));
-    if (passes && median < chosenRatio) {
-      chosen = i;
-      chosenRatio = median;
+    ownMs.insert(ownMs.end(), runs.bMs.begin(), runs.bMs.end());
+    if (i == 0) continue;
+    PlanRunTiming& t = out.timings[i];
+    t.runs = static_cast<int>(runs.aMs.size());
+    t.medianMs = runs.aMedianMs();
+    t.spread = relativeSpreadOf(runs.aMs);
+    t.pairedRatio = runs.medianRatio();
+    t.fasterRounds = static_cast<int>(std::lround(runs.aFasterShare() * static_cast<double>(t.runs)));
+    if (runs.aReplacesB(EndToEndSelection::kMinGain, EndToEndSelection::kMinFasterShare) &&
+        t.pairedRatio < chosenRatio) {
+      out.chosen = i;
+      chosenRatio = t.pairedRatio;
     }
   }
-  return chosen;
+  if (!ownFailure.empty()) {
+    // The plan must run wherever the model runs; where the model itself does
+    // not run on random inputs, there is nothing to compare.
+    if (ownFailure.rfind(kModelFailsOnTheInputs, 0) == 0) {
+      out.skipped = ownFailure;
+      out.chosen = 0;
+      return out;
+    }
+    throw Error("the " + labels[0] + " plan cannot run: " + ownFailure.substr(std::strlen(kReferencePlanFailed)));
+  }
+  PlanRunTiming& own = out.timings[0];
+  own.runs = static_cast<int>(ownMs.size());
+  if (!ownMs.empty()) {
+    own.spread = relativeSpreadOf(ownMs);
+    own.medianMs = medianOf(ownMs);
+  }
+  return out;
 }
 
 std::vector<NamedPlacement> baselinePlacements(const OpLevelProblem& problem,
@@ -123,7 +98,7 @@ std::vector<NamedPlacement> baselinePlacements(const OpLevelProblem& problem,
 int choosePlacementByEndToEnd(const Graph& graph, const OpLevelResult& opLevel,
                               const std::vector<NamedPlacement>& baselines,
                               const std::function<Plan(const OpLevelResult&)>& planOf,
-                              const BackendLookup& backends, EndToEndSelection* selection,
+                              const PlanPairTimer& timePair, EndToEndSelection* selection,
                               const CancellationToken* cancel) {
   auto sorted = [](std::vector<int32_t> v) {
     std::sort(v.begin(), v.end());
@@ -140,7 +115,7 @@ int choosePlacementByEndToEnd(const Graph& graph, const OpLevelResult& opLevel,
     labels.push_back(baselines[i].label);
     index.push_back(static_cast<int>(i));
   }
-  EndToEndSelection s = selectPlanByEndToEnd(graph, plans, labels, backends, {}, cancel);
+  EndToEndSelection s = selectPlanByEndToEnd(graph, plans, labels, timePair, {}, cancel);
   const int chosen = index[s.chosen];
   if (selection) *selection = std::move(s);
   return chosen;

@@ -1,5 +1,6 @@
 // The last step of an optimisation: run the op-level plan and the baselines
-// end to end, interleaved, and keep the fastest.
+// end to end, each baseline paired with the op-level plan in alternating
+// rounds in the measurement worker, and keep the fastest.
 //
 // Why: the op-level DP adds kernel costs measured one kernel at a time, with
 // that kernel's data hot in the caches. In a whole run kernels share the
@@ -20,6 +21,7 @@
 #include "core/search/op_level_optimizer.h"
 #include "core/plan/plan.h"
 #include "core/ir/search_events.h"
+#include "core/measure/paired_plan_runs.h"
 #include "core/runtime/session.h"
 
 namespace collage {
@@ -56,27 +58,30 @@ struct EndToEndSelection {
   static constexpr double kMinFasterShare = 0.75;
 };
 
-// The decision on timed rounds: ms[plan][round] (one run of each plan per
-// round, in turn; an empty row is a plan that could not run). Fills each
-// timing's pairedRatio and fasterRounds and returns the chosen plan: the
-// lowest median ratio among those that pass the rule above, else 0.
-size_t chooseByPairedRounds(const std::vector<std::vector<double>>& ms,
-                            std::vector<PlanRunTiming>& timings);
-
 struct EndToEndOptions {
-  double budgetSeconds = 4;  // for the timed runs (rounds shrink for slow models)
+  double budgetSeconds = 4;  // for the timed runs, shared by the pairings
   int minRounds = 5;         // fewer let one slow run decide (seen on r3d_18 at 3)
   int maxRounds = 25;
 };
 
-// Runs every plan once untimed, then rounds of one run of each plan in turn
-// (A B C A B C ...: drift hits all alike) on the same random inputs, and
-// chooses the fastest by median. plans[0] is the search's own plan; a plan
-// that fails to compile or run is reported and never chosen (when plans[0]
-// fails, the Error propagates: the search's plan must run). Stops between
-// rounds when `cancel` is set.
+// Times plan A against plan B in paired, alternating rounds
+// (core/measure/paired_plan_runs.h): in the product, in the measurement
+// worker (IsolatedMeasurer::timePlans), so a baseline that crashes or hangs
+// costs that baseline only, never the app.
+using PlanPairTimer =
+    std::function<PairedPlanRuns(const Plan& a, const Plan& b, const PairedRunOptions& options)>;
+
+// Times every other plan against plans[0] (the search's own) in paired
+// rounds, each checked against the reference first, and keeps the one with
+// the lowest median ratio among those PairedPlanRuns::aReplacesB accepts
+// (kMinGain, kMinFasterShare), else plans[0]. plans[0]'s time is its median
+// over all the pairings (alone, it is paired with itself). A plan that fails
+// to compile, run or verify is reported and never chosen; when plans[0]
+// cannot run the Error propagates (the search's plan must run), unless the
+// model itself fails on random inputs (then `skipped` says so). Stops
+// between plans when `cancel` is set.
 EndToEndSelection selectPlanByEndToEnd(const Graph& graph, const std::vector<Plan>& plans,
-                                       const std::vector<std::string>& labels, const BackendLookup& backends,
+                                       const std::vector<std::string>& labels, const PlanPairTimer& timePair,
                                        const EndToEndOptions& options = {},
                                        const CancellationToken* cancel = nullptr);
 
@@ -107,7 +112,7 @@ inline constexpr double kMaxPredictedRatio = 1.5;
 int choosePlacementByEndToEnd(const Graph& graph, const OpLevelResult& opLevel,
                               const std::vector<NamedPlacement>& baselines,
                               const std::function<Plan(const OpLevelResult&)>& planOf,
-                              const BackendLookup& backends, EndToEndSelection* selection,
+                              const PlanPairTimer& timePair, EndToEndSelection* selection,
                               const CancellationToken* cancel = nullptr);
 
 // "end to end: op-level 55.1 ms, priority 49.8 ms (chosen, 10% faster), ..."

@@ -8,6 +8,7 @@
 #include "backends/backend_list.h"
 #include "core/ir/error.h"
 #include "core/onnx/onnx_import.h"
+#include "core/ops/reference_executor.h"
 #include "core/search/plan_selection.h"
 
 namespace collage {
@@ -23,13 +24,24 @@ Backend* backendNamed(const std::string& name) {
 }
 const BackendLookup kLookup = [](const std::string& n) { return backendNamed(n); };
 
+// Plans timed against each other in this process (the product does it in the
+// measurement worker, through the same PairedPlanRunner).
+struct InProcessTimer {
+  PairedPlanRunner runner;
+  explicit InProcessTimer(const Graph& g) : runner(g, kLookup) {}
+  PlanPairTimer timer() {
+    return [this](const Plan& a, const Plan& b, const PairedRunOptions& o) { return runner.run(a, b, o); };
+  }
+};
+
 TEST(PlanSelection, EveryRunnablePlanIsTimedAndABrokenOneIsNeverChosen) {
   Graph g = importOnnx(kModel);
   std::vector<Plan> plans = {singleNodePlan(g, "native"), singleNodePlan(g, "nosuch"),
                              singleNodePlan(g, "native")};
   EndToEndOptions options;
   options.budgetSeconds = 0.05;
-  EndToEndSelection s = selectPlanByEndToEnd(g, plans, {"op-level", "broken", "copy"}, kLookup, options);
+  InProcessTimer timing(g);
+  EndToEndSelection s = selectPlanByEndToEnd(g, plans, {"op-level", "broken", "copy"}, timing.timer(), options);
   ASSERT_EQ(s.timings.size(), 3u);
   EXPECT_NE(s.chosen, 1u);
   EXPECT_FALSE(s.timings[1].error.empty());
@@ -46,7 +58,8 @@ TEST(PlanSelection, EveryRunnablePlanIsTimedAndABrokenOneIsNeverChosen) {
 
 TEST(PlanSelection, TheSearchsOwnPlanMustRun) {
   Graph g = importOnnx(kModel);
-  EXPECT_THROW(selectPlanByEndToEnd(g, {singleNodePlan(g, "nosuch")}, {"op-level"}, kLookup), Error);
+  InProcessTimer timing(g);
+  EXPECT_THROW(selectPlanByEndToEnd(g, {singleNodePlan(g, "nosuch")}, {"op-level"}, timing.timer()), Error);
 }
 
 TEST(PlanSelection, BaselinesEqualToTheSearchsPlanAreNotRunAgain) {
@@ -62,7 +75,8 @@ TEST(PlanSelection, BaselinesEqualToTheSearchsPlanAreNotRunAgain) {
     return singleNodePlan(g, "native");
   };
   EndToEndSelection s;
-  int chosen = choosePlacementByEndToEnd(g, own, {same}, planOf, kLookup, &s);
+  InProcessTimer timing(g);
+  int chosen = choosePlacementByEndToEnd(g, own, {same}, planOf, timing.timer(), &s);
   EXPECT_EQ(chosen, -1);
   EXPECT_EQ(built, 1);
   ASSERT_EQ(s.timings.size(), 1u);
@@ -81,7 +95,8 @@ TEST(PlanSelection, BaselinesPredictedFarSlowerAreNotRun) {
   far.result.total = 1000 * kMaxPredictedRatio * 1.01;
   auto planOf = [&](const OpLevelResult&) { return singleNodePlan(g, "native"); };
   EndToEndSelection s;
-  choosePlacementByEndToEnd(g, own, {close, far}, planOf, kLookup, &s);
+  InProcessTimer timing(g);
+  choosePlacementByEndToEnd(g, own, {close, far}, planOf, timing.timer(), &s);
   ASSERT_EQ(s.timings.size(), 2u);
   EXPECT_EQ(s.timings[1].label, "priority");
 }
@@ -92,45 +107,84 @@ TEST(PlanSelection, BaselinesPredictedFarSlowerAreNotRun) {
 namespace collage {
 namespace {
 
-std::vector<PlanRunTiming> timingsFor(size_t plans) { return std::vector<PlanRunTiming>(plans); }
+// Paired rounds as data (a test double of the timing, for the decision
+// logic only): plan A's and plan B's run in each round.
+PairedPlanRuns rounds(std::vector<double> a, std::vector<double> b) {
+  PairedPlanRuns r;
+  r.status = MeasurementStatus::Ok;
+  r.aMs = std::move(a);
+  r.bMs = std::move(b);
+  return r;
+}
 
-// The decision rule on synthetic rounds (the timings are data here, not
-// measurements): pairing the rounds cancels drift that both plans share.
+// The one decision rule (PairedPlanRuns::aReplacesB, which the graph-level
+// search uses too): pairing the rounds cancels drift that both plans share.
 TEST(PairedRounds, AConsistentlyFasterPlanWinsEvenWhenTheMachineDrifts) {
-  // The machine slows down 2x halfway; plan 1 is 5 % faster in every round.
+  // The machine slows down 2x halfway; plan A is 5 % faster in every round.
   std::vector<double> own = {100, 102, 99, 200, 205, 198, 101, 210};
   std::vector<double> other;
   for (double t : own) other.push_back(t * 0.95);
-  auto t = timingsFor(2);
-  EXPECT_EQ(chooseByPairedRounds({own, other}, t), 1u);
-  EXPECT_NEAR(t[1].pairedRatio, 0.95, 1e-9);
-  EXPECT_EQ(t[1].fasterRounds, 8);
+  const PairedPlanRuns r = rounds(other, own);
+  EXPECT_TRUE(r.aReplacesB(EndToEndSelection::kMinGain, EndToEndSelection::kMinFasterShare));
+  EXPECT_NEAR(r.medianRatio(), 0.95, 1e-9);
+  EXPECT_DOUBLE_EQ(r.aFasterShare(), 1.0);
 }
 
-TEST(PairedRounds, NoiseOrASmallGainKeepsTheSearchsPlan) {
-  auto t = timingsFor(3);
-  // Plan 1: 1 % faster (below the 2 % gain). Plan 2: 10 % faster in half the
-  // rounds, 10 % slower in the others.
-  std::vector<double> own = {100, 100, 100, 100, 100, 100};
-  std::vector<double> small = {99, 99, 99, 99, 99, 99};
-  std::vector<double> mixed = {90, 110, 90, 110, 90, 110};
-  EXPECT_EQ(chooseByPairedRounds({own, small, mixed}, t), 0u);
-  EXPECT_EQ(t[1].fasterRounds, 6);
-  EXPECT_EQ(t[2].fasterRounds, 3);
+TEST(PairedRounds, NoiseOrASmallGainKeepsTheIncumbent) {
+  // 1 % faster (below the 2 % gain); 10 % faster in half the rounds only.
+  const std::vector<double> own = {100, 100, 100, 100, 100, 100};
+  EXPECT_FALSE(rounds({99, 99, 99, 99, 99, 99}, own)
+                   .aReplacesB(EndToEndSelection::kMinGain, EndToEndSelection::kMinFasterShare));
+  EXPECT_FALSE(rounds({90, 110, 90, 110, 90, 110}, own)
+                   .aReplacesB(EndToEndSelection::kMinGain, EndToEndSelection::kMinFasterShare));
+  PairedPlanRuns failed = rounds({50, 50, 50}, {100, 100, 100});
+  failed.status = MeasurementStatus::Invalid;  // fast and wrong
+  EXPECT_FALSE(failed.aReplacesB(EndToEndSelection::kMinGain, EndToEndSelection::kMinFasterShare));
 }
 
-TEST(PairedRounds, TheLowestMedianRatioAmongThePassingPlansWinsAndBrokenPlansAreSkipped) {
-  auto t = timingsFor(4);
-  std::vector<double> own = {100, 100, 100, 100, 100};
-  std::vector<double> a = {90, 91, 89, 120, 90};  // 4 of 5 faster, median 0.90
-  std::vector<double> b = {80, 80, 80, 80, 80};   // 5 of 5, median 0.80
-  EXPECT_EQ(chooseByPairedRounds({own, a, b, {}}, t), 2u);
-  EXPECT_NEAR(t[1].pairedRatio, 0.90, 1e-9);
-  EXPECT_EQ(t[3].fasterRounds, 0);
-  // A cancelled run: the last round is short; only complete pairs count.
-  auto u = timingsFor(2);
-  EXPECT_EQ(chooseByPairedRounds({{100, 100, 100, 100}, {80, 80, 80}}, u), 1u);
-  EXPECT_EQ(u[1].fasterRounds, 3);
+// The selection over several baselines: the lowest median ratio among those
+// the rule accepts wins; a broken one is reported and never chosen.
+TEST(PlanSelection, TheLowestPassingRatioWinsAndBrokenPlansAreReported) {
+  Graph g = importOnnx(kModel);
+  const Plan own = singleNodePlan(g, "native");
+  std::vector<Plan> plans(4, own);
+  for (size_t i = 0; i < plans.size(); ++i) plans[i].createdBy = std::to_string(i);
+  const std::vector<double> base = {100, 100, 100, 100, 100};
+  std::vector<std::string> order;
+  const PlanPairTimer timer = [&](const Plan& a, const Plan& b, const PairedRunOptions&) {
+    EXPECT_EQ(b.createdBy, "0");  // every baseline is paired with the search's plan
+    order.push_back(a.createdBy);
+    if (a.createdBy == "1") return rounds({90, 91, 89, 120, 90}, base);  // 4 of 5 faster, 0.90
+    if (a.createdBy == "2") return rounds({80, 80, 80, 80, 80}, base);   // 0.80
+    PairedPlanRuns broken;
+    broken.status = MeasurementStatus::Invalid;
+    broken.message = "wrong result: output 'y'";
+    return broken;
+  };
+  const EndToEndSelection s = selectPlanByEndToEnd(g, plans, {"op-level", "a", "b", "broken"}, timer);
+  EXPECT_EQ(order, (std::vector<std::string>{"1", "2", "3"}));
+  EXPECT_EQ(s.chosen, 2u);
+  EXPECT_NEAR(s.timings[1].pairedRatio, 0.90, 1e-9);
+  EXPECT_EQ(s.timings[1].fasterRounds, 4);
+  EXPECT_EQ(s.timings[3].error, "wrong result: output 'y'");
+  EXPECT_DOUBLE_EQ(s.timings[0].medianMs, 100);
+  EXPECT_EQ(s.timings[0].runs, 10);
+}
+
+// A model that does not run on random inputs (an If branch that cannot run
+// at the bound sizes, taken by a random condition): nothing is compared, the
+// search's plan is kept and the reason said.
+TEST(PlanSelection, AModelThatFailsOnRandomInputsIsNotCompared) {
+  ImportOptions bind;
+  bind.inputShapes["x"] = {1, 8};
+  Graph g = importOnnx(std::string(COLLAGE_SOURCE_DIR) + "/tests/models/control_flow/if_nested_rate.onnx", bind);
+  ASSERT_THROW(ReferenceExecutor(g).run(randomInputs(g, 1)), Error) << "the rate input must take the else branch";
+  InProcessTimer timing(g);
+  const Plan plan = singleNodePlan(g, "native");
+  const EndToEndSelection s = selectPlanByEndToEnd(g, {plan, plan}, {"op-level", "copy"}, timing.timer());
+  EXPECT_EQ(s.chosen, 0u);
+  EXPECT_NE(s.skipped.find("the model itself fails on random inputs"), std::string::npos) << s.skipped;
+  EXPECT_NE(describeSelection(s).find("no plan compared"), std::string::npos);
 }
 
 }  // namespace
