@@ -39,13 +39,7 @@ std::string selfExecutable() {
 }
 
 std::vector<std::string> workerCommand(const ModelOptions& model) {
-  std::vector<std::string> cmd = {selfExecutable(), "--threads", std::to_string(threadCount()),
-                                  "measure-worker", model.modelPath};
-  for (const auto& s : model.inputShapes) {
-    cmd.push_back("--input-shape");
-    cmd.push_back(s);
-  }
-  return cmd;
+  return measurementWorkerCommand(selfExecutable(), model.modelPath, model.inputShapes);
 }
 
 // "90s", "5m", "1h" or plain seconds; Error naming the option otherwise.

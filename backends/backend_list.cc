@@ -83,14 +83,7 @@ std::vector<BackendCapabilities> BackendSet::capabilities() const {
   return caps;
 }
 
-HardwareFingerprint BackendSet::fingerprint() const {
-  HardwareFingerprint f = HardwareFingerprint::current();
-  for (size_t i = 0; i < specs.size(); ++i)
-    f.libraryVersions += (f.libraryVersions.empty() ? "" : ";") + specs[i].name + "=" +
-                         (backends[i] ? backends[i]->version() : "");
-  f.libraryVersions += ";measure=" + measurementProtocol();  // how the costs were taken
-  return f;
-}
+HardwareFingerprint BackendSet::fingerprint() const { return measurementFingerprint(versions()); }
 
 std::vector<BackendVersion> BackendSet::versions() const {
   std::vector<BackendVersion> out;

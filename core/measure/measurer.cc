@@ -16,6 +16,7 @@
 #include <random>
 
 #include "core/ir/error.h"
+#include "core/ir/threading.h"
 #include "core/measure/machine_timing_lock.h"
 #include "core/runtime/device_runtime.h"
 #include "core/ops/control_flow_ops.h"
@@ -191,6 +192,26 @@ size_t cacheEvictionBytes() {
     return std::clamp(2 * largest, size_t{16} << 20, size_t{256} << 20);
   }();
   return bytes;
+}
+
+HardwareFingerprint measurementFingerprint(const std::vector<std::pair<std::string, std::string>>& versions) {
+  HardwareFingerprint f = HardwareFingerprint::current();
+  for (const auto& [name, version] : versions)
+    f.libraryVersions += (f.libraryVersions.empty() ? "" : ";") + name + "=" + version;
+  f.libraryVersions += ";measure=" + measurementProtocol();  // how the costs were taken
+  return f;
+}
+
+std::vector<std::string> measurementWorkerCommand(const std::string& collageExecutable,
+                                                  const std::string& modelPath,
+                                                  const std::vector<std::string>& inputShapes) {
+  std::vector<std::string> cmd = {collageExecutable, "--threads", std::to_string(threadCount()),
+                                  "measure-worker", modelPath};
+  for (const auto& s : inputShapes) {
+    cmd.push_back("--input-shape");
+    cmd.push_back(s);
+  }
+  return cmd;
 }
 
 std::string measurementProtocol() {

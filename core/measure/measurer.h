@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/ir/error.h"
+#include "core/ir/hardware_fingerprint.h"
 #include "core/ir/search_events.h"
 #include "core/measure/paired_plan_runs.h"
 #include "core/runtime/backend.h"
@@ -59,6 +60,19 @@ size_t cacheEvictionBytes();
 // How measurements are taken, for the hardware fingerprint: measurements
 // taken another way are not reused ("measure=cold-64MiB").
 std::string measurementProtocol();
+
+// The one key measurements are stored and shared under: this machine, each
+// backend's version ((name, version), in the backend set's order) and the
+// measurement protocol. The app, the API and the CLI all key by it, so
+// they share their measurements by construction.
+HardwareFingerprint measurementFingerprint(const std::vector<std::pair<std::string, std::string>>& versions);
+
+// The argv that starts a measurement worker (`collage measure-worker`) for a
+// model with its input-shape bindings ("name=1x3x224x224"), from the
+// `collage` executable, at this process's thread count.
+std::vector<std::string> measurementWorkerCommand(const std::string& collageExecutable,
+                                                  const std::string& modelPath,
+                                                  const std::vector<std::string>& inputShapes);
 
 // Times one compiled kernel in this process (the worker's core; tests use it
 // directly with a well-behaved backend).

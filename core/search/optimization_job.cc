@@ -32,30 +32,8 @@ std::optional<int32_t> groupCandidate(const OptimizationResult& result, const Gr
 std::vector<std::string> optimizationWorkerCommand(const OptimizationJobOptions& options) {
   if (options.workerExecutable.empty())
     throw Error("no measurement worker: the 'collage' executable was not found");
-  std::vector<std::string> cmd = {options.workerExecutable, "--threads",
-                                  std::to_string(threadCount()), "measure-worker",
-                                  options.modelPath};
-  for (const auto& s : options.inputShapes) {
-    cmd.push_back("--input-shape");
-    cmd.push_back(s);
-  }
-  return cmd;
+  return measurementWorkerCommand(options.workerExecutable, options.modelPath, options.inputShapes);
 }
-
-namespace {
-
-// The job's hardware fingerprint: this machine plus the backends' versions in
-// the set's order, as the CLI keys its database entries.
-HardwareFingerprint jobFingerprint(const OptimizationJobOptions& options) {
-  HardwareFingerprint fingerprint = HardwareFingerprint::current();
-  for (const auto& [name, version] : options.versions)
-    fingerprint.libraryVersions +=
-        (fingerprint.libraryVersions.empty() ? "" : ";") + name + "=" + version;
-  fingerprint.libraryVersions += ";measure=" + measurementProtocol();
-  return fingerprint;
-}
-
-}  // namespace
 
 MeasureFn jobMeasureFn(std::shared_ptr<const Graph> graph, const OptimizationJobOptions& options) {
   struct State {
@@ -78,7 +56,7 @@ MeasureFn jobMeasureFn(std::shared_ptr<const Graph> graph, const OptimizationJob
   state->measurer->setAbortSwitch(options.abort);
   State* raw = state.get();
   state->coster = std::make_unique<CandidateCoster>(
-      *state->graph, state->db.get(), jobFingerprint(options),
+      *state->graph, state->db.get(), measurementFingerprint(options.versions),
       [raw](const std::string& b) { return raw->versions[b]; },
       [raw](const Candidate& c) { return raw->measurer->measure(c.backend, c.nodes); });
   return [state](const Candidate& candidate) {
@@ -99,7 +77,7 @@ OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobO
   // Throws Error (naming the selector or node) for a pin that cannot hold.
   result.allowed = allowedCandidates(graph, result.candidates, options.constraints);
 
-  HardwareFingerprint fingerprint = jobFingerprint(options);
+  HardwareFingerprint fingerprint = measurementFingerprint(options.versions);
   std::map<std::string, std::string> versions;
   for (const auto& [name, version] : options.versions) versions[name] = version;
   std::unique_ptr<MeasurementDb> db;
