@@ -41,6 +41,9 @@ fi
 
 BUILD_DIR=${BUILD_DIR:-build}
 JOBS=${COLLAGE_JOBS:-$(nproc)}
+# ccache keys on absolute paths; relative to the checkout, a clone in another
+# folder (CI's) reuses what an earlier build compiled.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release
 fi
