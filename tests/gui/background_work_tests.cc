@@ -25,19 +25,13 @@
 #include "views/optimize_options.h"
 #include "views/override_commands.h"
 
+#include "tests/gui/gui_test_support.h"
+
 using namespace collage;
+using gui_test::model;
+using gui_test::openAndWait;
 
 namespace {
-
-QString model(const char* name) {
-  return QStringLiteral(COLLAGE_SOURCE_DIR "/resources/models/") + name + ".onnx";
-}
-
-bool openAndWait(MainWindow& window, const QString& path) {
-  QSignalSpy loaded(&window, &MainWindow::modelLoaded);
-  window.openModel(path);
-  return loaded.wait(120000);
-}
 
 // Runs the event loop until the window reports the end of the optimisation,
 // and returns at once then (not at the next poll), so that the caller acts

@@ -27,13 +27,12 @@
 #include "views/graph_view.h"
 #include "views/layout_job.h"
 
+#include "tests/gui/gui_test_support.h"
+
 using namespace collage;
+using gui_test::model;
 
 namespace {
-
-QString model(const char* name) {
-  return QStringLiteral(COLLAGE_SOURCE_DIR "/resources/models/") + name + ".onnx";
-}
 
 std::shared_ptr<const Graph> loadModel(const char* name) {
   return std::make_shared<const Graph>(importOnnx(model(name).toStdString()));

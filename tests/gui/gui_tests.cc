@@ -30,20 +30,13 @@
 #include "views/plan_diff_model.h"
 #include "views/plan_diff_panel.h"
 
+#include "tests/gui/gui_test_support.h"
+
 using namespace collage;
+using gui_test::model;
+using gui_test::openAndWait;
 
 namespace {
-
-QString model(const char* name) {
-  return QStringLiteral(COLLAGE_SOURCE_DIR "/resources/models/") + name + ".onnx";
-}
-
-// Opens `path` in the window and waits until it is shown (import and layout).
-bool openAndWait(MainWindow& window, const QString& path) {
-  QSignalSpy loaded(&window, &MainWindow::modelLoaded);
-  window.openModel(path);
-  return loaded.wait(120000);
-}
 
 // `plan` with its groups first..last (consecutive, in plan order) merged into
 // one region on `backend`, as the graph-level search makes them.

@@ -32,13 +32,12 @@
 #include "views/session_runner.h"
 #include "views/ui_stall_monitor.h"
 
+#include "tests/gui/gui_test_support.h"
+
 using namespace collage;
+using gui_test::model;
 
 namespace {
-
-QString model(const char* name) {
-  return QStringLiteral(COLLAGE_SOURCE_DIR "/resources/models/") + name + ".onnx";
-}
 
 SearchStepEvent step(const char* search, int s, double bestMs, double meanMs) {
   return SearchStepEvent{search, s, s * 10, bestMs * 1e6, meanMs * 1e6, s * 0.1};

@@ -19,13 +19,12 @@
 #include "views/pattern_editor.h"
 #include "views/user_pattern_model.h"
 
+#include "tests/gui/gui_test_support.h"
+
 using namespace collage;
+using gui_test::model;
 
 namespace {
-
-QString model(const char* name) {
-  return QStringLiteral(COLLAGE_SOURCE_DIR "/resources/models/") + name + ".onnx";
-}
 
 // Conv -> Relu pairs that Relu(Conv(*, const, ?const)) must find, counted
 // straight from the graph: a Relu of one input fed by a Conv whose weight is

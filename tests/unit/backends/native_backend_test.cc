@@ -721,18 +721,7 @@ TEST(NativeBackend, Refusals) {
 // for the whole graph; returns {compiled, refused}.
 std::pair<int, int> checkGroups(const Graph& g, const std::vector<GeneratedGroup>& groups,
                                 const std::vector<Tensor>& graphInputs) {
-  std::vector<Tensor> env(static_cast<size_t>(g.numValues()));
-  for (size_t i = 0; i < g.inputs().size(); ++i) env[g.inputs()[i]] = graphInputs[i];
-  for (ValueId v = 0; v < g.numValues(); ++v)
-    if (g.value(v).isConstant()) env[v] = *g.value(v).constant;
-  for (NodeId n = 0; n < g.numNodes(); ++n) {
-    const Node& node = g.node(n);
-    std::vector<const Tensor*> in;
-    for (ValueId v : node.inputs) in.push_back(v == kNoValue ? nullptr : &env[v]);
-    std::vector<Tensor> out = evaluateNode(node, in);
-    for (size_t i = 0; i < node.outputs.size(); ++i)
-      if (node.outputs[i] != kNoValue) env[node.outputs[i]] = std::move(out[i]);
-  }
+  const std::vector<Tensor> env = referenceValues(g, graphInputs);
   auto backend = native();
   int compiled = 0, refused = 0;
   for (const GeneratedGroup& group : groups) {
