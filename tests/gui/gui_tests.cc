@@ -2,6 +2,7 @@
 // optimises it on the worker thread, recolours the graph on each best plan of
 // a graph-level search, and the models (kernels, plan diff) pass Qt's model
 // tester.
+#include <algorithm>
 #include <cmath>
 
 #include <QAbstractItemModelTester>
@@ -299,6 +300,19 @@ class GuiTests : public QObject {
     // Every candidate behind the plan, then a filter over the table.
     window.findChild<QCheckBox*>("allCandidates")->setChecked(true);
     QVERIFY(window.kernelModel()->rowCount() > static_cast<int>(window.plan()->groups.size()));
+    // A fused candidate's op list is long ("ConvTranspose+BatchNormalization+
+    // Relu+..."): elided in the middle, it leaves Backend and Median in view
+    // in a 1600 px window.
+    auto* table = window.findChild<QTableView*>("kernelTable");
+    int longestOps = 0;
+    for (int r = 0; r < window.kernelModel()->rowCount(); ++r)
+      longestOps = std::max(longestOps, table->fontMetrics().horizontalAdvance(
+                                            window.kernelModel()->index(r, KernelTableModel::Ops).data().toString()));
+    QVERIFY2(longestOps > 1000, "the test needs a long op list to mean something");
+    int upToMedian = 0;
+    for (int c = 0; c <= KernelTableModel::Median; ++c) upToMedian += table->columnWidth(c);
+    QVERIFY2(upToMedian <= 1200, qPrintable(QString("columns up to Median take %1 px").arg(upToMedian)));
+    QCOMPARE(table->textElideMode(), Qt::ElideMiddle);
     auto* filter = window.findChild<QLineEdit*>("kernelFilter");
     auto* proxy = window.findChild<QTableView*>("kernelTable")->model();
     filter->setText("native");
