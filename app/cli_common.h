@@ -37,7 +37,4 @@ Action addDbCommand(CLI::App& app);
 Action addExplainCommand(CLI::App& app);
 Action addLayoutWorkerCommand(CLI::App& app);
 
-// The argv that starts a measurement worker for this model (this executable).
-std::vector<std::string> workerCommand(const ModelOptions& model);
-
 }  // namespace collage::cli

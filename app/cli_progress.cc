@@ -40,7 +40,8 @@ void TerminalProgress::onSearchStep(const SearchStepEvent& e) {
 void TerminalProgress::onLog(const std::string& line) {
   if (drawn_ && isatty(STDERR_FILENO)) std::fprintf(stderr, "\n");
   drawn_ = false;
-  std::fprintf(stderr, "%s\n", line.c_str());
+  std::fprintf(logToStdout_ ? stdout : stderr, "%s\n", line.c_str());
+  if (logToStdout_) std::fflush(stdout);
 }
 
 void TerminalProgress::finish() {

@@ -9,6 +9,9 @@ namespace collage::cli {
 
 class TerminalProgress : public SearchObserver {
  public:
+  // Log lines go to stderr, or to stdout where they are the command's report
+  // (collage optimize prints its job's).
+  explicit TerminalProgress(bool logToStdout = false) : logToStdout_(logToStdout) {}
   void onMeasureProgress(const MeasureProgressEvent& e) override;
   void onLog(const std::string& line) override;
   // The graph-level search: one line per generation on stdout (best, mean,
@@ -17,6 +20,7 @@ class TerminalProgress : public SearchObserver {
   void finish();
 
  private:
+  bool logToStdout_ = false;
   bool drawn_ = false;
   double lastDraw_ = -1;
 };

@@ -105,7 +105,7 @@ Action addRunCommand(CLI::App& app) {
     std::optional<MachineTimingLock> turn;
     if (options->repeat > 1)
       turn.emplace("collage run --repeat " + options->modelPath, [](const std::string& holder) {
-        std::fprintf(stderr, "waiting for the machine's timing lock, held by %s\n", holder.c_str());
+        std::fprintf(stderr, "%s%s\n", kWaitingForTimingLock, holder.c_str());
       });
     if (options->repeat > 1) session ? (void)session->run(inputs) : (void)reference.run(inputs);
     for (int r = 0; r < options->repeat; ++r) {

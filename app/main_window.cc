@@ -38,6 +38,7 @@
 #include <algorithm>
 
 #include "backends/backend_list.h"
+#include "core/measure/machine_timing_lock.h"
 #include "core/ir/error.h"
 #include "core/onnx/onnx_import.h"
 #include "core/plan/plan_export.h"
@@ -337,6 +338,11 @@ void MainWindow::buildUi() {
   connect(work_, &BackgroundWork::bestPlanChanged, this, &MainWindow::showBestPlanSoFar);
   connect(work_, &BackgroundWork::timeBudgetExpired, this, [this] {
     status_->setText(tr("Time budget used up: keeping the best plan so far"));
+  });
+  // Another process timing kernels on this machine: the job waits its turn
+  // (core/measure/machine_timing_lock.h) and the status bar says for whom.
+  connect(work_, &BackgroundWork::logLine, this, [this](const QString& line) {
+    if (line.startsWith(QLatin1String(kWaitingForTimingLock))) status_->setText(line);
   });
   connect(work_, &BackgroundWork::optimizationFinished, this, &MainWindow::onOptimizationDone);
   connect(work_, &BackgroundWork::optimizationFailed, this, &MainWindow::onOptimizationError);

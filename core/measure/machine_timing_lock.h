@@ -19,6 +19,10 @@
 
 namespace collage {
 
+// How a waiting run says so, followed by the holder: "waiting for the
+// machine's timing lock, held by pid 4321, measuring resnet50.onnx, since ...".
+inline constexpr const char* kWaitingForTimingLock = "waiting for the machine's timing lock, held by ";
+
 class MachineTimingLock {
  public:
   // The lock file: $COLLAGE_TIMING_LOCK if set (tests), else

@@ -1,11 +1,14 @@
 #include "core/search/optimization_job.h"
 
+#include <chrono>
+#include <cstdio>
 #include <map>
 #include <memory>
 
 #include "core/ir/error.h"
 #include "core/ir/hardware_fingerprint.h"
 #include "core/measure/measurement_db.h"
+#include "core/measure/machine_timing_lock.h"
 #include "core/measure/measurer.h"
 #include "core/search/near_ties.h"
 #include "core/search/op_level_optimizer.h"
@@ -68,6 +71,7 @@ MeasureFn jobMeasureFn(std::shared_ptr<const Graph> graph, const OptimizationJob
 
 OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobOptions& options,
                                       SearchObserver* observer, const CancellationToken* cancel) {
+  const auto jobStart = std::chrono::steady_clock::now();
   OptimizationResult result;
   result.candidates = enumerateCandidates(graph, options.capabilities);
   result.constraints = options.constraints;
@@ -90,19 +94,35 @@ OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobO
   IsolatedMeasurer measurer(optimizationWorkerCommand(options), measurerOptions);
   measurer.setAbortSwitch(options.abort);
   measurer.setWaitingReporter([observer](const std::string& holder) {
-    if (observer) observer->onLog("waiting for the machine's timing lock, held by " + holder);
+    if (observer) observer->onLog(kWaitingForTimingLock + holder);
   });
   CandidateCoster coster(
       graph, db.get(), fingerprint, [&](const std::string& b) { return versions[b]; },
       [&](const Candidate& c) { return measurer.measure(c.backend, c.nodes); });
   // Read before measuring: our own worker adds to the load once it runs.
   const std::string busy = busyMachineWarning();
+  // A line (or a table) of the job's report, without its final newline.
+  const auto say = [observer](std::string text) {
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    if (observer) observer->onLog(text);
+  };
+  say(options.modelPath + ": " + std::to_string(graph.numNodes()) + " nodes, " +
+      std::to_string(result.candidates.size()) + " candidates on " +
+      std::to_string(options.versions.size()) + " backends");
   result.measurements =
       coster.costAll(result.candidates, result.allowed, observer, cancel, &result.report);
   if (!busy.empty() && result.report.measured > 0) {
     result.warnings.push_back(busy);
-    if (observer) observer->onLog("warning: " + busy);
+    say("warning: " + busy);
   }
+  char line[256];
+  if (result.report.measured == 0 && db)
+    std::snprintf(line, sizeof line, "warm database: nothing measured, %d distinct kernels from %s",
+                  result.report.cached, db->path().c_str());
+  else
+    std::snprintf(line, sizeof line, "measured %d kernels in %.1f s (%d from the database, %d failed or invalid)",
+                  result.report.measured, result.report.seconds, result.report.cached, result.report.failed);
+  say(line);
   result.measured.clear();
   for (const auto& m : result.measurements) result.measured.push_back(!isMissingMeasurement(m));
   if (result.report.cancelled || (cancel && cancel->cancelled())) {
@@ -117,6 +137,9 @@ OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobO
       });
   // Copies between the host and a GPU, measured here through the backend's
   // device runtime (plain copies: nothing for the isolated worker to guard).
+  say(result.switchCosts.toString() +
+      (result.switchCosts.measured == 0 && result.report.measured == 0 ? "(switching costs from the database too)"
+                                                                        : ""));
   std::vector<std::string> backendNames;
   for (const auto& [name, version] : options.versions) backendNames.push_back(name);
   result.deviceCosts = measureDeviceCosts(backendNames, options.backends, db.get(), fingerprint);
@@ -145,12 +168,12 @@ OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobO
             "op-level", first.steps + 1,
             static_cast<int>(first.statesExpanded + opLevel.statesExpanded), opLevel.total,
             opLevel.total, first.seconds + again.seconds + opLevel.seconds});
-        observer->onLog("near ties: " + std::to_string(again.ties) +
-                        " fused kernel(s) measured again with their parts (" +
-                        std::to_string(again.remeasured) + " kernels, " +
-                        std::to_string(again.lowered) + " read faster); predicted " +
-                        std::to_string(first.total / 1e6) + " -> " +
-                        std::to_string(opLevel.total / 1e6) + " ms");
+        std::snprintf(line, sizeof line,
+                      "near ties: %d fused kernel(s) within 25%% of their parts measured again with them "
+                      "(%d kernels, %.1f s, %d read faster); predicted %.3f -> %.3f ms",
+                      again.ties, again.remeasured, again.seconds, again.lowered, first.total / 1e6,
+                      opLevel.total / 1e6);
+        observer->onLog(line);
       }
     }
   }
@@ -164,22 +187,59 @@ OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobO
     p.createdBy = "collage-studio (op-level)";
     return p;
   };
-  if (options.backends && options.constraints.empty() && !result.cancelled) {
-    std::vector<std::string> order;
-    for (const auto& [name, version] : options.versions) order.push_back(name);
-    std::vector<NamedPlacement> baselines = baselinePlacements(problem, order);
+  result.opLevel = opLevel;
+  if (!result.cancelled) {
+    // Where the time goes, by backend.
+    std::map<std::string, std::pair<int, double>> perBackend;
+    for (int32_t c : opLevel.chosen) {
+      const std::string& backend = result.candidates[static_cast<size_t>(c)].backend;
+      auto& [groups, ns] = perBackend[backend];
+      ++groups;
+      ns += problem.costs[static_cast<size_t>(c)] + result.switchCosts.epsilonInto(backend);
+    }
+    std::snprintf(line, sizeof line, "\n%-10s %7s %12s %7s", "backend", "groups", "time", "share");
+    std::string table = line;
+    for (const auto& [backend, v] : perBackend) {
+      std::snprintf(line, sizeof line, "\n%-10s %7d %9.3f ms %6.1f%%", backend.c_str(), v.first,
+                    v.second / 1e6, 100 * v.second / opLevel.total);
+      table += line;
+    }
+    std::snprintf(line, sizeof line,
+                  "\npredicted total %.3f ms; measuring %.1f s, search %.3f s (%lld states), total %.1f s",
+                  opLevel.total / 1e6, result.report.seconds, opLevel.seconds,
+                  static_cast<long long>(opLevel.statesExpanded),
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - jobStart).count());
+    say(table + line);
+  }
+  // The baselines, from the same measurements: run end to end against the
+  // op-level plan below, and reported (collage optimize --baselines).
+  std::vector<std::string> order;
+  for (const auto& [name, version] : options.versions) order.push_back(name);
+  if (!result.cancelled) result.baselines = baselinePlacements(problem, order, &result.uncoveredBaselines);
+  // Pins and forbids constrain the op-level plan only (the baselines ignore
+  // them), so with constraints the op-level plan is kept as it is.
+  if (options.endToEnd && options.constraints.empty() && !result.cancelled) {
     EndToEndSelection selection;
     const PlanPairTimer timePair = [&](const Plan& a, const Plan& b, const PairedRunOptions& o) {
       return measurer.timePlans(a, b, o, options.graphLevelOptions.timeoutSeconds);
     };
-    int chosen = choosePlacementByEndToEnd(graph, opLevel, baselines, planOf, timePair, &selection, cancel);
+    const auto start = std::chrono::steady_clock::now();
+    int chosen = choosePlacementByEndToEnd(graph, opLevel, result.baselines, planOf, timePair, &selection, cancel);
     result.endToEnd = describeSelection(selection);
-    if (observer) observer->onLog("end to end:\n" + result.endToEnd);
+    {
+      char took[32];
+      std::snprintf(took, sizeof took, "%.1f s",
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      say("\nend to end (the sum of isolated kernel costs misses cache and layout effects "
+          "between kernels), " + std::string(took) + ":\n" + result.endToEnd);
+    }
     if (chosen >= 0) {
-      const NamedPlacement& b = baselines[static_cast<size_t>(chosen)];
+      const NamedPlacement& b = result.baselines[static_cast<size_t>(chosen)];
+      result.endToEndChoice = b.label;
       opLevel = b.result;
       result.plan = planOf(b.result);
       result.plan.createdBy += " (the " + b.label + " placement ran faster end to end)";
+      say("writing the " + b.label + " placement: it ran faster than the op-level plan");
     }
   }
   if (result.plan.groups.empty()) result.plan = planOf(opLevel);
@@ -190,12 +250,29 @@ OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobO
     result.startPlan = result.plan;
     const std::vector<GraphLibrary> libraries =
         honouringConstraints(graph, graphLibrariesOf(graph, backends), options.constraints);
+    if (observer) {
+      std::string names;
+      for (const auto& l : libraries) names += (names.empty() ? "" : ", ") + l.backend;
+      const EvolutionOptions& e = options.graphLevelOptions.evolution;
+      char budget[32];
+      std::snprintf(budget, sizeof budget, "%.0f s", e.budgetSeconds);
+      observer->onLog("\ngraph-level search (graph libraries: " + (names.empty() ? "none" : names) +
+                      "; budget " + budget + ", stops after " + std::to_string(e.saturationGenerations) +
+                      " generations without a better plan):");
+    }
     result.graphLevel = runGraphLevelSearch(graph, result.plan, libraries, measurer, db.get(), fingerprint,
                                             options.graphLevelOptions, observer, cancel);
     result.graphLevelRan = true;
     result.plan = result.graphLevel.plan;
     if (result.graphLevel.improved) result.plan.createdBy += " + graph-level search";
-    if (observer) observer->onLog(describeGraphLevel(result.graphLevel));
+    if (observer) {
+      if (result.graphLevel.storedRuns > 0)
+        observer->onLog("(" + std::to_string(result.graphLevel.storedRuns) +
+                        " plans run by an earlier search were read from the database)");
+      std::string report = describeGraphLevel(result.graphLevel);
+      for (const auto& c : result.graphLevel.changes) report += "\n  " + c;
+      observer->onLog(report);
+    }
   }
   markPinnedGroups(result.plan, graph, options.constraints);
   result.hasPlan = true;

@@ -23,6 +23,7 @@
 #include "core/ir/sub_graph.h"
 #include "core/search/device_costs.h"
 #include "core/measure/switch_costs.h"
+#include "core/search/plan_selection.h"
 
 namespace collage {
 
@@ -41,10 +42,13 @@ struct OptimizationJobOptions {
   // argv prefix of the measurement worker: {"/path/to/collage"}; the job adds
   // "--threads N measure-worker model [--input-shape s]...".
   std::string workerExecutable;
-  // When set (and no constraints are given), the op-level plan is run end to
+  // The backends by name: the graph-level search's graph libraries and the
+  // copy costs of devices need them.
+  BackendLookup backends;
+  // Unless false (or constraints are given), the op-level plan is run end to
   // end against the baselines, in the measurement worker, and the fastest is
   // kept (core/search/plan_selection.h).
-  BackendLookup backends;
+  bool endToEnd = true;
   // Pins and forbids, applied as the CLI's --pin / --forbid are: candidates
   // they exclude are neither measured nor chosen, and the groups holding
   // pinned nodes get origin "user" in the plan. The app passes the manual
@@ -73,8 +77,16 @@ struct OptimizationResult {
   std::vector<Measurement> measurements;  // per candidate
   CostingReport report;
   std::vector<std::string> warnings;
-  // The end-to-end check's report (describeSelection), empty when not run.
+  // The op-level DP's own placement (after the near ties), before the
+  // end-to-end check may replace it; and the baselines from the same
+  // measurements, with the backends that cannot cover the model ("name: why").
+  OpLevelResult opLevel;
+  std::vector<NamedPlacement> baselines;
+  std::vector<std::string> uncoveredBaselines;
+  // The end-to-end check's report (describeSelection), empty when not run,
+  // and the label of the baseline it kept ("" for the op-level plan).
   std::string endToEnd;
+  std::string endToEndChoice;
   // The graph-level search, when it ran: what it did, and the plan it
   // started from (the diff view compares the two).
   bool graphLevelRan = false;
