@@ -38,7 +38,7 @@ Action addExplainCommand(CLI::App& app) {
     CandidateSet candidates =
         enumerateCandidates(graph, set.capabilities(), EnumerationOptions{false});
     MeasurementDb db(options->db);
-    HardwareFingerprint here = set.fingerprint();
+    HardwareFingerprint here = set.fingerprint(graph);
 
     std::printf("%s: %zu groups, predicted %s\n", options->plan.c_str(), plan.groups.size(),
                 costToString(plan.predictedNs).c_str());

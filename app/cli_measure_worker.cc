@@ -24,7 +24,7 @@ Action addMeasureWorkerCommand(CLI::App& app) {
       if (it == backends.end()) it = backends.emplace(name, createBackend(name)).first;
       return it->second.get();
     };
-    runMeasurementWorker(graph, backendFor, MeasurerOptions::forWholeModelRuns(), std::cin, std::cout);
+    runMeasurementWorker(graph, backendFor, MeasurerOptions::forModel(graph), std::cin, std::cout);
     return 0;
   };
 }

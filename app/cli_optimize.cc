@@ -146,7 +146,7 @@ Action addOptimizeCommand(CLI::App& app) {
       std::filesystem::create_directories(options->baselinePlans);
       for (const auto& b : result.baselines) {
         Plan p = makePlan(graph, options->modelPath, result.candidates, b.result.chosen, result.measurements,
-                          PlanOrigin::OpLevel, set.fingerprint(), set.versions());
+                          PlanOrigin::OpLevel, set.fingerprint(graph), set.versions());
         p.predictedNs = b.result.total;
         p.createdBy = "collage optimize (baseline: " + b.label + ")";
         savePlan(p, options->baselinePlans + "/" + b.file + ".json");

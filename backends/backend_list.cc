@@ -83,7 +83,9 @@ std::vector<BackendCapabilities> BackendSet::capabilities() const {
   return caps;
 }
 
-HardwareFingerprint BackendSet::fingerprint() const { return measurementFingerprint(versions()); }
+HardwareFingerprint BackendSet::fingerprint(const Graph& graph) const {
+  return measurementFingerprint(versions(), measurementProtocol(graph));
+}
 
 std::vector<BackendVersion> BackendSet::versions() const {
   std::vector<BackendVersion> out;
@@ -136,7 +138,7 @@ BackendSet loadBackendsForPlan(const Plan& plan, const Graph& graph, const std::
   }
   // (loadBackendSet({}) would load every backend: none is allowed means none.)
   BackendSet set = names.empty() ? BackendSet{} : loadBackendSet(names);
-  const HardwareFingerprint here = set.fingerprint();
+  const HardwareFingerprint here = set.fingerprint(graph);
   // A group on a backend that was not loaded is refused here, with the list.
   std::vector<std::string> found = checkPlanAgainst(plan, graph, modelPath, set.versions(), &here);
   if (warnings) warnings->insert(warnings->end(), found.begin(), found.end());

@@ -41,8 +41,9 @@ struct BackendSet {
 
   std::vector<BackendCapabilities> capabilities() const;
   // This machine's fingerprint with these backends' library versions, in set
-  // order: the key under which their measurements are stored.
-  HardwareFingerprint fingerprint() const;
+  // order, and how kernels of `graph` are measured: the key under which
+  // their measurements are stored (measurementFingerprint).
+  HardwareFingerprint fingerprint(const Graph& graph) const;
   Backend* find(const std::string& name) const;
   // (name, version) of each backend, in set order: what plans record and
   // checkPlanAgainst compares.

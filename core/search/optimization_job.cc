@@ -59,7 +59,8 @@ MeasureFn jobMeasureFn(std::shared_ptr<const Graph> graph, const OptimizationJob
   state->measurer->setAbortSwitch(options.abort);
   State* raw = state.get();
   state->coster = std::make_unique<CandidateCoster>(
-      *state->graph, state->db.get(), measurementFingerprint(options.versions),
+      *state->graph, state->db.get(),
+      measurementFingerprint(options.versions, measurementProtocol(*state->graph)),
       [raw](const std::string& b) { return raw->versions[b]; },
       [raw](const Candidate& c) { return raw->measurer->measure(c.backend, c.nodes); });
   return [state](const Candidate& candidate) {
@@ -81,7 +82,7 @@ OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobO
   // Throws Error (naming the selector or node) for a pin that cannot hold.
   result.allowed = allowedCandidates(graph, result.candidates, options.constraints);
 
-  HardwareFingerprint fingerprint = measurementFingerprint(options.versions);
+  HardwareFingerprint fingerprint = measurementFingerprint(options.versions, measurementProtocol(graph));
   std::map<std::string, std::string> versions;
   for (const auto& [name, version] : options.versions) versions[name] = version;
   std::unique_ptr<MeasurementDb> db;

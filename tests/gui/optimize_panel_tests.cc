@@ -466,7 +466,7 @@ class OptimizePanelTests : public QObject {
     for (const auto& m : result.measurements) costs.push_back(m.cost());
     OpLevelResult r = optimizeOpLevel(OpLevelProblem{&graph, &result.candidates, costs, nullptr, {}});
     result.plan = makePlan(graph, "", result.candidates, r.chosen, result.measurements,
-                           PlanOrigin::OpLevel, backends.fingerprint(), {});
+                           PlanOrigin::OpLevel, backends.fingerprint(graph), {});
     result.hasPlan = true;
 
     KernelTableModel kernels;

@@ -69,17 +69,18 @@ TEST(Measurer, SummaryIsMedianAndRelativeInterQuartileSpread) {
   EXPECT_NEAR(m.spread, (12.5 - 10.5) / 11.0, 1e-12);
 }
 
-// Cold measurement (what the worker does): each timed run starts after the
-// caches were overwritten, so fewer runs are taken; the result is a normal
-// measurement of the same kernel.
+// Cold measurement (what the worker does for a model larger than the
+// last-level cache): each timed run starts after the caches were
+// overwritten, so fewer runs are taken; the result is a normal measurement
+// of the same kernel.
 TEST(Measurer, ColdMeasurementEvictsBeforeEachRunAndTakesFewerSamples) {
   GraphBuilder b;
   const NodeSet nodes = b.finish(b.op("Relu", {b.input({64, 1024})}));
   std::unique_ptr<Backend> native = createBackend("native");
   MeasurerOptions hot;
-  MeasurerOptions cold = MeasurerOptions::forWholeModelRuns();
+  MeasurerOptions cold;
+  cold.evictBytes = cacheEvictionBytes();
   EXPECT_EQ(hot.evictBytes, 0u);
-  EXPECT_EQ(cold.evictBytes, cacheEvictionBytes());
   EXPECT_GE(cold.evictBytes, size_t{16} << 20);
   EXPECT_LE(cold.evictBytes, size_t{256} << 20);
   const Measurement h = measureKernel(*native, KernelRequest::of(b.graph(), nodes), hot);
@@ -91,14 +92,33 @@ TEST(Measurer, ColdMeasurementEvictsBeforeEachRunAndTakesFewerSamples) {
   EXPECT_GT(c.medianNs, 0);
 }
 
+// The cache state a kernel is measured in is the one it meets in a run of
+// its model: a model whose working set fits the last-level cache is
+// measured hot, a larger one cold (with its inputs read again).
+TEST(Measurer, AModelThatFitsTheCacheIsMeasuredHotALargerOneCold) {
+  GraphBuilder small;
+  small.finish(small.op("Relu", {small.input({64, 1024})}));  // 2 x 256 KiB
+  EXPECT_EQ(modelWorkingSetBytes(small.graph()), size_t{2} * 64 * 1024 * 4);
+  EXPECT_EQ(measurementProtocol(small.graph()), "hot");
+  EXPECT_EQ(MeasurerOptions::forModel(small.graph()).evictBytes, 0u);
+
+  GraphBuilder large;  // 2 x the last-level cache in each of its two values
+  const int64_t rows = static_cast<int64_t>(lastLevelCacheBytes() / 4096 * 2);
+  large.finish(large.op("Relu", {large.input({rows, 1024})}));
+  EXPECT_GT(modelWorkingSetBytes(large.graph()), lastLevelCacheBytes());
+  EXPECT_EQ(measurementProtocol(large.graph()),
+            "cold-" + std::to_string(cacheEvictionBytes() >> 20) + "MiB-inputs-hot");
+  EXPECT_EQ(MeasurerOptions::forModel(large.graph()).evictBytes, cacheEvictionBytes());
+}
+
 // Measurements taken cold and hot are different quantities: the protocol is
 // part of the fingerprint, so a database never mixes them.
 TEST(Measurer, TheProtocolIsPartOfTheFingerprint) {
-  EXPECT_EQ(measurementProtocol(), "cold-" + std::to_string(cacheEvictionBytes() >> 20) + "MiB");
+  GraphBuilder b;
+  b.finish(b.op("Relu", {b.input({8, 8})}));
   BackendSet set = loadBackendSet({"native"});
-  EXPECT_NE(set.fingerprint().libraryVersions.find(";measure=" + measurementProtocol()),
-            std::string::npos)
-      << set.fingerprint().libraryVersions;
+  EXPECT_NE(set.fingerprint(b.graph()).libraryVersions.find(";measure=hot"), std::string::npos)
+      << set.fingerprint(b.graph()).libraryVersions;
 }
 
 }  // namespace
