@@ -69,8 +69,8 @@ size_t modelWorkingSetBytes(const Graph& graph);
 // How kernels of `graph` are measured, part of the fingerprint so that
 // measurements taken another way are not reused. A model whose working set
 // fits the last-level cache runs with its weights and tensors in the cache:
-// "hot" (small models ran 2x faster than costs measured cold predicted:
-// measured/predicted 0.48 on resnet50_small). A larger one evicts the
+// "hot" (small models ran up to 2x faster than costs measured cold
+// predicted: measured/predicted 0.48 to 0.78 on resnet50_small). A larger one evicts the
 // cache before each timed run and reads the inputs again: "cold-64MiB-inputs-hot".
 std::string measurementProtocol(const Graph& graph);
 
