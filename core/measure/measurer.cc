@@ -240,14 +240,19 @@ std::vector<std::string> measurementWorkerCommand(const std::string& collageExec
   return cmd;
 }
 
+namespace {
+// A run of the model keeps all of its data in the last-level cache.
+bool runsInTheCache(const Graph& graph) { return modelWorkingSetBytes(graph) <= lastLevelCacheBytes(); }
+}  // namespace
+
 std::string measurementProtocol(const Graph& graph) {
-  if (modelWorkingSetBytes(graph) <= lastLevelCacheBytes()) return "hot";
+  if (runsInTheCache(graph)) return "hot";
   return "cold-" + std::to_string(cacheEvictionBytes() >> 20) + "MiB-inputs-hot";
 }
 
 MeasurerOptions MeasurerOptions::forModel(const Graph& graph) {
   MeasurerOptions o;
-  if (measurementProtocol(graph) != "hot") o.evictBytes = cacheEvictionBytes();
+  if (!runsInTheCache(graph)) o.evictBytes = cacheEvictionBytes();
   return o;
 }
 

@@ -294,6 +294,14 @@ class Importer {
   Importer* parent_ = nullptr;
   const onnx::GraphProto* graph_ = nullptr;
   std::string scope_;  // "node 'If_0' (If): else_branch: " for notes from inside a body
+  // Adds an import note, prefixed with the scope, once (a Loop's body may be
+  // imported twice, its carried types widened).
+  void note(const std::string& text) {
+    if (!options_.notes) return;
+    const std::string line = scope_ + text;
+    if (std::find(options_.notes->begin(), options_.notes->end(), line) == options_.notes->end())
+      options_.notes->push_back(line);
+  }
   std::vector<int> captures_;
   std::vector<DynamicInputBinding> dynamicInputs_;
 };
@@ -764,11 +772,7 @@ void Importer::checkDeclaredType(const Node& node, int value) {
   // leniently, with a warning; so does Collage, with a note. The inferred
   // type stands, and the reference kernel checks every run's real shapes.
   if (parent_) {
-    const std::string note = scope_ + what + " (kept the inferred type, as ONNX Runtime does)";
-    // A Loop's body may be imported twice (its carried types widened).
-    if (options_.notes && std::find(options_.notes->begin(), options_.notes->end(), note) ==
-                              options_.notes->end())
-      options_.notes->push_back(note);
+    note(what + " (kept the inferred type, as ONNX Runtime does)");
     return;
   }
   throw Error(what);
@@ -1253,7 +1257,9 @@ void Importer::importBodies(Node& node, const onnx::NodeProto& proto) {
       try {
         graphs.emplace_back(attr, importBody(node, body(attr), attr, {}, captures, explicitInputs));
       } catch (const ShapesDoNotFit& e) {
-        if (!unrunnable.empty()) throw Error(why);  // neither branch types: the first reason
+        // Neither branch types at these sizes: the first reason, still
+        // size-dependent for an If around this one.
+        if (!unrunnable.empty()) throw ShapesDoNotFit(why);
         unrunnable = attr;
         why = e.what();
       }
@@ -1262,10 +1268,8 @@ void Importer::importBodies(Node& node, const onnx::NodeProto& proto) {
       graphs.emplace_back(unrunnable, graphs.front().second);  // stands in, with the same types
       node.attrs.set(kUnrunnableBranch, unrunnable);
       node.attrs.set(kUnrunnableReason, why);
-      if (options_.notes)
-        options_.notes->push_back(scope_ + why + ": so " + unrunnable +
-                                  " cannot run at the bound input sizes, and runs that take it "
-                                  "fail, as in ONNX Runtime");
+      note(why + ": so " + unrunnable +
+           " cannot run at the bound input sizes, and runs that take it fail, as in ONNX Runtime");
     }
   } else if (node.op == "Loop") {
     if (explicitInputs < 2)

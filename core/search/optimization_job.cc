@@ -73,6 +73,11 @@ MeasureFn jobMeasureFn(std::shared_ptr<const Graph> graph, const OptimizationJob
 OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobOptions& options,
                                       SearchObserver* observer, const CancellationToken* cancel) {
   const auto jobStart = std::chrono::steady_clock::now();
+  // A line (or a table) of the job's report, without its final newline.
+  const auto say = [observer](std::string text) {
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    if (observer) observer->onLog(text);
+  };
   OptimizationResult result;
   result.candidates = enumerateCandidates(graph, options.capabilities);
   result.constraints = options.constraints;
@@ -94,19 +99,12 @@ OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobO
   measurerOptions.timeoutSeconds = options.timeoutSeconds;
   IsolatedMeasurer measurer(optimizationWorkerCommand(options), measurerOptions);
   measurer.setAbortSwitch(options.abort);
-  measurer.setWaitingReporter([observer](const std::string& holder) {
-    if (observer) observer->onLog(kWaitingForTimingLock + holder);
-  });
+  measurer.setWaitingReporter([say](const std::string& holder) { say(kWaitingForTimingLock + holder); });
   CandidateCoster coster(
       graph, db.get(), fingerprint, [&](const std::string& b) { return versions[b]; },
       [&](const Candidate& c) { return measurer.measure(c.backend, c.nodes); });
   // Read before measuring: our own worker adds to the load once it runs.
   const std::string busy = busyMachineWarning();
-  // A line (or a table) of the job's report, without its final newline.
-  const auto say = [observer](std::string text) {
-    while (!text.empty() && text.back() == '\n') text.pop_back();
-    if (observer) observer->onLog(text);
-  };
   say(options.modelPath + ": " + std::to_string(graph.numNodes()) + " nodes, " +
       std::to_string(result.candidates.size()) + " candidates on " +
       std::to_string(options.versions.size()) + " backends");
@@ -144,8 +142,7 @@ OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobO
   std::vector<std::string> backendNames;
   for (const auto& [name, version] : options.versions) backendNames.push_back(name);
   result.deviceCosts = measureDeviceCosts(backendNames, options.backends, db.get(), fingerprint);
-  if (observer)
-    for (const std::string& note : result.deviceCosts.notes) observer->onLog("copies: " + note);
+  for (const std::string& note : result.deviceCosts.notes) say("copies: " + note);
   std::vector<Cost> costs;
   for (const auto& m : result.measurements) costs.push_back(m.cost());
   OpLevelProblem problem{&graph, &result.candidates, costs,
@@ -174,7 +171,7 @@ OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobO
                       "(%d kernels, %.1f s, %d read faster); predicted %.3f -> %.3f ms",
                       again.ties, again.remeasured, again.seconds, again.lowered, first.total / 1e6,
                       opLevel.total / 1e6);
-        observer->onLog(line);
+        say(line);
       }
     }
   }
@@ -225,15 +222,13 @@ OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobO
       return measurer.timePlans(a, b, o, options.graphLevelOptions.timeoutSeconds);
     };
     const auto start = std::chrono::steady_clock::now();
-    int chosen = choosePlacementByEndToEnd(graph, opLevel, result.baselines, planOf, timePair, &selection, cancel);
+    int chosen = choosePlacementByEndToEnd(opLevel, result.baselines, planOf, timePair, &selection, cancel);
     result.endToEnd = describeSelection(selection);
-    {
-      char took[32];
-      std::snprintf(took, sizeof took, "%.1f s",
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-      say("\nend to end (the sum of isolated kernel costs misses cache and layout effects "
-          "between kernels), " + std::string(took) + ":\n" + result.endToEnd);
-    }
+    std::snprintf(line, sizeof line,
+                  "\nend to end (the sum of isolated kernel costs misses cache and layout effects "
+                  "between kernels), %.1f s:",
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    say(line + ("\n" + result.endToEnd));
     if (chosen >= 0) {
       const NamedPlacement& b = result.baselines[static_cast<size_t>(chosen)];
       result.endToEndChoice = b.label;
@@ -251,29 +246,25 @@ OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobO
     result.startPlan = result.plan;
     const std::vector<GraphLibrary> libraries =
         honouringConstraints(graph, graphLibrariesOf(graph, backends), options.constraints);
-    if (observer) {
-      std::string names;
-      for (const auto& l : libraries) names += (names.empty() ? "" : ", ") + l.backend;
-      const EvolutionOptions& e = options.graphLevelOptions.evolution;
-      char budget[32];
-      std::snprintf(budget, sizeof budget, "%.0f s", e.budgetSeconds);
-      observer->onLog("\ngraph-level search (graph libraries: " + (names.empty() ? "none" : names) +
-                      "; budget " + budget + ", stops after " + std::to_string(e.saturationGenerations) +
-                      " generations without a better plan):");
-    }
+    std::string names;
+    for (const auto& l : libraries) names += (names.empty() ? "" : ", ") + l.backend;
+    const EvolutionOptions& e = options.graphLevelOptions.evolution;
+    std::snprintf(line, sizeof line,
+                  "\ngraph-level search (graph libraries: %s; budget %.0f s, stops after %d generations "
+                  "without a better plan):",
+                  names.empty() ? "none" : names.c_str(), e.budgetSeconds, e.saturationGenerations);
+    say(line);
     result.graphLevel = runGraphLevelSearch(graph, result.plan, libraries, measurer, db.get(), fingerprint,
                                             options.graphLevelOptions, observer, cancel);
     result.graphLevelRan = true;
     result.plan = result.graphLevel.plan;
     if (result.graphLevel.improved) result.plan.createdBy += " + graph-level search";
-    if (observer) {
-      if (result.graphLevel.storedRuns > 0)
-        observer->onLog("(" + std::to_string(result.graphLevel.storedRuns) +
-                        " plans run by an earlier search were read from the database)");
-      std::string report = describeGraphLevel(result.graphLevel);
-      for (const auto& c : result.graphLevel.changes) report += "\n  " + c;
-      observer->onLog(report);
-    }
+    if (result.graphLevel.storedRuns > 0)
+      say("(" + std::to_string(result.graphLevel.storedRuns) +
+          " plans run by an earlier search were read from the database)");
+    std::string report = describeGraphLevel(result.graphLevel);
+    for (const auto& c : result.graphLevel.changes) report += "\n  " + c;
+    say(report);
   }
   markPinnedGroups(result.plan, graph, options.constraints);
   result.hasPlan = true;

@@ -10,11 +10,10 @@
 #include <sstream>
 
 #include "core/ir/error.h"
-#include "core/ops/reference_executor.h"
 
 namespace collage {
 
-EndToEndSelection selectPlanByEndToEnd(const Graph& graph, const std::vector<Plan>& plans,
+EndToEndSelection selectPlanByEndToEnd(const std::vector<Plan>& plans,
                                        const std::vector<std::string>& labels, const PlanPairTimer& timePair,
                                        const EndToEndOptions& options, const CancellationToken* cancel) {
   COLLAGE_CHECK(!plans.empty() && plans.size() == labels.size(), "one label per plan");
@@ -95,7 +94,7 @@ std::vector<NamedPlacement> baselinePlacements(const OpLevelProblem& problem,
   return out;
 }
 
-int choosePlacementByEndToEnd(const Graph& graph, const OpLevelResult& opLevel,
+int choosePlacementByEndToEnd(const OpLevelResult& opLevel,
                               const std::vector<NamedPlacement>& baselines,
                               const std::function<Plan(const OpLevelResult&)>& planOf,
                               const PlanPairTimer& timePair, EndToEndSelection* selection,
@@ -115,7 +114,7 @@ int choosePlacementByEndToEnd(const Graph& graph, const OpLevelResult& opLevel,
     labels.push_back(baselines[i].label);
     index.push_back(static_cast<int>(i));
   }
-  EndToEndSelection s = selectPlanByEndToEnd(graph, plans, labels, timePair, {}, cancel);
+  EndToEndSelection s = selectPlanByEndToEnd(plans, labels, timePair, {}, cancel);
   const int chosen = index[s.chosen];
   if (selection) *selection = std::move(s);
   return chosen;
@@ -124,8 +123,6 @@ int choosePlacementByEndToEnd(const Graph& graph, const OpLevelResult& opLevel,
 std::string describeSelection(const EndToEndSelection& selection) {
   if (!selection.skipped.empty()) return "  no plan compared (" + selection.skipped + ")\n";
   std::ostringstream s;
-  if (!selection.waitedFor.empty())
-    s << "  (waited for the machine's timing lock, held by " << selection.waitedFor << ")\n";
   const double base = selection.timings.at(0).medianMs;
   s.setf(std::ios::fixed);
   s.precision(3);

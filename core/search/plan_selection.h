@@ -46,8 +46,6 @@ struct EndToEndSelection {
   // executor) fails on random inputs (an If branch that cannot run at the
   // bound sizes, taken by a random condition): plans[0] is kept.
   std::string skipped;
-  // Who held the machine's timing lock when the check had to wait for it.
-  std::string waitedFor;
   // Another plan replaces plans[0] only when, round by round, it is faster
   // by more than this fraction (the median of its per-round ratios) and was
   // the faster in at least kMinFasterShare of the rounds, so noise does not
@@ -80,7 +78,7 @@ using PlanPairTimer =
 // cannot run the Error propagates (the search's plan must run), unless the
 // model itself fails on random inputs (then `skipped` says so). Stops
 // between plans when `cancel` is set.
-EndToEndSelection selectPlanByEndToEnd(const Graph& graph, const std::vector<Plan>& plans,
+EndToEndSelection selectPlanByEndToEnd(const std::vector<Plan>& plans,
                                        const std::vector<std::string>& labels, const PlanPairTimer& timePair,
                                        const EndToEndOptions& options = {},
                                        const CancellationToken* cancel = nullptr);
@@ -109,7 +107,7 @@ std::vector<NamedPlacement> baselinePlacements(const OpLevelProblem& problem,
 // it (bench run 20261122-133818). `planOf` builds a plan from a placement;
 // `selection` receives the timings (labels "op-level", ...).
 inline constexpr double kMaxPredictedRatio = 1.5;
-int choosePlacementByEndToEnd(const Graph& graph, const OpLevelResult& opLevel,
+int choosePlacementByEndToEnd(const OpLevelResult& opLevel,
                               const std::vector<NamedPlacement>& baselines,
                               const std::function<Plan(const OpLevelResult&)>& planOf,
                               const PlanPairTimer& timePair, EndToEndSelection* selection,

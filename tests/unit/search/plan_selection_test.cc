@@ -41,7 +41,7 @@ TEST(PlanSelection, EveryRunnablePlanIsTimedAndABrokenOneIsNeverChosen) {
   EndToEndOptions options;
   options.budgetSeconds = 0.05;
   InProcessTimer timing(g);
-  EndToEndSelection s = selectPlanByEndToEnd(g, plans, {"op-level", "broken", "copy"}, timing.timer(), options);
+  EndToEndSelection s = selectPlanByEndToEnd(plans, {"op-level", "broken", "copy"}, timing.timer(), options);
   ASSERT_EQ(s.timings.size(), 3u);
   EXPECT_NE(s.chosen, 1u);
   EXPECT_FALSE(s.timings[1].error.empty());
@@ -59,7 +59,7 @@ TEST(PlanSelection, EveryRunnablePlanIsTimedAndABrokenOneIsNeverChosen) {
 TEST(PlanSelection, TheSearchsOwnPlanMustRun) {
   Graph g = importOnnx(kModel);
   InProcessTimer timing(g);
-  EXPECT_THROW(selectPlanByEndToEnd(g, {singleNodePlan(g, "nosuch")}, {"op-level"}, timing.timer()), Error);
+  EXPECT_THROW(selectPlanByEndToEnd({singleNodePlan(g, "nosuch")}, {"op-level"}, timing.timer()), Error);
 }
 
 TEST(PlanSelection, BaselinesEqualToTheSearchsPlanAreNotRunAgain) {
@@ -76,7 +76,7 @@ TEST(PlanSelection, BaselinesEqualToTheSearchsPlanAreNotRunAgain) {
   };
   EndToEndSelection s;
   InProcessTimer timing(g);
-  int chosen = choosePlacementByEndToEnd(g, own, {same}, planOf, timing.timer(), &s);
+  int chosen = choosePlacementByEndToEnd(own, {same}, planOf, timing.timer(), &s);
   EXPECT_EQ(chosen, -1);
   EXPECT_EQ(built, 1);
   ASSERT_EQ(s.timings.size(), 1u);
@@ -96,7 +96,7 @@ TEST(PlanSelection, BaselinesPredictedFarSlowerAreNotRun) {
   auto planOf = [&](const OpLevelResult&) { return singleNodePlan(g, "native"); };
   EndToEndSelection s;
   InProcessTimer timing(g);
-  choosePlacementByEndToEnd(g, own, {close, far}, planOf, timing.timer(), &s);
+  choosePlacementByEndToEnd(own, {close, far}, planOf, timing.timer(), &s);
   ASSERT_EQ(s.timings.size(), 2u);
   EXPECT_EQ(s.timings[1].label, "priority");
 }
@@ -161,7 +161,7 @@ TEST(PlanSelection, TheLowestPassingRatioWinsAndBrokenPlansAreReported) {
     broken.message = "wrong result: output 'y'";
     return broken;
   };
-  const EndToEndSelection s = selectPlanByEndToEnd(g, plans, {"op-level", "a", "b", "broken"}, timer);
+  const EndToEndSelection s = selectPlanByEndToEnd(plans, {"op-level", "a", "b", "broken"}, timer);
   EXPECT_EQ(order, (std::vector<std::string>{"1", "2", "3"}));
   EXPECT_EQ(s.chosen, 2u);
   EXPECT_NEAR(s.timings[1].pairedRatio, 0.90, 1e-9);
@@ -181,7 +181,7 @@ TEST(PlanSelection, AModelThatFailsOnRandomInputsIsNotCompared) {
   ASSERT_THROW(ReferenceExecutor(g).run(randomInputs(g, 1)), Error) << "the rate input must take the else branch";
   InProcessTimer timing(g);
   const Plan plan = singleNodePlan(g, "native");
-  const EndToEndSelection s = selectPlanByEndToEnd(g, {plan, plan}, {"op-level", "copy"}, timing.timer());
+  const EndToEndSelection s = selectPlanByEndToEnd({plan, plan}, {"op-level", "copy"}, timing.timer());
   EXPECT_EQ(s.chosen, 0u);
   EXPECT_NE(s.skipped.find("the model itself fails on random inputs"), std::string::npos) << s.skipped;
   EXPECT_NE(describeSelection(s).find("no plan compared"), std::string::npos);
