@@ -46,7 +46,7 @@ class ProgressRelay : public SearchObserver {
   }
   void onSearchStep(const SearchStepEvent& e) override {
     OptimizeProgress p;
-    p.stage = "search";
+    p.stage = e.search == "graph-level" ? "graph-level" : "search";
     p.done = e.step;
     p.elapsedSeconds = elapsed();
     relay(p);
@@ -92,6 +92,8 @@ Plan optimize(const Model& model, const OptimizeOptions& options) {
     job.workerExecutable = workerExecutable();
     // The op-level plan is run end to end against the baselines, as the CLI does.
     job.backends = [&set](const std::string& n) { return set.find(n); };
+    job.graphLevel = options.graphLevel;
+    job.graphLevelOptions.evolution.budgetSeconds = options.graphLevelBudgetSeconds;
     OptimizationResult result = runOptimizationJob(model.impl().graph, job, &relay, &relay.cancel);
     if (relay.failure) return std::nullopt;
     if (result.cancelled || !result.hasPlan)

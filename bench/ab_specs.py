@@ -57,7 +57,7 @@ def optimize(config, model, out, log):
     for path in (db, plan):
         if os.path.exists(path):
             os.remove(path)
-    text, wall = run(config, ["optimize", model, "--db", db, "-o", plan], log)
+    text, wall = run(config, ["optimize", model, "--db", db, "-o", plan, "--op-level"], log)
     found = lambda pattern: re.search(pattern, text)
     cands = found(r"(\d+) nodes, (\d+) candidates")
     measured = found(r"measured (\d+) kernels in ([\d.]+) s")

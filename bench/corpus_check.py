@@ -101,7 +101,7 @@ def check(collage, model, inputs, expected, work, args):
     if not ok or args.skip_optimize:
         return results
     plan = os.path.join(work, "plan.json")
-    ok, out = run([collage, "optimize", model, "-o", plan, "--no-end-to-end"], args.timeout)
+    ok, out = run([collage, "optimize", model, "-o", plan, "--no-end-to-end", "--op-level"], args.timeout)
     results.append(("optimize", ok, "" if ok else first_error_line(out)))
     if not ok:
         return results

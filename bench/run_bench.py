@@ -190,7 +190,7 @@ class Collage:
         plan = os.path.join(outdir, "plan.json")
         base = os.path.join(outdir, "baselines")
         rc, text, wall = self.call(["optimize", model.onnx] + model.shape_args() + ["--db", self.db, "-o", plan,
-                                    "--baseline-plans", base], "%s.optimize.log" % model.label)
+                                    "--baseline-plans", base, "--op-level"], "%s.optimize.log" % model.label)
         info = {"rc": rc, "wall_s": wall, "tag": tag}
         m = re.search(r"predicted total ([\d.]+) ms; measuring ([\d.]+) s, search ([\d.]+) s.*?total ([\d.]+) s", text)
         if m:
@@ -218,11 +218,11 @@ class Collage:
         return info
 
     def graph_level(self, model, outdir, budget):
-        """`optimize --graph-level` from the same database: the plan, the
+        """`optimize` with its graph-level search, from the same database: the plan, the
         search's generations (for the chart) and its summary line."""
         plan = os.path.join(outdir, "graph_level_plan.json")
         rc, text, wall = self.call(["optimize", model.onnx] + model.shape_args() +
-                                   ["--db", self.db, "-o", plan, "--graph-level", "--budget", budget],
+                                   ["--db", self.db, "-o", plan, "--budget", budget],
                                    "%s.graph_level.log" % model.label)
         info = {"rc": rc, "wall_s": wall, "plan": plan if rc == 0 else None, "generations": []}
         budget_s = None
@@ -911,11 +911,14 @@ def main(argv=None):
     ap.add_argument("--contention", action="store_true",
                     help="also run the plan and ONNX Runtime beside a busy process (one core), in the same rounds")
     ap.add_argument("--db", help="measurement database (default: a fresh one in the results folder: cold)")
-    ap.add_argument("--graph-level", metavar="BUDGET",
-                    help="also run the graph-level search with this budget (e.g. 5m) and bench its plan")
+    ap.add_argument("--graph-level", metavar="BUDGET", default="5m",
+                    help="budget of the graph-level search (optimize's default, 5m), whose plan is benched "
+                         "as `graph-level` beside the op-level plan; 'off' benches the op-level plan alone")
     ap.add_argument("--collage", default=os.path.join(REPO, "build", "app", "collage"), help="collage executable")
     ap.add_argument("--out", default=os.path.join(HERE, "results"), help="parent of the results folder")
     args = ap.parse_args(argv)
+    if args.graph_level == "off":
+        args.graph_level = None
 
     if args.models:
         specs = [s.strip() for s in args.models.split(",") if s.strip()]

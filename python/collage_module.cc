@@ -167,13 +167,15 @@ class PySession {
 api::Plan optimize(const ModelArg& modelArg, const std::vector<std::string>& backends,
                    const std::optional<std::string>& db, double timeout,
                    const std::optional<py::function>& progress,
-                   const std::optional<std::string>& output) {
+                   const std::optional<std::string>& output, bool graphLevel, double budget) {
   api::Model model = modelOf(modelArg);
   api::OptimizeOptions options;
   options.backends = backends;
   options.useDb = !db || !db->empty();  // db="" measures everything and stores nothing
   if (db) options.dbPath = *db;
   options.timeoutSeconds = timeout;
+  options.graphLevel = graphLevel;
+  options.graphLevelBudgetSeconds = budget;
   if (progress) {
     py::function callback = *progress;
     options.progress = [callback](const api::OptimizeProgress& p) {
@@ -296,8 +298,11 @@ PYBIND11_MODULE(collage, m) {
   m.def("optimize", &optimize, py::arg("model"), py::kw_only(),
         py::arg("backends") = std::vector<std::string>{}, py::arg("db") = py::none(),
         py::arg("timeout") = 60.0, py::arg("progress") = py::none(), py::arg("output") = py::none(),
+        py::arg("graph_level") = true, py::arg("budget") = 300.0,
         "Measures and places the model as `collage optimize` does; returns the Plan (and writes "
-        "it to `output` when given). progress(dict) is called as work advances; returning False "
+        "it to `output` when given). The graph-level search runs after the op-level plan for at "
+        "most `budget` seconds; graph_level=False stops at the op-level plan. progress(dict) is "
+        "called as work advances (stage 'measure', 'search' or 'graph-level'); returning False "
         "stops (collage.Error 'cancelled').");
 
   m.def(

@@ -31,7 +31,7 @@ OptimizeSettings OptimizeSettings::load(QSettings& settings) {
   s.timeBudgetSeconds = std::max(0.0, settings.value(QStringLiteral("timeBudgetSeconds"), 0.0).toDouble());
   s.kernelTimeoutSeconds = settings.value(QStringLiteral("kernelTimeoutSeconds"), 60.0).toDouble();
   if (!(s.kernelTimeoutSeconds > 0)) s.kernelTimeoutSeconds = 60;
-  s.graphLevel = settings.value(QStringLiteral("graphLevel"), false).toBool();
+  s.graphLevel = settings.value(QStringLiteral("graphLevel"), true).toBool();
   s.graphLevelBudgetSeconds =
       settings.value(QStringLiteral("graphLevelBudgetSeconds"), 60.0).toDouble();
   if (!(s.graphLevelBudgetSeconds > 0)) s.graphLevelBudgetSeconds = 60;

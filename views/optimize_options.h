@@ -32,9 +32,10 @@ struct OptimizeSettings {
   double timeBudgetSeconds = 0;  // 0 = no budget
   double kernelTimeoutSeconds = 60;
   // The graph-level search (core/search/graph_level_search.h) after the
-  // op-level plan, searching for this long. The time budget above, when
-  // set, still ends the whole optimisation, this search included.
-  bool graphLevel = false;
+  // op-level plan (on by default, as in `collage optimize`), searching until
+  // it saturates or for this long. The time budget above, when set, still
+  // ends the whole optimisation, this search included.
+  bool graphLevel = true;
   double graphLevelBudgetSeconds = 60;
 
   // From / to QSettings (the application's default store when none given).

@@ -55,9 +55,11 @@ struct OptimizationJobOptions {
   // overrides here (views/override_commands.h).
   PlacementConstraints constraints;
   // Then the graph-level search (core/search/graph_level_search.h) from the
-  // kept plan, in the same worker, with regions that honour the constraints.
-  // graphLevelOptions.onBestPlan is called on the job's thread.
-  bool graphLevel = false;
+  // kept plan, in the same worker, with regions that honour the constraints,
+  // until it saturates or its budget is spent (on by default: the op-level
+  // plan alone is the quick answer, `--op-level`). graphLevelOptions.onBestPlan
+  // is called on the job's thread.
+  bool graphLevel = true;
   GraphLevelOptions graphLevelOptions;
   // The kill switch, for a job (or a jobMeasureFn) whose result nobody wants
   // any more: cancelled from any thread, it kills the measurement worker at

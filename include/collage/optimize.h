@@ -1,8 +1,9 @@
 // Optimising from a program: what `collage optimize` does (enumerate the
 // candidates, take their costs from the measurement database or measure them
 // in an isolated worker process, measure switching costs, find the cheapest
-// placement, check it end to end against the single-backend baselines), with
-// progress reported to a callback instead of a terminal.
+// placement, check it end to end against the single-backend baselines, then
+// search whole plans at the graph level), with progress reported to a
+// callback instead of a terminal.
 #pragma once
 
 #include <functional>
@@ -16,8 +17,10 @@
 namespace collage::api {
 
 struct OptimizeProgress {
-  std::string stage;  // "measure" (kernels), "search" (op-level DP steps)
-  int done = 0;       // measure: candidates with a cost; search: steps
+  // "measure" (kernels), "search" (op-level DP steps), "graph-level"
+  // (generations of the graph-level search)
+  std::string stage;
+  int done = 0;       // measure: candidates with a cost; search: steps; graph-level: generations
   int total = 0;      // measure: candidates needing one; search: 0 (unknown)
   int measured = 0;   // measure: measured now (the rest came from the database)
   double elapsedSeconds = 0;
@@ -29,6 +32,11 @@ struct OptimizeOptions {
   std::string dbPath;                 // measurement database; "" = the default one
   bool useDb = true;                  // false: measure everything, store nothing
   double timeoutSeconds = 60;         // a kernel measurement taking longer is killed
+  // After the op-level plan, the graph-level search hands runs of groups to
+  // graph libraries as regions, measured end to end, until it saturates or
+  // the budget is spent; false stops at the op-level plan (`--op-level`).
+  bool graphLevel = true;
+  double graphLevelBudgetSeconds = 300;
   // Called on the optimizing thread; return false to stop (optimize() then
   // throws Error "cancelled").
   std::function<bool(const OptimizeProgress&)> progress;

@@ -18,7 +18,7 @@ for f in "$base".output_*.pb; do data+=(--expect "$f"); done
 
 "$collage" run "$base.onnx" --backend reference "${data[@]}" | tee "$work/reference.txt"
 
-"$collage" optimize "$base.onnx" "$@" --db "$work/measurements.sqlite" -o "$work/plan.json" \
+"$collage" optimize "$base.onnx" "$@" --db "$work/measurements.sqlite" -o "$work/plan.json" --budget 20s \
   | tee "$work/optimize.txt"
 grep -q "^measured [1-9][0-9]* kernels" "$work/optimize.txt"
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# End to end: optimize a model (cold database), optimize it again (warm: must
-# measure nothing), run the plan with --verify against the reference, explain
-# it, and export everything. Usage: optimize_roundtrip.sh COLLAGE MODEL.onnx
+# End to end: optimize a model with --op-level (cold database: the op-level
+# plan alone), optimize it again as a user does by default (warm: measures no
+# kernel, then runs the graph-level search), run both plans with --verify
+# against the reference, explain them, and export everything.
+# Usage: optimize_roundtrip.sh COLLAGE MODEL.onnx
 set -euo pipefail
 collage=$1
 model=$2
@@ -9,11 +11,15 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 db="$work/measurements.sqlite"
 
-"$collage" optimize "$model" --db "$db" -o "$work/plan.json" --baselines | tee "$work/cold.txt"
+"$collage" optimize "$model" --db "$db" -o "$work/plan.json" --baselines --op-level | tee "$work/cold.txt"
 grep -q "^measured [1-9][0-9]* kernels" "$work/cold.txt"
+! grep -q "^graph-level: " "$work/cold.txt"
 
-"$collage" optimize "$model" --db "$db" -o "$work/plan2.json" | tee "$work/warm.txt"
+"$collage" optimize "$model" --db "$db" -o "$work/plan2.json" --budget 20s --saturation 2 | tee "$work/warm.txt"
 grep -q "warm database: nothing measured" "$work/warm.txt"
+grep -q "^graph-level: " "$work/warm.txt"
+"$collage" run "$model" --plan "$work/plan2.json" --verify --repeat 3 | tee "$work/run2.txt"
+grep -q "verify: every output matches the reference executor" "$work/run2.txt"
 
 "$collage" run "$model" --plan "$work/plan.json" --verify --repeat 3 \
   --trace "$work/trace.json" --node-data "$work/nodes.json" --annotated-onnx "$work/annotated.onnx" \

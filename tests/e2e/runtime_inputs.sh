@@ -46,7 +46,7 @@ grep -q "output 'p'" bad.txt
 grep -q "'pads'" bad.txt
 
 for m in clip_runtime pad_slice_resize_computed; do
-  "$collage" optimize "$m.onnx" --db "$work/db.sqlite" -o "$m.plan.json" | tee "$m.opt.txt"
+  "$collage" optimize "$m.onnx" --db "$work/db.sqlite" -o "$m.plan.json" --budget 20s | tee "$m.opt.txt"
   # shellcheck disable=SC2046
   "$collage" run "$m.onnx" --plan "$m.plan.json" --verify $(inputs "$m") $(expects "$m") \
     | tee "$m.run.txt"

@@ -275,9 +275,8 @@ class OptimizePanelTests : public QObject {
 
   void graphLevelOptionsReachTheJob() {
     QSettings().remove("optimize");
-    QCOMPARE(OptimizeSettings::load().graphLevel, false);
+    QCOMPARE(OptimizeSettings::load().graphLevel, true);  // on by default, as on the command line
     OptimizeSettings s;
-    s.graphLevel = true;
     s.graphLevelBudgetSeconds = 120;
     OptimizeOptionsDialog dialog(s, {"onednn", "native"});
     QVERIFY(dialog.graphLevelBox()->isChecked());

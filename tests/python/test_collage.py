@@ -193,8 +193,12 @@ class Optimize(Fixture):
         out = os.path.join(self.tmp.name, "optimized.json")
         plan = collage.optimize(DCGAN, backends=["native", "openblas"],
                                 db=os.path.join(self.tmp.name, "db.sqlite"),
-                                progress=events.append, output=out)
+                                progress=events.append, output=out, budget=20)
         self.assertTrue(any(e["stage"] == "measure" and e["total"] > 0 for e in events))
+        # The graph-level search runs by default, after the op-level DP.
+        stages = [e["stage"] for e in events]
+        self.assertIn("graph-level", stages)
+        self.assertLess(stages.index("search"), stages.index("graph-level"))
         self.assertGreater(len(plan.groups), 0)
         self.assertEqual(sum(len(g["nodes"]) for g in plan.groups), self.model.nodes)
         self.assertTrue(all(np.isfinite(g["cost_ms"]) and g["cost_ms"] > 0 for g in plan.groups))
@@ -203,6 +207,14 @@ class Optimize(Fixture):
             self.assertEqual(json.load(f)["model"]["sha256"], plan.model_sha256)
         y = next(iter(collage.Session(DCGAN, out).run({self.input_name: self.x}).values()))
         np.testing.assert_allclose(y, self.expected, rtol=1e-3, atol=1e-5)
+
+    def test_op_level_only_skips_the_graph_level_search(self):
+        events = []
+        collage.optimize(DCGAN, backends=["native", "openblas"],
+                         db=os.path.join(self.tmp.name, "db.sqlite"), progress=events.append,
+                         graph_level=False)
+        self.assertIn("search", [e["stage"] for e in events])
+        self.assertNotIn("graph-level", [e["stage"] for e in events])
 
     def test_progress_returning_false_cancels(self):
         with self.assertRaisesRegex(collage.Error, "cancelled"):
