@@ -385,8 +385,15 @@ class GuiTests : public QObject {
     window.startOptimization();
     QTRY_VERIFY_WITH_TIMEOUT(!done.isEmpty() || !failed.isEmpty(), 300000);
     QVERIFY(failed.isEmpty());
-    for (int r = 0; r < window.kernelModel()->rowCount(); ++r)
-      QVERIFY(window.kernelModel()->row(r).provenance == KernelRow::Provenance::Cached);
+    // (A region the graph-level search handed to a graph library is measured
+    // whole, as part of a plan, and has a row of its own.)
+    int cached = 0;
+    for (int r = 0; r < window.kernelModel()->rowCount(); ++r) {
+      const auto provenance = window.kernelModel()->row(r).provenance;
+      QVERIFY(provenance == KernelRow::Provenance::Cached || provenance == KernelRow::Provenance::Region);
+      cached += provenance == KernelRow::Provenance::Cached;
+    }
+    QVERIFY(cached > 0);
     const bool keepsPin = std::any_of(window.plan()->groups.begin(), window.plan()->groups.end(),
                                       [](const PlanGroup& g) { return g.origin == PlanOrigin::User; });
     QVERIFY(keepsPin);
