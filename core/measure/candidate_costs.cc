@@ -108,6 +108,7 @@ std::vector<Measurement> CandidateCoster::costAll(const CandidateSet& candidates
     for (size_t i : item.members) out[i] = m;
     ++r.measured;
     if (m.status != MeasurementStatus::Ok) ++r.failed;
+    if (m.preemptedRuns > 0) ++r.preempted;
     if (observer && m.status != MeasurementStatus::Ok && m.status != MeasurementStatus::Invalid)
       observer->onLog(label + ": " + m.toString());
   }

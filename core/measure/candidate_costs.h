@@ -25,6 +25,7 @@ struct CostingReport {
   int cached = 0;
   int measured = 0;
   int failed = 0;  // invalid, failed or timed out (cached or fresh)
+  int preempted = 0;  // measured now with runs left out: another process preempted them
   double seconds = 0;
   bool cancelled = false;
 };

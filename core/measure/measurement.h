@@ -25,6 +25,9 @@ struct Measurement {
   double spread = 0;  // relative: (p75 - p25) / median
   double minNs = 0;
   int32_t samples = 0;
+  // Timed runs left out because another process preempted them (not
+  // stored: a fact about the minute it was measured in, not the kernel).
+  int32_t preemptedRuns = 0;
   double measureSeconds = 0;  // wall time spent measuring (compile included)
   std::string message;        // refusal or failure reason
   bool fromCache = false;     // filled by the database lookup, not stored

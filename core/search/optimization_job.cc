@@ -122,6 +122,9 @@ OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobO
     std::snprintf(line, sizeof line, "measured %d kernels in %.1f s (%d from the database, %d failed or invalid)",
                   result.report.measured, result.report.seconds, result.report.cached, result.report.failed);
   say(line);
+  if (result.report.preempted > 0)
+    say(std::to_string(result.report.preempted) +
+        " of them had timed runs preempted by other processes; those runs were left out");
   result.measured.clear();
   for (const auto& m : result.measurements) result.measured.push_back(!isMissingMeasurement(m));
   if (result.report.cancelled || (cancel && cancel->cancelled())) {

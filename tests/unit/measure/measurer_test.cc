@@ -2,11 +2,17 @@
 // failed measurement, never a crash or hang of the tool. Real workers are
 // stood in for by small shell commands with exactly those behaviours.
 #include <gtest/gtest.h>
+#include <sched.h>
+
+#include <atomic>
+#include <thread>
 
 #include "core/measure/measurer.h"
 
 #include "backends/backend_list.h"
+#include "core/ir/threading.h"
 #include "tests/unit/graph_builder.h"
+#include "tests/unit/test_support.h"
 
 namespace collage {
 namespace {
@@ -90,6 +96,43 @@ TEST(Measurer, ColdMeasurementEvictsBeforeEachRunAndTakesFewerSamples) {
   EXPECT_GE(c.samples, cold.minSamples);
   EXPECT_LE(c.samples, cold.coldMaxSamples);
   EXPECT_GT(c.medianNs, 0);
+}
+
+// On a shared machine: runs during which another process took the core are
+// left out, so the cost is the kernel's and not the scheduler's. A busy
+// thread pinned to the measuring thread's core stands in for the other
+// process (the measurement runs on one thread, pinned there too).
+TEST(Measurer, RunsAnotherProcessPreemptedAreLeftOut) {
+  GraphBuilder b;
+  const NodeSet nodes = b.finish(b.op("Relu", {b.input({256, 1024})}));
+  std::unique_ptr<Backend> native = createBackend("native");
+  test_support::ThreadCountGuard restore;
+  setThreadCount(1);
+  cpu_set_t all, one;
+  ASSERT_EQ(sched_getaffinity(0, sizeof all, &all), 0);
+  CPU_ZERO(&one);
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &all)) {
+      CPU_SET(c, &one);
+      break;
+    }
+  ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+  std::atomic<bool> stop{false};
+  std::thread busy([&] {
+    sched_setaffinity(0, sizeof one, &one);
+    while (!stop.load(std::memory_order_relaxed)) {
+    }
+  });
+  MeasurerOptions options;
+  options.maxSeconds = 1.0;
+  options.targetSpread = 0;  // sample for the whole second
+  const Measurement m = measureKernel(*native, KernelRequest::of(b.graph(), nodes), options);
+  stop = true;
+  busy.join();
+  sched_setaffinity(0, sizeof all, &all);
+  ASSERT_EQ(m.status, MeasurementStatus::Ok) << m.message;
+  EXPECT_GT(m.preemptedRuns, 0);
+  EXPECT_GE(m.samples, options.minSamples);
 }
 
 // The cache state a kernel is measured in is the one it meets in a run of
