@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "app/main_window.h"
+#include "core/ir/threading.h"
 
 namespace {
 
@@ -38,6 +39,7 @@ void takeScreenshotWhenReady(collage::MainWindow& window, const QString& path, b
 }  // namespace
 
 int main(int argc, char** argv) {
+  collage::restartWithOpenMpWaitDefaults(argv);
   QApplication app(argc, argv);
   QApplication::setOrganizationName("Collage");
   QApplication::setApplicationName("collage-studio");
