@@ -1,12 +1,22 @@
 // collage-studio's main window: the graph in the centre, the inspector and
 // the kernel table in docks, the optimizer in the background with progress
 // and Cancel in the status bar, the search chart and the plan diff in docks.
-// Wiring only: layout, optimization and plans are the core's and views/' work;
-// everything that runs kernels goes through one BackgroundWork
-// (views/background_work.h), so the UI thread never waits for it.
+// Wiring only: layout, optimization and plans are the core's and views/' work.
+// Two controllers hold the window's background work, and the window shows
+// what their signals carry:
+//   ModelLoader (model_loader.h)                 import, then layout
+//   OptimisationController (optimisation_controller.h)
+//                                                the job's options and backend
+//                                                set; everything that runs
+//                                                kernels, through one
+//                                                BackgroundWork
+// so the UI thread never waits for either. The files of the window:
+//   main_window.cc          loading and optimising, as the window shows them
+//   main_window_ui.cc       buildUi(), one piece a dock, menu or bar
+//   main_window_exports.cc  plans saved and opened, exports (image, ONNX,
+//                           node data, trace, CSV) and their dialogs
 #pragma once
 
-#include <QFutureWatcher>
 #include <QMainWindow>
 #include <QString>
 #include <QVector>
@@ -16,11 +26,14 @@
 #include "core/ir/graph.h"
 #include "core/search/optimization_job.h"
 #include "core/plan/plan.h"
+#include "app/model_loader.h"
+#include "app/optimisation_controller.h"
 #include "views/graph_layout.h"
 #include "views/optimize_options.h"
 
 class QAction;
 class QCheckBox;
+class QDockWidget;
 class QLabel;
 class QLineEdit;
 class QMenu;
@@ -31,29 +44,18 @@ class QTableView;
 
 namespace collage {
 
-struct BackendSet;
 class GraphScene;
 class GraphView;
 class FindBar;
 class InspectorPanel;
 class SearchChart;
 class BackgroundWork;
-class LayoutJob;
 class PatternEditor;
 class OverrideController;
 class KernelTableModel;
 class PlanDiffPanel;
 struct MeasureProgressEvent;
 struct SearchStepEvent;
-
-// A model imported off the UI thread (the layout follows in a LayoutJob).
-struct LoadedModel {
-  QString path;
-  QStringList inputShapes;
-  std::shared_ptr<const Graph> graph;
-  QString error;
-  double importSeconds = 0;
-};
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -72,12 +74,12 @@ class MainWindow : public QMainWindow {
   QStringList inputShapes() const { return inputShapes_; }
   QStringList recentFiles() const;
   // Measurement database for the next optimisation ("" = the default one).
-  void setDatabasePath(const QString& path) { settings_.dbPath = path; }
+  void setDatabasePath(const QString& path) { optimiser_->setDatabasePath(path); }
   // Backends for the next optimisation (empty = all).
   void setBackends(const QStringList& names);
   // Everything the options dialog sets (backends, database, time budget,
   // per-kernel timeout); persisted by the dialog.
-  const OptimizeSettings& optimizeSettings() const { return settings_; }
+  const OptimizeSettings& optimizeSettings() const { return optimiser_->settings(); }
   void setOptimizeSettings(const OptimizeSettings& settings);
   SearchChart* searchChart() const { return chart_; }
   PlanDiffPanel* planDiff() const { return planDiff_; }
@@ -99,7 +101,7 @@ class MainWindow : public QMainWindow {
   OverrideController* overrides() const { return overrides_; }
   InspectorPanel* inspector() const { return inspector_; }
   bool isOptimizing() const;
-  BackgroundWork* backgroundWork() const { return work_; }
+  BackgroundWork* backgroundWork() const { return optimiser_->work(); }
 
   bool savePlanTo(const QString& path, QString* error = nullptr);
   bool exportImage(const QString& path, QString* error = nullptr);  // .svg or .png
@@ -135,39 +137,62 @@ class MainWindow : public QMainWindow {
   void closeEvent(QCloseEvent* event) override;
 
  private:
+  // main_window_ui.cc: buildUi() and its pieces, in the order they are built.
   void buildUi();
-  void onImportDone();
-  void onLayoutFinished(const GraphLayout& layout);
-  void onLayoutStopped(const QString& why);
+  void buildGraphView();
+  void buildControllers();
+  QDockWidget* buildInspectorDock();
+  QDockWidget* buildKernelDock();
+  QDockWidget* buildSearchDock();
+  QDockWidget* buildPlanDiffDock();
+  QDockWidget* buildPatternDock();
+  void buildMenus(const QList<QDockWidget*>& docks);
+  void buildExportMenu(QMenu* file);
+  void buildToolBarAndStatus();
+  void connectBackgroundWork();
+
+  // main_window.cc: loading, as the window shows it.
+  void startLoad(const QString& path, const QStringList& inputShapes);
+  // The input-shape bindings for a model with dynamic dims: asked for, or
+  // the last ones used. Nullopt if the user cancelled.
+  std::optional<QStringList> askInputShapes(const QString& path);
+  void onImported(const QString& fileName, int nodes);
+  void onImportFailed(const QString& path, const QString& message);
+  void onModelLoaded(const LoadedModel& model, const GraphLayout& layout);
+  void onLayoutStopped(const QString& fileName, const QString& why);
   void showGraphStart();
   void cancelCurrentWork();
   void reloadPatternEditorSpecs();
+  void rebuildRecentMenu();
+  bool dialogsAllowed() const;
+
+  // main_window.cc: optimising, as the window shows it.
   void onMeasureProgress(const MeasureProgressEvent& e);
   void onSearchStep(const SearchStepEvent& e);
   void onOptimizationDone(std::shared_ptr<const OptimizationResult> result);
   void onOptimizationError(const QString& message);
+  void setBusy(bool busy);
+  // The job's options for the open model, the chosen backends and the user's
+  // pins (Error if the measurement worker cannot be found).
+  OptimizationJobOptions jobOptions();
+
+  // main_window.cc: the plan on screen and the selection.
   void showPlan();
   // Node colours by backend, a frame per fused group and per region.
   void paintPlan(const Plan& plan);
+  void refreshKernelTable();
+  void onPlanChanged(const Plan& plan);
   void onSceneSelection();
   void onTableSelection();
+  void showGraphContextMenu(const QPoint& pos);
+
+  // main_window_exports.cc
   void savePlanDialog();
   void openPlanDialog();
   void exportImageDialog();
   // Asks for a file name, then calls `exporter`; reports a failure.
   void exportDialog(const QString& title, const QString& defaultName, const QString& filter,
                     bool (MainWindow::*exporter)(const QString&, QString*));
-  void startLoad(const QString& path, const QStringList& inputShapes);
-  void addRecentFile(const QString& path);
-  void rebuildRecentMenu();
-  bool dialogsAllowed() const;
-  void setBusy(bool busy);
-  void refreshKernelTable();
-  void showGraphContextMenu(const QPoint& pos);
-  void onPlanChanged(const Plan& plan);
-  // The job's options for the open model and the chosen backends (Error if
-  // the measurement worker cannot be found).
-  OptimizationJobOptions jobOptions();
 
   GraphScene* scene_ = nullptr;
   GraphView* view_ = nullptr;
@@ -182,9 +207,8 @@ class MainWindow : public QMainWindow {
   QAction* optimizeAction_ = nullptr;
   QAction* measureAction_ = nullptr;
   QMenu* recentMenu_ = nullptr;
-  QFutureWatcher<LoadedModel> importWatcher_;
-  LayoutJob* layoutJob_ = nullptr;
-  LoadedModel pending_;  // imported, being laid out; becomes the open model when shown
+  ModelLoader* loader_ = nullptr;
+  OptimisationController* optimiser_ = nullptr;
   FindBar* findBar_ = nullptr;
   PatternEditor* patternEditor_ = nullptr;
   bool syncingSelection_ = false;
@@ -193,17 +217,14 @@ class MainWindow : public QMainWindow {
   QStringList inputShapes_;  // of the open model
   std::shared_ptr<const Graph> graph_;
   std::optional<Plan> plan_;
-  OptimizeSettings settings_;
   SearchChart* chart_ = nullptr;
   PlanDiffPanel* planDiff_ = nullptr;
   QLabel* planSummary_ = nullptr;
   QLineEdit* tableFilter_ = nullptr;
   QCheckBox* allCandidates_ = nullptr;
-  BackgroundWork* work_ = nullptr;  // the optimisation, the plan runs, the override measurements
+  BackgroundWork* work_ = nullptr;  // optimiser_'s: the optimisation, the plan runs, the override measurements
   double runPredictedNs_ = 0;     // the predicted time of the plan being run
   std::shared_ptr<const OptimizationResult> lastResult_;
-  // The running job keeps its own reference: its candidates point into the specs.
-  std::shared_ptr<BackendSet> backendSet_;
 };
 
 }  // namespace collage

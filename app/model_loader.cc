@@ -1,0 +1,112 @@
+#include "app/model_loader.h"
+
+#include <QElapsedTimer>
+#include <QFileInfo>
+#include <QSettings>
+#include <QtConcurrent/QtConcurrent>
+
+#include "core/onnx/onnx_import.h"
+#include "views/layout_job.h"
+
+namespace collage {
+namespace {
+
+LoadedModel importModel(const QString& path, const QStringList& inputShapes) {
+  LoadedModel out;
+  out.path = path;
+  out.inputShapes = inputShapes;
+  QElapsedTimer clock;
+  clock.start();
+  try {
+    ImportOptions options;
+    for (const QString& binding : inputShapes) {
+      auto [name, shape] = parseInputShapeBinding(binding.toStdString());
+      options.inputShapes[name] = shape;
+    }
+    out.graph = std::make_shared<Graph>(importOnnx(path.toStdString(), options));
+  } catch (const std::exception& e) {
+    out.error = QString::fromStdString(e.what());
+  }
+  out.importSeconds = clock.elapsed() / 1000.0;
+  return out;
+}
+
+QString inputShapesKey(const QString& path) {
+  return QStringLiteral("inputShapes/") + QFileInfo(path).absoluteFilePath();
+}
+
+}  // namespace
+
+ModelLoader::ModelLoader(QObject* parent) : QObject(parent) {
+  qRegisterMetaType<LoadedModel>("collage::LoadedModel");
+  layoutJob_ = new LayoutJob(this);
+  connect(&importWatcher_, &QFutureWatcher<LoadedModel>::finished, this, &ModelLoader::onImportDone);
+  connect(layoutJob_, &LayoutJob::finished, this, &ModelLoader::onLayoutFinished);
+  connect(layoutJob_, &LayoutJob::failed, this, &ModelLoader::onLayoutStopped);
+  connect(layoutJob_, &LayoutJob::cancelled, this, [this] { onLayoutStopped(QString()); });
+}
+
+ModelLoader::~ModelLoader() {
+  importWatcher_.waitForFinished();
+  layoutJob_->cancel();
+}
+
+bool ModelLoader::isLayingOut() const { return layoutJob_->isRunning(); }
+
+void ModelLoader::cancelLayout() { layoutJob_->cancel(); }
+
+void ModelLoader::start(const QString& path, const QStringList& inputShapes) {
+  layoutJob_->cancel();  // a model still being laid out is dropped
+  importWatcher_.setFuture(QtConcurrent::run(importModel, path, inputShapes));
+}
+
+void ModelLoader::onImportDone() {
+  LoadedModel loaded = importWatcher_.result();
+  if (!loaded.error.isEmpty()) {
+    emit importFailed(loaded.path, loaded.error);
+    return;
+  }
+  pending_ = std::move(loaded);
+  emit imported(QFileInfo(pending_.path).fileName(), pending_.graph->numNodes());
+  layoutJob_->start(pending_.graph);
+}
+
+void ModelLoader::onLayoutFinished(const GraphLayout& layout) {
+  if (shown_ && layoutJob_->graph() == shown_) {
+    emit relaidOut(layout);  // a group expanded or collapsed
+    return;
+  }
+  if (!pending_.graph || layoutJob_->graph() != pending_.graph) return;
+  LoadedModel model = std::move(pending_);
+  pending_ = LoadedModel{};
+  emit loaded(model, layout);
+}
+
+void ModelLoader::onLayoutStopped(const QString& why) {
+  const QString name = pending_.graph ? QFileInfo(pending_.path).fileName() : QString();
+  pending_ = LoadedModel{};
+  emit layoutStopped(name, why);
+}
+
+QStringList ModelLoader::rememberedInputShapes(const QString& path) {
+  return QSettings().value(inputShapesKey(path)).toStringList();
+}
+
+void ModelLoader::rememberInputShapes(const QString& path, const QStringList& shapes) {
+  if (!shapes.isEmpty()) QSettings().setValue(inputShapesKey(path), shapes);
+}
+
+QStringList ModelLoader::recentFiles() {
+  return QSettings().value(QStringLiteral("recentFiles")).toStringList();
+}
+
+void ModelLoader::addRecentFile(const QString& path) {
+  QStringList files = recentFiles();
+  const QString absolute = QFileInfo(path).absoluteFilePath();
+  files.removeAll(absolute);
+  files.prepend(absolute);
+  while (files.size() > kMaxRecentFiles) files.removeLast();
+  QSettings().setValue(QStringLiteral("recentFiles"), files);
+}
+
+}  // namespace collage
