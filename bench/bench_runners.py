@@ -1,0 +1,290 @@
+"""The runners of bench/run_bench.py that are Collage's own: the zoo models
+(found, or exported on demand), the collage CLI (optimize, the plans, timed
+runs, the trace), a process that keeps one core busy for --contention, the
+machine's practical sgemm peak, and the statistics every figure is made of.
+
+Invariant: every timing a runner returns is a median of per-run times of
+one plan on the model's reference input, after its outputs were checked
+against the reference output (RTOL, ATOL_REL).
+"""
+
+import json
+import math
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+import onnx
+import onnx.numpy_helper
+
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.normpath(os.path.join(HERE, ".."))
+SMALL_DIR = os.path.join(REPO, "resources", "models")
+BASELINES = ["only_onednn", "only_openblas", "only_native", "priority"]
+PEERS = ["onnxruntime", "pytorch"]
+# --contention: who also runs beside a competing busy process, and the suffix
+# of those runs' runner names.
+CONTENTION_RUNNERS = ["collage", "onnxruntime"]
+LOAD = "+load"
+
+
+class BusyProcess:
+    """A competing process that keeps one core busy while the block runs."""
+
+    def __enter__(self):
+        self.p = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        time.sleep(0.2)  # let it reach the scheduler before the timed runs
+        return self
+
+    def __exit__(self, *exc):
+        self.p.kill()
+        self.p.wait()
+FULL_MODELS = ["resnet50", "resnext50_32x4d", "mobilenet_v2", "inception_v3", "r3d_18", "dcgan",
+               "bert_base", "resnext50_32x4d@8",
+               # the widened zoo (issue 13): shapes nobody tuned the backends for
+               "mobilenet_v3_large", "efficientnet_b0", "shufflenet_v2_x1_0", "regnet_y_400mf",
+               "convnext_tiny", "vit_b_16", "deeplabv3_mobilenet_v3_large", "gpt2"]
+QUICK_MODELS = ["resnet50", "bert_base"]
+RTOL, ATOL_REL = 1e-3, 1e-4  # output check: |a-b| <= ATOL_REL*max|ref| + RTOL*|ref|
+
+T0 = time.time()
+
+
+def log(msg):
+    print("[%7.1f s] %s" % (time.time() - T0, msg), flush=True)
+
+
+def zoo_dir():
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "collage-studio", "zoo")
+
+
+# --------------------------------------------------------------------------
+# Models
+# --------------------------------------------------------------------------
+
+class Model:
+    def __init__(self, spec, small):
+        name, _, batch = spec.partition("@")
+        self.base = name
+        self.batch = int(batch or 1)
+        if small:
+            self.torch_name = "bert_small" if name == "bert_base" else name + "_small"
+            self.stem = self.torch_name
+            self.dir = SMALL_DIR
+        else:
+            self.torch_name = name
+            self.stem = name + ("_b%d" % self.batch if self.batch != 1 else "")
+            self.dir = zoo_dir()
+        self.label = self.stem
+        self.onnx = os.path.join(self.dir, self.stem + ".onnx")
+        self.input = os.path.join(self.dir, self.stem + ".input_0.pb")
+        self.output = os.path.join(self.dir, self.stem + ".output_0.pb")
+
+    def shape_args(self):
+        """--input-shape for collage: the zoo's models declare a dynamic batch,
+        which collage binds to 1 unless told (the batch-8 variant needs it)."""
+        t = onnx.TensorProto()
+        with open(self.input, "rb") as f:
+            t.ParseFromString(f.read())
+        if not t.name:
+            return []
+        return ["--input-shape", "%s=%s" % (t.name, "x".join(str(d) for d in t.dims))]
+
+    def ensure(self, small):
+        if all(os.path.exists(p) for p in (self.onnx, self.input, self.output)):
+            return True
+        if small:
+            return False
+        log("%s: not in the zoo, exporting it (bench/models/export_zoo.py)" % self.label)
+        cmd = ["/usr/bin/python3", os.path.join(HERE, "models", "export_zoo.py"),
+               "--models", self.base, "--batch", str(self.batch)]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            log("%s: export failed: %s" % (self.label, r.stderr.strip().splitlines()[-1:]))
+        return all(os.path.exists(p) for p in (self.onnx, self.input, self.output))
+
+
+def read_pb(path):
+    t = onnx.TensorProto()
+    with open(path, "rb") as f:
+        t.ParseFromString(f.read())
+    return onnx.numpy_helper.to_array(t)
+
+
+def compare(out, ref):
+    """(ok, max abs error, max relative-to-scale error)."""
+    if out is None:
+        return False, float("nan"), "no output"
+    if out.size != ref.size:
+        return False, float("nan"), "shape %s != %s" % (out.shape, ref.shape)
+    out = out.reshape(ref.shape).astype(np.float64)
+    ref = ref.astype(np.float64)
+    err = np.abs(out - ref)
+    scale = float(np.max(np.abs(ref))) or 1.0
+    ok = bool(np.all(err <= ATOL_REL * scale + RTOL * np.abs(ref)))
+    return ok, float(err.max()), "max abs err %.3g (output scale %.3g)" % (err.max(), scale)
+
+
+# --------------------------------------------------------------------------
+# The collage CLI
+# --------------------------------------------------------------------------
+
+class Collage:
+    def __init__(self, exe, threads, db, logdir):
+        self.exe, self.threads, self.db, self.logdir = exe, threads, db, logdir
+
+    def cmd(self, *args):
+        return [self.exe, "--threads", str(self.threads)] + list(args)
+
+    def call(self, args, logname=None, timeout=None):
+        t = time.time()
+        for attempt in range(30):
+            try:
+                r = subprocess.run(self.cmd(*args), capture_output=True, text=True, timeout=timeout)
+                break
+            except OSError as e:
+                # build/ is shared: a relink of the binary makes it briefly
+                # unexecutable (EACCES, ETXTBSY, ENOENT); wait for it.
+                if attempt == 29:
+                    raise
+                log("%s unavailable (%s), retrying in 10 s" % (self.exe, e))
+                time.sleep(10)
+        wall = time.time() - t
+        text = r.stdout + r.stderr
+        if logname:
+            with open(os.path.join(self.logdir, logname), "a") as f:
+                f.write("$ %s\n%s\n[rc %d, %.2f s]\n\n" % (" ".join(self.cmd(*args)), text, r.returncode, wall))
+        return r.returncode, text, wall
+
+    def flops(self, model):
+        rc, text, _ = self.call(["inspect", model.onnx] + model.shape_args(), "inspect.log")
+        m = re.search(r"flops:\s+([\d.]+)\s*([KMGT]?)FLOP", text)
+        if not m:
+            return None
+        return float(m.group(1)) * {"": 1, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}[m.group(2)]
+
+    def optimize(self, model, outdir, tag):
+        plan = os.path.join(outdir, "plan.json")
+        base = os.path.join(outdir, "baselines")
+        rc, text, wall = self.call(["optimize", model.onnx] + model.shape_args() + ["--db", self.db, "-o", plan,
+                                    "--baseline-plans", base, "--op-level"], "%s.optimize.log" % model.label)
+        info = {"rc": rc, "wall_s": wall, "tag": tag}
+        m = re.search(r"predicted total ([\d.]+) ms; measuring ([\d.]+) s, search ([\d.]+) s.*?total ([\d.]+) s", text)
+        if m:
+            info.update(predicted_ms=float(m.group(1)), measuring_s=float(m.group(2)),
+                        search_s=float(m.group(3)), total_s=float(m.group(4)))
+        m = re.search(r"measured (\d+) kernels in [\d.]+ s \((\d+) from the database, (\d+) failed", text)
+        if m:
+            info.update(kernels=int(m.group(1)), cached=int(m.group(2)), failed=int(m.group(3)))
+        info["warm"] = "warm database: nothing measured" in text or (
+            info.get("kernels") is not None and info.get("kernels") == info.get("cached"))
+        if rc != 0:
+            info["error"] = text.strip().splitlines()[-1] if text.strip() else "rc %d" % rc
+        plans = {"collage": plan}
+        for b in BASELINES:
+            p = os.path.join(base, b + ".json")
+            if os.path.exists(p):
+                plans[b] = p
+        info["plans"] = plans
+        # Baselines that cannot run: the optimizer's reason, first line.
+        info["uncovered"] = {}
+        for b in BASELINES:
+            m = re.search(r"^\s*%s\s+cannot cover the model: (.*)$" % re.escape(b.replace("_", " ")), text, re.M)
+            if m:
+                info["uncovered"][b] = m.group(1)[:160]
+        return info
+
+    def graph_level(self, model, outdir, budget):
+        """`optimize` with its graph-level search, from the same database: the plan, the
+        search's generations (for the chart) and its summary line."""
+        plan = os.path.join(outdir, "graph_level_plan.json")
+        rc, text, wall = self.call(["optimize", model.onnx] + model.shape_args() +
+                                   ["--db", self.db, "-o", plan, "--budget", budget],
+                                   "%s.graph_level.log" % model.label)
+        info = {"rc": rc, "wall_s": wall, "plan": plan if rc == 0 else None, "generations": []}
+        budget_s = None
+        m = re.search(r"budget ([\d.]+) s", text)
+        if m:
+            budget_s = float(m.group(1))
+        for g in re.finditer(r"^generation +(\d+): best +([\d.]+) ms \(([\d.]+)x the start\), mean +([\d.]+) ms, +"
+                             r"(\d+) plans run, +(\d+) cache hits, (\d+):(\d+) left", text, re.M):
+            left = int(g.group(7)) * 60 + int(g.group(8))
+            info["generations"].append({"generation": int(g.group(1)), "best_ms": float(g.group(2)),
+                                        "best_relative": float(g.group(3)), "mean_ms": float(g.group(4)),
+                                        "plans_run": int(g.group(5)), "cache_hits": int(g.group(6)),
+                                        "elapsed_s": (budget_s - left) if budget_s else None})
+        m = re.search(r"^graph-level: (.*?); (\d+) generations, (\d+) plans run, (\d+) cache hits, (\d+) could not "
+                      r"run, stopped: (.*?) after ([\d.]+) s \(best found at ([\d.]+) s\)", text, re.M)
+        if m:
+            info.update(verdict=m.group(1), generations_n=int(m.group(2)), plans_run=int(m.group(3)),
+                        cache_hits=int(m.group(4)), failed=int(m.group(5)), stop=m.group(6),
+                        search_s=float(m.group(7)), best_at_s=float(m.group(8)))
+        if rc == 0:
+            with open(plan) as f:
+                info["summary"] = json.load(f).get("graph_level", {})
+        else:
+            info["error"] = text.strip().splitlines()[-1] if text.strip() else "rc %d" % rc
+        return info
+
+    def run_round(self, model, plan, repeat, extra=(), logname=None):
+        """One `collage run --plan` process: (median, min, max, text, rc)."""
+        args = (["run", model.onnx] + model.shape_args() +
+                ["--plan", plan, "--repeat", str(repeat), "--input", model.input] + list(extra))
+        rc, text, _ = self.call(args, logname)
+        m = re.search(r"latency: median ([\d.]+) ms, spread ([\d.]+)% over (\d+) run\(s\) \(min ([\d.]+), max ([\d.]+)\)",
+                      text)
+        if not m:
+            return None, None, None, text, rc
+        return float(m.group(1)), float(m.group(4)), float(m.group(5)), text, rc
+
+
+# --------------------------------------------------------------------------
+# Practical peak: a large OpenBLAS sgemm through numpy (Debian's numpy links
+# libblas.so.3, which is OpenBLAS here), with the same thread count.
+# --------------------------------------------------------------------------
+
+PEAK_CODE = r"""
+import time, numpy as np
+n = %d
+a = np.random.rand(n, n).astype(np.float32); b = np.random.rand(n, n).astype(np.float32)
+a @ b
+best = 1e9
+for _ in range(%d):
+    t = time.perf_counter(); a @ b; best = min(best, time.perf_counter() - t)
+print(2.0 * n ** 3 / best / 1e9)
+"""
+
+
+def measure_peak(threads, n=2048, reps=5):
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
+    try:
+        r = subprocess.run(["/usr/bin/python3", "-c", PEAK_CODE % (n, reps)], capture_output=True, text=True,
+                           env=env, timeout=300)
+        return float(r.stdout.strip().splitlines()[-1])
+    except Exception as e:  # noqa: BLE001
+        log("peak measurement failed: %s" % e)
+        return None
+
+
+# --------------------------------------------------------------------------
+# Statistics
+# --------------------------------------------------------------------------
+
+def summarize(round_medians):
+    v = sorted(x for x in round_medians if x is not None)
+    if not v:
+        return None, None
+    med = statistics.median(v)
+    q1, q3 = np.percentile(v, [25, 75])
+    return med, (100.0 * (q3 - q1) / med if med else None)
+
+
+def geomean(xs):
+    xs = [x for x in xs if x and x > 0 and math.isfinite(x)]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
