@@ -94,9 +94,27 @@ def contention_table(results):
 
 
 def write_reports(results, args, outdir, peak):
+    """results.md (returned too), results.csv, rounds.csv and results.json."""
     runners = ["collage"] + (["graph-level"] if args.graph_level else []) + BASELINES + PEERS
     if args.contention:
         runners += [n + LOAD for n in CONTENTION_RUNNERS]
+    write_data_files(results, runners, args, outdir, peak)
+    L = runners_table(results, runners, args, outdir, peak)
+    L += optimizer_table(results)
+    if args.graph_level:
+        L.extend(graph_level_table(results))
+    if args.contention:
+        L.extend(contention_table(results))
+    L += output_checks(results)
+    L += where_the_plan_loses(results, args)
+    L += notes_and_versions(results)
+    with open(os.path.join(outdir, "results.md"), "w") as f:
+        f.write("\n".join(L) + "\n")
+    return "\n".join(L)
+
+
+def write_data_files(results, runners, args, outdir, peak):
+    """results.csv (model x runner), rounds.csv (every round) and results.json (everything)."""
     # CSV: model x runner.
     with open(os.path.join(outdir, "results.csv"), "w", newline="") as f:
         w = csv.writer(f)
@@ -122,6 +140,9 @@ def write_reports(results, args, outdir, peak):
     with open(os.path.join(outdir, "results.json"), "w") as f:
         json.dump({"args": vars(args), "peak_gflops": peak, "results": results}, f, indent=1, default=str)
 
+
+def runners_table(results, runners, args, outdir, peak):
+    """The title, and every runner's median and ratio to the Collage plan, per model."""
     L = []
     L.append("# Collage bench, %s" % os.path.basename(outdir))
     L.append("")
@@ -160,7 +181,12 @@ def write_reports(results, args, outdir, peak):
     L.append("`n/a`: the backend cannot cover the model (the optimizer names the node). Ratios > 1 mean the "
              "runner is slower than the Collage plan.")
     L.append("")
+    return L
 
+
+def optimizer_table(results):
+    """The plan against the best baseline, and the optimizer's own figures (issue 5)."""
+    L = []
     L.append("## Optimizer (issue 5)")
     L.append("")
     L.append("| model | plan ms | best baseline | plan / best | predicted ms | measured / predicted | "
@@ -193,11 +219,12 @@ def write_reports(results, args, outdir, peak):
                            " warm" if o2.get("warm") else ""),
             verdict))
     L.append("")
+    return L
 
-    if args.graph_level:
-        L.extend(graph_level_table(results))
-    if args.contention:
-        L.extend(contention_table(results))
+
+def output_checks(results):
+    """Every runner's output against PyTorch's saved output."""
+    L = []
     fails = [(r["model"], n, rr.get("check") or rr.get("error", ""))
              for r in results for n, rr in r["runners"].items() if not rr.get("check_ok")]
     L.append("## Output checks")
@@ -211,6 +238,12 @@ def write_reports(results, args, outdir, peak):
     else:
         L.append("Every runner's output matches PyTorch's saved output.")
     L.append("")
+    return L
+
+
+def where_the_plan_loses(results, args):
+    """A section per model where another runner is faster than the plan."""
+    L = []
     L.append("## Where the plan loses")
     L.append("")
     any_loss = False
@@ -224,45 +257,57 @@ def write_reports(results, args, outdir, peak):
         if not faster:
             continue
         any_loss = True
-        L.append("### %s" % res["model"])
-        L.append("")
-        L.append("Collage plan %.3g ms (predicted %s ms, measured/predicted %s). Faster here: %s." % (
-            cm, fmt(res.get("predicted_ms"), "%.3g"),
-            fmt(cm / res["predicted_ms"] if res.get("predicted_ms") else None, "%.2f"),
-            ", ".join("%s %.3g ms (%.2fx)" % (n, rr["median_ms"], rr["ratio"]) for n, rr in faster)))
-        L.append("")
-        groups = res.get("groups", [])
-        per_backend = {}
-        for g in groups:
-            v = g["measured_us"] if g["measured_us"] is not None else g["predicted_us"]
-            per_backend.setdefault(g["backend"], [0, 0.0, 0.0])
-            per_backend[g["backend"]][0] += 1
-            per_backend[g["backend"]][1] += g["predicted_us"]
-            per_backend[g["backend"]][2] += v
-        if per_backend:
-            L.append("Per backend (traced run): " + "; ".join(
-                "%s %d groups, predicted %.3g ms, measured %.3g ms" % (b, v[0], v[1] / 1e3, v[2] / 1e3)
-                for b, v in sorted(per_backend.items())) + ".")
-            L.append("")
-        alts = explain_alternatives(os.path.join(args.outdir_logs), res["model"])
-        top = sorted(groups, key=lambda g: -(g["measured_us"] or g["predicted_us"]))[:args.top_groups]
-        if top:
-            L.append("| group | backend / pattern | nodes | predicted us | measured us | meas/pred | other backends (us) |")
-            L.append("| --- | --- | --- | --- | --- | --- | --- |")
-            for g in top:
-                nodes = g["nodes"][0] + (" +%d" % (len(g["nodes"]) - 1) if len(g["nodes"]) > 1 else "")
-                L.append("| %d | %s %s | `%s` | %.1f | %s | %s | %s |" % (
-                    g["group"], g["backend"], g["pattern"], nodes, g["predicted_us"], fmt(g["measured_us"], "%.1f"),
-                    fmt(g["measured_us"] / g["predicted_us"] if g["measured_us"] and g["predicted_us"] else None,
-                        "%.2f"),
-                    ", ".join("%s %.1f" % a for a in alts.get(g["group"], [])) or "—"))
-            L.append("")
-        L.append("Full per-group reasons: `logs/%s.explain.txt`; per-kernel timeline: `%s/trace.json` "
-                 "(Perfetto)." % (res["model"], res["model"]))
-        L.append("")
+        L += loss_section(res, faster, cm, args)
     if not any_loss:
         L.append("Nowhere: the Collage plan is the fastest runner on every model of this run.")
         L.append("")
+    return L
+
+
+def loss_section(res, faster, cm, args):
+    """Where one model's plan loses: the faster runners, the plan per backend, its biggest groups."""
+    L = []
+    L.append("### %s" % res["model"])
+    L.append("")
+    L.append("Collage plan %.3g ms (predicted %s ms, measured/predicted %s). Faster here: %s." % (
+        cm, fmt(res.get("predicted_ms"), "%.3g"),
+        fmt(cm / res["predicted_ms"] if res.get("predicted_ms") else None, "%.2f"),
+        ", ".join("%s %.3g ms (%.2fx)" % (n, rr["median_ms"], rr["ratio"]) for n, rr in faster)))
+    L.append("")
+    groups = res.get("groups", [])
+    per_backend = {}
+    for g in groups:
+        v = g["measured_us"] if g["measured_us"] is not None else g["predicted_us"]
+        per_backend.setdefault(g["backend"], [0, 0.0, 0.0])
+        per_backend[g["backend"]][0] += 1
+        per_backend[g["backend"]][1] += g["predicted_us"]
+        per_backend[g["backend"]][2] += v
+    if per_backend:
+        L.append("Per backend (traced run): " + "; ".join(
+            "%s %d groups, predicted %.3g ms, measured %.3g ms" % (b, v[0], v[1] / 1e3, v[2] / 1e3)
+            for b, v in sorted(per_backend.items())) + ".")
+        L.append("")
+    alts = explain_alternatives(os.path.join(args.outdir_logs), res["model"])
+    top = sorted(groups, key=lambda g: -(g["measured_us"] or g["predicted_us"]))[:args.top_groups]
+    if top:
+        L.append("| group | backend / pattern | nodes | predicted us | measured us | meas/pred | other backends (us) |")
+        L.append("| --- | --- | --- | --- | --- | --- | --- |")
+        for g in top:
+            nodes = g["nodes"][0] + (" +%d" % (len(g["nodes"]) - 1) if len(g["nodes"]) > 1 else "")
+            L.append("| %d | %s %s | `%s` | %.1f | %s | %s | %s |" % (
+                g["group"], g["backend"], g["pattern"], nodes, g["predicted_us"], fmt(g["measured_us"], "%.1f"),
+                fmt(g["measured_us"] / g["predicted_us"] if g["measured_us"] and g["predicted_us"] else None,
+                    "%.2f"),
+                ", ".join("%s %.1f" % a for a in alts.get(g["group"], [])) or "—"))
+        L.append("")
+    L.append("Full per-group reasons: `logs/%s.explain.txt`; per-kernel timeline: `%s/trace.json` "
+             "(Perfetto)." % (res["model"], res["model"]))
+    L.append("")
+    return L
+
+
+def notes_and_versions(results):
+    L = []
     notes = [(r["model"], n) for r in results for n in r["notes"]]
     if notes:
         L.append("## Notes")
@@ -272,9 +317,7 @@ def write_reports(results, args, outdir, peak):
         L.append("")
     L.append("Versions: %s." % "; ".join(sorted({"%s %s" % (n, rr["version"]) for r in results
                                                   for n, rr in r["runners"].items() if rr.get("version")})))
-    with open(os.path.join(outdir, "results.md"), "w") as f:
-        f.write("\n".join(L) + "\n")
-    return "\n".join(L)
+    return L
 
 
 def graph_level_table(results):

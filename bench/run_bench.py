@@ -55,12 +55,33 @@ QUICK_MODELS = ["resnet50", "bert_base"]
 # --------------------------------------------------------------------------
 
 def bench_model(model, args, collage, outdir, peak_gflops):
+    """One model: optimise it twice, check every plan's and peer's output, then
+    time them all in interleaved rounds; returns the model's results."""
     mdir = os.path.join(outdir, model.label)
     os.makedirs(mdir, exist_ok=True)
     res = {"model": model.label, "runners": {}, "optimize": [], "notes": []}
     res["flops"] = collage.flops(model)
     ref = read_pb(model.output)
+    first = optimize_twice(model, collage, mdir, res)
+    if first is None:
+        return res
+    plans = plans_to_run(model, args, collage, mdir, res, first)
+    check_plans(model, collage, plans, ref, res)
+    live_peers = start_checked_peers(model, args, mdir, plans, ref, res)
+    runners = [n for n in plans if "error" not in res["runners"][n]] + list(live_peers)
+    run_rounds(model, args, collage, plans, live_peers, runners, res)
+    summarize_runners(res, peak_gflops)
+    res["predicted_ms"] = first.get("predicted_ms")
 
+    # Per-group measured times of the plan (one traced run) for the loss analysis.
+    tpath = os.path.join(mdir, "trace.json")
+    collage.run_round(model, plans["collage"], args.trace_runs, ["--trace", tpath], "%s.trace.log" % model.label)
+    res["groups"] = group_times(tpath, plans["collage"])
+    return res
+
+
+def optimize_twice(model, collage, mdir, res):
+    """The first optimize's result, or None when it failed (said in res)."""
     # Issue 5: cold (or whatever the database holds) then warm optimisation.
     log("%s: collage optimize (1st run, database %s)" % (model.label, collage.db))
     first = collage.optimize(model, mdir, "first")
@@ -68,7 +89,7 @@ def bench_model(model, args, collage, outdir, peak_gflops):
     if first["rc"] != 0:
         res["notes"].append("collage optimize failed: %s" % first.get("error"))
         log("%s: optimize failed: %s" % (model.label, first.get("error")))
-        return res
+        return None
     log("%s: 1st optimize %.1f s (%s kernels measured, %s cached); predicted %.3f ms"
         % (model.label, first.get("total_s", first["wall_s"]), first.get("kernels"), first.get("cached"),
            first.get("predicted_ms", float("nan"))))
@@ -77,6 +98,12 @@ def bench_model(model, args, collage, outdir, peak_gflops):
     log("%s: 2nd optimize %.2f s (search %.3f s)%s" % (model.label, second.get("total_s", second["wall_s"]),
                                                        second.get("search_s", float("nan")),
                                                        ", warm database" if second.get("warm") else ""))
+    return first
+
+
+def plans_to_run(model, args, collage, mdir, res, first):
+    """The plans this run times, by runner name: the op-level plan, the
+    baselines unless --no-baselines, the graph-level plan with --graph-level."""
     plans = dict(first["plans"])
     if args.no_baselines:
         plans = {"collage": plans["collage"]}
@@ -96,7 +123,10 @@ def bench_model(model, args, collage, outdir, peak_gflops):
         res["notes"].append("%s cannot cover the model: %s" % (b, why))
     collage.call(["explain", plans["collage"], "--model", model.onnx, "--db", collage.db],
                  "%s.explain.txt" % model.label)
+    return plans
 
+
+def check_plans(model, collage, plans, ref, res):
     # Output checks for the plans: `collage run --expect` against PyTorch's output.
     for name, plan in plans.items():
         med, _, _, text, rc = collage.run_round(model, plan, 1, ["--expect", model.output],
@@ -119,6 +149,9 @@ def bench_model(model, args, collage, outdir, peak_gflops):
         if med is None:
             res["runners"][name]["error"] = last[:200]
 
+
+def start_checked_peers(model, args, mdir, plans, ref, res):
+    """The peers that started and ran, by name, their output checked and warmed up."""
     ort_optimized = os.path.join(mdir, "ort_optimized.onnx")
     peers = start_peers(model, args.threads, args.peers, ort_optimized)
     with open(plans["collage"]) as f:
@@ -134,9 +167,10 @@ def bench_model(model, args, collage, outdir, peak_gflops):
         res["runners"][name] = {"check_ok": ok, "check": msg, "rounds": [], "version": p.version}
         for _ in range(args.warmup):
             p.run()
-    live_peers = {n: p for n, p in peers.items() if not isinstance(p, str) and not p.error}
-    runners = [n for n in plans if "error" not in res["runners"][n]] + list(live_peers)
+    return {n: p for n, p in peers.items() if not isinstance(p, str) and not p.error}
 
+
+def run_rounds(model, args, collage, plans, live_peers, runners, res):
     # Under --contention, the plan and the peers also run beside a competing
     # busy process, in the same rounds, each right after its quiet turn.
     loaded = [n for n in runners if n in CONTENTION_RUNNERS] if args.contention else []
@@ -169,6 +203,9 @@ def bench_model(model, args, collage, outdir, peak_gflops):
     for p in live_peers.values():
         p.close()
 
+
+def summarize_runners(res, peak_gflops):
+    """Each runner's median over the rounds, spread, GFLOP/s and ratio to the plan."""
     for name, rr in res["runners"].items():
         med, spread = summarize([x["median"] for x in rr["rounds"]])
         rr["median_ms"], rr["spread_pct"] = med, spread
@@ -178,13 +215,6 @@ def bench_model(model, args, collage, outdir, peak_gflops):
     cm = res["runners"].get("collage", {}).get("median_ms")
     for rr in res["runners"].values():
         rr["ratio"] = (rr["median_ms"] / cm) if (cm and rr.get("median_ms")) else None
-    res["predicted_ms"] = first.get("predicted_ms")
-
-    # Per-group measured times of the plan (one traced run) for the loss analysis.
-    tpath = os.path.join(mdir, "trace.json")
-    collage.run_round(model, plans["collage"], args.trace_runs, ["--trace", tpath], "%s.trace.log" % model.label)
-    res["groups"] = group_times(tpath, plans["collage"])
-    return res
 
 
 def main(argv=None):
