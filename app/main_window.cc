@@ -64,6 +64,7 @@ MainWindow::~MainWindow() {
   delete optimiser_;
   optimiser_ = nullptr;
   work_ = nullptr;
+  loader_->disconnect(this);  // a layout it cancels now has no window to report to
   delete loader_;
   loader_ = nullptr;
 }
@@ -120,10 +121,12 @@ std::optional<QStringList> MainWindow::askInputShapes(const QString& path) {
 }
 
 void MainWindow::startLoad(const QString& path, const QStringList& inputShapes) {
+  // First: a model still being laid out is dropped, and what that says is
+  // then overwritten here.
+  loader_->start(path, inputShapes);
   status_->setText(tr("Loading %1...").arg(QFileInfo(path).fileName()));
   progress_->setRange(0, 0);
   progress_->setVisible(true);
-  loader_->start(path, inputShapes);
 }
 
 bool MainWindow::isLoading() const { return loader_->isRunning(); }
@@ -235,7 +238,7 @@ void MainWindow::rebuildRecentMenu() {
 // ---- Optimising: OptimisationController builds the job and runs it in its
 // BackgroundWork; the window shows progress, the plan and its measurement.
 
-bool MainWindow::isOptimizing() const { return optimiser_->isOptimizing(); }
+bool MainWindow::isOptimizing() const { return optimiser_ && optimiser_->isOptimizing(); }
 
 void MainWindow::setBackends(const QStringList& names) { optimiser_->setBackends(names); }
 
