@@ -57,7 +57,7 @@ class Importer {
 
   // A body (a graph attribute of `owner` in `parent`'s scope): its formal
   // inputs have the given types; names it does not define resolve in the
-  // enclosing scopes (see "Control flow" below).
+  // enclosing scopes (import_subgraphs.h).
   Importer(Importer& parent, const onnx::GraphProto& body)
       : path_(parent.path_), dir_(parent.dir_), options_(parent.options_), opset_(parent.opset_),
         parent_(&parent), graph_(&body) {}
