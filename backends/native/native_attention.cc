@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -278,12 +279,14 @@ struct ScoreOp {
   bool scoresWhereTrue = true;
 };
 
-// How the inner products run. Measured (bench/README.md "Attention"): on
-// Zen 4 at 2 threads the hand-written AVX-512 microkernel is faster on the
-// small, skinny blocks attention makes (K = 64 for Q·Kᵀ, N = 64 for P·V),
-// where cblas_sgemm's per-call packing and dispatch dominate. OpenBLAS (its
-// OpenMP build runs single-threaded inside a parallel region) stays
-// selectable for re-measuring: COLLAGE_NATIVE_ATTENTION_GEMM=openblas.
+// How the inner products run. Both products are small and skinny (K = D =
+// 64 for the scores, N = Dv = 64 for P·V) and read their operands where
+// they lie (the heads' strides), so what matters is the per-call cost, not
+// the packing a large sgemm amortises. Measured against cblas_sgemm of
+// OpenBLAS 0.3.21 (its OpenMP build runs single-threaded inside our
+// parallel region) on the same blocks: see the numbers in
+// bench/attention/README.md. COLLAGE_NATIVE_ATTENTION_GEMM=openblas selects
+// OpenBLAS, for re-measuring.
 enum class InnerProduct { Microkernel, OpenBlas };
 
 InnerProduct innerProductFromEnvironment() {
@@ -291,11 +294,18 @@ InnerProduct innerProductFromEnvironment() {
   return e && std::string(e) == "openblas" ? InnerProduct::OpenBlas : InnerProduct::Microkernel;
 }
 
+// A[r][k] at a[r * rsa + k * csa]: the kernels broadcast one element of A
+// at a time, so a transposed A costs nothing.
+struct MatA {
+  const float* a;
+  int64_t rsa, csa;
+};
+
 #if defined(__AVX512F__)
 // C[MR×n] (= or +=) A[MR×K]·B[K×n], n <= 32: MR rows by two zmm columns.
 template <int MR>
-__attribute__((always_inline)) inline void tile32(int64_t K, const float* A, int64_t lda, const float* B,
-                                                  int64_t ldb, float* C, int64_t ldc, int64_t n, bool acc) {
+__attribute__((always_inline)) inline void tile32(int64_t K, MatA A, const float* B, int64_t ldb, float* C,
+                                                  int64_t ldc, int64_t n, bool acc) {
   const __mmask16 m0 = n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
   const __mmask16 m1 = n >= 32 ? __mmask16(0xFFFF) : n <= 16 ? __mmask16(0) : __mmask16((1u << (n - 16)) - 1);
   __m512 c0[MR], c1[MR];
@@ -304,14 +314,15 @@ __attribute__((always_inline)) inline void tile32(int64_t K, const float* A, int
     c0[r] = acc ? _mm512_maskz_loadu_ps(m0, C + r * ldc) : _mm512_setzero_ps();
     c1[r] = acc ? _mm512_maskz_loadu_ps(m1, C + r * ldc + 16) : _mm512_setzero_ps();
   }
-  for (int64_t k = 0; k < K; ++k) {
+  const float* a = A.a;
+  for (int64_t k = 0; k < K; ++k, a += A.csa) {
     const __m512 b0 = _mm512_maskz_loadu_ps(m0, B + k * ldb);
     const __m512 b1 = _mm512_maskz_loadu_ps(m1, B + k * ldb + 16);
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
-      const __m512 a = _mm512_set1_ps(A[r * lda + k]);
-      c0[r] = _mm512_fmadd_ps(a, b0, c0[r]);
-      c1[r] = _mm512_fmadd_ps(a, b1, c1[r]);
+      const __m512 av = _mm512_set1_ps(a[r * A.rsa]);
+      c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
+      c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
     }
   }
 #pragma GCC unroll 8
@@ -322,25 +333,26 @@ __attribute__((always_inline)) inline void tile32(int64_t K, const float* A, int
 }
 #endif
 
-// C[M×N] (= or +=) A[M×K]·B[K×N], row-major with leading dimensions.
-void microGemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
-               float* C, int64_t ldc, bool acc) {
+// C[M×N] (= or +=) A[M×K]·B[K×N]; B and C row-major with leading dimensions.
+void microGemm(int64_t M, int64_t N, int64_t K, MatA A, const float* B, int64_t ldb, float* C, int64_t ldc,
+               bool acc) {
 #if defined(__AVX512F__)
   constexpr int64_t kMr = 8;
   for (int64_t j = 0; j < N; j += 32) {
     const int64_t n = std::min<int64_t>(32, N - j);
     int64_t i = 0;
-    for (; i + kMr <= M; i += kMr) tile32<8>(K, A + i * lda, lda, B + j, ldb, C + i * ldc + j, ldc, n, acc);
-    const float* a = A + i * lda;
+    for (; i + kMr <= M; i += kMr)
+      tile32<8>(K, {A.a + i * A.rsa, A.rsa, A.csa}, B + j, ldb, C + i * ldc + j, ldc, n, acc);
+    const MatA a{A.a + i * A.rsa, A.rsa, A.csa};
     float* c = C + i * ldc + j;
     switch (M - i) {
-      case 7: tile32<7>(K, a, lda, B + j, ldb, c, ldc, n, acc); break;
-      case 6: tile32<6>(K, a, lda, B + j, ldb, c, ldc, n, acc); break;
-      case 5: tile32<5>(K, a, lda, B + j, ldb, c, ldc, n, acc); break;
-      case 4: tile32<4>(K, a, lda, B + j, ldb, c, ldc, n, acc); break;
-      case 3: tile32<3>(K, a, lda, B + j, ldb, c, ldc, n, acc); break;
-      case 2: tile32<2>(K, a, lda, B + j, ldb, c, ldc, n, acc); break;
-      case 1: tile32<1>(K, a, lda, B + j, ldb, c, ldc, n, acc); break;
+      case 7: tile32<7>(K, a, B + j, ldb, c, ldc, n, acc); break;
+      case 6: tile32<6>(K, a, B + j, ldb, c, ldc, n, acc); break;
+      case 5: tile32<5>(K, a, B + j, ldb, c, ldc, n, acc); break;
+      case 4: tile32<4>(K, a, B + j, ldb, c, ldc, n, acc); break;
+      case 3: tile32<3>(K, a, B + j, ldb, c, ldc, n, acc); break;
+      case 2: tile32<2>(K, a, B + j, ldb, c, ldc, n, acc); break;
+      case 1: tile32<1>(K, a, B + j, ldb, c, ldc, n, acc); break;
       default: break;
     }
   }
@@ -350,7 +362,7 @@ void microGemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, con
     float* c = C + i * ldc;
     if (!acc) std::fill(c, c + N, 0.0f);
     for (int64_t k = 0; k < K; ++k) {
-      const float a = A[i * lda + k];
+      const float a = A.a[i * A.rsa + k * A.csa];
       const float* b = B + k * ldb;
       for (int64_t j = 0; j < N; ++j) c[j] += a * b[j];
     }
@@ -358,19 +370,23 @@ void microGemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, con
 #endif
 }
 
-void gemm(InnerProduct how, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
-          int64_t ldb, float* C, int64_t ldc, bool acc) {
-  if (how == InnerProduct::OpenBlas)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(M), static_cast<blasint>(N),
-                static_cast<blasint>(K), 1.0f, A, static_cast<blasint>(lda), B, static_cast<blasint>(ldb),
-                acc ? 1.0f : 0.0f, C, static_cast<blasint>(ldc));
-  else
-    microGemm(M, N, K, A, lda, B, ldb, C, ldc, acc);
+void gemm(InnerProduct how, int64_t M, int64_t N, int64_t K, MatA A, const float* B, int64_t ldb, float* C,
+          int64_t ldc, bool acc) {
+  if (how == InnerProduct::OpenBlas && (A.csa == 1 || A.rsa == 1)) {
+    const bool transA = A.csa != 1;
+    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, CblasNoTrans, static_cast<blasint>(M),
+                static_cast<blasint>(N), static_cast<blasint>(K), 1.0f, A.a,
+                static_cast<blasint>(transA ? A.csa : A.rsa), B, static_cast<blasint>(ldb), acc ? 1.0f : 0.0f, C,
+                static_cast<blasint>(ldc));
+    return;
+  }
+  microGemm(M, N, K, A, B, ldb, C, ldc, acc);
 }
 
-// Query rows per task and keys per block: a task's score block (64 × 256
-// floats, 64 KiB), its packed Q and its output rows stay in L2 (2 MiB per
-// core on Zen 4) beside the packed K and V blocks it streams.
+// Query rows per task and keys per block. A task keeps its scores
+// transposed (keys × queries, 256 × 64 floats, 64 KiB), its packed Qᵀ and
+// its output rows in L2 (2 MiB per core on Zen 4) while it streams K and V
+// blocks from where they lie.
 constexpr int64_t kQueryBlock = 64;
 constexpr int64_t kKeyBlock = 256;
 
@@ -397,83 +413,61 @@ class AttentionKernel : public Kernel {
     const float* Q = static_cast<const float*>(slots[static_cast<size_t>(qSlot)]);
     const float* K = static_cast<const float*>(slots[static_cast<size_t>(kSlot)]);
     const float* V = static_cast<const float*>(slots[static_cast<size_t>(vSlot)]);
-
-    const int64_t BH = B * H;
-    const int64_t skPad = (Sk + 15) / 16 * 16;
-    packedK_.resize(static_cast<size_t>(BH * D * skPad));
-    packedV_.resize(static_cast<size_t>(BH * Sk * Dv));
     const int nt = std::max(1, threads);
+    const int64_t BH = B * H;
 
-    // Phase 1: Kᵀ as [D][Sk] and V as [Sk][Dv], contiguous, per (b, h).
+    // K is read as A (any strides); V as B, whose rows must be contiguous:
+    // a V whose head dim is strided is copied to [b·h][Sk][Dv] first.
+    StridedView vs = v;
+    if (v.strides[3] != 1) {
+      packedV_.resize(static_cast<size_t>(BH * Sk * Dv));
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && BH > 1)
-    for (int64_t bh = 0; bh < BH; ++bh) {
-      const int64_t b = bh / H, h = bh % H;
-      const float* kb = K + b * k.strides[0] + h * k.strides[1];
-      float* kt = packedK_.data() + bh * D * skPad;
-      for (int64_t j = 0; j < Sk; ++j)
-        for (int64_t d = 0; d < D; ++d) kt[d * skPad + j] = kb[j * k.strides[2] + d * k.strides[3]];
-      const float* vb = V + b * v.strides[0] + h * v.strides[1];
-      float* vp = packedV_.data() + bh * Sk * Dv;
-      for (int64_t j = 0; j < Sk; ++j)
-        for (int64_t d = 0; d < Dv; ++d) vp[j * Dv + d] = vb[j * v.strides[2] + d * v.strides[3]];
+      for (int64_t bh = 0; bh < BH; ++bh) {
+        const float* vb = V + (bh / H) * v.strides[0] + (bh % H) * v.strides[1];
+        float* vp = packedV_.data() + bh * Sk * Dv;
+        for (int64_t j = 0; j < Sk; ++j)
+          for (int64_t d = 0; d < Dv; ++d) vp[j * Dv + d] = vb[j * v.strides[2] + d * v.strides[3]];
+      }
+      V = packedV_.data();
+      vs.strides = {H * Sk * Dv, Sk * Dv, Dv, 1};
     }
 
-    // Phase 2: tasks of (b, h, query block), each with its own scratch.
     const int64_t qBlocks = (Sq + kQueryBlock - 1) / kQueryBlock;
     const int64_t tasks = BH * qBlocks;
     const int64_t kb = std::min(kKeyBlock, Sk);
+    constexpr int64_t ld = kQueryBlock;  // of Qᵀ and Sᵀ
 #pragma omp parallel num_threads(nt) if (nt > 1 && tasks > 1)
     {
-      std::vector<float> qp(static_cast<size_t>(kQueryBlock * D)), s(static_cast<size_t>(kQueryBlock * kb)),
-          acc(static_cast<size_t>(kQueryBlock * Dv)), rowMax(kQueryBlock), rowSum(kQueryBlock);
+      Scratch& w = scratch(omp_get_thread_num(), kb);
 #pragma omp for schedule(dynamic, 1)
       for (int64_t t = 0; t < tasks; ++t) {
         const int64_t bh = t / qBlocks, b = bh / H, h = bh % H;
         const int64_t i0 = (t % qBlocks) * kQueryBlock, mq = std::min(kQueryBlock, Sq - i0);
-        const float* qb = Q + b * q.strides[0] + h * q.strides[1];
+        // Qᵀ [D][mq], scaled.
+        const float* qb = Q + b * q.strides[0] + h * q.strides[1] + i0 * q.strides[2];
         for (int64_t i = 0; i < mq; ++i)
-          for (int64_t d = 0; d < D; ++d)
-            qp[static_cast<size_t>(i * D + d)] = qb[(i0 + i) * q.strides[2] + d * q.strides[3]] * qScale;
-        std::fill(rowMax.begin(), rowMax.end(), -std::numeric_limits<float>::infinity());
-        std::fill(rowSum.begin(), rowSum.end(), 0.0f);
-        std::fill(acc.begin(), acc.end(), 0.0f);
-        const float* kt = packedK_.data() + bh * D * skPad;
-        const float* vp = packedV_.data() + bh * Sk * Dv;
+          for (int64_t d = 0; d < D; ++d) w.qt[d * ld + i] = qb[i * q.strides[2] + d * q.strides[3]] * qScale;
+        std::fill(w.rowMax, w.rowMax + ld, -std::numeric_limits<float>::infinity());
+        std::fill(w.rowSum, w.rowSum + ld, 0.0f);
+        const float* kbh = K + b * k.strides[0] + h * k.strides[1];
+        const float* vbh = V + b * vs.strides[0] + h * vs.strides[1];
         for (int64_t j0 = 0; j0 < Sk; j0 += kb) {
           const int64_t nk = std::min(kb, Sk - j0);
-          gemm(innerProduct, mq, nk, D, qp.data(), D, kt + j0, skPad, s.data(), kb, false);
-          applyScoreOps(slots, s.data(), kb, b, h, i0, mq, j0, nk);
-          for (int64_t i = 0; i < mq; ++i) {
-            float* row = s.data() + i * kb;
-            float m = rowMax[static_cast<size_t>(i)];
-            for (int64_t j = 0; j < nk; ++j) m = std::max(m, row[j]);
-            if (m == -std::numeric_limits<float>::infinity()) {
-              std::fill(row, row + nk, 0.0f);  // nothing seen yet that counts
-              continue;
-            }
-            const float alpha = fastExp(rowMax[static_cast<size_t>(i)] - m);
-            float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-            for (int64_t j = 0; j < nk; ++j) {
-              const float e = fastExp(row[j] - m);
-              row[j] = e;
-              sum += e;
-            }
-            rowSum[static_cast<size_t>(i)] = rowSum[static_cast<size_t>(i)] * alpha + sum;
-            rowMax[static_cast<size_t>(i)] = m;
-            if (alpha != 1.0f) {
-              float* a = acc.data() + i * Dv;
-              for (int64_t d = 0; d < Dv; ++d) a[d] *= alpha;
-            }
-          }
-          gemm(innerProduct, mq, Dv, nk, s.data(), kb, vp + j0 * Dv, Dv, acc.data(), Dv, true);
+          // Sᵀ [nk][mq] = K[j0:j0+nk] · Qᵀ.
+          gemm(innerProduct, nk, mq, D, {kbh + j0 * k.strides[2], k.strides[2], k.strides[3]}, w.qt.data(), ld,
+               w.st.data(), ld, false);
+          applyScoreOps(slots, w.st.data(), b, h, i0, mq, j0, nk);
+          onlineSoftmax(w, mq, nk, j0 == 0);
+          // O [mq][Dv] += P [mq][nk] · V[j0:j0+nk]  (P read transposed from Sᵀ).
+          gemm(innerProduct, mq, Dv, nk, {w.st.data(), 1, ld}, vbh + j0 * vs.strides[2], vs.strides[2],
+               w.acc.data(), Dv, j0 != 0);
         }
         float* ob = out + b * o.strides[0] + h * o.strides[1];
         for (int64_t i = 0; i < mq; ++i) {
-          const float l = rowSum[static_cast<size_t>(i)];
+          const float l = w.rowSum[i];
           // A row whose every score is -inf: the reference's softmax is NaN.
           const float inv = l > 0.0f ? 1.0f / l : std::numeric_limits<float>::quiet_NaN();
-          const float* a = acc.data() + i * Dv;
+          const float* a = w.acc.data() + i * Dv;
           float* orow = ob + (i0 + i) * o.strides[2];
           if (o.strides[3] == 1)
             for (int64_t d = 0; d < Dv; ++d) orow[d] = a[d] * inv;
@@ -485,46 +479,111 @@ class AttentionKernel : public Kernel {
   }
 
  private:
-  void applyScoreOps(const std::vector<const void*>& slots, float* s, int64_t lds, int64_t b, int64_t h,
-                     int64_t i0, int64_t mq, int64_t j0, int64_t nk) const {
+  struct Scratch {
+    std::vector<float> qt, st, acc;
+    alignas(64) float rowMax[kQueryBlock], rowSum[kQueryBlock], alpha[kQueryBlock];
+  };
+  // Per-thread scratch, allocated on the first run (and kept: run only computes).
+  Scratch& scratch(int thread, int64_t kb) {
+    Scratch* s;
+#pragma omp critical(collage_native_attention_scratch)
+    {
+      if (scratch_.size() <= static_cast<size_t>(thread)) scratch_.resize(static_cast<size_t>(thread) + 1);
+      auto& p = scratch_[static_cast<size_t>(thread)];
+      if (!p) {
+        p = std::make_unique<Scratch>();
+        p->qt.resize(static_cast<size_t>(D * kQueryBlock));
+        p->st.resize(static_cast<size_t>(kb * kQueryBlock));
+        p->acc.resize(static_cast<size_t>(kQueryBlock * Dv));
+      }
+      s = p.get();
+    }
+    return *s;
+  }
+
+  // Flash attention's update over one key block of Sᵀ [nk][mq]: the running
+  // max and sum per query, the block's scores turned into exp(s - max), the
+  // output rows rescaled by exp(old max - new max).
+  void onlineSoftmax(Scratch& w, int64_t mq, int64_t nk, bool firstBlock) const {
+    constexpr int64_t ld = kQueryBlock;
+    constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+    alignas(64) float m[kQueryBlock], sum[kQueryBlock];
+    std::copy(w.rowMax, w.rowMax + mq, m);
+    for (int64_t j = 0; j < nk; ++j) {
+      const float* s = w.st.data() + j * ld;
+#pragma omp simd
+      for (int64_t i = 0; i < mq; ++i) m[i] = s[i] > m[i] ? s[i] : m[i];
+    }
+    // Rows with no finite score yet count nothing (their max stays -inf).
+    for (int64_t i = 0; i < mq; ++i) sum[i] = 0.0f;
+    for (int64_t j = 0; j < nk; ++j) {
+      float* s = w.st.data() + j * ld;
+#pragma omp simd
+      for (int64_t i = 0; i < mq; ++i) {
+        const float e = m[i] == kNegInf ? 0.0f : fastExp(s[i] - m[i]);
+        s[i] = e;
+        sum[i] += e;
+      }
+    }
+    for (int64_t i = 0; i < mq; ++i) {
+      const float alpha = w.rowMax[i] == kNegInf ? 0.0f : fastExp(w.rowMax[i] - m[i]);
+      w.rowSum[i] = w.rowSum[i] * alpha + sum[i];
+      w.rowMax[i] = m[i];
+      if (!firstBlock && alpha != 1.0f) {
+        float* a = w.acc.data() + i * Dv;
+        for (int64_t d = 0; d < Dv; ++d) a[d] *= alpha;
+      }
+    }
+  }
+
+  // The score ops on Sᵀ [nk][mq] (key j, query i), in the graph's order.
+  void applyScoreOps(const std::vector<const void*>& slots, float* st, int64_t b, int64_t h, int64_t i0,
+                     int64_t mq, int64_t j0, int64_t nk) const {
+    constexpr int64_t ld = kQueryBlock;
     for (const ScoreOp& op : ops) {
       if (op.kind == ScoreOp::Scale) {
-        for (int64_t i = 0; i < mq; ++i) {
-          float* row = s + i * lds;
-          for (int64_t j = 0; j < nk; ++j) row[j] *= op.scale;
+        for (int64_t j = 0; j < nk; ++j) {
+          float* s = st + j * ld;
+#pragma omp simd
+          for (int64_t i = 0; i < mq; ++i) s[i] *= op.scale;
         }
         continue;
       }
       const StridedView& w = op.view;
-      const int64_t base = b * w.strides[0] + h * w.strides[1];
+      const int64_t base = b * w.strides[0] + h * w.strides[1] + i0 * w.strides[2] + j0 * w.strides[3];
+      const int64_t si = w.strides[2], sj = w.strides[3];
       if (op.kind == ScoreOp::Add) {
         const float* m = static_cast<const float*>(slots[static_cast<size_t>(op.slot)]) + base;
-        for (int64_t i = 0; i < mq; ++i) {
-          float* row = s + i * lds;
-          const float* mr = m + (i0 + i) * w.strides[2] + j0 * w.strides[3];
-          if (w.strides[3] == 1)
-            for (int64_t j = 0; j < nk; ++j) row[j] += mr[j];
-          else
-            for (int64_t j = 0; j < nk; ++j) row[j] += mr[j * w.strides[3]];
+        for (int64_t j = 0; j < nk; ++j) {
+          float* s = st + j * ld;
+          const float* mj = m + j * sj;
+          if (si == 0) {
+            const float x = mj[0];
+#pragma omp simd
+            for (int64_t i = 0; i < mq; ++i) s[i] += x;
+          } else {
+            for (int64_t i = 0; i < mq; ++i) s[i] += mj[i * si];
+          }
         }
         continue;
       }
       const bool* c = static_cast<const bool*>(slots[static_cast<size_t>(op.slot)]) + base;
       const StridedView& fw = op.fillView;
       const float* f = static_cast<const float*>(slots[static_cast<size_t>(op.fillSlot)]) + b * fw.strides[0] +
-                       h * fw.strides[1];
-      for (int64_t i = 0; i < mq; ++i) {
-        float* row = s + i * lds;
-        const bool* cr = c + (i0 + i) * w.strides[2] + j0 * w.strides[3];
-        const float* fr = f + (i0 + i) * fw.strides[2] + j0 * fw.strides[3];
-        for (int64_t j = 0; j < nk; ++j)
-          if (cr[j * w.strides[3]] != scoresWhereTrue(op)) row[j] = fr[j * fw.strides[3]];
+                       h * fw.strides[1] + i0 * fw.strides[2] + j0 * fw.strides[3];
+      const bool keepWhen = op.scoresWhereTrue;
+      for (int64_t j = 0; j < nk; ++j) {
+        float* s = st + j * ld;
+        const bool* cj = c + j * sj;
+        const float* fj = f + j * fw.strides[3];
+        for (int64_t i = 0; i < mq; ++i)
+          if (cj[i * si] != keepWhen) s[i] = fj[i * fw.strides[2]];
       }
     }
   }
-  static bool scoresWhereTrue(const ScoreOp& op) { return op.scoresWhereTrue; }
 
-  std::vector<float> packedK_, packedV_;
+  std::vector<float> packedV_;
+  std::vector<std::unique_ptr<Scratch>> scratch_;
 };
 
 // ---------------------------------------------------------------------------

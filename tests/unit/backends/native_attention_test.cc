@@ -302,3 +302,12 @@ TEST(NativeAttention, RuleFindsAttentionInTheSampleTransformers) {
 
 }  // namespace
 }  // namespace collage
+namespace collage {
+TEST(NativeAttentionDebug, DISABLED_Model) {
+  const Graph g = importOnnx(std::getenv("ATTN_MODEL"));
+  auto groups = native::attentionGroups(g);
+  std::printf("%zu groups\n", groups.size());
+  auto rule = createBackend("native")->codeRule();
+  std::printf("%zu whole\n", rule->wholeGroups(g).size());
+}
+}
