@@ -389,6 +389,8 @@ void gemm(InnerProduct how, int64_t M, int64_t N, int64_t K, MatA A, const float
 // blocks from where they lie.
 constexpr int64_t kQueryBlock = 64;
 constexpr int64_t kKeyBlock = 256;
+// With causal tiles to skip, smaller key blocks skip more.
+constexpr int64_t kSkippingKeyBlock = 64;
 
 class AttentionKernel : public Kernel {
  public:
@@ -403,6 +405,10 @@ class AttentionKernel : public Kernel {
   int threads = 1;
   InnerProduct innerProduct = InnerProduct::Microkernel;
   std::string label;
+  int64_t keyBlock = kKeyBlock;
+  // Per (query block, key block): the tile is all fill (markSkippableTiles).
+  std::vector<uint8_t> skippable;
+  float skipFill = 0.0f;
 
   void run(const std::vector<const DLTensor*>& inputs, const std::vector<DLTensor*>& outputs) override {
     std::vector<const void*> slots(numInputs + constants.size());
@@ -434,7 +440,8 @@ class AttentionKernel : public Kernel {
 
     const int64_t qBlocks = (Sq + kQueryBlock - 1) / kQueryBlock;
     const int64_t tasks = BH * qBlocks;
-    const int64_t kb = std::min(kKeyBlock, Sk);
+    const int64_t kb = std::min(keyBlock, Sk);
+    const int64_t kBlocks = (Sk + kb - 1) / kb;
     constexpr int64_t ld = kQueryBlock;  // of Qᵀ and Sᵀ
 #pragma omp parallel num_threads(nt) if (nt > 1 && tasks > 1)
     {
@@ -453,6 +460,9 @@ class AttentionKernel : public Kernel {
         const float* vbh = V + b * vs.strides[0] + h * vs.strides[1];
         for (int64_t j0 = 0; j0 < Sk; j0 += kb) {
           const int64_t nk = std::min(kb, Sk - j0);
+          if (!skippable.empty() && skippable[static_cast<size_t>((t % qBlocks) * kBlocks + j0 / kb)] &&
+              fillVanishes(w, mq))
+            continue;
           // Sᵀ [nk][mq] = K[j0:j0+nk] · Qᵀ.
           gemm(innerProduct, nk, mq, D, {kbh + j0 * k.strides[2], k.strides[2], k.strides[3]}, w.qt.data(), ld,
                w.st.data(), ld, false);
@@ -499,6 +509,14 @@ class AttentionKernel : public Kernel {
       s = p.get();
     }
     return *s;
+  }
+
+  // Whether exp(fill - max) underflows to 0 in float for every row (e^-104
+  // is below the smallest subnormal), so a tile of fills adds nothing.
+  bool fillVanishes(const Scratch& w, int64_t mq) const {
+    for (int64_t i = 0; i < mq; ++i)
+      if (!(skipFill - w.rowMax[i] < -110.0f)) return false;
+    return true;
   }
 
   // Flash attention's update over one key block of Sᵀ [nk][mq]: the running
@@ -561,6 +579,9 @@ class AttentionKernel : public Kernel {
             const float x = mj[0];
 #pragma omp simd
             for (int64_t i = 0; i < mq; ++i) s[i] += x;
+          } else if (si == 1) {
+#pragma omp simd
+            for (int64_t i = 0; i < mq; ++i) s[i] += mj[i];
           } else {
             for (int64_t i = 0; i < mq; ++i) s[i] += mj[i * si];
           }
@@ -576,8 +597,15 @@ class AttentionKernel : public Kernel {
         float* s = st + j * ld;
         const bool* cj = c + j * sj;
         const float* fj = f + j * fw.strides[3];
-        for (int64_t i = 0; i < mq; ++i)
-          if (cj[i * si] != keepWhen) s[i] = fj[i * fw.strides[2]];
+        const int64_t fi = fw.strides[2];
+        if (si == 1 && fi == 0) {
+          const float x = fj[0];
+#pragma omp simd
+          for (int64_t i = 0; i < mq; ++i) s[i] = cj[i] != keepWhen ? x : s[i];
+        } else {
+          for (int64_t i = 0; i < mq; ++i)
+            if (cj[i * si] != keepWhen) s[i] = fj[i * fi];
+        }
       }
     }
   }
@@ -665,6 +693,7 @@ class AttentionCompiler {
     if (k_->B * k_->H * k_->Sq * k_->Sk * k_->D * k_->Dv == 0) throw Refusal{"attention: an empty tensor"};
 
     for (NodeId n : f->scores.ops) scoreOp(n, f->scores, dims4);
+    markSkippableTiles();
 
     // The output's head merge, read backwards from the group's output.
     std::vector<NodeId> tail = outputChain(g_, f->second, member);
@@ -761,11 +790,6 @@ class AttentionCompiler {
     const ValueId scores = g_.node(prev).outputs.at(0);
     if (g_.value(node.outputs.at(0)).type.shape != g_.value(scores).type.shape)
       throw Refusal{"attention: " + label(node) + " broadcasts the scores to another shape"};
-    auto maskView = [&](ValueId m) {
-      auto v = broadcastTo(contiguous(g_.value(m).type.shape), dims4);
-      if (!v) throw Refusal{"attention: '" + g_.value(m).name + "' does not broadcast to the scores"};
-      return *v;
-    };
     ScoreOp op;
     if (node.op == "Mul" || node.op == "Div") {
       const ValueId other = node.inputs[0] == scores ? node.inputs[1] : node.inputs[0];
@@ -777,8 +801,7 @@ class AttentionCompiler {
       const ValueId other = node.inputs[0] == scores ? node.inputs[1] : node.inputs[0];
       requireFloat(other);
       op.kind = ScoreOp::Add;
-      op.view = maskView(other);
-      op.slot = slotOf(other);
+      maskOperand(other, dims4, op.view, op.slot);
     } else {  // Where
       const ValueId cond = node.inputs.at(0);
       op.scoresWhereTrue = node.inputs.at(1) == scores;
@@ -787,12 +810,78 @@ class AttentionCompiler {
         throw Refusal{"attention: the condition of " + label(node) + " is not bool"};
       requireFloat(fill);
       op.kind = ScoreOp::Select;
-      op.view = maskView(cond);
-      op.slot = slotOf(cond);
-      op.fillView = maskView(fill);
-      op.fillSlot = slotOf(fill);
+      maskOperand(cond, dims4, op.view, op.slot);
+      maskOperand(fill, dims4, op.fillView, op.fillSlot);
     }
     k_->ops.push_back(std::move(op));
+  }
+
+  // A mask operand's view. A constant read across queries with a stride
+  // (a [Sq, Sk] causal buffer, a [1, H, Sq, Sk] bias) is copied once, here,
+  // to [b][h][key][query], so that the kernel reads it along queries, as it
+  // keeps the scores.
+  void maskOperand(ValueId m, const std::vector<int64_t>& dims4, StridedView& view, int& slot) {
+    auto v = broadcastTo(contiguous(g_.value(m).type.shape), dims4);
+    if (!v) throw Refusal{"attention: '" + g_.value(m).name + "' does not broadcast to the scores"};
+    view = *v;
+    const Value& value = g_.value(m);
+    if (!value.isConstant() || view.strides[2] == 0 || view.strides[2] == 1) {
+      slot = slotOf(m);
+      return;
+    }
+    const int64_t nb = view.strides[0] ? view.dims[0] : 1, nh = view.strides[1] ? view.dims[1] : 1;
+    const int64_t sq = view.dims[2], sk = view.dims[3];
+    Tensor t(value.type.elementType, {nb, nh, sk, sq});
+    auto copy = [&](auto tag) {
+      using T = decltype(tag);
+      const T* src = value.constant->data<T>();
+      T* dst = t.data<T>();
+      for (int64_t b = 0; b < nb; ++b)
+        for (int64_t h = 0; h < nh; ++h)
+          for (int64_t j = 0; j < sk; ++j)
+            for (int64_t i = 0; i < sq; ++i)
+              dst[((b * nh + h) * sk + j) * sq + i] =
+                  src[b * view.strides[0] + h * view.strides[1] + i * view.strides[2] + j * view.strides[3]];
+    };
+    if (value.type.elementType == ElementType::Bool) copy(bool{});
+    else copy(float{});
+    k_->constants.push_back(std::move(t));
+    slot = static_cast<int>(req_.inputs.size() + k_->constants.size() - 1);
+    view.strides = {nb > 1 ? nh * sk * sq : 0, nh > 1 ? sk * sq : 0, 1, sq};
+  }
+
+  // Causal attention skips key blocks: where the last score op replaces a
+  // whole (query block, key block) tile by a constant fill, the tile is
+  // marked, and the kernel skips it when exp(fill - running max) is 0 in
+  // float for every row (so the reference's terms are exactly 0 too).
+  void markSkippableTiles() {
+    if (k_->ops.empty() || k_->ops.back().kind != ScoreOp::Select) return;
+    const ScoreOp& op = k_->ops.back();
+    const size_t first = req_.inputs.size();
+    if (static_cast<size_t>(op.slot) < first || static_cast<size_t>(op.fillSlot) < first) return;
+    if (op.view.strides[0] || op.view.strides[1]) return;
+    for (int64_t s : op.fillView.strides)
+      if (s) return;
+    const bool* c = k_->constants[static_cast<size_t>(op.slot) - first].data<bool>();
+    k_->skipFill = k_->constants[static_cast<size_t>(op.fillSlot) - first].data<float>()[0];
+    k_->keyBlock = kSkippingKeyBlock;
+    const int64_t qBlocks = (k_->Sq + kQueryBlock - 1) / kQueryBlock;
+    const int64_t kBlocks = (k_->Sk + k_->keyBlock - 1) / k_->keyBlock;
+    k_->skippable.assign(static_cast<size_t>(qBlocks * kBlocks), 0);
+    int64_t marked = 0;
+    for (int64_t qb = 0; qb < qBlocks; ++qb)
+      for (int64_t kb = 0; kb < kBlocks; ++kb) {
+        bool all = true;
+        for (int64_t i = qb * kQueryBlock; all && i < std::min(k_->Sq, (qb + 1) * kQueryBlock); ++i)
+          for (int64_t j = kb * k_->keyBlock; all && j < std::min(k_->Sk, (kb + 1) * k_->keyBlock); ++j)
+            all = c[i * op.view.strides[2] + j * op.view.strides[3]] != op.scoresWhereTrue;
+        k_->skippable[static_cast<size_t>(qb * kBlocks + kb)] = all;
+        marked += all;
+      }
+    if (marked == 0) {
+      k_->skippable.clear();
+      k_->keyBlock = kKeyBlock;
+    }
   }
 
   const KernelRequest& req_;
@@ -864,7 +953,13 @@ std::string describeAttentionKernel(const Kernel& kernel) {
   s << "attention B=" << k->B << " H=" << k->H << " Sq=" << k->Sq << " Sk=" << k->Sk << " D=" << k->D
     << " Dv=" << k->Dv << ", scale on Q " << k->qScale << ", " << k->ops.size() << " score op(s), q "
     << k->q.toString() << " k " << k->k.toString() << " v " << k->v.toString() << " o " << k->o.toString()
-    << (k->innerProduct == InnerProduct::OpenBlas ? ", openblas" : ", microkernel");
+    << (k->innerProduct == InnerProduct::OpenBlas ? ", openblas" : ", microkernel") << ", key block "
+    << k->keyBlock;
+  if (!k->skippable.empty()) {
+    int64_t n = 0;
+    for (uint8_t x : k->skippable) n += x;
+    s << ", " << n << " of " << k->skippable.size() << " tiles skippable";
+  }
   return s.str();
 }
 
