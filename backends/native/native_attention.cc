@@ -302,9 +302,9 @@ struct MatA {
 };
 
 #if defined(__AVX512F__)
-// C[MR×n] (= or +=) A[MR×K]·B[K×n], n <= 32: MR rows by two zmm columns.
-template <int MR>
-__attribute__((always_inline)) inline void tile32(int64_t K, MatA A, const float* B, int64_t ldb, float* C,
+// C[MR×n] (= or +=) A[MR×K]·B[K×n], n <= 16 * NV: MR rows by NV zmm columns.
+template <int MR, int NV>
+__attribute__((always_inline)) inline void tile(int64_t K, MatA A, const float* B, int64_t ldb, float* C,
                                                   int64_t ldc, int64_t n, bool acc) {
   const __mmask16 m0 = n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
   const __mmask16 m1 = n >= 32 ? __mmask16(0xFFFF) : n <= 16 ? __mmask16(0) : __mmask16((1u << (n - 16)) - 1);
@@ -312,23 +312,45 @@ __attribute__((always_inline)) inline void tile32(int64_t K, MatA A, const float
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r) {
     c0[r] = acc ? _mm512_maskz_loadu_ps(m0, C + r * ldc) : _mm512_setzero_ps();
-    c1[r] = acc ? _mm512_maskz_loadu_ps(m1, C + r * ldc + 16) : _mm512_setzero_ps();
+    if constexpr (NV == 2) c1[r] = acc ? _mm512_maskz_loadu_ps(m1, C + r * ldc + 16) : _mm512_setzero_ps();
   }
   const float* a = A.a;
   for (int64_t k = 0; k < K; ++k, a += A.csa) {
     const __m512 b0 = _mm512_maskz_loadu_ps(m0, B + k * ldb);
-    const __m512 b1 = _mm512_maskz_loadu_ps(m1, B + k * ldb + 16);
+    const __m512 b1 = NV == 2 ? _mm512_maskz_loadu_ps(m1, B + k * ldb + 16) : b0;
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
       const __m512 av = _mm512_set1_ps(a[r * A.rsa]);
       c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
-      c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
+      if constexpr (NV == 2) c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
     }
   }
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r) {
     _mm512_mask_storeu_ps(C + r * ldc, m0, c0[r]);
-    _mm512_mask_storeu_ps(C + r * ldc + 16, m1, c1[r]);
+    if constexpr (NV == 2) _mm512_mask_storeu_ps(C + r * ldc + 16, m1, c1[r]);
+  }
+}
+#endif
+
+#if defined(__AVX512F__)
+// One panel of n <= 16 * NV columns: tiles of 8 rows, then the rest.
+template <int NV>
+void columns(int64_t M, int64_t n, int64_t K, MatA A, const float* B, int64_t ldb, float* C, int64_t ldc,
+             bool acc) {
+  int64_t i = 0;
+  for (; i + 8 <= M; i += 8) tile<8, NV>(K, {A.a + i * A.rsa, A.rsa, A.csa}, B, ldb, C + i * ldc, ldc, n, acc);
+  const MatA a{A.a + i * A.rsa, A.rsa, A.csa};
+  float* c = C + i * ldc;
+  switch (M - i) {
+    case 7: tile<7, NV>(K, a, B, ldb, c, ldc, n, acc); break;
+    case 6: tile<6, NV>(K, a, B, ldb, c, ldc, n, acc); break;
+    case 5: tile<5, NV>(K, a, B, ldb, c, ldc, n, acc); break;
+    case 4: tile<4, NV>(K, a, B, ldb, c, ldc, n, acc); break;
+    case 3: tile<3, NV>(K, a, B, ldb, c, ldc, n, acc); break;
+    case 2: tile<2, NV>(K, a, B, ldb, c, ldc, n, acc); break;
+    case 1: tile<1, NV>(K, a, B, ldb, c, ldc, n, acc); break;
+    default: break;
   }
 }
 #endif
@@ -337,24 +359,10 @@ __attribute__((always_inline)) inline void tile32(int64_t K, MatA A, const float
 void microGemm(int64_t M, int64_t N, int64_t K, MatA A, const float* B, int64_t ldb, float* C, int64_t ldc,
                bool acc) {
 #if defined(__AVX512F__)
-  constexpr int64_t kMr = 8;
   for (int64_t j = 0; j < N; j += 32) {
     const int64_t n = std::min<int64_t>(32, N - j);
-    int64_t i = 0;
-    for (; i + kMr <= M; i += kMr)
-      tile32<8>(K, {A.a + i * A.rsa, A.rsa, A.csa}, B + j, ldb, C + i * ldc + j, ldc, n, acc);
-    const MatA a{A.a + i * A.rsa, A.rsa, A.csa};
-    float* c = C + i * ldc + j;
-    switch (M - i) {
-      case 7: tile32<7>(K, a, B + j, ldb, c, ldc, n, acc); break;
-      case 6: tile32<6>(K, a, B + j, ldb, c, ldc, n, acc); break;
-      case 5: tile32<5>(K, a, B + j, ldb, c, ldc, n, acc); break;
-      case 4: tile32<4>(K, a, B + j, ldb, c, ldc, n, acc); break;
-      case 3: tile32<3>(K, a, B + j, ldb, c, ldc, n, acc); break;
-      case 2: tile32<2>(K, a, B + j, ldb, c, ldc, n, acc); break;
-      case 1: tile32<1>(K, a, B + j, ldb, c, ldc, n, acc); break;
-      default: break;
-    }
+    if (n <= 16) columns<1>(M, n, K, A, B + j, ldb, C + j, ldc, acc);
+    else columns<2>(M, n, K, A, B + j, ldb, C + j, ldc, acc);
   }
 #else
   // Portable: rows of C updated by rows of B (GCC vectorises the inner loop).
@@ -422,22 +430,14 @@ class AttentionKernel : public Kernel {
     const int nt = std::max(1, threads);
     const int64_t BH = B * H;
 
-    // K is read as A (any strides); V as B, whose rows must be contiguous:
-    // a V whose head dim is strided is copied to [b·h][Sk][Dv] first.
-    StridedView vs = v;
-    if (v.strides[3] != 1) {
-      packedV_.resize(static_cast<size_t>(BH * Sk * Dv));
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && BH > 1)
-      for (int64_t bh = 0; bh < BH; ++bh) {
-        const float* vb = V + (bh / H) * v.strides[0] + (bh % H) * v.strides[1];
-        float* vp = packedV_.data() + bh * Sk * Dv;
-        for (int64_t j = 0; j < Sk; ++j)
-          for (int64_t d = 0; d < Dv; ++d) vp[j * Dv + d] = vb[j * v.strides[2] + d * v.strides[3]];
-      }
-      V = packedV_.data();
-      vs.strides = {H * Sk * Dv, Sk * Dv, Dv, 1};
-    }
-
+    // K is read as A, where it lies (broadcasts of one element: any stride
+    // does). V is read as B, a row of 16 floats per load: in place, its rows
+    // 3 KiB apart (a head of [S, 768]) fall into 4 of the L1's 64 sets and
+    // evict each other, so each task copies its V block to contiguous rows
+    // first, unless they are so already. Per task, not once per head before
+    // the tasks: a barrier between the two costs more under load than the
+    // repeated copy (1/64 of the block's multiply-adds).
+    const bool packV = !(v.strides[3] == 1 && v.strides[2] == Dv);
     const int64_t qBlocks = (Sq + kQueryBlock - 1) / kQueryBlock;
     const int64_t tasks = BH * qBlocks;
     const int64_t kb = std::min(keyBlock, Sk);
@@ -457,7 +457,7 @@ class AttentionKernel : public Kernel {
         std::fill(w.rowMax, w.rowMax + ld, -std::numeric_limits<float>::infinity());
         std::fill(w.rowSum, w.rowSum + ld, 0.0f);
         const float* kbh = K + b * k.strides[0] + h * k.strides[1];
-        const float* vbh = V + b * vs.strides[0] + h * vs.strides[1];
+        const float* vbh = V + b * v.strides[0] + h * v.strides[1];
         for (int64_t j0 = 0; j0 < Sk; j0 += kb) {
           const int64_t nk = std::min(kb, Sk - j0);
           if (!skippable.empty() && skippable[static_cast<size_t>((t % qBlocks) * kBlocks + j0 / kb)] &&
@@ -469,8 +469,15 @@ class AttentionKernel : public Kernel {
           applyScoreOps(slots, w.st.data(), b, h, i0, mq, j0, nk);
           onlineSoftmax(w, mq, nk, j0 == 0);
           // O [mq][Dv] += P [mq][nk] · V[j0:j0+nk]  (P read transposed from Sᵀ).
-          gemm(innerProduct, mq, Dv, nk, {w.st.data(), 1, ld}, vbh + j0 * vs.strides[2], vs.strides[2],
-               w.acc.data(), Dv, j0 != 0);
+          const float* vblock = vbh + j0 * v.strides[2];
+          int64_t ldv = v.strides[2];
+          if (packV) {
+            for (int64_t j = 0; j < nk; ++j)
+              for (int64_t d = 0; d < Dv; ++d) w.vp[j * Dv + d] = vblock[j * v.strides[2] + d * v.strides[3]];
+            vblock = w.vp.data();
+            ldv = Dv;
+          }
+          gemm(innerProduct, mq, Dv, nk, {w.st.data(), 1, ld}, vblock, ldv, w.acc.data(), Dv, j0 != 0);
         }
         float* ob = out + b * o.strides[0] + h * o.strides[1];
         for (int64_t i = 0; i < mq; ++i) {
@@ -490,7 +497,7 @@ class AttentionKernel : public Kernel {
 
  private:
   struct Scratch {
-    std::vector<float> qt, st, acc;
+    std::vector<float> qt, st, acc, vp;
     alignas(64) float rowMax[kQueryBlock], rowSum[kQueryBlock], alpha[kQueryBlock];
   };
   // Per-thread scratch, allocated on the first run (and kept: run only computes).
@@ -505,6 +512,7 @@ class AttentionKernel : public Kernel {
         p->qt.resize(static_cast<size_t>(D * kQueryBlock));
         p->st.resize(static_cast<size_t>(kb * kQueryBlock));
         p->acc.resize(static_cast<size_t>(kQueryBlock * Dv));
+        p->vp.resize(static_cast<size_t>(kb * Dv));
       }
       s = p.get();
     }
@@ -610,7 +618,6 @@ class AttentionKernel : public Kernel {
     }
   }
 
-  std::vector<float> packedV_;
   std::vector<std::unique_ptr<Scratch>> scratch_;
 };
 
