@@ -279,19 +279,25 @@ struct ScoreOp {
   bool scoresWhereTrue = true;
 };
 
-// How the inner products run. Both products are small and skinny (K = D =
-// 64 for the scores, N = Dv = 64 for P·V) and read their operands where
-// they lie (the heads' strides), so what matters is the per-call cost, not
-// the packing a large sgemm amortises. Measured against cblas_sgemm of
-// OpenBLAS 0.3.21 (its OpenMP build runs single-threaded inside our
-// parallel region) on the same blocks: see the numbers in
-// bench/attention/README.md. COLLAGE_NATIVE_ATTENTION_GEMM=openblas selects
-// OpenBLAS, for re-measuring.
+// How the inner products run: chosen by measurement. Both products are
+// small and skinny (K = D = 64 for the scores, N = Dv = 64 for P·V), read
+// in place from the heads' strides, once per (query block, key block). Two
+// ways were measured in the whole kernel, interleaved, at 2 threads on Zen 4
+// (bench/attention/compare.sh; bench/attention/README.md has the rounds):
+// cblas_sgemm of OpenBLAS 0.3.21 was 2.5 % faster than the AVX-512
+// microkernel below on BERT-base and GPT-2 and ~14 % on ViT-B/16 (paired
+// medians), its Cooperlake kernel packing both operands better than our
+// unpacked 8x32 tiles use the L1. Its OpenMP build runs single-threaded
+// inside our parallel region (num_cpu_avail() is 1 when omp_in_parallel();
+// checked: 2 threads each calling a 256^3 sgemm in a region reach 198
+// GFLOP/s together, the 2-thread 2048^3 peak). The microkernel stays for a
+// transposed operand OpenBLAS cannot take (neither stride 1) and for
+// re-measuring: COLLAGE_NATIVE_ATTENTION_GEMM=microkernel.
 enum class InnerProduct { Microkernel, OpenBlas };
 
 InnerProduct innerProductFromEnvironment() {
   const char* e = std::getenv("COLLAGE_NATIVE_ATTENTION_GEMM");
-  return e && std::string(e) == "openblas" ? InnerProduct::OpenBlas : InnerProduct::Microkernel;
+  return e && std::string(e) == "microkernel" ? InnerProduct::Microkernel : InnerProduct::OpenBlas;
 }
 
 // A[r][k] at a[r * rsa + k * csa]: the kernels broadcast one element of A
@@ -411,7 +417,7 @@ class AttentionKernel : public Kernel {
   std::vector<Tensor> constants;  // slots numInputs.. are these
   size_t numInputs = 0;
   int threads = 1;
-  InnerProduct innerProduct = InnerProduct::Microkernel;
+  InnerProduct innerProduct = InnerProduct::OpenBlas;
   std::string label;
   int64_t keyBlock = kKeyBlock;
   // Per (query block, key block): the tile is all fill (markSkippableTiles).

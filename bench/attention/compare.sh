@@ -1,7 +1,8 @@
 #!/bin/bash
 # Interleaved medians (A, B, C, A, B, C, ...) on the attention-only models of
-# make_models.py at THREADS threads: collage's plan with the microkernel,
-# the same plan with OpenBLAS for the inner products, an optional baseline
+# make_models.py at THREADS threads: collage's plan (the attention kernel's
+# inner products on OpenBLAS, the default), the same plan with the AVX-512
+# microkernel, an optional baseline
 # plan (BASE_COLLAGE, BASE_SUFFIX: e.g. main's build and its plans), and
 # ONNX Runtime. Every run holds the machine's timing lock, so it never
 # overlaps another engineer's measurement: `collage run` takes it itself,
@@ -23,7 +24,7 @@ for m in vit_b_16 bert_base gpt2; do
   micro=() blas=() base=() ort=()
   for ((r = 0; r < rounds; ++r)); do
     micro+=("$(time_plan "$collage" "$model" "$dir/${m}_${suffix}.json")")
-    blas+=("$(time_plan "$collage" "$model" "$dir/${m}_${suffix}.json" COLLAGE_NATIVE_ATTENTION_GEMM=openblas)")
+    blas+=("$(time_plan "$collage" "$model" "$dir/${m}_${suffix}.json" COLLAGE_NATIVE_ATTENTION_GEMM=microkernel)")
     if [[ -n ${BASE_COLLAGE:-} ]]; then
       base+=("$(time_plan "$BASE_COLLAGE" "$model" "$dir/${m}_${BASE_SUFFIX}.json")")
     else
@@ -38,14 +39,14 @@ m = sys.argv[1]
 runs = [[float(x) for x in a.split()] for a in sys.argv[2:]]
 med = [statistics.median(r) for r in runs]
 flops = {"vit_b_16": 4 * 12 * 197 * 197 * 64, "bert_base": 4 * 12 * 128 * 128 * 64, "gpt2": 4 * 12 * 128 * 128 * 64}[m]
-names = ["microkernel", "openblas", "baseline", "onnxruntime"]
+names = ["openblas", "microkernel", "baseline", "onnxruntime"]
 low = [min(r) for r in runs]
 line = f"{m:10s} " + "  ".join(f"{n} {t:.3f} (min {l:.3f}) ms" for n, t, l in zip(names, med, low) if not math.isnan(t))
-line += f"  | ort/micro {med[3] / med[0]:.2f}x, micro {flops / med[0] / 1e6:.0f} GFLOP/s"
+line += f"  | ort/collage {med[3] / med[0]:.2f}x, {flops / med[0] / 1e6:.0f} GFLOP/s"
 if not math.isnan(med[2]):
-    line += f", baseline/micro {med[2] / med[0]:.2f}x"
+    line += f", baseline/collage {med[2] / med[0]:.2f}x"
 print(line)
 ratios = sorted(b / a for a, b in zip(runs[0], runs[1]))
-print(f"   openblas/micro paired by round: median {statistics.median(ratios):.3f}; rounds:", runs)
+print(f"   microkernel/openblas paired by round: median {statistics.median(ratios):.3f}; rounds:", runs)
 PY
 done
