@@ -21,10 +21,10 @@ time_plan() {  # COLLAGE MODEL PLAN [ENV...]
 for m in vit_b_16 bert_base gpt2; do
   model=$dir/${m}_attention.onnx
   if [[ $m == vit_b_16 ]]; then shape='[197,1,768]'; else shape='[1,128,768]'; fi
-  micro=() blas=() base=() ort=()
+  main=() alt=() base=() ort=()
   for ((r = 0; r < rounds; ++r)); do
-    micro+=("$(time_plan "$collage" "$model" "$dir/${m}_${suffix}.json")")
-    blas+=("$(time_plan "$collage" "$model" "$dir/${m}_${suffix}.json" COLLAGE_NATIVE_ATTENTION_GEMM=microkernel)")
+    main+=("$(time_plan "$collage" "$model" "$dir/${m}_${suffix}.json")")
+    alt+=("$(time_plan "$collage" "$model" "$dir/${m}_${suffix}.json" COLLAGE_NATIVE_ATTENTION_GEMM=microkernel)")
     if [[ -n ${BASE_COLLAGE:-} ]]; then
       base+=("$(time_plan "$BASE_COLLAGE" "$model" "$dir/${m}_${BASE_SUFFIX}.json")")
     else
@@ -33,7 +33,7 @@ for m in vit_b_16 bert_base gpt2; do
     ort+=("$(SHAPE_q=$shape SHAPE_k=$shape SHAPE_v=$shape flock /tmp/collage-timing.lock node "$here/ort_time.js" "$model" "$threads" 300 |
             sed -n 's/^median_ms //p')")
   done
-  python3 - "$m" "${micro[*]}" "${blas[*]}" "${base[*]}" "${ort[*]}" <<'PY'
+  python3 - "$m" "${main[*]}" "${alt[*]}" "${base[*]}" "${ort[*]}" <<'PY'
 import math, statistics, sys
 m = sys.argv[1]
 runs = [[float(x) for x in a.split()] for a in sys.argv[2:]]
