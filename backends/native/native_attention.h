@@ -20,12 +20,17 @@
 // head split/merge views (Reshape/Transpose) are folded into strides (each
 // must be expressible without a copy, as NumPy's no-copy reshape), the
 // only output is the last node's, and the tensors are float32 (the select's
-// condition bool). Nothing is copied between the views and the packing.
+// condition bool). Q, K and V are read where the views say; no
+// intermediate tensor (scores, probabilities, split heads) is written.
 //
-// How it runs: K is packed transposed and V packed once per (batch, head);
-// then (batch × head × block of query rows) tasks run in parallel, each
-// streaming key blocks through a score block kept in L2 with an online
-// softmax (flash attention's running max and sum), so Sk may be long.
+// How it runs: (batch × head × block of 64 query rows) tasks run in
+// parallel on the backend's threads, each streaming key blocks through a
+// score block kept transposed (keys × queries) in L2, with an online
+// softmax (flash attention's running max and sum), so Sk may be long. The
+// scores read K in place; each V block is copied to contiguous rows. A
+// constant mask is copied once at compile time to the kernel's key-major
+// order, and causal tiles whose every score is a fill far below the running
+// max are skipped (exactly: their terms are 0 in float).
 #pragma once
 
 #include <string>
