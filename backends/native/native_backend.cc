@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include "backends/native/native_attention.h"
 #include "backends/native/native_lowering.h"
 #include "backends/native/native_reference_group.h"
 #include "core/patterns/pattern_rule.h"
@@ -27,6 +28,9 @@ bool anyTouchesSequence(const Graph& g, const NodeSet& group) {
 // Flatten. Sequences: each set of nodes linked by sequence values
 // (SequenceEmpty -> Loop -> ConcatFromSequence), as one whole group, since a
 // sequence cannot cross a kernel boundary (native_reference_group.h).
+// Attention: each MatMul -> [scale] -> [additive mask | select] -> Softmax
+// (last axis) -> MatMul, alone and with its head split/merge views
+// (native_attention.h), which the fused attention kernel runs.
 class NativeCodeRule : public PatternRule {
  public:
   std::string name() const override { return "native"; }
@@ -42,6 +46,7 @@ class NativeCodeRule : public PatternRule {
   std::vector<std::pair<NodeSet, std::string>> wholeGroups(const Graph& g) const override {
     std::vector<std::pair<NodeSet, std::string>> out;
     for (NodeSet& group : native::sequenceGroups(g)) out.emplace_back(std::move(group), "sequence_group");
+    for (auto& [group, label] : native::attentionGroups(g)) out.emplace_back(std::move(group), std::move(label));
     return out;
   }
 };
@@ -51,9 +56,10 @@ class NativeBackend : public Backend {
   std::string name() const override { return "native"; }
   // Part of the measurement database's key: bumped when a kernel's speed
   // changes, so that old measurements are not reused (0.2: direct pooling;
-  // 0.3: an elementwise pass streams the longest run of contiguous dims).
+  // 0.3: an elementwise pass streams the longest run of contiguous dims;
+  // 0.4: attention as one kernel).
   std::string version() const override {
-    return "native 0.3 (OpenMP " + std::to_string(_OPENMP) + ")";
+    return "native 0.4 (OpenMP " + std::to_string(_OPENMP) + ")";
   }
   BackendKind kind() const override { return BackendKind::GraphLibrary; }
 
@@ -62,6 +68,9 @@ class NativeBackend : public Backend {
       return CompileResult::refuse(why);
     if (anyTouchesSequence(*request.graph, request.nodes))
       return native::compileReferenceGroup(request);
+    // A Softmax between two MatMuls is the attention kernel's to take or refuse.
+    if (native::isAttentionGroup(*request.graph, request.nodes))
+      return native::compileAttention(request, threadCount());
     return native::compileGroup(request, threadCount());
   }
 
@@ -93,6 +102,9 @@ class NativeBackend : public Backend {
 
 std::unique_ptr<Backend> createNativeBackend() { return std::make_unique<NativeBackend>(); }
 
-std::string describeNativeKernel(const Kernel& kernel) { return native::describeKernel(kernel); }
+std::string describeNativeKernel(const Kernel& kernel) {
+  if (std::string a = native::describeAttentionKernel(kernel); !a.empty()) return a;
+  return native::describeKernel(kernel);
+}
 
 }  // namespace collage

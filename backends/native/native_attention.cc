@@ -1,0 +1,979 @@
+#include "backends/native/native_attention.h"
+
+#include <cblas.h>
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "backends/native/native_math.h"
+#include "core/ir/tensor.h"
+
+namespace collage::native {
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// Strided views: a logical tensor as dims and element strides over a buffer.
+
+struct StridedView {
+  std::vector<int64_t> dims, strides;
+  std::string toString() const {
+    std::ostringstream s;
+    for (size_t i = 0; i < dims.size(); ++i) s << (i ? "," : "[") << dims[i] << ":" << strides[i];
+    s << "]";
+    return s.str();
+  }
+};
+
+StridedView contiguous(const Shape& shape) {
+  StridedView v{shape, std::vector<int64_t>(shape.size(), 1)};
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i)
+    v.strides[i] = v.strides[i + 1] * shape[i + 1];
+  return v;
+}
+
+// The view of `in` reshaped to `dims` without a copy (NumPy's
+// _attempt_nocopy_reshape): each run of old dims that merges or splits into
+// a run of new dims must be contiguous. nullopt when a copy would be needed.
+std::optional<StridedView> reshapeView(const StridedView& in, const Shape& dims) {
+  std::vector<int64_t> od, os;
+  for (size_t i = 0; i < in.dims.size(); ++i)
+    if (in.dims[i] != 1) od.push_back(in.dims[i]), os.push_back(in.strides[i]);
+  StridedView out{dims, std::vector<int64_t>(dims.size(), 0)};
+  const size_t ond = od.size(), nnd = dims.size();
+  size_t oi = 0, oj = 1, ni = 0, nj = 1;
+  while (ni < nnd && oi < ond) {
+    int64_t np = dims[ni], op = od[oi];
+    while (np != op) {
+      if (np < op) {
+        if (nj >= nnd) return std::nullopt;
+        np *= dims[nj++];
+      } else {
+        if (oj >= ond) return std::nullopt;
+        op *= od[oj++];
+      }
+    }
+    for (size_t ok = oi; ok + 1 < oj; ++ok)
+      if (os[ok] != od[ok + 1] * os[ok + 1]) return std::nullopt;
+    out.strides[nj - 1] = os[oj - 1];
+    for (size_t nk = nj - 1; nk > ni; --nk) out.strides[nk - 1] = out.strides[nk] * dims[nk];
+    ni = nj++;
+    oi = oj++;
+  }
+  // Leftover new dims are 1s (their stride is never used).
+  for (; ni < nnd; ++ni)
+    if (dims[ni] != 1) return std::nullopt;
+  if (oi < ond) return std::nullopt;
+  return out;
+}
+
+StridedView transposeView(const StridedView& in, const std::vector<int64_t>& perm) {
+  StridedView out{in.dims, in.strides};
+  for (size_t i = 0; i < perm.size(); ++i) {
+    out.dims[i] = in.dims[static_cast<size_t>(perm[i])];
+    out.strides[i] = in.strides[static_cast<size_t>(perm[i])];
+  }
+  return out;
+}
+
+// The view as the 4-d [b, h, rows, cols] the kernel walks, broadcast to
+// `batch` (two dims): leading dims padded, broadcast dims given stride 0.
+// nullopt when its batch does not broadcast to `batch`.
+std::optional<StridedView> asBatched4d(StridedView v, const int64_t batch[2]) {
+  if (v.dims.size() > 4) return std::nullopt;
+  while (v.dims.size() < 4) v.dims.insert(v.dims.begin(), 1), v.strides.insert(v.strides.begin(), 0);
+  for (int i = 0; i < 2; ++i) {
+    if (v.dims[i] == batch[i]) continue;
+    if (v.dims[i] != 1) return std::nullopt;
+    v.dims[i] = batch[i];
+    v.strides[i] = 0;
+  }
+  return v;
+}
+
+// A mask view broadcast to the scores' 4-d shape.
+std::optional<StridedView> broadcastTo(StridedView v, const std::vector<int64_t>& dims4) {
+  if (v.dims.size() > 4) return std::nullopt;
+  while (v.dims.size() < 4) v.dims.insert(v.dims.begin(), 1), v.strides.insert(v.strides.begin(), 0);
+  for (size_t i = 0; i < 4; ++i) {
+    if (v.dims[i] == dims4[i]) {
+      if (v.dims[i] == 1) v.strides[i] = 0;
+      continue;
+    }
+    if (v.dims[i] != 1) return std::nullopt;
+    v.dims[i] = dims4[i];
+    v.strides[i] = 0;
+  }
+  return v;
+}
+
+std::vector<int64_t> transposePermOf(const Node& node, size_t rank) {
+  std::vector<int64_t> reversed(rank);
+  for (size_t i = 0; i < rank; ++i) reversed[i] = static_cast<int64_t>(rank - 1 - i);
+  std::vector<int64_t> perm = node.attrs.getInts("perm", reversed);
+  for (int64_t& p : perm)
+    if (p < 0) p += static_cast<int64_t>(rank);
+  return perm;
+}
+
+bool isReshapeLike(const std::string& op) {
+  return op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze";
+}
+
+std::string label(const Node& node) { return "'" + node.name + "' (" + node.op + ")"; }
+
+struct Refusal {
+  std::string reason;
+};
+
+bool isScalarConstant(const Value& v) {
+  return v.isConstant() && v.type.elementType == ElementType::Float32 && v.type.numElements() == 1;
+}
+
+float scalarOf(const Value& v) { return v.constant->data<float>()[0]; }
+
+// The value's only consumer, or kNoNode (several, none, or a graph output).
+NodeId soleConsumer(const Graph& g, ValueId v) {
+  const Value& value = g.value(v);
+  if (value.isGraphOutput || value.consumers.size() != 1) return kNoNode;
+  return value.consumers[0];
+}
+
+// ---------------------------------------------------------------------------
+// Finding the pattern (shared by the rule and compile).
+
+// Score ops between the first MatMul and the Softmax, in graph order.
+struct ScoreChain {
+  NodeId first = kNoNode;  // the MatMul of Q and Kᵀ
+  std::vector<NodeId> ops;
+};
+
+bool isScoreOp(const std::string& op) { return op == "Mul" || op == "Div" || op == "Add" || op == "Where"; }
+
+// Walks back from `v` (the Softmax's input) through score ops to a MatMul.
+// `member` limits the walk (the rule passes "any node").
+template <class Member>
+std::optional<ScoreChain> scoreChainTo(const Graph& g, ValueId v, const Member& member, int depth = 0) {
+  const NodeId n = g.value(v).producer;
+  if (n == kNoNode || !member(n) || depth > 8) return std::nullopt;
+  const Node& node = g.node(n);
+  if (node.op == "MatMul") return ScoreChain{n, {}};
+  if (!isScoreOp(node.op)) return std::nullopt;
+  std::vector<size_t> scoreSlots;
+  if (node.op == "Mul") scoreSlots = {0, 1};
+  else if (node.op == "Div") scoreSlots = {0};
+  else if (node.op == "Add") scoreSlots = {0, 1};
+  else scoreSlots = {1, 2};
+  for (size_t slot : scoreSlots) {
+    const ValueId in = node.inputs.at(slot);
+    if (soleConsumer(g, in) != n) continue;
+    if (auto chain = scoreChainTo(g, in, member, depth + 1)) {
+      chain->ops.push_back(n);
+      return chain;
+    }
+  }
+  return std::nullopt;
+}
+
+// The nodes that make a Q, K or V operand from its source: views and
+// (for Q and K) a scale, walked back from `v` while each is the sole user.
+template <class Member>
+std::vector<NodeId> operandChain(const Graph& g, ValueId v, NodeId user, bool allowScale,
+                                 const Member& member) {
+  std::vector<NodeId> chain;
+  for (int depth = 0; depth < 8; ++depth) {
+    const NodeId n = g.value(v).producer;
+    if (n == kNoNode || !member(n) || soleConsumer(g, v) != user) break;
+    const Node& node = g.node(n);
+    if (node.op == "Transpose" || isReshapeLike(node.op)) {
+      if (node.op != "Transpose" && node.inputs.size() > 1 && node.inputs[1] != kNoValue &&
+          !g.value(node.inputs[1]).isConstant())
+        break;
+      v = node.inputs.at(0);
+    } else if (allowScale && (node.op == "Mul" || node.op == "Div")) {
+      const bool c0 = isScalarConstant(g.value(node.inputs.at(0)));
+      const bool c1 = isScalarConstant(g.value(node.inputs.at(1)));
+      if (c1 && !c0) v = node.inputs[0];
+      else if (c0 && !c1 && node.op == "Mul") v = node.inputs[1];
+      else break;
+    } else {
+      break;
+    }
+    chain.push_back(n);
+    user = n;
+  }
+  std::reverse(chain.begin(), chain.end());  // source first
+  return chain;
+}
+
+// The output's head merge: views after the second MatMul, each the sole user.
+template <class Member>
+std::vector<NodeId> outputChain(const Graph& g, NodeId second, const Member& member) {
+  std::vector<NodeId> chain;
+  ValueId v = g.node(second).outputs.at(0);
+  for (int depth = 0; depth < 8; ++depth) {
+    const NodeId n = soleConsumer(g, v);
+    if (n == kNoNode || !member(n)) break;
+    const Node& node = g.node(n);
+    if (!(node.op == "Transpose" || isReshapeLike(node.op)) || node.inputs.at(0) != v) break;
+    if (node.inputs.size() > 1 && node.inputs[1] != kNoValue && !g.value(node.inputs[1]).isConstant())
+      break;
+    chain.push_back(n);
+    v = node.outputs.at(0);
+  }
+  return chain;
+}
+
+bool softmaxOverLastAxis(const Graph& g, NodeId n) {
+  const Node& node = g.node(n);
+  const int64_t rank = static_cast<int64_t>(g.value(node.inputs.at(0)).type.shape.size());
+  int64_t axis = node.attrs.getInt("axis", -1);
+  if (axis < 0) axis += rank;
+  return axis == rank - 1;
+}
+
+// The attention around Softmax `s`, within `member`.
+struct Found {
+  NodeId softmax = kNoNode, second = kNoNode;
+  ScoreChain scores;
+};
+
+template <class Member>
+std::optional<Found> findAround(const Graph& g, NodeId s, const Member& member) {
+  const Node& sm = g.node(s);
+  if (sm.op != "Softmax") return std::nullopt;
+  Found f;
+  f.softmax = s;
+  auto chain = scoreChainTo(g, sm.inputs.at(0), member);
+  if (!chain) return std::nullopt;
+  if (soleConsumer(g, sm.inputs.at(0)) != s) return std::nullopt;
+  f.scores = *chain;
+  const NodeId second = soleConsumer(g, sm.outputs.at(0));
+  if (second == kNoNode || !member(second) || g.node(second).op != "MatMul" ||
+      g.node(second).inputs.at(0) != sm.outputs.at(0))
+    return std::nullopt;
+  f.second = second;
+  return f;
+}
+
+// ---------------------------------------------------------------------------
+// The compiled kernel.
+
+// One operation on the scores between the MatMul and the Softmax.
+struct ScoreOp {
+  enum Kind { Scale, Add, Select } kind = Scale;
+  float scale = 1.0f;
+  int slot = -1;  // Add: the addend; Select: the condition
+  StridedView view;
+  int fillSlot = -1;  // Select: the value taken where the scores are not
+  StridedView fillView;
+  bool scoresWhereTrue = true;
+};
+
+// How the inner products run: chosen by measurement. Both products are
+// small and skinny (K = D = 64 for the scores, N = Dv = 64 for P·V), read
+// in place from the heads' strides, once per (query block, key block). Two
+// ways were measured in the whole kernel, interleaved, at 2 threads on Zen 4
+// (bench/attention/compare.sh; bench/attention/README.md has the rounds):
+// cblas_sgemm of OpenBLAS 0.3.21 was 2.5 % faster than the AVX-512
+// microkernel below on BERT-base and GPT-2 and ~14 % on ViT-B/16 (paired
+// medians), its Cooperlake kernel packing both operands better than our
+// unpacked 8x32 tiles use the L1. Its OpenMP build runs single-threaded
+// inside our parallel region (num_cpu_avail() is 1 when omp_in_parallel();
+// checked: 2 threads each calling a 256^3 sgemm in a region reach 198
+// GFLOP/s together, the 2-thread 2048^3 peak). The microkernel stays for a
+// transposed operand OpenBLAS cannot take (neither stride 1) and for
+// re-measuring: COLLAGE_NATIVE_ATTENTION_GEMM=microkernel.
+enum class InnerProduct { Microkernel, OpenBlas };
+
+InnerProduct innerProductFromEnvironment() {
+  const char* e = std::getenv("COLLAGE_NATIVE_ATTENTION_GEMM");
+  return e && std::string(e) == "microkernel" ? InnerProduct::Microkernel : InnerProduct::OpenBlas;
+}
+
+// A[r][k] at a[r * rsa + k * csa]: the kernels broadcast one element of A
+// at a time, so a transposed A costs nothing.
+struct MatA {
+  const float* a;
+  int64_t rsa, csa;
+};
+
+#if defined(__AVX512F__)
+// C[MR×n] (= or +=) A[MR×K]·B[K×n], n <= 16 * NV: MR rows by NV zmm columns.
+template <int MR, int NV>
+__attribute__((always_inline)) inline void tile(int64_t K, MatA A, const float* B, int64_t ldb, float* C,
+                                                  int64_t ldc, int64_t n, bool acc) {
+  const __mmask16 m0 = n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
+  const __mmask16 m1 = n >= 32 ? __mmask16(0xFFFF) : n <= 16 ? __mmask16(0) : __mmask16((1u << (n - 16)) - 1);
+  __m512 c0[MR], c1[MR];
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) {
+    c0[r] = acc ? _mm512_maskz_loadu_ps(m0, C + r * ldc) : _mm512_setzero_ps();
+    if constexpr (NV == 2) c1[r] = acc ? _mm512_maskz_loadu_ps(m1, C + r * ldc + 16) : _mm512_setzero_ps();
+  }
+  const float* a = A.a;
+  for (int64_t k = 0; k < K; ++k, a += A.csa) {
+    const __m512 b0 = _mm512_maskz_loadu_ps(m0, B + k * ldb);
+    const __m512 b1 = NV == 2 ? _mm512_maskz_loadu_ps(m1, B + k * ldb + 16) : b0;
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      const __m512 av = _mm512_set1_ps(a[r * A.rsa]);
+      c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
+      if constexpr (NV == 2) c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) {
+    _mm512_mask_storeu_ps(C + r * ldc, m0, c0[r]);
+    if constexpr (NV == 2) _mm512_mask_storeu_ps(C + r * ldc + 16, m1, c1[r]);
+  }
+}
+#endif
+
+#if defined(__AVX512F__)
+// One panel of n <= 16 * NV columns: tiles of 8 rows, then the rest.
+template <int NV>
+void columns(int64_t M, int64_t n, int64_t K, MatA A, const float* B, int64_t ldb, float* C, int64_t ldc,
+             bool acc) {
+  int64_t i = 0;
+  for (; i + 8 <= M; i += 8) tile<8, NV>(K, {A.a + i * A.rsa, A.rsa, A.csa}, B, ldb, C + i * ldc, ldc, n, acc);
+  const MatA a{A.a + i * A.rsa, A.rsa, A.csa};
+  float* c = C + i * ldc;
+  switch (M - i) {
+    case 7: tile<7, NV>(K, a, B, ldb, c, ldc, n, acc); break;
+    case 6: tile<6, NV>(K, a, B, ldb, c, ldc, n, acc); break;
+    case 5: tile<5, NV>(K, a, B, ldb, c, ldc, n, acc); break;
+    case 4: tile<4, NV>(K, a, B, ldb, c, ldc, n, acc); break;
+    case 3: tile<3, NV>(K, a, B, ldb, c, ldc, n, acc); break;
+    case 2: tile<2, NV>(K, a, B, ldb, c, ldc, n, acc); break;
+    case 1: tile<1, NV>(K, a, B, ldb, c, ldc, n, acc); break;
+    default: break;
+  }
+}
+#endif
+
+// C[M×N] (= or +=) A[M×K]·B[K×N]; B and C row-major with leading dimensions.
+void microGemm(int64_t M, int64_t N, int64_t K, MatA A, const float* B, int64_t ldb, float* C, int64_t ldc,
+               bool acc) {
+#if defined(__AVX512F__)
+  for (int64_t j = 0; j < N; j += 32) {
+    const int64_t n = std::min<int64_t>(32, N - j);
+    if (n <= 16) columns<1>(M, n, K, A, B + j, ldb, C + j, ldc, acc);
+    else columns<2>(M, n, K, A, B + j, ldb, C + j, ldc, acc);
+  }
+#else
+  // Portable: rows of C updated by rows of B (GCC vectorises the inner loop).
+  for (int64_t i = 0; i < M; ++i) {
+    float* c = C + i * ldc;
+    if (!acc) std::fill(c, c + N, 0.0f);
+    for (int64_t k = 0; k < K; ++k) {
+      const float a = A.a[i * A.rsa + k * A.csa];
+      const float* b = B + k * ldb;
+      for (int64_t j = 0; j < N; ++j) c[j] += a * b[j];
+    }
+  }
+#endif
+}
+
+void gemm(InnerProduct how, int64_t M, int64_t N, int64_t K, MatA A, const float* B, int64_t ldb, float* C,
+          int64_t ldc, bool acc) {
+  if (how == InnerProduct::OpenBlas && (A.csa == 1 || A.rsa == 1)) {
+    const bool transA = A.csa != 1;
+    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, CblasNoTrans, static_cast<blasint>(M),
+                static_cast<blasint>(N), static_cast<blasint>(K), 1.0f, A.a,
+                static_cast<blasint>(transA ? A.csa : A.rsa), B, static_cast<blasint>(ldb), acc ? 1.0f : 0.0f, C,
+                static_cast<blasint>(ldc));
+    return;
+  }
+  microGemm(M, N, K, A, B, ldb, C, ldc, acc);
+}
+
+// Query rows per task and keys per block. A task keeps its scores
+// transposed (keys × queries, 256 × 64 floats, 64 KiB), its packed Qᵀ and
+// its output rows in L2 (2 MiB per core on Zen 4) while it streams K and V
+// blocks from where they lie.
+constexpr int64_t kQueryBlock = 64;
+constexpr int64_t kKeyBlock = 256;
+// With causal tiles to skip, smaller key blocks skip more.
+constexpr int64_t kSkippingKeyBlock = 64;
+
+class AttentionKernel : public Kernel {
+ public:
+  // Shapes: [B, H] batch, Sq queries, Sk keys, D (Q·K) and Dv (V) widths.
+  int64_t B = 1, H = 1, Sq = 0, Sk = 0, D = 0, Dv = 0;
+  float qScale = 1.0f;
+  int qSlot = -1, kSlot = -1, vSlot = -1;
+  StridedView q, k, v, o;  // 4-d [b, h, row, col]; k as [b, h, key, d]
+  std::vector<ScoreOp> ops;
+  std::vector<Tensor> constants;  // slots numInputs.. are these
+  size_t numInputs = 0;
+  int threads = 1;
+  InnerProduct innerProduct = InnerProduct::OpenBlas;
+  std::string label;
+  int64_t keyBlock = kKeyBlock;
+  // Per (query block, key block): the tile is all fill (markSkippableTiles).
+  std::vector<uint8_t> skippable;
+  float skipFill = 0.0f;
+
+  void run(const std::vector<const DLTensor*>& inputs, const std::vector<DLTensor*>& outputs) override {
+    std::vector<const void*> slots(numInputs + constants.size());
+    for (size_t i = 0; i < numInputs; ++i)
+      slots[i] = static_cast<const char*>(inputs.at(i)->data) + inputs[i]->byte_offset;
+    for (size_t i = 0; i < constants.size(); ++i) slots[numInputs + i] = constants[i].raw();
+    float* out = reinterpret_cast<float*>(static_cast<char*>(outputs.at(0)->data) + outputs[0]->byte_offset);
+    const float* Q = static_cast<const float*>(slots[static_cast<size_t>(qSlot)]);
+    const float* K = static_cast<const float*>(slots[static_cast<size_t>(kSlot)]);
+    const float* V = static_cast<const float*>(slots[static_cast<size_t>(vSlot)]);
+    const int nt = std::max(1, threads);
+    const int64_t BH = B * H;
+
+    // K is read as A, where it lies (broadcasts of one element: any stride
+    // does). V is read as B, a row of 16 floats per load: in place, its rows
+    // 3 KiB apart (a head of [S, 768]) fall into 4 of the L1's 64 sets and
+    // evict each other, so each task copies its V block to contiguous rows
+    // first, unless they are so already. Per task, not once per head before
+    // the tasks: a barrier between the two costs more under load than the
+    // repeated copy (1/64 of the block's multiply-adds).
+    const bool packV = !(v.strides[3] == 1 && v.strides[2] == Dv);
+    const int64_t qBlocks = (Sq + kQueryBlock - 1) / kQueryBlock;
+    const int64_t tasks = BH * qBlocks;
+    const int64_t kb = std::min(keyBlock, Sk);
+    const int64_t kBlocks = (Sk + kb - 1) / kb;
+    constexpr int64_t ld = kQueryBlock;  // of Qᵀ and Sᵀ
+#pragma omp parallel num_threads(nt) if (nt > 1 && tasks > 1)
+    {
+      Scratch& w = scratch(omp_get_thread_num(), kb);
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t t = 0; t < tasks; ++t) {
+        const int64_t bh = t / qBlocks, b = bh / H, h = bh % H;
+        const int64_t i0 = (t % qBlocks) * kQueryBlock, mq = std::min(kQueryBlock, Sq - i0);
+        // Qᵀ [D][mq], scaled.
+        const float* qb = Q + b * q.strides[0] + h * q.strides[1] + i0 * q.strides[2];
+        for (int64_t i = 0; i < mq; ++i)
+          for (int64_t d = 0; d < D; ++d) w.qt[d * ld + i] = qb[i * q.strides[2] + d * q.strides[3]] * qScale;
+        std::fill(w.rowMax, w.rowMax + ld, -std::numeric_limits<float>::infinity());
+        std::fill(w.rowSum, w.rowSum + ld, 0.0f);
+        const float* kbh = K + b * k.strides[0] + h * k.strides[1];
+        const float* vbh = V + b * v.strides[0] + h * v.strides[1];
+        for (int64_t j0 = 0; j0 < Sk; j0 += kb) {
+          const int64_t nk = std::min(kb, Sk - j0);
+          if (!skippable.empty() && skippable[static_cast<size_t>((t % qBlocks) * kBlocks + j0 / kb)] &&
+              fillVanishes(w, mq))
+            continue;
+          // Sᵀ [nk][mq] = K[j0:j0+nk] · Qᵀ.
+          gemm(innerProduct, nk, mq, D, {kbh + j0 * k.strides[2], k.strides[2], k.strides[3]}, w.qt.data(), ld,
+               w.st.data(), ld, false);
+          applyScoreOps(slots, w.st.data(), b, h, i0, mq, j0, nk);
+          onlineSoftmax(w, mq, nk, j0 == 0);
+          // O [mq][Dv] += P [mq][nk] · V[j0:j0+nk]  (P read transposed from Sᵀ).
+          const float* vblock = vbh + j0 * v.strides[2];
+          int64_t ldv = v.strides[2];
+          if (packV) {
+            for (int64_t j = 0; j < nk; ++j)
+              for (int64_t d = 0; d < Dv; ++d) w.vp[j * Dv + d] = vblock[j * v.strides[2] + d * v.strides[3]];
+            vblock = w.vp.data();
+            ldv = Dv;
+          }
+          gemm(innerProduct, mq, Dv, nk, {w.st.data(), 1, ld}, vblock, ldv, w.acc.data(), Dv, j0 != 0);
+        }
+        float* ob = out + b * o.strides[0] + h * o.strides[1];
+        for (int64_t i = 0; i < mq; ++i) {
+          const float l = w.rowSum[i];
+          // A row whose every score is -inf: the reference's softmax is NaN.
+          const float inv = l > 0.0f ? 1.0f / l : std::numeric_limits<float>::quiet_NaN();
+          const float* a = w.acc.data() + i * Dv;
+          float* orow = ob + (i0 + i) * o.strides[2];
+          if (o.strides[3] == 1)
+            for (int64_t d = 0; d < Dv; ++d) orow[d] = a[d] * inv;
+          else
+            for (int64_t d = 0; d < Dv; ++d) orow[d * o.strides[3]] = a[d] * inv;
+        }
+      }
+    }
+  }
+
+ private:
+  struct Scratch {
+    std::vector<float> qt, st, acc, vp;
+    alignas(64) float rowMax[kQueryBlock], rowSum[kQueryBlock], alpha[kQueryBlock];
+  };
+  // Per-thread scratch, allocated on the first run (and kept: run only computes).
+  Scratch& scratch(int thread, int64_t kb) {
+    Scratch* s;
+#pragma omp critical(collage_native_attention_scratch)
+    {
+      if (scratch_.size() <= static_cast<size_t>(thread)) scratch_.resize(static_cast<size_t>(thread) + 1);
+      auto& p = scratch_[static_cast<size_t>(thread)];
+      if (!p) {
+        p = std::make_unique<Scratch>();
+        p->qt.resize(static_cast<size_t>(D * kQueryBlock));
+        p->st.resize(static_cast<size_t>(kb * kQueryBlock));
+        p->acc.resize(static_cast<size_t>(kQueryBlock * Dv));
+        p->vp.resize(static_cast<size_t>(kb * Dv));
+      }
+      s = p.get();
+    }
+    return *s;
+  }
+
+  // Whether exp(fill - max) underflows to 0 in float for every row (e^-104
+  // is below the smallest subnormal), so a tile of fills adds nothing.
+  bool fillVanishes(const Scratch& w, int64_t mq) const {
+    for (int64_t i = 0; i < mq; ++i)
+      if (!(skipFill - w.rowMax[i] < -110.0f)) return false;
+    return true;
+  }
+
+  // Flash attention's update over one key block of Sᵀ [nk][mq]: the running
+  // max and sum per query, the block's scores turned into exp(s - max), the
+  // output rows rescaled by exp(old max - new max).
+  void onlineSoftmax(Scratch& w, int64_t mq, int64_t nk, bool firstBlock) const {
+    constexpr int64_t ld = kQueryBlock;
+    constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+    alignas(64) float m[kQueryBlock], sum[kQueryBlock];
+    std::copy(w.rowMax, w.rowMax + mq, m);
+    for (int64_t j = 0; j < nk; ++j) {
+      const float* s = w.st.data() + j * ld;
+#pragma omp simd
+      for (int64_t i = 0; i < mq; ++i) m[i] = s[i] > m[i] ? s[i] : m[i];
+    }
+    // Rows with no finite score yet count nothing (their max stays -inf).
+    for (int64_t i = 0; i < mq; ++i) sum[i] = 0.0f;
+    for (int64_t j = 0; j < nk; ++j) {
+      float* s = w.st.data() + j * ld;
+#pragma omp simd
+      for (int64_t i = 0; i < mq; ++i) {
+        const float e = m[i] == kNegInf ? 0.0f : fastExp(s[i] - m[i]);
+        s[i] = e;
+        sum[i] += e;
+      }
+    }
+    for (int64_t i = 0; i < mq; ++i) {
+      const float alpha = w.rowMax[i] == kNegInf ? 0.0f : fastExp(w.rowMax[i] - m[i]);
+      w.rowSum[i] = w.rowSum[i] * alpha + sum[i];
+      w.rowMax[i] = m[i];
+      if (!firstBlock && alpha != 1.0f) {
+        float* a = w.acc.data() + i * Dv;
+        for (int64_t d = 0; d < Dv; ++d) a[d] *= alpha;
+      }
+    }
+  }
+
+  // The score ops on Sᵀ [nk][mq] (key j, query i), in the graph's order.
+  void applyScoreOps(const std::vector<const void*>& slots, float* st, int64_t b, int64_t h, int64_t i0,
+                     int64_t mq, int64_t j0, int64_t nk) const {
+    constexpr int64_t ld = kQueryBlock;
+    for (const ScoreOp& op : ops) {
+      if (op.kind == ScoreOp::Scale) {
+        for (int64_t j = 0; j < nk; ++j) {
+          float* s = st + j * ld;
+#pragma omp simd
+          for (int64_t i = 0; i < mq; ++i) s[i] *= op.scale;
+        }
+        continue;
+      }
+      const StridedView& w = op.view;
+      const int64_t base = b * w.strides[0] + h * w.strides[1] + i0 * w.strides[2] + j0 * w.strides[3];
+      const int64_t si = w.strides[2], sj = w.strides[3];
+      if (op.kind == ScoreOp::Add) {
+        const float* m = static_cast<const float*>(slots[static_cast<size_t>(op.slot)]) + base;
+        for (int64_t j = 0; j < nk; ++j) {
+          float* s = st + j * ld;
+          const float* mj = m + j * sj;
+          if (si == 0) {
+            const float x = mj[0];
+#pragma omp simd
+            for (int64_t i = 0; i < mq; ++i) s[i] += x;
+          } else if (si == 1) {
+#pragma omp simd
+            for (int64_t i = 0; i < mq; ++i) s[i] += mj[i];
+          } else {
+            for (int64_t i = 0; i < mq; ++i) s[i] += mj[i * si];
+          }
+        }
+        continue;
+      }
+      const bool* c = static_cast<const bool*>(slots[static_cast<size_t>(op.slot)]) + base;
+      const StridedView& fw = op.fillView;
+      const float* f = static_cast<const float*>(slots[static_cast<size_t>(op.fillSlot)]) + b * fw.strides[0] +
+                       h * fw.strides[1] + i0 * fw.strides[2] + j0 * fw.strides[3];
+      const bool keepWhen = op.scoresWhereTrue;
+      for (int64_t j = 0; j < nk; ++j) {
+        float* s = st + j * ld;
+        const bool* cj = c + j * sj;
+        const float* fj = f + j * fw.strides[3];
+        const int64_t fi = fw.strides[2];
+        if (si == 1 && fi == 0) {
+          const float x = fj[0];
+#pragma omp simd
+          for (int64_t i = 0; i < mq; ++i) s[i] = cj[i] != keepWhen ? x : s[i];
+        } else {
+          for (int64_t i = 0; i < mq; ++i)
+            if (cj[i * si] != keepWhen) s[i] = fj[i * fi];
+        }
+      }
+    }
+  }
+
+  std::vector<std::unique_ptr<Scratch>> scratch_;
+};
+
+// ---------------------------------------------------------------------------
+// Compiling: the group must be exactly one attention, every view a stride.
+
+class AttentionCompiler {
+ public:
+  AttentionCompiler(const KernelRequest& req, int threads) : req_(req), g_(*req.graph), threads_(threads) {}
+
+  std::unique_ptr<AttentionKernel> compile() {
+    std::vector<NodeId> softmaxes, matmuls;
+    for (NodeId n : req_.members()) {
+      if (g_.node(n).op == "Softmax") softmaxes.push_back(n);
+      if (g_.node(n).op == "MatMul") matmuls.push_back(n);
+    }
+    if (softmaxes.size() != 1 || matmuls.size() != 2)
+      throw Refusal{"attention: the group must hold one Softmax between two MatMuls (it holds " +
+                    std::to_string(softmaxes.size()) + " Softmax, " + std::to_string(matmuls.size()) +
+                    " MatMul)"};
+    auto member = [&](NodeId n) { return req_.nodes.contains(n); };
+    const NodeId s = softmaxes[0];
+    if (!softmaxOverLastAxis(g_, s)) throw Refusal{"attention: " + label(g_.node(s)) + " is not over the last axis"};
+    const std::optional<Found> f = findAround(g_, s, member);
+    if (!f)
+      throw Refusal{"attention: " + label(g_.node(s)) +
+                    " is not fed by MatMul -> [scale | additive mask | select] and read by a MatMul alone"};
+    const Node& first = g_.node(f->scores.first);
+    const Node& second = g_.node(f->second);
+    if (req_.outputs.size() != 1) throw Refusal{"attention: the group has " + std::to_string(req_.outputs.size()) + " outputs (it must have one)"};
+
+    k_ = std::make_unique<AttentionKernel>();
+    k_->numInputs = req_.inputs.size();
+    k_->threads = threads_;
+    k_->innerProduct = innerProductFromEnvironment();
+    k_->label = req_.toString();
+    used_.insert(s);
+    used_.insert(f->scores.first);
+    used_.insert(f->second);
+
+    // Shapes from the two MatMuls (ranks 2..4; batch dims at most two).
+    const Shape& scoresShape = g_.value(first.outputs.at(0)).type.shape;
+    const Shape& outShape = g_.value(second.outputs.at(0)).type.shape;
+    if (scoresShape.size() < 2 || scoresShape.size() > 4)
+      throw Refusal{"attention: scores of rank " + std::to_string(scoresShape.size()) + " (2 to 4 taken)"};
+    const size_t r = scoresShape.size();
+    int64_t batch[2] = {1, 1};
+    if (r >= 3) batch[1] = scoresShape[r - 3];
+    if (r == 4) batch[0] = scoresShape[0];
+    k_->B = batch[0];
+    k_->H = batch[1];
+    k_->Sq = scoresShape[r - 2];
+    k_->Sk = scoresShape[r - 1];
+    k_->Dv = outShape.back();
+    if (outShape.size() != r)
+      throw Refusal{"attention: the second MatMul's batch differs from the first's"};
+    std::vector<int64_t> dims4 = {batch[0], batch[1], k_->Sq, k_->Sk};
+
+    float scale = 1.0f;
+    StridedView qv = operand(first.inputs.at(0), f->scores.first, true, scale, k_->qSlot);
+    StridedView kv = operand(first.inputs.at(1), f->scores.first, true, scale, k_->kSlot);
+    StridedView vv = operand(second.inputs.at(1), f->second, false, scale, k_->vSlot);
+    if (qv.dims.size() < 2 || kv.dims.size() < 2 || vv.dims.size() < 2)
+      throw Refusal{"attention: a MatMul operand of rank 1"};
+    std::swap(kv.dims[kv.dims.size() - 1], kv.dims[kv.dims.size() - 2]);
+    std::swap(kv.strides[kv.strides.size() - 1], kv.strides[kv.strides.size() - 2]);
+    k_->qScale = scale;
+    auto batched = [&](StridedView v, const char* what) {
+      auto b = asBatched4d(std::move(v), batch);
+      if (!b) throw Refusal{std::string("attention: ") + what + "'s batch dims do not broadcast to the scores'"};
+      return *b;
+    };
+    k_->q = batched(qv, "Q");
+    k_->k = batched(kv, "K");
+    k_->v = batched(vv, "V");
+    k_->D = k_->q.dims[3];
+    if (k_->k.dims[3] != k_->D || k_->q.dims[2] != k_->Sq || k_->k.dims[2] != k_->Sk ||
+        k_->v.dims[2] != k_->Sk || k_->v.dims[3] != k_->Dv)
+      throw Refusal{"attention: Q, K and V shapes do not agree with the scores"};
+    if (k_->B * k_->H * k_->Sq * k_->Sk * k_->D * k_->Dv == 0) throw Refusal{"attention: an empty tensor"};
+
+    for (NodeId n : f->scores.ops) scoreOp(n, f->scores, dims4);
+    markSkippableTiles();
+
+    // The output's head merge, read backwards from the group's output.
+    std::vector<NodeId> tail = outputChain(g_, f->second, member);
+    for (NodeId n : tail) used_.insert(n);
+    for (NodeId n : req_.members())
+      if (!used_.count(n))
+        throw Refusal{"attention: " + label(g_.node(n)) + " is not part of the attention pattern"};
+    const ValueId y = tail.empty() ? second.outputs.at(0) : g_.node(tail.back()).outputs.at(0);
+    if (req_.outputs[0] != y)
+      throw Refusal{"attention: the group's output must be '" + g_.value(y).name + "', the attention's result"};
+    requireFloat(y);
+    StridedView ov = contiguous(g_.value(y).type.shape);
+    for (auto it = tail.rbegin(); it != tail.rend(); ++it) {
+      const Node& node = g_.node(*it);
+      const Shape& inShape = g_.value(node.inputs.at(0)).type.shape;
+      if (node.op == "Transpose") {
+        const std::vector<int64_t> perm = transposePermOf(node, inShape.size());
+        StridedView in = ov;
+        for (size_t i = 0; i < perm.size(); ++i) {
+          in.dims[static_cast<size_t>(perm[i])] = ov.dims[i];
+          in.strides[static_cast<size_t>(perm[i])] = ov.strides[i];
+        }
+        ov = in;
+      } else {
+        auto in = reshapeView(ov, inShape);
+        if (!in) throw Refusal{"attention: " + label(node) + " is not a view of the output (it would need a copy)"};
+        ov = *in;
+      }
+    }
+    auto o4 = asBatched4d(ov, batch);
+    if (!o4) throw Refusal{"attention: the output's batch dims do not match"};
+    k_->o = *o4;
+    for (int i = 0; i < 2; ++i)
+      if (k_->o.strides[i] == 0 && batch[i] > 1) throw Refusal{"attention: the output would be written twice"};
+    return std::move(k_);
+  }
+
+ private:
+  void requireFloat(ValueId v) {
+    if (g_.value(v).type.elementType != ElementType::Float32)
+      throw Refusal{"attention: '" + g_.value(v).name + "' is " +
+                    std::string(elementTypeName(g_.value(v).type.elementType)) + " (float32 taken)"};
+  }
+
+  // The slot of a value read from outside the group (input or constant).
+  int slotOf(ValueId v) {
+    for (size_t i = 0; i < req_.inputs.size(); ++i)
+      if (req_.inputs[i] == v) return static_cast<int>(i);
+    const Value& value = g_.value(v);
+    if (!value.isConstant())
+      throw Refusal{"attention: '" + value.name + "' is neither a kernel input nor a constant"};
+    k_->constants.push_back(*value.constant);
+    return static_cast<int>(req_.inputs.size() + k_->constants.size() - 1);
+  }
+
+  // Q, K or V: the view of its source through the group's views and scales.
+  StridedView operand(ValueId v, NodeId user, bool allowScale, float& scale, int& slot) {
+    auto member = [&](NodeId n) { return req_.nodes.contains(n); };
+    const std::vector<NodeId> chain = operandChain(g_, v, user, allowScale, member);
+    const ValueId source = chain.empty() ? v : g_.node(chain.front()).inputs.at(0);
+    ValueId src = source;
+    if (!chain.empty()) {
+      const Node& head = g_.node(chain.front());
+      if ((head.op == "Mul") && isScalarConstant(g_.value(head.inputs.at(0)))) src = head.inputs.at(1);
+    }
+    requireFloat(src);
+    slot = slotOf(src);
+    StridedView view = contiguous(g_.value(src).type.shape);
+    for (NodeId n : chain) {
+      const Node& node = g_.node(n);
+      used_.insert(n);
+      const Shape& outShape = g_.value(node.outputs.at(0)).type.shape;
+      if (node.op == "Transpose") {
+        view = transposeView(view, transposePermOf(node, view.dims.size()));
+      } else if (isReshapeLike(node.op)) {
+        auto out = reshapeView(view, outShape);
+        if (!out) throw Refusal{"attention: " + label(node) + " is not a view of its input (it would need a copy)"};
+        view = *out;
+      } else {
+        const bool c1 = isScalarConstant(g_.value(node.inputs.at(1)));
+        const float c = scalarOf(g_.value(node.inputs.at(c1 ? 1 : 0)));
+        scale = node.op == "Div" ? scale / c : scale * c;
+      }
+    }
+    return view;
+  }
+
+  void scoreOp(NodeId n, const ScoreChain& chain, const std::vector<int64_t>& dims4) {
+    const Node& node = g_.node(n);
+    used_.insert(n);
+    // The operand that carries the scores: the previous node's output.
+    const size_t idx = static_cast<size_t>(std::find(chain.ops.begin(), chain.ops.end(), n) - chain.ops.begin());
+    const NodeId prev = idx == 0 ? chain.first : chain.ops[idx - 1];
+    const ValueId scores = g_.node(prev).outputs.at(0);
+    if (g_.value(node.outputs.at(0)).type.shape != g_.value(scores).type.shape)
+      throw Refusal{"attention: " + label(node) + " broadcasts the scores to another shape"};
+    ScoreOp op;
+    if (node.op == "Mul" || node.op == "Div") {
+      const ValueId other = node.inputs[0] == scores ? node.inputs[1] : node.inputs[0];
+      if (!isScalarConstant(g_.value(other)))
+        throw Refusal{"attention: " + label(node) + " scales the scores by a tensor (a scalar constant is taken)"};
+      op.kind = ScoreOp::Scale;
+      op.scale = node.op == "Div" ? 1.0f / scalarOf(g_.value(other)) : scalarOf(g_.value(other));
+    } else if (node.op == "Add") {
+      const ValueId other = node.inputs[0] == scores ? node.inputs[1] : node.inputs[0];
+      requireFloat(other);
+      op.kind = ScoreOp::Add;
+      maskOperand(other, dims4, op.view, op.slot);
+    } else {  // Where
+      const ValueId cond = node.inputs.at(0);
+      op.scoresWhereTrue = node.inputs.at(1) == scores;
+      const ValueId fill = op.scoresWhereTrue ? node.inputs.at(2) : node.inputs.at(1);
+      if (g_.value(cond).type.elementType != ElementType::Bool)
+        throw Refusal{"attention: the condition of " + label(node) + " is not bool"};
+      requireFloat(fill);
+      op.kind = ScoreOp::Select;
+      maskOperand(cond, dims4, op.view, op.slot);
+      maskOperand(fill, dims4, op.fillView, op.fillSlot);
+    }
+    k_->ops.push_back(std::move(op));
+  }
+
+  // A mask operand's view. A constant read across queries with a stride
+  // (a [Sq, Sk] causal buffer, a [1, H, Sq, Sk] bias) is copied once, here,
+  // to [b][h][key][query], so that the kernel reads it along queries, as it
+  // keeps the scores.
+  void maskOperand(ValueId m, const std::vector<int64_t>& dims4, StridedView& view, int& slot) {
+    auto v = broadcastTo(contiguous(g_.value(m).type.shape), dims4);
+    if (!v) throw Refusal{"attention: '" + g_.value(m).name + "' does not broadcast to the scores"};
+    view = *v;
+    const Value& value = g_.value(m);
+    if (!value.isConstant() || view.strides[2] == 0 || view.strides[2] == 1) {
+      slot = slotOf(m);
+      return;
+    }
+    const int64_t nb = view.strides[0] ? view.dims[0] : 1, nh = view.strides[1] ? view.dims[1] : 1;
+    const int64_t sq = view.dims[2], sk = view.dims[3];
+    Tensor t(value.type.elementType, {nb, nh, sk, sq});
+    auto copy = [&](auto tag) {
+      using T = decltype(tag);
+      const T* src = value.constant->data<T>();
+      T* dst = t.data<T>();
+      for (int64_t b = 0; b < nb; ++b)
+        for (int64_t h = 0; h < nh; ++h)
+          for (int64_t j = 0; j < sk; ++j)
+            for (int64_t i = 0; i < sq; ++i)
+              dst[((b * nh + h) * sk + j) * sq + i] =
+                  src[b * view.strides[0] + h * view.strides[1] + i * view.strides[2] + j * view.strides[3]];
+    };
+    if (value.type.elementType == ElementType::Bool) copy(bool{});
+    else copy(float{});
+    k_->constants.push_back(std::move(t));
+    slot = static_cast<int>(req_.inputs.size() + k_->constants.size() - 1);
+    view.strides = {nb > 1 ? nh * sk * sq : 0, nh > 1 ? sk * sq : 0, 1, sq};
+  }
+
+  // Causal attention skips key blocks: where the last score op replaces a
+  // whole (query block, key block) tile by a constant fill, the tile is
+  // marked, and the kernel skips it when exp(fill - running max) is 0 in
+  // float for every row (so the reference's terms are exactly 0 too).
+  void markSkippableTiles() {
+    if (k_->ops.empty() || k_->ops.back().kind != ScoreOp::Select) return;
+    const ScoreOp& op = k_->ops.back();
+    const size_t first = req_.inputs.size();
+    if (static_cast<size_t>(op.slot) < first || static_cast<size_t>(op.fillSlot) < first) return;
+    if (op.view.strides[0] || op.view.strides[1]) return;
+    for (int64_t s : op.fillView.strides)
+      if (s) return;
+    const bool* c = k_->constants[static_cast<size_t>(op.slot) - first].data<bool>();
+    k_->skipFill = k_->constants[static_cast<size_t>(op.fillSlot) - first].data<float>()[0];
+    k_->keyBlock = kSkippingKeyBlock;
+    const int64_t qBlocks = (k_->Sq + kQueryBlock - 1) / kQueryBlock;
+    const int64_t kBlocks = (k_->Sk + k_->keyBlock - 1) / k_->keyBlock;
+    k_->skippable.assign(static_cast<size_t>(qBlocks * kBlocks), 0);
+    int64_t marked = 0;
+    for (int64_t qb = 0; qb < qBlocks; ++qb)
+      for (int64_t kb = 0; kb < kBlocks; ++kb) {
+        bool all = true;
+        for (int64_t i = qb * kQueryBlock; all && i < std::min(k_->Sq, (qb + 1) * kQueryBlock); ++i)
+          for (int64_t j = kb * k_->keyBlock; all && j < std::min(k_->Sk, (kb + 1) * k_->keyBlock); ++j)
+            all = c[i * op.view.strides[2] + j * op.view.strides[3]] != op.scoresWhereTrue;
+        k_->skippable[static_cast<size_t>(qb * kBlocks + kb)] = all;
+        marked += all;
+      }
+    if (marked == 0) {
+      k_->skippable.clear();
+      k_->keyBlock = kKeyBlock;
+    }
+  }
+
+  const KernelRequest& req_;
+  const Graph& g_;
+  int threads_;
+  std::unique_ptr<AttentionKernel> k_;
+  std::set<NodeId> used_;
+};
+
+}  // namespace
+
+bool isAttentionGroup(const Graph& graph, const NodeSet& nodes) {
+  bool found = false;
+  nodes.forEach([&](NodeId n) {
+    if (found || graph.node(n).op != "Softmax") return;
+    const Node& s = graph.node(n);
+    const NodeId p = graph.value(s.inputs.at(0)).producer;
+    const bool fedByGroup = p != kNoNode && nodes.contains(p);
+    bool readByMatMul = false;
+    for (NodeId c : graph.value(s.outputs.at(0)).consumers)
+      readByMatMul = readByMatMul || (nodes.contains(c) && graph.node(c).op == "MatMul");
+    int matmuls = 0;
+    nodes.forEach([&](NodeId m) { matmuls += graph.node(m).op == "MatMul"; });
+    found = fedByGroup && readByMatMul && matmuls >= 2;
+  });
+  return found;
+}
+
+CompileResult compileAttention(const KernelRequest& request, int threads) {
+  try {
+    AttentionCompiler compiler(request, threads);
+    return CompileResult::ok(compiler.compile());
+  } catch (const Refusal& r) {
+    return CompileResult::refuse(r.reason);
+  } catch (const Error& e) {
+    return CompileResult::refuse(std::string("attention: ") + e.what());
+  }
+}
+
+std::vector<std::pair<NodeSet, std::string>> attentionGroups(const Graph& graph) {
+  std::vector<std::pair<NodeSet, std::string>> out;
+  auto any = [](NodeId) { return true; };
+  for (NodeId s = 0; s < graph.numNodes(); ++s) {
+    if (graph.node(s).op != "Softmax" || !softmaxOverLastAxis(graph, s)) continue;
+    const std::optional<Found> f = findAround(graph, s, any);
+    if (!f) continue;
+    NodeSet core(graph.numNodes());
+    core.insert(f->scores.first);
+    for (NodeId n : f->scores.ops) core.insert(n);
+    core.insert(s);
+    core.insert(f->second);
+    out.emplace_back(core, "attention");
+    NodeSet views = core;
+    const Node& first = graph.node(f->scores.first);
+    for (NodeId n : operandChain(graph, first.inputs.at(0), f->scores.first, true, any)) views.insert(n);
+    for (NodeId n : operandChain(graph, first.inputs.at(1), f->scores.first, true, any)) views.insert(n);
+    for (NodeId n : operandChain(graph, graph.node(f->second).inputs.at(1), f->second, false, any))
+      views.insert(n);
+    for (NodeId n : outputChain(graph, f->second, any)) views.insert(n);
+    if (!(views == core)) out.emplace_back(views, "attention_views");
+  }
+  return out;
+}
+
+std::string describeAttentionKernel(const Kernel& kernel) {
+  const auto* k = dynamic_cast<const AttentionKernel*>(&kernel);
+  if (!k) return {};
+  std::ostringstream s;
+  s << "attention B=" << k->B << " H=" << k->H << " Sq=" << k->Sq << " Sk=" << k->Sk << " D=" << k->D
+    << " Dv=" << k->Dv << ", scale on Q " << k->qScale << ", " << k->ops.size() << " score op(s), q "
+    << k->q.toString() << " k " << k->k.toString() << " v " << k->v.toString() << " o " << k->o.toString()
+    << (k->innerProduct == InnerProduct::OpenBlas ? ", openblas" : ", microkernel") << ", key block "
+    << k->keyBlock;
+  if (!k->skippable.empty()) {
+    int64_t n = 0;
+    for (uint8_t x : k->skippable) n += x;
+    s << ", " << n << " of " << k->skippable.size() << " tiles skippable";
+  }
+  return s.str();
+}
+
+}  // namespace collage::native
