@@ -12,6 +12,9 @@ the last run, and reports:
                 kernels that run one after another, counting the reorders after
                 its first computing primitive and before its last one (the
                 reorders at a run's two ends feed or leave other backends)
+                that change the layout
+  inner_copies  the same, between two memories of one layout (a residual
+                copied into a sum post-op's destination)
   runs          such runs of oneDNN kernels
 
 usage: onednn_layout_counts.py COLLAGE MODEL PLAN [--threads N]
@@ -35,19 +38,23 @@ def counts(collage, model, plan, threads=2):
             kernels = runs[-1]
             kernels.append((group, f[2], []))
         elif f[0] == "onednn_verbose" and len(f) > 4 and f[1] == "exec" and kernels is not None:
-            kernels[-1][2].append((f[3], f[4]))
+            mds = f[6].split()
+            same = (f[3] == "reorder" and len(mds) == 2 and
+                    mds[0].split(":", 1)[1] == mds[1].split(":", 1)[1])
+            kernels[-1][2].append(("copy" if same else f[3], f[4]))
     last = runs[-1]
-    c = dict(gemm_conv=0, conv=0, reorders=0, inner=0, runs=0)
+    c = dict(gemm_conv=0, conv=0, reorders=0, inner=0, inner_copies=0, runs=0)
     seq = []  # the current run of oneDNN kernels, flattened primitives
 
     def close():
         if not seq:
             return
         c["runs"] += 1
-        compute = [i for i, (k, _) in enumerate(seq) if k != "reorder"]
+        compute = [i for i, (k, _) in enumerate(seq) if k not in ("reorder", "copy")]
         if compute:
-            c["inner"] += sum(1 for i, (k, _) in enumerate(seq)
-                              if k == "reorder" and compute[0] < i < compute[-1])
+            for key, kind in (("inner", "reorder"), ("inner_copies", "copy")):
+                c[key] += sum(1 for i, (k, _) in enumerate(seq)
+                              if k == kind and compute[0] < i < compute[-1])
         seq.clear()
 
     for _, backend, prims in last:
@@ -57,7 +64,7 @@ def counts(collage, model, plan, threads=2):
         for kind, impl in prims:
             c["conv"] += kind == "convolution"
             c["gemm_conv"] += kind == "convolution" and "gemm" in impl
-            c["reorders"] += kind == "reorder"
+            c["reorders"] += kind in ("reorder", "copy")
         seq.extend(prims)
     close()
     return c

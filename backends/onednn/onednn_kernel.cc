@@ -1349,8 +1349,30 @@ std::optional<NativeLayout> OneDnnKernel::nativeOutputLayout(size_t output) cons
 
 std::optional<NativeLayout> OneDnnKernel::nativeInputLayout(size_t input) const {
   const int s = handOverStep(false, input);
-  if (s < 0) return std::nullopt;
-  return layoutOf(steps[static_cast<size_t>(s)].args.at(DNNL_ARG_TO).get_desc());
+  if (s >= 0) return layoutOf(steps[static_cast<size_t>(s)].args.at(DNNL_ARG_TO).get_desc());
+  if (const std::optional<memory::desc> md = copiedInputLayout(input)) return layoutOf(*md);
+  return std::nullopt;
+}
+
+std::optional<memory::desc> OneDnnKernel::copiedInputLayout(size_t input) const {
+  std::vector<memory> bound;
+  for (const Binding& b : bindings) {
+    if (b.isOutput || static_cast<size_t>(b.index) != input) continue;
+    if (b.byteOffset != 0) return std::nullopt;
+    bound.push_back(b.memory);
+  }
+  if (bound.empty()) return std::nullopt;
+  std::optional<memory::desc> layout;
+  for (const Step& step : steps)
+    for (const auto& [arg, m] : step.args) {
+      if (std::find(bound.begin(), bound.end(), m) == bound.end()) continue;
+      if (arg != DNNL_ARG_FROM || step.primitive.get_kind() != dnnl::primitive::kind::reorder)
+        return std::nullopt;
+      const memory::desc to = step.args.at(DNNL_ARG_TO).get_desc();
+      if (!nativeTagOf(to) || (layout && *layout != to)) return std::nullopt;
+      layout = to;
+    }
+  return layout;
 }
 
 void OneDnnKernel::useNativeOutputLayout(size_t output) {
@@ -1364,15 +1386,23 @@ void OneDnnKernel::useNativeOutputLayout(size_t output) {
 
 void OneDnnKernel::useNativeInputLayout(size_t input) {
   const int s = handOverStep(false, input);
-  COLLAGE_CHECK(s >= 0, "no blocked input to take over");
-  const memory blocked = steps[static_cast<size_t>(s)].args.at(DNNL_ARG_TO);
+  memory blocked;
+  if (s >= 0) {
+    blocked = steps[static_cast<size_t>(s)].args.at(DNNL_ARG_TO);
+  } else {
+    // No pure copy to drop (the input is only copied into a sum post-op's
+    // destination): the copies stay, reading the blocked tensor.
+    const std::optional<memory::desc> md = copiedInputLayout(input);
+    COLLAGE_CHECK(md.has_value(), "no blocked input to take over");
+    blocked = memory(*md, context_->engine, DNNL_MEMORY_NONE);
+  }
   std::vector<memory> plain;
   for (Binding& b : bindings)
     if (!b.isOutput && static_cast<size_t>(b.index) == input) {
       plain.push_back(b.memory);
       b.memory = blocked;
     }
-  steps.erase(steps.begin() + s);
+  if (s >= 0) steps.erase(steps.begin() + s);
   // The other reorders of the input now start from the blocked copy.
   for (Step& step : steps) {
     auto from = step.args.find(DNNL_ARG_FROM);
