@@ -31,44 +31,36 @@ std::string ReorderModel::toString() const {
 
 ReorderModel fitReorderModel(const Graph& graph, const std::vector<Cost>& plainNs,
                              const std::vector<LayoutOffers>& offers) {
-  // Normal equations of y = a * n + b * bytes, no intercept.
-  double snn = 0, snb = 0, sbb = 0, sny = 0, sby = 0;
-  ReorderModel m;
+  // Each candidate gives one point: its average reorder (plain - native over
+  // its offered boundaries) against the average bytes one moves. A line
+  // through them by Theil-Sen (the median of the slopes between pairs, then
+  // the median intercept): one kernel measured while the machine was busy
+  // would drag a least-squares fit by milliseconds, not this one.
+  std::vector<double> x, y;
   for (size_t c = 0; c < offers.size() && c < plainNs.size(); ++c) {
     const LayoutOffers& o = offers[c];
     if (o.offers.empty() || !isKnown(o.nativeNs) || !isKnown(plainNs[c])) continue;
     const double n = static_cast<double>(o.offers.size());
     double bytes = 0;
     for (const LayoutOffers::Offer& offer : o.offers) bytes += static_cast<double>(bytesOf(graph, offer.value));
-    const double y = std::max(0.0, plainNs[c] - o.nativeNs);
-    snn += n * n;
-    snb += n * bytes;
-    sbb += bytes * bytes;
-    sny += n * y;
-    sby += bytes * y;
-    ++m.samples;
+    x.push_back(bytes / n);
+    y.push_back(std::max(0.0, plainNs[c] - o.nativeNs) / n);
   }
-  if (m.samples == 0) return m;
-  const double det = snn * sbb - snb * snb;
-  if (m.samples >= 2 && det > 1e-9 * snn * sbb) {
-    m.fixedNs = (sny * sbb - sby * snb) / det;
-    m.perByteNs = (snn * sby - snb * sny) / det;
-  }
-  // A negative coefficient (noise, or too few kernels): one term alone.
-  if (m.fixedNs < 0 || m.perByteNs < 0 || !(det > 1e-9 * snn * sbb) || m.samples < 2) {
-    const double perByte = sbb > 0 ? sby / sbb : 0;
-    const double fixed = snn > 0 ? sny / snn : 0;
-    // Keep whichever single term explains more (smaller residual).
-    const double residualBytes = sbb > 0 ? -sby * sby / sbb : 0;
-    const double residualFixed = snn > 0 ? -sny * sny / snn : 0;
-    if (residualBytes <= residualFixed) {
-      m.fixedNs = 0;
-      m.perByteNs = std::max(0.0, perByte);
-    } else {
-      m.fixedNs = std::max(0.0, fixed);
-      m.perByteNs = 0;
-    }
-  }
+  ReorderModel m;
+  m.samples = static_cast<int>(x.size());
+  if (x.empty()) return m;
+  auto median = [](std::vector<double> v) {
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
+  std::vector<double> slopes;
+  for (size_t i = 0; i < x.size(); ++i)
+    for (size_t j = i + 1; j < x.size(); ++j)
+      if (x[j] != x[i]) slopes.push_back((y[j] - y[i]) / (x[j] - x[i]));
+  m.perByteNs = slopes.empty() ? 0.0 : std::max(0.0, median(slopes));
+  std::vector<double> intercepts;
+  for (size_t i = 0; i < x.size(); ++i) intercepts.push_back(y[i] - m.perByteNs * x[i]);
+  m.fixedNs = std::max(0.0, median(intercepts));
   return m;
 }
 

@@ -29,7 +29,7 @@
 // The reorder time of a value is a model fitted to measurements: the boundary
 // reorders of a candidate cost (its cost measured with plain boundaries) -
 // (its cost with native ones), fitted as a fixed time per reorder plus a time
-// per byte over all candidates that offer layouts.
+// per byte over all candidates that offer layouts (fitReorderModel).
 #pragma once
 
 #include <cstdint>
@@ -63,9 +63,9 @@ struct ReorderModel {
   std::string toString() const;
 };
 
-// Least squares over candidates with offers and both costs known:
-// plain - native = fixed * (offers) + perByte * (bytes at offered boundaries),
-// both coefficients floored at 0.
+// Over candidates with offers and both costs known, a robust line (Theil-Sen)
+// through (bytes per offered boundary, (plain - native) per offered
+// boundary); both coefficients floored at 0.
 ReorderModel fitReorderModel(const Graph& graph, const std::vector<Cost>& plainNs,
                              const std::vector<LayoutOffers>& offers);
 

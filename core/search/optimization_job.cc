@@ -269,13 +269,20 @@ OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobO
       const std::string& backend = result.candidates[static_cast<size_t>(c)].backend;
       auto& [groups, ns] = perBackend[backend];
       ++groups;
-      ns += problem.costs[static_cast<size_t>(c)] + result.switchCosts.epsilonInto(backend);
+      // As the DP charged it: in its own layout where it hands tensors over.
+      ns += layoutCharges.kernelNs(c, problem.costs[static_cast<size_t>(c)]) +
+            result.switchCosts.epsilonInto(backend);
     }
     std::snprintf(line, sizeof line, "\n%-10s %7s %12s %7s", "backend", "groups", "time", "share");
     std::string table = line;
     for (const auto& [backend, v] : perBackend) {
       std::snprintf(line, sizeof line, "\n%-10s %7d %9.3f ms %6.1f%%", backend.c_str(), v.first,
                     v.second / 1e6, 100 * v.second / opLevel.total);
+      table += line;
+    }
+    if (const Cost reorders = layoutCharges.coverCost(opLevel.chosen); reorders > 0) {
+      std::snprintf(line, sizeof line, "\n%-10s %7s %9.3f ms %6.1f%%  (layout changes at kernel boundaries)",
+                    "reorders", "", reorders / 1e6, 100 * reorders / opLevel.total);
       table += line;
     }
     std::snprintf(line, sizeof line,
