@@ -15,6 +15,7 @@
 
 #include "core/patterns/backend_spec.h"
 #include "core/measure/kernel_check.h"
+#include "core/measure/measurer.h"
 #include "core/ops/op_registry.h"
 #include "core/patterns/pattern_generator.h"
 #include "core/patterns/pattern_matcher.h"
@@ -1325,6 +1326,25 @@ TEST_F(OneDnn, ElementwiseChainTakesTheConvLayoutOnlyWithPerChannelOperands) {
     EXPECT_EQ(offers, perChannel && channelsLastConvs()) << describeOneDnnKernel(*k.kernel);
     EXPECT_EQ(k.kernel->nativeOutputLayout(0).has_value(), perChannel && channelsLastConvs());
   }
+}
+
+// The measurement the op-level DP charges a kernel that hands tensors over
+// (core/search/layout_charges.h): every offered boundary switched to the
+// kernel's own layout, with buffers of that layout's size (channels padded to
+// a block where the layout does). It runs, and is timed.
+TEST_F(OneDnn, MeasuresAKernelWithItsBoundariesInItsOwnLayout) {
+  GraphBuilder b(51);
+  ValueId x = b.input({1, 20, 9, 11});
+  b.beginGroup();
+  ValueId y = b.op("HardSwish", {convOf(b, x, 37, 3, 1, 2)});
+  b.endGroup();
+  const KernelRequest request = KernelRequest::of(b.graph(), b.finish(y));
+  MeasurerOptions options;
+  options.minSamples = 3;
+  options.maxSeconds = 0.05;
+  const Measurement m = measureKernel(*backend_, request, options, true);
+  EXPECT_EQ(m.status, MeasurementStatus::Ok) << m.message;
+  EXPECT_GT(m.samples, 0);
 }
 
 // ---- region mode: oneDNN as a graph library (the graph-level search)
