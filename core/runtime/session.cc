@@ -1,8 +1,7 @@
 #include "core/runtime/session.h"
 
-#include <cstdio>
-
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <utility>
