@@ -653,6 +653,8 @@ class Builder {
     const std::vector<PostOp> plainOps = eltwiseOnly ? std::vector<PostOp>() : ops;
     const dnnl::primitive_attr plainAttr = attrFor(plainOps);
 
+    const std::optional<memory::format_tag> convTag = activationTag(chain_.shape.size());
+    const bool channelsLast = convTag && !channelBlocked(*convTag);
     ConvLayout setting = convLayoutSetting();
     std::vector<bool> blockedOrder;
     if (link_ && setting == ConvLayout::Auto)
@@ -675,7 +677,7 @@ class Builder {
     else if (!transpose && geo.isPointwise() &&
              std::none_of(ops.begin(), ops.end(),
                           [](const PostOp& p) { return p.kind != PostOp::Kind::Eltwise; }) &&
-             !(activationTag(chain_.shape.size()) && !channelBlocked(*activationTag(chain_.shape.size()))))
+             !channelsLast)
       blockedOrder = {false, true};
     else
       blockedOrder = {true, false};
@@ -1165,10 +1167,6 @@ class Builder {
 
   // ---- elementwise ops alone
 
-  // The first op is the primitive (eltwise or binary), the rest its post-ops;
-  // or a binary "add 0" carries the whole chain as post-ops. oneDNN 2.6 runs
-  // an eltwise primitive with post-ops only in its reference implementation,
-  // a binary one with them in JIT code, so the latter goes first then.
   // Where the convolutions' layout keeps channels last (nhwc, AVX-512), an
   // elementwise chain on a 4-D or 5-D tensor runs in it: its operands are
   // tensors of the result's shape (reordered in, like the source) or
@@ -1197,6 +1195,10 @@ class Builder {
     return tag;
   }
 
+  // The first op is the primitive (eltwise or binary), the rest its post-ops;
+  // or a binary "add 0" carries the whole chain as post-ops. oneDNN 2.6 runs
+  // an eltwise primitive with post-ops only in its reference implementation,
+  // a binary one with them in JIT code, so the latter goes first then.
   void buildElementwise() {
     const std::vector<PostOp> ops = simplified(chain_.postOps);
     elementwiseTag_ = elementwiseLayout(ops);
