@@ -115,11 +115,13 @@ class OneDnnBackend final : public Backend {
   // run blocked; 5: eltwise chains after a convolution on plain memory run
   // as in-place eltwise steps; 6: regions: chains with several outputs, plain
   // intermediates viewed with other dims; 7: written-out functions fitted to float32
-  // rounding, so a tiny bias is kept; a chain of identities runs as a copy).
+  // rounding, so a tiny bias is kept; a chain of identities runs as a copy;
+  // 8: pools in the convolutions' layout (nhwc with AVX-512), pointwise convs
+  // blocked where that layout is channels last).
   std::string version() const override {
     const dnnl_version_t* v = dnnl_version();
     return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-           std::to_string(v->patch) + " (" + v->hash + ") lowering 7";
+           std::to_string(v->patch) + " (" + v->hash + ") lowering 8";
   }
 
   CompileResult compile(const KernelRequest& request) override {

@@ -79,6 +79,45 @@ std::optional<memory::format_tag> nativeTagOf(const memory::desc& md) {
   return std::nullopt;
 }
 
+// The layout oneDNN's JIT convolutions choose for activations of `rank`
+// (4 or 5) on this CPU, asked once of a sample 3x3 convolution created with
+// format_tag::any: nhwc with AVX-512's brgemm kernels, nChw8c with AVX2's.
+// Pools and other layout-free steps use it too, so that every oneDNN kernel
+// of a plan offers the same layout at its boundary and the Session can hand
+// the tensors over between them (a pool in nChw16c after a convolution in
+// nhwc would need a reorder pair between them).
+std::optional<memory::format_tag> activationTag(size_t rank) {
+  auto probe = [](size_t r) -> std::optional<memory::format_tag> {
+    try {
+      const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+      memory::dims src{1, 32}, wei{32, 32}, strides, pads;
+      for (size_t i = 2; i < r; ++i) {
+        src.push_back(14);
+        wei.push_back(3);
+        strides.push_back(1);
+        pads.push_back(1);
+      }
+      const memory::desc any(src, memory::data_type::f32, memory::format_tag::any);
+      const memory::desc w(wei, memory::data_type::f32, memory::format_tag::any);
+      dnnl::convolution_forward::desc d(prop_kind::forward_inference, algorithm::convolution_direct,
+                                        any, w, memory::desc(), any, strides, pads, pads);
+      dnnl::convolution_forward::primitive_desc pd(d, engine);
+      return nativeTagOf(pd.src_desc());
+    } catch (const dnnl::error&) {
+      return std::nullopt;
+    }
+  };
+  static const std::optional<memory::format_tag> tag4 = probe(4), tag5 = probe(5);
+  return rank == 4 ? tag4 : rank == 5 ? tag5 : std::nullopt;
+}
+
+// Whether `tag` pads the channels to a block (nChw16c) rather than keeping
+// them last (nhwc, any channel count).
+bool channelBlocked(memory::format_tag tag) {
+  using t = memory::format_tag;
+  return tag != t::nwc && tag != t::nhwc && tag != t::ndhwc;
+}
+
 bool isRef(const dnnl::primitive_desc_base& pd) {
   return std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
 }
@@ -477,7 +516,10 @@ class Builder {
   // ---- post-ops
 
   memory::desc operandDesc(const PostOp& p) const {
-    return plainDesc(padTo(p.operand.shape, chain_.shape.size()));
+    const Shape shape = padTo(p.operand.shape, chain_.shape.size());
+    if (elementwiseTag_ && shape == chain_.shape)
+      return memory::desc(dimsOf(shape), memory::data_type::f32, *elementwiseTag_);
+    return plainDesc(shape);
   }
 
   dnnl::primitive_attr attrFor(const std::vector<PostOp>& ops) const {
@@ -500,7 +542,10 @@ class Builder {
     for (size_t i = 0; i < ops.size(); ++i)
       if (ops[i].kind == PostOp::Kind::Binary)
         args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1] =
-            operand(ops[i].operand, operandDesc(ops[i]));
+            elementwiseTag_ ? source(ops[i].operand, plainDesc(padTo(ops[i].operand.shape,
+                                                                      chain_.shape.size())),
+                                     operandDesc(ops[i]))
+                            : operand(ops[i].operand, operandDesc(ops[i]));
   }
 
   std::string opsText(const std::vector<PostOp>& ops) const {
@@ -608,6 +653,8 @@ class Builder {
     const std::vector<PostOp> plainOps = eltwiseOnly ? std::vector<PostOp>() : ops;
     const dnnl::primitive_attr plainAttr = attrFor(plainOps);
 
+    const std::optional<memory::format_tag> convTag = activationTag(chain_.shape.size());
+    const bool channelsLast = convTag && !channelBlocked(*convTag);
     ConvLayout setting = convLayoutSetting();
     std::vector<bool> blockedOrder;
     if (link_ && setting == ConvLayout::Auto)
@@ -622,9 +669,15 @@ class Builder {
     // sgemm on NCHW (85-94 GFLOP/s) and loses to the reorders blocked (70).
     // But gemm:jit applies binary post-ops element by element: a 1x1 64->256
     // + residual + Relu takes 190 ms on NCHW against 1.7 ms blocked with sum.
+    // That held for a lone kernel on AVX2. Where the convolutions' layout is
+    // channels last (AVX-512's brgemm kernels), the 1x1 runs blocked too:
+    // brgconv_1x1 is as fast as the sgemm there, and next to other oneDNN
+    // kernels the Session hands the tensors over, so the layout stays the
+    // same across the plan instead of reordering around every pointwise conv.
     else if (!transpose && geo.isPointwise() &&
              std::none_of(ops.begin(), ops.end(),
-                          [](const PostOp& p) { return p.kind != PostOp::Kind::Eltwise; }))
+                          [](const PostOp& p) { return p.kind != PostOp::Kind::Eltwise; }) &&
+             !channelsLast)
       blockedOrder = {false, true};
     else
       blockedOrder = {true, false};
@@ -948,17 +1001,13 @@ class Builder {
     // that copy.
     memory in = internalInput(x);
     if (!in) in = blockedCopyOf(x);
-    if (!in && !x.isConstant && (x.shape.size() == 4 || x.shape.size() == 5) &&
-        x.shape[1] % blockChannels() == 0) {
-      // A plain input whose channels fill whole blocks: reordered in and the
-      // result out, around the JIT pooling; next to other oneDNN kernels the
-      // Session then hands the blocked tensors over and both reorders go.
-      const memory::format_tag tag = x.shape.size() == 4
-                                         ? (blockChannels() == 16 ? memory::format_tag::nChw16c
-                                                                  : memory::format_tag::nChw8c)
-                                         : (blockChannels() == 16 ? memory::format_tag::nCdhw16c
-                                                                  : memory::format_tag::nCdhw8c);
-      in = source(x, plainDesc(x.shape), memory::desc(dimsOf(x.shape), memory::data_type::f32, tag));
+    const std::optional<memory::format_tag> tag = activationTag(x.shape.size());
+    if (!in && !x.isConstant && tag && (!channelBlocked(*tag) || x.shape[1] % blockChannels() == 0)) {
+      // A plain input, in the convolutions' layout (channels last, or
+      // channel blocks it fills whole): reordered in and the result out,
+      // around the JIT pooling; next to other oneDNN kernels the Session
+      // then hands the tensors over and both reorders go.
+      in = source(x, plainDesc(x.shape), memory::desc(dimsOf(x.shape), memory::data_type::f32, *tag));
     }
     const bool blockedIn = in && in.get_desc() != plainDesc(x.shape);
     const memory::desc srcMd = blockedIn ? in.get_desc() : plainDesc(x.shape);
@@ -1118,13 +1167,46 @@ class Builder {
 
   // ---- elementwise ops alone
 
+  // Where the convolutions' layout keeps channels last (nhwc, AVX-512), an
+  // elementwise chain on a 4-D or 5-D tensor runs in it: its operands are
+  // tensors of the result's shape (reordered in, like the source) or
+  // broadcast over the spatial dimensions (a per-channel scale, the
+  // squeeze-excitation weights: the same bytes in either layout). Alone, the
+  // kernel reorders at its boundary; between oneDNN kernels the Session
+  // hands the tensors over and the layout stays the same through the SE
+  // block and the residual Add. Channel-blocked layouts (AVX2's nChw8c)
+  // would pad the channels: those chains stay plain.
+  std::optional<memory::format_tag> elementwiseLayout(const std::vector<PostOp>& ops) const {
+    const size_t rank = chain_.shape.size();
+    if (rank != 4 && rank != 5) return std::nullopt;
+    if (const char* v = std::getenv("COLLAGE_ONEDNN_CONV_LAYOUT"); v && std::string(v) == "plain")
+      return std::nullopt;
+    const std::optional<memory::format_tag> tag = activationTag(rank);
+    if (!tag || channelBlocked(*tag) || chain_.source.isConstant || !chain_.source.present() ||
+        padTo(chain_.source.shape, rank) != chain_.shape)
+      return std::nullopt;
+    for (const PostOp& p : ops) {
+      if (p.kind != PostOp::Kind::Binary) continue;
+      const Shape s = padTo(p.operand.shape, rank);
+      if (s == chain_.shape) continue;
+      if (std::any_of(s.begin() + 2, s.end(), [](int64_t d) { return d != 1; }))
+        return std::nullopt;  // broadcast along a spatial dimension
+    }
+    return tag;
+  }
+
   // The first op is the primitive (eltwise or binary), the rest its post-ops;
   // or a binary "add 0" carries the whole chain as post-ops. oneDNN 2.6 runs
   // an eltwise primitive with post-ops only in its reference implementation,
   // a binary one with them in JIT code, so the latter goes first then.
   void buildElementwise() {
     const std::vector<PostOp> ops = simplified(chain_.postOps);
-    const memory::desc md = plainDesc(chain_.shape);
+    elementwiseTag_ = elementwiseLayout(ops);
+    const memory::desc plain = plainDesc(chain_.shape);
+    const memory::desc md =
+        elementwiseTag_ ? memory::desc(dimsOf(chain_.shape), memory::data_type::f32, *elementwiseTag_)
+                        : plain;
+    auto src = [&] { return source(chain_.source, plain, md); };
     const memory::desc zeroMd = plainDesc(Shape(chain_.shape.size(), 1));
     static const float zero = 0.0f;
     enum class Form { Eltwise, Binary, AddZero };
@@ -1133,7 +1215,7 @@ class Builder {
       const dnnl::binary::primitive_desc pd(
           dnnl::binary::desc(algorithm::binary_add, md, zeroMd, md), attrFor({}), engine());
       addMainStep(pd,
-                  {{DNNL_ARG_SRC_0, operand(chain_.source, md)},
+                  {{DNNL_ARG_SRC_0, src()},
                    {DNNL_ARG_SRC_1, constant(zeroMd, &zero)}},
                   {});
       return;
@@ -1158,22 +1240,24 @@ class Builder {
                                           first.beta);
             dnnl::eltwise_forward::primitive_desc pd(d, attrFor(rest), engine());
             if (isRef(pd) && !allowRef) continue;
-            addMainStep(pd, {{DNNL_ARG_SRC, operand(chain_.source, md)}}, rest);
+            addMainStep(pd, {{DNNL_ARG_SRC, src()}}, rest);
           } else if (form == Form::Binary) {
             const memory::desc src1 = operandDesc(first);
             dnnl::binary::primitive_desc pd(dnnl::binary::desc(first.alg, md, src1, md),
                                             attrFor(rest), engine());
             if (isRef(pd) && !allowRef) continue;
             addMainStep(pd,
-                        {{DNNL_ARG_SRC_0, operand(chain_.source, md)},
-                         {DNNL_ARG_SRC_1, operand(first.operand, src1)}},
+                        {{DNNL_ARG_SRC_0, src()},
+                         {DNNL_ARG_SRC_1,
+                          source(first.operand,
+                                 plainDesc(padTo(first.operand.shape, chain_.shape.size())), src1)}},
                         rest);
           } else {
             dnnl::binary::primitive_desc pd(
                 dnnl::binary::desc(algorithm::binary_add, md, zeroMd, md), attrFor(ops), engine());
             if (isRef(pd) && !allowRef) continue;
             addMainStep(pd,
-                        {{DNNL_ARG_SRC_0, operand(chain_.source, md)},
+                        {{DNNL_ARG_SRC_0, src()},
                          {DNNL_ARG_SRC_1, constant(zeroMd, &zero)}},
                         ops);
           }
@@ -1193,6 +1277,8 @@ class Builder {
   std::unique_ptr<OneDnnKernel> ownKernel_;
   OneDnnKernel* kernel_;
   ChainLink* link_ = nullptr;
+  // An elementwise chain's layout when it is not plain (elementwiseLayout).
+  std::optional<memory::format_tag> elementwiseTag_;
 };
 
 }  // namespace
@@ -1265,8 +1351,30 @@ std::optional<NativeLayout> OneDnnKernel::nativeOutputLayout(size_t output) cons
 
 std::optional<NativeLayout> OneDnnKernel::nativeInputLayout(size_t input) const {
   const int s = handOverStep(false, input);
-  if (s < 0) return std::nullopt;
-  return layoutOf(steps[static_cast<size_t>(s)].args.at(DNNL_ARG_TO).get_desc());
+  if (s >= 0) return layoutOf(steps[static_cast<size_t>(s)].args.at(DNNL_ARG_TO).get_desc());
+  if (const std::optional<memory::desc> md = copiedInputLayout(input)) return layoutOf(*md);
+  return std::nullopt;
+}
+
+std::optional<memory::desc> OneDnnKernel::copiedInputLayout(size_t input) const {
+  std::vector<memory> bound;
+  for (const Binding& b : bindings) {
+    if (b.isOutput || static_cast<size_t>(b.index) != input) continue;
+    if (b.byteOffset != 0) return std::nullopt;
+    bound.push_back(b.memory);
+  }
+  if (bound.empty()) return std::nullopt;
+  std::optional<memory::desc> layout;
+  for (const Step& step : steps)
+    for (const auto& [arg, m] : step.args) {
+      if (std::find(bound.begin(), bound.end(), m) == bound.end()) continue;
+      if (arg != DNNL_ARG_FROM || step.primitive.get_kind() != dnnl::primitive::kind::reorder)
+        return std::nullopt;
+      const memory::desc to = step.args.at(DNNL_ARG_TO).get_desc();
+      if (!nativeTagOf(to) || (layout && *layout != to)) return std::nullopt;
+      layout = to;
+    }
+  return layout;
 }
 
 void OneDnnKernel::useNativeOutputLayout(size_t output) {
@@ -1280,15 +1388,23 @@ void OneDnnKernel::useNativeOutputLayout(size_t output) {
 
 void OneDnnKernel::useNativeInputLayout(size_t input) {
   const int s = handOverStep(false, input);
-  COLLAGE_CHECK(s >= 0, "no blocked input to take over");
-  const memory blocked = steps[static_cast<size_t>(s)].args.at(DNNL_ARG_TO);
+  memory blocked;
+  if (s >= 0) {
+    blocked = steps[static_cast<size_t>(s)].args.at(DNNL_ARG_TO);
+  } else {
+    // No pure copy to drop (the input is only copied into a sum post-op's
+    // destination): the copies stay, reading the blocked tensor.
+    const std::optional<memory::desc> md = copiedInputLayout(input);
+    COLLAGE_CHECK(md.has_value(), "no blocked input to take over");
+    blocked = memory(*md, context_->engine, DNNL_MEMORY_NONE);
+  }
   std::vector<memory> plain;
   for (Binding& b : bindings)
     if (!b.isOutput && static_cast<size_t>(b.index) == input) {
       plain.push_back(b.memory);
       b.memory = blocked;
     }
-  steps.erase(steps.begin() + s);
+  if (s >= 0) steps.erase(steps.begin() + s);
   // The other reorders of the input now start from the blocked copy.
   for (Step& step : steps) {
     auto from = step.args.find(DNNL_ARG_FROM);

@@ -69,6 +69,10 @@ class OneDnnKernel final : public Kernel {
   // output), if it is a reorder between that buffer and a blocked memory of
   // the kernel that no other step writes; its position in `steps`, or -1.
   int handOverStep(bool output, size_t index) const;
+  // An input whose every use is a reorder into memories of one native
+  // layout that other steps also write (a residual copied into a sum
+  // post-op's destination): that layout; the copies can read it instead.
+  std::optional<dnnl::memory::desc> copiedInputLayout(size_t input) const;
 
   std::shared_ptr<Context> context_;
 };

@@ -10,8 +10,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
 #include <cstring>
+#include <fstream>
+#include <list>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
@@ -116,9 +117,24 @@ struct PreparedKernel {
     });
   }
 
-  PreparedKernel(Backend& backend, const KernelRequest& request, uint32_t seed) {
+  PreparedKernel(Backend& backend, const KernelRequest& request, uint32_t seed,
+                 bool nativeLayouts = false) {
     compiled = backend.compile(request);
     if (!compiled) return;
+    // The kernel as it runs between kernels of its own library: every
+    // boundary it offers in its own layout switched to it (outputs first, as
+    // the Session does), with buffers as large as that layout needs.
+    std::vector<size_t> nativeIn(request.inputs.size(), 0), nativeOut(request.outputs.size(), 0);
+    if (nativeLayouts) {
+      for (size_t o = 0; o < request.outputs.size(); ++o)
+        if (auto l = compiled.kernel->nativeOutputLayout(o)) nativeOut[o] = std::max<size_t>(l->bytes, 1);
+      for (size_t i = 0; i < request.inputs.size(); ++i)
+        if (auto l = compiled.kernel->nativeInputLayout(i)) nativeIn[i] = std::max<size_t>(l->bytes, 1);
+      for (size_t o = 0; o < nativeOut.size(); ++o)
+        if (nativeOut[o]) compiled.kernel->useNativeOutputLayout(o);
+      for (size_t i = 0; i < nativeIn.size(); ++i)
+        if (nativeIn[i]) compiled.kernel->useNativeInputLayout(i);
+    }
     const Graph& g = *request.graph;
     std::mt19937 rng(seed);
     // A node whose output shape a run-time input decides accepts only
@@ -142,6 +158,17 @@ struct PreparedKernel {
     for (ValueId v : request.outputs) outputs.emplace_back(g.value(v).type);
     for (auto& t : inputs) inViews.push_back(t.toDLTensor());
     for (auto& t : outputs) outViews.push_back(t.toDLTensor());
+    // A native layout larger than plain memory (channels padded to a block):
+    // a buffer of its size, starting with the plain (random) values.
+    auto widen = [&](DLTensor& view, const Tensor& t, size_t bytes) {
+      if (bytes <= t.byteSize()) return;
+      native.emplace_back(bytes, 0);
+      if (t.byteSize() > 0) std::memcpy(native.back().data(), t.raw(), t.byteSize());
+      view.data = native.back().data();
+      view.byte_offset = 0;
+    };
+    for (size_t i = 0; i < inputs.size() && i < nativeIn.size(); ++i) widen(inViews[i], inputs[i], nativeIn[i]);
+    for (size_t o = 0; o < outputs.size() && o < nativeOut.size(); ++o) widen(outViews[o], outputs[o], nativeOut[o]);
     DeviceRuntime* runtime = backend.deviceRuntime();
     if (!(backend.device() == Device{}) && runtime) {
       deviceMemory.runtime = runtime;
@@ -160,6 +187,7 @@ struct PreparedKernel {
     for (auto& d : outViews) out.push_back(&d);
   }
   void run() { compiled.kernel->run(in, out); }
+  std::list<std::vector<unsigned char>> native;  // buffers of native layouts larger than plain
   // Reads the inputs (one byte a cache line), as their producer's writes
   // would have left them in the cache; inputs on a device are left alone.
   void touchInputs() {
@@ -295,12 +323,12 @@ MeasurerOptions MeasurerOptions::forModel(const Graph& graph) {
 }
 
 Measurement measureKernel(Backend& backend, const KernelRequest& request,
-                          const MeasurerOptions& options) {
+                          const MeasurerOptions& options, bool nativeLayouts) {
   Measurement m;
   auto start = Clock::now();
   std::unique_ptr<PreparedKernel> k;
   try {
-    k = std::make_unique<PreparedKernel>(backend, request, 42);
+    k = std::make_unique<PreparedKernel>(backend, request, 42, nativeLayouts);
   } catch (const std::exception& e) {
     m.status = MeasurementStatus::Failed;
     m.message = std::string("compile threw: ") + e.what();
@@ -488,6 +516,10 @@ void runMeasurementWorker(const Graph& graph,
         continue;
       }
       std::string name = req.at("backend").get<std::string>();
+      const bool nativeLayouts = name.size() > kNativeLayoutsSuffix.size() &&
+                                 name.compare(name.size() - kNativeLayoutsSuffix.size(),
+                                              kNativeLayoutsSuffix.size(), kNativeLayoutsSuffix) == 0;
+      if (nativeLayouts) name.resize(name.size() - kNativeLayoutsSuffix.size());
       Backend* backend = backendFor(name);
       if (!backend) throw Error("unknown backend '" + name + "'");
       auto nodesOf = [&](const nlohmann::json& list) {
@@ -507,7 +539,7 @@ void runMeasurementWorker(const Graph& graph,
                           KernelRequest::of(graph, nodesOf(req["then"].at("nodes")), "switch"),
                           options);
       } else {
-        m = measureKernel(*backend, request, options);
+        m = measureKernel(*backend, request, options, nativeLayouts);
       }
     } catch (const std::exception& e) {
       m.status = MeasurementStatus::Failed;

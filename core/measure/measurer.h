@@ -89,9 +89,17 @@ std::vector<std::string> measurementWorkerCommand(const std::string& collageExec
                                                   const std::vector<std::string>& inputShapes);
 
 // Times one compiled kernel in this process (the worker's core; tests use it
-// directly with a well-behaved backend).
+// directly with a well-behaved backend). With `nativeLayouts`, every boundary
+// where the kernel offers its own layout (Kernel::nativeOutputLayout) is
+// switched to it first: the kernel as it runs between kernels of its library,
+// which the op-level DP charges (core/search/layout_charges.h).
 Measurement measureKernel(Backend& backend, const KernelRequest& request,
-                          const MeasurerOptions& options);
+                          const MeasurerOptions& options, bool nativeLayouts = false);
+
+// A backend name with this suffix asks the worker for measureKernel's
+// nativeLayouts ("onednn@native-layouts"); the database keeps those
+// measurements under that name.
+inline const std::string kNativeLayoutsSuffix = "@native-layouts";
 
 // The switching cost between two kernels run back to back: the median of
 // (A then B) minus the medians of A and of B, interleaved, floored at 0.

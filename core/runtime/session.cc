@@ -1,6 +1,7 @@
 #include "core/runtime/session.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <utility>
@@ -425,6 +426,16 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs) {
     for (size_t e : copiesBefore_[s]) copy(e);
     std::chrono::steady_clock::time_point start;
     if (profiling_) start = std::chrono::steady_clock::now();
+    // A diagnostic: a line on stdout before each kernel, so that a library's
+    // own log (ONEDNN_VERBOSE) can be split by kernel and backend.
+    static const bool marks = [] {
+      const char* v = std::getenv("COLLAGE_KERNEL_MARKS");
+      return v && *v && *v != '0';
+    }();
+    if (marks) {
+      std::printf("collage_kernel,%zu,%s\n", g, plan_.groups[g].backend.c_str());
+      std::fflush(stdout);
+    }
     try {
       k.kernel->run(k.inputs, k.outputs);
     } catch (const std::exception& e) {

@@ -24,7 +24,10 @@ struct State {
 struct StateKey {
   NodeSet set;
   std::vector<DeviceCopyCharges::OpenValue> open;
-  bool operator==(const StateKey& o) const { return set == o.set && open == o.open; }
+  std::vector<LayoutCharges::Pending> pending;  // values whose layout hand-over is still possible
+  bool operator==(const StateKey& o) const {
+    return set == o.set && open == o.open && pending == o.pending;
+  }
 };
 
 struct StateKeyHash {
@@ -32,6 +35,7 @@ struct StateKeyHash {
     size_t h = NodeSetHash{}(k.set);
     for (DeviceCopyCharges::OpenValue v : k.open)
       h = (h ^ std::hash<uint64_t>{}(v)) * 1099511628211ull;  // FNV-style mixing
+    for (LayoutCharges::Pending v : k.pending) h = (h ^ std::hash<uint64_t>{}(v + 1)) * 1099511628211ull;
     return h;
   }
 };
@@ -113,6 +117,7 @@ OpLevelResult optimizeOpLevel(const OpLevelProblem& p, SearchObserver* observer,
   const int32_t n = p.graph->numNodes();
   OpLevelResult r;
   const DeviceCopyCharges copies(*p.graph, *p.candidates, p.device, p.copyCost);
+  const LayoutCharges* layouts = p.layouts && p.layouts->active() ? p.layouts : nullptr;
   std::vector<State> states;
   std::vector<StateKey> keys;
   std::unordered_map<StateKey, int32_t, StateKeyHash> index;
@@ -134,7 +139,7 @@ OpLevelResult optimizeOpLevel(const OpLevelProblem& p, SearchObserver* observer,
   };
   COLLAGE_CHECK(p.placed.capacity() == 0 || p.placed.capacity() == n,
                 "op-level problem: `placed` is a NodeSet of another graph");
-  push(StateKey{p.placed.capacity() == 0 ? NodeSet(n) : p.placed, {}}, 0.0, -1, -1);
+  push(StateKey{p.placed.capacity() == 0 ? NodeSet(n) : p.placed, {}, {}}, 0.0, -1, -1);
   int32_t goal = -1;
   int32_t deepest = 0;  // the popped state with most nodes, for a cancelled search
   const int64_t stepPeriod = std::clamp<int64_t>(n / 64, 1, 2048);
@@ -172,8 +177,13 @@ OpLevelResult optimizeOpLevel(const OpLevelProblem& p, SearchObserver* observer,
       if (!usable(p, c)) continue;
       const NodeSet& nodes = (*p.candidates)[c].nodes;
       if (nodes.intersects(here.set)) continue;
-      StateKey next{here.set | nodes, {}};
+      StateKey next{here.set | nodes, {}, {}};
       Cost step = kernelCost(p, c);
+      if (layouts) {
+        step = layouts->kernelNs(c, p.costs[c]);
+        if (p.epsilon) step += p.epsilon((*p.candidates)[c].backend);
+        step += layouts->add(here.set, here.pending, c, &next.pending);
+      }
       if (copies.active()) {
         const Cost copy = copies.add(here.set, here.open, c, &next.open);
         if (!isKnown(copy)) continue;  // an unmeasured copy is not free: never taken

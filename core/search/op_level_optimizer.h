@@ -3,7 +3,9 @@
 // a switching cost epsilon for every kernel (measured per backend, see
 // core/switch_cost.h), plus the measured cost of every copy between devices
 // the cover makes (core/search/device_copy_charges.h: a plan edge between a
-// backend on the host and one on a GPU).
+// backend on the host and one on a GPU), plus the reorders of the layout
+// changes it makes at kernel boundaries (core/search/layout_charges.h: a
+// kernel in its library's layout next to one that needs plain memory).
 //
 // It is Dijkstra over covered NodeSets (as the TVM Collage RFC does; the
 // paper's Algorithm 1 is the same idea): from a state, only candidates whose
@@ -25,6 +27,7 @@
 #include "core/ir/node_set.h"
 #include "core/ir/search_events.h"
 #include "core/search/device_copy_charges.h"
+#include "core/search/layout_charges.h"
 
 namespace collage {
 
@@ -45,6 +48,9 @@ struct OpLevelProblem {
   // covers only the other nodes, and no candidate touching them is used. Empty
   // (capacity 0) = none. Copies to and from them are not charged.
   NodeSet placed{};
+  // Layout hand-over between kernels (core/search/layout_charges.h): null =
+  // every kernel at its measured cost, plain at its boundary.
+  const LayoutCharges* layouts = nullptr;
 };
 
 struct OpLevelResult {

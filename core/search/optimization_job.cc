@@ -2,14 +2,17 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 
 #include "core/ir/error.h"
 #include "core/ir/hardware_fingerprint.h"
+#include "core/measure/candidate_costs.h"
 #include "core/measure/measurement_db.h"
 #include "core/measure/machine_timing_lock.h"
 #include "core/measure/measurer.h"
+#include "core/search/layout_charges.h"
 #include "core/search/near_ties.h"
 #include "core/search/op_level_optimizer.h"
 #include "core/search/plan_from_cover.h"
@@ -69,6 +72,72 @@ MeasureFn jobMeasureFn(std::shared_ptr<const Graph> graph, const OptimizationJob
     return state->coster->costAll(one, {}, nullptr, nullptr).front();
   };
 }
+
+namespace {
+
+// The layout hand-over the DP charges (core/search/layout_charges.h): each
+// measured candidate's kernel is compiled here to ask which boundaries it
+// offers in its own layout; those kernels are measured again (in the worker,
+// stored under "<backend>@native-layouts") with those boundaries native, and
+// the difference fits the reorder model. Off with COLLAGE_NO_LAYOUT_HANDOVER,
+// as the Session's hand-over is.
+LayoutCharges measureLayoutCharges(const Graph& graph, const CandidateSet& candidates,
+                                   const std::vector<Measurement>& measurements,
+                                   const BackendLookup& backends, MeasurementDb* db,
+                                   const HardwareFingerprint& fingerprint,
+                                   std::map<std::string, std::string>& versions,
+                                   IsolatedMeasurer& measurer, const CancellationToken* cancel,
+                                   const std::function<void(std::string)>& say) {
+  std::vector<LayoutOffers> offers(candidates.size());
+  std::vector<Cost> costs;
+  for (const auto& m : measurements) costs.push_back(m.cost());
+  const char* off = std::getenv("COLLAGE_NO_LAYOUT_HANDOVER");
+  if (!backends || (off && *off && *off != '0')) return LayoutCharges(graph, candidates, offers, {});
+  CandidateSet native(graph.numNodes());
+  std::vector<size_t> of;  // candidate index of each entry of `native`
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    if (!isKnown(costs[c]) || (cancel && cancel->cancelled())) continue;
+    const Candidate& cand = candidates[c];
+    Backend* backend = backends(cand.backend);
+    if (!backend || !(backend->device() == Device{})) continue;
+    const KernelRequest request = KernelRequest::of(graph, cand.nodes, cand.origin);
+    CompileResult k;
+    try {
+      k = backend->compile(request);
+    } catch (const std::exception&) {
+      continue;  // the measurement said it compiles; this is only a question
+    }
+    if (!k) continue;
+    for (size_t o = 0; o < request.outputs.size(); ++o)
+      if (auto l = k.kernel->nativeOutputLayout(o)) offers[c].offers.push_back({request.outputs[o], true, l->name});
+    for (size_t i = 0; i < request.inputs.size(); ++i)
+      if (auto l = k.kernel->nativeInputLayout(i)) offers[c].offers.push_back({request.inputs[i], false, l->name});
+    if (offers[c].offers.empty()) continue;
+    Candidate copy = cand;
+    copy.backend += kNativeLayoutsSuffix;
+    if (native.add(copy)) of.push_back(c);
+  }
+  if (of.empty()) return LayoutCharges(graph, candidates, offers, {});
+  CandidateCoster coster(
+      graph, db, fingerprint,
+      [&](const std::string& b) {
+        return versions[b.substr(0, b.size() - kNativeLayoutsSuffix.size())];
+      },
+      [&](const Candidate& c) { return measurer.measure(c.backend, c.nodes); });
+  CostingReport report;
+  const std::vector<Measurement> measured = coster.costAll(native, {}, nullptr, cancel, &report);
+  for (size_t i = 0; i < of.size() && i < measured.size(); ++i) offers[of[i]].nativeNs = measured[i].cost();
+  const ReorderModel model = fitReorderModel(graph, costs, offers);
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "layout hand-over: %zu kernels offer their own layout at a boundary, measured so in %.1f s "
+                "(%d from the database); a reorder costs %s",
+                of.size(), report.seconds, report.cached, model.toString().c_str());
+  say(line);
+  return LayoutCharges(graph, candidates, std::move(offers), model);
+}
+
+}  // namespace
 
 OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobOptions& options,
                                       SearchObserver* observer, const CancellationToken* cancel) {
@@ -148,10 +217,14 @@ OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobO
   for (const std::string& note : result.deviceCosts.notes) say("copies: " + note);
   std::vector<Cost> costs;
   for (const auto& m : result.measurements) costs.push_back(m.cost());
+  const LayoutCharges layoutCharges =
+      measureLayoutCharges(graph, result.candidates, result.measurements, options.backends, db.get(),
+                           fingerprint, versions, measurer, cancel, say);
   OpLevelProblem problem{&graph, &result.candidates, costs,
                          [&](const std::string& b) { return result.switchCosts.epsilonInto(b); },
                          result.allowed};
   result.deviceCosts.applyTo(problem);
+  problem.layouts = &layoutCharges;
   OpLevelResult opLevel = optimizeOpLevel(problem, observer, cancel);
   result.cancelled = opLevel.cancelled;
   // Near ties the noise may have decided (core/search/near_ties.h): measured again, then the DP again.
@@ -196,13 +269,20 @@ OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobO
       const std::string& backend = result.candidates[static_cast<size_t>(c)].backend;
       auto& [groups, ns] = perBackend[backend];
       ++groups;
-      ns += problem.costs[static_cast<size_t>(c)] + result.switchCosts.epsilonInto(backend);
+      // As the DP charged it: in its own layout where it hands tensors over.
+      ns += layoutCharges.kernelNs(c, problem.costs[static_cast<size_t>(c)]) +
+            result.switchCosts.epsilonInto(backend);
     }
     std::snprintf(line, sizeof line, "\n%-10s %7s %12s %7s", "backend", "groups", "time", "share");
     std::string table = line;
     for (const auto& [backend, v] : perBackend) {
       std::snprintf(line, sizeof line, "\n%-10s %7d %9.3f ms %6.1f%%", backend.c_str(), v.first,
                     v.second / 1e6, 100 * v.second / opLevel.total);
+      table += line;
+    }
+    if (const Cost reorders = layoutCharges.coverCost(opLevel.chosen); reorders > 0) {
+      std::snprintf(line, sizeof line, "\n%-10s %7s %9.3f ms %6.1f%%  (layout changes at kernel boundaries)",
+                    "reorders", "", reorders / 1e6, 100 * reorders / opLevel.total);
       table += line;
     }
     std::snprintf(line, sizeof line,

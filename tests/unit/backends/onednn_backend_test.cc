@@ -5,6 +5,7 @@
 #include "backends/onednn/onednn_backend.h"
 #include "backends/onednn/onednn_chain.h"
 
+#include <dnnl.hpp>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 
 #include "core/patterns/backend_spec.h"
 #include "core/measure/kernel_check.h"
+#include "core/measure/measurer.h"
 #include "core/ops/op_registry.h"
 #include "core/patterns/pattern_generator.h"
 #include "core/patterns/pattern_matcher.h"
@@ -1102,6 +1104,12 @@ TEST_F(OneDnn, RuleGeneratesBlocksAndSeriesOfChainsOnAnyNetwork) {
 
 // ---- layout hand-over: consecutive oneDNN kernels pass blocked tensors
 
+// Whether oneDNN's convolutions keep channels last on this CPU (AVX-512's
+// brgemm kernels): then pointwise convs, pools and elementwise chains run in
+// that layout too, and every kernel of an inverted-residual block can hand
+// its result to the next.
+bool channelsLastConvs() { return dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core; }
+
 // A plan of oneDNN groups, each the nodes [first, last) of `g`.
 Plan oneDnnRangesPlan(const Graph& g, const std::vector<std::pair<NodeId, NodeId>>& ranges) {
   Plan plan;
@@ -1139,9 +1147,10 @@ TEST_F(OneDnn, SessionPassesBlockedTensorsBetweenKernels) {
   };
   Session session(g, plan, lookup);
   // Every boundary between the blocks (identity shortcuts included, whose
-  // residual copy then reads the blocked input); not the last one: the
-  // GlobalAveragePool of 12 channels (not whole blocks of 8) pools NCHW.
-  EXPECT_EQ(session.nativeLayoutValues(), 6);
+  // residual copy then reads the blocked input); the last one only where the
+  // convolutions keep channels last: a GlobalAveragePool of 12 channels (not
+  // whole blocks of 8) pools NCHW with AVX2, in nhwc with AVX-512.
+  EXPECT_EQ(session.nativeLayoutValues(), channelsLastConvs() ? 7 : 6);
   for (uint64_t seed : {1, 2}) {
     const SessionVerification v = verifySession(session, randomInputs(g, seed), kPlanTolerance);
     EXPECT_TRUE(v.ok()) << (v.problems.empty() ? "" : v.problems[0]);
@@ -1162,6 +1171,180 @@ TEST_F(OneDnn, SessionKeepsPlainTensorsForOtherBackends) {
   EXPECT_EQ(session.nativeLayoutValues(), 0);
   const SessionVerification v = verifySession(session, randomInputs(g, 3), kPlanTolerance);
   EXPECT_TRUE(v.ok()) << (v.problems.empty() ? "" : v.problems[0]);
+}
+
+// ---- one layout across the plan: depthwise and pointwise convolutions,
+// pools and elementwise chains in the convolutions' layout
+
+
+ValueId convOf(GraphBuilder& b, ValueId in, int64_t oc, int64_t k, int64_t group, int64_t stride) {
+  const int64_t ic = b.shape(in)[1], pad = k / 2;
+  return b.op("Conv", {in, b.constant({oc, ic / group, k, k}, -0.5f, 0.5f), b.constant({oc})},
+              attrs({{"group", group}, {"strides", Ints{stride, stride}}, {"pads", Ints{pad, pad, pad, pad}}}));
+}
+
+// Depthwise and pointwise convolutions with channel counts that are not a
+// multiple of the block (20, 37), odd spatial sizes and strides 1 and 2,
+// each with its activation: the reference's result, and never im2col + GEMM.
+TEST_F(OneDnn, DepthwiseAndPointwiseConvsOnOddShapes) {
+  for (int64_t c : {20, 37})
+    for (int64_t hw : {7, 13})
+      for (int64_t stride : {1, 2}) {
+        const std::string what = "C=" + std::to_string(c) + " HW=" + std::to_string(hw) +
+                                 " stride " + std::to_string(stride);
+        for (bool depthwise : {true, false}) {
+          GraphBuilder b(static_cast<uint64_t>(c * 100 + hw * 10 + stride));
+          ValueId x = b.input({1, c, hw, hw + 2});
+          b.beginGroup();
+          ValueId y = depthwise ? convOf(b, x, c, 3, c, stride) : convOf(b, x, c + 3, 1, 1, stride);
+          y = b.op("HardSwish", {y});
+          b.endGroup();
+          expectMatches(b, y, (depthwise ? "depthwise " : "pointwise ") + what);
+          const CompileResult k = backend_->compile(KernelRequest::of(b.graph(), b.finish(y)));
+          ASSERT_TRUE(k) << k.refusal;
+          const std::string d = describeOneDnnKernel(*k.kernel);
+          EXPECT_EQ(d.find("gemm"), std::string::npos) << what << ": " << d;
+          if (channelsLastConvs()) {
+            // Blocked inside, so it offers that layout at both ends.
+            EXPECT_TRUE(k.kernel->nativeInputLayout(0).has_value()) << what << ": " << d;
+            EXPECT_TRUE(k.kernel->nativeOutputLayout(0).has_value()) << what << ": " << d;
+          }
+        }
+      }
+}
+
+// MobileNetV3's inverted residual with squeeze-excitation, one oneDNN kernel
+// per step: expand 1x1 + HardSwish, depthwise 3x3 + HardSwish, the SE
+// (GlobalAveragePool, 1x1 + Relu, 1x1 + HardSigmoid, Mul), project 1x1, and
+// the residual Add. 20 and 37 channels, 9x11 pixels.
+struct SeBlock {
+  std::unique_ptr<GraphBuilder> b = std::make_unique<GraphBuilder>(31);
+  std::vector<std::vector<NodeId>> kernels;  // nodes of each kernel, in order
+};
+SeBlock seBlock(int64_t stride) {
+  SeBlock s;
+  GraphBuilder& b = *s.b;
+  const Graph& g = b.graph();
+  auto last = [&](int n) {
+    std::vector<NodeId> ids;
+    for (int i = n; i >= 1; --i) ids.push_back(g.numNodes() - i);
+    s.kernels.push_back(ids);
+  };
+  ValueId x = b.input({1, 20, 9, 11});
+  ValueId e = b.op("HardSwish", {convOf(b, x, 37, 1, 1, 1)});
+  last(2);
+  ValueId d = b.op("HardSwish", {convOf(b, e, 37, 3, 37, stride)});
+  last(2);
+  ValueId p = b.op("GlobalAveragePool", {d});
+  last(1);
+  ValueId se = b.op("HardSigmoid", {convOf(b, b.op("Relu", {convOf(b, p, 8, 1, 1, 1)}), 37, 1, 1, 1)},
+                    attrs({{"alpha", 1.0f / 6.0f}, {"beta", 0.5f}}));
+  last(4);
+  ValueId m = b.op("Mul", {d, se});
+  last(1);
+  ValueId y = convOf(b, m, 20, 1, 1, 1);
+  last(1);
+  if (stride == 1) {
+    y = b.op("Add", {y, x});
+    last(1);
+  }
+  b.finish(y);
+  return s;
+}
+
+Plan planOf(const Graph& g, const std::vector<std::vector<NodeId>>& kernels,
+            const std::vector<std::string>& backends) {
+  Plan plan;
+  for (size_t k = 0; k < kernels.size(); ++k) {
+    PlanGroup group;
+    group.backend = backends[k];
+    for (NodeId n : kernels[k]) group.nodes.push_back(g.node(n).name);
+    plan.groups.push_back(group);
+  }
+  return plan;
+}
+
+// Every value between two of the block's oneDNN kernels stays in the
+// convolutions' layout: the depthwise result read by the pool and the SE Mul,
+// the SE scale, the Mul's result, and (stride 1) the projection read by the
+// residual Add. The Session's result is the reference's.
+TEST_F(OneDnn, SessionHandsOverEveryValueOfAnInvertedResidualBlock) {
+  for (int64_t stride : {1, 2}) {
+    SeBlock s = seBlock(stride);
+    const Graph& g = s.b->graph();
+    Session session(g, planOf(g, s.kernels, std::vector<std::string>(s.kernels.size(), "onednn")),
+                    oneDnnElseNative());
+    // e, d (read by the pool and the Mul), m and (stride 1) the projection.
+    // The pool's result and the SE scale are [1, C, 1, 1]: the same bytes in
+    // either layout, so no kernel reorders them and nothing is handed over.
+    if (channelsLastConvs()) {
+      EXPECT_EQ(session.nativeLayoutValues(), stride == 1 ? 4 : 3);
+    }
+    for (uint64_t seed : {1, 2}) {
+      const SessionVerification v = verifySession(session, randomInputs(g, seed), kPlanTolerance);
+      EXPECT_TRUE(v.ok()) << "stride " << stride << ": " << (v.problems.empty() ? "" : v.problems[0]);
+    }
+  }
+}
+
+// What cannot be handed over stays plain: with the SE Mul on the native
+// backend, the depthwise result (read by the pool and the Mul), the SE scale
+// and the Mul's result are plain; only the expand result and (stride 1) the
+// projection read by the Add pass in oneDNN's layout.
+TEST_F(OneDnn, SessionReordersOnlyWhereAConsumerNeedsPlainLayout) {
+  for (int64_t stride : {1, 2}) {
+    SeBlock s = seBlock(stride);
+    const Graph& g = s.b->graph();
+    std::vector<std::string> backends(s.kernels.size(), "onednn");
+    backends[4] = "native";  // the Mul
+    Session session(g, planOf(g, s.kernels, backends), oneDnnElseNative());
+    // e -> depthwise, and (stride 1) the projection -> Add.
+    if (channelsLastConvs()) {
+      EXPECT_EQ(session.nativeLayoutValues(), stride == 1 ? 2 : 1);
+    }
+    const SessionVerification v = verifySession(session, randomInputs(g, 5), kPlanTolerance);
+    EXPECT_TRUE(v.ok()) << "stride " << stride << ": " << (v.problems.empty() ? "" : v.problems[0]);
+  }
+}
+
+// An elementwise chain runs in the convolutions' layout only when each
+// operand has the result's shape or broadcasts over the spatial dimensions
+// alone; a row broadcast ([1, 1, 1, W]) keeps it plain, and then it offers no
+// layout to hand over. Both match the reference.
+TEST_F(OneDnn, ElementwiseChainTakesTheConvLayoutOnlyWithPerChannelOperands) {
+  for (bool perChannel : {true, false}) {
+    GraphBuilder b(41);
+    ValueId x = b.input({1, 37, 7, 9});
+    ValueId s = b.input(perChannel ? Shape{1, 37, 1, 1} : Shape{1, 1, 1, 9});
+    b.beginGroup();
+    ValueId y = b.op("HardSwish", {b.op("Mul", {x, s})});
+    b.endGroup();
+    expectMatches(b, y, perChannel ? "per-channel" : "row broadcast");
+    const CompileResult k = backend_->compile(KernelRequest::of(b.graph(), b.finish(y)));
+    ASSERT_TRUE(k) << k.refusal;
+    const bool offers = k.kernel->nativeInputLayout(0).has_value();
+    EXPECT_EQ(offers, perChannel && channelsLastConvs()) << describeOneDnnKernel(*k.kernel);
+    EXPECT_EQ(k.kernel->nativeOutputLayout(0).has_value(), perChannel && channelsLastConvs());
+  }
+}
+
+// The measurement the op-level DP charges a kernel that hands tensors over
+// (core/search/layout_charges.h): every offered boundary switched to the
+// kernel's own layout, with buffers of that layout's size (channels padded to
+// a block where the layout does). It runs, and is timed.
+TEST_F(OneDnn, MeasuresAKernelWithItsBoundariesInItsOwnLayout) {
+  GraphBuilder b(51);
+  ValueId x = b.input({1, 20, 9, 11});
+  b.beginGroup();
+  ValueId y = b.op("HardSwish", {convOf(b, x, 37, 3, 1, 2)});
+  b.endGroup();
+  const KernelRequest request = KernelRequest::of(b.graph(), b.finish(y));
+  MeasurerOptions options;
+  options.minSamples = 3;
+  options.maxSeconds = 0.05;
+  const Measurement m = measureKernel(*backend_, request, options, true);
+  EXPECT_EQ(m.status, MeasurementStatus::Ok) << m.message;
+  EXPECT_GT(m.samples, 0);
 }
 
 // ---- region mode: oneDNN as a graph library (the graph-level search)

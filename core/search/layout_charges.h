@@ -1,0 +1,118 @@
+// What the op-level DP charges for layout changes at kernel boundaries.
+//
+// A kernel may offer its own layout (oneDNN's nhwc or nChw16c) for a value it
+// writes or reads (Kernel::nativeOutputLayout / nativeInputLayout). The
+// Session hands a value over in that layout when its producer and every
+// consumer offer the same one, and both reorders go (session.h). Measured
+// alone, a kernel pays those reorders; between kernels of its own library it
+// does not. So the DP charges each such candidate its cost measured with
+// every offered boundary in the native layout, and adds a reorder back for
+// each boundary where the hand-over cannot happen:
+//
+//   producer offers L, every consumer offers L         -> nothing
+//   producer offers L, some consumer does not (or the
+//   value is a graph output)                           -> a reorder for the
+//                                                         producer and one for
+//                                                         each consumer offering L
+//   a participant offers a layout nobody else does     -> a reorder for it
+//
+// The state: a value is *pending* while some participant that offered a layout
+// is placed and others are not, and no participant refused. A candidate that
+// offers the pending layout keeps it pending; one that does not makes the
+// hand-over impossible, and the reorders of the participants placed so far are
+// charged then (each reorder costs the value's modelled reorder time, so the
+// state keeps only how many kernels offered it). A value whose participants
+// are all placed while pending is handed over: free. Only
+// pending values are in the DP's state, so where no candidate offers a layout
+// the states are the bare NodeSets, as before.
+//
+// The reorder time of a value is a model fitted to measurements: the boundary
+// reorders of a candidate cost (its cost measured with plain boundaries) -
+// (its cost with native ones), fitted as a fixed time per reorder plus a time
+// per byte over all candidates that offer layouts (fitReorderModel).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/ir/cost.h"
+#include "core/ir/graph.h"
+#include "core/ir/node_set.h"
+#include "core/patterns/candidate.h"
+
+namespace collage {
+
+// The layouts a candidate's kernel offers at its boundary.
+struct LayoutOffers {
+  struct Offer {
+    ValueId value = kNoValue;
+    bool output = false;  // written (else read) by the candidate
+    std::string layout;   // NativeLayout::name
+  };
+  std::vector<Offer> offers;  // empty: plain at every boundary
+  Cost nativeNs = kUnknownCost;  // measured with every offered boundary native; NaN = unmeasured
+};
+
+// The time of one reorder of `bytes`: fixed + perByte * bytes.
+struct ReorderModel {
+  double fixedNs = 0;
+  double perByteNs = 0;
+  int samples = 0;  // candidates it was fitted on (0: no charges at all)
+  double ns(size_t bytes) const { return fixedNs + perByteNs * static_cast<double>(bytes); }
+  std::string toString() const;
+};
+
+// Over candidates with offers and both costs known, a robust line (Theil-Sen)
+// through (bytes per offered boundary, (plain - native) per offered
+// boundary); both coefficients floored at 0.
+ReorderModel fitReorderModel(const Graph& graph, const std::vector<Cost>& plainNs,
+                             const std::vector<LayoutOffers>& offers);
+
+class LayoutCharges {
+ public:
+  // A pending value packed for the state key: value, how many placed kernels
+  // offered its layout, the layout's index.
+  using Pending = uint64_t;
+
+  // `offers` per candidate (empty = none offer); `model` prices a reorder.
+  LayoutCharges(const Graph& graph, const CandidateSet& candidates,
+                std::vector<LayoutOffers> offers, ReorderModel model);
+
+  // Whether any candidate offers a layout and the model can price it.
+  bool active() const { return active_; }
+
+  // The cost the DP charges for the kernel itself: measured with native
+  // boundaries where it offers layouts and that was measured, else `plainNs`.
+  Cost kernelNs(int32_t candidate, Cost plainNs) const;
+
+  // The reorders made certain by adding `candidate` to a cover `covered` with
+  // pending values `pending` (sorted); `next` receives the pending values
+  // after it. Zero for a candidate that charges its plain cost.
+  Cost add(const NodeSet& covered, const std::vector<Pending>& pending, int32_t candidate,
+           std::vector<Pending>* next) const;
+
+  // The reorders a complete cover pays, as the Session would make them.
+  Cost coverCost(const std::vector<int32_t>& chosen) const;
+
+  const ReorderModel& model() const { return model_; }
+
+ private:
+  struct Boundary {
+    ValueId value;
+    uint16_t layout;  // index + 1 into layouts_; 0 = plain
+  };
+  Cost reorderNs(ValueId v) const;
+  bool charged(int32_t candidate) const;  // its kernelNs is the native cost
+
+  const Graph& graph_;
+  const CandidateSet& candidates_;
+  std::vector<LayoutOffers> offers_;
+  ReorderModel model_;
+  bool active_ = false;
+  std::vector<std::string> layouts_;
+  std::vector<std::vector<Boundary>> boundaries_;  // per candidate: every value it reads or writes outside
+  std::vector<std::vector<NodeId>> participants_;  // per value: producer and consumer nodes
+};
+
+}  // namespace collage
