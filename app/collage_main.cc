@@ -38,7 +38,6 @@ Graph ModelOptions::load(bool quiet) const {
 }  // namespace collage::cli
 
 int main(int argc, char** argv) {
-  collage::restartWithOpenMpWaitDefaults(argv);
   using namespace collage;
   CLI::App app{"collage: place the parts of an ONNX model on the backends that run them fastest"};
   app.require_subcommand(1);

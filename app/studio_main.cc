@@ -5,7 +5,6 @@
 #include <cstdio>
 
 #include "app/main_window.h"
-#include "core/ir/threading.h"
 
 namespace {
 
@@ -39,7 +38,6 @@ void takeScreenshotWhenReady(collage::MainWindow& window, const QString& path, b
 }  // namespace
 
 int main(int argc, char** argv) {
-  collage::restartWithOpenMpWaitDefaults(argv);
   QApplication app(argc, argv);
   QApplication::setOrganizationName("Collage");
   QApplication::setApplicationName("collage-studio");

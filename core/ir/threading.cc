@@ -1,8 +1,6 @@
 #include "core/ir/threading.h"
 
 #include <cstdio>
-#include <cstdlib>
-#include <unistd.h>
 
 #include <atomic>
 #include <thread>
@@ -23,12 +21,6 @@ int threadCount() {
 }
 
 void setThreadCount(int threads) { gThreads.store(threads > 0 ? threads : 0); }
-
-void restartWithOpenMpWaitDefaults(char** argv) {
-  if (std::getenv("GOMP_SPINCOUNT") || std::getenv("OMP_WAIT_POLICY")) return;
-  setenv("GOMP_SPINCOUNT", kOpenMpSpinCount, 0);
-  execv("/proc/self/exe", argv);  // returns only when it failed: go on with libgomp's default
-}
 
 std::string busyMachineWarning() {
   double load = 0;
