@@ -210,9 +210,9 @@ void evictCaches(size_t bytes) {
   for (size_t i = 0; i < bytes; i += 64) buffer[i] = static_cast<unsigned char>(buffer[i] + 1);
 }
 
-// The cold protocol's eviction takes milliseconds, longer than the OpenMP
-// pool spins before its threads sleep (kOpenMpSpinCount), while in a run of
-// the model the kernel before keeps them awake. An empty parallel region
+// The cold protocol's eviction takes milliseconds, about as long as
+// libgomp's pool spins before its threads sleep (GOMP_SPINCOUNT, 300,000 by
+// default), while in a run of the model the kernel before keeps them awake. An empty parallel region
 // wakes them without touching the caches, so the timed run does not pay
 // for waking threads that a plan's kernel finds running.
 void wakeThreadPool() {
