@@ -208,9 +208,9 @@ class MergeSiblings : public Substitution {
     if (!biases.empty()) {
       std::vector<const Tensor*> parts;
       size_t other = 0;
-      for (NodeId b : biases) {
-        const Node& add = g.node(b);
-        other = add.inputs[0] == g.node(anchors[&b - &biases[0]]).outputs[0] ? 1 : 0;
+      for (size_t i = 0; i < biases.size(); ++i) {
+        const Node& add = g.node(biases[i]);
+        other = add.inputs[0] == g.node(anchors[i]).outputs[0] ? 1 : 0;
         parts.push_back(constantOf(g, add, other));
       }
       const ValueId bc = g.addConstant(uniqueValueName(g, first.name + "/merged_add_bias"),
