@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include <nlohmann/json.hpp>
+
 #include "core/ir/error.h"
 #include "core/ir/tensor_compare.h"
 #include "core/ops/reference_executor.h"
@@ -126,6 +128,23 @@ Graph replaySubstitutions(const Graph& graph, const std::vector<SubstitutionSite
     current = std::move(*next);
   }
   return current;
+}
+
+std::string sitesToJson(const std::vector<SubstitutionSite>& sites) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const SubstitutionSite& s : sites) j.push_back({{"rule", s.rule}, {"nodes", s.nodes}});
+  return j.dump();
+}
+
+std::vector<SubstitutionSite> sitesFromJson(const std::string& text, const std::string& displayPath) {
+  std::vector<SubstitutionSite> sites;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    for (const auto& s : j) sites.push_back({s.at("rule").get<std::string>(), s.at("nodes").get<std::vector<std::string>>()});
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(displayPath + ": not a list of substitutions: " + e.what());
+  }
+  return sites;
 }
 
 }  // namespace collage

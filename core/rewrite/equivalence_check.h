@@ -39,4 +39,10 @@ std::optional<Graph> applyChecked(const Graph& graph, const SubstitutionSite& si
 // check fails.
 Graph replaySubstitutions(const Graph& graph, const std::vector<SubstitutionSite>& sites);
 
+// A list of sites as JSON, [{"rule": ..., "nodes": [...]}, ...], for the
+// measurement worker of a rewritten graph (`measure-worker --substitutions`).
+std::string sitesToJson(const std::vector<SubstitutionSite>& sites);
+// Error starting with `displayPath` for text that is not such a list.
+std::vector<SubstitutionSite> sitesFromJson(const std::string& text, const std::string& displayPath);
+
 }  // namespace collage

@@ -75,7 +75,7 @@ std::string canonicalGraphKey(const Graph& graph) {
 SubstitutionSearchResult searchSubstitutions(const Graph& start, const GraphCostFn& cost,
                                              const SubstitutionSearchOptions& options,
                                              SearchObserver* observer, const CancellationToken* cancel) {
-  const auto t0 = std::chrono::steady_clock::now();
+  auto t0 = std::chrono::steady_clock::now();
   const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   std::vector<const Substitution*> rules = options.rules;
   if (rules.empty())
@@ -100,12 +100,86 @@ SubstitutionSearchResult searchSubstitutions(const Graph& start, const GraphCost
   // through another order of moves is not run again.
   std::map<std::string, bool> checked;
 
+  // The moves of `rule` on `g`: its sites grouped by shape, in the order first met.
+  auto movesOf = [&](const Substitution* rule, const Graph& g) {
+    std::vector<std::string> shapes;
+    std::map<std::string, std::vector<SubstitutionSite>> byShape;
+    for (const SubstitutionSite& site : rule->find(g)) {
+      const std::string shape = siteShape(g, site);
+      if (!byShape.count(shape)) shapes.push_back(shape);
+      byShape[shape].push_back(site);
+    }
+    std::vector<std::vector<SubstitutionSite>> moves;
+    for (const std::string& shape : shapes) moves.push_back(std::move(byShape[shape]));
+    return moves;
+  };
+  // `state` with a move applied (the sites that pass their check), not costed.
+  auto applyMove = [&](const State& state, const Substitution* rule, const std::vector<SubstitutionSite>& sites) {
+    auto child = std::make_shared<State>();
+    child->graph = state.graph;
+    SubstitutionStep step{rule->name(), {}, state.cost, kUnknownCost};
+    for (const SubstitutionSite& site : sites) {
+      // An earlier site of this move may have used this one's nodes.
+      const std::vector<SubstitutionSite> now = rule->find(child->graph);
+      if (std::find(now.begin(), now.end(), site) == now.end()) continue;
+      Graph after = child->graph;
+      RewriteEffect effect;
+      try {
+        effect = rule->apply(after, site);
+      } catch (const Error& e) {
+        note(site.toString() + ": " + e.what());
+        continue;
+      }
+      const std::string key = siteCheckKey(child->graph, site);
+      auto it = checked.find(key);
+      if (it == checked.end()) {
+        ++result.checks;
+        const std::string why = checkRewrite(child->graph, after, site, effect);
+        if (!why.empty()) note(site.toString() + ": dropped, not equivalent: " + why);
+        it = checked.emplace(key, why.empty()).first;
+      }
+      if (!it->second) continue;
+      child->graph = std::move(after);
+      step.sites.push_back(site);
+    }
+    child->applied = state.applied;
+    child->applied.insert(child->applied.end(), step.sites.begin(), step.sites.end());
+    child->steps = state.steps;
+    child->steps.push_back(step);
+    return child;
+  };
+  auto costChild = [&](State& child) {
+    child.cost = costOf(child.graph, child.applied);
+    child.steps.back().after = child.cost;
+    result.tried.push_back(child.steps.back());
+  };
+
   auto first = std::make_shared<State>();
   first->graph = start;
   first->cost = costOf(start, {});
   result.startCost = first->cost;
+  // The budget is the search's own: costing the start graph (measuring its
+  // candidates, which placement needs anyway) does not count.
+  t0 = std::chrono::steady_clock::now();
+  // Forced rules first, wherever they hold, whatever they cost: the user's
+  // override (as a pin is for placement). The search goes on from there.
+  for (const std::string& name : options.forcedRules) {
+    const Substitution* rule = findSubstitution(name);
+    if (!rule) throw Error("no substitution rule '" + name + "'");
+    for (int round = 0; round < 100; ++round) {
+      bool any = false;
+      for (const auto& sites : movesOf(rule, first->graph)) {
+        auto child = applyMove(*first, rule, sites);
+        if (child->steps.back().sites.empty()) continue;
+        costChild(*child);
+        first = child;
+        any = true;
+      }
+      if (!any) break;
+    }
+  }
   std::shared_ptr<State> best = first;
-  std::set<std::string> seen{canonicalGraphKey(start)};
+  std::set<std::string> seen{canonicalGraphKey(first->graph)};
   std::priority_queue<std::shared_ptr<State>, std::vector<std::shared_ptr<State>>, ByCost> queue;
   queue.push(first);
   int64_t order = 0;
@@ -124,54 +198,15 @@ SubstitutionSearchResult searchSubstitutions(const Graph& start, const GraphCost
     if (state->cost >= options.alpha * best->cost && state != first) continue;  // the best moved on
     ++result.graphsExpanded;
     for (const Substitution* rule : rules) {
-      // Sites grouped by shape, in the order first met.
-      std::vector<std::string> shapes;
-      std::map<std::string, std::vector<SubstitutionSite>> byShape;
-      for (const SubstitutionSite& site : rule->find(state->graph)) {
-        const std::string shape = siteShape(state->graph, site);
-        if (!byShape.count(shape)) shapes.push_back(shape);
-        byShape[shape].push_back(site);
-      }
-      for (const std::string& shape : shapes) {
+      for (const auto& sites : movesOf(rule, state->graph)) {
         if (elapsed() > options.budgetSeconds || result.graphsCosted >= options.maxGraphs) break;
-        auto child = std::make_shared<State>();
-        child->graph = state->graph;
-        SubstitutionStep step{rule->name(), {}, state->cost, kUnknownCost};
-        for (const SubstitutionSite& site : byShape[shape]) {
-          // An earlier site of this move may have used this one's nodes.
-          const std::vector<SubstitutionSite> now = rule->find(child->graph);
-          if (std::find(now.begin(), now.end(), site) == now.end()) continue;
-          Graph after = child->graph;
-          RewriteEffect effect;
-          try {
-            effect = rule->apply(after, site);
-          } catch (const Error& e) {
-            note(site.toString() + ": " + e.what());
-            continue;
-          }
-          const std::string key = siteCheckKey(child->graph, site);
-          auto it = checked.find(key);
-          if (it == checked.end()) {
-            ++result.checks;
-            const std::string why = checkRewrite(child->graph, after, site, effect);
-            if (!why.empty()) note(site.toString() + ": dropped, not equivalent: " + why);
-            it = checked.emplace(key, why.empty()).first;
-          }
-          if (!it->second) continue;
-          child->graph = std::move(after);
-          step.sites.push_back(site);
-        }
-        if (step.sites.empty()) continue;
+        auto child = applyMove(*state, rule, sites);
+        if (child->steps.back().sites.empty()) continue;
         if (!seen.insert(canonicalGraphKey(child->graph)).second) {
           ++result.cacheHits;
           continue;
         }
-        child->applied = state->applied;
-        child->applied.insert(child->applied.end(), step.sites.begin(), step.sites.end());
-        child->cost = costOf(child->graph, child->applied);
-        step.after = child->cost;
-        child->steps = state->steps;
-        child->steps.push_back(step);
+        costChild(*child);
         child->order = ++order;
         const bool better = child->cost < best->cost;
         if (better) best = child;
@@ -204,6 +239,12 @@ std::string describeSubstitutions(const SubstitutionSearchResult& result) {
   for (const SubstitutionStep& s : result.steps) {
     std::snprintf(line, sizeof line, "\n  %-20s %3zu site(s): %.3f -> %.3f ms (%+.3f ms)", s.rule.c_str(),
                   s.sites.size(), s.before / 1e6, s.after / 1e6, (s.after - s.before) / 1e6);
+    text += line;
+  }
+  if (!result.tried.empty()) text += "\n  moves costed:";
+  for (const SubstitutionStep& s : result.tried) {
+    std::snprintf(line, sizeof line, "\n    %-20s %3zu site(s) (%s): %.3f -> %.3f ms", s.rule.c_str(), s.sites.size(),
+                  s.sites.front().toString().c_str(), s.before / 1e6, s.after / 1e6);
     text += line;
   }
   for (const std::string& n : result.notes) text += "\n  note: " + n;

@@ -32,9 +32,14 @@ namespace collage {
 
 struct SubstitutionSearchOptions {
   double alpha = 1.05;         // explore graphs up to alpha x the best cost
-  double budgetSeconds = 30;   // stop after this long...
+  double budgetSeconds = 30;   // stop after this long (the start graph's costing not counted)...
   int maxGraphs = 200;         // ...or after costing this many graphs
   std::vector<const Substitution*> rules;  // empty = standardSubstitutions()
+  // Rules applied wherever they hold (each site still checked) before the
+  // search, whatever they cost: the user's override, as a pin is for
+  // placement; the search goes on from the graph they make. Error for a
+  // name no rule has.
+  std::vector<std::string> forcedRules;
 };
 
 // The cost of a graph reached by applying `sites` to the start graph (the
@@ -55,6 +60,7 @@ struct SubstitutionSearchResult {
   Graph graph;                            // the best graph found
   std::vector<SubstitutionSite> applied;  // replays the start graph into `graph`
   std::vector<SubstitutionStep> steps;    // the moves that made it, in order
+  std::vector<SubstitutionStep> tried;    // every move costed, in the order tried
   Cost startCost = kUnknownCost;
   Cost bestCost = kUnknownCost;
   int graphsCosted = 0;   // GraphCostFn calls
@@ -64,7 +70,7 @@ struct SubstitutionSearchResult {
   std::vector<std::string> notes;  // rewrites dropped, graphs that could not be costed
   bool budgetSpent = false;        // stopped by the budget, not by an empty queue
   bool cancelled = false;
-  double seconds = 0;
+  double seconds = 0;  // after the start graph was costed
 };
 
 SubstitutionSearchResult searchSubstitutions(const Graph& start, const GraphCostFn& cost,
