@@ -9,6 +9,7 @@
 #include "core/ir/tensor_compare.h"
 #include "core/onnx/onnx_import.h"
 #include "core/ops/reference_executor.h"
+#include "core/plan/plan.h"
 #include "core/rewrite/equivalence_check.h"
 #include "core/rewrite/substitution.h"
 #include "core/search/substitution_search.h"
@@ -398,6 +399,40 @@ TEST(SubstitutionProperty, ZooModelsKeepTheirOutputs) {
     expectSameOutputs(g, after);
   }
   EXPECT_GT(applied, 5);
+}
+
+}  // namespace
+}  // namespace collage
+
+namespace collage {
+namespace {
+
+TEST(PlanSubstitutions, RoundTripAndReplayOnTheModelAndRefusal) {
+  const Graph g = qkvGraph(true);
+  const SubstitutionSite site = sitesOf(g, "merge-siblings").at(0);
+  Plan p = planFromJson(R"({"format": "collage-plan", "version": 1, "model": {"sha256": "abc"},
+                            "groups": [{"backend": "native", "nodes": ["a"]}]})",
+                        "hand.json");
+  p.substitutions.push_back(PlanSubstitution{site, -12});
+  p.substitutions.push_back(PlanSubstitution{{"collapse-reshapes", {"r"}}, kUnknownCost});
+  const Plan back = planFromJson(planToJson(p), "back.json");
+  EXPECT_EQ(back.substitutions, p.substitutions);
+  // Without substitutions, the field is absent.
+  p.substitutions.clear();
+  EXPECT_EQ(planToJson(p).find("substitutions"), std::string::npos);
+
+  Plan one = back;
+  one.substitutions.resize(1);
+  EXPECT_EQ(canonicalGraphKey(planGraph(one, g)), canonicalGraphKey(applyOne(g, site)));
+  // A plan for another model: its sites are not there.
+  const Graph other = qkvGraph(false);
+  expectError([&] { planGraph(one, other); }, {"back.json", "substitution 1 of 1", "merge-siblings at"});
+  expectError([&] {
+    planFromJson(R"({"format": "collage-plan", "version": 1, "model": {"sha256": "abc"},
+                     "substitutions": [{"rule": "fold-everything", "nodes": ["a"]}],
+                     "groups": [{"backend": "native", "nodes": ["a"]}]})",
+                 "bad.json");
+  }, {"bad.json", "substitutions[0].rule", "fold-everything"});
 }
 
 }  // namespace
