@@ -1,6 +1,7 @@
 #include "core/rewrite/layout_chains.h"
 
 #include <numeric>
+#include <optional>
 
 #include "core/ir/error.h"
 
@@ -189,5 +190,181 @@ class CollapseReshapes : public Substitution {
 
 std::unique_ptr<Substitution> makeCollapseTransposes() { return std::make_unique<CollapseTransposes>(); }
 std::unique_ptr<Substitution> makeCollapseReshapes() { return std::make_unique<CollapseReshapes>(); }
+
+}  // namespace collage
+
+namespace collage {
+namespace {
+
+// The split axis of a Split node, non-negative.
+int64_t splitAxis(const Graph& g, const Node& split) {
+  const int64_t rank = g.value(split.inputs[0]).type.rank();
+  int64_t a = split.attrs.getInt("axis", 0);
+  return a < 0 ? a + rank : a;
+}
+
+// The layout op reading each output of `split`, when every output has
+// exactly one reader, all of one kind ("Transpose" or reshape-like).
+std::optional<std::vector<NodeId>> layoutReaders(const Graph& g, NodeId s, std::string* kind) {
+  const Node& split = g.node(s);
+  if (split.op != "Split" || split.inputs.empty() || split.outputs.size() < 2) return std::nullopt;
+  if (g.value(split.inputs[0]).type.isSequence()) return std::nullopt;
+  std::vector<NodeId> readers;
+  for (ValueId y : split.outputs) {
+    if (y == kNoValue) return std::nullopt;
+    const Value& v = g.value(y);
+    if (v.isGraphOutput || v.consumers.size() != 1) return std::nullopt;
+    const NodeId r = v.consumers[0];
+    const std::string k = plainTranspose(g, r) ? "Transpose" : reshapeLike(g, r) ? "reshape" : "";
+    if (k.empty() || g.node(r).inputs[0] != y) return std::nullopt;
+    if (readers.empty()) *kind = k;
+    if (k != *kind) return std::nullopt;
+    readers.push_back(r);
+  }
+  return readers;
+}
+
+int64_t product(const Shape& s, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to && i < s.size(); ++i) p *= s[i];
+  return p;
+}
+
+// For reshapes after a split on axis a: the axis b of the outputs' shapes
+// where they split alike, or -1.
+int64_t reshapeSplitAxis(const Graph& g, const Node& split, const std::vector<NodeId>& readers) {
+  const Shape& x = g.value(split.inputs[0]).type.shape;
+  const size_t a = static_cast<size_t>(splitAxis(g, split));
+  const int64_t pre = product(x, 0, a), suf = product(x, a + 1, x.size());
+  const Shape& s0 = g.value(g.node(readers[0]).outputs[0]).type.shape;
+  for (size_t b = 0; b < s0.size(); ++b) {
+    bool ok = true;
+    for (size_t i = 0; i < readers.size() && ok; ++i) {
+      const Shape& si = g.value(g.node(readers[i]).outputs[0]).type.shape;
+      const int64_t ni = g.value(split.outputs[i]).type.shape[a];
+      ok = si.size() == s0.size() && product(si, 0, b) == pre &&
+           Shape(si.begin() + static_cast<std::ptrdiff_t>(b) + 1, si.end()) ==
+               Shape(s0.begin() + static_cast<std::ptrdiff_t>(b) + 1, s0.end()) &&
+           si[b] * product(si, b + 1, si.size()) == ni * suf;
+      for (size_t k = 0; k < b && ok; ++k) ok = si[k] == s0[k];
+    }
+    if (ok) return static_cast<int64_t>(b);
+  }
+  return -1;
+}
+
+class SinkSplit : public Substitution {
+ public:
+  std::string name() const override { return "sink-split"; }
+  std::string describe() const override {
+    return "Transpose(Split(x)_i, p_i) -> Transpose(Split(Transpose(x, p_0))_i, p_0^-1 p_i), and R_i(Split(x)_i) -> "
+           "Split(Reshape(x)); every Split output read by one layout op of one kind";
+  }
+
+  std::vector<SubstitutionSite> find(const Graph& g) const override {
+    std::vector<SubstitutionSite> sites;
+    for (NodeId n = 0; n < g.numNodes(); ++n) {
+      std::string kind;
+      auto readers = layoutReaders(g, n, &kind);
+      if (!readers) continue;
+      if (kind == "reshape" && reshapeSplitAxis(g, g.node(n), *readers) < 0) continue;
+      SubstitutionSite site{name(), {g.node(n).name}};
+      for (NodeId r : *readers) site.nodes.push_back(g.node(r).name);
+      sites.push_back(std::move(site));
+    }
+    return sites;
+  }
+
+  RewriteEffect apply(Graph& g, const SubstitutionSite& site) const override {
+    const NodeId s = siteNode(g, site, 0);
+    std::string kind;
+    auto readers = layoutReaders(g, s, &kind);
+    if (!readers || readers->size() + 1 != site.nodes.size())
+      throw Error(site.toString() + ": not a Split read by layout ops");
+    for (size_t i = 0; i < readers->size(); ++i)
+      if (g.node((*readers)[i]).name != site.nodes[i + 1]) throw Error(site.toString() + ": readers changed");
+    const Node split = g.node(s);
+    const ValueId x = split.inputs[0];
+    const int64_t a = splitAxis(g, split);
+    std::vector<int64_t> sizes;
+    for (ValueId y : split.outputs) sizes.push_back(g.value(y).type.shape[static_cast<size_t>(a)]);
+    RewriteEffect effect;
+    std::vector<bool> dead(static_cast<size_t>(g.numNodes()), false);
+    dead[static_cast<size_t>(s)] = true;
+    effect.removed.push_back(split.name);
+    Node layout{uniqueNodeName(g, g.node((*readers)[0]).name + "/before_split"), "", {}, {x}, {}};
+    Node newSplit{uniqueNodeName(g, split.name + "/after_layout"), "Split", {}, {}, {}};
+    std::vector<ValueId> outs;
+    if (kind == "Transpose") {
+      const std::vector<int64_t> p = permOf(g, g.node((*readers)[0]));
+      std::vector<int64_t> pinv(p.size());
+      for (size_t j = 0; j < p.size(); ++j) pinv[static_cast<size_t>(p[j])] = static_cast<int64_t>(j);
+      layout.op = "Transpose";
+      layout.attrs.set("perm", p);
+      newSplit.attrs.set("axis", pinv[static_cast<size_t>(a)]);
+      const ValueId z = addNodeWithOutput(g, std::move(layout), g.value(x).name + "/transposed");
+      effect.target.push_back(g.nodes().back().name);
+      for (NodeId r : *readers) {
+        const std::vector<int64_t> pi = permOf(g, g.node(r));
+        std::vector<int64_t> q;
+        for (int64_t m : pi) q.push_back(pinv[static_cast<size_t>(m)]);
+        if (isIdentity(q)) {
+          outs.push_back(g.node(r).outputs[0]);
+          dead[static_cast<size_t>(r)] = true;
+          effect.removed.push_back(g.node(r).name);
+        } else {
+          Shape zs = g.value(z).type.shape;
+          zs[static_cast<size_t>(pinv[static_cast<size_t>(a)])] = g.value(g.node(r).inputs[0]).type.shape[static_cast<size_t>(a)];
+          const ValueId w = g.addValue(uniqueValueName(g, g.value(g.node(r).outputs[0]).name + "/split_part"),
+                                       TensorType{g.value(z).type.elementType, zs});
+          outs.push_back(w);
+          Node& node = g.mutableNode(r);
+          node.inputs[0] = w;
+          node.attrs.set("perm", q);
+          effect.target.push_back(node.name);
+        }
+      }
+      newSplit.inputs = {z};
+    } else {
+      const int64_t b = reshapeSplitAxis(g, split, *readers);
+      if (b < 0) throw Error(site.toString() + ": the reshapes do not split alike");
+      Shape shape = g.value(g.node((*readers)[0]).outputs[0]).type.shape;
+      std::vector<int64_t> parts;
+      int64_t total = 0;
+      for (NodeId r : *readers) {
+        parts.push_back(g.value(g.node(r).outputs[0]).type.shape[static_cast<size_t>(b)]);
+        total += parts.back();
+      }
+      shape[static_cast<size_t>(b)] = total;
+      layout.op = "Reshape";
+      layout.attrs.set("shape", std::vector<int64_t>(shape.begin(), shape.end()));
+      bool zero = false;
+      for (int64_t d : shape) zero = zero || d == 0;
+      layout.attrs.set("allowzero", int64_t{zero ? 1 : 0});
+      const ValueId z = addNodeWithOutput(g, std::move(layout), g.value(x).name + "/reshaped");
+      effect.target.push_back(g.nodes().back().name);
+      for (NodeId r : *readers) {
+        outs.push_back(g.node(r).outputs[0]);
+        dead[static_cast<size_t>(r)] = true;
+        effect.removed.push_back(g.node(r).name);
+      }
+      newSplit.inputs = {z};
+      newSplit.attrs.set("axis", b);
+      sizes = parts;
+    }
+    newSplit.attrs.set("split", sizes);
+    newSplit.outputs = outs;
+    fillDefaults(newSplit);
+    effect.target.insert(effect.target.begin() + 1, newSplit.name);
+    g.addNode(std::move(newSplit));
+    for (NodeId r : *readers) effect.outputs.emplace_back(g.value(g.node(r).outputs[0]).name, g.value(g.node(r).outputs[0]).name);
+    g.removeNodes(dead);
+    return effect;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Substitution> makeSinkSplit() { return std::make_unique<SinkSplit>(); }
 
 }  // namespace collage

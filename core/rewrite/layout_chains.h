@@ -11,6 +11,18 @@
 //   target    Reshape(x, static shape of R2's output) or x itself
 //   condition as above. Shapes are static here, so the target needs no shape
 //             computation.
+//
+// sink-split: a Split whose every output is read by one layout op of one
+// kind becomes that layout op on the whole tensor, then the Split (so n
+// small copies become one larger one):
+//   source    Transpose(Split(x)_i, p_i)           for every output i
+//   target    Split(Transpose(x, p_0))_i, then Transpose(., q_i) where p_i
+//             differs from p_0 (q_i = p_0^-1 ∘ p_i; none where equal)
+//   source    R_i(Split(x, axis a)_i), R_i reshape-like
+//   target    Split(Reshape(x, S), axis b)_i
+//   condition each output's only reader is that op (and no graph output);
+//             for reshapes, every R_i keeps the dimensions before a and
+//             splits axis a's block alike (equal shapes but at one axis b).
 #pragma once
 
 #include <memory>
@@ -21,5 +33,6 @@ namespace collage {
 
 std::unique_ptr<Substitution> makeCollapseTransposes();
 std::unique_ptr<Substitution> makeCollapseReshapes();
+std::unique_ptr<Substitution> makeSinkSplit();
 
 }  // namespace collage

@@ -47,24 +47,6 @@ Tensor concatConstants(const std::vector<const Tensor*>& parts, size_t axis) {
   return out;
 }
 
-void fillDefaults(Node& node) {
-  for (const AttributeSpec& a : OpRegistry::instance().get(node.op).attributes)
-    if (!node.attrs.has(a.name) && a.defaultValue) node.attrs.set(a.name, *a.defaultValue);
-}
-
-// Adds a one-output node, its output typed by shape inference.
-ValueId addNodeWithOutput(Graph& g, Node node, const std::string& outputBase) {
-  fillDefaults(node);
-  std::vector<TensorType> types;
-  for (ValueId v : node.inputs) types.push_back(v == kNoValue ? TensorType{} : g.value(v).type);
-  node.outputs = {0};
-  const std::vector<TensorType> out = inferNode(node, types);
-  node.outputs = {g.addValue(uniqueValueName(g, outputBase), out.at(0))};
-  const ValueId v = node.outputs[0];
-  g.addNode(std::move(node));
-  return v;
-}
-
 // A sibling that can merge: its anchor, its bias Add (merged too), the key
 // siblings must share, and its width along the concatenated axis.
 struct Sibling {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/ir/error.h"
+#include "core/ops/op_registry.h"
 #include "core/rewrite/layout_chains.h"
 #include "core/rewrite/merge_siblings.h"
 
@@ -27,6 +28,7 @@ const std::vector<std::unique_ptr<Substitution>>& standardSubstitutions() {
     r.push_back(makeEnlargeConvKernel());
     r.push_back(makeCollapseTransposes());
     r.push_back(makeCollapseReshapes());
+    r.push_back(makeSinkSplit());
     return r;
   }();
   return rules;
@@ -59,6 +61,23 @@ NodeId siteNode(const Graph& graph, const SubstitutionSite& site, size_t i) {
   auto id = graph.findNode(site.nodes[i]);
   if (!id) throw Error(site.toString() + ": the graph has no node '" + site.nodes[i] + "'");
   return *id;
+}
+
+void fillDefaults(Node& node) {
+  for (const AttributeSpec& a : OpRegistry::instance().get(node.op).attributes)
+    if (!node.attrs.has(a.name) && a.defaultValue) node.attrs.set(a.name, *a.defaultValue);
+}
+
+ValueId addNodeWithOutput(Graph& g, Node node, const std::string& outputBase) {
+  fillDefaults(node);
+  std::vector<TensorType> types;
+  for (ValueId v : node.inputs) types.push_back(v == kNoValue ? TensorType{} : g.value(v).type);
+  node.outputs = {0};
+  const std::vector<TensorType> out = inferNode(node, types);
+  node.outputs = {g.addValue(uniqueValueName(g, outputBase), out.at(0))};
+  const ValueId v = node.outputs[0];
+  g.addNode(std::move(node));
+  return v;
 }
 
 void replaceUses(Graph& graph, ValueId from, ValueId to) {

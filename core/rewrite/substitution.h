@@ -82,6 +82,11 @@ std::string uniqueNodeName(const Graph& graph, const std::string& base);
 std::string uniqueValueName(const Graph& graph, const std::string& base);
 // The node of that name; Error naming the rule and the node otherwise.
 NodeId siteNode(const Graph& graph, const SubstitutionSite& site, size_t i);
+// Fills the attributes the op registry gives defaults for (as the importer does).
+void fillDefaults(Node& node);
+// Adds a one-output node whose output (named after `outputBase`, made
+// unique) is typed by shape inference; returns that value.
+ValueId addNodeWithOutput(Graph& graph, Node node, const std::string& outputBase);
 // Makes every reader of `from` read `to` instead (graph not finalized).
 void replaceUses(Graph& graph, ValueId from, ValueId to);
 // True when a node holding a subgraph (If, Loop, Scan) reads `v`: its body

@@ -198,6 +198,40 @@ TEST(CollapseReshapes, ChainBecomesOneReshapeAndIdentityVanishes) {
   expectSameOutputs(g, after);
 }
 
+// Merged projections then per-head layout, as attention has it.
+Graph splitHeadsGraph() {
+  GraphBuilder b;
+  const ValueId x = b.input({1, 16, 192});
+  const ValueId q = b.input({1, 4, 16, 16});
+  ValueId outs[3];
+  b.op("Split", {x}, attrs({{"axis", int64_t{2}}, {"split", Ints{64, 64, 64}}}), 3);
+  Graph& g = b.graph();
+  const Node& split = g.nodes().back();
+  const std::vector<ValueId> parts = split.outputs;
+  const Ints perms[3] = {{0, 2, 1, 3}, {0, 2, 3, 1}, {0, 2, 1, 3}};
+  for (int i = 0; i < 3; ++i) {
+    const ValueId r = b.op("Reshape", {parts[static_cast<size_t>(i)]}, attrs({{"shape", Ints{1, 16, 4, 16}}}));
+    outs[i] = b.op("Transpose", {r}, attrs({{"perm", perms[i]}}));
+  }
+  const ValueId scores = b.op("MatMul", {b.op("Add", {outs[0], q}), outs[1]});
+  b.finish(b.op("MatMul", {scores, outs[2]}));
+  return b.graph();
+}
+
+TEST(SinkSplit, ReshapesThenTransposesMoveAboveTheSplit) {
+  const Graph g = splitHeadsGraph();
+  auto sites = sitesOf(g, "sink-split");
+  ASSERT_EQ(sites.size(), 1u);
+  const Graph once = applyOne(g, sites[0]);
+  EXPECT_EQ(countOp(once, "Reshape"), 1);
+  expectSameOutputs(g, once);
+  sites = sitesOf(once, "sink-split");
+  ASSERT_EQ(sites.size(), 1u);
+  const Graph twice = applyOne(once, sites[0]);
+  EXPECT_EQ(countOp(twice, "Transpose"), 2);  // the shared one, and K's rest
+  expectSameOutputs(g, twice);
+}
+
 // A rule that claims a Relu is a Sigmoid: the check must refuse it.
 class WrongRule : public Substitution {
  public:
@@ -324,7 +358,20 @@ Graph randomGraph(uint64_t seed) {
   ValueId x = b.input({1, 6, 8});
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
   for (int step = 0; step < 6; ++step) {
-    switch (pick(4)) {
+    switch (pick(5)) {
+      case 4: {  // a Split read by layout ops
+        const ValueId m = b.op("MatMul", {x, b.constant({8, 24})});
+        b.op("Split", {m}, attrs({{"axis", int64_t{2}}, {"split", Ints{8, 8, 8}}}), 3);
+        const std::vector<ValueId> parts = b.graph().nodes().back().outputs;
+        std::vector<ValueId> ys;
+        for (int i = 0; i < 3; ++i) {
+          ValueId r = b.op("Reshape", {parts[static_cast<size_t>(i)]}, attrs({{"shape", Ints{1, 6, 2, 4}}}));
+          r = b.op("Transpose", {r}, attrs({{"perm", pick(2) ? Ints{0, 2, 1, 3} : Ints{0, 2, 3, 1}}}));
+          ys.push_back(b.op("Reshape", {r}, attrs({{"shape", Ints{1, 6, 8}}})));
+        }
+        x = b.op("Add", {b.op("Add", {ys[0], ys[1]}), ys[2]});
+        break;
+      }
       case 0: {  // siblings
         const int n = 2 + pick(3);
         std::vector<ValueId> ys;
