@@ -9,6 +9,7 @@
 
 #include "core/ir/error.h"
 #include "core/ir/hardware_fingerprint.h"
+#include "core/ir/hashing.h"
 #include "core/measure/measurement_db.h"
 #include "core/measure/machine_timing_lock.h"
 #include "core/measure/measurer.h"
@@ -372,8 +373,13 @@ OptimizationResult runOptimizationJob(const Graph& model, const OptimizationJobO
                   "without a better plan):",
                   names.empty() ? "none" : names.c_str(), e.budgetSeconds, e.saturationGenerations);
     say(line);
+    GraphLevelOptions graphLevelOptions = options.graphLevelOptions;
+    // Plan runs are stored per model: a rewritten model is another one.
+    if (sitesFile && graphLevelOptions.modelKey.empty())
+      graphLevelOptions.modelKey = graphLevelModelKey(result.plan) + ";substitutions=" +
+                                   stableHashHex(sitesToJson(result.substitutions.applied));
     result.graphLevel = runGraphLevelSearch(graph, result.plan, libraries, measurer, db.get(), fingerprint,
-                                            options.graphLevelOptions, observer, cancel);
+                                            graphLevelOptions, observer, cancel);
     result.graphLevelRan = true;
     result.plan = result.graphLevel.plan;
     if (result.graphLevel.improved) result.plan.createdBy += " + graph-level search";
