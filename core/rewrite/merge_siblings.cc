@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "core/ir/error.h"
+#include "core/ir/op_kind.h"
 #include "core/ops/op_registry.h"
 
 namespace collage {
@@ -52,9 +53,39 @@ Tensor concatConstants(const std::vector<const Tensor*>& parts, size_t axis) {
 struct Sibling {
   NodeId anchor = kNoNode;
   NodeId bias = kNoNode;
+  std::vector<NodeId> chain;  // the bias Add (if any), then elementwise followers
   std::string key;
   int64_t width = 0;
 };
+
+// The one-input elementwise op that is `v`'s only reader, keeping its type
+// (Relu, Sigmoid, ...): it can run on the merged tensor before the Split.
+NodeId unaryFollower(const Graph& g, ValueId v) {
+  const Value& val = g.value(v);
+  if (val.isGraphOutput || val.consumers.size() != 1) return kNoNode;
+  const NodeId c = val.consumers[0];
+  const Node& node = g.node(c);
+  const OpSchema* schema = OpRegistry::instance().find(node.op);
+  if (!schema || schema->kind != OpKind::ElemWise || node.inputs.size() != 1 || node.outputs.size() != 1)
+    return kNoNode;
+  if (node.outputs[0] == kNoValue || g.value(node.outputs[0]).type != val.type) return kNoNode;
+  for (const auto& [name, attr] : node.attrs)
+    if (std::holds_alternative<std::shared_ptr<const Graph>>(attr)) return kNoNode;
+  return c;
+}
+
+// Completes a sibling: its bias (already found) and followers, into chain and key.
+void followChain(const Graph& g, Sibling& s) {
+  if (s.bias != kNoNode) s.chain.push_back(s.bias);
+  ValueId tail = g.node(s.chain.empty() ? s.anchor : s.chain.back()).outputs[0];
+  for (int k = 0; k < 3; ++k) {
+    const NodeId f = unaryFollower(g, tail);
+    if (f == kNoNode) break;
+    s.chain.push_back(f);
+    s.key += "|then " + g.node(f).op + " " + g.node(f).attrs.toString();
+    tail = g.node(f).outputs[0];
+  }
+}
 
 bool isAnchorOp(const std::string& op) { return op == "MatMul" || op == "Gemm" || op == "Conv"; }
 
@@ -116,6 +147,7 @@ std::optional<Sibling> siblingOf(const Graph& g, NodeId n, ValueId x) {
       s.key += "|B";
     }
   }
+  followChain(g, s);
   return s;
 }
 
@@ -145,7 +177,7 @@ class MergeSiblings : public Substitution {
         SubstitutionSite site{name(), {}};
         for (const Sibling& s : group) site.nodes.push_back(g.node(s.anchor).name);
         for (const Sibling& s : group)
-          if (s.bias != kNoNode) site.nodes.push_back(g.node(s.bias).name);
+          for (NodeId c : s.chain) site.nodes.push_back(g.node(c).name);
         sites.push_back(std::move(site));
       }
     }
@@ -153,19 +185,22 @@ class MergeSiblings : public Substitution {
   }
 
   RewriteEffect apply(Graph& g, const SubstitutionSite& site) const override {
-    std::vector<NodeId> anchors, biases;
+    std::vector<NodeId> anchors, rest;
     for (size_t i = 0; i < site.nodes.size(); ++i) {
       const NodeId n = siteNode(g, site, i);
-      (isAnchorOp(g.node(n).op) && biases.empty() ? anchors : biases).push_back(n);
+      (isAnchorOp(g.node(n).op) && rest.empty() ? anchors : rest).push_back(n);
     }
-    if (anchors.size() < 2 || (!biases.empty() && biases.size() != anchors.size()))
+    if (anchors.size() < 2 || rest.size() % anchors.size() != 0)
       throw Error(site.toString() + ": not two or more siblings");
+    const size_t length = rest.size() / anchors.size();
     const ValueId x = g.node(anchors[0]).inputs[0];
     std::vector<Sibling> sibs;
+    const std::optional<Sibling> firstSib = siblingOf(g, anchors[0], x);
     for (size_t i = 0; i < anchors.size(); ++i) {
       auto s = siblingOf(g, anchors[i], x);
-      if (!s || s->key != siblingOf(g, anchors[0], x)->key ||
-          (biases.empty() ? s->bias != kNoNode : s->bias != biases[i]))
+      const std::vector<NodeId> chain(rest.begin() + static_cast<std::ptrdiff_t>(i * length),
+                                      rest.begin() + static_cast<std::ptrdiff_t>((i + 1) * length));
+      if (!s || !firstSib || s->key != firstSib->key || s->chain != chain)
         throw Error(site.toString() + ": '" + g.node(anchors[i]).name + "' cannot merge with '" +
                     g.node(anchors[0]).name + "'");
       sibs.push_back(*s);
@@ -187,26 +222,31 @@ class MergeSiblings : public Substitution {
     RewriteEffect effect;
     effect.target.push_back(merged.name);
     ValueId last = addNodeWithOutput(g, std::move(merged), g.value(first.outputs[0]).name + "/merged");
-    if (!biases.empty()) {
-      std::vector<const Tensor*> parts;
-      size_t other = 0;
-      for (size_t i = 0; i < biases.size(); ++i) {
-        const Node& add = g.node(biases[i]);
-        other = add.inputs[0] == g.node(anchors[i]).outputs[0] ? 1 : 0;
-        parts.push_back(constantOf(g, add, other));
+    for (size_t k = 0; k < length; ++k) {
+      const Node step = g.node(sibs[0].chain[k]);
+      Node node{uniqueNodeName(g, step.name + "/merged"), step.op, step.attrs, {}, {}};
+      if (k == 0 && sibs[0].bias != kNoNode) {
+        std::vector<const Tensor*> parts;
+        size_t other = 0;
+        for (size_t i = 0; i < sibs.size(); ++i) {
+          const Node& add = g.node(sibs[i].bias);
+          other = add.inputs[0] == g.node(anchors[i]).outputs[0] ? 1 : 0;
+          parts.push_back(constantOf(g, add, other));
+        }
+        const ValueId bc = g.addConstant(uniqueValueName(g, first.name + "/merged_add_bias"),
+                                         concatConstants(parts, parts[0]->shape().size() - 1));
+        node.inputs = other == 1 ? std::vector<ValueId>{last, bc} : std::vector<ValueId>{bc, last};
+      } else {
+        node.inputs = {last};
       }
-      const ValueId bc = g.addConstant(uniqueValueName(g, first.name + "/merged_add_bias"),
-                                       concatConstants(parts, parts[0]->shape().size() - 1));
-      Node add{uniqueNodeName(g, g.node(biases[0]).name + "/merged"), "Add", {}, {}, {}};
-      add.inputs = other == 1 ? std::vector<ValueId>{last, bc} : std::vector<ValueId>{bc, last};
-      effect.target.push_back(add.name);
-      last = addNodeWithOutput(g, std::move(add), g.value(last).name + "+bias");
+      effect.target.push_back(node.name);
+      last = addNodeWithOutput(g, std::move(node), g.value(last).name + "/" + step.op);
     }
     std::vector<int64_t> widths;
     std::vector<ValueId> outs;
-    for (size_t i = 0; i < sibs.size(); ++i) {
-      widths.push_back(sibs[i].width);
-      outs.push_back(g.node(biases.empty() ? anchors[i] : biases[i]).outputs[0]);
+    for (const Sibling& sib : sibs) {
+      widths.push_back(sib.width);
+      outs.push_back(g.node(sib.chain.empty() ? sib.anchor : sib.chain.back()).outputs[0]);
     }
     const int64_t axis = op == "MatMul" ? g.value(last).type.rank() - 1 : 1;
     Node split{uniqueNodeName(g, first.name + "/split"), "Split", {}, {last}, outs};
@@ -217,7 +257,7 @@ class MergeSiblings : public Substitution {
     g.addNode(std::move(split));
     std::vector<bool> dead(static_cast<size_t>(g.numNodes()), false);
     for (NodeId n : anchors) dead[static_cast<size_t>(n)] = true;
-    for (NodeId n : biases) dead[static_cast<size_t>(n)] = true;
+    for (NodeId n : rest) dead[static_cast<size_t>(n)] = true;
     effect.removed = site.nodes;
     for (ValueId v : outs) effect.outputs.emplace_back(g.value(v).name, g.value(v).name);
     g.removeNodes(dead);

@@ -8,7 +8,10 @@
 //            every attribute and on every weight dimension but the one
 //            concatenated (MatMul/Gemm: the output columns; Conv: the output
 //            channels, group 1); a bias Add (a constant along the last axis,
-//            the anchor's only reader) is merged too when every sibling has one.
+//            the anchor's only reader) is merged too when every sibling has one,
+//            and so are up to three one-input elementwise ops (Relu, ...) that
+//            follow each sibling alike: they run on the merged tensor, before
+//            the Split, so a fused Conv+Relu stays fusable.
 //
 // enlarge-conv-kernel: MetaFlow's enabling rewrite, worse alone: a Conv gets
 // a larger kernel, padded with zeros (and its pads grown to match), so that

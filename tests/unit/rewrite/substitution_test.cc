@@ -119,6 +119,23 @@ TEST(MergeSiblings, ConvsWithBias) {
   expectSameOutputs(g, after);
 }
 
+TEST(MergeSiblings, ElementwiseFollowersRunBeforeTheSplit) {
+  GraphBuilder b;
+  const ValueId x = b.input({1, 8, 10, 10});
+  const ValueId y1 = b.op("Relu", {b.op("Conv", {x, b.constant({4, 8, 1, 1}), b.constant({4})})});
+  const ValueId y2 = b.op("Relu", {b.op("Conv", {x, b.constant({6, 8, 1, 1}), b.constant({6})})});
+  const ValueId y3 = b.op("Conv", {x, b.constant({5, 8, 1, 1}), b.constant({5})});  // no Relu: not merged
+  b.finish(b.op("Concat", {y1, y2, y3}, attrs({{"axis", int64_t{1}}})));
+  const Graph& g = b.graph();
+  const auto sites = sitesOf(g, "merge-siblings");
+  ASSERT_EQ(sites.size(), 1u);
+  EXPECT_EQ(sites[0].nodes.size(), 4u);
+  const Graph after = applyOne(g, sites[0]);
+  EXPECT_EQ(countOp(after, "Conv"), 2);
+  EXPECT_EQ(countOp(after, "Relu"), 1);
+  expectSameOutputs(g, after);
+}
+
 TEST(MergeSiblings, NotWhenWeightsAreInputsOrAttributesDiffer) {
   GraphBuilder b;
   const ValueId x = b.input({1, 8, 10, 10});
