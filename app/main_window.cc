@@ -972,6 +972,11 @@ bool MainWindow::openPlan(const QString& path, QString* error) {
   }
   try {
     Plan plan = loadPlan(path.toStdString());
+    // The views show the model as imported; a rewritten one is for later.
+    if (!plan.substitutions.empty())
+      throw Error(plan.displayName() + " was made with " + std::to_string(plan.substitutions.size()) +
+                  " graph substitution(s); the app does not show rewritten graphs yet: use `collage run` "
+                  "or `collage explain` with it");
     if (!backendSet_)
       backendSet_ = std::make_shared<BackendSet>(
           loadBackendSet({}, patternEditor_->userPatternPath().toStdString()));
