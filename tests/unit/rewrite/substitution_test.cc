@@ -455,8 +455,11 @@ TEST(SubstitutionProperty, RandomGraphsKeepTheirOutputs) {
 
 TEST(SubstitutionProperty, ZooModelsKeepTheirOutputs) {
   int applied = 0;
-  for (const char* model : {"bert_small", "vit_b_16_small", "gpt2_small", "inception_v3_small",
-                            "resnet50_small", "mobilenet_v2_small", "shufflenet_v2_small"}) {
+  for (const char* model :
+       {"resnet50_small", "resnet50_small_opset9", "resnext50_32x4d_small", "mobilenet_v2_small",
+        "inception_v3_small", "r3d_18_small", "dcgan_small", "bert_small", "bert_small_opset13",
+        "mobilenet_v3_large_small", "efficientnet_b0_small", "shufflenet_v2_small", "regnet_y_400mf_small",
+        "convnext_tiny_small", "vit_b_16_small", "deeplabv3_mobilenet_v3_small", "gpt2_small"}) {
     SCOPED_TRACE(model);
     const Graph g = importOnnx(std::string(COLLAGE_SOURCE_DIR) + "/resources/models/" + model + ".onnx");
     const Graph after = applyEverywhere(g, &applied);
