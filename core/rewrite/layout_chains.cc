@@ -1,5 +1,7 @@
 #include "core/rewrite/layout_chains.h"
 
+#include <algorithm>
+#include <map>
 #include <numeric>
 #include <optional>
 
@@ -366,5 +368,114 @@ class SinkSplit : public Substitution {
 }  // namespace
 
 std::unique_ptr<Substitution> makeSinkSplit() { return std::make_unique<SinkSplit>(); }
+
+}  // namespace collage
+
+namespace collage {
+namespace {
+
+// A Slice of x that cuts one axis with step 1: (axis, start), or nothing.
+std::optional<std::pair<int64_t, int64_t>> sliceRange(const Graph& g, const Node& n, ValueId x) {
+  if (n.op != "Slice" || n.inputs.size() != 1 || n.inputs[0] != x || n.outputs.size() != 1) return std::nullopt;
+  const Shape& in = g.value(x).type.shape;
+  const Shape& out = g.value(n.outputs[0]).type.shape;
+  if (in.size() != out.size()) return std::nullopt;
+  int64_t axis = -1;
+  for (size_t i = 0; i < in.size(); ++i)
+    if (in[i] != out[i]) {
+      if (axis >= 0) return std::nullopt;
+      axis = static_cast<int64_t>(i);
+    }
+  if (axis < 0) return std::nullopt;
+  const std::vector<int64_t> starts = n.attrs.getInts("starts", {});
+  std::vector<int64_t> axes = n.attrs.getInts("axes", {});
+  const std::vector<int64_t> steps = n.attrs.getInts("steps", {});
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  const int64_t rank = static_cast<int64_t>(in.size()), dim = in[static_cast<size_t>(axis)];
+  for (size_t k = 0; k < axes.size() && k < starts.size(); ++k) {
+    const int64_t a = axes[k] < 0 ? axes[k] + rank : axes[k];
+    if (k < steps.size() && steps[k] != 1) return std::nullopt;
+    if (a != axis) continue;
+    int64_t s = starts[k] < 0 ? starts[k] + dim : starts[k];
+    s = std::clamp<int64_t>(s, 0, dim);
+    return std::make_pair(axis, s);
+  }
+  return std::nullopt;
+}
+
+class SlicesToSplit : public Substitution {
+ public:
+  std::string name() const override { return "slices-to-split"; }
+  std::string describe() const override {
+    return "Slice(x, [s_i, e_i) on axis a) for i = 1..n, tiling the axis -> Split(x, axis a)";
+  }
+
+  std::vector<SubstitutionSite> find(const Graph& g) const override {
+    std::vector<SubstitutionSite> sites;
+    for (ValueId x = 0; x < g.numValues(); ++x) {
+      const Value& v = g.value(x);
+      if (v.consumers.size() < 2 || v.type.isSequence()) continue;
+      if (auto site = tiling(g, x)) sites.push_back(*site);
+    }
+    return sites;
+  }
+
+  RewriteEffect apply(Graph& g, const SubstitutionSite& site) const override {
+    const NodeId first = siteNode(g, site, 0);
+    const ValueId x = g.node(first).inputs.empty() ? kNoValue : g.node(first).inputs[0];
+    auto now = x == kNoValue ? std::nullopt : tiling(g, x);
+    if (!now || now->nodes != site.nodes) throw Error(site.toString() + ": the slices no longer tile an axis");
+    const int64_t axis = sliceRange(g, g.node(first), x)->first;
+    std::vector<int64_t> sizes;
+    std::vector<ValueId> outs;
+    std::vector<bool> dead(static_cast<size_t>(g.numNodes()), false);
+    RewriteEffect effect;
+    for (size_t i = 0; i < site.nodes.size(); ++i) {
+      const NodeId n = siteNode(g, site, i);
+      const ValueId y = g.node(n).outputs[0];
+      sizes.push_back(g.value(y).type.shape[static_cast<size_t>(axis)]);
+      outs.push_back(y);
+      dead[static_cast<size_t>(n)] = true;
+      effect.outputs.emplace_back(g.value(y).name, g.value(y).name);
+    }
+    Node split{uniqueNodeName(g, site.nodes[0] + "/split"), "Split", {}, {x}, outs};
+    split.attrs.set("axis", axis);
+    split.attrs.set("split", sizes);
+    fillDefaults(split);
+    effect.target = {split.name};
+    effect.removed = site.nodes;
+    g.addNode(std::move(split));
+    g.removeNodes(dead);
+    return effect;
+  }
+
+ private:
+  // The Slices of x that tile one axis, in range order (the first axis that has such a set).
+  std::optional<SubstitutionSite> tiling(const Graph& g, ValueId x) const {
+    std::map<int64_t, std::vector<std::pair<int64_t, NodeId>>> byAxis;
+    for (NodeId n : g.value(x).consumers)
+      if (auto r = sliceRange(g, g.node(n), x)) byAxis[r->first].push_back({r->second, n});
+    for (auto& [axis, slices] : byAxis) {
+      if (slices.size() < 2) continue;
+      std::sort(slices.begin(), slices.end());
+      int64_t at = 0;
+      bool ok = true;
+      for (const auto& [start, n] : slices) {
+        ok = ok && start == at;
+        at += g.value(g.node(n).outputs[0]).type.shape[static_cast<size_t>(axis)];
+      }
+      if (!ok || at != g.value(x).type.shape[static_cast<size_t>(axis)]) continue;
+      SubstitutionSite site{name(), {}};
+      for (const auto& sn : slices) site.nodes.push_back(g.node(sn.second).name);
+      return site;
+    }
+    return std::nullopt;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Substitution> makeSlicesToSplit() { return std::make_unique<SlicesToSplit>(); }
 
 }  // namespace collage

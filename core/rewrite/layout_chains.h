@@ -23,6 +23,13 @@
 //   condition each output's only reader is that op (and no graph output);
 //             for reshapes, every R_i keeps the dimensions before a and
 //             splits axis a's block alike (equal shapes but at one axis b).
+//
+// slices-to-split: sibling Slices that tile one axis of the same tensor
+// are one Split (its inverse of a merge: what sink-split then works on):
+//   source    Slice(x, [s_i, e_i) on axis a), i = 1..n, n >= 2, step 1
+//   target    Split(x, axis a, sizes e_i - s_i)_i
+//   condition the ranges, sorted, tile [0, dim a) exactly; each Slice cuts
+//             that axis only.
 #pragma once
 
 #include <memory>
@@ -34,5 +41,6 @@ namespace collage {
 std::unique_ptr<Substitution> makeCollapseTransposes();
 std::unique_ptr<Substitution> makeCollapseReshapes();
 std::unique_ptr<Substitution> makeSinkSplit();
+std::unique_ptr<Substitution> makeSlicesToSplit();
 
 }  // namespace collage

@@ -28,6 +28,7 @@ const std::vector<std::unique_ptr<Substitution>>& standardSubstitutions() {
     r.push_back(makeEnlargeConvKernel());
     r.push_back(makeCollapseTransposes());
     r.push_back(makeCollapseReshapes());
+    r.push_back(makeSlicesToSplit());
     r.push_back(makeSinkSplit());
     return r;
   }();

@@ -249,6 +249,25 @@ TEST(SinkSplit, ReshapesThenTransposesMoveAboveTheSplit) {
   expectSameOutputs(g, twice);
 }
 
+TEST(SlicesToSplit, SlicesTilingAnAxisBecomeOneSplit) {
+  GraphBuilder b;
+  const ValueId x = b.input({16, 1, 24});
+  const ValueId s1 = b.op("Slice", {x}, attrs({{"starts", Ints{8}}, {"ends", Ints{16}}, {"axes", Ints{-1}}}));
+  const ValueId s0 = b.op("Slice", {x}, attrs({{"starts", Ints{0}}, {"ends", Ints{8}}, {"axes", Ints{2}}}));
+  const ValueId s2 = b.op("Slice", {x}, attrs({{"starts", Ints{16}}, {"ends", Ints{100}}, {"axes", Ints{2}}}));
+  const ValueId gap = b.op("Slice", {x}, attrs({{"starts", Ints{0}}, {"ends", Ints{4}}, {"axes", Ints{0}}}));
+  b.graph().markOutput(b.op("Relu", {gap}));
+  b.finish(b.op("Add", {b.op("Mul", {s0, s1}), s2}));
+  const Graph& g = b.graph();
+  const auto sites = sitesOf(g, "slices-to-split");
+  ASSERT_EQ(sites.size(), 1u);  // axis 0 has one slice only: not a tiling
+  EXPECT_EQ(sites[0].nodes.size(), 3u);
+  const Graph after = applyOne(g, sites[0]);
+  EXPECT_EQ(countOp(after, "Slice"), 1);
+  EXPECT_EQ(countOp(after, "Split"), 1);
+  expectSameOutputs(g, after);
+}
+
 // A rule that claims a Relu is a Sigmoid: the check must refuse it.
 class WrongRule : public Substitution {
  public:
