@@ -13,7 +13,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 db="$work/measurements.sqlite"
 
-"$collage" optimize "$model" --db "$db" -o "$work/plan.json" --no-end-to-end \
+"$collage" optimize "$model" --db "$db" -o "$work/plan.json" --no-end-to-end --op-level \
   --substitute merge-siblings,enlarge-conv-kernel,collapse-transposes,collapse-reshapes,slices-to-split,sink-split \
   --substitution-budget 10s | tee "$work/optimize.txt"
 grep -q "^substitutions: " "$work/optimize.txt"
@@ -32,7 +32,7 @@ if grep -q '"substitutions"' "$work/plan.json"; then
 fi
 
 # The search alone (nothing forced), on the warm database: quick.
-"$collage" optimize "$model" --db "$db" -o "$work/plan2.json" --no-end-to-end --substitutions \
+"$collage" optimize "$model" --db "$db" -o "$work/plan2.json" --no-end-to-end --op-level --substitutions \
   --substitution-budget 10s | tee "$work/search.txt"
 grep -q "^substitutions: " "$work/search.txt"
 "$collage" run "$model" --plan "$work/plan2.json" --verify | grep -q "verify: every output matches"
