@@ -17,6 +17,9 @@ struct Session::Impl {
   Model model;
   Plan plan;
   SessionOptions options;
+  // The model with the plan's graph substitutions replayed (docs/substitutions.md),
+  // when it has any: the Session runs this graph.
+  std::unique_ptr<collage::Graph> rewritten;
   BackendSet backends;
   std::vector<std::string> warnings;
   std::unique_ptr<collage::Session> session;
@@ -71,8 +74,10 @@ Session::Session(const Model& model, const Plan& plan, const SessionOptions& opt
     : impl_(std::make_unique<Impl>(model, plan, options)) {
   translateErrors([&] {
     if (options.threads > 0) setThreadCount(options.threads);
-    const Graph& graph = model.impl().graph;
     const collage::Plan& p = plan.impl().plan;
+    if (!p.substitutions.empty())
+      impl_->rewritten = std::make_unique<collage::Graph>(planGraph(p, model.impl().graph));
+    const Graph& graph = impl_->rewritten ? *impl_->rewritten : model.impl().graph;
     impl_->backends =
         loadBackendsForPlan(p, graph, model.path(), options.backends, &impl_->warnings);
     if (!impl_->warnings.empty() && !options.acceptStalePlan) {

@@ -3,6 +3,7 @@
 // (costs from the measurement database), or that it was pinned or the only
 // choice.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 
@@ -31,14 +32,16 @@ Action addExplainCommand(CLI::App& app) {
     std::string modelPath = options->model.empty() ? plan.modelPath : options->model;
     ImportOptions importOptions;
     importOptions.inputShapes = plan.inputShapes;
-    Graph graph = importOnnx(modelPath, importOptions);
+    const Graph model = importOnnx(modelPath, importOptions);
+    // The groups name the nodes of the model with the plan's substitutions.
+    const Graph graph = planGraph(plan, model);
     BackendSet set = loadBackendSet();
     for (const auto& w : checkPlanAgainst(plan, graph, modelPath, set.versions(), nullptr))
       std::cerr << "warning: " << w << "\n";
     CandidateSet candidates =
         enumerateCandidates(graph, set.capabilities(), EnumerationOptions{false});
     MeasurementDb db(options->db);
-    HardwareFingerprint here = set.fingerprint(graph);
+    HardwareFingerprint here = set.fingerprint(model);
 
     std::printf("%s: %zu groups, predicted %s\n", options->plan.c_str(), plan.groups.size(),
                 costToString(plan.predictedNs).c_str());
@@ -53,6 +56,18 @@ Action addExplainCommand(CLI::App& app) {
                     "whole and paired (%d generations, %d plans run); it changed:\n",
                     gl.gain, gl.startMs, gl.ms, gl.generations, gl.plansRun);
       for (const std::string& c : gl.changes) std::printf("  %s\n", c.c_str());
+    }
+    if (!plan.substitutions.empty()) {
+      // What each rewrite bought: the op-level DP's cost before its move
+      // minus after, shared among the sites of the move.
+      std::printf("substitutions applied to the model before placement (%zu):\n", plan.substitutions.size());
+      for (const PlanSubstitution& s : plan.substitutions) {
+        const Substitution* rule = findSubstitution(s.site.rule);
+        std::printf("  %-60s saved %s%s\n", s.site.toString().c_str(),
+                    std::isnan(s.savedNs) ? "?" : (std::to_string(s.savedNs / 1e3).substr(0, 7) + " us").c_str(),
+                    s.savedNs < 0 ? " (it cost more on its own: forced, or a relaxed step)" : "");
+        if (rule && &s == &plan.substitutions.front()) std::printf("    (%s)\n", rule->describe().c_str());
+      }
     }
     std::vector<NodeSet> groups = resolvePlanGroups(plan, graph);
     for (size_t g = 0; g < plan.groups.size(); ++g) {

@@ -26,6 +26,7 @@
 #include "core/search/placement_constraints.h"
 #include "core/search/plan_override.h"
 #include "core/plan/plan.h"
+#include "core/rewrite/substitution.h"
 #include "core/search/plan_from_cover.h"
 #include "core/search/plan_selection.h"
 #include "core/measure/switch_costs.h"
@@ -68,6 +69,10 @@ Action addOptimizeCommand(CLI::App& app) {
     bool noEndToEnd = false;
     bool opLevel = false;
     bool graphLevel = false;  // --graph-level: what happens anyway
+    bool substitutions = false;
+    double alpha = 1.05;
+    std::vector<std::string> substitute;
+    std::string substitutionBudget = "30s";
     std::string budget = "5m";
     int saturation = 6;
   };
@@ -99,6 +104,19 @@ Action addOptimizeCommand(CLI::App& app) {
   // the search was opt-in still run.
   command->add_flag("--graph-level", options->graphLevel, "run the graph-level search (the default)")
       ->excludes(opLevel);
+  command->add_flag("--substitutions,!--no-substitutions", options->substitutions,
+                    "first search graph substitutions (merge sibling MatMul/Gemm/Conv, collapse Transpose "
+                    "and reshape chains), each checked equivalent, costed by the placement they allow "
+                    "(default: off)");
+  command->add_option("--alpha", options->alpha,
+                      "the substitution search explores graphs up to this factor of the best cost (default 1.05)")
+      ->check(CLI::Range(1.0, 10.0));
+  command->add_option("--substitute", options->substitute,
+                      "apply this substitution rule wherever it holds, whatever it costs (each site still "
+                      "checked equivalent); implies --substitutions (repeatable)")
+      ->delimiter(',');
+  command->add_option("--substitution-budget", options->substitutionBudget,
+                      "time budget of the substitution search (default 30s)");
   command->add_option("--budget", options->budget,
                       "time budget of the graph-level search: 90s, 5m, 1h or seconds (default 5m)");
   command->add_option("--saturation", options->saturation,
@@ -127,6 +145,17 @@ Action addOptimizeCommand(CLI::App& app) {
     for (const auto& f : options->forbids)
       job.constraints.forbids.push_back(PlacementConstraints::parseForbid(f));
     job.graphLevel = !options->opLevel;
+    for (const std::string& rule : options->substitute)
+      if (!findSubstitution(rule)) {
+        std::string known;
+        for (const auto& r : standardSubstitutions()) known += (known.empty() ? "" : ", ") + r->name();
+        throw Error("--substitute '" + rule + "': no such substitution rule (the rules: " + known + ")");
+      }
+    job.substitutions = options->substitutions || !options->substitute.empty();
+    job.substitutionOptions.forcedRules = options->substitute;
+    job.substitutionOptions.alpha = options->alpha;
+    job.substitutionOptions.budgetSeconds =
+        parseDurationSeconds(options->substitutionBudget, "--substitution-budget");
     job.graphLevelOptions.evolution.budgetSeconds = budgetSeconds;
     job.graphLevelOptions.evolution.saturationGenerations = options->saturation;
     job.graphLevelOptions.timeoutSeconds = std::max(60.0, options->timeout);
@@ -135,6 +164,8 @@ Action addOptimizeCommand(CLI::App& app) {
     TerminalProgress progress(/*logToStdout=*/true);
     OptimizationResult result = runOptimizationJob(graph, job, &progress, nullptr);
     progress.finish();
+    // The graph the plan places: the model, or the model rewritten.
+    const Graph& placed = placedGraph(result, graph);
 
     // The baselines, from the same measurements: reported, and written for the bench.
     if (options->baselines || !options->baselinePlans.empty()) {
@@ -151,8 +182,9 @@ Action addOptimizeCommand(CLI::App& app) {
     if (!options->baselinePlans.empty()) {
       std::filesystem::create_directories(options->baselinePlans);
       for (const auto& b : result.baselines) {
-        Plan p = makePlan(graph, options->modelPath, result.candidates, b.result.chosen, result.measurements,
+        Plan p = makePlan(placed, options->modelPath, result.candidates, b.result.chosen, result.measurements,
                           PlanOrigin::OpLevel, set.fingerprint(graph), set.versions());
+        p.substitutions = result.plan.substitutions;
         p.predictedNs = b.result.total;
         p.createdBy = "collage optimize (baseline: " + b.label + ")";
         savePlan(p, options->baselinePlans + "/" + b.file + ".json");

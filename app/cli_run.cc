@@ -85,6 +85,9 @@ Action addRunCommand(CLI::App& app) {
     std::unique_ptr<Session> session;
     if (!options->plan.empty()) {
       plan = std::make_unique<Plan>(loadPlan(options->plan));
+      // The plan's substitutions, replayed (and checked): its groups name
+      // the rewritten graph's nodes. The reference runs it too: the same function.
+      if (!plan->substitutions.empty()) graph = planGraph(*plan, graph);
       std::vector<std::string> warnings;
       backends = std::make_unique<BackendSet>(
           loadBackendsForPlan(*plan, graph, options->modelPath, {}, &warnings));

@@ -141,6 +141,11 @@ bool MainWindow::openPlan(const QString& path, QString* error) {
   }
   try {
     Plan plan = loadPlan(path.toStdString());
+    // The views show the model as imported; a rewritten one is for later.
+    if (!plan.substitutions.empty())
+      throw Error(plan.displayName() + " was made with " + std::to_string(plan.substitutions.size()) +
+                  " graph substitution(s); the app does not show rewritten graphs yet: use `collage run` "
+                  "or `collage explain` with it");
     std::vector<std::string> warnings = checkPlanAgainst(plan, *graph_, modelPath_.toStdString(),
                                                          optimiser_->backendSet()->versions());
     plan_ = std::move(plan);

@@ -128,6 +128,44 @@ void Graph::finalize() {
   }
 }
 
+void Graph::removeNodes(const std::vector<bool>& dead) {
+  std::vector<Node> kept;
+  kept.reserve(nodes_.size());
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    if (i >= dead.size() || !dead[i]) kept.push_back(std::move(nodes_[i]));
+  nodes_ = std::move(kept);
+  std::vector<bool> used(values_.size(), false);
+  for (ValueId v : inputs_) used[v] = true;
+  for (ValueId v : outputs_) used[v] = true;
+  for (const Node& node : nodes_) {
+    for (ValueId v : node.inputs)
+      if (v != kNoValue) used[v] = true;
+    for (ValueId v : node.outputs)
+      if (v != kNoValue) used[v] = true;
+  }
+  std::vector<ValueId> remap(values_.size(), kNoValue);
+  std::vector<Value> values;
+  for (size_t v = 0; v < values_.size(); ++v) {
+    if (!used[v]) continue;
+    remap[v] = static_cast<ValueId>(values.size());
+    values.push_back(std::move(values_[v]));
+  }
+  values_ = std::move(values);
+  auto map = [&](ValueId& v) {
+    if (v != kNoValue) v = remap[v];
+  };
+  for (Node& node : nodes_) {
+    for (ValueId& v : node.inputs) map(v);
+    for (ValueId& v : node.outputs) map(v);
+  }
+  for (ValueId& v : inputs_) map(v);
+  for (ValueId& v : outputs_) map(v);
+  valueByName_.clear();
+  for (size_t v = 0; v < values_.size(); ++v)
+    if (!values_[v].name.empty()) valueByName_[values_[v].name] = static_cast<ValueId>(v);
+  finalize();
+}
+
 std::optional<ValueId> Graph::findValue(const std::string& name) const {
   auto it = valueByName_.find(name);
   if (it == valueByName_.end()) return std::nullopt;

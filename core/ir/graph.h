@@ -65,6 +65,10 @@ class Graph {
   NodeId addNode(Node node);
   void markOutput(ValueId v);
   void finalize();
+  // Editing (graph substitutions, core/rewrite/): drops the nodes marked in
+  // `dead` (indexed by NodeId), then every value no node, input or output
+  // uses any more (value ids change), and finalizes again.
+  void removeNodes(const std::vector<bool>& dead);
 
   // Access.
   const std::vector<Node>& nodes() const { return nodes_; }

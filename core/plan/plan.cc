@@ -1,4 +1,5 @@
 #include "core/plan/plan.h"
+#include "core/rewrite/equivalence_check.h"
 
 #include <algorithm>
 #include <chrono>
@@ -175,7 +176,11 @@ bool Plan::operator==(const Plan& o) const {
   return version == o.version && modelPath == o.modelPath && modelSha256 == o.modelSha256 &&
          inputShapes == o.inputShapes && fingerprint == o.fingerprint && backends == o.backends &&
          groups == o.groups && sameCost(predictedNs, o.predictedNs) && createdBy == o.createdBy &&
-         createdAt == o.createdAt && graphLevel == o.graphLevel;
+         createdAt == o.createdAt && graphLevel == o.graphLevel && substitutions == o.substitutions;
+}
+
+bool PlanSubstitution::operator==(const PlanSubstitution& o) const {
+  return site == o.site && sameCost(savedNs, o.savedNs);
 }
 
 std::string Plan::displayName() const { return sourcePath.empty() ? "the plan" : sourcePath; }
@@ -230,6 +235,11 @@ std::string planToJson(const Plan& plan) {
                         {"generations", s.generations}, {"plans_run", s.plansRun}, {"changes", s.changes}};
   }
 
+  json substitutions = json::array();
+  for (const PlanSubstitution& sub : plan.substitutions)
+    substitutions.push_back(
+        {{"rule", sub.site.rule}, {"nodes", sub.site.nodes}, {"saved_ns", std::isfinite(sub.savedNs) ? json(std::round(sub.savedNs)) : json(nullptr)}});
+
   json groups = json::array();
   for (const PlanGroup& g : plan.groups) {
     json gj;
@@ -250,6 +260,12 @@ std::string planToJson(const Plan& plan) {
     if (key == "model" || key == "fingerprint" || key == "graph_level") out += expanded(value, "  ");
     else out += compact(value);
     out += ",\n";
+  }
+  if (!substitutions.empty()) {
+    out += "  \"substitutions\": [";
+    for (size_t i = 0; i < substitutions.size(); ++i)
+      out += std::string(i ? "," : "") + "\n    " + compact(substitutions[i]);
+    out += "\n  ],\n";
   }
   out += "  \"groups\": [";
   for (size_t i = 0; i < groups.size(); ++i)
@@ -354,6 +370,25 @@ Plan planFromJson(const std::string& text, const std::string& displayPath) {
       r.array(*c, "graph_level.changes");
       for (size_t i = 0; i < c->size(); ++i)
         s.changes.push_back(r.string((*c)[i], FieldReader::index("graph_level.changes", i)));
+    }
+  }
+
+  if (const json* subs = r.find(j, "substitutions")) {
+    r.array(*subs, "substitutions");
+    for (size_t i = 0; i < subs->size(); ++i) {
+      const std::string where = FieldReader::index("substitutions", i);
+      const json& sj = r.object((*subs)[i], where);
+      PlanSubstitution sub;
+      sub.site.rule = r.string(r.require(sj, where, "rule"), where + ".rule");
+      if (!findSubstitution(sub.site.rule))
+        r.fail(where + ".rule", "names no substitution rule this build knows ('" + sub.site.rule + "')");
+      const json& nodes = r.array(r.require(sj, where, "nodes"), where + ".nodes");
+      if (nodes.empty()) r.fail(where + ".nodes", "must name at least one node");
+      for (size_t k = 0; k < nodes.size(); ++k)
+        sub.site.nodes.push_back(r.string(nodes[k], FieldReader::index(where + ".nodes", k)));
+      // Negative for a relaxed step; null when unknown.
+      if (const json* c = r.find(sj, "saved_ns"); c && !c->is_null()) sub.savedNs = r.number(*c, where + ".saved_ns");
+      plan.substitutions.push_back(std::move(sub));
     }
   }
 
@@ -551,6 +586,17 @@ std::vector<size_t> planExecutionOrder(const Plan& plan, const Graph& graph,
                 ", which (directly or through other groups) needs a result of it");
   }
   return order;
+}
+
+Graph planGraph(const Plan& plan, const Graph& model) {
+  if (plan.substitutions.empty()) return model;
+  std::vector<SubstitutionSite> sites;
+  for (const PlanSubstitution& s : plan.substitutions) sites.push_back(s.site);
+  try {
+    return replaySubstitutions(model, sites);
+  } catch (const Error& e) {
+    throw Error(plan.displayName() + ": " + e.what());
+  }
 }
 
 std::vector<std::string> checkPlanAgainst(const Plan& plan, const Graph& graph,

@@ -30,6 +30,7 @@
 #include "core/ir/hardware_fingerprint.h"
 #include "core/ir/node_set.h"
 #include "core/ir/tensor.h"
+#include "core/rewrite/substitution.h"
 
 namespace collage {
 
@@ -87,6 +88,18 @@ struct GraphLevelSummary {
   bool operator==(const GraphLevelSummary&) const = default;
 };
 
+// A graph substitution the plan was made with (core/rewrite/): the plan's
+// groups name the nodes of the model *after* its substitutions, replayed in
+// order on the model (planGraph).
+struct PlanSubstitution {
+  SubstitutionSite site;
+  // What it bought: the op-level DP's cost before its move minus after,
+  // shared evenly among the move's sites (negative: a relaxed step that
+  // enabled a later one). NaN = not known.
+  Cost savedNs = kUnknownCost;
+  bool operator==(const PlanSubstitution& o) const;
+};
+
 // (backend name, version), as Backend::name() / version() report them.
 using BackendVersion = std::pair<std::string, std::string>;
 
@@ -104,6 +117,9 @@ struct Plan {
   std::string createdBy;                     // "collage optimize (op-level)"
   std::string createdAt;                     // ISO 8601 UTC, "2024-05-01T12:00:00Z"
   GraphLevelSummary graphLevel;              // set when the graph-level search made it
+  // Applied to the model before placement, in order ("substitutions" in the
+  // file, absent when empty).
+  std::vector<PlanSubstitution> substitutions;
 
   // Not serialised: the file it was loaded from, for messages ("" = "the plan").
   std::string sourcePath;
@@ -148,6 +164,12 @@ std::vector<std::string> nodeNames(const Graph& graph, const NodeSet& nodes);
 Plan singleNodePlan(const Graph& graph, const std::string& backend);
 
 // ---- Checking a plan against a model --------------------------------------
+
+// The graph the plan's groups name: `model` with the plan's substitutions
+// replayed (each checked again on the reference executor); `model` itself
+// when it has none. Error starting with the plan's name when one does not
+// hold on this model (a plan for another model).
+Graph planGraph(const Plan& plan, const Graph& model);
 
 // Resolves the groups' node names: one NodeSet per group. Error naming the
 // node or group for an unknown node name, a node in two groups, a node in no

@@ -1,5 +1,7 @@
 #include "core/search/optimization_job.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -9,6 +11,7 @@
 #include "core/ir/error.h"
 #include "core/ir/hardware_fingerprint.h"
 #include "core/measure/candidate_costs.h"
+#include "core/ir/hashing.h"
 #include "core/measure/measurement_db.h"
 #include "core/measure/machine_timing_lock.h"
 #include "core/measure/measurer.h"
@@ -20,6 +23,7 @@
 #include "core/search/plan_selection.h"
 #include "core/measure/switch_costs.h"
 #include "core/ir/threading.h"
+#include "core/rewrite/equivalence_check.h"
 
 namespace collage {
 
@@ -139,7 +143,99 @@ LayoutCharges measureLayoutCharges(const Graph& graph, const CandidateSet& candi
 
 }  // namespace
 
-OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobOptions& options,
+std::vector<PlanSubstitution> planSubstitutions(const SubstitutionSearchResult& search) {
+  std::vector<PlanSubstitution> out;
+  for (const SubstitutionStep& step : search.steps)
+    for (const SubstitutionSite& site : step.sites)
+      out.push_back(PlanSubstitution{site, (step.before - step.after) / static_cast<double>(step.sites.size())});
+  return out;
+}
+
+namespace {
+
+// A file that holds the sites a measurement worker replays; removed with it.
+struct SitesFile {
+  std::string path;
+  explicit SitesFile(const std::vector<SubstitutionSite>& sites) {
+    char name[] = "/tmp/collage-substitutions-XXXXXX";
+    const int fd = mkstemp(name);
+    if (fd < 0) throw Error("cannot create a temporary file for the substitutions");
+    const std::string text = sitesToJson(sites);
+    const bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    close(fd);
+    path = name;
+    if (!ok) throw Error("cannot write " + path);
+  }
+  ~SitesFile() { std::remove(path.c_str()); }
+  SitesFile(const SitesFile&) = delete;
+  SitesFile& operator=(const SitesFile&) = delete;
+};
+
+std::vector<std::string> withSites(std::vector<std::string> command, const SitesFile* file) {
+  if (file) {
+    command.push_back("--substitutions");
+    command.push_back(file->path);
+  }
+  return command;
+}
+
+// The substitution search with the job's costs: each graph's candidates
+// from the database, the missing ones measured in a worker that replays the
+// graph's substitutions, then the op-level DP with the switching costs and
+// copy charges of the model as given (one table for every graph, so their
+// costs compare).
+SubstitutionSearchResult searchSubstitutionsMeasured(const Graph& model, const OptimizationJobOptions& options,
+                                                     MeasurementDb* db, const HardwareFingerprint& fingerprint,
+                                                     SearchObserver* observer, const CancellationToken* cancel) {
+  std::map<std::string, std::string> versions;
+  for (const auto& [name, version] : options.versions) versions[name] = version;
+  MeasurerOptions measurerOptions;
+  measurerOptions.timeoutSeconds = options.timeoutSeconds;
+  std::vector<std::string> backendNames;
+  for (const auto& [name, version] : options.versions) backendNames.push_back(name);
+  const DeviceCosts deviceCosts = measureDeviceCosts(backendNames, options.backends, db, fingerprint);
+  std::optional<SwitchCostTable> switchCosts;
+  int measured = 0;
+  const GraphCostFn cost = [&](const Graph& g, const std::vector<SubstitutionSite>& sites) -> Cost {
+    const CandidateSet candidates = enumerateCandidates(g, options.capabilities);
+    std::unique_ptr<SitesFile> file;
+    std::unique_ptr<IsolatedMeasurer> measurer;  // started only if something is missing
+    auto worker = [&]() -> IsolatedMeasurer& {
+      if (!measurer) {
+        if (!sites.empty()) file = std::make_unique<SitesFile>(sites);
+        measurer = std::make_unique<IsolatedMeasurer>(withSites(optimizationWorkerCommand(options), file.get()),
+                                                      measurerOptions);
+        measurer->setAbortSwitch(options.abort);
+      }
+      return *measurer;
+    };
+    CandidateCoster coster(
+        g, db, fingerprint, [&](const std::string& b) { return versions[b]; },
+        [&](const Candidate& c) { return worker().measure(c.backend, c.nodes); });
+    CostingReport report;
+    const std::vector<Measurement> measurements = coster.costAll(candidates, {}, observer, cancel, &report);
+    if (!sites.empty()) measured += report.measured;  // the model's own count as the job's
+    if (!switchCosts)
+      switchCosts = measureSwitchCosts(candidates, measurements, versions, db, fingerprint,
+                                       [&](const Candidate& a, const Candidate& b) {
+                                         return worker().measureSwitch(a.backend, a.nodes, b.backend, b.nodes);
+                                       });
+    std::vector<Cost> costs;
+    for (const auto& m : measurements) costs.push_back(m.cost());
+    OpLevelProblem problem{&g, &candidates, costs,
+                           [&](const std::string& b) { return switchCosts->epsilonInto(b); }, {}};
+    deviceCosts.applyTo(problem);
+    return optimizeOpLevel(problem, nullptr, cancel).total;
+  };
+  SubstitutionSearchResult result = searchSubstitutions(model, cost, options.substitutionOptions, observer, cancel);
+  if (measured > 0)
+    result.notes.push_back(std::to_string(measured) + " kernel(s) of rewritten graphs measured (now in the database)");
+  return result;
+}
+
+}  // namespace
+
+OptimizationResult runOptimizationJob(const Graph& model, const OptimizationJobOptions& options,
                                       SearchObserver* observer, const CancellationToken* cancel) {
   const auto jobStart = std::chrono::steady_clock::now();
   // A line (or a table) of the job's report, without its final newline.
@@ -148,6 +244,34 @@ OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobO
     if (observer) observer->onLog(text);
   };
   OptimizationResult result;
+  HardwareFingerprint fingerprint = measurementFingerprint(options.versions, measurementProtocol(model));
+  std::map<std::string, std::string> versions;
+  for (const auto& [name, version] : options.versions) versions[name] = version;
+  std::unique_ptr<MeasurementDb> db;
+  if (!options.noDb)
+    db = std::make_unique<MeasurementDb>(options.dbPath.empty() ? MeasurementDb::defaultPath()
+                                                                : options.dbPath);
+  else if (options.substitutions && options.constraints.empty())
+    db = std::make_unique<MeasurementDb>(":memory:");  // shared by the graphs the search costs; not kept
+
+  std::unique_ptr<SitesFile> sitesFile;
+  if (options.substitutions && !options.constraints.empty())
+    say("substitutions: skipped (pins and forbids name the model's nodes)");
+  if (options.substitutions && options.constraints.empty()) {
+    result.substitutions = searchSubstitutionsMeasured(model, options, db.get(), fingerprint, observer, cancel);
+    result.substitutionsRan = true;
+    say(describeSubstitutions(result.substitutions));
+    if (!result.substitutions.applied.empty()) {
+      result.graph = std::make_shared<const Graph>(result.substitutions.graph);
+      sitesFile = std::make_unique<SitesFile>(result.substitutions.applied);
+    }
+    if (result.substitutions.cancelled || (cancel && cancel->cancelled())) {
+      result.cancelled = true;
+      return result;
+    }
+  }
+  // From here on, the graph placed: the model, or the model rewritten.
+  const Graph& graph = result.graph ? *result.graph : model;
   result.candidates = enumerateCandidates(graph, options.capabilities);
   result.constraints = options.constraints;
   result.versions = options.versions;
@@ -156,17 +280,9 @@ OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobO
   // Throws Error (naming the selector or node) for a pin that cannot hold.
   result.allowed = allowedCandidates(graph, result.candidates, options.constraints);
 
-  HardwareFingerprint fingerprint = measurementFingerprint(options.versions, measurementProtocol(graph));
-  std::map<std::string, std::string> versions;
-  for (const auto& [name, version] : options.versions) versions[name] = version;
-  std::unique_ptr<MeasurementDb> db;
-  if (!options.noDb)
-    db = std::make_unique<MeasurementDb>(options.dbPath.empty() ? MeasurementDb::defaultPath()
-                                                                : options.dbPath);
-
   MeasurerOptions measurerOptions;
   measurerOptions.timeoutSeconds = options.timeoutSeconds;
-  IsolatedMeasurer measurer(optimizationWorkerCommand(options), measurerOptions);
+  IsolatedMeasurer measurer(withSites(optimizationWorkerCommand(options), sitesFile.get()), measurerOptions);
   measurer.setAbortSwitch(options.abort);
   measurer.setWaitingReporter([say](const std::string& holder) { say(kWaitingForTimingLock + holder); });
   CandidateCoster coster(
@@ -337,8 +453,13 @@ OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobO
                   "without a better plan):",
                   names.empty() ? "none" : names.c_str(), e.budgetSeconds, e.saturationGenerations);
     say(line);
+    GraphLevelOptions graphLevelOptions = options.graphLevelOptions;
+    // Plan runs are stored per model: a rewritten model is another one.
+    if (sitesFile && graphLevelOptions.modelKey.empty())
+      graphLevelOptions.modelKey = graphLevelModelKey(result.plan) + ";substitutions=" +
+                                   stableHashHex(sitesToJson(result.substitutions.applied));
     result.graphLevel = runGraphLevelSearch(graph, result.plan, libraries, measurer, db.get(), fingerprint,
-                                            options.graphLevelOptions, observer, cancel);
+                                            graphLevelOptions, observer, cancel);
     result.graphLevelRan = true;
     result.plan = result.graphLevel.plan;
     if (result.graphLevel.improved) result.plan.createdBy += " + graph-level search";
@@ -350,6 +471,7 @@ OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobO
     say(report);
   }
   markPinnedGroups(result.plan, graph, options.constraints);
+  result.plan.substitutions = planSubstitutions(result.substitutions);
   result.hasPlan = true;
   return result;
 }

@@ -24,6 +24,7 @@
 #include "core/search/device_costs.h"
 #include "core/measure/switch_costs.h"
 #include "core/search/plan_selection.h"
+#include "core/search/substitution_search.h"
 
 namespace collage {
 
@@ -61,6 +62,13 @@ struct OptimizationJobOptions {
   // is called on the job's thread.
   bool graphLevel = true;
   GraphLevelOptions graphLevelOptions;
+  // First of all, graph substitutions (core/search/substitution_search.h):
+  // the model rewritten where that lets the op-level DP place it cheaper,
+  // every rewrite checked; the rest of the job then places the rewritten
+  // graph, and the plan carries the substitutions. Off with pins or forbids
+  // (they name the model's nodes).
+  bool substitutions = false;
+  SubstitutionSearchOptions substitutionOptions;
   // The kill switch, for a job (or a jobMeasureFn) whose result nobody wants
   // any more: cancelled from any thread, it kills the measurement worker at
   // once and the job throws MeasurementAborted (core/measure/measurer.h),
@@ -95,6 +103,12 @@ struct OptimizationResult {
   GraphLevelResult graphLevel;
   Plan startPlan;
 
+  // The substitution search, when it ran, and the graph the plan places:
+  // the model rewritten (null = the model as given: nothing was applied).
+  bool substitutionsRan = false;
+  SubstitutionSearchResult substitutions;
+  std::shared_ptr<const Graph> graph;
+
   // What re-planning needs without measuring again (core/search/plan_override.h):
   // the DP's inputs as the job had them.
   PlacementConstraints constraints;       // the ones the plan honours
@@ -112,6 +126,13 @@ struct OptimizationResult {
 // for a pin that cannot hold (allowedCandidates names the node and why).
 OptimizationResult runOptimizationJob(const Graph& graph, const OptimizationJobOptions& options,
                                       SearchObserver* observer, const CancellationToken* cancel);
+
+// The graph `result`'s plan and candidates are for: the rewritten graph, or `model`.
+inline const Graph& placedGraph(const OptimizationResult& result, const Graph& model) {
+  return result.graph ? *result.graph : model;
+}
+// The plan's record of the substitutions `result` applied (with what each bought).
+std::vector<PlanSubstitution> planSubstitutions(const SubstitutionSearchResult& search);
 
 // The candidate of `result` that `group` (of a plan of `graph`) runs as: its
 // PlanGroup::candidate when that names a candidate of this result with the
