@@ -129,10 +129,11 @@ TEST(Measurer, RunsAnotherProcessPreemptedAreLeftOut) {
   MeasurerOptions options;
   options.maxSeconds = 1.0;
   options.targetSpread = 0;  // sample for the whole second
-  // When to switch is the scheduler's choice: a second measurement if the
-  // first second saw none inside a timed run (seen once in 60).
-  Measurement m = measureKernel(*native, KernelRequest::of(b.graph(), nodes), options);
-  if (m.status == MeasurementStatus::Ok && m.preemptedRuns == 0)
+  // When to switch is the scheduler's choice: another measurement if one
+  // saw no switch inside a timed run (seen once in 60, then twice in a row
+  // on a loaded machine).
+  Measurement m;
+  for (int attempt = 0; attempt < 5 && m.preemptedRuns == 0; ++attempt)
     m = measureKernel(*native, KernelRequest::of(b.graph(), nodes), options);
   stop = true;
   busy.join();
