@@ -86,10 +86,14 @@ Session::Session(const Graph& graph, const Plan& plan, BackendLookup backends, K
   timings_.reserve(order_.size());
 }
 
+bool layoutHandoverEnabled() {
+  const char* off = std::getenv("COLLAGE_NO_LAYOUT_HANDOVER");
+  return !(off && *off && *off != '0');
+}
+
 void Session::handOverNativeLayouts() {
   nativeBytes_.assign(static_cast<size_t>(graph_.numValues()), 0);
-  // A diagnostic switch, to measure what the hand-over gains.
-  if (const char* off = std::getenv("COLLAGE_NO_LAYOUT_HANDOVER"); off && *off && *off != '0') return;
+  if (!layoutHandoverEnabled()) return;
   // Who reads each value: (group, input position).
   std::vector<std::vector<std::pair<size_t, size_t>>> readers(nativeBytes_.size());
   for (size_t g = 0; g < kernels_.size(); ++g)

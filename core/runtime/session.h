@@ -56,6 +56,12 @@
 
 namespace collage {
 
+// Whether consecutive kernels hand values over in a backend's own layout
+// (the Session) and the DP charges layouts that way (the optimisation job).
+// COLLAGE_NO_LAYOUT_HANDOVER=1 turns both off: a diagnostic switch, to
+// measure what the hand-over gains.
+bool layoutHandoverEnabled();
+
 // Returns the backend of a name, or nullptr if there is none
 // (e.g. [&](const std::string& n) { return backendSet.find(n); }).
 using BackendLookup = std::function<Backend*(const std::string&)>;

@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <memory>
 
@@ -95,8 +94,7 @@ LayoutCharges measureLayoutCharges(const Graph& graph, const CandidateSet& candi
   std::vector<LayoutOffers> offers(candidates.size());
   std::vector<Cost> costs;
   for (const auto& m : measurements) costs.push_back(m.cost());
-  const char* off = std::getenv("COLLAGE_NO_LAYOUT_HANDOVER");
-  if (!backends || (off && *off && *off != '0')) return LayoutCharges(graph, candidates, offers, {});
+  if (!backends || !layoutHandoverEnabled()) return LayoutCharges(graph, candidates, offers, {});
   CandidateSet native(graph.numNodes());
   std::vector<size_t> of;  // candidate index of each entry of `native`
   for (size_t c = 0; c < candidates.size(); ++c) {
