@@ -79,7 +79,7 @@ Action addOptimizeCommand(CLI::App& app) {
   auto* command = app.add_subcommand("optimize", "measure candidates and find the fastest placement");
   auto options = std::make_shared<Options>();
   options->addTo(*command);
-  command->add_option("--backends", options->backends, "backends to use (default: all)")
+  command->add_option("--backends", options->backends, "backends to use (default: every available backend that computes in float32; cublas_tf32 only when named)")
       ->delimiter(',');
   command->add_option("--pin", options->pins,
                       "pin nodes to a backend: NODES=BACKEND, NODES a name, re:REGEX, op:TYPE, "

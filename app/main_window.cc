@@ -249,9 +249,10 @@ void MainWindow::setOptimizeSettings(const OptimizeSettings& settings) {
 void MainWindow::optimizeWithOptions() {
   if (!graph_ || isOptimizing()) return;
   if (dialogsAllowed()) {
-    QStringList available;
+    QStringList available, defaults;
     for (const std::string& name : builtinBackendNames()) available << QString::fromStdString(name);
-    OptimizeOptionsDialog dialog(optimiser_->settings(), available, this);
+    for (const std::string& name : defaultBackendNames()) defaults << QString::fromStdString(name);
+    OptimizeOptionsDialog dialog(optimiser_->settings(), available, this, defaults);
     if (dialog.exec() != QDialog::Accepted) return;
     setOptimizeSettings(dialog.settings());
   }

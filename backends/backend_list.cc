@@ -5,6 +5,9 @@
 #include <utility>
 
 #include "core/measure/measurer.h"
+#ifdef COLLAGE_HAVE_CUDA
+#include "backends/cublas/cublas_math_mode.h"
+#endif
 
 namespace collage {
 
@@ -29,6 +32,9 @@ struct Entry {
   std::string name;
   std::function<std::unique_ptr<Backend>()> create;
   std::function<std::string()> unavailableReason;
+  // Set for a backend that trades precision for speed: what its results are
+  // checked with. Such a backend is left out of the default set.
+  std::optional<Tolerance> reducedPrecision = std::nullopt;
 };
 
 const std::vector<Entry>& factories() {
@@ -39,7 +45,8 @@ const std::vector<Entry>& factories() {
 #ifdef COLLAGE_HAVE_CUDA
       {"cudnn", createCudnnBackend, cudnnUnavailableReason},
       {"cublas", createCublasBackend, cublasUnavailableReason},
-      {"cublas_tf32", createCublasTf32Backend, cublasUnavailableReason},
+      {"cublas_tf32", createCublasTf32Backend, cublasUnavailableReason,
+       cublas::mathModeTolerance(cublas::MathMode::Tf32)},
       {"cuda_fusion", createCudaFusionBackend, cudaFusionUnavailableReason},
 #endif
   };
@@ -52,6 +59,19 @@ std::vector<std::string> builtinBackendNames() {
   for (const Entry& e : factories())
     if (!e.unavailableReason || e.unavailableReason().empty()) names.push_back(e.name);
   return names;
+}
+
+std::vector<std::string> defaultBackendNames() {
+  std::vector<std::string> names;
+  for (const std::string& name : builtinBackendNames())
+    if (!reducedPrecisionTolerance(name)) names.push_back(name);
+  return names;
+}
+
+std::optional<Tolerance> reducedPrecisionTolerance(const std::string& name) {
+  for (const Entry& e : factories())
+    if (e.name == name) return e.reducedPrecision;
+  return std::nullopt;
 }
 
 std::vector<std::string> compiledBackendNames() {
@@ -104,7 +124,7 @@ BackendSet loadBackendSet(const std::vector<std::string>& names,
                           const std::string& userPatternsPath) {
   BackendSet set;
   std::vector<BackendSpec> all = loadAllSpecs(&set.warnings, userPatternsPath);
-  std::vector<std::string> wanted = names.empty() ? builtinBackendNames() : names;
+  std::vector<std::string> wanted = names.empty() ? defaultBackendNames() : names;
   for (const auto& name : wanted) {
     if (const std::string why = backendUnavailableReason(name); !why.empty())
       throw Error("backend '" + name + "' is built in but unavailable here: " + why);

@@ -3,9 +3,11 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/ir/tensor_compare.h"
 #include "core/runtime/backend.h"
 
 namespace collage {
@@ -14,6 +16,16 @@ namespace collage {
 // default priority order: the CUDA backends are left out without a device,
 // so the default set (and what measurements are keyed by) is then the CPU's.
 std::vector<std::string> builtinBackendNames();
+// The set used when none is named (`optimize`, the app, the API): the
+// available backends that compute in float32 as the reference does. A
+// reduced-precision backend (cublas_tf32) is used only when named, so a plan
+// nobody asked to trade precision for speed still matches the reference and
+// ONNX Runtime to float32 reordering.
+std::vector<std::string> defaultBackendNames();
+// The tolerance a reduced-precision backend's results are checked with (its
+// declared loss of precision); nullopt for a float32 backend, checked as the
+// reference is.
+std::optional<Tolerance> reducedPrecisionTolerance(const std::string& name);
 // Every backend compiled into this build, available or not.
 std::vector<std::string> compiledBackendNames();
 // Why a compiled-in backend cannot run here ("no CUDA device (...)"); empty
@@ -50,7 +62,7 @@ struct BackendSet {
   std::vector<BackendVersion> versions() const;
 };
 
-// Loads the named backends (all built-in ones when `names` is empty). An
+// Loads the named backends (defaultBackendNames() when `names` is empty). An
 // unknown name or a backend whose spec did not load is an Error listing the
 // known ones.
 BackendSet loadBackendSet(const std::vector<std::string>& names = {},

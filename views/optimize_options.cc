@@ -65,8 +65,9 @@ void OptimizeSettings::applyTo(OptimizationJobOptions& options) const {
 }
 
 OptimizeOptionsDialog::OptimizeOptionsDialog(const OptimizeSettings& initial,
-                                             const QStringList& available, QWidget* parent)
-    : QDialog(parent), available_(available) {
+                                             const QStringList& available, QWidget* parent,
+                                             const QStringList& defaults)
+    : QDialog(parent), available_(available), defaults_(defaults.isEmpty() ? available : defaults) {
   setWindowTitle(tr("Optimize"));
   auto* backends = new QGroupBox(tr("Backends"), this);
   auto* backendLayout = new QHBoxLayout(backends);
@@ -139,7 +140,8 @@ OptimizeOptionsDialog::OptimizeOptionsDialog(const OptimizeSettings& initial,
 
 void OptimizeOptionsDialog::setSettings(const OptimizeSettings& s) {
   for (auto it = backendBoxes_.begin(); it != backendBoxes_.end(); ++it)
-    (*it)->setChecked(s.backends.isEmpty() || s.backends.contains(it.key()));
+    (*it)->setChecked(s.backends.isEmpty() ? defaults_.contains(it.key())
+                                           : s.backends.contains(it.key()));
   dbPath_->setText(s.dbPath);
   noDb_->setChecked(s.noDb);
   budget_->setValue(s.timeBudgetSeconds);
@@ -154,8 +156,9 @@ OptimizeSettings OptimizeOptionsDialog::settings() const {
   QStringList checked;
   for (const QString& name : available_)  // in the offered (priority) order
     if (backendBoxes_.value(name)->isChecked()) checked << name;
-  // All checked means "every backend", which stays right when one is added.
-  if (checked.size() != available_.size()) s.backends = checked;
+  // The default set checked means "the default backends", which stays right
+  // when one is added.
+  if (checked != defaults_) s.backends = checked;
   s.dbPath = dbPath_->text().trimmed();
   s.noDb = noDb_->isChecked();
   s.timeBudgetSeconds = budget_->value();

@@ -54,9 +54,12 @@ struct OptimizeSettings {
 class OptimizeOptionsDialog : public QDialog {
   Q_OBJECT
  public:
-  // `available`: the backend names to offer (builtinBackendNames()).
+  // `available`: the backend names to offer (builtinBackendNames());
+  // `defaults`: those an empty selection means (defaultBackendNames(); empty:
+  // all of `available`). A backend offered but not a default (a
+  // reduced-precision one) starts unchecked and is used only when checked.
   OptimizeOptionsDialog(const OptimizeSettings& initial, const QStringList& available,
-                        QWidget* parent = nullptr);
+                        QWidget* parent = nullptr, const QStringList& defaults = {});
 
   // What the widgets say now (backends: the checked ones; all checked = empty).
   OptimizeSettings settings() const;
@@ -79,6 +82,7 @@ class OptimizeOptionsDialog : public QDialog {
   void updateEnabled();
 
   QStringList available_;
+  QStringList defaults_;
   QMap<QString, QCheckBox*> backendBoxes_;
   QLineEdit* dbPath_ = nullptr;
   QPushButton* browse_ = nullptr;

@@ -58,8 +58,8 @@ using namespace collage;
 
 namespace {
 
-constexpr double kRtol = 1e-3;
-constexpr double kAtol = 1e-7;
+// ONNX's own test tolerance, for the reference and every float32 backend.
+constexpr Tolerance kOnnxTolerance{1e-3, 1e-7};
 constexpr unsigned kCaseTimeoutSeconds = 300;
 constexpr double kSlowCaseSeconds = 20.0;
 
@@ -73,8 +73,10 @@ struct CaseResult {
 };
 
 // The backend under test ("" = the reference executor), set once per pass
-// before the cases fork.
+// before the cases fork, and the tolerance its results are held to: ONNX's,
+// or the precision a reduced-precision backend declares (TF32).
 std::string gBackend;
+Tolerance gTolerance = kOnnxTolerance;
 
 // Conformance cases a backend gets wrong because of a reported bug that is
 // not fixed yet: skipped (never counted as passed) with the bug in the
@@ -298,7 +300,7 @@ std::string compareWithExpected(const Tensor& got, const Tensor& want) {
       const double x = a[i], y = b[i];
       if (x == y || (isNaN(x) && isNaN(y))) continue;
       const double diff = std::fabs(x - y);
-      const bool ok = !std::isnan(diff) && diff <= kAtol + kRtol * std::fabs(y);
+      const bool ok = !std::isnan(diff) && diff <= gTolerance.atol + gTolerance.rtol * std::fabs(y);
       if (std::isnan(diff) || std::isinf(diff)) {
         maxAbs = INFINITY;
       } else {
@@ -759,7 +761,11 @@ int main(int argc, char** argv) {
   bool anyFailed = false;
   for (const auto& backendName : backends) {
     gBackend = backendName;
+    gTolerance = reducedPrecisionTolerance(gBackend).value_or(kOnnxTolerance);
     if (!gBackend.empty()) std::cout << "== backend " << gBackend << " ==\n";
+    if (gTolerance.rtol != kOnnxTolerance.rtol || gTolerance.atol != kOnnxTolerance.atol)
+      std::cout << "checked at the precision it declares: rtol " << gTolerance.rtol << ", atol "
+                << gTolerance.atol << "\n";
     struct Counts {
       int pass = 0, fail = 0, skip = 0;
     };

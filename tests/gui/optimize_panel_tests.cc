@@ -273,6 +273,22 @@ class OptimizePanelTests : public QObject {
     QSettings().remove("optimize");
   }
 
+  // A reduced-precision backend is offered but not in the default set: it
+  // starts unchecked, the default set checked still means "the default", and
+  // checking it as well names every backend explicitly.
+  void aBackendOutsideTheDefaultSetIsUsedOnlyWhenChecked() {
+    const QStringList available = {"cublas", "cublas_tf32", "native"};
+    const QStringList defaults = {"cublas", "native"};
+    OptimizeOptionsDialog dialog(OptimizeSettings{}, available, nullptr, defaults);
+    QVERIFY(dialog.backendBox("cublas")->isChecked());
+    QVERIFY(!dialog.backendBox("cublas_tf32")->isChecked());
+    QVERIFY(dialog.settings().backends.isEmpty());
+    dialog.backendBox("cublas_tf32")->setChecked(true);
+    QCOMPARE(dialog.settings().backends, available);
+    dialog.backendBox("native")->setChecked(false);
+    QCOMPARE(dialog.settings().backends, (QStringList{"cublas", "cublas_tf32"}));
+  }
+
   void graphLevelOptionsReachTheJob() {
     QSettings().remove("optimize");
     QCOMPARE(OptimizeSettings::load().graphLevel, true);  // on by default, as on the command line

@@ -3,6 +3,8 @@
 // mode against the reference executor with that mode's tolerance.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "backends/backend_list.h"
 #include "backends/cublas/cublas_math_mode.h"
 #include "backends/cublas/matmul_plan.h"
@@ -111,6 +113,22 @@ TEST(CublasPlan, RuleGeneratesTheFusedGroupsInBothMathModes) {
   }
   EXPECT_LT(cublas::mathModeTolerance(cublas::MathMode::Fp32).rtol,
             cublas::mathModeTolerance(cublas::MathMode::Tf32).rtol);
+}
+
+// TF32 trades precision for speed, so it runs only when named: the default
+// set (what `optimize`, the app and the API use) keeps every plan to float32,
+// and the TF32 backend declares the tolerance it is checked with.
+TEST(Cublas, Tf32IsDeclaredReducedPrecisionAndLeftOutOfTheDefaultSet) {
+  const auto tf32 = reducedPrecisionTolerance("cublas_tf32");
+  ASSERT_TRUE(tf32.has_value());
+  EXPECT_EQ(tf32->rtol, cublas::mathModeTolerance(cublas::MathMode::Tf32).rtol);
+  EXPECT_EQ(tf32->atol, cublas::mathModeTolerance(cublas::MathMode::Tf32).atol);
+  for (const char* fp32 : {"cublas", "cudnn", "cuda_fusion", "onednn", "openblas", "native"})
+    EXPECT_FALSE(reducedPrecisionTolerance(fp32).has_value()) << fp32;
+  const std::vector<std::string> defaults = defaultBackendNames();
+  EXPECT_EQ(std::count(defaults.begin(), defaults.end(), "cublas_tf32"), 0);
+  for (const std::string& name : builtinBackendNames())
+    if (name != "cublas_tf32") EXPECT_EQ(std::count(defaults.begin(), defaults.end(), name), 1) << name;
 }
 
 TEST(Cublas, MatchesTheReferenceInEachMathModeOnTheGpu) {
