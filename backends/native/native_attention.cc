@@ -1,3 +1,7 @@
+// The attention kernel (native_attention.h): the pattern found around a
+// Softmax, compiled with every view folded into strides, and run as one
+// flash-attention loop. Its strided views are native_strided_view, its
+// inner products native_attention_gemm.
 #include "backends/native/native_attention.h"
 
 #include <cblas.h>
@@ -497,13 +501,21 @@ class AttentionCompiler {
     for (NodeId n : f->scores.ops) scoreOp(n, f->scores, dims4);
     markSkippableTiles();
 
-    // The output's head merge, read backwards from the group's output.
-    std::vector<NodeId> tail = outputChain(g_, f->second, member);
+    outputView(f->second, member, batch);
+    return std::move(k_);
+  }
+
+ private:
+  // The output's head merge, read backwards from the group's output: the
+  // 4-d view the kernel writes Y through.
+  template <class Member>
+  void outputView(NodeId secondId, const Member& member, const int64_t batch[2]) {
+    std::vector<NodeId> tail = outputChain(g_, secondId, member);
     for (NodeId n : tail) used_.insert(n);
     for (NodeId n : req_.members())
       if (!used_.count(n))
         throw Refusal{"attention: " + label(g_.node(n)) + " is not part of the attention pattern"};
-    const ValueId y = tail.empty() ? second.outputs.at(0) : g_.node(tail.back()).outputs.at(0);
+    const ValueId y = tail.empty() ? g_.node(secondId).outputs.at(0) : g_.node(tail.back()).outputs.at(0);
     if (req_.outputs[0] != y)
       throw Refusal{"attention: the group's output must be '" + g_.value(y).name + "', the attention's result"};
     requireFloat(y);
@@ -530,10 +542,8 @@ class AttentionCompiler {
     k_->o = *o4;
     for (int i = 0; i < 2; ++i)
       if (k_->o.strides[i] == 0 && batch[i] > 1) throw Refusal{"attention: the output would be written twice"};
-    return std::move(k_);
   }
 
- private:
   void requireFloat(ValueId v) {
     if (g_.value(v).type.elementType != ElementType::Float32)
       throw Refusal{"attention: '" + g_.value(v).name + "' is " +
