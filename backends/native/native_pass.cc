@@ -5,7 +5,7 @@
 // in it, headers included, shares the options and still inlines).
 #pragma GCC optimize("no-trapping-math")
 
-#include "backends/native/native_pass.h"
+#include "backends/native/native_pass_impl.h"
 
 #include <immintrin.h>
 #include <omp.h>
@@ -21,6 +21,8 @@
 #include "core/ir/error.h"
 
 namespace collage::native {
+
+using namespace pass;
 
 // ---------------------------------------------------------------------------
 // Affine
@@ -68,13 +70,6 @@ const char* opName(Op op) {
 
 namespace {
 
-// Elements per block along the innermost dim.
-constexpr int kMaxBlock = 512;
-
-struct Operand {
-  const float* p;
-  bool vec;
-};
 
 // ---- Elementwise loop helpers (each a plain loop GCC vectorises). ----
 
@@ -224,448 +219,51 @@ void storeValues(void* base, ElementType type, int64_t off, int64_t stride, Oper
   // Stores of other types are never planned (the lowering keeps them off).
 }
 
-struct Entry {
-  int32_t node;
-  int32_t slot;   // >= 0: a slot; -1: none (direct leaf); -2: the uniform array
-  int32_t store;  // >= 0: computed in place into this store's destination
-  int32_t cache = -1;       // >= 0: the node's row cache (written, or read when cacheRead)
-  bool cacheRead = false;
-};
-
-struct LoopPlan {
-  std::vector<Entry> entries;
-  std::vector<int32_t> reductions;  // accumulated at the end of each block
-  std::vector<int32_t> stores;      // done at the end of each block (final loop)
-};
-
-struct LeafInfo {
-  int32_t form;                      // base offset form
-  std::vector<int32_t> indForms;     // one per indirect
-  bool direct = false;               // float32, no indirect, vector stride 1
-};
-
-// Per-thread arrays are written on every block: each gets whole cache
-// lines of its own, so threads never share (and ping-pong) a line.
-template <class T>
-struct LineAllocator {
-  using value_type = T;
-  LineAllocator() = default;
-  template <class U>
-  LineAllocator(const LineAllocator<U>&) {}
-  T* allocate(size_t n) {
-    const size_t bytes = std::max<size_t>(64, (n * sizeof(T) + 63) / 64 * 64);
-    return static_cast<T*>(std::aligned_alloc(64, bytes));
-  }
-  void deallocate(T* p, size_t) { std::free(p); }
-  template <class U>
-  bool operator==(const LineAllocator<U>&) const {
-    return true;
-  }
-};
-template <class T>
-using LineVector = std::vector<T, LineAllocator<T>>;
-
-struct ThreadState {
-  float* slots = nullptr;
-  LineVector<float> uni;
-  LineVector<double> acc;
-  LineVector<Operand> opnd;
-  LineVector<int64_t> rowOff, blkBase, off, tileOff;
-  LineVector<float> rowCache;  // values of cached nodes over the row's inner space
-  LineVector<int64_t> innerIdx;
-};
-
 }  // namespace
-
-struct CompiledPass::Impl {
-  PassProgram prog;
-  int threads = 1;
-
-  // Loop dims: outer then inner; the last inner dim is the vector dim.
-  std::vector<int64_t> outerSizes, innerSizes;
-  bool elementwise = false;
-  int64_t rows = 1, vecLen = 1, chunkLen = 1, chunksPerRow = 1, items = 1;
-  int64_t tileRows = 1, rowGroups = 1;
-  int64_t total = 0;
-  int block = kMaxBlock;
-
-  // Every offset form (leaf bases, indirect offsets, stores), over loop dims.
-  std::vector<int64_t> formC;
-  std::vector<std::vector<int64_t>> formOuter, formInner;  // coefficients per loop dim
-  std::vector<LeafInfo> leafInfo;
-  std::vector<int32_t> storeForm;
-
-  std::vector<uint8_t> uniform, vec;
-  std::vector<int> level;
-  int levels = 0;
-  std::vector<std::vector<Entry>> uniformLists;  // per level: uniform non-reduce nodes
-  std::vector<LoopPlan> loops;                     // loops[l - 1] accumulates level-l reductions
-  LoopPlan finalLoop;
-  std::vector<int32_t> rowStores;
-  int slotCount = 0;
-  int cacheCount = 0;
-  bool stream = false;  // non-temporal stores for outputs larger than the caches
-  int64_t innerTotal = 1;
-
-  std::vector<ThreadState> states;
-  std::vector<float*> slotMemory;
-
-  struct IndexCheck {
-    int32_t buffer;
-    ElementType type;
-    int64_t count, dim;
-  };
-  std::vector<IndexCheck> indexChecks;
-
-  ~Impl() {
-    for (float* p : slotMemory) std::free(p);
-  }
-
-  void build();
-  void plan();
-  void evalEntries(const std::vector<Entry>& entries, int n, ThreadState& ts, const int64_t* off,
-                   const BufferTable& buffers, int64_t pos = 0) const;
-  void sweep(const LoopPlan& loop, int64_t vb, int64_t ve, ThreadState& ts,
-             const BufferTable& buffers) const;
-  void runItem(int64_t item, ThreadState& ts, const BufferTable& buffers) const;
-  void runTile(int64_t group, int64_t chunk, ThreadState& ts, const BufferTable& buffers) const;
-  void rowOffsets(int64_t row, int64_t* out) const;
-  void storeBlock(const LoopPlan& loop, int n, ThreadState& ts, const BufferTable& buffers) const;
-};
-
-// Orders the iteration dims (outer, then inner with the vector dim last),
-// drops unit dims and merges adjacent dims every form walks contiguously.
-void CompiledPass::Impl::build() {
-  const size_t rank = prog.dims.size();
-  std::vector<bool> isInner(rank, false);
-  for (int d : prog.inner) {
-    COLLAGE_CHECK(d >= 0 && static_cast<size_t>(d) < rank, "inner dim out of range");
-    isInner[d] = true;
-  }
-  elementwise = prog.inner.empty();
-
-  // Gather forms in program terms.
-  std::vector<Affine> forms;
-  leafInfo.resize(prog.leaves.size());
-  for (size_t i = 0; i < prog.leaves.size(); ++i) {
-    const Leaf& l = prog.leaves[i];
-    leafInfo[i].form = static_cast<int32_t>(forms.size());
-    forms.push_back(l.off);
-    for (const Indirect& ind : l.ind) {
-      leafInfo[i].indForms.push_back(static_cast<int32_t>(forms.size()));
-      forms.push_back(ind.off);
-      bool known = false;
-      for (const IndexCheck& c : indexChecks)
-        known = known || (c.buffer == ind.buffer && c.dim == ind.dim);
-      if (!known) indexChecks.push_back({ind.buffer, ind.type, ind.count, ind.dim});
+// A leaf's values over the block: a pointer into its buffer where the
+// block can be read in place, or null once they are loaded into `o`.
+// (Always inlined: it was a case of evalEntries' switch, and stays as fast.)
+__attribute__((always_inline)) inline const float* CompiledPass::Impl::loadLeaf(
+    const IrNode& node, bool isVec, int m, float* o, const int64_t* off,
+    const BufferTable& buffers) const {
+  const Leaf& leaf = prog.leaves[node.leaf];
+  const LeafInfo& li = leafInfo[node.leaf];
+  const void* base = buffers.ptr[leaf.buffer];
+  const int64_t o0 = off[li.form];
+  if (li.direct && isVec) return static_cast<const float*>(base) + o0;
+  const int64_t vs = formInner[li.form].back();
+  bool blockConstantIndex = true;
+  for (int32_t f : li.indForms) blockConstantIndex = blockConstantIndex && formInner[f].back() == 0;
+  if (blockConstantIndex) {
+    // No index varies along the block (an embedding lookup): one
+    // offset for the block, then a plain (often direct) read.
+    int64_t at = o0;
+    for (size_t k = 0; k < leaf.ind.size(); ++k) {
+      const Indirect& ind = leaf.ind[k];
+      at += ind.mul * loadIndex(buffers.ptr[ind.buffer], ind.type, off[li.indForms[k]], ind.dim);
     }
-  }
-  for (const Store& s : prog.stores) {
-    storeForm.push_back(static_cast<int32_t>(forms.size()));
-    forms.push_back(s.off);
-  }
-
-  // Dim order: outer dims in program order, then inner dims in the reduction's order.
-  std::vector<int> outerDims, innerDims;
-  for (size_t d = 0; d < rank; ++d)
-    if (!isInner[d] && prog.dims[d] > 1) outerDims.push_back(static_cast<int>(d));
-  for (int d : prog.inner)
-    if (prog.dims[d] > 1) innerDims.push_back(d);
-
-  // Merge adjacent dims of one group when every form allows it.
-  auto mergeGroup = [&](const std::vector<int>& dims) {
-    std::vector<int64_t> sizes;
-    std::vector<std::vector<int64_t>> coefs(forms.size());
-    for (int d : dims) {
-      const int64_t size = prog.dims[d];
-      bool merge = !sizes.empty();
-      for (size_t f = 0; merge && f < forms.size(); ++f)
-        merge = coefs[f].back() == forms[f].coef(d) * size;
-      if (merge) {
-        sizes.back() *= size;
-        for (size_t f = 0; f < forms.size(); ++f) coefs[f].back() = forms[f].coef(d);
-      } else {
-        sizes.push_back(size);
-        for (size_t f = 0; f < forms.size(); ++f) coefs[f].push_back(forms[f].coef(d));
+    if (isVec && vs == 1 && leaf.type == ElementType::Float32)
+      return static_cast<const float*>(base) + at;
+    loadStrided(o, base, leaf.type, at, isVec ? vs : 0, m);
+  } else {
+    for (int j = 0; j < m; ++j) {
+      int64_t at = o0 + j * vs;
+      for (size_t k = 0; k < leaf.ind.size(); ++k) {
+        const Indirect& ind = leaf.ind[k];
+        const int32_t f = li.indForms[k];
+        at += ind.mul * loadIndex(buffers.ptr[ind.buffer], ind.type,
+                                  off[f] + j * formInner[f].back(), ind.dim);
       }
-    }
-    return std::make_pair(sizes, coefs);
-  };
-  auto [oSizes, oCoefs] = mergeGroup(outerDims);
-  auto [iSizes, iCoefs] = mergeGroup(innerDims);
-  if (elementwise && !oSizes.empty()) {
-    // The vector dim of an elementwise pass is the last run of dims that
-    // every form reads and writes contiguously, merged: a channel shuffle
-    // on [C, H, W] then streams rows of H*W, not of W, so a short last dim
-    // does not pay the per-row cost every few elements.
-    iSizes.assign(1, oSizes.back());
-    oSizes.pop_back();
-    for (size_t f = 0; f < forms.size(); ++f) {
-      iCoefs[f].assign(1, oCoefs[f].back());
-      oCoefs[f].pop_back();
+      o[j] = loadAny(base, leaf.type, at);
     }
   }
-  if (iSizes.empty()) {
-    // A pass over a single element (or whose inner dims are all of size 1).
-    iSizes.push_back(1);
-    for (auto& c : iCoefs) c.push_back(0);
-  }
-  outerSizes = oSizes;
-  innerSizes = iSizes;
-  formC.resize(forms.size());
-  formOuter = oCoefs;
-  formInner = iCoefs;
-  for (size_t f = 0; f < forms.size(); ++f) formC[f] = forms[f].c;
-
-  rows = 1;
-  for (int64_t s : outerSizes) rows *= s;
-  vecLen = innerSizes.back();
-  total = rows;
-  for (int64_t s : innerSizes) total *= s;
-  for (int64_t d : prog.dims)
-    if (d == 0) total = 0;
-
-  // Elementwise passes cut the vector dim into chunks so that short-row and
-  // flat tensors alike give every thread work.
-  chunkLen = vecLen;
-  chunksPerRow = 1;
-  if (elementwise && threads > 1) {
-    const int64_t targetItems = 8LL * threads;
-    const int64_t groups = rows / std::min<int64_t>(rows, 16);
-    if (groups < targetItems && vecLen > 2 * kMaxBlock) {
-      const int64_t want = (targetItems + groups - 1) / groups;
-      int64_t len = (vecLen + want - 1) / want;
-      len = std::max<int64_t>(kMaxBlock, (len + kMaxBlock - 1) / kMaxBlock * kMaxBlock);
-      chunkLen = len;
-      chunksPerRow = (vecLen + len - 1) / len;
-    }
-  }
-  // A leaf read (or a store written) across the vector dim with a large
-  // stride but contiguously along the last outer dim (a transpose): walk
-  // tiles of consecutive rows so each cache line fetched serves the whole tile.
-  tileRows = 1;
-  if (elementwise && !outerSizes.empty() && vecLen > 1) {
-    bool transposed = false;
-    for (size_t f = 0; f < forms.size(); ++f) {
-      // Only when a row's reads span more than L2 holds; smaller
-      // transposes stay cached and run faster untiled.
-      const int64_t vs = std::llabs(formInner[f].back());
-      transposed = transposed ||
-                   (vs > 8 && std::llabs(formOuter[f].back()) == 1 && vs * vecLen * 4 > (int64_t{1} << 22));
-    }
-    if (transposed) tileRows = std::min<int64_t>(16, outerSizes.back());
-  }
-  rowGroups = (rows + tileRows - 1) / tileRows;
-  items = total == 0 ? 0 : rowGroups * chunksPerRow;
-
-  for (size_t i = 0; i < prog.leaves.size(); ++i) {
-    const Leaf& l = prog.leaves[i];
-    leafInfo[i].direct = l.type == ElementType::Float32 && l.ind.empty() &&
-                         formInner[leafInfo[i].form].back() == 1 && vecLen > 1;
-  }
-}
-
-// Classifies nodes (row-uniform or varying along the inner dims; varying
-// along the vector dim or not), levels them by the reductions they depend
-// on and lays out each loop's evaluation list with slot reuse.
-void CompiledPass::Impl::plan() {
-  const size_t n = prog.nodes.size();
-  const size_t innerRank = innerSizes.size();
-  uniform.assign(n, 1);
-  vec.assign(n, 0);
-  level.assign(n, 0);
-  std::vector<uint64_t> innerMask(n, 0);  // bit i: depends on inner dim i
-  auto formInnerMask = [&](int32_t f) {
-    uint64_t m = 0;
-    for (size_t i = 0; i < innerRank; ++i)
-      if (formInner[f][i] != 0 && innerSizes[i] > 1) m |= uint64_t{1} << i;
-    return m;
-  };
-  for (size_t i = 0; i < n; ++i) {
-    const IrNode& node = prog.nodes[i];
-    uint64_t m = 0;
-    int lv = 0;
-    if (node.op == Op::Leaf) {
-      const LeafInfo& li = leafInfo[node.leaf];
-      m = formInnerMask(li.form);
-      for (int32_t f : li.indForms) m |= formInnerMask(f);
-    } else {
-      for (int32_t c : node.in) {
-        if (c < 0) continue;
-        COLLAGE_CHECK(static_cast<size_t>(c) < i, "IR not topological");
-        m |= innerMask[c];
-        lv = std::max(lv, level[c]);
-      }
-    }
-    if (isReduce(node.op)) {
-      m = 0;
-      lv += 1;
-    }
-    innerMask[i] = m;
-    level[i] = lv;
-    uniform[i] = m == 0;
-    vec[i] = (m >> (innerRank - 1)) & 1;
-    levels = std::max(levels, lv);
-  }
-  if (elementwise) COLLAGE_CHECK(levels == 0, "reduction in an elementwise pass");
-
-  uniformLists.assign(levels + 1, {});
-  for (size_t i = 0; i < n; ++i)
-    if (uniform[i] && !isReduce(prog.nodes[i].op))
-      uniformLists[level[i]].push_back(Entry{static_cast<int32_t>(i), -2, -1});
-
-  // Row caching: a reduction pass sweeps each row several times (once per
-  // reduction level, once for the outputs). A varying node computed in one
-  // sweep and needed again in a later one (Exp in a Softmax, x - mean in a
-  // LayerNorm, the residual sum feeding a LayerNorm) is kept for the row in
-  // a per-thread buffer instead of being recomputed.
-  innerTotal = 1;
-  for (int64_t sz : innerSizes) innerTotal *= sz;
-  const bool canCache = levels > 0 && innerTotal <= 16384;
-  std::vector<int> producedIn(n, -1);  // the sweep that first computes a node
-  std::vector<int32_t> cacheOf(n, -1);
-  std::vector<uint8_t> stopped(n, 0);
-  auto cacheable = [&](size_t id) {
-    const IrNode& node = prog.nodes[id];
-    return vec[id] && !isReduce(node.op) && !(node.op == Op::Leaf && leafInfo[node.leaf].direct);
-  };
-
-  // The varying cone of a set of roots for sweep `sweepIndex`, in topological
-  // order; it stops at nodes an earlier sweep computed and caches.
-  auto cone = [&](const std::vector<int32_t>& roots, int sweepIndex) {
-    std::vector<uint8_t> need(n, 0);
-    std::fill(stopped.begin(), stopped.end(), 0);
-    for (int32_t r : roots)
-      if (!uniform[r]) need[r] = 1;
-    for (size_t i = n; i-- > 0;) {
-      if (!need[i]) continue;
-      if (canCache && producedIn[i] >= 0 && producedIn[i] < sweepIndex && cacheable(i) &&
-          (cacheOf[i] >= 0 || cacheCount < 8)) {
-        if (cacheOf[i] < 0) cacheOf[i] = cacheCount++;
-        stopped[i] = 1;
-        continue;
-      }
-      for (int32_t c : prog.nodes[i].in)
-        if (c >= 0 && !uniform[c]) need[c] = 1;
-    }
-    std::vector<int32_t> list;
-    for (size_t i = 0; i < n; ++i)
-      if (need[i]) {
-        list.push_back(static_cast<int32_t>(i));
-        if (!stopped[i] && producedIn[i] < 0) producedIn[i] = sweepIndex;
-      }
-    return list;
-  };
-
-  // Assigns slots with reuse: a slot is freed after its node's last use.
-  auto layout = [&](const std::vector<int32_t>& list, const std::vector<int32_t>& endUses,
-                    const std::vector<int32_t>& inPlaceStore) {
-    std::vector<Entry> entries;
-    std::vector<int> lastUse(n, -1);
-    const int end = static_cast<int>(list.size());
-    for (int pos = 0; pos < end; ++pos)
-      for (int32_t c : prog.nodes[list[pos]].in)
-        if (c >= 0 && !uniform[c]) lastUse[c] = pos;
-    for (int32_t r : endUses)
-      if (r >= 0 && !uniform[r]) lastUse[r] = end;
-    std::vector<int32_t> slotOf(n, -1);
-    std::vector<int32_t> freeSlots;
-    int used = 0;
-    for (int pos = 0; pos < end; ++pos) {
-      const int32_t id = list[pos];
-      const IrNode& node = prog.nodes[id];
-      Entry e{id, -1, -1};
-      if (stopped[id]) {
-        e.cache = cacheOf[id];
-        e.cacheRead = true;
-      } else if (inPlaceStore[id] >= 0) {
-        e.store = inPlaceStore[id];
-      } else if (!(node.op == Op::Leaf && leafInfo[node.leaf].direct)) {
-        if (!freeSlots.empty()) {
-          e.slot = freeSlots.back();
-          freeSlots.pop_back();
-        } else {
-          e.slot = used++;
-        }
-        slotOf[id] = e.slot;
-      }
-      entries.push_back(e);
-      // Operands whose last use is this node give their slot back (after
-      // the output's slot was taken, so a node never writes over its input).
-      for (int32_t c : node.in)
-        if (c >= 0 && !uniform[c] && lastUse[c] == pos && slotOf[c] >= 0) {
-          freeSlots.push_back(slotOf[c]);
-          slotOf[c] = -1;
-        }
-    }
-    slotCount = std::max(slotCount, used);
-    return entries;
-  };
-
-  std::vector<int32_t> noInPlace(n, -1);
-  loops.assign(levels, {});
-  for (int l = 1; l <= levels; ++l) {
-    LoopPlan& loop = loops[l - 1];
-    std::vector<int32_t> childRoots;
-    for (size_t i = 0; i < n; ++i)
-      if (isReduce(prog.nodes[i].op) && level[i] == l) {
-        loop.reductions.push_back(static_cast<int32_t>(i));
-        childRoots.push_back(prog.nodes[i].in[0]);
-      }
-    loop.entries = layout(cone(childRoots, l - 1), childRoots, noInPlace);
-  }
-
-  // Final loop: stores that vary along the inner dims.
-  int64_t storedBytes = 0;
-  for (const Store& st : prog.stores) storedBytes += total * static_cast<int64_t>(elementSize(st.type));
-  stream = storedBytes >= (int64_t{16} << 20);
-  std::vector<int32_t> finalRoots;
-  std::vector<int32_t> inPlace(n, -1);
-  for (size_t s = 0; s < prog.stores.size(); ++s) {
-    const Store& st = prog.stores[s];
-    const bool varying = !uniform[st.node] || formInnerMask(storeForm[s]) != 0;
-    if (!varying) {
-      rowStores.push_back(static_cast<int32_t>(s));
-      continue;
-    }
-    finalLoop.stores.push_back(static_cast<int32_t>(s));
-    finalRoots.push_back(st.node);
-    const IrNode& node = prog.nodes[st.node];
-    const bool directLeaf = node.op == Op::Leaf && leafInfo[node.leaf].direct;
-    if (!stream && !uniform[st.node] && vec[st.node] && !directLeaf && st.type == ElementType::Float32 &&
-        formInner[storeForm[s]].back() == 1 && inPlace[st.node] < 0)
-      inPlace[st.node] = static_cast<int32_t>(s);
-  }
-  finalLoop.entries = layout(cone(finalRoots, levels), finalRoots, inPlace);
-  // The sweep that computes a cached node writes it to its row cache.
-  for (int l = 0; l < levels; ++l)
-    for (Entry& e : loops[l].entries)
-      if (!e.cacheRead && cacheOf[e.node] >= 0 && producedIn[e.node] == l) e.cache = cacheOf[e.node];
-
-  block = slotCount <= 12 ? kMaxBlock : kMaxBlock / 2;
-
-  states.resize(static_cast<size_t>(std::max(1, threads)));
-  for (ThreadState& ts : states) {
-    const size_t bytes =
-        static_cast<size_t>(std::max(1, slotCount)) * static_cast<size_t>(block) * sizeof(float);
-    ts.slots = static_cast<float*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
-    slotMemory.push_back(ts.slots);
-    ts.uni.assign(n, 0.0f);
-    ts.acc.assign(n, 0.0);
-    ts.rowCache.assign(static_cast<size_t>(cacheCount) * static_cast<size_t>(innerTotal), 0.0f);
-    ts.opnd.assign(n, Operand{nullptr, false});
-    for (size_t i = 0; i < n; ++i)
-      if (uniform[i]) ts.opnd[i] = Operand{&ts.uni[i], false};
-    ts.rowOff.assign(formC.size(), 0);
-    ts.blkBase.assign(formC.size(), 0);
-    ts.off.assign(formC.size(), 0);
-    ts.tileOff.assign(formC.size() * static_cast<size_t>(tileRows), 0);
-    ts.innerIdx.assign(innerRank, 0);
-  }
+  return nullptr;
 }
 
 // Evaluates a list of entries over n elements (n == 1 for uniform lists),
-// with offsets `off` for the block's first element.
+// with offsets `off` for the block's first element. Its length is the
+// switch over ops, one case a line or two, each calling a vectorised loop
+// helper: a table, kept in one piece so that it reads (and compiles) as one.
 void CompiledPass::Impl::evalEntries(const std::vector<Entry>& entries, int n, ThreadState& ts,
                                      const int64_t* off, const BufferTable& buffers,
                                      int64_t pos) const {
@@ -697,41 +295,9 @@ void CompiledPass::Impl::evalEntries(const std::vector<Entry>& entries, int n, T
     bool rv = false;
     switch (node.op) {
       case Op::Leaf: {
-        const Leaf& leaf = prog.leaves[node.leaf];
-        const LeafInfo& li = leafInfo[node.leaf];
-        const void* base = buffers.ptr[leaf.buffer];
-        const int64_t o0 = off[li.form];
-        if (li.direct && isVec) {
-          ts.opnd[e.node] = Operand{static_cast<const float*>(base) + o0, true};
+        if (const float* in = loadLeaf(node, isVec, m, o, off, buffers)) {
+          ts.opnd[e.node] = Operand{in, true};
           continue;
-        }
-        const int64_t vs = formInner[li.form].back();
-        bool blockConstantIndex = true;
-        for (int32_t f : li.indForms) blockConstantIndex = blockConstantIndex && formInner[f].back() == 0;
-        if (blockConstantIndex) {
-          // No index varies along the block (an embedding lookup): one
-          // offset for the block, then a plain (often direct) read.
-          int64_t at = o0;
-          for (size_t k = 0; k < leaf.ind.size(); ++k) {
-            const Indirect& ind = leaf.ind[k];
-            at += ind.mul * loadIndex(buffers.ptr[ind.buffer], ind.type, off[li.indForms[k]], ind.dim);
-          }
-          if (isVec && vs == 1 && leaf.type == ElementType::Float32) {
-            ts.opnd[e.node] = Operand{static_cast<const float*>(base) + at, true};
-            continue;
-          }
-          loadStrided(o, base, leaf.type, at, isVec ? vs : 0, m);
-        } else {
-          for (int j = 0; j < m; ++j) {
-            int64_t at = o0 + j * vs;
-            for (size_t k = 0; k < leaf.ind.size(); ++k) {
-              const Indirect& ind = leaf.ind[k];
-              const int32_t f = li.indForms[k];
-              at += ind.mul * loadIndex(buffers.ptr[ind.buffer], ind.type,
-                                        off[f] + j * formInner[f].back(), ind.dim);
-            }
-            o[j] = loadAny(base, leaf.type, at);
-          }
         }
         rv = isVec;
         break;
@@ -1014,6 +580,10 @@ void CompiledPass::Impl::runTile(int64_t group, int64_t chunk, ThreadState& ts,
 }
 
 namespace {
+// Below this much work (elements times program nodes) a pass runs on the
+// calling thread: waking the others costs more than it saves.
+constexpr int64_t kParallelMinWork = int64_t{1} << 15;
+
 // Orders a thread's non-temporal stores before whatever reads the output next.
 inline void fence() {
 #ifdef __AVX__
@@ -1045,7 +615,7 @@ void CompiledPass::run(const BufferTable& buffers) {
     }
   }
   const int64_t work = im.total * static_cast<int64_t>(im.prog.nodes.size() + 1);
-  const int threads = im.items > 1 && work >= (int64_t{1} << 15) ? im.threads : 1;
+  const int threads = im.items > 1 && work >= kParallelMinWork ? im.threads : 1;
   if (threads == 1) {
     for (int64_t it = 0; it < im.items; ++it) im.runItem(it, im.states[0], buffers);
     if (im.stream) fence();
@@ -1053,7 +623,7 @@ void CompiledPass::run(const BufferTable& buffers) {
   }
   // Dynamic: on a machine shared with other work a descheduled thread's
   // share is taken over instead of being waited for.
-  const int64_t grain = std::max<int64_t>(1, im.items / (8LL * threads));
+  const int64_t grain = std::max<int64_t>(1, im.items / (kItemsPerThread * threads));
 #pragma omp parallel num_threads(threads)
   {
     ThreadState& ts = im.states[static_cast<size_t>(omp_get_thread_num())];
