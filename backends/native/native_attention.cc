@@ -22,19 +22,11 @@
 #include "backends/native/native_math.h"
 #include "backends/native/native_strided_view.h"
 #include "core/ir/tensor.h"
+#include "core/ops/layout_attrs.h"
 
 namespace collage::native {
 
 namespace {
-
-std::vector<int64_t> transposePermOf(const Node& node, size_t rank) {
-  std::vector<int64_t> reversed(rank);
-  for (size_t i = 0; i < rank; ++i) reversed[i] = static_cast<int64_t>(rank - 1 - i);
-  std::vector<int64_t> perm = node.attrs.getInts("perm", reversed);
-  for (int64_t& p : perm)
-    if (p < 0) p += static_cast<int64_t>(rank);
-  return perm;
-}
 
 bool isReshapeLike(const std::string& op) {
   return op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze";
@@ -524,7 +516,7 @@ class AttentionCompiler {
       const Node& node = g_.node(*it);
       const Shape& inShape = g_.value(node.inputs.at(0)).type.shape;
       if (node.op == "Transpose") {
-        const std::vector<int64_t> perm = transposePermOf(node, inShape.size());
+        const std::vector<int64_t> perm = transposePerm(node, static_cast<int64_t>(inShape.size()));
         StridedView in = ov;
         for (size_t i = 0; i < perm.size(); ++i) {
           in.dims[static_cast<size_t>(perm[i])] = ov.dims[i];
@@ -579,7 +571,7 @@ class AttentionCompiler {
       used_.insert(n);
       const Shape& outShape = g_.value(node.outputs.at(0)).type.shape;
       if (node.op == "Transpose") {
-        view = transposeView(view, transposePermOf(node, view.dims.size()));
+        view = transposeView(view, transposePerm(node, static_cast<int64_t>(view.dims.size())));
       } else if (isReshapeLike(node.op)) {
         auto out = reshapeView(view, outShape);
         if (!out) throw Refusal{"attention: " + label(node) + " is not a view of its input (it would need a copy)"};

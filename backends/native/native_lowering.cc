@@ -9,41 +9,55 @@
 #include <set>
 #include <unordered_map>
 
+#include "backends/native/native_lowering_impl.h"
 #include "backends/native/native_steps.h"
 #include "core/ops/op_registry.h"
 #include "core/ops/op_helpers.h"
 #include "core/ops/runtime_inputs.h"
 
-namespace collage::native {
+
+namespace collage::native::lowering {
 
 namespace {
 
-// ---------------------------------------------------------------------------
-// Coordinates of a value as functions of the pass's iteration coordinates.
+bool computeType(ElementType t) { return t == ElementType::Float32 || t == ElementType::Bool; }
 
-struct Coord {
-  Affine aff;
-  // Gather: + idxMul * wrap(index[idxOff(p)]).
-  bool ind = false;
-  int32_t idxBuffer = -1;
-  ElementType idxType = ElementType::Int64;
-  Affine idxOff;
-  int64_t idxDim = 0, idxMul = 1, idxCount = 0;
-};
-using CoordMap = std::vector<Coord>;
+bool loadableType(ElementType t) {
+  switch (t) {
+    case ElementType::Float32: case ElementType::Float64: case ElementType::Int8:
+    case ElementType::Int16: case ElementType::Int32: case ElementType::Int64:
+    case ElementType::UInt8: case ElementType::UInt16: case ElementType::UInt32:
+    case ElementType::UInt64: case ElementType::Bool:
+      return true;
+    default:
+      return false;
+  }
+}
 
-// Control flow of the lowering, caught by its driver.
-struct Refusal {
-  std::string reason;
-};
-struct MaterializeRequest {
-  ValueId value;
-};
-struct NeedSplit {
-  int dim;
-  int64_t factor;
-  ValueId fallback;  // materialised instead when the dim cannot be split
-};
+// ---- Keys that memoise program nodes, leaves and instantiations.
+
+void putInt(std::string& k, int64_t v) { k.append(reinterpret_cast<const char*>(&v), sizeof v); }
+
+void putAffine(std::string& k, const Affine& a) {
+  Affine t = a;
+  t.trim();
+  putInt(k, t.c);
+  putInt(k, static_cast<int64_t>(t.a.size()));
+  for (int64_t v : t.a) putInt(k, v);
+}
+
+void putCoord(std::string& k, const Coord& c) {
+  putAffine(k, c.aff);
+  putInt(k, c.ind);
+  if (c.ind) {
+    putInt(k, c.idxBuffer);
+    putAffine(k, c.idxOff);
+    putInt(k, c.idxDim);
+    putInt(k, c.idxMul);
+  }
+}
+
+}  // namespace
 
 std::string label(const Node& node) { return "node '" + node.name + "' (" + node.op + ")"; }
 
@@ -93,279 +107,120 @@ const std::set<std::string>& reductionOps() {
   return s;
 }
 
-bool computeType(ElementType t) { return t == ElementType::Float32 || t == ElementType::Bool; }
+// ---------------------------------------------------------------------------
+// PassBuilder
 
-bool loadableType(ElementType t) {
-  switch (t) {
-    case ElementType::Float32: case ElementType::Float64: case ElementType::Int8:
-    case ElementType::Int16: case ElementType::Int32: case ElementType::Int64:
-    case ElementType::UInt8: case ElementType::UInt16: case ElementType::UInt32:
-    case ElementType::UInt64: case ElementType::Bool:
-      return true;
-    default:
-      return false;
-  }
+int32_t PassBuilder::add(const IrNode& n) {
+  std::string key;
+  putInt(key, static_cast<int64_t>(n.op));
+  for (int32_t i : n.in) putInt(key, i);
+  int32_t b0, b1;
+  std::memcpy(&b0, &n.p0, 4);
+  std::memcpy(&b1, &n.p1, 4);
+  putInt(key, b0);
+  putInt(key, b1);
+  putInt(key, n.leaf);
+  int64_t d;
+  std::memcpy(&d, &n.divisor, 8);
+  putInt(key, d);
+  auto it = nodeIds.find(key);
+  if (it != nodeIds.end()) return it->second;
+  const int32_t id = static_cast<int32_t>(prog.nodes.size());
+  prog.nodes.push_back(n);
+  nodeIds.emplace(std::move(key), id);
+  return id;
 }
 
-// ---- Attribute logic mirrored from the reference kernels. ----
-
-std::vector<int64_t> transposePerm(const Node& node, int64_t rank) {
-  std::vector<int64_t> perm = node.attrs.getInts("perm", {});
-  if (perm.empty())
-    for (int64_t d = rank - 1; d >= 0; --d) perm.push_back(d);
-  for (int64_t& p : perm)
-    if (p < 0) p += rank;
-  return perm;
+int32_t PassBuilder::op(Op o, int32_t a, int32_t b, int32_t c, float p0, float p1) {
+  IrNode n;
+  n.op = o;
+  n.in[0] = a;
+  n.in[1] = b;
+  n.in[2] = c;
+  n.p0 = p0;
+  n.p1 = p1;
+  return add(n);
 }
 
-struct SliceRange {
-  int64_t start, step;
-};
-
-std::vector<SliceRange> sliceRanges(const Node& node, const Shape& in) {
-  const int64_t rank = static_cast<int64_t>(in.size());
-  const std::vector<int64_t> starts = node.attrs.getInts("starts");
-  std::vector<int64_t> axes = node.attrs.getInts("axes", {});
-  std::vector<int64_t> steps = node.attrs.getInts("steps", {});
-  if (axes.empty())
-    for (int64_t d = 0; d < static_cast<int64_t>(starts.size()); ++d) axes.push_back(d);
-  if (steps.empty()) steps.assign(starts.size(), 1);
-  std::vector<SliceRange> ranges(in.size(), SliceRange{0, 1});
-  for (size_t i = 0; i < starts.size(); ++i) {
-    const int64_t d = normalizeAxis(node, axes[i], rank);
-    const int64_t dim = in[d], step = steps[i];
-    int64_t start = starts[i];
-    if (start < 0) start += dim;
-    if (dim == 0)
-      start = 0;
-    else if (step > 0)
-      start = std::clamp<int64_t>(start, 0, dim);
-    else
-      start = std::clamp<int64_t>(start, 0, dim - 1);
-    ranges[d] = {start, step};
-  }
-  return ranges;
+int32_t PassBuilder::constant(float v) {
+  IrNode n;
+  n.op = Op::Const;
+  n.p0 = v;
+  return add(n);
 }
 
-std::vector<int64_t> splitOffsets(const Node& node, const Graph& g) {
-  const Shape& in = g.value(node.inputs[0]).type.shape;
-  const int64_t axis = normalizeAxis(node, node.attrs.getInt("axis", 0), static_cast<int64_t>(in.size()));
-  std::vector<int64_t> offsets;
-  int64_t at = 0;
-  for (ValueId v : node.outputs) {
-    offsets.push_back(at);
-    if (v != kNoValue) at += g.value(v).type.shape[axis];
+int32_t PassBuilder::leaf(Leaf l) {
+  l.off.trim();
+  for (Indirect& i : l.ind) i.off.trim();
+  std::string key;
+  putInt(key, l.buffer);
+  putInt(key, static_cast<int64_t>(l.type));
+  putAffine(key, l.off);
+  for (const Indirect& i : l.ind) {
+    putInt(key, i.buffer);
+    putAffine(key, i.off);
+    putInt(key, i.dim);
+    putInt(key, i.mul);
   }
-  return offsets;
+  auto it = leafIds.find(key);
+  int32_t leafId;
+  if (it != leafIds.end()) {
+    leafId = it->second;
+  } else {
+    leafId = static_cast<int32_t>(prog.leaves.size());
+    prog.leaves.push_back(std::move(l));
+    leafIds.emplace(std::move(key), leafId);
+  }
+  IrNode n;
+  n.op = Op::Leaf;
+  n.leaf = leafId;
+  return add(n);
+}
+
+std::vector<bool> PassBuilder::dependence(const CoordMap& m) const {
+  std::vector<bool> dep(dims.size(), false);
+  for (const Coord& c : m)
+    for (size_t d = 0; d < dims.size(); ++d)
+      if (c.aff.dependsOn(d) || (c.ind && c.idxOff.dependsOn(d))) dep[d] = true;
+  return dep;
 }
 
 // ---------------------------------------------------------------------------
+// NativeKernel
 
-void putInt(std::string& k, int64_t v) { k.append(reinterpret_cast<const char*>(&v), sizeof v); }
-
-void putAffine(std::string& k, const Affine& a) {
-  Affine t = a;
-  t.trim();
-  putInt(k, t.c);
-  putInt(k, static_cast<int64_t>(t.a.size()));
-  for (int64_t v : t.a) putInt(k, v);
+void NativeKernel::run(const std::vector<const DLTensor*>& inputs,
+                       const std::vector<DLTensor*>& outputs) {
+  if (inputs.size() != inputCount_ || outputs.size() != outputCount_)
+    throw Error("native kernel " + label_ + ": expected " + std::to_string(inputCount_) +
+                " inputs and " + std::to_string(outputCount_) + " outputs, got " +
+                std::to_string(inputs.size()) + " and " + std::to_string(outputs.size()));
+  for (size_t b = 0; b < buffers_.size(); ++b) {
+    const BufferDesc& d = buffers_[b];
+    switch (d.kind) {
+      case BufferDesc::Input:
+        table_.ptr[b] = static_cast<char*>(inputs[d.index]->data) + inputs[d.index]->byte_offset;
+        break;
+      case BufferDesc::Output:
+        table_.ptr[b] = static_cast<char*>(outputs[d.index]->data) + outputs[d.index]->byte_offset;
+        break;
+      default:
+        break;
+    }
+  }
+  for (auto& step : steps_) step->run(table_);
 }
 
-void putCoord(std::string& k, const Coord& c) {
-  putAffine(k, c.aff);
-  putInt(k, c.ind);
-  if (c.ind) {
-    putInt(k, c.idxBuffer);
-    putAffine(k, c.idxOff);
-    putInt(k, c.idxDim);
-    putInt(k, c.idxMul);
-  }
+std::string NativeKernel::describe() const {
+  std::string s;
+  int scratch = 0;
+  for (const BufferDesc& b : buffers_) scratch += b.kind == BufferDesc::Scratch;
+  s += std::to_string(steps_.size()) + " step(s), " + std::to_string(scratch) + " scratch buffer(s)";
+  for (const auto& step : steps_) s += "\n  " + step->describe();
+  return s;
 }
-
-struct PDim {
-  int64_t size;
-  int origin;      // the root dim it comes from; -1 for a dim added for a reduction
-  int64_t weight;  // its coefficient in that root coordinate
-};
-
-struct PassBuilder {
-  std::vector<PDim> dims;
-  std::vector<int> inner;
-  std::vector<int64_t> innerSizes;
-  PassProgram prog;
-  std::unordered_map<std::string, int32_t> nodeIds, leafIds, memo;
-  ValueId defining = kNoValue;
-
-  int32_t add(const IrNode& n) {
-    std::string key;
-    putInt(key, static_cast<int64_t>(n.op));
-    for (int32_t i : n.in) putInt(key, i);
-    int32_t b0, b1;
-    std::memcpy(&b0, &n.p0, 4);
-    std::memcpy(&b1, &n.p1, 4);
-    putInt(key, b0);
-    putInt(key, b1);
-    putInt(key, n.leaf);
-    int64_t d;
-    std::memcpy(&d, &n.divisor, 8);
-    putInt(key, d);
-    auto it = nodeIds.find(key);
-    if (it != nodeIds.end()) return it->second;
-    const int32_t id = static_cast<int32_t>(prog.nodes.size());
-    prog.nodes.push_back(n);
-    nodeIds.emplace(std::move(key), id);
-    return id;
-  }
-
-  int32_t op(Op o, int32_t a, int32_t b = -1, int32_t c = -1, float p0 = 0, float p1 = 0) {
-    IrNode n;
-    n.op = o;
-    n.in[0] = a;
-    n.in[1] = b;
-    n.in[2] = c;
-    n.p0 = p0;
-    n.p1 = p1;
-    return add(n);
-  }
-
-  int32_t constant(float v) {
-    IrNode n;
-    n.op = Op::Const;
-    n.p0 = v;
-    return add(n);
-  }
-
-  const IrNode& node(int32_t id) const { return prog.nodes[id]; }
-  bool isConst(int32_t id, float v) const { return node(id).op == Op::Const && node(id).p0 == v; }
-
-  int32_t leaf(Leaf l) {
-    l.off.trim();
-    for (Indirect& i : l.ind) i.off.trim();
-    std::string key;
-    putInt(key, l.buffer);
-    putInt(key, static_cast<int64_t>(l.type));
-    putAffine(key, l.off);
-    for (const Indirect& i : l.ind) {
-      putInt(key, i.buffer);
-      putAffine(key, i.off);
-      putInt(key, i.dim);
-      putInt(key, i.mul);
-    }
-    auto it = leafIds.find(key);
-    int32_t leafId;
-    if (it != leafIds.end()) {
-      leafId = it->second;
-    } else {
-      leafId = static_cast<int32_t>(prog.leaves.size());
-      prog.leaves.push_back(std::move(l));
-      leafIds.emplace(std::move(key), leafId);
-    }
-    IrNode n;
-    n.op = Op::Leaf;
-    n.leaf = leafId;
-    return add(n);
-  }
-
-  // Which pass dims a coordinate map depends on.
-  std::vector<bool> dependence(const CoordMap& m) const {
-    std::vector<bool> dep(dims.size(), false);
-    for (const Coord& c : m)
-      for (size_t d = 0; d < dims.size(); ++d)
-        if (c.aff.dependsOn(d) || (c.ind && c.idxOff.dependsOn(d))) dep[d] = true;
-    return dep;
-  }
-};
-
-struct BufferDesc {
-  enum Kind { Input, Output, Constant, Scratch } kind;
-  int index = 0;
-  Tensor tensor;  // Constant and Scratch
-  TensorType type;
-};
-
-class NativeKernel : public Kernel {
- public:
-  void run(const std::vector<const DLTensor*>& inputs, const std::vector<DLTensor*>& outputs) override {
-    if (inputs.size() != inputCount_ || outputs.size() != outputCount_)
-      throw Error("native kernel " + label_ + ": expected " + std::to_string(inputCount_) +
-                  " inputs and " + std::to_string(outputCount_) + " outputs, got " +
-                  std::to_string(inputs.size()) + " and " + std::to_string(outputs.size()));
-    for (size_t b = 0; b < buffers_.size(); ++b) {
-      const BufferDesc& d = buffers_[b];
-      switch (d.kind) {
-        case BufferDesc::Input:
-          table_.ptr[b] = static_cast<char*>(inputs[d.index]->data) + inputs[d.index]->byte_offset;
-          break;
-        case BufferDesc::Output:
-          table_.ptr[b] = static_cast<char*>(outputs[d.index]->data) + outputs[d.index]->byte_offset;
-          break;
-        default:
-          break;
-      }
-    }
-    for (auto& step : steps_) step->run(table_);
-  }
-
-  std::string describe() const {
-    std::string s;
-    int scratch = 0;
-    for (const BufferDesc& b : buffers_) scratch += b.kind == BufferDesc::Scratch;
-    s += std::to_string(steps_.size()) + " step(s), " + std::to_string(scratch) + " scratch buffer(s)";
-    for (const auto& step : steps_) s += "\n  " + step->describe();
-    return s;
-  }
-
-  std::vector<BufferDesc> buffers_;
-  BufferTable table_;
-  std::vector<std::unique_ptr<Step>> steps_;
-  size_t inputCount_ = 0, outputCount_ = 0;
-  std::string label_;
-};
 
 // ---------------------------------------------------------------------------
-
-class GroupCompiler {
- public:
-  GroupCompiler(const KernelRequest& request, int threads)
-      : req_(request), g_(*request.graph), threads_(threads) {}
-
-  std::unique_ptr<NativeKernel> compile();
-
- private:
-  const Shape& shapeOf(ValueId v) const { return g_.value(v).type.shape; }
-  ElementType typeOf(ValueId v) const { return g_.value(v).type.elementType; }
-  bool isMember(NodeId n) const { return n != kNoNode && req_.nodes.contains(n); }
-
-  int32_t addBuffer(BufferDesc d) {
-    buffers_.push_back(std::move(d));
-    return static_cast<int32_t>(buffers_.size() - 1);
-  }
-  void materialize(ValueId v);
-  void build();
-  void buildRoot(ValueId v);
-  void buildPass(ValueId root, ValueId defining, ValueId storeValue, int axis, int64_t offset);
-
-  // Instantiation: the program node computing value v at coordinates m.
-  int32_t inst(PassBuilder& pb, ValueId v, CoordMap m);
-  int32_t instNode(PassBuilder& pb, NodeId n, size_t k, const CoordMap& m, ValueId v);
-  int32_t leafFromMap(PassBuilder& pb, ValueId v, const CoordMap& m, const Shape& layout);
-  CoordMap reshapeMap(PassBuilder& pb, const CoordMap& m, const Shape& out, const Shape& in,
-                      ValueId input);
-  int32_t reduce(PassBuilder& pb, Op kind, const Shape& inShape, const std::vector<bool>& reduced,
-                 CoordMap kept, const std::function<int32_t(const CoordMap&)>& child, ValueId owner,
-                 bool mean);
-
-  const KernelRequest& req_;
-  const Graph& g_;
-  int threads_;
-  std::vector<NodeId> members_;
-  std::map<NodeId, bool> inline_;
-  std::vector<BufferDesc> buffers_;
-  std::map<ValueId, int32_t> bufferOf_;
-  std::set<ValueId> materialized_;
-  std::vector<std::unique_ptr<Step>> steps_;
-  std::set<NodeId> stepped_;
-};
+// GroupCompiler: instantiation (instNode's handlers: native_lowering_ops.cc)
 
 CoordMap broadcastMap(const CoordMap& m, const Shape& out, const Shape& in) {
   CoordMap r(in.size());
@@ -525,247 +380,8 @@ int32_t GroupCompiler::reduce(PassBuilder& pb, Op kind, const Shape& inShape,
   return pb.add(r);
 }
 
-int32_t GroupCompiler::instNode(PassBuilder& pb, NodeId n, size_t k, const CoordMap& m, ValueId v) {
-  const Node& node = g_.node(n);
-  const std::string& op = node.op;
-  const Shape& outShape = shapeOf(v);
-  auto bc = [&](size_t i) { return broadcastMap(m, outShape, shapeOf(node.inputs[i])); };
-  auto arg = [&](size_t i) { return inst(pb, node.inputs[i], bc(i)); };
-  auto present = [&](size_t i) { return i < node.inputs.size() && node.inputs[i] != kNoValue; };
-
-  if (auto it = unaryOps().find(op); it != unaryOps().end()) {
-    const int32_t a = arg(0);
-    float p0 = 0, p1 = 0;
-    Op o = it->second;
-    if (op == "LeakyRelu") p0 = node.attrs.getFloat("alpha", 0.01f);
-    if (op == "Elu") p0 = node.attrs.getFloat("alpha", 1.0f);
-    if (op == "Selu") {
-      p0 = node.attrs.getFloat("alpha", 1.67326319217681884765625f);
-      p1 = node.attrs.getFloat("gamma", 1.05070102214813232421875f);
-    }
-    if (op == "HardSigmoid") {
-      p0 = node.attrs.getFloat("alpha", 0.2f);
-      p1 = node.attrs.getFloat("beta", 0.5f);
-    }
-    if (op == "Gelu" && node.attrs.getString("approximate", "none") == "tanh") o = Op::GeluTanh;
-    if (op == "Clip") {
-      const float inf = std::numeric_limits<float>::infinity();
-      p0 = node.attrs.getFloat("min", -inf);
-      p1 = node.attrs.getFloat("max", inf);
-    }
-    return pb.op(o, a, -1, -1, p0, p1);
-  }
-  if (auto it = binaryOps().find(op); it != binaryOps().end()) {
-    const int32_t a = arg(0), b = arg(1);
-    Op o = it->second;
-    if (op == "Mod" && node.attrs.getInt("fmod", 0) != 0) o = Op::FMod;
-    if (op == "Pow") {
-      if (pb.isConst(b, 2.0f)) return pb.op(Op::Square, a);
-      if (pb.isConst(b, 1.0f)) return a;
-    }
-    return pb.op(o, a, b);
-  }
-  if (variadicOps().count(op)) {
-    int32_t acc = arg(0);
-    const Op o = op == "Max" ? Op::Max : op == "Min" ? Op::Min : Op::Add;
-    for (size_t i = 1; i < node.inputs.size(); ++i) acc = pb.op(o, acc, arg(i));
-    if (op == "Mean") acc = pb.op(Op::Div, acc, pb.constant(static_cast<float>(node.inputs.size())));
-    return acc;
-  }
-  if (op == "Where") return pb.op(Op::Where, arg(0), arg(1), arg(2));
-  if (op == "Identity") return inst(pb, node.inputs[0], m);
-  if (op == "Dropout") return k == 0 ? inst(pb, node.inputs[0], m) : pb.constant(1.0f);
-  if (op == "Cast") {
-    const int32_t a = inst(pb, node.inputs[0], m);
-    const ElementType from = typeOf(node.inputs[0]);
-    if (typeOf(v) == ElementType::Bool && from != ElementType::Bool) return pb.op(Op::ToBool, a);
-    return a;
-  }
-  if (op == "Transpose") {
-    const Shape& in = shapeOf(node.inputs[0]);
-    const std::vector<int64_t> perm = transposePerm(node, static_cast<int64_t>(in.size()));
-    CoordMap mi(in.size());
-    for (size_t j = 0; j < perm.size(); ++j) mi[static_cast<size_t>(perm[j])] = m[j];
-    return inst(pb, node.inputs[0], mi);
-  }
-  if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze") {
-    const ValueId x = node.inputs[0];
-    if (x != pb.defining && bufferOf_.count(x))
-      return leafFromMap(pb, x, m, outShape);  // same linear layout as the output
-    return inst(pb, x, reshapeMap(pb, m, outShape, shapeOf(x), x));
-  }
-  if (op == "Slice") {
-    const std::vector<SliceRange> ranges = sliceRanges(node, shapeOf(node.inputs[0]));
-    CoordMap mi = m;
-    for (size_t d = 0; d < mi.size(); ++d) {
-      Coord& c = mi[d];
-      Affine a;
-      a.addScaled(c.aff, ranges[d].step);
-      a.c += ranges[d].start;
-      c.aff = a;
-      if (c.ind) c.idxMul *= ranges[d].step;
-    }
-    return inst(pb, node.inputs[0], mi);
-  }
-  if (op == "Expand") return inst(pb, node.inputs[0], bc(0));
-  if (op == "Split") {
-    const int64_t axis = normalizeAxis(node, node.attrs.getInt("axis", 0),
-                                       static_cast<int64_t>(shapeOf(node.inputs[0]).size()));
-    CoordMap mi = m;
-    mi[static_cast<size_t>(axis)].aff.c += splitOffsets(node, g_)[k];
-    return inst(pb, node.inputs[0], mi);
-  }
-  if (op == "Gather") {
-    const ValueId data = node.inputs[0], indices = node.inputs[1];
-    const Shape& ds = shapeOf(data);
-    const Shape& is = shapeOf(indices);
-    const size_t axis = static_cast<size_t>(
-        normalizeAxis(node, node.attrs.getInt("axis", 0), static_cast<int64_t>(ds.size())));
-    const size_t q = is.size();
-    CoordMap dm(ds.size());
-    for (size_t j = 0; j < axis; ++j) dm[j] = m[j];
-    for (size_t j = axis + 1; j < ds.size(); ++j) dm[j] = m[j + q - 1];
-    for (size_t t = 0; t < q; ++t)
-      if (m[axis + t].ind) throw MaterializeRequest{v};
-    const Value& iv = g_.value(indices);
-    if (iv.isConstant() && iv.type.numElements() == 1) {
-      int64_t idx = iv.constant->toInts()[0];
-      if (idx < -ds[axis] || idx >= ds[axis])
-        throw Refusal{label(node) + ": index " + std::to_string(idx) + " is out of range for dimension " +
-                      std::to_string(ds[axis])};
-      dm[axis].aff.c = idx < 0 ? idx + ds[axis] : idx;
-    } else {
-      Coord c;
-      c.ind = true;
-      c.idxBuffer = bufferOf_.at(indices);
-      c.idxType = iv.type.elementType;
-      const std::vector<int64_t> st = stridesOf(is);
-      for (size_t t = 0; t < q; ++t) c.idxOff.addScaled(m[axis + t].aff, st[t]);
-      c.idxDim = ds[axis];
-      c.idxCount = iv.type.numElements();
-      dm[axis] = c;
-    }
-    return inst(pb, data, dm);
-  }
-  if (op == "Concat") throw MaterializeRequest{v};
-
-  // ---- Reductions and the ops written as them. ----
-  if (op.rfind("Reduce", 0) == 0) {
-    const ValueId x = node.inputs[0];
-    const Shape& in = shapeOf(x);
-    const std::vector<int64_t> axes = node.attrs.getInts("axes", {});
-    const bool keep = node.attrs.getInt("keepdims", 1) != 0;
-    if (axes.empty() && node.attrs.getInt("noop_with_empty_axes", 0) != 0) return inst(pb, x, m);
-    std::vector<bool> reduced(in.size(), axes.empty());
-    for (int64_t a : axes) reduced[normalizeAxis(node, a, static_cast<int64_t>(in.size()))] = true;
-    CoordMap kept;
-    if (keep) {
-      kept = m;
-    } else {
-      size_t next = 0;
-      for (size_t d = 0; d < in.size(); ++d) kept.push_back(reduced[d] ? Coord{} : m[next++]);
-    }
-    auto plain = [&](const CoordMap& p) { return inst(pb, x, p); };
-    auto square = [&](const CoordMap& p) { return pb.op(Op::Square, inst(pb, x, p)); };
-    auto absolute = [&](const CoordMap& p) { return pb.op(Op::Abs, inst(pb, x, p)); };
-    auto expo = [&](const CoordMap& p) { return pb.op(Op::Exp, inst(pb, x, p)); };
-    if (op == "ReduceSum") return reduce(pb, Op::ReduceSum, in, reduced, kept, plain, v, false);
-    if (op == "ReduceMean") return reduce(pb, Op::ReduceSum, in, reduced, kept, plain, v, true);
-    if (op == "ReduceMax") return reduce(pb, Op::ReduceMax, in, reduced, kept, plain, v, false);
-    if (op == "ReduceMin") return reduce(pb, Op::ReduceMin, in, reduced, kept, plain, v, false);
-    if (op == "ReduceProd") return reduce(pb, Op::ReduceProd, in, reduced, kept, plain, v, false);
-    if (op == "ReduceL1") return reduce(pb, Op::ReduceSum, in, reduced, kept, absolute, v, false);
-    if (op == "ReduceSumSquare") return reduce(pb, Op::ReduceSum, in, reduced, kept, square, v, false);
-    if (op == "ReduceL2")
-      return pb.op(Op::Sqrt, reduce(pb, Op::ReduceSum, in, reduced, kept, square, v, false));
-    if (op == "ReduceLogSumExp")
-      return pb.op(Op::Log, reduce(pb, Op::ReduceSum, in, reduced, kept, expo, v, false));
-  }
-  if (op == "Softmax" || op == "LogSoftmax") {
-    const ValueId x = node.inputs[0];
-    const Shape& in = shapeOf(x);
-    const size_t axis = static_cast<size_t>(
-        normalizeAxis(node, node.attrs.getInt("axis", -1), static_cast<int64_t>(in.size())));
-    std::vector<bool> reduced(in.size(), false);
-    reduced[axis] = true;
-    auto keptOf = [&](CoordMap p) {
-      p[axis] = Coord{};
-      return p;
-    };
-    auto maxOf = [&](const CoordMap& p) {
-      return reduce(pb, Op::ReduceMax, in, reduced, keptOf(p),
-                    [&](const CoordMap& q) { return inst(pb, x, q); }, v, false);
-    };
-    auto shifted = [&](const CoordMap& p) { return pb.op(Op::Sub, inst(pb, x, p), maxOf(p)); };
-    auto expOf = [&](const CoordMap& p) { return pb.op(Op::Exp, shifted(p)); };
-    const int32_t sum = reduce(pb, Op::ReduceSum, in, reduced, keptOf(m), expOf, v, false);
-    if (op == "Softmax") return pb.op(Op::Div, expOf(m), sum);
-    return pb.op(Op::Sub, shifted(m), pb.op(Op::Log, sum));
-  }
-  if (op == "LayerNormalization" || op == "InstanceNormalization") {
-    const bool layer = op == "LayerNormalization";
-    const ValueId x = node.inputs[0];
-    const Shape& in = shapeOf(x);
-    const int64_t rank = static_cast<int64_t>(in.size());
-    const size_t axis =
-        layer ? static_cast<size_t>(normalizeAxis(node, node.attrs.getInt("axis", -1), rank)) : 2;
-    const float eps = node.attrs.getFloat("epsilon", 1e-5f);
-    std::vector<bool> reduced(in.size(), false);
-    for (size_t d = axis; d < in.size(); ++d) reduced[d] = true;
-    auto keptOf = [&](CoordMap p) {
-      for (size_t d = axis; d < p.size(); ++d) p[d] = Coord{};
-      return p;
-    };
-    auto meanOf = [&](const CoordMap& p) {
-      return reduce(pb, Op::ReduceSum, in, reduced, keptOf(p),
-                    [&](const CoordMap& q) { return inst(pb, x, q); }, v, true);
-    };
-    auto centered = [&](const CoordMap& p) { return pb.op(Op::Sub, inst(pb, x, p), meanOf(p)); };
-    auto varOf = [&](const CoordMap& p) {
-      return reduce(pb, Op::ReduceSum, in, reduced, keptOf(p),
-                    [&](const CoordMap& q) { return pb.op(Op::Square, centered(q)); }, v, true);
-    };
-    auto stdOf = [&](const CoordMap& p) {
-      return pb.op(Op::Sqrt, pb.op(Op::Add, varOf(p), pb.constant(eps)));
-    };
-    if (layer) {
-      if (k == 1) return meanOf(m);
-      auto invStd = [&](const CoordMap& p) { return pb.op(Op::Div, pb.constant(1.0f), stdOf(p)); };
-      if (k == 2) return invStd(m);
-      const CoordMap& xm = m;
-      int32_t y = pb.op(Op::Mul, pb.op(Op::Mul, centered(xm), invStd(xm)),
-                        inst(pb, node.inputs[1], broadcastMap(m, in, shapeOf(node.inputs[1]))));
-      if (present(2))
-        y = pb.op(Op::Add, y, inst(pb, node.inputs[2], broadcastMap(m, in, shapeOf(node.inputs[2]))));
-      return y;
-    }
-    const CoordMap channel{m[1]};
-    const int32_t a = pb.op(Op::Div, inst(pb, node.inputs[1], channel), stdOf(m));
-    return pb.op(Op::Add, pb.op(Op::Mul, centered(m), a), inst(pb, node.inputs[2], channel));
-  }
-  if (op == "BatchNormalization") {
-    const float eps = node.attrs.getFloat("epsilon", 1e-5f);
-    const CoordMap channel{m[1]};
-    const int32_t a = pb.op(Op::Div, inst(pb, node.inputs[1], channel),
-                            pb.op(Op::Sqrt, pb.op(Op::Add, inst(pb, node.inputs[4], channel),
-                                                  pb.constant(eps))));
-    const int32_t b =
-        pb.op(Op::Sub, inst(pb, node.inputs[2], channel), pb.op(Op::Mul, inst(pb, node.inputs[3], channel), a));
-    return pb.op(Op::Add, pb.op(Op::Mul, inst(pb, node.inputs[0], m), a), b);
-  }
-  if (op == "GlobalAveragePool" || op == "GlobalMaxPool") {
-    const ValueId x = node.inputs[0];
-    const Shape& in = shapeOf(x);
-    std::vector<bool> reduced(in.size(), false);
-    for (size_t d = 2; d < in.size(); ++d) reduced[d] = true;
-    const bool avg = op == "GlobalAveragePool";
-    return reduce(pb, avg ? Op::ReduceSum : Op::ReduceMax, in, reduced, m,
-                  [&](const CoordMap& q) { return inst(pb, x, q); }, v, avg);
-  }
-  throw Refusal{label(node) + ": internal: no fused form"};
-}
-
 // ---------------------------------------------------------------------------
+// GroupCompiler: the driver
 
 void GroupCompiler::materialize(ValueId v) {
   if (!materialized_.insert(v).second) return;
@@ -870,11 +486,9 @@ void GroupCompiler::build() {
   for (ValueId v : roots) buildRoot(v);
 }
 
-std::unique_ptr<NativeKernel> GroupCompiler::compile() {
-  members_ = req_.members();
-  if (members_.empty()) throw Refusal{"the group is empty"};
-  if (req_.outputs.empty()) throw Refusal{"the group " + req_.toString() + " has no outputs"};
-
+// Every member's types as the registry infers them, and whether it is
+// inlined into passes or runs as a step of its own.
+void GroupCompiler::checkMembers() {
   // The registry must accept every node's types (its reference kernel is
   // the fallback, and an Unsupported type must be a refusal, not a throw at run time).
   for (NodeId n : members_) {
@@ -905,7 +519,11 @@ std::unique_ptr<NativeKernel> GroupCompiler::compile() {
     if (!why.empty() && members_.size() > 1 && opKindOf(node.op) != OpKind::Anchor)
       throw Refusal{why + "; the native backend fuses it with nothing"};
   }
+}
 
+// Buffers for the kernel's inputs, outputs and constants; the values that
+// non-fused nodes read and write are materialised.
+void GroupCompiler::bindBuffers() {
   for (size_t i = 0; i < req_.inputs.size(); ++i)
     bufferOf_[req_.inputs[i]] = addBuffer({BufferDesc::Input, static_cast<int>(i), Tensor(),
                                            g_.value(req_.inputs[i]).type});
@@ -933,6 +551,15 @@ std::unique_ptr<NativeKernel> GroupCompiler::compile() {
     for (ValueId v : g_.node(n).outputs)
       if (v != kNoValue) materialize(v);
   }
+}
+
+std::unique_ptr<NativeKernel> GroupCompiler::compile() {
+  members_ = req_.members();
+  if (members_.empty()) throw Refusal{"the group is empty"};
+  if (req_.outputs.empty()) throw Refusal{"the group " + req_.toString() + " has no outputs"};
+
+  checkMembers();
+  bindBuffers();
 
   for (int attempt = 0; attempt < 64; ++attempt) {
     try {
@@ -959,7 +586,11 @@ std::unique_ptr<NativeKernel> GroupCompiler::compile() {
   throw Refusal{"the group needs too many intermediate buffers"};
 }
 
-}  // namespace
+}  // namespace collage::native::lowering
+
+namespace collage::native {
+
+using namespace lowering;
 
 std::string inlineRefusal(const Graph& graph, NodeId n) {
   const Node& node = graph.node(n);

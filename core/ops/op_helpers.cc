@@ -8,6 +8,12 @@ std::string nodeLabel(const Node& node) {
   return "node '" + node.name + "' (" + node.op + "): ";
 }
 
+std::string intsToString(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
 int64_t normalizeAxis(const Node& node, int64_t axis, int64_t rank) {
   int64_t a = axis < 0 ? axis + rank : axis;
   if (a < 0 || a >= std::max<int64_t>(rank, 1))

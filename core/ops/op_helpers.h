@@ -18,6 +18,8 @@ Shape broadcastShapes(const Node& node, const std::vector<Shape>& shapes);
 void requireFloat32(const Node& node, const TensorType& type);
 // "node 'conv1' (Conv): " — prefix for messages.
 std::string nodeLabel(const Node& node);
+// "[1,-1,3]": an int list as ONNX writes it, for messages.
+std::string intsToString(const std::vector<int64_t>& v);
 
 // A Pad node's per-dimension begin and end amounts (negative = crop), from
 // its `pads` and `axes` attributes; throws Error naming the node.

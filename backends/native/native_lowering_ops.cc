@@ -1,0 +1,346 @@
+// GroupCompiler::instNode: the program node that computes one output of a
+// node at given coordinates, by a handler per op family found by op name.
+//
+//   elementwise   program nodes over the inputs at the same coordinates
+//   layout ops    the coordinates rewritten (Transpose permutes them, Slice
+//                 scales and shifts them, Split shifts one, Gather makes one
+//                 an indirect read), the input instantiated there
+//   reductions    levels of the pass (GroupCompiler::reduce); Softmax and
+//                 the normalisations are written as them
+//
+// What the layout ops' attributes mean comes from core/ops/layout_attrs.h,
+// as for the reference kernels.
+#include <limits>
+
+#include "backends/native/native_lowering_impl.h"
+#include "core/ops/layout_attrs.h"
+#include "core/ops/op_helpers.h"
+
+namespace collage::native::lowering {
+
+const std::unordered_map<std::string, GroupCompiler::Handler>& GroupCompiler::handlers() {
+  static const std::unordered_map<std::string, Handler> table = [] {
+    std::unordered_map<std::string, Handler> t;
+    for (const auto& [name, op] : unaryOps()) t[name] = &GroupCompiler::instUnary;
+    for (const auto& [name, op] : binaryOps()) t[name] = &GroupCompiler::instBinary;
+    for (const std::string& name : variadicOps()) t[name] = &GroupCompiler::instVariadic;
+    t["Where"] = &GroupCompiler::instWhere;
+    t["Cast"] = &GroupCompiler::instCast;
+    t["Identity"] = &GroupCompiler::instIdentity;
+    t["Dropout"] = &GroupCompiler::instDropout;
+    t["Transpose"] = &GroupCompiler::instTranspose;
+    for (const char* name : {"Reshape", "Flatten", "Squeeze", "Unsqueeze"})
+      t[name] = &GroupCompiler::instReshape;
+    t["Slice"] = &GroupCompiler::instSlice;
+    t["Expand"] = &GroupCompiler::instExpand;
+    t["Split"] = &GroupCompiler::instSplit;
+    t["Gather"] = &GroupCompiler::instGather;
+    t["Concat"] = &GroupCompiler::instConcat;
+    for (const std::string& name : reductionOps())
+      if (name.rfind("Reduce", 0) == 0) t[name] = &GroupCompiler::instReduce;
+    t["Softmax"] = t["LogSoftmax"] = &GroupCompiler::instSoftmax;
+    t["LayerNormalization"] = t["InstanceNormalization"] = &GroupCompiler::instNormalization;
+    t["BatchNormalization"] = &GroupCompiler::instBatchNorm;
+    t["GlobalAveragePool"] = t["GlobalMaxPool"] = &GroupCompiler::instGlobalPool;
+    return t;
+  }();
+  return table;
+}
+
+int32_t GroupCompiler::instNode(PassBuilder& pb, NodeId n, size_t k, const CoordMap& m, ValueId v) {
+  const Node& node = g_.node(n);
+  const auto it = handlers().find(node.op);
+  if (it == handlers().end()) throw Refusal{label(node) + ": internal: no fused form"};
+  return (this->*(it->second))(pb, NodeAt{node, k, m, v});
+}
+
+CoordMap GroupCompiler::broadcastInput(const NodeAt& at, size_t i) const {
+  return broadcastMap(at.m, shapeOf(at.v), shapeOf(at.node.inputs[i]));
+}
+
+int32_t GroupCompiler::arg(PassBuilder& pb, const NodeAt& at, size_t i) {
+  return inst(pb, at.node.inputs[i], broadcastInput(at, i));
+}
+
+// ---- Elementwise.
+
+int32_t GroupCompiler::instUnary(PassBuilder& pb, const NodeAt& at) {
+  const Node& node = at.node;
+  const std::string& op = node.op;
+  const int32_t a = arg(pb, at, 0);
+  float p0 = 0, p1 = 0;
+  Op o = unaryOps().at(op);
+  if (op == "LeakyRelu") p0 = node.attrs.getFloat("alpha", 0.01f);
+  if (op == "Elu") p0 = node.attrs.getFloat("alpha", 1.0f);
+  if (op == "Selu") {
+    p0 = node.attrs.getFloat("alpha", 1.67326319217681884765625f);
+    p1 = node.attrs.getFloat("gamma", 1.05070102214813232421875f);
+  }
+  if (op == "HardSigmoid") {
+    p0 = node.attrs.getFloat("alpha", 0.2f);
+    p1 = node.attrs.getFloat("beta", 0.5f);
+  }
+  if (op == "Gelu" && node.attrs.getString("approximate", "none") == "tanh") o = Op::GeluTanh;
+  if (op == "Clip") {
+    const float inf = std::numeric_limits<float>::infinity();
+    p0 = node.attrs.getFloat("min", -inf);
+    p1 = node.attrs.getFloat("max", inf);
+  }
+  return pb.op(o, a, -1, -1, p0, p1);
+}
+
+int32_t GroupCompiler::instBinary(PassBuilder& pb, const NodeAt& at) {
+  const std::string& op = at.node.op;
+  const int32_t a = arg(pb, at, 0), b = arg(pb, at, 1);
+  Op o = binaryOps().at(op);
+  if (op == "Mod" && at.node.attrs.getInt("fmod", 0) != 0) o = Op::FMod;
+  if (op == "Pow") {
+    if (pb.isConst(b, 2.0f)) return pb.op(Op::Square, a);
+    if (pb.isConst(b, 1.0f)) return a;
+  }
+  return pb.op(o, a, b);
+}
+
+int32_t GroupCompiler::instVariadic(PassBuilder& pb, const NodeAt& at) {
+  const std::string& op = at.node.op;
+  int32_t acc = arg(pb, at, 0);
+  const Op o = op == "Max" ? Op::Max : op == "Min" ? Op::Min : Op::Add;
+  for (size_t i = 1; i < at.node.inputs.size(); ++i) acc = pb.op(o, acc, arg(pb, at, i));
+  if (op == "Mean") acc = pb.op(Op::Div, acc, pb.constant(static_cast<float>(at.node.inputs.size())));
+  return acc;
+}
+
+int32_t GroupCompiler::instWhere(PassBuilder& pb, const NodeAt& at) {
+  return pb.op(Op::Where, arg(pb, at, 0), arg(pb, at, 1), arg(pb, at, 2));
+}
+
+int32_t GroupCompiler::instCast(PassBuilder& pb, const NodeAt& at) {
+  const int32_t a = inst(pb, at.node.inputs[0], at.m);
+  const ElementType from = typeOf(at.node.inputs[0]);
+  if (typeOf(at.v) == ElementType::Bool && from != ElementType::Bool) return pb.op(Op::ToBool, a);
+  return a;
+}
+
+int32_t GroupCompiler::instIdentity(PassBuilder& pb, const NodeAt& at) {
+  return inst(pb, at.node.inputs[0], at.m);
+}
+
+int32_t GroupCompiler::instDropout(PassBuilder& pb, const NodeAt& at) {
+  return at.k == 0 ? inst(pb, at.node.inputs[0], at.m) : pb.constant(1.0f);
+}
+
+// ---- Layout ops.
+
+int32_t GroupCompiler::instTranspose(PassBuilder& pb, const NodeAt& at) {
+  const Shape& in = shapeOf(at.node.inputs[0]);
+  const std::vector<int64_t> perm = transposePerm(at.node, static_cast<int64_t>(in.size()));
+  CoordMap mi(in.size());
+  for (size_t j = 0; j < perm.size(); ++j) mi[static_cast<size_t>(perm[j])] = at.m[j];
+  return inst(pb, at.node.inputs[0], mi);
+}
+
+int32_t GroupCompiler::instReshape(PassBuilder& pb, const NodeAt& at) {
+  const ValueId x = at.node.inputs[0];
+  const Shape& outShape = shapeOf(at.v);
+  if (x != pb.defining && bufferOf_.count(x))
+    return leafFromMap(pb, x, at.m, outShape);  // same linear layout as the output
+  return inst(pb, x, reshapeMap(pb, at.m, outShape, shapeOf(x), x));
+}
+
+int32_t GroupCompiler::instSlice(PassBuilder& pb, const NodeAt& at) {
+  const std::vector<SliceRange> ranges = sliceRanges(at.node, shapeOf(at.node.inputs[0]));
+  CoordMap mi = at.m;
+  for (size_t d = 0; d < mi.size(); ++d) {
+    Coord& c = mi[d];
+    Affine a;
+    a.addScaled(c.aff, ranges[d].step);
+    a.c += ranges[d].start;
+    c.aff = a;
+    if (c.ind) c.idxMul *= ranges[d].step;
+  }
+  return inst(pb, at.node.inputs[0], mi);
+}
+
+int32_t GroupCompiler::instExpand(PassBuilder& pb, const NodeAt& at) {
+  return inst(pb, at.node.inputs[0], broadcastInput(at, 0));
+}
+
+int32_t GroupCompiler::instSplit(PassBuilder& pb, const NodeAt& at) {
+  const Shape& in = shapeOf(at.node.inputs[0]);
+  const int64_t axis = normalizeAxis(at.node, at.node.attrs.getInt("axis", 0), static_cast<int64_t>(in.size()));
+  const std::vector<int64_t> sizes = splitSizes(at.node, in, axis);
+  CoordMap mi = at.m;
+  for (size_t i = 0; i < at.k; ++i) mi[static_cast<size_t>(axis)].aff.c += sizes[i];
+  return inst(pb, at.node.inputs[0], mi);
+}
+
+int32_t GroupCompiler::instGather(PassBuilder& pb, const NodeAt& at) {
+  const Node& node = at.node;
+  const CoordMap& m = at.m;
+  const ValueId data = node.inputs[0], indices = node.inputs[1];
+  const Shape& ds = shapeOf(data);
+  const Shape& is = shapeOf(indices);
+  const size_t axis = static_cast<size_t>(
+      normalizeAxis(node, node.attrs.getInt("axis", 0), static_cast<int64_t>(ds.size())));
+  const size_t q = is.size();
+  CoordMap dm(ds.size());
+  for (size_t j = 0; j < axis; ++j) dm[j] = m[j];
+  for (size_t j = axis + 1; j < ds.size(); ++j) dm[j] = m[j + q - 1];
+  for (size_t t = 0; t < q; ++t)
+    if (m[axis + t].ind) throw MaterializeRequest{at.v};
+  const Value& iv = g_.value(indices);
+  if (iv.isConstant() && iv.type.numElements() == 1) {
+    int64_t idx = iv.constant->toInts()[0];
+    if (idx < -ds[axis] || idx >= ds[axis])
+      throw Refusal{label(node) + ": index " + std::to_string(idx) + " is out of range for dimension " +
+                    std::to_string(ds[axis])};
+    dm[axis].aff.c = idx < 0 ? idx + ds[axis] : idx;
+  } else {
+    Coord c;
+    c.ind = true;
+    c.idxBuffer = bufferOf_.at(indices);
+    c.idxType = iv.type.elementType;
+    const std::vector<int64_t> st = stridesOf(is);
+    for (size_t t = 0; t < q; ++t) c.idxOff.addScaled(m[axis + t].aff, st[t]);
+    c.idxDim = ds[axis];
+    c.idxCount = iv.type.numElements();
+    dm[axis] = c;
+  }
+  return inst(pb, data, dm);
+}
+
+// A Concat inside a pass is materialised: buildRoot writes it with one pass per input.
+int32_t GroupCompiler::instConcat(PassBuilder&, const NodeAt& at) { throw MaterializeRequest{at.v}; }
+
+// ---- Reductions and the ops written as them.
+
+int32_t GroupCompiler::instReduce(PassBuilder& pb, const NodeAt& at) {
+  const Node& node = at.node;
+  const std::string& op = node.op;
+  const CoordMap& m = at.m;
+  const ValueId v = at.v;
+  const ValueId x = node.inputs[0];
+  const Shape& in = shapeOf(x);
+  const std::vector<int64_t> axes = node.attrs.getInts("axes", {});
+  const bool keep = node.attrs.getInt("keepdims", 1) != 0;
+  if (axes.empty() && node.attrs.getInt("noop_with_empty_axes", 0) != 0) return inst(pb, x, m);
+  std::vector<bool> reduced(in.size(), axes.empty());
+  for (int64_t a : axes) reduced[normalizeAxis(node, a, static_cast<int64_t>(in.size()))] = true;
+  CoordMap kept;
+  if (keep) {
+    kept = m;
+  } else {
+    size_t next = 0;
+    for (size_t d = 0; d < in.size(); ++d) kept.push_back(reduced[d] ? Coord{} : m[next++]);
+  }
+  auto plain = [&](const CoordMap& p) { return inst(pb, x, p); };
+  auto square = [&](const CoordMap& p) { return pb.op(Op::Square, inst(pb, x, p)); };
+  auto absolute = [&](const CoordMap& p) { return pb.op(Op::Abs, inst(pb, x, p)); };
+  auto expo = [&](const CoordMap& p) { return pb.op(Op::Exp, inst(pb, x, p)); };
+  if (op == "ReduceSum") return reduce(pb, Op::ReduceSum, in, reduced, kept, plain, v, false);
+  if (op == "ReduceMean") return reduce(pb, Op::ReduceSum, in, reduced, kept, plain, v, true);
+  if (op == "ReduceMax") return reduce(pb, Op::ReduceMax, in, reduced, kept, plain, v, false);
+  if (op == "ReduceMin") return reduce(pb, Op::ReduceMin, in, reduced, kept, plain, v, false);
+  if (op == "ReduceProd") return reduce(pb, Op::ReduceProd, in, reduced, kept, plain, v, false);
+  if (op == "ReduceL1") return reduce(pb, Op::ReduceSum, in, reduced, kept, absolute, v, false);
+  if (op == "ReduceSumSquare") return reduce(pb, Op::ReduceSum, in, reduced, kept, square, v, false);
+  if (op == "ReduceL2")
+    return pb.op(Op::Sqrt, reduce(pb, Op::ReduceSum, in, reduced, kept, square, v, false));
+  if (op == "ReduceLogSumExp")
+    return pb.op(Op::Log, reduce(pb, Op::ReduceSum, in, reduced, kept, expo, v, false));
+  throw Refusal{label(node) + ": internal: no fused form"};
+}
+
+int32_t GroupCompiler::instSoftmax(PassBuilder& pb, const NodeAt& at) {
+  const Node& node = at.node;
+  const ValueId v = at.v;
+  const ValueId x = node.inputs[0];
+  const Shape& in = shapeOf(x);
+  const size_t axis = static_cast<size_t>(
+      normalizeAxis(node, node.attrs.getInt("axis", -1), static_cast<int64_t>(in.size())));
+  std::vector<bool> reduced(in.size(), false);
+  reduced[axis] = true;
+  auto keptOf = [&](CoordMap p) {
+    p[axis] = Coord{};
+    return p;
+  };
+  auto maxOf = [&](const CoordMap& p) {
+    return reduce(pb, Op::ReduceMax, in, reduced, keptOf(p),
+                  [&](const CoordMap& q) { return inst(pb, x, q); }, v, false);
+  };
+  auto shifted = [&](const CoordMap& p) { return pb.op(Op::Sub, inst(pb, x, p), maxOf(p)); };
+  auto expOf = [&](const CoordMap& p) { return pb.op(Op::Exp, shifted(p)); };
+  const int32_t sum = reduce(pb, Op::ReduceSum, in, reduced, keptOf(at.m), expOf, v, false);
+  if (node.op == "Softmax") return pb.op(Op::Div, expOf(at.m), sum);
+  return pb.op(Op::Sub, shifted(at.m), pb.op(Op::Log, sum));
+}
+
+// LayerNormalization (its three outputs) and InstanceNormalization.
+int32_t GroupCompiler::instNormalization(PassBuilder& pb, const NodeAt& at) {
+  const Node& node = at.node;
+  const CoordMap& m = at.m;
+  const ValueId v = at.v;
+  const bool layer = node.op == "LayerNormalization";
+  const ValueId x = node.inputs[0];
+  const Shape& in = shapeOf(x);
+  const int64_t rank = static_cast<int64_t>(in.size());
+  const size_t axis =
+      layer ? static_cast<size_t>(normalizeAxis(node, node.attrs.getInt("axis", -1), rank)) : 2;
+  const float eps = node.attrs.getFloat("epsilon", 1e-5f);
+  std::vector<bool> reduced(in.size(), false);
+  for (size_t d = axis; d < in.size(); ++d) reduced[d] = true;
+  auto keptOf = [&](CoordMap p) {
+    for (size_t d = axis; d < p.size(); ++d) p[d] = Coord{};
+    return p;
+  };
+  auto meanOf = [&](const CoordMap& p) {
+    return reduce(pb, Op::ReduceSum, in, reduced, keptOf(p),
+                  [&](const CoordMap& q) { return inst(pb, x, q); }, v, true);
+  };
+  auto centered = [&](const CoordMap& p) { return pb.op(Op::Sub, inst(pb, x, p), meanOf(p)); };
+  auto varOf = [&](const CoordMap& p) {
+    return reduce(pb, Op::ReduceSum, in, reduced, keptOf(p),
+                  [&](const CoordMap& q) { return pb.op(Op::Square, centered(q)); }, v, true);
+  };
+  auto stdOf = [&](const CoordMap& p) {
+    return pb.op(Op::Sqrt, pb.op(Op::Add, varOf(p), pb.constant(eps)));
+  };
+  if (layer) {
+    if (at.k == 1) return meanOf(m);
+    auto invStd = [&](const CoordMap& p) { return pb.op(Op::Div, pb.constant(1.0f), stdOf(p)); };
+    if (at.k == 2) return invStd(m);
+    const CoordMap& xm = m;
+    int32_t y = pb.op(Op::Mul, pb.op(Op::Mul, centered(xm), invStd(xm)),
+                      inst(pb, node.inputs[1], broadcastMap(m, in, shapeOf(node.inputs[1]))));
+    if (node.inputs.size() > 2 && node.inputs[2] != kNoValue)
+      y = pb.op(Op::Add, y, inst(pb, node.inputs[2], broadcastMap(m, in, shapeOf(node.inputs[2]))));
+    return y;
+  }
+  const CoordMap channel{m[1]};
+  const int32_t a = pb.op(Op::Div, inst(pb, node.inputs[1], channel), stdOf(m));
+  return pb.op(Op::Add, pb.op(Op::Mul, centered(m), a), inst(pb, node.inputs[2], channel));
+}
+
+int32_t GroupCompiler::instBatchNorm(PassBuilder& pb, const NodeAt& at) {
+  const Node& node = at.node;
+  const float eps = node.attrs.getFloat("epsilon", 1e-5f);
+  const CoordMap channel{at.m[1]};
+  const int32_t a = pb.op(Op::Div, inst(pb, node.inputs[1], channel),
+                          pb.op(Op::Sqrt, pb.op(Op::Add, inst(pb, node.inputs[4], channel),
+                                                pb.constant(eps))));
+  const int32_t b =
+      pb.op(Op::Sub, inst(pb, node.inputs[2], channel), pb.op(Op::Mul, inst(pb, node.inputs[3], channel), a));
+  return pb.op(Op::Add, pb.op(Op::Mul, inst(pb, node.inputs[0], at.m), a), b);
+}
+
+int32_t GroupCompiler::instGlobalPool(PassBuilder& pb, const NodeAt& at) {
+  const ValueId x = at.node.inputs[0];
+  const Shape& in = shapeOf(x);
+  std::vector<bool> reduced(in.size(), false);
+  for (size_t d = 2; d < in.size(); ++d) reduced[d] = true;
+  const bool avg = at.node.op == "GlobalAveragePool";
+  return reduce(pb, avg ? Op::ReduceSum : Op::ReduceMax, in, reduced, at.m,
+                [&](const CoordMap& q) { return inst(pb, x, q); }, at.v, avg);
+}
+
+}  // namespace collage::native::lowering
