@@ -564,11 +564,12 @@ ChainAnalysis analyzeChain(const KernelRequest& request) {
   return a;
 }
 
-ChainSequence analyzeSequence(const KernelRequest& request) {
-  ChainSequence seq;
-  const Graph& g = *request.graph;
-  const std::vector<NodeId> members = request.members();
-  // Assign nodes to chains.
+namespace {
+
+// The group's nodes assigned to chains, in member order: each anchor (and
+// each Pad) starts a chain, an anchor after a lone Pad continues its chain,
+// and any other node continues the chain whose result it reads.
+std::vector<std::vector<NodeId>> assignChains(const Graph& g, const std::vector<NodeId>& members) {
   std::vector<std::vector<NodeId>> chains;
   std::map<ValueId, size_t> resultOf;  // a chain's running result -> the chain
   for (NodeId n : members) {
@@ -600,6 +601,42 @@ ChainSequence analyzeSequence(const KernelRequest& request) {
     chains[c].push_back(n);
     if (!node.outputs.empty() && node.outputs[0] != kNoValue) resultOf[node.outputs[0]] = c;
   }
+  return chains;
+}
+
+// The chains ordered so that each follows those it reads (Kahn's algorithm,
+// stable): `order` lists them, `placed` gives each one's position. False
+// when they depend on each other.
+bool orderChains(const std::vector<KernelRequest>& requests, const std::map<ValueId, size_t>& madeBy,
+                 std::vector<size_t>& order, std::vector<size_t>& placed) {
+  const size_t count = requests.size();
+  placed.assign(count, SIZE_MAX);
+  while (order.size() < count) {
+    bool progress = false;
+    for (size_t c = 0; c < count; ++c) {
+      if (placed[c] != SIZE_MAX) continue;
+      bool ready = true;
+      for (ValueId v : requests[c].inputs) {
+        auto it = madeBy.find(v);
+        if (it != madeBy.end() && placed[it->second] == SIZE_MAX) ready = false;
+      }
+      if (!ready) continue;
+      placed[c] = order.size();
+      order.push_back(c);
+      progress = true;
+    }
+    if (!progress) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+ChainSequence analyzeSequence(const KernelRequest& request) {
+  ChainSequence seq;
+  const Graph& g = *request.graph;
+  const std::vector<NodeId> members = request.members();
+  const std::vector<std::vector<NodeId>> chains = assignChains(g, members);
   seq.severalChains = chains.size() >= 2;
   if (!seq.severalChains) {
     seq.refusal = "the group " + request.toString() + " is not a sequence of two or more chains";
@@ -617,26 +654,10 @@ ChainSequence analyzeSequence(const KernelRequest& request) {
     }
     madeBy[requests.back().outputs[0]] = c;
   }
-  // Order the chains so that each follows those it reads (Kahn's algorithm, stable).
-  std::vector<size_t> order, placed(chains.size(), SIZE_MAX);
-  while (order.size() < chains.size()) {
-    bool progress = false;
-    for (size_t c = 0; c < chains.size(); ++c) {
-      if (placed[c] != SIZE_MAX) continue;
-      bool ready = true;
-      for (ValueId v : requests[c].inputs) {
-        auto it = madeBy.find(v);
-        if (it != madeBy.end() && placed[it->second] == SIZE_MAX) ready = false;
-      }
-      if (!ready) continue;
-      placed[c] = order.size();
-      order.push_back(c);
-      progress = true;
-    }
-    if (!progress) {
-      seq.refusal = "the chains of the group " + request.toString() + " depend on each other";
-      return seq;
-    }
+  std::vector<size_t> order, placed;
+  if (!orderChains(requests, madeBy, order, placed)) {
+    seq.refusal = "the chains of the group " + request.toString() + " depend on each other";
+    return seq;
   }
   // Which chains later chains read, and which make the group's outputs.
   std::vector<bool> readLater(chains.size(), false);
