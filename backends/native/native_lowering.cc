@@ -1,3 +1,7 @@
+// The native lowering's driver (native_lowering_impl.h shows the split):
+// which values get buffers, the passes and steps that compute them, and the
+// instantiation of a value at coordinates that instNode's handlers
+// (native_lowering_ops.cc) recurse through.
 #include "backends/native/native_lowering.h"
 
 #include <algorithm>
@@ -14,7 +18,6 @@
 #include "core/ops/op_registry.h"
 #include "core/ops/op_helpers.h"
 #include "core/ops/runtime_inputs.h"
-
 
 namespace collage::native::lowering {
 
