@@ -199,4 +199,9 @@ Cost LayoutCharges::coverCost(const std::vector<int32_t>& chosen) const {
   return cost;
 }
 
+void chargeKernelsAsTheDp(const LayoutCharges& charges, std::vector<PlanGroup>& groups) {
+  for (PlanGroup& g : groups)
+    if (g.candidate && g.origin != PlanOrigin::GraphLevel) g.costNs = charges.kernelNs(*g.candidate, g.costNs);
+}
+
 }  // namespace collage

@@ -40,6 +40,7 @@
 #include "core/ir/graph.h"
 #include "core/ir/node_set.h"
 #include "core/patterns/candidate.h"
+#include "core/plan/plan.h"
 
 namespace collage {
 
@@ -96,6 +97,9 @@ class LayoutCharges {
   Cost coverCost(const std::vector<int32_t>& chosen) const;
 
   const ReorderModel& model() const { return model_; }
+  // What it was made from, per candidate: kept by the job so that re-planning
+  // after an override charges layouts as the job's DP did.
+  const std::vector<LayoutOffers>& offers() const { return offers_; }
 
  private:
   struct Boundary {
@@ -114,5 +118,13 @@ class LayoutCharges {
   std::vector<std::vector<Boundary>> boundaries_;  // per candidate: every value it reads or writes outside
   std::vector<std::vector<NodeId>> participants_;  // per value: producer and consumer nodes
 };
+
+// A plan's groups priced as the DP charged them: the kernel of each group
+// made from a candidate (its index in `candidates` of `charges`) in its own
+// layout where it hands tensors over (kernelNs), so that with coverCost the
+// groups add up to the prediction. A measurement with plain boundaries pays
+// reorders the plan does not, and, taken on a busy machine, can be far off.
+// Groups of no candidate (graph-level regions) keep their cost.
+void chargeKernelsAsTheDp(const LayoutCharges& charges, std::vector<PlanGroup>& groups);
 
 }  // namespace collage

@@ -339,6 +339,8 @@ OptimizationResult runOptimizationJob(const Graph& model, const OptimizationJobO
                          result.allowed};
   result.deviceCosts.applyTo(problem);
   problem.layouts = &layoutCharges;
+  result.layoutOffers = layoutCharges.offers();
+  result.reorderModel = layoutCharges.model();
   OpLevelResult opLevel = optimizeOpLevel(problem, observer, cancel);
   result.cancelled = opLevel.cancelled;
   // Near ties the noise may have decided (core/search/near_ties.h): measured again, then the DP again.
@@ -371,6 +373,7 @@ OptimizationResult runOptimizationJob(const Graph& model, const OptimizationJobO
   auto planOf = [&](const OpLevelResult& r) {
     Plan p = makePlan(graph, options.modelPath, result.candidates, r.chosen, result.measurements,
                       PlanOrigin::OpLevel, fingerprint, backendVersions);
+    chargeKernelsAsTheDp(layoutCharges, p.groups);
     p.predictedNs = r.total;
     p.createdBy = "collage-studio (op-level)";
     return p;

@@ -16,6 +16,7 @@
 #include "core/ir/graph.h"
 #include "core/measure/measurement.h"
 #include "core/search/graph_level_search.h"
+#include "core/search/layout_charges.h"
 #include "core/search/placement_constraints.h"
 #include "core/plan/plan.h"
 #include "core/ir/search_events.h"
@@ -117,6 +118,11 @@ struct OptimizationResult {
                                           // fresh); false = skipped (excluded) or cancelled
   SwitchCostTable switchCosts;            // epsilon per kernel, as the DP charged it
   DeviceCosts deviceCosts;                // backends off the host and their copy models
+  // What the DP charged for layout changes (core/search/layout_charges.h):
+  // per candidate the layouts its kernel offers and its cost measured so, and
+  // the reorder model. Empty offers: no charges.
+  std::vector<LayoutOffers> layoutOffers;
+  ReorderModel reorderModel;
   std::vector<BackendVersion> versions;   // every backend of the job, in the set's order
   std::map<std::string, SubGraphLimits> limits;  // backend -> the limits its spec sets
 };

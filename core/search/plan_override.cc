@@ -6,6 +6,7 @@
 #include "core/patterns/candidate_signature.h"
 #include "core/ir/error.h"
 #include "core/search/graph_level_search.h"
+#include "core/search/layout_charges.h"
 #include "core/search/op_level_optimizer.h"
 #include "core/search/plan_from_cover.h"
 #include "core/ir/sub_graph.h"
@@ -356,6 +357,10 @@ ReplanResult replanWithPins(const Graph& graph, OptimizationResult& result,
                          [&](const std::string& b) { return switchCosts.epsilonInto(b); }, allowed};
   result.deviceCosts.applyTo(problem);
   problem.placed = placed;
+  // Layouts charged as the job's DP charged them, so that an override moves
+  // only what it must.
+  const LayoutCharges layoutCharges(graph, candidates, result.layoutOffers, result.reorderModel);
+  problem.layouts = &layoutCharges;
   OpLevelResult opLevel;
   try {
     opLevel = optimizeOpLevel(problem);
@@ -367,6 +372,7 @@ ReplanResult replanWithPins(const Graph& graph, OptimizationResult& result,
   if (versions.empty()) versions = result.plan.backends;
   out.plan = makePlanAround(graph, kept, candidates, opLevel.chosen, result.measurements,
                             PlanOrigin::OpLevel, result.plan.fingerprint, versions);
+  chargeKernelsAsTheDp(layoutCharges, out.plan.groups);
   out.plan.modelPath = result.plan.modelPath;
   out.plan.modelSha256 = result.plan.modelSha256;
   // A kept region is one more kernel, at its own measured time: the same

@@ -114,6 +114,35 @@ TEST(LayoutCharges, AConsumerThatNeedsPlainMemoryStopsTheHandOver) {
   EXPECT_DOUBLE_EQ(sum + charges.coverCost(r.chosen), r.total);
 }
 
+// The plan records each group at the cost the DP charged it (its kernel in
+// its own layout), not at its measurement with plain boundaries: with the
+// cover's reorders the groups add up to the prediction. Measured plainly the
+// three "lib" kernels would say 36 of a 24 ns plan.
+TEST(LayoutCharges, APlansGroupsCostWhatTheDpChargedThem) {
+  const Placements s = singles(false);
+  const LayoutCharges charges(s.g, s.set, s.offers, s.model);
+  const OpLevelResult r = solve(s, &charges);
+  std::vector<PlanGroup> groups;
+  for (int32_t c : r.chosen) {
+    PlanGroup g;
+    g.candidate = c;
+    g.costNs = s.costs[static_cast<size_t>(c)];
+    groups.push_back(g);
+  }
+  PlanGroup region;  // a graph-level region: no candidate, its own time
+  region.origin = PlanOrigin::GraphLevel;
+  region.costNs = 99;
+  groups.push_back(region);
+  chargeKernelsAsTheDp(charges, groups);
+  Cost sum = 0;
+  for (size_t i = 0; i + 1 < groups.size(); ++i) sum += groups[i].costNs;
+  EXPECT_DOUBLE_EQ(sum + charges.coverCost(r.chosen), r.total);
+  EXPECT_DOUBLE_EQ(groups.back().costNs, 99);
+  // Rebuilt from what the job keeps (offers and model), the charges plan the same.
+  const LayoutCharges again(s.g, s.set, charges.offers(), charges.model());
+  EXPECT_EQ(solve(s, &again).chosen, r.chosen);
+}
+
 // Random DAGs and candidates on three backends, "lib" offering one of two
 // layouts at each boundary: the DP's total is the cheapest cover's kernels
 // plus the reorders coverCost counts for it.
