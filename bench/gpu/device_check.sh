@@ -1,22 +1,8 @@
 #!/bin/bash
 # One device call: GPU unit tests, conformance per GPU backend, mixed CPU+GPU
 # plans verified on the small zoo, ResNet-50/BERT plans and PyTorch alongside.
-set -u
 DEADLINE=${DEADLINE:-400}
-T0=$(date +%s); el(){ echo "[t=$(( $(date +%s)-T0 ))s] $*"; }
-left(){ echo $(( DEADLINE - ($(date +%s)-T0) )); }
-R=$(pwd); mkdir -p /work; [ -e /work/main ] || ln -s "$R" /work/main
-cd /work/main
-tar -xJf .devcarry/pack.tar.xz
-L=/work/main/.devcarry/cs
-mkdir -p /tmp/cudalibs /tmp/home /tmp/zoo
-for n in libcudart.so.13 libcublasLt.so.13 libcublas.so.13 libnvrtc.so.13 libcudnn.so.9; do
-  f=$(find /usr/local/cuda*/ /opt /usr/lib /usr/local/lib -name "$n" 2>/dev/null | head -1); echo "$n: $f"
-  [ -n "$f" ] && for g in "$(dirname "$f")"/lib*.so*; do ln -sf "$g" /tmp/cudalibs/; done
-done
-export LD_LIBRARY_PATH=$L/lib:/tmp/cudalibs COLLAGE_CUDA_LIBRARY_DIR=/tmp/cudalibs HOME=/tmp/home
-nvidia-smi -L; nproc
-C=build/app/collage
+source "$(dirname "$0")/device_env.sh"
 el "GPU unit tests"
 timeout 120 build/tests/unit_tests --gtest_filter='Cublas*:Cuda*:Cudnn*:CopyCost*:Device*:SessionDevices*' > $OUT/gpu_tests.log 2>&1
 echo "rc=$?"; grep -E "^\[  (FAILED|PASSED|  SKIPPED) |^\[==========\]" $OUT/gpu_tests.log | head -40

@@ -1,19 +1,8 @@
 #!/bin/bash
 # Second device call: a forced mixed CPU+GPU plan verified, ResNet-50 and BERT
 # on the GPU backends (op-level plan, verified, timed) beside PyTorch.
-set -u
 DEADLINE=${DEADLINE:-300}
-T0=$(date +%s); el(){ echo "[t=$(( $(date +%s)-T0 ))s] $*"; }
-left(){ echo $(( DEADLINE - ($(date +%s)-T0) )); }
-R=$(pwd); mkdir -p /work; [ -e /work/main ] || ln -s "$R" /work/main
-cd /work/main; tar -xJf .devcarry/pack.tar.xz
-L=/work/main/.devcarry/cs; mkdir -p /tmp/cudalibs /tmp/home /tmp/zoo
-for n in libcudart.so.13 libcublasLt.so.13 libcublas.so.13 libnvrtc.so.13 libcudnn.so.9; do
-  f=$(find /usr/local/cuda*/ /opt /usr/lib /usr/local/lib -name "$n" 2>/dev/null | head -1)
-  [ -n "$f" ] && for g in "$(dirname "$f")"/lib*.so*; do ln -sf "$g" /tmp/cudalibs/; done
-done
-export LD_LIBRARY_PATH=$L/lib:/tmp/cudalibs COLLAGE_CUDA_LIBRARY_DIR=/tmp/cudalibs HOME=/tmp/home
-nvidia-smi -L; C=build/app/collage
+source "$(dirname "$0")/device_env.sh"
 (timeout 120 python3 bench/gpu/export_with_new_torch.py --models resnet50,bert_base --out /tmp/zoo --threads 8 > /tmp/export.log 2>&1; echo "export exit $?" >> /tmp/export.log) &
 el "mixed: every Conv pinned to cudnn, the rest on the CPU"
 f=resources/models/resnet50_small.onnx
