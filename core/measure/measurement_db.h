@@ -1,6 +1,16 @@
 // MeasurementDb: every measurement ever taken on this machine, in SQLite.
 // The optimizer asks it first and measures only what is missing.
 //
+// Opened on a "postgresql://..." location instead of a file, it is also the
+// front of a team's shared store (core/measure/shared_store.h): the SQLite
+// file (the default one, or the one named) is then a read-through cache.
+//
+//   find:  SQLite ──miss──▶ PostgreSQL ──hit──▶ kept in SQLite (origin 'shared')
+//   store: SQLite (origin 'local') and appended to PostgreSQL
+//
+// Everything that measures (the optimizer, the API, the app's worker) goes
+// through this one class, so none of it knows which store is behind it.
+//
 // One file (default $XDG_CACHE_HOME/collage-studio/measurements.sqlite), WAL
 // mode and a busy timeout so the GUI and a command-line run can share it.
 // The schema is versioned (PRAGMA user_version) and migrated forward on open.
@@ -9,6 +19,7 @@
 // signature (core/patterns/candidate_signature.h).
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +30,8 @@
 struct sqlite3;
 
 namespace collage {
+
+class SharedMeasurementStore;
 
 struct MeasurementKey {
   std::string backend;
@@ -60,24 +73,44 @@ struct MeasurementDbStats {
   std::vector<std::pair<std::string, int64_t>> perBackend;
   int schemaVersion = 0;
   std::string path;
+  // The shared store, when there is one: its URL without the password.
+  std::string sharedUrl;
+  int64_t sharedRows = 0, sharedKeys = 0, sharedMachines = 0;
+};
+
+// What `collage db push` / `pull` copied.
+struct MeasurementCopyReport {
+  int64_t copied = 0;   // rows new to the destination
+  int64_t present = 0;  // rows the destination already had (left as they were)
 };
 
 class MeasurementDb {
  public:
-  static constexpr int kSchemaVersion = 4;
+  static constexpr int kSchemaVersion = 5;
   // $XDG_CACHE_HOME/collage-studio/measurements.sqlite (~/.cache/... by default).
   static std::string defaultPath();
 
   // Opens (creating the file and its folder) and migrates. Throws Error
   // naming the file if it is not a database or has a newer schema.
-  explicit MeasurementDb(const std::string& path = defaultPath());
+  // `location` is a file, or a shared store's URL ("postgresql://..."): then
+  // `localPath` (default defaultPath()) is its cache, and Error names the URL
+  // without its password when the store cannot be used.
+  explicit MeasurementDb(const std::string& location = defaultPath(),
+                         const std::string& localPath = "");
   ~MeasurementDb();
   MeasurementDb(const MeasurementDb&) = delete;
   MeasurementDb& operator=(const MeasurementDb&) = delete;
 
   std::optional<Measurement> find(const HardwareFingerprint& fp, const MeasurementKey& key) const;
-  // Inserts or replaces.
+  // Inserts or replaces in the file; appends to the shared store (where a
+  // row this machine stored before for the key stays as it was).
   void store(const MeasurementRecord& record);
+
+  // Between the file and the shared store (Error without one): push appends
+  // this machine's own rows (not those the cache read from the store); pull
+  // copies the store's aggregate of every key the file lacks.
+  MeasurementCopyReport push();
+  MeasurementCopyReport pull();
 
   // Switching costs between two backends' kernels (core/measure/measurer.h measureSwitch).
   using BackendVersion = std::pair<std::string, std::string>;  // (name, version)
@@ -100,14 +133,20 @@ class MeasurementDb {
   void exportCsv(const std::string& path) const;
 
   const std::string& path() const { return path_; }
+  // The shared store's URL without its password; empty without one.
+  std::string sharedUrl() const;
   int schemaVersion() const;
 
  private:
   void migrate();
   void exec(const std::string& sql) const;
+  // The file's half of store(); `replace` false keeps a row already there.
+  // Returns whether a row was written.
+  bool storeLocal(const MeasurementRecord& record, const char* origin, bool replace);
 
   std::string path_;
   sqlite3* db_ = nullptr;
+  std::unique_ptr<SharedMeasurementStore> shared_;
 };
 
 }  // namespace collage
