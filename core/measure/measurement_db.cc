@@ -7,6 +7,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <utility>
 
 #include "core/ir/error.h"
 #include "core/measure/shared_store.h"
@@ -173,6 +174,38 @@ MeasurementDb::MeasurementDb(const std::string& location, const std::string& loc
 
 MeasurementDb::~MeasurementDb() {
   if (db_) sqlite3_close(db_);
+}
+
+MeasurementDb::Claim::Claim(Claim&& other) noexcept
+    : store_(std::exchange(other.store_, nullptr)), lock_(std::move(other.lock_)) {}
+
+MeasurementDb::Claim& MeasurementDb::Claim::operator=(Claim&& other) noexcept {
+  if (this != &other) {
+    Claim gone(std::move(*this));
+    store_ = std::exchange(other.store_, nullptr);
+    lock_ = std::move(other.lock_);
+  }
+  return *this;
+}
+
+MeasurementDb::Claim::~Claim() {
+  if (!store_) return;
+  try {
+    store_->unlock(lock_);
+  } catch (const Error&) {
+    // The connection is gone, and the server ended the lock with it.
+  }
+}
+
+std::optional<MeasurementDb::Claim> MeasurementDb::tryClaim(const HardwareFingerprint& fp,
+                                                           const MeasurementKey& key) {
+  Claim claim;
+  if (!shared_) return claim;
+  std::string lock = SharedMeasurementStore::lockName(fp, key);
+  if (!shared_->tryLock(lock)) return std::nullopt;
+  claim.store_ = shared_.get();
+  claim.lock_ = std::move(lock);
+  return claim;
 }
 
 std::string MeasurementDb::sharedUrl() const { return shared_ ? shared_->url() : ""; }

@@ -106,6 +106,29 @@ class MeasurementDb {
   // row this machine stored before for the key stays as it was).
   void store(const MeasurementRecord& record);
 
+  // A kernel this process is measuring. Processes sharing a store see it
+  // as busy until the Claim goes, or the process dies (the claim is a
+  // PostgreSQL advisory lock on this connection: the server ends it).
+  class Claim {
+   public:
+    Claim() = default;
+    Claim(Claim&& other) noexcept;
+    Claim& operator=(Claim&& other) noexcept;
+    ~Claim();
+    // Claimed in a shared store: another process may have stored the
+    // kernel since it was looked up, so ask again before measuring.
+    bool shared() const { return store_ != nullptr; }
+
+   private:
+    friend class MeasurementDb;
+    SharedMeasurementStore* store_ = nullptr;
+    std::string lock_;
+  };
+  // The claim, or nothing while another process holds it. Always granted
+  // without a shared store (one machine's processes already take turns at
+  // timing: core/measure/machine_timing_lock.h).
+  std::optional<Claim> tryClaim(const HardwareFingerprint& fp, const MeasurementKey& key);
+
   // Between the file and the shared store (Error without one): push appends
   // this machine's own rows (not those the cache read from the store); pull
   // copies the store's aggregate of every key the file lacks.

@@ -267,6 +267,24 @@ bool SharedMeasurementStore::append(const MeasurementRecord& rec) {
   return std::string(PQcmdTuples(r.get())) == "1";
 }
 
+std::string SharedMeasurementStore::lockName(const HardwareFingerprint& fp,
+                                             const MeasurementKey& key) {
+  // The row's unique key, less the machine: the claim is across machines.
+  return fp.id() + '\x1f' + key.backend + '\x1f' + key.backendVersion + '\x1f' + key.signatureHash;
+}
+
+// Advisory locks take a 64-bit number: the name's hash (a collision only
+// makes one kernel wait for another).
+bool SharedMeasurementStore::tryLock(const std::string& lockName) {
+  Result r = run(conn_, redactedUrl_, "SELECT pg_try_advisory_lock(hashtextextended($1, 27))",
+                 {lockName.c_str()});
+  return std::string(PQgetvalue(r.get(), 0, 0)) == "t";
+}
+
+void SharedMeasurementStore::unlock(const std::string& lockName) {
+  run(conn_, redactedUrl_, "SELECT pg_advisory_unlock(hashtextextended($1, 27))", {lockName.c_str()});
+}
+
 std::vector<MeasurementRecord> SharedMeasurementStore::aggregated() const {
   Result r = run(conn_, redactedUrl_, kAggregate, {nullptr, nullptr, nullptr, nullptr});
   std::vector<MeasurementRecord> out;

@@ -16,6 +16,11 @@
 // its own). Failures are rows too, keyed by the backend version that failed:
 // a newer version is tried again. A key with any Ok row reads as Ok.
 //
+// Two processes that would measure the same kernel at once take turns: each
+// claims a key while measuring it (a PostgreSQL advisory lock, which the
+// server drops with the connection of a process that dies), and one that
+// finds a key claimed measures others first and then reads the answer.
+//
 // The database has a version table (collage_schema); a client older than
 // the database's schema is refused with a message rather than misreading it.
 // MeasurementDb puts its SQLite file in front of this as a read-through cache;
@@ -60,6 +65,13 @@ class SharedMeasurementStore {
   // Appends this machine's measurement; false when the machine had already
   // stored one for the key (kept as it was).
   bool append(const MeasurementRecord& record);
+  // Who is measuring a key now: a session-level advisory lock named by the
+  // key, so two processes do not measure the same kernel at once, and one
+  // that dies releases it with its connection. tryLock is false while
+  // another session holds it.
+  static std::string lockName(const HardwareFingerprint& fp, const MeasurementKey& key);
+  bool tryLock(const std::string& lockName);
+  void unlock(const std::string& lockName);
   // One aggregated record per key (for `collage db pull`).
   std::vector<MeasurementRecord> aggregated() const;
   // Rows, distinct keys and machines, for `collage db stats`.

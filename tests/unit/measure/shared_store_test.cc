@@ -210,14 +210,64 @@ TEST_F(SharedStore, ConcurrentWritersFromSeveralProcessesStoreEachKernelOnce) {
     ASSERT_LE(n, Workload::kKernels) << "a writer failed (" << n << ")";
     measured += n;
   }
-  EXPECT_GE(measured, Workload::kKernels);  // racing writers may measure a kernel twice...
+  // Each kernel measured once between them (claimed while measured)...
+  EXPECT_EQ(measured, Workload::kKernels);
   Sql sql(pg_->url());
-  // ...but each kernel is stored once.
+  // ...and stored once.
   EXPECT_EQ(sql.count("SELECT count(*) FROM collage_measurements"), Workload::kKernels);
   EXPECT_EQ(sql.count("SELECT count(DISTINCT (fingerprint_id, backend, backend_version, signature)) "
                       "FROM collage_measurements"),
             Workload::kKernels);
   EXPECT_EQ(sql.count("SELECT count(*) FROM collage_measurements WHERE status = 'invalid'"), 1);
+}
+
+// The claims alone: even writers that append whatever they measure (no claim
+// taken, as a buggy or older client might) leave one row per kernel.
+TEST_F(SharedStore, WritersThatDoNotClaimStillStoreEachKernelOnce) {
+  std::vector<pid_t> pids;
+  for (int i = 0; i < 4; ++i) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      try {
+        MeasurementDb db(pg_->url(), local("u" + std::to_string(i) + ".sqlite"));
+        for (int k = 0; k < Workload::kKernels; ++k) db.store(record("k" + std::to_string(k), 100 + i));
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "child: %s\n", e.what());
+        _exit(1);
+      }
+      _exit(0);
+    }
+    pids.push_back(pid);
+  }
+  for (pid_t pid : pids) ASSERT_EQ(waitFor(pid), 0);
+  EXPECT_EQ(Sql(pg_->url()).count("SELECT count(*) FROM collage_measurements"), Workload::kKernels);
+}
+
+TEST_F(SharedStore, AClaimIsReleasedWhenItsProcessDies) {
+  const MeasurementKey key = record("k", 0).key;
+  pid_t holder = fork();
+  if (holder == 0) {
+    MeasurementDb db(pg_->url(), local("holder.sqlite"));
+    auto claim = db.tryClaim(kMachine, key);
+    if (!claim) _exit(1);
+    pause();  // until killed
+    _exit(2);
+  }
+  MeasurementDb db(pg_->url(), local("waiter.sqlite"));
+  bool busy = false;
+  for (int i = 0; i < 600 && !busy; ++i) {  // until the holder has claimed it
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    busy = !db.tryClaim(kMachine, key);
+  }
+  ASSERT_TRUE(busy);
+  kill(holder, SIGKILL);
+  waitFor(holder);
+  bool claimed = false;
+  for (int i = 0; i < 100 && !claimed; ++i) {  // the server notices the closed connection
+    claimed = db.tryClaim(kMachine, key).has_value();
+    if (!claimed) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(claimed);
 }
 
 TEST_F(SharedStore, ASecondProcessWithAnotherLocalFileReadsTheSharedStoreAndMeasuresNothing) {
