@@ -200,9 +200,14 @@ MeasurementDb::Claim::~Claim() {
 std::optional<MeasurementDb::Claim> MeasurementDb::tryClaim(const HardwareFingerprint& fp,
                                                            const MeasurementKey& key) {
   Claim claim;
-  if (!shared_) return claim;
+  if (!shared()) return claim;
   std::string lock = SharedMeasurementStore::lockName(fp, key);
-  if (!shared_->tryLock(lock)) return std::nullopt;
+  try {
+    if (!shared()->tryLock(lock)) return std::nullopt;
+  } catch (const Error& e) {
+    loseShared(e.what());
+    return claim;
+  }
   claim.store_ = shared_.get();
   claim.lock_ = std::move(lock);
   return claim;
@@ -267,8 +272,14 @@ std::optional<Measurement> MeasurementDb::find(const HardwareFingerprint& fp,
               path_);
   s.bind(1, fp.id()).bind(2, key.backend).bind(3, key.backendVersion).bind(4, key.signatureHash);
   if (!s.step()) {
-    if (!shared_) return std::nullopt;
-    std::optional<Measurement> hit = shared_->find(fp, key);
+    if (!shared()) return std::nullopt;
+    std::optional<Measurement> hit;
+    try {
+      hit = shared()->find(fp, key);
+    } catch (const Error& e) {
+      loseShared(e.what());
+      return std::nullopt;
+    }
     // Kept in the file, so that the next run here does not ask the server;
     // the signature's text and ops are not needed to answer a find.
     // (A cache fill, not a change of what this object answers: hence const.)
@@ -290,7 +301,18 @@ std::optional<Measurement> MeasurementDb::find(const HardwareFingerprint& fp,
 
 void MeasurementDb::store(const MeasurementRecord& r) {
   storeLocal(r, "local", /*replace=*/true);
-  if (shared_) shared_->append(r);
+  if (!shared()) return;
+  try {
+    shared()->append(r);
+  } catch (const Error& e) {
+    loseShared(e.what());  // the row is in the file: push sends it later
+  }
+}
+
+void MeasurementDb::loseShared(const std::string& why) const {
+  if (sharedProblem_.empty())
+    sharedProblem_ = why + "; going on with " + path_ +
+                     " only (`collage db push` sends what was measured meanwhile)";
 }
 
 bool MeasurementDb::storeLocal(const MeasurementRecord& r, const char* origin, bool replace) {

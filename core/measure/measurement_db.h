@@ -158,6 +158,11 @@ class MeasurementDb {
   const std::string& path() const { return path_; }
   // The shared store's URL without its password; empty without one.
   std::string sharedUrl() const;
+  // Why the shared store stopped answering after it was opened (the server
+  // went away twice in a row); empty while it works. From then on this
+  // object uses its file only: a run goes on with what it has, and
+  // `collage db push` later sends what was measured meanwhile.
+  const std::string& sharedProblem() const { return sharedProblem_; }
   int schemaVersion() const;
 
  private:
@@ -166,10 +171,14 @@ class MeasurementDb {
   // The file's half of store(); `replace` false keeps a row already there.
   // Returns whether a row was written.
   bool storeLocal(const MeasurementRecord& record, const char* origin, bool replace);
+  // The shared store while it works, else null (see sharedProblem).
+  SharedMeasurementStore* shared() const { return sharedProblem_.empty() ? shared_.get() : nullptr; }
+  void loseShared(const std::string& why) const;
 
   std::string path_;
   sqlite3* db_ = nullptr;
   std::unique_ptr<SharedMeasurementStore> shared_;
+  mutable std::string sharedProblem_;
 };
 
 }  // namespace collage

@@ -107,18 +107,39 @@ std::string firstLine(const char* message) {
   return m;
 }
 
+// Whether a failed statement failed for want of a server rather than by
+// its own fault: libpq's own errors have no SQLSTATE (it may not have marked
+// the connection bad yet), 08 is a connection exception, 57P0x a shutdown.
+bool connectionLost(PGconn* conn, PGresult* result) {
+  if (PQstatus(conn) == CONNECTION_BAD) return true;
+  const char* state = PQresultErrorField(result, PG_DIAG_SQLSTATE);
+  const std::string code = state ? state : "";
+  return code.empty() || code.rfind("08", 0) == 0 || code.rfind("57P0", 0) == 0;
+}
+
 // Runs `sql` with text parameters (nullptr = SQL NULL); throws Error naming
 // the store when the server answers with an error. Without parameters it may
-// be several statements (the schema).
+// be several statements (the schema). A connection that broke (the server
+// restarted) is opened again once and the statement sent again, unless it
+// was inside a transaction: every statement here can be repeated alone
+// (appends do nothing the second time). Claims held on the old connection
+// are gone with it.
 Result run(PGconn* conn, const std::string& url, const std::string& sql,
            const std::vector<const char*>& params = {}) {
-  Result r(params.empty() ? PQexec(conn, sql.c_str())
-                          : PQexecParams(conn, sql.c_str(), static_cast<int>(params.size()),
-                                         nullptr, params.data(), nullptr, nullptr, 0));
-  const ExecStatusType s = PQresultStatus(r.get());
-  if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK)
-    throw Error("shared measurement store " + url + ": " + firstLine(PQerrorMessage(conn)));
-  return r;
+  const bool inTransaction = PQtransactionStatus(conn) != PQTRANS_IDLE;
+  for (int attempt = 0;; ++attempt) {
+    Result r(params.empty() ? PQexec(conn, sql.c_str())
+                            : PQexecParams(conn, sql.c_str(), static_cast<int>(params.size()),
+                                           nullptr, params.data(), nullptr, nullptr, 0));
+    const ExecStatusType s = PQresultStatus(r.get());
+    if (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK) return r;
+    const std::string why = firstLine(PQerrorMessage(conn));
+    if (attempt == 0 && !inTransaction && connectionLost(conn, r.get())) {
+      PQreset(conn);
+      if (PQstatus(conn) == CONNECTION_OK) continue;
+    }
+    throw Error("shared measurement store " + url + ": " + why);
+  }
 }
 
 // Full precision: std::to_string(double) keeps six decimals only.

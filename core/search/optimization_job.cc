@@ -299,10 +299,15 @@ OptimizationResult runOptimizationJob(const Graph& model, const OptimizationJobO
     result.warnings.push_back(busy);
     say("warning: " + busy);
   }
-  char line[256];
+  if (db && !db->sharedProblem().empty()) {
+    result.warnings.push_back(db->sharedProblem());
+    say("warning: " + db->sharedProblem());
+  }
+  const std::string from = db ? db->path() + (db->sharedUrl().empty() ? "" : " and " + db->sharedUrl()) : "";
+  char line[512];
   if (result.report.measured == 0 && db)
     std::snprintf(line, sizeof line, "warm database: nothing measured, %d distinct kernels from %s",
-                  result.report.cached, db->path().c_str());
+                  result.report.cached, from.c_str());
   else
     std::snprintf(line, sizeof line, "measured %d kernels in %.1f s (%d from the database, %d failed or invalid)",
                   result.report.measured, result.report.seconds, result.report.cached, result.report.failed);

@@ -76,13 +76,10 @@ class ScratchPostgres {
       return;
     }
     // fsync off: the test's server dies with the test; speed matters more.
-    if (!sh(as_ + bin_ + "pg_ctl -D " + dir_ + "/data -w -t 120 -l " + dir_ +
-            "/server.log -o \"-c listen_addresses='' -k " + dir_ +
-            " -c fsync=off -c max_connections=40\" start >> " + log + " 2>&1")) {
+    if (!start()) {
       why_ = "the server did not start (" + dir_ + "/server.log)";
       return;
     }
-    started_ = true;
     if (!sh("PGPASSWORD=" + std::string(kPassword) + " " + bin_ + "createdb -h " + dir_ +
             " -U postgres collage >> " + log + " 2>&1")) {
       why_ = "createdb failed (" + log + ")";
@@ -91,8 +88,20 @@ class ScratchPostgres {
     ok_ = true;
   }
 
-  ~ScratchPostgres() {
+  // Stops the server (a crash, as far as clients can tell); start() again.
+  void stop() {
     if (started_) sh(as_ + bin_ + "pg_ctl -D " + dir_ + "/data -m immediate -w stop > /dev/null 2>&1");
+    started_ = false;
+  }
+  bool start() {
+    started_ = sh(as_ + bin_ + "pg_ctl -D " + dir_ + "/data -w -t 120 -l " + dir_ +
+                  "/server.log -o \"-c listen_addresses='' -k " + dir_ +
+                  " -c fsync=off -c max_connections=40\" start >> " + dir_ + "/setup.log 2>&1");
+    return started_;
+  }
+
+  ~ScratchPostgres() {
+    stop();
     if (!dir_.empty() && !std::getenv("COLLAGE_KEEP_SCRATCH_PG")) {
       std::error_code ec;
       std::filesystem::remove_all(dir_, ec);

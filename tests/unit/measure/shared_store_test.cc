@@ -358,6 +358,32 @@ TEST_F(SharedStore, AWrongPasswordIsALoginMessageThatDoesNotShowThePassword) {
   }
 }
 
+TEST_F(SharedStore, AServerThatGoesAwayMidRunLeavesTheFileAndTheRunGoesOn) {
+  test_support::ScratchPostgres own;  // this test stops its server
+  ASSERT_TRUE(own.ok()) << own.why();
+  MeasurementDb db(own.url(), local("a.sqlite"));
+  db.store(record("before", 100));
+  // A restart: the connection breaks, and is opened again once.
+  own.stop();
+  ASSERT_TRUE(own.start());
+  db.store(record("restart", 150));
+  EXPECT_EQ(db.sharedProblem(), "");
+  EXPECT_TRUE(db.find(kMachine, record("restart", 0).key));
+  // Gone for good: nothing throws, the file keeps what is measured, the
+  // problem is kept for the run's report, and a push later sends it.
+  own.stop();
+  db.store(record("during", 200));
+  EXPECT_FALSE(db.find(kMachine, record("missing", 0).key));
+  EXPECT_TRUE(db.tryClaim(kMachine, record("missing", 0).key));
+  EXPECT_NE(db.sharedProblem().find("collage db push"), std::string::npos) << db.sharedProblem();
+  EXPECT_NE(db.sharedProblem().find("postgres:***@"), std::string::npos) << db.sharedProblem();
+  EXPECT_TRUE(MeasurementDb(local("a.sqlite")).find(kMachine, record("during", 0).key));
+  ASSERT_TRUE(own.start());
+  const MeasurementCopyReport pushed = MeasurementDb(own.url(), local("a.sqlite")).push();
+  EXPECT_EQ(pushed.copied, 1);  // "during"
+  EXPECT_EQ(pushed.present, 2);
+}
+
 // Needs no server: there is none to reach.
 TEST(SharedStoreOffline, AnUnreachableServerIsNamedWithoutItsPassword) {
   const std::string dir = fs::temp_directory_path() / ("collage_no_pg_" + std::to_string(getpid()));
