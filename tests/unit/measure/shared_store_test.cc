@@ -358,6 +358,30 @@ TEST_F(SharedStore, AWrongPasswordIsALoginMessageThatDoesNotShowThePassword) {
   }
 }
 
+// The role docs/shared-measurements.md gives a measuring machine: it may
+// read and append, claim kernels, and nothing else.
+TEST_F(SharedStore, AnInsertOnlyRoleCanMeasureButNotChangeOrDelete) {
+  { MeasurementDb owner(pg_->url(), local("owner.sqlite")); }  // the owner creates the schema
+  static int serial = 0;
+  const std::string role = "worker_" + std::to_string(getpid()) + "_" + std::to_string(serial++);
+  Sql admin(pg_->url());
+  ASSERT_EQ(admin.value("CREATE ROLE " + role + " LOGIN PASSWORD 'w'; "
+                        "GRANT CONNECT ON DATABASE collage TO " + role + "; "
+                        "GRANT SELECT, INSERT ON collage_measurements, collage_schema TO " + role + "; "
+                        "GRANT USAGE ON SEQUENCE collage_measurements_id_seq TO " + role),
+            "");
+  const std::string url = "postgresql://" + role + ":w@/collage?host=" + pg_->socketDir();
+  MeasurementDb worker(url, local("worker.sqlite"));
+  worker.store(record("k", 100));
+  EXPECT_TRUE(MeasurementDb(url, local("other.sqlite")).find(kMachine, record("k", 0).key));
+  EXPECT_TRUE(worker.tryClaim(kMachine, record("j", 0).key));
+  Sql asWorker(url);
+  EXPECT_NE(asWorker.value("DELETE FROM collage_measurements").find("permission denied"), std::string::npos);
+  EXPECT_NE(asWorker.value("UPDATE collage_schema SET version = 0").find("permission denied"), std::string::npos);
+  EXPECT_NE(asWorker.value("DROP TABLE collage_measurements").find("must be owner"), std::string::npos);
+  EXPECT_EQ(admin.count("SELECT count(*) FROM collage_measurements"), 1);
+}
+
 TEST_F(SharedStore, AServerThatGoesAwayMidRunLeavesTheFileAndTheRunGoesOn) {
   test_support::ScratchPostgres own;  // this test stops its server
   ASSERT_TRUE(own.ok()) << own.why();
