@@ -160,7 +160,7 @@ MeasurementDb::MeasurementDb(const std::string& location, const std::string& loc
     db_ = nullptr;
     throw Error(path + ": not a usable measurement database (" + e.what() + ")");
   }
-  // After the file: a bad URL is reported as such, with the file usable.
+  // The store after the file, so that a broken file is reported as such.
   if (SharedMeasurementStore::isUrl(location)) {
     try {
       shared_ = std::make_unique<SharedMeasurementStore>(location);
@@ -273,19 +273,18 @@ std::optional<Measurement> MeasurementDb::find(const HardwareFingerprint& fp,
   s.bind(1, fp.id()).bind(2, key.backend).bind(3, key.backendVersion).bind(4, key.signatureHash);
   if (!s.step()) {
     if (!shared()) return std::nullopt;
-    std::optional<Measurement> hit;
+    std::optional<MeasurementRecord> hit;
     try {
       hit = shared()->find(fp, key);
     } catch (const Error& e) {
       loseShared(e.what());
       return std::nullopt;
     }
-    // Kept in the file, so that the next run here does not ask the server;
-    // the signature's text and ops are not needed to answer a find.
+    if (!hit) return std::nullopt;
+    // Kept in the file, so that the next run here does not ask the server.
     // (A cache fill, not a change of what this object answers: hence const.)
-    if (hit) const_cast<MeasurementDb*>(this)->storeLocal(
-        MeasurementRecord{fp, key, "", "", *hit, ""}, "shared", /*replace=*/false);
-    return hit;
+    const_cast<MeasurementDb*>(this)->storeLocal(*hit, "shared", /*replace=*/false);
+    return hit->measurement;
   }
   Measurement m;
   m.status = measurementStatusFromName(s.text(0));

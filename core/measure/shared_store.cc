@@ -149,8 +149,10 @@ std::string number(double v) {
   return buf;
 }
 
-Measurement measurementFrom(PGresult* r, int row) {
-  Measurement m;
+// A row of kAggregate.
+MeasurementRecord recordFrom(PGresult* r, int row) {
+  MeasurementRecord rec;
+  Measurement& m = rec.measurement;
   m.status = measurementStatusFromName(PQgetvalue(r, row, 0));
   m.medianNs = std::stod(PQgetvalue(r, row, 1));
   m.spread = std::stod(PQgetvalue(r, row, 2));
@@ -160,7 +162,14 @@ Measurement measurementFrom(PGresult* r, int row) {
   m.message = PQgetvalue(r, row, 6);
   m.machines = static_cast<int32_t>(std::stoll(PQgetvalue(r, row, 7)));
   m.fromCache = true;
-  return m;
+  rec.fingerprint = HardwareFingerprint{PQgetvalue(r, row, 8), PQgetvalue(r, row, 9),
+                                        PQgetvalue(r, row, 10), std::stoi(PQgetvalue(r, row, 11)),
+                                        std::stoi(PQgetvalue(r, row, 12)), PQgetvalue(r, row, 13)};
+  rec.key = MeasurementKey{PQgetvalue(r, row, 14), PQgetvalue(r, row, 15), PQgetvalue(r, row, 16)};
+  rec.signatureText = PQgetvalue(r, row, 17);
+  rec.ops = PQgetvalue(r, row, 18);
+  rec.measuredAt = PQgetvalue(r, row, 19);
+  return rec;
 }
 
 }  // namespace
@@ -256,14 +265,14 @@ int SharedMeasurementStore::schemaVersion() const {
   return std::stoi(PQgetvalue(v.get(), 0, 0));
 }
 
-std::optional<Measurement> SharedMeasurementStore::find(const HardwareFingerprint& fp,
-                                                        const MeasurementKey& key) const {
+std::optional<MeasurementRecord> SharedMeasurementStore::find(const HardwareFingerprint& fp,
+                                                              const MeasurementKey& key) const {
   const std::string id = fp.id();
   Result r = run(conn_, redactedUrl_, kAggregate,
                  {id.c_str(), key.backend.c_str(), key.backendVersion.c_str(),
                   key.signatureHash.c_str()});
   if (PQntuples(r.get()) == 0) return std::nullopt;
-  return measurementFrom(r.get(), 0);
+  return recordFrom(r.get(), 0);
 }
 
 bool SharedMeasurementStore::append(const MeasurementRecord& rec) {
@@ -309,21 +318,7 @@ void SharedMeasurementStore::unlock(const std::string& lockName) {
 std::vector<MeasurementRecord> SharedMeasurementStore::aggregated() const {
   Result r = run(conn_, redactedUrl_, kAggregate, {nullptr, nullptr, nullptr, nullptr});
   std::vector<MeasurementRecord> out;
-  for (int i = 0; i < PQntuples(r.get()); ++i) {
-    MeasurementRecord rec;
-    rec.measurement = measurementFrom(r.get(), i);
-    rec.fingerprint = HardwareFingerprint{PQgetvalue(r.get(), i, 8), PQgetvalue(r.get(), i, 9),
-                                          PQgetvalue(r.get(), i, 10),
-                                          std::stoi(PQgetvalue(r.get(), i, 11)),
-                                          std::stoi(PQgetvalue(r.get(), i, 12)),
-                                          PQgetvalue(r.get(), i, 13)};
-    rec.key = MeasurementKey{PQgetvalue(r.get(), i, 14), PQgetvalue(r.get(), i, 15),
-                             PQgetvalue(r.get(), i, 16)};
-    rec.signatureText = PQgetvalue(r.get(), i, 17);
-    rec.ops = PQgetvalue(r.get(), i, 18);
-    rec.measuredAt = PQgetvalue(r.get(), i, 19);
-    out.push_back(std::move(rec));
-  }
+  for (int i = 0; i < PQntuples(r.get()); ++i) out.push_back(recordFrom(r.get(), i));
   return out;
 }
 

@@ -60,8 +60,9 @@ class SharedMeasurementStore {
   // The aggregate of every machine's row for the key: Ok with the median of
   // the per-machine medians (Measurement::machines says how many) when any
   // machine timed it, else the first failure stored for this backend
-  // version, else nothing.
-  std::optional<Measurement> find(const HardwareFingerprint& fp, const MeasurementKey& key) const;
+  // version, else nothing. The record's other fields are the first row's.
+  std::optional<MeasurementRecord> find(const HardwareFingerprint& fp,
+                                        const MeasurementKey& key) const;
   // Appends this machine's measurement; false when the machine had already
   // stored one for the key (kept as it was).
   bool append(const MeasurementRecord& record);

@@ -171,10 +171,12 @@ TEST_F(SharedStore, ReadersTakeTheMedianOfPerMachineMediansAndFailuresArePerBack
   EXPECT_TRUE(c.append(record("k", 200)));
   auto hit = b.find(kMachine, record("k", 0).key);
   ASSERT_TRUE(hit);
-  EXPECT_EQ(hit->status, MeasurementStatus::Ok);
-  EXPECT_DOUBLE_EQ(hit->medianNs, 200);
-  EXPECT_EQ(hit->machines, 3);
-  EXPECT_TRUE(hit->fromCache);
+  EXPECT_EQ(hit->measurement.status, MeasurementStatus::Ok);
+  EXPECT_DOUBLE_EQ(hit->measurement.medianNs, 200);
+  EXPECT_EQ(hit->measurement.machines, 3);
+  EXPECT_TRUE(hit->measurement.fromCache);
+  EXPECT_EQ(hit->fingerprint, kMachine);
+  EXPECT_EQ(hit->ops, "Conv+Relu");
   // Exact keys: another fingerprint, version or signature misses.
   HardwareFingerprint other = kMachine;
   other.libraryVersions = "a=1;measure=other";
@@ -185,10 +187,10 @@ TEST_F(SharedStore, ReadersTakeTheMedianOfPerMachineMediansAndFailuresArePerBack
   EXPECT_TRUE(a.append(record("f", 0, MeasurementStatus::Invalid, "1.0")));
   auto failed = b.find(kMachine, record("f", 0, MeasurementStatus::Ok, "1.0").key);
   ASSERT_TRUE(failed);
-  EXPECT_EQ(failed->status, MeasurementStatus::Invalid);
+  EXPECT_EQ(failed->measurement.status, MeasurementStatus::Invalid);
   EXPECT_FALSE(b.find(kMachine, record("f", 0, MeasurementStatus::Ok, "2.0").key));
   EXPECT_TRUE(b.append(record("f", 500, MeasurementStatus::Ok, "1.0")));
-  EXPECT_EQ(c.find(kMachine, record("f", 0).key)->status, MeasurementStatus::Ok);
+  EXPECT_EQ(c.find(kMachine, record("f", 0).key)->measurement.status, MeasurementStatus::Ok);
   // Every client's rows are safe from an UPDATE, too.
   EXPECT_NE(Sql(pg_->url()).value("UPDATE collage_measurements SET median_ns = 1").find("append-only"),
             std::string::npos);
@@ -275,6 +277,12 @@ TEST_F(SharedStore, ASecondProcessWithAnotherLocalFileReadsTheSharedStoreAndMeas
   ASSERT_EQ(waitFor(spawnCosting(pg_->url(), local("second.sqlite"), 0)), 0);
   // The second file now caches what it read: offline, it answers alone.
   ASSERT_EQ(waitFor(spawnCosting(local("second.sqlite"), "", 0)), 0);
+  // Cached whole: what a person reads in an export is there too.
+  const auto cached = MeasurementDb(local("second.sqlite")).all();
+  ASSERT_EQ(cached.size(), static_cast<size_t>(Workload::kKernels));
+  EXPECT_EQ(cached.front().fingerprint, kMachine);
+  EXPECT_FALSE(cached.front().ops.empty());
+  EXPECT_FALSE(cached.front().signatureText.empty());
   // The cached rows came from the store, so a push does not send them back
   // as this machine's; the first file's own rows are already there.
   MeasurementCopyReport pushed = MeasurementDb(pg_->url(), local("second.sqlite")).push();
