@@ -434,12 +434,35 @@ std::optional<double> MeasurementDb::findSwitchCost(const HardwareFingerprint& f
               "from_version=? AND to_backend=? AND to_version=?",
               path_);
   s.bind(1, fp.id()).bind(2, from.first).bind(3, from.second).bind(4, to.first).bind(5, to.second);
-  if (!s.step()) return std::nullopt;
-  return s.real(0);
+  if (s.step()) return s.real(0);
+  if (!shared()) return std::nullopt;
+  std::optional<double> shared;
+  try {
+    shared = this->shared()->findSwitchCost(fp, from, to);
+  } catch (const Error& e) {
+    loseShared(e.what());
+  }
+  if (shared) {  // kept in the file, as find() does
+    Measurement m;
+    m.medianNs = *shared;
+    const_cast<MeasurementDb*>(this)->storeSwitchCostLocal(fp, from, to, m);
+  }
+  return shared;
 }
 
 void MeasurementDb::storeSwitchCost(const HardwareFingerprint& fp, const BackendVersion& from,
                                     const BackendVersion& to, const Measurement& m) {
+  storeSwitchCostLocal(fp, from, to, m);
+  if (!shared()) return;
+  try {
+    shared()->appendSwitchCost(fp, from, to, m);
+  } catch (const Error& e) {
+    loseShared(e.what());
+  }
+}
+
+void MeasurementDb::storeSwitchCostLocal(const HardwareFingerprint& fp, const BackendVersion& from,
+                                         const BackendVersion& to, const Measurement& m) {
   Statement s(db_,
               "INSERT OR REPLACE INTO switch_costs (fingerprint_id, from_backend, from_version, "
               "to_backend, to_version, epsilon_ns, spread, samples, measured_at) "

@@ -135,7 +135,8 @@ class MeasurementDb {
   MeasurementCopyReport push();
   MeasurementCopyReport pull();
 
-  // Switching costs between two backends' kernels (core/measure/measurer.h measureSwitch).
+  // Switching costs between two backends' kernels (core/measure/measurer.h
+  // measureSwitch); shared like measurements when there is a shared store.
   using BackendVersion = std::pair<std::string, std::string>;  // (name, version)
   std::optional<double> findSwitchCost(const HardwareFingerprint& fp, const BackendVersion& from,
                                        const BackendVersion& to) const;
@@ -171,6 +172,8 @@ class MeasurementDb {
   // The file's half of store(); `replace` false keeps a row already there.
   // Returns whether a row was written.
   bool storeLocal(const MeasurementRecord& record, const char* origin, bool replace);
+  void storeSwitchCostLocal(const HardwareFingerprint& fp, const BackendVersion& from,
+                            const BackendVersion& to, const Measurement& m);
   // The shared store while it works, else null (see sharedProblem).
   SharedMeasurementStore* shared() const { return sharedProblem_.empty() ? shared_.get() : nullptr; }
   void loseShared(const std::string& why) const;

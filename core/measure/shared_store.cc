@@ -16,9 +16,11 @@ namespace {
 // races in PostgreSQL's catalog).
 constexpr const char* kSchemaLock = "SELECT pg_advisory_xact_lock(2702700001)";
 
-// Version 1. The unique key is MeasurementDb's key plus the machine:
+// Version 1. The unique keys are MeasurementDb's keys plus the machine:
 // ON CONFLICT DO NOTHING makes a second writer of the same row a no-op. The
-// trigger keeps the table append-only for every client, old or buggy.
+// trigger keeps the tables append-only for every client, old or buggy.
+// Switching costs between backends (core/measure/switch_costs.h) are shared
+// the same way; the graph-level search's plan runs are not (yet).
 const char* kSchema = R"sql(
 CREATE TABLE collage_measurements (
   id               bigserial PRIMARY KEY,
@@ -45,9 +47,25 @@ CREATE TABLE collage_measurements (
   measured_at      timestamptz NOT NULL DEFAULT now(),
   UNIQUE (fingerprint_id, backend, backend_version, signature, machine)
 );
+CREATE TABLE collage_switch_costs (
+  id             bigserial PRIMARY KEY,
+  fingerprint_id text NOT NULL,
+  from_backend   text NOT NULL,
+  from_version   text NOT NULL DEFAULT '',
+  to_backend     text NOT NULL,
+  to_version     text NOT NULL DEFAULT '',
+  machine        text NOT NULL,
+  epsilon_ns     double precision NOT NULL,
+  spread         double precision NOT NULL DEFAULT 0,
+  samples        integer NOT NULL DEFAULT 0,
+  measured_at    timestamptz NOT NULL DEFAULT now(),
+  UNIQUE (fingerprint_id, from_backend, from_version, to_backend, to_version, machine)
+);
 CREATE FUNCTION collage_append_only() RETURNS trigger LANGUAGE plpgsql AS
-  $$BEGIN RAISE EXCEPTION 'collage_measurements is append-only: a measurement is never updated'; END$$;
+  $$BEGIN RAISE EXCEPTION '% is append-only: a measurement is never updated', TG_TABLE_NAME; END$$;
 CREATE TRIGGER collage_measurements_append_only BEFORE UPDATE ON collage_measurements
+  FOR EACH ROW EXECUTE FUNCTION collage_append_only();
+CREATE TRIGGER collage_switch_costs_append_only BEFORE UPDATE ON collage_switch_costs
   FOR EACH ROW EXECUTE FUNCTION collage_append_only();
 )sql";
 
@@ -294,6 +312,37 @@ bool SharedMeasurementStore::append(const MeasurementRecord& rec) {
                   rec.signatureText.c_str(), rec.ops.c_str(), machine_.c_str(), status.c_str(),
                   median.c_str(), spread.c_str(), minNs.c_str(), samples.c_str(), seconds.c_str(),
                   m.message.c_str()});
+  return std::string(PQcmdTuples(r.get())) == "1";
+}
+
+std::optional<double> SharedMeasurementStore::findSwitchCost(const HardwareFingerprint& fp,
+                                                             const BackendVersion& from,
+                                                             const BackendVersion& to) const {
+  // kAggregate's rule for one number: the median of the per-machine medians.
+  const std::string id = fp.id();
+  Result r = run(conn_, redactedUrl_,
+                 "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY m) FROM ("
+                 "  SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY epsilon_ns) AS m"
+                 "  FROM collage_switch_costs WHERE fingerprint_id = $1 AND from_backend = $2"
+                 "    AND from_version = $3 AND to_backend = $4 AND to_version = $5"
+                 "  GROUP BY machine) per_machine",
+                 {id.c_str(), from.first.c_str(), from.second.c_str(), to.first.c_str(),
+                  to.second.c_str()});
+  if (PQgetisnull(r.get(), 0, 0)) return std::nullopt;
+  return std::stod(PQgetvalue(r.get(), 0, 0));
+}
+
+bool SharedMeasurementStore::appendSwitchCost(const HardwareFingerprint& fp, const BackendVersion& from,
+                                              const BackendVersion& to, const Measurement& m) {
+  const std::string id = fp.id(), epsilon = number(m.medianNs), spread = number(m.spread),
+                    samples = std::to_string(m.samples);
+  Result r = run(conn_, redactedUrl_,
+                 "INSERT INTO collage_switch_costs (fingerprint_id, from_backend, from_version, "
+                 "to_backend, to_version, machine, epsilon_ns, spread, samples) "
+                 "VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9) ON CONFLICT DO NOTHING",
+                 {id.c_str(), from.first.c_str(), from.second.c_str(), to.first.c_str(),
+                  to.second.c_str(), machine_.c_str(), epsilon.c_str(), spread.c_str(),
+                  samples.c_str()});
   return std::string(PQcmdTuples(r.get())) == "1";
 }
 

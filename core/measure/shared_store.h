@@ -66,6 +66,14 @@ class SharedMeasurementStore {
   // Appends this machine's measurement; false when the machine had already
   // stored one for the key (kept as it was).
   bool append(const MeasurementRecord& record);
+  // The switching cost between two backends' kernels (switch_costs.h), by
+  // the same rules: the median of per-machine medians; appended, never updated.
+  using BackendVersion = MeasurementDb::BackendVersion;
+  std::optional<double> findSwitchCost(const HardwareFingerprint& fp, const BackendVersion& from,
+                                       const BackendVersion& to) const;
+  bool appendSwitchCost(const HardwareFingerprint& fp, const BackendVersion& from,
+                        const BackendVersion& to, const Measurement& m);
+
   // Who is measuring a key now: a session-level advisory lock named by the
   // key, so two processes do not measure the same kernel at once, and one
   // that dies releases it with its connection. tryLock is false while

@@ -1,33 +1,13 @@
 #!/usr/bin/env bash
 # The shared measurement store from the command line (docs/shared-measurements.md):
 # `collage db stats|push|pull --db postgresql://...` against a real PostgreSQL
-# started here, in a temporary folder, on a Unix socket only, and stopped on
-# exit (a failure included); the messages for an unreachable server and for a
-# store with a newer schema. Exits 77 (ctest: skipped) without the server package.
+# started here (scratch_postgres.sh: a temporary folder, a Unix socket only,
+# stopped on exit); the messages for an unreachable server and for a store
+# with a newer schema. Exits 77 (ctest: skipped) without the server package.
 # Usage: shared_store_cli.sh COLLAGE
 set -euo pipefail
 collage=$1
-bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true)
-if [[ -z "$bin" || ! -x "$bin/initdb" ]]; then
-  echo "SKIP: no PostgreSQL server (/usr/lib/postgresql/*/bin/initdb; the postgresql package)"
-  exit 77
-fi
-as=()
-if [[ $(id -u) == 0 ]]; then as=(runuser -u postgres --); fi  # initdb refuses root
-
-work=$(mktemp -d /tmp/collage-pg-cli-XXXXXX)
-[[ ${#as[@]} == 0 ]] || chown postgres "$work"
-stop() {
-  "${as[@]}" "$bin/pg_ctl" -D "$work/data" -m immediate -w stop >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap stop EXIT
-"${as[@]}" "$bin/initdb" -D "$work/data" -U postgres -A trust --no-sync >"$work/setup.log" 2>&1
-"${as[@]}" "$bin/pg_ctl" -D "$work/data" -w -l "$work/server.log" \
-  -o "-c listen_addresses='' -k $work -c fsync=off" start >>"$work/setup.log"
-"$bin/createdb" -h "$work" -U postgres collage
-url="postgresql://postgres@/collage?host=$work"
-export XDG_CACHE_HOME="$work/cache"  # never the user's own database
+source "$(dirname "$0")/scratch_postgres.sh"
 
 # An unreachable server: named, without the password; nothing else happens.
 if "$collage" db stats --db "postgresql://bob:hunter2@/collage?host=$work/none" >"$work/out.txt" 2>&1; then

@@ -136,7 +136,7 @@ class SharedStore : public ::testing::Test {
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     // Each test starts from an empty store.
-    Sql(pg_->url()).value("SET client_min_messages = warning; DROP TABLE IF EXISTS collage_measurements, collage_schema CASCADE; "
+    Sql(pg_->url()).value("SET client_min_messages = warning; DROP TABLE IF EXISTS collage_measurements, collage_switch_costs, collage_schema CASCADE; "
                           "DROP FUNCTION IF EXISTS collage_append_only()");
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -194,6 +194,20 @@ TEST_F(SharedStore, ReadersTakeTheMedianOfPerMachineMediansAndFailuresArePerBack
   // Every client's rows are safe from an UPDATE, too.
   EXPECT_NE(Sql(pg_->url()).value("UPDATE collage_measurements SET median_ns = 1").find("append-only"),
             std::string::npos);
+  // Switching costs follow the same rules.
+  const MeasurementDb::BackendVersion onednn{"onednn", "1.0"}, native{"native", "0.1"};
+  Measurement eps;
+  eps.medianNs = 10;
+  EXPECT_TRUE(a.appendSwitchCost(kMachine, onednn, native, eps));
+  EXPECT_FALSE(a.appendSwitchCost(kMachine, onednn, native, eps));
+  eps.medianNs = 30;
+  EXPECT_TRUE(b.appendSwitchCost(kMachine, onednn, native, eps));
+  eps.medianNs = 20;
+  EXPECT_TRUE(c.appendSwitchCost(kMachine, onednn, native, eps));
+  EXPECT_EQ(a.findSwitchCost(kMachine, onednn, native), 20.0);
+  EXPECT_FALSE(a.findSwitchCost(kMachine, native, onednn));
+  EXPECT_EQ(MeasurementDb(pg_->url(), local("s.sqlite")).findSwitchCost(kMachine, onednn, native), 20.0);
+  EXPECT_EQ(MeasurementDb(local("s.sqlite")).findSwitchCost(kMachine, onednn, native), 20.0);  // cached
   auto all = a.aggregated();
   ASSERT_EQ(all.size(), 2u);
   EXPECT_EQ(all[0].fingerprint.id(), kMachine.id());
@@ -375,14 +389,20 @@ TEST_F(SharedStore, AnInsertOnlyRoleCanMeasureButNotChangeOrDelete) {
   Sql admin(pg_->url());
   ASSERT_EQ(admin.value("CREATE ROLE " + role + " LOGIN PASSWORD 'w'; "
                         "GRANT CONNECT ON DATABASE collage TO " + role + "; "
-                        "GRANT SELECT, INSERT ON collage_measurements, collage_schema TO " + role + "; "
-                        "GRANT USAGE ON SEQUENCE collage_measurements_id_seq TO " + role),
+                        "GRANT SELECT, INSERT ON collage_measurements, collage_switch_costs, "
+                        "collage_schema TO " + role + "; "
+                        "GRANT USAGE ON SEQUENCE collage_measurements_id_seq, "
+                        "collage_switch_costs_id_seq TO " + role),
             "");
   const std::string url = "postgresql://" + role + ":w@/collage?host=" + pg_->socketDir();
   MeasurementDb worker(url, local("worker.sqlite"));
   worker.store(record("k", 100));
   EXPECT_TRUE(MeasurementDb(url, local("other.sqlite")).find(kMachine, record("k", 0).key));
   EXPECT_TRUE(worker.tryClaim(kMachine, record("j", 0).key));
+  Measurement eps;
+  eps.medianNs = 5;
+  worker.storeSwitchCost(kMachine, {"a", "1"}, {"b", "1"}, eps);
+  EXPECT_EQ(worker.sharedProblem(), "");
   Sql asWorker(url);
   EXPECT_NE(asWorker.value("DELETE FROM collage_measurements").find("permission denied"), std::string::npos);
   EXPECT_NE(asWorker.value("UPDATE collage_schema SET version = 0").find("permission denied"), std::string::npos);
