@@ -175,6 +175,8 @@ TEST_F(SharedStore, ReadersTakeTheMedianOfPerMachineMediansAndFailuresArePerBack
   EXPECT_DOUBLE_EQ(hit->measurement.medianNs, 200);
   EXPECT_EQ(hit->measurement.machines, 3);
   EXPECT_TRUE(hit->measurement.fromCache);
+  EXPECT_NE(hit->measurement.toString().find("[shared: 3 machines]"), std::string::npos)
+      << hit->measurement.toString();
   EXPECT_EQ(hit->fingerprint, kMachine);
   EXPECT_EQ(hit->ops, "Conv+Relu");
   // Exact keys: another fingerprint, version or signature misses.
