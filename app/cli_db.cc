@@ -19,15 +19,17 @@ Action addDbCommand(CLI::App& app) {
   };
   auto* command = app.add_subcommand("db", "inspect, export or clear the measurement database");
   auto options = std::make_shared<Options>();
-  command->add_option("action", options->action,
-                      "stats | export | clear | push (local file to shared store) | pull "
-                      "(shared store to local file)")
+  command
+      ->add_option("action", options->action,
+                   "stats | export | clear | push (local file to shared store) | pull "
+                   "(shared store to local file)")
       ->required()
       ->check(CLI::IsMember({"stats", "export", "clear", "push", "pull"}));
   command->add_option("--db", options->db,
                       "the database file, or a shared store (postgresql://user@host/db)");
-  command->add_option("--local-db", options->localDb,
-                      "with a postgresql:// --db, the local file (default: the default database file)");
+  command->add_option(
+      "--local-db", options->localDb,
+      "with a postgresql:// --db, the local file (default: the default database file)");
   command->add_option("-o,--output", options->output, "CSV file for export");
   command->add_option("--backend", options->backend, "clear only this backend's rows");
   return [options]() {
@@ -61,7 +63,8 @@ Action addDbCommand(CLI::App& app) {
       std::printf("deleted %lld rows\n", static_cast<long long>(db.clear(options->backend)));
       // The shared store is append-only: its rows stay (an administrator
       // deletes them with SQL, docs/shared-measurements.md).
-      if (!db.sharedUrl().empty()) std::printf("(from %s only; the shared store keeps its rows)\n", db.path().c_str());
+      if (!db.sharedUrl().empty())
+        std::printf("(from %s only; the shared store keeps its rows)\n", db.path().c_str());
     }
     return 0;
   };

@@ -41,7 +41,8 @@ std::string Measurement::toString() const {
                 spread * 100, samples, fromCache ? " [cached]" : "");
   std::string out = buf;
   // From the shared store: how many machines' medians this is the median of.
-  if (machines > 0) out += " [shared: " + std::to_string(machines) + (machines == 1 ? " machine]" : " machines]");
+  if (machines > 0)
+    out += " [shared: " + std::to_string(machines) + (machines == 1 ? " machine]" : " machines]");
   return out;
 }
 

@@ -134,8 +134,9 @@ std::string MeasurementDb::defaultPath() {
 }
 
 MeasurementDb::MeasurementDb(const std::string& location, const std::string& localPath)
-    : path_(SharedMeasurementStore::isUrl(location) ? (localPath.empty() ? defaultPath() : localPath)
-                                                    : location) {
+    : path_(SharedMeasurementStore::isUrl(location)
+                ? (localPath.empty() ? defaultPath() : localPath)
+                : location) {
   const std::string& path = path_;
   fs::path p(path);
   if (p.has_parent_path()) {
@@ -198,7 +199,7 @@ MeasurementDb::Claim::~Claim() {
 }
 
 std::optional<MeasurementDb::Claim> MeasurementDb::tryClaim(const HardwareFingerprint& fp,
-                                                           const MeasurementKey& key) {
+                                                            const MeasurementKey& key) {
   Claim claim;
   if (!shared()) return claim;
   std::string lock = SharedMeasurementStore::lockName(fp, key);
@@ -254,7 +255,8 @@ void MeasurementDb::migrate() {
                         path_);
       hasOrigin = columns.step();
     }
-    if (!hasOrigin) exec("ALTER TABLE measurements ADD COLUMN origin TEXT NOT NULL DEFAULT 'local'");
+    if (!hasOrigin)
+      exec("ALTER TABLE measurements ADD COLUMN origin TEXT NOT NULL DEFAULT 'local'");
     exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
     exec("COMMIT");
   } catch (...) {

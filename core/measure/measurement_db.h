@@ -175,7 +175,9 @@ class MeasurementDb {
   void storeSwitchCostLocal(const HardwareFingerprint& fp, const BackendVersion& from,
                             const BackendVersion& to, const Measurement& m);
   // The shared store while it works, else null (see sharedProblem).
-  SharedMeasurementStore* shared() const { return sharedProblem_.empty() ? shared_.get() : nullptr; }
+  SharedMeasurementStore* shared() const {
+    return sharedProblem_.empty() ? shared_.get() : nullptr;
+  }
   void loseShared(const std::string& why) const;
 
   std::string path_;

@@ -180,9 +180,12 @@ MeasurementRecord recordFrom(PGresult* r, int row) {
   m.message = PQgetvalue(r, row, 6);
   m.machines = static_cast<int32_t>(std::stoll(PQgetvalue(r, row, 7)));
   m.fromCache = true;
-  rec.fingerprint = HardwareFingerprint{PQgetvalue(r, row, 8), PQgetvalue(r, row, 9),
-                                        PQgetvalue(r, row, 10), std::stoi(PQgetvalue(r, row, 11)),
-                                        std::stoi(PQgetvalue(r, row, 12)), PQgetvalue(r, row, 13)};
+  rec.fingerprint = HardwareFingerprint{PQgetvalue(r, row, 8),
+                                        PQgetvalue(r, row, 9),
+                                        PQgetvalue(r, row, 10),
+                                        std::stoi(PQgetvalue(r, row, 11)),
+                                        std::stoi(PQgetvalue(r, row, 12)),
+                                        PQgetvalue(r, row, 13)};
   rec.key = MeasurementKey{PQgetvalue(r, row, 14), PQgetvalue(r, row, 15), PQgetvalue(r, row, 16)};
   rec.signatureText = PQgetvalue(r, row, 17);
   rec.ops = PQgetvalue(r, row, 18);
@@ -237,11 +240,11 @@ SharedMeasurementStore::SharedMeasurementStore(const std::string& url, std::stri
     conn_ = nullptr;
     const bool login = why.find("password") != std::string::npos ||
                        why.find("authentication") != std::string::npos;
-    throw Error(login ? "shared measurement store " + redactedUrl_ +
-                            ": the server refused the login (wrong user or password?): " + why
-                      : "shared measurement store " + redactedUrl_ +
-                            ": cannot reach the server (is it running, and is the host right?): " +
-                            why);
+    throw Error(
+        login ? "shared measurement store " + redactedUrl_ +
+                    ": the server refused the login (wrong user or password?): " + why
+              : "shared measurement store " + redactedUrl_ +
+                    ": cannot reach the server (is it running, and is the host right?): " + why);
   }
   run(conn_, redactedUrl_, "SET client_min_messages = warning");
   migrate();
@@ -264,10 +267,11 @@ void SharedMeasurementStore::migrate() {
                   std::to_string(kSchemaVersion) +
                   ": refusing to read or write it; upgrade collage to use this store");
     if (version == 0) {
-      run(conn_, redactedUrl_, "CREATE TABLE IF NOT EXISTS collage_schema (version integer NOT NULL)");
+      run(conn_, redactedUrl_,
+          "CREATE TABLE IF NOT EXISTS collage_schema (version integer NOT NULL)");
       run(conn_, redactedUrl_, kSchema);
-      run(conn_, redactedUrl_, "INSERT INTO collage_schema (version) VALUES (" +
-                                   std::to_string(kSchemaVersion) + ")");
+      run(conn_, redactedUrl_,
+          "INSERT INTO collage_schema (version) VALUES (" + std::to_string(kSchemaVersion) + ")");
     }
     run(conn_, redactedUrl_, "COMMIT");
   } catch (...) {
@@ -286,9 +290,9 @@ int SharedMeasurementStore::schemaVersion() const {
 std::optional<MeasurementRecord> SharedMeasurementStore::find(const HardwareFingerprint& fp,
                                                               const MeasurementKey& key) const {
   const std::string id = fp.id();
-  Result r = run(conn_, redactedUrl_, kAggregate,
-                 {id.c_str(), key.backend.c_str(), key.backendVersion.c_str(),
-                  key.signatureHash.c_str()});
+  Result r =
+      run(conn_, redactedUrl_, kAggregate,
+          {id.c_str(), key.backend.c_str(), key.backendVersion.c_str(), key.signatureHash.c_str()});
   if (PQntuples(r.get()) == 0) return std::nullopt;
   return recordFrom(r.get(), 0);
 }
@@ -296,7 +300,8 @@ std::optional<MeasurementRecord> SharedMeasurementStore::find(const HardwareFing
 bool SharedMeasurementStore::append(const MeasurementRecord& rec) {
   const auto& f = rec.fingerprint;
   const auto& m = rec.measurement;
-  const std::string id = f.id(), cores = std::to_string(f.cores), threads = std::to_string(f.threads);
+  const std::string id = f.id(), cores = std::to_string(f.cores),
+                    threads = std::to_string(f.threads);
   const std::string status(measurementStatusName(m.status));
   const std::string median = number(m.medianNs), spread = number(m.spread), minNs = number(m.minNs),
                     samples = std::to_string(m.samples), seconds = number(m.measureSeconds);
@@ -306,11 +311,25 @@ bool SharedMeasurementStore::append(const MeasurementRecord& rec) {
                  "signature, signature_text, ops, machine, status, median_ns, spread, min_ns, "
                  "samples, measure_seconds, message) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,"
                  "$12,$13,$14,$15,$16,$17,$18,$19,$20) ON CONFLICT DO NOTHING",
-                 {id.c_str(), f.cpuVendor.c_str(), f.cpuModel.c_str(), f.isaFlags.c_str(),
-                  cores.c_str(), threads.c_str(), f.libraryVersions.c_str(), rec.key.backend.c_str(),
-                  rec.key.backendVersion.c_str(), rec.key.signatureHash.c_str(),
-                  rec.signatureText.c_str(), rec.ops.c_str(), machine_.c_str(), status.c_str(),
-                  median.c_str(), spread.c_str(), minNs.c_str(), samples.c_str(), seconds.c_str(),
+                 {id.c_str(),
+                  f.cpuVendor.c_str(),
+                  f.cpuModel.c_str(),
+                  f.isaFlags.c_str(),
+                  cores.c_str(),
+                  threads.c_str(),
+                  f.libraryVersions.c_str(),
+                  rec.key.backend.c_str(),
+                  rec.key.backendVersion.c_str(),
+                  rec.key.signatureHash.c_str(),
+                  rec.signatureText.c_str(),
+                  rec.ops.c_str(),
+                  machine_.c_str(),
+                  status.c_str(),
+                  median.c_str(),
+                  spread.c_str(),
+                  minNs.c_str(),
+                  samples.c_str(),
+                  seconds.c_str(),
                   m.message.c_str()});
   return std::string(PQcmdTuples(r.get())) == "1";
 }
@@ -320,29 +339,30 @@ std::optional<double> SharedMeasurementStore::findSwitchCost(const HardwareFinge
                                                              const BackendVersion& to) const {
   // kAggregate's rule for one number: the median of the per-machine medians.
   const std::string id = fp.id();
-  Result r = run(conn_, redactedUrl_,
-                 "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY m) FROM ("
-                 "  SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY epsilon_ns) AS m"
-                 "  FROM collage_switch_costs WHERE fingerprint_id = $1 AND from_backend = $2"
-                 "    AND from_version = $3 AND to_backend = $4 AND to_version = $5"
-                 "  GROUP BY machine) per_machine",
-                 {id.c_str(), from.first.c_str(), from.second.c_str(), to.first.c_str(),
-                  to.second.c_str()});
+  Result r = run(
+      conn_, redactedUrl_,
+      "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY m) FROM ("
+      "  SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY epsilon_ns) AS m"
+      "  FROM collage_switch_costs WHERE fingerprint_id = $1 AND from_backend = $2"
+      "    AND from_version = $3 AND to_backend = $4 AND to_version = $5"
+      "  GROUP BY machine) per_machine",
+      {id.c_str(), from.first.c_str(), from.second.c_str(), to.first.c_str(), to.second.c_str()});
   if (PQgetisnull(r.get(), 0, 0)) return std::nullopt;
   return std::stod(PQgetvalue(r.get(), 0, 0));
 }
 
-bool SharedMeasurementStore::appendSwitchCost(const HardwareFingerprint& fp, const BackendVersion& from,
-                                              const BackendVersion& to, const Measurement& m) {
+bool SharedMeasurementStore::appendSwitchCost(const HardwareFingerprint& fp,
+                                              const BackendVersion& from, const BackendVersion& to,
+                                              const Measurement& m) {
   const std::string id = fp.id(), epsilon = number(m.medianNs), spread = number(m.spread),
                     samples = std::to_string(m.samples);
-  Result r = run(conn_, redactedUrl_,
-                 "INSERT INTO collage_switch_costs (fingerprint_id, from_backend, from_version, "
-                 "to_backend, to_version, machine, epsilon_ns, spread, samples) "
-                 "VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9) ON CONFLICT DO NOTHING",
-                 {id.c_str(), from.first.c_str(), from.second.c_str(), to.first.c_str(),
-                  to.second.c_str(), machine_.c_str(), epsilon.c_str(), spread.c_str(),
-                  samples.c_str()});
+  Result r =
+      run(conn_, redactedUrl_,
+          "INSERT INTO collage_switch_costs (fingerprint_id, from_backend, from_version, "
+          "to_backend, to_version, machine, epsilon_ns, spread, samples) "
+          "VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9) ON CONFLICT DO NOTHING",
+          {id.c_str(), from.first.c_str(), from.second.c_str(), to.first.c_str(), to.second.c_str(),
+           machine_.c_str(), epsilon.c_str(), spread.c_str(), samples.c_str()});
   return std::string(PQcmdTuples(r.get())) == "1";
 }
 
@@ -361,7 +381,8 @@ bool SharedMeasurementStore::tryLock(const std::string& lockName) {
 }
 
 void SharedMeasurementStore::unlock(const std::string& lockName) {
-  run(conn_, redactedUrl_, "SELECT pg_advisory_unlock(hashtextextended($1, 27))", {lockName.c_str()});
+  run(conn_, redactedUrl_, "SELECT pg_advisory_unlock(hashtextextended($1, 27))",
+      {lockName.c_str()});
 }
 
 std::vector<MeasurementRecord> SharedMeasurementStore::aggregated() const {

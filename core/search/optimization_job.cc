@@ -303,7 +303,8 @@ OptimizationResult runOptimizationJob(const Graph& model, const OptimizationJobO
     result.warnings.push_back(db->sharedProblem());
     say("warning: " + db->sharedProblem());
   }
-  const std::string from = db ? db->path() + (db->sharedUrl().empty() ? "" : " and " + db->sharedUrl()) : "";
+  const std::string from =
+      db ? db->path() + (db->sharedUrl().empty() ? "" : " and " + db->sharedUrl()) : "";
   char line[512];
   if (result.report.measured == 0 && db)
     std::snprintf(line, sizeof line, "warm database: nothing measured, %d distinct kernels from %s",

@@ -37,8 +37,8 @@ struct OptimizationJobOptions {
   // (name, version) in the BackendSet's order, which the hardware
   // fingerprint follows (so the app and the CLI share database entries).
   std::vector<BackendVersion> versions;
-  std::string dbPath;                    // empty = MeasurementDb::defaultPath(); or postgresql://...
-  std::string localDbPath;               // with a postgresql:// dbPath, its cache file (empty = the default)
+  std::string dbPath;       // empty = MeasurementDb::defaultPath(); or postgresql://...
+  std::string localDbPath;  // with a postgresql:// dbPath, its cache file (empty = the default)
   bool noDb = false;
   double timeoutSeconds = 60;
   // argv prefix of the measurement worker: {"/path/to/collage"}; the job adds

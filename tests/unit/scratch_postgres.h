@@ -58,13 +58,15 @@ class ScratchPostgres {
       return;
     }
     dir_ = tmpl;
-    if (owner_ >= 0 && chown(dir_.c_str(), static_cast<uid_t>(owner_), static_cast<gid_t>(-1)) != 0) {
+    if (owner_ >= 0 &&
+        chown(dir_.c_str(), static_cast<uid_t>(owner_), static_cast<gid_t>(-1)) != 0) {
       why_ = "cannot give " + dir_ + " to the postgres user";
       return;
     }
     {
       std::ofstream(dir_ + "/pw") << kPassword << "\n";
-      if (owner_ >= 0 && chown((dir_ + "/pw").c_str(), static_cast<uid_t>(owner_), static_cast<gid_t>(-1)) != 0) {
+      if (owner_ >= 0 &&
+          chown((dir_ + "/pw").c_str(), static_cast<uid_t>(owner_), static_cast<gid_t>(-1)) != 0) {
         why_ = "cannot give the password file to the postgres user";
         return;
       }
@@ -90,7 +92,8 @@ class ScratchPostgres {
 
   // Stops the server (a crash, as far as clients can tell); start() again.
   void stop() {
-    if (started_) sh(as_ + bin_ + "pg_ctl -D " + dir_ + "/data -m immediate -w stop > /dev/null 2>&1");
+    if (started_)
+      sh(as_ + bin_ + "pg_ctl -D " + dir_ + "/data -m immediate -w stop > /dev/null 2>&1");
     started_ = false;
   }
   bool start() {

@@ -174,9 +174,10 @@ TEST(MeasurementDb, AVersion4FileGetsTheOriginColumnAndItsRowsCountAsLocal) {
   {
     sqlite3* db = nullptr;
     ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-    ASSERT_EQ(sqlite3_exec(db, "ALTER TABLE measurements DROP COLUMN origin; PRAGMA user_version = 4;",
-                           nullptr, nullptr, nullptr),
-              SQLITE_OK);
+    ASSERT_EQ(
+        sqlite3_exec(db, "ALTER TABLE measurements DROP COLUMN origin; PRAGMA user_version = 4;",
+                     nullptr, nullptr, nullptr),
+        SQLITE_OK);
     sqlite3_close(db);
   }
   MeasurementDb db(path);

@@ -57,7 +57,7 @@ MeasureFn fakeMeasure(std::atomic<int>* calls, int delayMs) {
     if (delayMs) std::this_thread::sleep_for(std::chrono::milliseconds(delayMs));
     Measurement m;
     m.status = c.backend == "c" && c.nodes.count() == 3 ? MeasurementStatus::Invalid
-                                                          : MeasurementStatus::Ok;
+                                                        : MeasurementStatus::Ok;
     m.medianNs = 1000.0 * c.nodes.count() + c.backend[0];
     m.samples = 10;
     if (m.status != MeasurementStatus::Ok) m.message = "refused";
@@ -71,8 +71,8 @@ int costEverything(const std::string& location, const std::string& local, int de
   Workload w;
   MeasurementDb db(location, local);
   std::atomic<int> calls{0};
-  CandidateCoster coster(w.g, &db, kMachine, [](const std::string&) { return "1.0"; },
-                         fakeMeasure(&calls, delayMs));
+  CandidateCoster coster(
+      w.g, &db, kMachine, [](const std::string&) { return "1.0"; }, fakeMeasure(&calls, delayMs));
   CostingReport report;
   coster.costAll(w.set, {}, nullptr, nullptr, &report);
   if (report.measured + report.cached != Workload::kKernels) return -1;
@@ -110,8 +110,10 @@ class Sql {
   std::string value(const std::string& sql) {
     PGresult* r = PQexec(conn_, sql.c_str());
     std::string v;
-    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0) v = PQgetvalue(r, 0, 0);
-    else if (PQresultStatus(r) != PGRES_COMMAND_OK) v = "error: " + std::string(PQerrorMessage(conn_));
+    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0)
+      v = PQgetvalue(r, 0, 0);
+    else if (PQresultStatus(r) != PGRES_COMMAND_OK)
+      v = "error: " + std::string(PQerrorMessage(conn_));
     PQclear(r);
     return v;
   }
@@ -136,8 +138,11 @@ class SharedStore : public ::testing::Test {
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     // Each test starts from an empty store.
-    Sql(pg_->url()).value("SET client_min_messages = warning; DROP TABLE IF EXISTS collage_measurements, collage_switch_costs, collage_schema CASCADE; "
-                          "DROP FUNCTION IF EXISTS collage_append_only()");
+    Sql(pg_->url())
+        .value(
+            "SET client_min_messages = warning; DROP TABLE IF EXISTS collage_measurements, "
+            "collage_switch_costs, collage_schema CASCADE; "
+            "DROP FUNCTION IF EXISTS collage_append_only()");
   }
   void TearDown() override { fs::remove_all(dir_); }
   std::string local(const std::string& name) const { return (dir_ / name).string(); }
@@ -194,8 +199,9 @@ TEST_F(SharedStore, ReadersTakeTheMedianOfPerMachineMediansAndFailuresArePerBack
   EXPECT_TRUE(b.append(record("f", 500, MeasurementStatus::Ok, "1.0")));
   EXPECT_EQ(c.find(kMachine, record("f", 0).key)->measurement.status, MeasurementStatus::Ok);
   // Every client's rows are safe from an UPDATE, too.
-  EXPECT_NE(Sql(pg_->url()).value("UPDATE collage_measurements SET median_ns = 1").find("append-only"),
-            std::string::npos);
+  EXPECT_NE(
+      Sql(pg_->url()).value("UPDATE collage_measurements SET median_ns = 1").find("append-only"),
+      std::string::npos);
   // Switching costs follow the same rules.
   const MeasurementDb::BackendVersion onednn{"onednn", "1.0"}, native{"native", "0.1"};
   Measurement eps;
@@ -208,8 +214,10 @@ TEST_F(SharedStore, ReadersTakeTheMedianOfPerMachineMediansAndFailuresArePerBack
   EXPECT_TRUE(c.appendSwitchCost(kMachine, onednn, native, eps));
   EXPECT_EQ(a.findSwitchCost(kMachine, onednn, native), 20.0);
   EXPECT_FALSE(a.findSwitchCost(kMachine, native, onednn));
-  EXPECT_EQ(MeasurementDb(pg_->url(), local("s.sqlite")).findSwitchCost(kMachine, onednn, native), 20.0);
-  EXPECT_EQ(MeasurementDb(local("s.sqlite")).findSwitchCost(kMachine, onednn, native), 20.0);  // cached
+  EXPECT_EQ(MeasurementDb(pg_->url(), local("s.sqlite")).findSwitchCost(kMachine, onednn, native),
+            20.0);
+  EXPECT_EQ(MeasurementDb(local("s.sqlite")).findSwitchCost(kMachine, onednn, native),
+            20.0);  // cached
   auto all = a.aggregated();
   ASSERT_EQ(all.size(), 2u);
   EXPECT_EQ(all[0].fingerprint.id(), kMachine.id());
@@ -233,9 +241,10 @@ TEST_F(SharedStore, ConcurrentWritersFromSeveralProcessesStoreEachKernelOnce) {
   Sql sql(pg_->url());
   // ...and stored once.
   EXPECT_EQ(sql.count("SELECT count(*) FROM collage_measurements"), Workload::kKernels);
-  EXPECT_EQ(sql.count("SELECT count(DISTINCT (fingerprint_id, backend, backend_version, signature)) "
-                      "FROM collage_measurements"),
-            Workload::kKernels);
+  EXPECT_EQ(
+      sql.count("SELECT count(DISTINCT (fingerprint_id, backend, backend_version, signature)) "
+                "FROM collage_measurements"),
+      Workload::kKernels);
   EXPECT_EQ(sql.count("SELECT count(*) FROM collage_measurements WHERE status = 'invalid'"), 1);
 }
 
@@ -248,7 +257,8 @@ TEST_F(SharedStore, WritersThatDoNotClaimStillStoreEachKernelOnce) {
     if (pid == 0) {
       try {
         MeasurementDb db(pg_->url(), local("u" + std::to_string(i) + ".sqlite"));
-        for (int k = 0; k < Workload::kKernels; ++k) db.store(record("k" + std::to_string(k), 100 + i));
+        for (int k = 0; k < Workload::kKernels; ++k)
+          db.store(record("k" + std::to_string(k), 100 + i));
       } catch (const std::exception& e) {
         std::fprintf(stderr, "child: %s\n", e.what());
         _exit(1);
@@ -343,15 +353,17 @@ TEST_F(SharedStore, AWriterKilledMidBatchLosesNothingCommittedAndTheRestIsMeasur
   const long committed = sql.count("SELECT count(*) FROM collage_measurements");
   ASSERT_GE(committed, 5);
   ASSERT_LT(committed, Workload::kKernels) << "the writer finished before it was killed";
-  const std::string ids = sql.value("SELECT string_agg(id::text || ':' || median_ns, ',' ORDER BY id) "
-                                    "FROM collage_measurements");
+  const std::string ids = sql.value(
+      "SELECT string_agg(id::text || ':' || median_ns, ',' ORDER BY id) "
+      "FROM collage_measurements");
   // The next writer measures exactly what was not committed.
   EXPECT_EQ(waitFor(spawnCosting(pg_->url(), local("next.sqlite"), 0)),
             Workload::kKernels - committed);
   EXPECT_EQ(sql.count("SELECT count(*) FROM collage_measurements"), Workload::kKernels);
   EXPECT_EQ(sql.value("SELECT string_agg(id::text || ':' || median_ns, ',' ORDER BY id) "
                       "FROM collage_measurements WHERE id IN (SELECT id FROM collage_measurements "
-                      "ORDER BY id LIMIT " + std::to_string(committed) + ")"),
+                      "ORDER BY id LIMIT " +
+                      std::to_string(committed) + ")"),
             ids);
 }
 
@@ -389,12 +401,18 @@ TEST_F(SharedStore, AnInsertOnlyRoleCanMeasureButNotChangeOrDelete) {
   static int serial = 0;
   const std::string role = "worker_" + std::to_string(getpid()) + "_" + std::to_string(serial++);
   Sql admin(pg_->url());
-  ASSERT_EQ(admin.value("CREATE ROLE " + role + " LOGIN PASSWORD 'w'; "
-                        "GRANT CONNECT ON DATABASE collage TO " + role + "; "
+  ASSERT_EQ(admin.value("CREATE ROLE " + role +
+                        " LOGIN PASSWORD 'w'; "
+                        "GRANT CONNECT ON DATABASE collage TO " +
+                        role +
+                        "; "
                         "GRANT SELECT, INSERT ON collage_measurements, collage_switch_costs, "
-                        "collage_schema TO " + role + "; "
+                        "collage_schema TO " +
+                        role +
+                        "; "
                         "GRANT USAGE ON SEQUENCE collage_measurements_id_seq, "
-                        "collage_switch_costs_id_seq TO " + role),
+                        "collage_switch_costs_id_seq TO " +
+                        role),
             "");
   const std::string url = "postgresql://" + role + ":w@/collage?host=" + pg_->socketDir();
   MeasurementDb worker(url, local("worker.sqlite"));
@@ -406,9 +424,12 @@ TEST_F(SharedStore, AnInsertOnlyRoleCanMeasureButNotChangeOrDelete) {
   worker.storeSwitchCost(kMachine, {"a", "1"}, {"b", "1"}, eps);
   EXPECT_EQ(worker.sharedProblem(), "");
   Sql asWorker(url);
-  EXPECT_NE(asWorker.value("DELETE FROM collage_measurements").find("permission denied"), std::string::npos);
-  EXPECT_NE(asWorker.value("UPDATE collage_schema SET version = 0").find("permission denied"), std::string::npos);
-  EXPECT_NE(asWorker.value("DROP TABLE collage_measurements").find("must be owner"), std::string::npos);
+  EXPECT_NE(asWorker.value("DELETE FROM collage_measurements").find("permission denied"),
+            std::string::npos);
+  EXPECT_NE(asWorker.value("UPDATE collage_schema SET version = 0").find("permission denied"),
+            std::string::npos);
+  EXPECT_NE(asWorker.value("DROP TABLE collage_measurements").find("must be owner"),
+            std::string::npos);
   EXPECT_EQ(admin.count("SELECT count(*) FROM collage_measurements"), 1);
 }
 
@@ -448,7 +469,8 @@ TEST(SharedStoreOffline, AnUnreachableServerIsNamedWithoutItsPassword) {
   } catch (const Error& e) {
     const std::string m = e.what();
     EXPECT_NE(m.find("cannot reach the server"), std::string::npos) << m;
-    EXPECT_NE(m.find("postgresql://bob:***@/team?host=/nonexistent-socket-dir"), std::string::npos) << m;
+    EXPECT_NE(m.find("postgresql://bob:***@/team?host=/nonexistent-socket-dir"), std::string::npos)
+        << m;
     EXPECT_EQ(m.find("hunter2"), std::string::npos) << m;
   }
   fs::remove_all(dir);
@@ -458,7 +480,8 @@ TEST(SharedStoreOffline, UrlsAreRecognisedAndRedacted) {
   EXPECT_TRUE(SharedMeasurementStore::isUrl("postgresql://h/db"));
   EXPECT_TRUE(SharedMeasurementStore::isUrl("postgres://h/db"));
   EXPECT_FALSE(SharedMeasurementStore::isUrl("/home/me/postgresql://x.sqlite"));
-  EXPECT_EQ(SharedMeasurementStore::redacted("postgresql://u:p@h:5432/db"), "postgresql://u:***@h:5432/db");
+  EXPECT_EQ(SharedMeasurementStore::redacted("postgresql://u:p@h:5432/db"),
+            "postgresql://u:***@h:5432/db");
   EXPECT_EQ(SharedMeasurementStore::redacted("postgresql://u@h/db?password=p&sslmode=require"),
             "postgresql://u@h/db?password=***&sslmode=require");
   EXPECT_EQ(SharedMeasurementStore::redacted("postgresql://h/db"), "postgresql://h/db");
