@@ -246,8 +246,14 @@ SharedMeasurementStore::SharedMeasurementStore(const std::string& url, std::stri
               : "shared measurement store " + redactedUrl_ +
                     ": cannot reach the server (is it running, and is the host right?): " + why);
   }
-  run(conn_, redactedUrl_, "SET client_min_messages = warning");
-  migrate();
+  try {
+    run(conn_, redactedUrl_, "SET client_min_messages = warning");
+    migrate();
+  } catch (...) {
+    PQfinish(conn_);  // no destructor runs for a constructor that throws
+    conn_ = nullptr;
+    throw;
+  }
 }
 
 SharedMeasurementStore::~SharedMeasurementStore() {
