@@ -61,6 +61,7 @@ Action addOptimizeCommand(CLI::App& app) {
     std::vector<std::string> backends;
     std::vector<std::string> pins, forbids;
     std::string db = MeasurementDb::defaultPath();
+    std::string localDb;
     std::string output = "plan.json";
     bool noDb = false;
     bool baselines = false;
@@ -85,7 +86,12 @@ Action addOptimizeCommand(CLI::App& app) {
                       "pin nodes to a backend: NODES=BACKEND, NODES a name, re:REGEX, op:TYPE, "
                       "or a+b+c for one group (repeatable)");
   command->add_option("--forbid", options->forbids, "forbid a backend for nodes: NODES=BACKEND");
-  command->add_option("--db", options->db, "measurement database (SQLite)");
+  command->add_option("--db", options->db,
+                      "measurement database: a SQLite file, or a team's shared store "
+                      "(postgresql://user@host/db, docs/shared-measurements.md)");
+  command->add_option("--local-db", options->localDb,
+                      "with a postgresql:// --db, the SQLite file that caches it (default: the "
+                      "default database file)");
   command->add_flag("--no-db", options->noDb, "measure everything, store nothing");
   command->add_option("-o,--output", options->output, "where to write the plan");
   command->add_flag("--baselines", options->baselines,
@@ -136,6 +142,7 @@ Action addOptimizeCommand(CLI::App& app) {
     job.capabilities = set.capabilities();
     job.versions = set.versions();
     job.dbPath = options->db;
+    job.localDbPath = options->localDb;
     job.noDb = options->noDb;
     job.timeoutSeconds = options->timeout;
     job.workerExecutable = selfExecutable();

@@ -12,6 +12,7 @@ packages=(
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
   libdnnl-dev libopenblas-openmp-dev
   libtomlplusplus-dev nlohmann-json3-dev libdlpack-dev libsqlite3-dev libcli11-dev libssl-dev
+  libpq-dev postgresql
   libgtest-dev libgmock-dev libbenchmark-dev
   qtbase5-dev libqt5charts5-dev libqt5svg5-dev libgraphviz-dev
   pybind11-dev python3-dev python3-numpy python3-onnx

@@ -6,7 +6,8 @@ test can import a module that only `setup.sh --bench` (or nobody) installs and
 still pass there, then fail on a fresh machine. This check reads the imports
 of every Python file under tests/ and examples/ (and the Python embedded in
 their shell scripts), finds the Debian package that provides each module, and
-fails unless that package is in setup.sh's default package list.
+fails unless that package is in setup.sh's default package list. The same
+holds for the servers the C++ tests start themselves (SERVICES below).
 
     /usr/bin/python3 tests/setup_installs_test_imports.py REPO_ROOT
 """
@@ -18,6 +19,12 @@ import sys
 
 ROOT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
 OWN_MODULES = {"collage"}  # built by the project itself
+# Servers a test starts in a temporary folder: the file it runs, the file that
+# starts it, and the Debian package (in setup.sh's list) that should provide it.
+SERVICES = [
+    ("/usr/lib/postgresql/15/bin/initdb", "tests/unit/scratch_postgres.h", "postgresql"),
+    ("/usr/include/postgresql/libpq-fe.h", "core/measure/shared_store.cc", "libpq-dev"),
+]
 IMPORT = re.compile(r"^\s*(?:import\s+([\w.]+(?:\s*,\s*[\w.]+)*)|from\s+([\w.]+)\s+import\b)")
 
 
@@ -80,6 +87,10 @@ def main():
         elif package not in packages:
             problems.append("%s: module '%s' comes from the Debian package %s, which "
                             "scripts/setup.sh does not install by default" % (where, module, package))
+    for path, where, package in SERVICES:
+        if package not in packages:
+            problems.append("%s: needs %s from the Debian package %s, which scripts/setup.sh "
+                            "does not install by default" % (where, path, package))
     for p in problems:
         print("FAIL " + p)
     print("%d third-party modules imported by test scripts; %d not installed by setup.sh"

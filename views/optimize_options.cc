@@ -81,6 +81,9 @@ OptimizeOptionsDialog::OptimizeOptionsDialog(const OptimizeSettings& initial,
 
   dbPath_ = new QLineEdit(this);
   dbPath_->setPlaceholderText(tr("default database"));
+  dbPath_->setToolTip(
+      tr("A SQLite file, or a team's shared store: postgresql://user@host/db "
+         "(the default file is then its cache; docs/shared-measurements.md)"));
   browse_ = new QPushButton(tr("Browse..."), this);
   connect(browse_, &QPushButton::clicked, this, &OptimizeOptionsDialog::browseDb);
   auto* dbRow = new QHBoxLayout;

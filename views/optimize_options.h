@@ -27,7 +27,7 @@ struct OptimizationJobOptions;
 
 struct OptimizeSettings {
   QStringList backends;          // empty = every available backend
-  QString dbPath;                // empty = MeasurementDb::defaultPath()
+  QString dbPath;                // empty = MeasurementDb::defaultPath(); or postgresql://...
   bool noDb = false;             // measure everything, store nothing
   double timeBudgetSeconds = 0;  // 0 = no budget
   double kernelTimeoutSeconds = 60;

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <map>
+#include <thread>
 
 #include "core/patterns/candidate_signature.h"
 
@@ -86,12 +87,19 @@ std::vector<Measurement> CandidateCoster::costAll(const CandidateSet& candidates
     observer->onMeasureProgress(e);
   };
   progress("");
-  for (size_t w : toMeasure) {
-    if (cancel && cancel->cancelled()) {
-      r.cancelled = true;
-      break;
-    }
-    const Work& item = work[w];
+  // Another process sharing the store (core/measure/shared_store.h) may be
+  // measuring the same kernels: each is claimed before it is measured, one
+  // claimed elsewhere is put off to the end, and after a claim the store is
+  // asked again, so that the processes measure each kernel once between them.
+  auto fromStore = [&](const Work& item) -> bool {
+    std::optional<Measurement> hit = db_->find(fingerprint_, item.key);
+    if (!hit) return false;
+    for (size_t i : item.members) out[i] = *hit;
+    ++r.cached;
+    if (hit->status != MeasurementStatus::Ok) ++r.failed;
+    return true;
+  };
+  auto measure = [&](const Work& item) {
     const Candidate& first = candidates[item.members.front()];
     std::string label = first.backend + " " + opsLabel(graph_, first.nodes);
     progress(label);
@@ -111,6 +119,34 @@ std::vector<Measurement> CandidateCoster::costAll(const CandidateSet& candidates
     if (m.preemptedRuns > 0) ++r.preempted;
     if (observer && m.status != MeasurementStatus::Ok && m.status != MeasurementStatus::Invalid)
       observer->onLog(label + ": " + m.toString());
+  };
+  const auto isCancelled = [&] {
+    if (cancel && cancel->cancelled()) r.cancelled = true;
+    return r.cancelled;
+  };
+  std::vector<size_t> putOff;
+  for (size_t w : toMeasure) {
+    if (isCancelled()) break;
+    std::optional<MeasurementDb::Claim> claim;
+    if (db_) {
+      claim = db_->tryClaim(fingerprint_, work[w].key);
+      if (!claim) {
+        putOff.push_back(w);
+        continue;
+      }
+      if (claim->shared() && fromStore(work[w])) continue;
+    }
+    measure(work[w]);
+  }
+  for (size_t w : putOff) {
+    // Wait for the other process's claim: it ends when that kernel is
+    // stored, or when the process dies (then it is measured here).
+    std::optional<MeasurementDb::Claim> claim;
+    while (!isCancelled() && !(claim = db_->tryClaim(fingerprint_, work[w].key)))
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (!claim) break;
+    progress("");
+    if (!fromStore(work[w])) measure(work[w]);
   }
   progress("");
   r.seconds = elapsed();

@@ -3,6 +3,9 @@
 // product; a deterministic function in tests) and storing the result.
 // Candidates with the same canonical signature on the same backend (the 12
 // identical layers of BERT) are measured once.
+// With a shared store, so are kernels that another process (another engineer's
+// optimize) is measuring at the same time: each is claimed while measured,
+// and one claimed elsewhere is read from the store once that process is done.
 #pragma once
 
 #include <functional>

@@ -36,10 +36,14 @@ MeasurementStatus measurementStatusFromName(std::string_view name) {
 std::string Measurement::toString() const {
   if (status != MeasurementStatus::Ok)
     return std::string(measurementStatusName(status)) + (message.empty() ? "" : ": " + message);
-  char buf[128];
+  char buf[160];
   std::snprintf(buf, sizeof buf, "%s ±%.1f%% (%d samples)%s", costToString(medianNs).c_str(),
                 spread * 100, samples, fromCache ? " [cached]" : "");
-  return buf;
+  std::string out = buf;
+  // From the shared store: how many machines' medians this is the median of.
+  if (machines > 0)
+    out += " [shared: " + std::to_string(machines) + (machines == 1 ? " machine]" : " machines]");
+  return out;
 }
 
 }  // namespace collage

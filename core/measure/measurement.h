@@ -31,6 +31,9 @@ struct Measurement {
   double measureSeconds = 0;  // wall time spent measuring (compile included)
   std::string message;        // refusal or failure reason
   bool fromCache = false;     // filled by the database lookup, not stored
+  // How many machines' medians this is the median of: 0 for one measured
+  // here, >= 1 for one read from the shared store (core/measure/shared_store.h).
+  int32_t machines = 0;
 
   // The cost the optimizers use: the median when Ok, +inf otherwise.
   Cost cost() const { return status == MeasurementStatus::Ok ? medianNs : kInvalidCost; }

@@ -7,8 +7,10 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <utility>
 
 #include "core/ir/error.h"
+#include "core/measure/shared_store.h"
 
 namespace fs = std::filesystem;
 
@@ -64,8 +66,11 @@ std::string nowIso8601() {
 // and a median. Version 2 keeps every field of the fingerprint in its own
 // column and the samples' statistics. Version 3 adds the switching costs
 // (early version-2 files lack that table). Version 4 adds the whole plans
-// the graph-level search ran (plan_runs). Every statement creates only what
-// is missing, so the same text brings any older file up to date.
+// the graph-level search ran (plan_runs). Version 5 adds where a row came
+// from (origin: 'local', measured here; 'shared', read from the shared store
+// and cached), so that `db push` sends only this machine's own. Every
+// statement creates only what is missing, so the same text brings any older
+// file up to date (origin is added by migrate()).
 const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS measurements (
   fingerprint_id   TEXT NOT NULL,
@@ -88,6 +93,7 @@ CREATE TABLE IF NOT EXISTS measurements (
   measure_seconds  REAL NOT NULL DEFAULT 0,
   message          TEXT NOT NULL DEFAULT '',
   measured_at      TEXT NOT NULL DEFAULT '',
+  origin           TEXT NOT NULL DEFAULT 'local',
   PRIMARY KEY (fingerprint_id, backend, backend_version, signature)
 );
 CREATE TABLE IF NOT EXISTS switch_costs (
@@ -127,7 +133,11 @@ std::string MeasurementDb::defaultPath() {
   return std::string(home ? home : ".") + "/.cache/collage-studio/measurements.sqlite";
 }
 
-MeasurementDb::MeasurementDb(const std::string& path) : path_(path) {
+MeasurementDb::MeasurementDb(const std::string& location, const std::string& localPath)
+    : path_(SharedMeasurementStore::isUrl(location)
+                ? (localPath.empty() ? defaultPath() : localPath)
+                : location) {
+  const std::string& path = path_;
   fs::path p(path);
   if (p.has_parent_path()) {
     std::error_code ec;
@@ -151,11 +161,60 @@ MeasurementDb::MeasurementDb(const std::string& path) : path_(path) {
     db_ = nullptr;
     throw Error(path + ": not a usable measurement database (" + e.what() + ")");
   }
+  // The store after the file, so that a broken file is reported as such.
+  if (SharedMeasurementStore::isUrl(location)) {
+    try {
+      shared_ = std::make_unique<SharedMeasurementStore>(location);
+    } catch (...) {
+      sqlite3_close(db_);  // no destructor runs for a constructor that throws
+      db_ = nullptr;
+      throw;
+    }
+  }
 }
 
 MeasurementDb::~MeasurementDb() {
   if (db_) sqlite3_close(db_);
 }
+
+MeasurementDb::Claim::Claim(Claim&& other) noexcept
+    : store_(std::exchange(other.store_, nullptr)), lock_(std::move(other.lock_)) {}
+
+MeasurementDb::Claim& MeasurementDb::Claim::operator=(Claim&& other) noexcept {
+  if (this != &other) {
+    Claim gone(std::move(*this));
+    store_ = std::exchange(other.store_, nullptr);
+    lock_ = std::move(other.lock_);
+  }
+  return *this;
+}
+
+MeasurementDb::Claim::~Claim() {
+  if (!store_) return;
+  try {
+    store_->unlock(lock_);
+  } catch (const Error&) {
+    // The connection is gone, and the server ended the lock with it.
+  }
+}
+
+std::optional<MeasurementDb::Claim> MeasurementDb::tryClaim(const HardwareFingerprint& fp,
+                                                            const MeasurementKey& key) {
+  Claim claim;
+  if (!shared()) return claim;
+  std::string lock = SharedMeasurementStore::lockName(fp, key);
+  try {
+    if (!shared()->tryLock(lock)) return std::nullopt;
+  } catch (const Error& e) {
+    loseShared(e.what());
+    return claim;
+  }
+  claim.store_ = shared_.get();
+  claim.lock_ = std::move(lock);
+  return claim;
+}
+
+std::string MeasurementDb::sharedUrl() const { return shared_ ? shared_->url() : ""; }
 
 void MeasurementDb::exec(const std::string& sql) const {
   char* err = nullptr;
@@ -188,6 +247,16 @@ void MeasurementDb::migrate() {
       exec("DROP TABLE measurements_v1");
     }
     if (version < kSchemaVersion) exec(kSchema);  // 0: a new file; 2, 3: adds what is missing
+    // Rows from before version 5 were measured here (or copied by hand):
+    // 'local'. Version 1 was recreated above with the column.
+    bool hasOrigin = false;
+    {
+      Statement columns(db_, "SELECT 1 FROM pragma_table_info('measurements') WHERE name='origin'",
+                        path_);
+      hasOrigin = columns.step();
+    }
+    if (!hasOrigin)
+      exec("ALTER TABLE measurements ADD COLUMN origin TEXT NOT NULL DEFAULT 'local'");
     exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
     exec("COMMIT");
   } catch (...) {
@@ -204,7 +273,21 @@ std::optional<Measurement> MeasurementDb::find(const HardwareFingerprint& fp,
               "signature=?",
               path_);
   s.bind(1, fp.id()).bind(2, key.backend).bind(3, key.backendVersion).bind(4, key.signatureHash);
-  if (!s.step()) return std::nullopt;
+  if (!s.step()) {
+    if (!shared()) return std::nullopt;
+    std::optional<MeasurementRecord> hit;
+    try {
+      hit = shared()->find(fp, key);
+    } catch (const Error& e) {
+      loseShared(e.what());
+      return std::nullopt;
+    }
+    if (!hit) return std::nullopt;
+    // Kept in the file, so that the next run here does not ask the server.
+    // (A cache fill, not a change of what this object answers: hence const.)
+    const_cast<MeasurementDb*>(this)->storeLocal(*hit, "shared", /*replace=*/false);
+    return hit->measurement;
+  }
   Measurement m;
   m.status = measurementStatusFromName(s.text(0));
   m.medianNs = s.real(1);
@@ -218,11 +301,29 @@ std::optional<Measurement> MeasurementDb::find(const HardwareFingerprint& fp,
 }
 
 void MeasurementDb::store(const MeasurementRecord& r) {
+  storeLocal(r, "local", /*replace=*/true);
+  if (!shared()) return;
+  try {
+    shared()->append(r);
+  } catch (const Error& e) {
+    loseShared(e.what());  // the row is in the file: push sends it later
+  }
+}
+
+void MeasurementDb::loseShared(const std::string& why) const {
+  if (sharedProblem_.empty())
+    sharedProblem_ = why + "; going on with " + path_ +
+                     " only (`collage db push` sends what was measured meanwhile)";
+}
+
+bool MeasurementDb::storeLocal(const MeasurementRecord& r, const char* origin, bool replace) {
   Statement s(db_,
-              "INSERT OR REPLACE INTO measurements (fingerprint_id, cpu_vendor, cpu_model, "
-              "isa_flags, cores, threads, library_versions, backend, backend_version, signature, "
-              "signature_text, ops, status, median_ns, spread, min_ns, samples, measure_seconds, "
-              "message, measured_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+              std::string(replace ? "INSERT OR REPLACE" : "INSERT OR IGNORE") +
+                  " INTO measurements (fingerprint_id, cpu_vendor, cpu_model, "
+                  "isa_flags, cores, threads, library_versions, backend, backend_version, "
+                  "signature, signature_text, ops, status, median_ns, spread, min_ns, samples, "
+                  "measure_seconds, message, measured_at, origin) "
+                  "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
               path_);
   const auto& f = r.fingerprint;
   const auto& m = r.measurement;
@@ -233,16 +334,21 @@ void MeasurementDb::store(const MeasurementRecord& r) {
   s.bind(13, std::string(measurementStatusName(m.status))).bind(14, m.medianNs).bind(15, m.spread);
   s.bind(16, m.minNs).bind(17, int64_t{m.samples}).bind(18, m.measureSeconds).bind(19, m.message);
   s.bind(20, r.measuredAt.empty() ? nowIso8601() : r.measuredAt);
+  s.bind(21, std::string(origin));
   s.step();
+  return sqlite3_changes(db_) > 0;
 }
 
-std::vector<MeasurementRecord> MeasurementDb::all() const {
-  Statement s(db_,
+namespace {
+// The rows of `measurements` that pass `where` (SQL), in the order of an export.
+std::vector<MeasurementRecord> readRecords(sqlite3* db, const std::string& path,
+                                           const std::string& where) {
+  Statement s(db,
               "SELECT cpu_vendor, cpu_model, isa_flags, cores, threads, library_versions, backend, "
               "backend_version, signature, signature_text, ops, status, median_ns, spread, min_ns, "
-              "samples, measure_seconds, message, measured_at FROM measurements "
-              "ORDER BY backend, ops, signature",
-              path_);
+              "samples, measure_seconds, message, measured_at FROM measurements WHERE " +
+                  where + " ORDER BY backend, ops, signature",
+              path);
   std::vector<MeasurementRecord> out;
   while (s.step()) {
     MeasurementRecord r;
@@ -263,6 +369,33 @@ std::vector<MeasurementRecord> MeasurementDb::all() const {
     out.push_back(std::move(r));
   }
   return out;
+}
+}  // namespace
+
+std::vector<MeasurementRecord> MeasurementDb::all() const { return readRecords(db_, path_, "1"); }
+
+MeasurementCopyReport MeasurementDb::push() {
+  if (!shared_) throw Error(path_ + ": push and pull need a shared store (--db postgresql://...)");
+  MeasurementCopyReport report;
+  // One row at a time, each committed: a push cut short is simply run again.
+  for (const auto& r : readRecords(db_, path_, "origin = 'local'"))
+    ++(shared_->append(r) ? report.copied : report.present);
+  return report;
+}
+
+MeasurementCopyReport MeasurementDb::pull() {
+  if (!shared_) throw Error(path_ + ": push and pull need a shared store (--db postgresql://...)");
+  MeasurementCopyReport report;
+  exec("BEGIN");
+  try {
+    for (const auto& r : shared_->aggregated())
+      ++(storeLocal(r, "shared", /*replace=*/false) ? report.copied : report.present);
+    exec("COMMIT");
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+  return report;
 }
 
 MeasurementDbStats MeasurementDb::stats(const HardwareFingerprint& current) const {
@@ -285,6 +418,13 @@ MeasurementDbStats MeasurementDb::stats(const HardwareFingerprint& current) cons
   Statement s(db_, "SELECT backend, COUNT(*) FROM measurements GROUP BY backend ORDER BY backend",
               path_);
   while (s.step()) st.perBackend.emplace_back(s.text(0), s.integer(1));
+  if (shared_) {
+    const SharedMeasurementStore::Stats shared = shared_->stats();
+    st.sharedUrl = shared_->url();
+    st.sharedRows = shared.rows;
+    st.sharedKeys = shared.keys;
+    st.sharedMachines = shared.machines;
+  }
   return st;
 }
 
@@ -296,12 +436,35 @@ std::optional<double> MeasurementDb::findSwitchCost(const HardwareFingerprint& f
               "from_version=? AND to_backend=? AND to_version=?",
               path_);
   s.bind(1, fp.id()).bind(2, from.first).bind(3, from.second).bind(4, to.first).bind(5, to.second);
-  if (!s.step()) return std::nullopt;
-  return s.real(0);
+  if (s.step()) return s.real(0);
+  if (!shared()) return std::nullopt;
+  std::optional<double> shared;
+  try {
+    shared = this->shared()->findSwitchCost(fp, from, to);
+  } catch (const Error& e) {
+    loseShared(e.what());
+  }
+  if (shared) {  // kept in the file, as find() does
+    Measurement m;
+    m.medianNs = *shared;
+    const_cast<MeasurementDb*>(this)->storeSwitchCostLocal(fp, from, to, m);
+  }
+  return shared;
 }
 
 void MeasurementDb::storeSwitchCost(const HardwareFingerprint& fp, const BackendVersion& from,
                                     const BackendVersion& to, const Measurement& m) {
+  storeSwitchCostLocal(fp, from, to, m);
+  if (!shared()) return;
+  try {
+    shared()->appendSwitchCost(fp, from, to, m);
+  } catch (const Error& e) {
+    loseShared(e.what());
+  }
+}
+
+void MeasurementDb::storeSwitchCostLocal(const HardwareFingerprint& fp, const BackendVersion& from,
+                                         const BackendVersion& to, const Measurement& m) {
   Statement s(db_,
               "INSERT OR REPLACE INTO switch_costs (fingerprint_id, from_backend, from_version, "
               "to_backend, to_version, epsilon_ns, spread, samples, measured_at) "

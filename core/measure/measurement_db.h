@@ -1,6 +1,16 @@
 // MeasurementDb: every measurement ever taken on this machine, in SQLite.
 // The optimizer asks it first and measures only what is missing.
 //
+// Opened on a "postgresql://..." location instead of a file, it is also the
+// front of a team's shared store (core/measure/shared_store.h): the SQLite
+// file (the default one, or the one named) is then a read-through cache.
+//
+//   find:  SQLite ──miss──▶ PostgreSQL ──hit──▶ kept in SQLite (origin 'shared')
+//   store: SQLite (origin 'local') and appended to PostgreSQL
+//
+// Everything that measures (the optimizer, the API, the app's worker) goes
+// through this one class, so none of it knows which store is behind it.
+//
 // One file (default $XDG_CACHE_HOME/collage-studio/measurements.sqlite), WAL
 // mode and a busy timeout so the GUI and a command-line run can share it.
 // The schema is versioned (PRAGMA user_version) and migrated forward on open.
@@ -9,6 +19,7 @@
 // signature (core/patterns/candidate_signature.h).
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +30,8 @@
 struct sqlite3;
 
 namespace collage {
+
+class SharedMeasurementStore;
 
 struct MeasurementKey {
   std::string backend;
@@ -60,26 +73,70 @@ struct MeasurementDbStats {
   std::vector<std::pair<std::string, int64_t>> perBackend;
   int schemaVersion = 0;
   std::string path;
+  // The shared store, when there is one: its URL without the password.
+  std::string sharedUrl;
+  int64_t sharedRows = 0, sharedKeys = 0, sharedMachines = 0;
+};
+
+// What `collage db push` / `pull` copied.
+struct MeasurementCopyReport {
+  int64_t copied = 0;   // rows new to the destination
+  int64_t present = 0;  // rows the destination already had (left as they were)
 };
 
 class MeasurementDb {
  public:
-  static constexpr int kSchemaVersion = 4;
+  static constexpr int kSchemaVersion = 5;
   // $XDG_CACHE_HOME/collage-studio/measurements.sqlite (~/.cache/... by default).
   static std::string defaultPath();
 
   // Opens (creating the file and its folder) and migrates. Throws Error
   // naming the file if it is not a database or has a newer schema.
-  explicit MeasurementDb(const std::string& path = defaultPath());
+  // `location` is a file, or a shared store's URL ("postgresql://..."): then
+  // `localPath` (default defaultPath()) is its cache, and Error names the URL
+  // without its password when the store cannot be used.
+  explicit MeasurementDb(const std::string& location = defaultPath(),
+                         const std::string& localPath = "");
   ~MeasurementDb();
   MeasurementDb(const MeasurementDb&) = delete;
   MeasurementDb& operator=(const MeasurementDb&) = delete;
 
   std::optional<Measurement> find(const HardwareFingerprint& fp, const MeasurementKey& key) const;
-  // Inserts or replaces.
+  // Inserts or replaces in the file; appends to the shared store (where a
+  // row this machine stored before for the key stays as it was).
   void store(const MeasurementRecord& record);
 
-  // Switching costs between two backends' kernels (core/measure/measurer.h measureSwitch).
+  // A kernel this process is measuring. Processes sharing a store see it
+  // as busy until the Claim goes, or the process dies (the claim is a
+  // PostgreSQL advisory lock on this connection: the server ends it).
+  class Claim {
+   public:
+    Claim() = default;
+    Claim(Claim&& other) noexcept;
+    Claim& operator=(Claim&& other) noexcept;
+    ~Claim();
+    // Claimed in a shared store: another process may have stored the
+    // kernel since it was looked up, so ask again before measuring.
+    bool shared() const { return store_ != nullptr; }
+
+   private:
+    friend class MeasurementDb;
+    SharedMeasurementStore* store_ = nullptr;
+    std::string lock_;
+  };
+  // The claim, or nothing while another process holds it. Always granted
+  // without a shared store (one machine's processes already take turns at
+  // timing: core/measure/machine_timing_lock.h).
+  std::optional<Claim> tryClaim(const HardwareFingerprint& fp, const MeasurementKey& key);
+
+  // Between the file and the shared store (Error without one): push appends
+  // this machine's own rows (not those the cache read from the store); pull
+  // copies the store's aggregate of every key the file lacks.
+  MeasurementCopyReport push();
+  MeasurementCopyReport pull();
+
+  // Switching costs between two backends' kernels (core/measure/measurer.h
+  // measureSwitch); shared like measurements when there is a shared store.
   using BackendVersion = std::pair<std::string, std::string>;  // (name, version)
   std::optional<double> findSwitchCost(const HardwareFingerprint& fp, const BackendVersion& from,
                                        const BackendVersion& to) const;
@@ -100,14 +157,33 @@ class MeasurementDb {
   void exportCsv(const std::string& path) const;
 
   const std::string& path() const { return path_; }
+  // The shared store's URL without its password; empty without one.
+  std::string sharedUrl() const;
+  // Why the shared store stopped answering after it was opened (the server
+  // went away twice in a row); empty while it works. From then on this
+  // object uses its file only: a run goes on with what it has, and
+  // `collage db push` later sends what was measured meanwhile.
+  const std::string& sharedProblem() const { return sharedProblem_; }
   int schemaVersion() const;
 
  private:
   void migrate();
   void exec(const std::string& sql) const;
+  // The file's half of store(); `replace` false keeps a row already there.
+  // Returns whether a row was written.
+  bool storeLocal(const MeasurementRecord& record, const char* origin, bool replace);
+  void storeSwitchCostLocal(const HardwareFingerprint& fp, const BackendVersion& from,
+                            const BackendVersion& to, const Measurement& m);
+  // The shared store while it works, else null (see sharedProblem).
+  SharedMeasurementStore* shared() const {
+    return sharedProblem_.empty() ? shared_.get() : nullptr;
+  }
+  void loseShared(const std::string& why) const;
 
   std::string path_;
   sqlite3* db_ = nullptr;
+  std::unique_ptr<SharedMeasurementStore> shared_;
+  mutable std::string sharedProblem_;
 };
 
 }  // namespace collage

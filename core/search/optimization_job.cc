@@ -44,6 +44,11 @@ std::vector<std::string> optimizationWorkerCommand(const OptimizationJobOptions&
   return measurementWorkerCommand(options.workerExecutable, options.modelPath, options.inputShapes);
 }
 
+std::unique_ptr<MeasurementDb> openMeasurementDb(const OptimizationJobOptions& options) {
+  return std::make_unique<MeasurementDb>(
+      options.dbPath.empty() ? MeasurementDb::defaultPath() : options.dbPath, options.localDbPath);
+}
+
 MeasureFn jobMeasureFn(std::shared_ptr<const Graph> graph, const OptimizationJobOptions& options) {
   struct State {
     std::shared_ptr<const Graph> graph;
@@ -55,9 +60,7 @@ MeasureFn jobMeasureFn(std::shared_ptr<const Graph> graph, const OptimizationJob
   auto state = std::make_shared<State>();
   state->graph = std::move(graph);
   for (const auto& [name, version] : options.versions) state->versions[name] = version;
-  if (!options.noDb)
-    state->db = std::make_unique<MeasurementDb>(options.dbPath.empty() ? MeasurementDb::defaultPath()
-                                                                       : options.dbPath);
+  if (!options.noDb) state->db = openMeasurementDb(options);
   MeasurerOptions measurerOptions;
   measurerOptions.timeoutSeconds = options.timeoutSeconds;
   state->measurer =
@@ -247,8 +250,7 @@ OptimizationResult runOptimizationJob(const Graph& model, const OptimizationJobO
   for (const auto& [name, version] : options.versions) versions[name] = version;
   std::unique_ptr<MeasurementDb> db;
   if (!options.noDb)
-    db = std::make_unique<MeasurementDb>(options.dbPath.empty() ? MeasurementDb::defaultPath()
-                                                                : options.dbPath);
+    db = openMeasurementDb(options);
   else if (options.substitutions && options.constraints.empty())
     db = std::make_unique<MeasurementDb>(":memory:");  // shared by the graphs the search costs; not kept
 
@@ -297,10 +299,16 @@ OptimizationResult runOptimizationJob(const Graph& model, const OptimizationJobO
     result.warnings.push_back(busy);
     say("warning: " + busy);
   }
-  char line[256];
+  if (db && !db->sharedProblem().empty()) {
+    result.warnings.push_back(db->sharedProblem());
+    say("warning: " + db->sharedProblem());
+  }
+  const std::string from =
+      db ? db->path() + (db->sharedUrl().empty() ? "" : " and " + db->sharedUrl()) : "";
+  char line[512];
   if (result.report.measured == 0 && db)
     std::snprintf(line, sizeof line, "warm database: nothing measured, %d distinct kernels from %s",
-                  result.report.cached, db->path().c_str());
+                  result.report.cached, from.c_str());
   else
     std::snprintf(line, sizeof line, "measured %d kernels in %.1f s (%d from the database, %d failed or invalid)",
                   result.report.measured, result.report.seconds, result.report.cached, result.report.failed);

@@ -38,7 +38,8 @@ struct OptimizationJobOptions {
   // (name, version) in the BackendSet's order, which the hardware
   // fingerprint follows (so the app and the CLI share database entries).
   std::vector<BackendVersion> versions;
-  std::string dbPath;                    // empty = MeasurementDb::defaultPath()
+  std::string dbPath;       // empty = MeasurementDb::defaultPath(); or postgresql://...
+  std::string localDbPath;  // with a postgresql:// dbPath, its cache file (empty = the default)
   bool noDb = false;
   double timeoutSeconds = 60;
   // argv prefix of the measurement worker: {"/path/to/collage"}; the job adds
@@ -154,6 +155,10 @@ std::optional<int32_t> groupCandidate(const OptimizationResult& result, const Gr
 // process serves every call, so call it from one thread at a time. Throws
 // Error when there is no worker executable.
 MeasureFn jobMeasureFn(std::shared_ptr<const Graph> graph, const OptimizationJobOptions& options);
+
+// The job's measurement database: options.dbPath (a file or a shared store's
+// URL, with options.localDbPath as its cache), the default file when empty.
+std::unique_ptr<MeasurementDb> openMeasurementDb(const OptimizationJobOptions& options);
 
 // The argv that starts a measurement worker for this job.
 std::vector<std::string> optimizationWorkerCommand(const OptimizationJobOptions& options);

@@ -29,7 +29,8 @@ struct OptimizeProgress {
 
 struct OptimizeOptions {
   std::vector<std::string> backends;  // empty = every built-in backend
-  std::string dbPath;                 // measurement database; "" = the default one
+  std::string dbPath;                 // measurement database (a file, or postgresql://... with the
+                                      // default file as its cache); "" = the default one
   bool useDb = true;                  // false: measure everything, store nothing
   double timeoutSeconds = 60;         // a kernel measurement taking longer is killed
   // After the op-level plan, the graph-level search hands runs of groups to

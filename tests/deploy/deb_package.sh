@@ -17,7 +17,7 @@ deb=$(find "$tmp/out" -maxdepth 1 -name 'collage-studio_*.deb' | head -1)
 depends=$(dpkg-deb -f "$deb" Depends)
 echo "Depends: $depends"
 dpkg-deb -I "$deb" >/dev/null
-for p in libdnnl libopenblas0-openmp libprotobuf libonnx libsqlite3 libqt5widgets5 libgvc \
+for p in libdnnl libopenblas0-openmp libprotobuf libonnx libsqlite3 libpq5 libqt5widgets5 libgvc \
          libstdc++6 python3 python3-numpy libdlpack-dev; do
   grep -q "\b$p" <<<"$depends" || { echo "FAIL: Depends does not name $p"; exit 1; }
 done

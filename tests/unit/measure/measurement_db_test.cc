@@ -165,6 +165,30 @@ TEST(MeasurementDb, AnEarlyVersion2FileGetsTheLaterTables) {
   EXPECT_TRUE(db.findPlanRuns(fp, "model", "base").empty());  // version 4's table was added
 }
 
+TEST(MeasurementDb, AVersion4FileGetsTheOriginColumnAndItsRowsCountAsLocal) {
+  std::string path = tempPath("v4.sqlite");
+  {
+    MeasurementDb current(path);
+    current.store(record("x", 5));
+  }
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(
+        sqlite3_exec(db, "ALTER TABLE measurements DROP COLUMN origin; PRAGMA user_version = 4;",
+                     nullptr, nullptr, nullptr),
+        SQLITE_OK);
+    sqlite3_close(db);
+  }
+  MeasurementDb db(path);
+  EXPECT_EQ(db.schemaVersion(), MeasurementDb::kSchemaVersion);
+  ASSERT_EQ(db.all().size(), 1u);
+  db.store(record("y", 6));
+  EXPECT_TRUE(db.find(record("y", 6).fingerprint, record("y", 6).key));
+  EXPECT_EQ(db.sharedUrl(), "");
+  EXPECT_THROW(db.push(), Error);  // no shared store to push to
+}
+
 TEST(MeasurementDb, NotADatabaseIsAClearError) {
   std::string path = tempPath("garbage.sqlite");
   std::ofstream(path) << "this is not sqlite, just text that is long enough to look like a header";
