@@ -49,7 +49,9 @@ CommandOutput runCommand(const std::vector<std::string>& argv,
   argp.push_back(nullptr);
 
   int fds[2];
-  if (pipe(fds) != 0) throw Error("cannot create a pipe to run '" + argv[0] + "'");
+  // Close-on-exec: a command that leaves a process behind (sbatch's stand-in
+  // does) must not keep our end open, or the read below never ends.
+  if (pipe2(fds, O_CLOEXEC) != 0) throw Error("cannot create a pipe to run '" + argv[0] + "'");
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);

@@ -226,8 +226,8 @@ TargetMeasurementResult measureOnTarget(const Graph& graph, const CandidateSet& 
   }
   if (kernels.empty() && !remembered) return result;  // nothing to measure
   if (kernels.empty()) {
-    say("target " + options.constraint + ": every kernel is in the shared store already (" +
-        remembered->fingerprint.toString() + "); nothing submitted to Slurm");
+    say("target " + options.constraint + ": every kernel is in the shared store already (fingerprint " +
+        remembered->fingerprint.id() + "); nothing submitted to Slurm");
     return result;
   }
 
@@ -297,8 +297,10 @@ TargetMeasurementResult measureOnTarget(const Graph& graph, const CandidateSet& 
       e.cached = cached;
       e.failed = failed;
       e.elapsedSeconds = elapsed();
+      // Short: the bar shows 40 characters of it.
       e.current = "Slurm job " + result.jobId + ": " + std::to_string(doneTasks) + "/" +
-                  std::to_string(result.tasks) + " tasks done, " + state.toString();
+                  std::to_string(result.tasks) + " done" +
+                  (state.running > 0 ? ", " + std::to_string(state.running) + " running" : "");
       observer->onMeasureProgress(e);
     }
     if (!state.inQueue) break;
@@ -358,8 +360,8 @@ TargetMeasurementResult measureOnTarget(const Graph& graph, const CandidateSet& 
   if (byFingerprint.size() > 1)
     result.problems.push_back("the nodes of --constraint=" + options.constraint + " are of " +
                               std::to_string(byFingerprint.size()) +
-                              " kinds; the plan is made for the most common (" + result.fingerprint->toString() +
-                              ")");
+                              " kinds; the plan is made for the most common (" + result.fingerprint->cpuModel +
+                              ", fingerprint " + result.fingerprint->id() + ")");
   if (most > 0) {
     TargetTaskReport keep = byFingerprint.begin()->second.second;
     for (const auto& [id, entry] : byFingerprint)

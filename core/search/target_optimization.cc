@@ -82,11 +82,14 @@ OptimizationResult runTargetOptimizationJob(const Graph& graph, const Optimizati
   for (const auto& m : result.measurements) result.measured.push_back(!isMissingMeasurement(m));
   const int missing = result.report.distinct - result.report.cached;
   char line[512];
+  const std::string machine = fingerprint.cpuModel + ", " + std::to_string(fingerprint.threads) +
+                              " threads; fingerprint " + fingerprint.id();
+  const std::string fresh = job.empty() ? "none measured now"
+                                        : std::to_string(measured.measured) + " measured now by " + job;
   std::snprintf(line, sizeof line,
-                "target %s (%s): %d distinct kernels from the shared store (%d measured now by %s, %d failed or "
-                "invalid)%s",
-                options.target.c_str(), fingerprint.toString().c_str(), result.report.cached, measured.measured,
-                job.empty() ? "no job" : job.c_str(), result.report.failed,
+                "target %s (%s): %d distinct kernels from the shared store (%s, %d failed or invalid)%s",
+                options.target.c_str(), machine.c_str(), result.report.cached, fresh.c_str(),
+                result.report.failed,
                 missing > 0 ? (", " + std::to_string(missing) + " with no measurement").c_str() : "");
   say(line);
   say("switching costs: charged 0 (they are measured only on this machine)");
