@@ -50,7 +50,8 @@ Action addMeasureBatchCommand(CLI::App& app) {
       n = std::stoi(index);
     } catch (const std::exception&) {
     }
-    if (n < 0) throw Error("measure-batch: no task index (--task, or SLURM_ARRAY_TASK_ID from Slurm)");
+    if (n < 0)
+      throw Error("measure-batch: no task index (--task, or SLURM_ARRAY_TASK_ID from Slurm)");
     std::ifstream in(*jobFile);
     if (!in) throw Error(*jobFile + ": cannot read the job file");
     std::stringstream text;
@@ -81,7 +82,8 @@ Action addMeasureBatchCommand(CLI::App& app) {
       }
       // The node's own key: its hardware, its backends' versions, and how
       // this model is measured on it (its cache size decides).
-      const HardwareFingerprint fingerprint = measurementFingerprint(set.versions(), measurementProtocol(graph));
+      const HardwareFingerprint fingerprint =
+          measurementFingerprint(set.versions(), measurementProtocol(graph));
       report.fingerprint = fingerprint;
       report.write(runDir);  // the target's fingerprint, before any measuring
       std::cout << "task " << n << " on " << report.node << ": " << batch.size() << " kernels of "
@@ -89,17 +91,18 @@ Action addMeasureBatchCommand(CLI::App& app) {
 
       const char* url = std::getenv(kTargetDbVariable);
       if (!url || !*url)
-        throw Error(std::string("no shared store: ") + kTargetDbVariable +
-                    " is not set in the task's environment (sbatch passes the submitting environment on "
-                    "unless --export limits it)");
+        throw Error(
+            std::string("no shared store: ") + kTargetDbVariable +
+            " is not set in the task's environment (sbatch passes the submitting environment on "
+            "unless --export limits it)");
       // The shared store alone: a cache file per task would only be thrown away.
       MeasurementDb db(url, ":memory:");
       CandidateSet candidates(graph.numNodes());
       for (const TargetKernel& k : batch) {
         for (NodeId id : k.nodes)
           if (id < 0 || id >= graph.numNodes())
-            throw Error(*jobFile + ": node " + std::to_string(id) + " is not a node of " + job.modelPath +
-                        " (was the model changed since the job was submitted?)");
+            throw Error(*jobFile + ": node " + std::to_string(id) + " is not a node of " +
+                        job.modelPath + " (was the model changed since the job was submitted?)");
         Candidate c;
         c.nodes = NodeSet::of(graph.numNodes(), k.nodes);
         c.backend = k.backend;
@@ -108,8 +111,9 @@ Action addMeasureBatchCommand(CLI::App& app) {
       }
       MeasurerOptions measurerOptions;
       measurerOptions.timeoutSeconds = job.timeoutSeconds;
-      IsolatedMeasurer measurer(measurementWorkerCommand(selfExecutable(), job.modelPath, job.inputShapes),
-                                measurerOptions);
+      IsolatedMeasurer measurer(
+          measurementWorkerCommand(selfExecutable(), job.modelPath, job.inputShapes),
+          measurerOptions);
       CandidateCoster coster(
           graph, &db, fingerprint, [&](const std::string& b) { return versions[b]; },
           [&](const Candidate& c) { return measurer.measure(c.backend, c.nodes); });
@@ -122,8 +126,8 @@ Action addMeasureBatchCommand(CLI::App& app) {
       report.state = "done";
       report.write(runDir);
       std::cout << "task " << n << " done: " << costs.measured << " measured, " << costs.cached
-                << " already in the store, " << costs.failed << " failed or invalid (" << job.store << ")"
-                << std::endl;
+                << " already in the store, " << costs.failed << " failed or invalid (" << job.store
+                << ")" << std::endl;
       return 0;
     } catch (const std::exception& e) {
       report.state = "failed";

@@ -31,7 +31,6 @@
 #include "core/search/plan_from_cover.h"
 #include "core/search/plan_selection.h"
 #include "core/measure/switch_costs.h"
-#include "core/measure/target_measurement.h"
 #include "core/ir/threading.h"
 
 namespace collage::cli {

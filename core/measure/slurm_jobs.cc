@@ -105,15 +105,18 @@ std::string commandLine(const std::vector<std::string>& argv) {
 // How many tasks squeue's %K names: "3", or a pending range "[4-7%2]",
 // "4-7,9" (1 for anything unreadable: the job is in the queue all the same).
 int tasksIn(std::string index) {
-  index.erase(std::remove_if(index.begin(), index.end(), [](char c) { return c == '[' || c == ']'; }),
-              index.end());
+  index.erase(
+      std::remove_if(index.begin(), index.end(), [](char c) { return c == '[' || c == ']'; }),
+      index.end());
   index = index.substr(0, index.find('%'));
   int count = 0;
   std::istringstream parts(index);
   for (std::string part; std::getline(parts, part, ',');) {
     const size_t dash = part.find('-');
     try {
-      count += dash == std::string::npos ? 1 : std::stoi(part.substr(dash + 1)) - std::stoi(part.substr(0, dash)) + 1;
+      count += dash == std::string::npos
+                   ? 1
+                   : std::stoi(part.substr(dash + 1)) - std::stoi(part.substr(0, dash)) + 1;
     } catch (const std::exception&) {
       count += 1;
     }
@@ -148,7 +151,8 @@ std::string SlurmJobs::submitArray(const SlurmArrayRequest& request) const {
   const bool numeric = !id.empty() && id.find_first_not_of("0123456789") == std::string::npos;
   if (r.exitCode != 0 || !numeric)
     throw Error("sbatch could not submit the job array (" + commandLine(argv) + "): " +
-                (trimmed(r.output).empty() ? "exit status " + std::to_string(r.exitCode) : trimmed(r.output)));
+                (trimmed(r.output).empty() ? "exit status " + std::to_string(r.exitCode)
+                                           : trimmed(r.output)));
   return id;
 }
 

@@ -7,10 +7,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "core/ir/error.h"
 #include "core/ir/graph.h"
@@ -28,8 +27,9 @@ namespace collage {
 namespace {
 
 json fingerprintJson(const HardwareFingerprint& f) {
-  return {{"cpu_vendor", f.cpuVendor}, {"cpu_model", f.cpuModel}, {"isa_flags", f.isaFlags},
-          {"cores", f.cores},          {"threads", f.threads},    {"library_versions", f.libraryVersions}};
+  return {{"cpu_vendor", f.cpuVendor}, {"cpu_model", f.cpuModel},
+          {"isa_flags", f.isaFlags},   {"cores", f.cores},
+          {"threads", f.threads},      {"library_versions", f.libraryVersions}};
 }
 
 HardwareFingerprint fingerprintOf(const json& j) {
@@ -94,8 +94,9 @@ std::string TargetJob::toJson() const {
     for (const auto& k : batch) b.push_back({{"backend", k.backend}, {"nodes", k.nodes}});
     batchesJson.push_back(b);
   }
-  return json{{"model", modelPath},   {"input_shapes", inputShapes}, {"backends", backends},
-              {"timeout_s", timeoutSeconds}, {"store", store},       {"batches", batchesJson}}
+  return json{{"model", modelPath},   {"input_shapes", inputShapes},
+              {"backends", backends}, {"timeout_s", timeoutSeconds},
+              {"store", store},       {"batches", batchesJson}}
       .dump(1);
 }
 
@@ -111,7 +112,8 @@ TargetJob TargetJob::fromJson(const std::string& text, const std::string& path) 
     for (const auto& b : j.at("batches")) {
       std::vector<TargetKernel> batch;
       for (const auto& k : b)
-        batch.push_back(TargetKernel{k.at("backend").get<std::string>(), k.at("nodes").get<std::vector<NodeId>>()});
+        batch.push_back(TargetKernel{k.at("backend").get<std::string>(),
+                                     k.at("nodes").get<std::vector<NodeId>>()});
       job.batches.push_back(std::move(batch));
     }
   } catch (const json::exception& e) {
@@ -147,7 +149,8 @@ TargetTaskReport TargetTaskReport::fromJson(const std::string& text, const std::
     if (j.contains("fingerprint")) r.fingerprint = fingerprintOf(j.at("fingerprint"));
     if (j.contains("versions"))
       for (const auto& v : j.at("versions"))
-        r.versions.emplace_back(v.at("name").get<std::string>(), v.at("version").get<std::string>());
+        r.versions.emplace_back(v.at("name").get<std::string>(),
+                                v.at("version").get<std::string>());
     r.kernels = j.value("kernels", 0);
     r.measured = j.value("measured", 0);
     r.cached = j.value("cached", 0);
@@ -162,7 +165,9 @@ std::string TargetTaskReport::path(const std::string& runDir, int task) {
   return (fs::path(runDir) / ("task-" + std::to_string(task) + ".json")).string();
 }
 
-void TargetTaskReport::write(const std::string& runDir) const { writeAtomically(path(runDir, task), toJson()); }
+void TargetTaskReport::write(const std::string& runDir) const {
+  writeAtomically(path(runDir, task), toJson());
+}
 
 std::optional<TargetTaskReport> TargetTaskReport::read(const std::string& runDir, int task) {
   const std::string p = path(runDir, task);
@@ -177,15 +182,16 @@ std::optional<TargetTaskReport> TargetTaskReport::read(const std::string& runDir
 
 std::string defaultTargetWorkDir() {
   if (const char* v = std::getenv("COLLAGE_SLURM_WORK_DIR"); v && *v) return v;
-  if (const char* v = std::getenv("XDG_CACHE_HOME"); v && *v) return std::string(v) + "/collage-studio/slurm";
+  if (const char* v = std::getenv("XDG_CACHE_HOME"); v && *v)
+    return std::string(v) + "/collage-studio/slurm";
   const char* home = std::getenv("HOME");
   return std::string(home ? home : "/tmp") + "/.cache/collage-studio/slurm";
 }
 
 TargetMeasurementResult measureOnTarget(const Graph& graph, const CandidateSet& candidates,
                                         const std::vector<bool>& needed, MeasurementDb& db,
-                                        const TargetMeasurementOptions& options, SearchObserver* observer,
-                                        const CancellationToken* cancel) {
+                                        const TargetMeasurementOptions& options,
+                                        SearchObserver* observer, const CancellationToken* cancel) {
   const auto say = [observer](const std::string& text) {
     if (observer) observer->onLog(text);
   };
@@ -226,7 +232,8 @@ TargetMeasurementResult measureOnTarget(const Graph& graph, const CandidateSet& 
   }
   if (kernels.empty() && !remembered) return result;  // nothing to measure
   if (kernels.empty()) {
-    say("target " + options.constraint + ": every kernel is in the shared store already (fingerprint " +
+    say("target " + options.constraint +
+        ": every kernel is in the shared store already (fingerprint " +
         remembered->fingerprint.id() + "); nothing submitted to Slurm");
     return result;
   }
@@ -235,7 +242,8 @@ TargetMeasurementResult measureOnTarget(const Graph& graph, const CandidateSet& 
   const std::string pattern = (fs::path(options.workDir) / "run-XXXXXX").string();
   std::vector<char> name(pattern.begin(), pattern.end());
   name.push_back(0);
-  if (!mkdtemp(name.data())) throw Error("cannot create a run folder in the Slurm work dir " + options.workDir);
+  if (!mkdtemp(name.data()))
+    throw Error("cannot create a run folder in the Slurm work dir " + options.workDir);
   result.runDir = fs::absolute(name.data()).string();
 
   TargetJob job;
@@ -246,14 +254,16 @@ TargetMeasurementResult measureOnTarget(const Graph& graph, const CandidateSet& 
   job.store = SharedMeasurementStore::redacted(options.dbUrl);
   const size_t batchSize = static_cast<size_t>(std::max(1, options.batchSize));
   for (size_t i = 0; i < kernels.size(); i += batchSize)
-    job.batches.emplace_back(kernels.begin() + static_cast<std::ptrdiff_t>(i),
-                             kernels.begin() + static_cast<std::ptrdiff_t>(std::min(kernels.size(), i + batchSize)));
+    job.batches.emplace_back(
+        kernels.begin() + static_cast<std::ptrdiff_t>(i),
+        kernels.begin() + static_cast<std::ptrdiff_t>(std::min(kernels.size(), i + batchSize)));
   const std::string jobFile = result.runDir + "/job.json";
   writeAtomically(jobFile, job.toJson());
   const std::string script = result.runDir + "/job.sh";
   writeAtomically(script, "#!/bin/sh\n# collage optimize --target " + options.constraint +
                               ": one batch of kernels per array task, measured on its node.\n"
-                              "exec " + shellQuoted(options.collageExecutable) + " measure-batch " +
+                              "exec " +
+                              shellQuoted(options.collageExecutable) + " measure-batch " +
                               shellQuoted(jobFile) + " --task \"$SLURM_ARRAY_TASK_ID\"\n");
   fs::permissions(script, fs::perms::owner_all, fs::perm_options::add, ec);
 
@@ -268,18 +278,41 @@ TargetMeasurementResult measureOnTarget(const Graph& graph, const CandidateSet& 
   request.output = result.runDir + "/task-%a.log";
   request.workDir = result.runDir;
   request.environment = {{kTargetDbVariable, options.dbUrl}};
-  result.jobId = slurm.submitArray(request);
-  say("submitted " + std::to_string(result.kernels) + " kernels to Slurm job " + result.jobId + " (" +
-      std::to_string(result.tasks) + " tasks, --constraint=" + options.constraint + "; files in " +
-      result.runDir + ")");
+  try {
+    result.jobId = slurm.submitArray(request);
+  } catch (const Error&) {
+    fs::remove_all(result.runDir, ec);  // nothing ran: nothing to read
+    throw;
+  }
+  say("submitted " + std::to_string(result.kernels) + " kernels to Slurm job " + result.jobId +
+      " (" + std::to_string(result.tasks) + " tasks, --constraint=" + options.constraint +
+      "; files in " + result.runDir + ")");
 
   // Wait for the job to leave the queue; Ctrl-C (the cancel token) cancels it.
   const auto start = std::chrono::steady_clock::now();
   const auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
+  const auto cancelJob = [&] {
+    result.cancelled = true;
+    try {
+      slurm.cancel(result.jobId);
+      say("cancelled Slurm job " + result.jobId + " (scancel); what its tasks stored is kept");
+    } catch (const Error& e) {
+      result.problems.push_back(e.what());
+    }
+  };
   for (;;) {
-    const SlurmJobState state = slurm.poll(result.jobId);
+    SlurmJobState state;
+    try {
+      state = slurm.poll(result.jobId);
+    } catch (const Error&) {
+      // Ctrl-C at a terminal reaches squeue too: a poll it cut short is the
+      // cancel, not a cluster failure.
+      if (!(cancel && cancel->cancelled())) throw;
+      cancelJob();
+      break;
+    }
     int doneTasks = 0, doneKernels = 0, measured = 0, cached = 0, failed = 0;
     for (int t = 0; t < result.tasks; ++t)
       if (auto r = TargetTaskReport::read(result.runDir, t); r && r->state == "done") {
@@ -309,13 +342,7 @@ TargetMeasurementResult measureOnTarget(const Graph& graph, const CandidateSet& 
     while (std::chrono::steady_clock::now() < until && !(cancel && cancel->cancelled()))
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     if (cancel && cancel->cancelled()) {
-      result.cancelled = true;
-      try {
-        slurm.cancel(result.jobId);
-        say("cancelled Slurm job " + result.jobId + " (scancel); what its tasks stored is kept");
-      } catch (const Error& e) {
-        result.problems.push_back(e.what());
-      }
+      cancelJob();
       break;
     }
   }
@@ -344,11 +371,14 @@ TargetMeasurementResult measureOnTarget(const Graph& graph, const CandidateSet& 
                                 std::to_string(job.batches[static_cast<size_t>(t)].size()) +
                                 " kernels (its log: " + log + ")");
     else if (r->state == "failed")
-      result.problems.push_back(who + " on node " + r->node + " failed: " + r->message + " (its log: " + log + ")");
+      result.problems.push_back(who + " on node " + r->node + " failed: " + r->message +
+                                " (its log: " + log + ")");
     else
-      result.problems.push_back(who + " on node " + r->node +
-                                " stopped mid-batch (killed, cancelled or out of time); what it stored is "
-                                "kept (its log: " + log + ")");
+      result.problems.push_back(
+          who + " on node " + r->node +
+          " stopped mid-batch (killed, cancelled or out of time); what it stored is "
+          "kept (its log: " +
+          log + ")");
   }
   int most = 0;
   for (const auto& [id, entry] : byFingerprint)
@@ -358,10 +388,10 @@ TargetMeasurementResult measureOnTarget(const Graph& graph, const CandidateSet& 
       result.versions = entry.second.versions;
     }
   if (byFingerprint.size() > 1)
-    result.problems.push_back("the nodes of --constraint=" + options.constraint + " are of " +
-                              std::to_string(byFingerprint.size()) +
-                              " kinds; the plan is made for the most common (" + result.fingerprint->cpuModel +
-                              ", fingerprint " + result.fingerprint->id() + ")");
+    result.problems.push_back(
+        "the nodes of --constraint=" + options.constraint + " are of " +
+        std::to_string(byFingerprint.size()) + " kinds; the plan is made for the most common (" +
+        result.fingerprint->cpuModel + ", fingerprint " + result.fingerprint->id() + ")");
   if (most > 0) {
     TargetTaskReport keep = byFingerprint.begin()->second.second;
     for (const auto& [id, entry] : byFingerprint)

@@ -69,8 +69,8 @@ struct TargetJob {
 // task-<i>.json: what a task says about itself, rewritten as it goes.
 struct TargetTaskReport {
   int task = 0;
-  std::string node;   // the host name it ran on
-  std::string state;  // "running", "done", "failed"
+  std::string node;     // the host name it ran on
+  std::string state;    // "running", "done", "failed"
   std::string message;  // why it failed
   HardwareFingerprint fingerprint;
   TargetBackendVersions versions;  // the node's backend versions (the store's keys)
@@ -93,19 +93,20 @@ struct TargetMeasurementOptions {
   std::vector<std::string> inputShapes;
   std::vector<std::string> backends;
   double timeoutSeconds = 60;
-  int batchSize = 16;        // kernels per task
-  double pollSeconds = 2;    // between two squeue calls
+  int batchSize = 16;      // kernels per task
+  double pollSeconds = 2;  // between two squeue calls
 };
 
 struct TargetMeasurementResult {
-  std::string jobId;     // empty when nothing had to be submitted
-  std::string runDir;    // the job's files and the tasks' logs (kept when a task failed)
-  int kernels = 0;       // distinct kernels submitted
+  std::string jobId;   // empty when nothing had to be submitted
+  std::string runDir;  // the job's files and the tasks' logs (kept when a task failed)
+  int kernels = 0;     // distinct kernels submitted
   int tasks = 0;
   std::optional<HardwareFingerprint> fingerprint;  // the target's, from the tasks (or remembered)
   TargetBackendVersions versions;                  // the target's backend versions
   int measured = 0, cached = 0, failed = 0;        // the finished tasks' counts
-  std::vector<std::string> problems;  // one line per task that did not finish, naming job, task, node, log
+  std::vector<std::string>
+      problems;  // one line per task that did not finish, naming job, task, node, log
   bool cancelled = false;
 };
 
@@ -121,7 +122,7 @@ std::string defaultTargetWorkDir();
 // Throws Error when sbatch or squeue fail.
 TargetMeasurementResult measureOnTarget(const Graph& graph, const CandidateSet& candidates,
                                         const std::vector<bool>& needed, MeasurementDb& db,
-                                        const TargetMeasurementOptions& options, SearchObserver* observer,
-                                        const CancellationToken* cancel);
+                                        const TargetMeasurementOptions& options,
+                                        SearchObserver* observer, const CancellationToken* cancel);
 
 }  // namespace collage

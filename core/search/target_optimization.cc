@@ -15,8 +15,10 @@
 
 namespace collage {
 
-OptimizationResult runTargetOptimizationJob(const Graph& graph, const OptimizationJobOptions& options,
-                                            SearchObserver* observer, const CancellationToken* cancel) {
+OptimizationResult runTargetOptimizationJob(const Graph& graph,
+                                            const OptimizationJobOptions& options,
+                                            SearchObserver* observer,
+                                            const CancellationToken* cancel) {
   const auto say = [observer](const std::string& text) {
     if (observer) observer->onLog(text);
   };
@@ -24,7 +26,8 @@ OptimizationResult runTargetOptimizationJob(const Graph& graph, const Optimizati
     throw Error("--target " + options.target +
                 " needs a team's shared store (--db postgresql://...): the Slurm tasks write their "
                 "measurements there, and the plan is made from them");
-  if (options.substitutions) say("substitutions: skipped with --target (they are costed by measuring here)");
+  if (options.substitutions)
+    say("substitutions: skipped with --target (they are costed by measuring here)");
   std::unique_ptr<MeasurementDb> db = openMeasurementDb(options);
 
   OptimizationResult result;
@@ -34,7 +37,8 @@ OptimizationResult runTargetOptimizationJob(const Graph& graph, const Optimizati
     if (cap.spec) result.limits[cap.spec->name] = cap.spec->limits;
   result.allowed = allowedCandidates(graph, result.candidates, options.constraints);
   say(options.modelPath + ": " + std::to_string(graph.numNodes()) + " nodes, " +
-      std::to_string(result.candidates.size()) + " candidates on " + std::to_string(options.versions.size()) +
+      std::to_string(result.candidates.size()) + " candidates on " +
+      std::to_string(options.versions.size()) +
       " backends, to be measured on the Slurm nodes with feature " + options.target);
 
   TargetMeasurementOptions t;
@@ -63,9 +67,10 @@ OptimizationResult runTargetOptimizationJob(const Graph& graph, const Optimizati
   }
   const std::string job = measured.jobId.empty() ? "" : "Slurm job " + measured.jobId;
   if (!measured.fingerprint)
-    throw Error(job + " (--constraint=" + options.target +
-                "): no task reported its node, so there are no measurements of the target to plan with" +
-                (measured.problems.empty() ? "" : " (" + measured.problems.front() + ")"));
+    throw Error(
+        job + " (--constraint=" + options.target +
+        "): no task reported its node, so there are no measurements of the target to plan with" +
+        (measured.problems.empty() ? "" : " (" + measured.problems.front() + ")"));
   const HardwareFingerprint fingerprint = *measured.fingerprint;
 
   // The keys as the nodes wrote them: their backend versions.
@@ -73,24 +78,28 @@ OptimizationResult runTargetOptimizationJob(const Graph& graph, const Optimizati
   for (const auto& [name, version] : options.versions) versions[name] = version;
   for (const auto& [name, version] : measured.versions) versions[name] = version;
   std::vector<BackendVersion> backendVersions;
-  for (const auto& [name, version] : options.versions) backendVersions.push_back(BackendVersion{name, versions[name]});
+  for (const auto& [name, version] : options.versions)
+    backendVersions.push_back(BackendVersion{name, versions[name]});
   result.versions = backendVersions;
-  CandidateCoster lookups(graph, db.get(), fingerprint, [&](const std::string& b) { return versions[b]; },
-                          MeasureFn{});
-  result.measurements = lookups.costAll(result.candidates, result.allowed, nullptr, cancel, &result.report);
+  CandidateCoster lookups(
+      graph, db.get(), fingerprint, [&](const std::string& b) { return versions[b]; }, MeasureFn{});
+  result.measurements =
+      lookups.costAll(result.candidates, result.allowed, nullptr, cancel, &result.report);
   result.measured.clear();
   for (const auto& m : result.measurements) result.measured.push_back(!isMissingMeasurement(m));
   const int missing = result.report.distinct - result.report.cached;
   char line[512];
   const std::string machine = fingerprint.cpuModel + ", " + std::to_string(fingerprint.threads) +
                               " threads; fingerprint " + fingerprint.id();
-  const std::string fresh = job.empty() ? "none measured now"
-                                        : std::to_string(measured.measured) + " measured now by " + job;
-  std::snprintf(line, sizeof line,
-                "target %s (%s): %d distinct kernels from the shared store (%s, %d failed or invalid)%s",
-                options.target.c_str(), machine.c_str(), result.report.cached, fresh.c_str(),
-                result.report.failed,
-                missing > 0 ? (", " + std::to_string(missing) + " with no measurement").c_str() : "");
+  const std::string fresh = job.empty()
+                                ? "none measured now"
+                                : std::to_string(measured.measured) + " measured now by " + job;
+  std::snprintf(
+      line, sizeof line,
+      "target %s (%s): %d distinct kernels from the shared store (%s, %d failed or invalid)%s",
+      options.target.c_str(), machine.c_str(), result.report.cached, fresh.c_str(),
+      result.report.failed,
+      missing > 0 ? (", " + std::to_string(missing) + " with no measurement").c_str() : "");
   say(line);
   say("switching costs: charged 0 (they are measured only on this machine)");
   if (cancel && cancel->cancelled()) {
@@ -106,9 +115,11 @@ OptimizationResult runTargetOptimizationJob(const Graph& graph, const Optimizati
     opLevel = optimizeOpLevel(problem, observer, cancel);
   } catch (const Error& e) {
     throw Error("no plan for --target " + options.target + ": " + e.what() +
-                (missing > 0 ? "; " + std::to_string(missing) + " kernel(s) have no measurement on the target" +
-                                   (measured.problems.empty() ? "" : " (" + measured.problems.front() + ")")
-                             : ""));
+                (missing > 0
+                     ? "; " + std::to_string(missing) +
+                           " kernel(s) have no measurement on the target" +
+                           (measured.problems.empty() ? "" : " (" + measured.problems.front() + ")")
+                     : ""));
   }
   result.opLevel = opLevel;
   result.cancelled = opLevel.cancelled;
@@ -116,12 +127,12 @@ OptimizationResult runTargetOptimizationJob(const Graph& graph, const Optimizati
   std::vector<std::string> order;
   for (const auto& [name, version] : options.versions) order.push_back(name);
   result.baselines = baselinePlacements(problem, order, &result.uncoveredBaselines);
-  result.plan = makePlan(graph, options.modelPath, result.candidates, opLevel.chosen, result.measurements,
-                         PlanOrigin::OpLevel, fingerprint, backendVersions);
+  result.plan = makePlan(graph, options.modelPath, result.candidates, opLevel.chosen,
+                         result.measurements, PlanOrigin::OpLevel, fingerprint, backendVersions);
   result.plan.predictedNs = opLevel.total;
   result.plan.createdBy = "collage-studio (op-level, measured on --target " + options.target + ")";
-  std::snprintf(line, sizeof line, "predicted total on %s: %.3f ms (%zu groups)", options.target.c_str(),
-                opLevel.total / 1e6, result.plan.groups.size());
+  std::snprintf(line, sizeof line, "predicted total on %s: %.3f ms (%zu groups)",
+                options.target.c_str(), opLevel.total / 1e6, result.plan.groups.size());
   say(line);
   markPinnedGroups(result.plan, graph, options.constraints);
   result.hasPlan = true;

@@ -19,7 +19,9 @@ namespace collage {
 // runOptimizationJob's flow when options.target is set (it delegates here).
 // Throws Error without a shared store, when no task reported its node, and
 // when the measurements the tasks stored cannot cover the graph.
-OptimizationResult runTargetOptimizationJob(const Graph& graph, const OptimizationJobOptions& options,
-                                            SearchObserver* observer, const CancellationToken* cancel);
+OptimizationResult runTargetOptimizationJob(const Graph& graph,
+                                            const OptimizationJobOptions& options,
+                                            SearchObserver* observer,
+                                            const CancellationToken* cancel);
 
 }  // namespace collage

@@ -3,6 +3,7 @@
 # (slurm_standin/: the tasks run here, in turn), so the job-array path is
 # covered where Slurm's daemons cannot start. With a scratch PostgreSQL
 # (scratch_postgres.sh; exits 77, ctest's skip, without the server package):
+#   0. no shared store, or a feature no node has: a clear error;
 #   1. a task dies before it starts: the message names the job and the task,
 #      what the other tasks stored is kept, and no plan is made from too little
 #      (or one is, from what the store has);
@@ -33,7 +34,14 @@ optimize() {  # optimize NAME [options]: --target fastnode, output in NAME.txt, 
 }
 submitted() { sed -n 's/^submitted \([0-9]*\) kernels to Slurm job.*/\1/p' "$work/$1.txt" | head -1; }
 
-# 0. A constraint the cluster lacks: sbatch's own message.
+# 0. Without a shared store there is nowhere for the nodes to write.
+rc=0
+"$collage" optimize "$model" --target fastnode --db "$work/file.sqlite" -o "$work/nostore.json" \
+  >"$work/nostore.txt" 2>&1 || rc=$?
+cat "$work/nostore.txt"
+test "$rc" != 0
+grep -q "needs a team's shared store (--db postgresql://...)" "$work/nostore.txt"
+# A constraint the cluster lacks: sbatch's own message.
 rc=0
 "$collage" optimize "$model" --target slownode --db "$url" --local-db "$work/local.sqlite" \
   --slurm-work-dir "$shared" -o "$work/nofeature.json" >"$work/nofeature.txt" 2>&1 || rc=$?

@@ -2,6 +2,8 @@
 // (COLLAGE_SBATCH & co. point the product at tests/e2e/slurm_standin/ the
 // same way): the command lines it passes, the job id it reads, how squeue's
 // lines are read, and the messages when a command fails.
+#include "core/measure/slurm_jobs.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -10,7 +12,6 @@
 #include <sstream>
 
 #include "core/ir/error.h"
-#include "core/measure/slurm_jobs.h"
 
 namespace collage {
 namespace {
@@ -44,8 +45,9 @@ class SlurmJobsTest : public ::testing::Test {
 
 TEST_F(SlurmJobsTest, SubmitsAnArrayWithTheConstraintAndReadsTheJobId) {
   SlurmCommands c;
-  c.sbatch = script("sbatch", "echo \"$@\" > " + (dir_ / "args").string() + "\necho \"$COLLAGE_X\" > " +
-                                  (dir_ / "env").string() + "\necho '4242;cluster'");
+  c.sbatch =
+      script("sbatch", "echo \"$@\" > " + (dir_ / "args").string() + "\necho \"$COLLAGE_X\" > " +
+                           (dir_ / "env").string() + "\necho '4242;cluster'");
   SlurmArrayRequest r;
   r.script = "/shared/job.sh";
   r.tasks = 3;
@@ -55,7 +57,9 @@ TEST_F(SlurmJobsTest, SubmitsAnArrayWithTheConstraintAndReadsTheJobId) {
   r.environment = {{"COLLAGE_X", "postgresql://u:secret@db/collage"}};
   EXPECT_EQ(SlurmJobs(c).submitArray(r), "4242");
   const std::string args = read("args");
-  EXPECT_NE(args.find("--parsable --array=0-2 --constraint=gpu-a100 --exclusive"), std::string::npos) << args;
+  EXPECT_NE(args.find("--parsable --array=0-2 --constraint=gpu-a100 --exclusive"),
+            std::string::npos)
+      << args;
   EXPECT_NE(args.find("--output=/shared/task-%a.log"), std::string::npos) << args;
   EXPECT_NE(args.find("/shared/job.sh"), std::string::npos) << args;
   // The secret travels in the environment, not on the command line.
@@ -65,7 +69,9 @@ TEST_F(SlurmJobsTest, SubmitsAnArrayWithTheConstraintAndReadsTheJobId) {
 
 TEST_F(SlurmJobsTest, ASubmissionSlurmRefusesIsAnErrorWithItsMessage) {
   SlurmCommands c;
-  c.sbatch = script("sbatch", "echo 'sbatch: error: Batch job submission failed: Invalid feature specification' >&2\nexit 1");
+  c.sbatch = script("sbatch",
+                    "echo 'sbatch: error: Batch job submission failed: Invalid feature "
+                    "specification' >&2\nexit 1");
   SlurmArrayRequest r;
   r.script = "job.sh";
   r.tasks = 1;
@@ -74,7 +80,8 @@ TEST_F(SlurmJobsTest, ASubmissionSlurmRefusesIsAnErrorWithItsMessage) {
     SlurmJobs(c).submitArray(r);
     FAIL() << "expected an Error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("Invalid feature specification"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("Invalid feature specification"), std::string::npos)
+        << e.what();
     EXPECT_NE(std::string(e.what()).find("--constraint=nosuch"), std::string::npos) << e.what();
   }
   c.sbatch = (dir_ / "no-such-sbatch").string();
@@ -83,7 +90,8 @@ TEST_F(SlurmJobsTest, ASubmissionSlurmRefusesIsAnErrorWithItsMessage) {
 
 TEST_F(SlurmJobsTest, ReadsSqueuesTasksAndPendingRanges) {
   SlurmCommands c;
-  c.squeue = script("squeue", "printf '0 RUNNING node7\\n1 COMPLETING node8\\n[2-5%%2] PENDING \\n'");
+  c.squeue =
+      script("squeue", "printf '0 RUNNING node7\\n1 COMPLETING node8\\n[2-5%%2] PENDING \\n'");
   const SlurmJobState s = SlurmJobs(c).poll("77");
   EXPECT_TRUE(s.inQueue);
   EXPECT_EQ(s.running, 2);
@@ -99,10 +107,12 @@ TEST_F(SlurmJobsTest, AJobThatLeftTheQueueIsNotInIt) {
   c.squeue = script("squeue", "exit 0");
   EXPECT_FALSE(SlurmJobs(c).poll("77").inQueue);
   // Purged from the controller: Slurm calls the id invalid.
-  c.squeue = script("squeue2", "echo 'slurm_load_jobs error: Invalid job id specified' >&2\nexit 1");
+  c.squeue =
+      script("squeue2", "echo 'slurm_load_jobs error: Invalid job id specified' >&2\nexit 1");
   EXPECT_FALSE(SlurmJobs(c).poll("77").inQueue);
   // Anything else is the cluster's problem, said as such.
-  c.squeue = script("squeue3", "echo 'slurm_load_jobs error: Unable to contact slurm controller' >&2\nexit 1");
+  c.squeue = script("squeue3",
+                    "echo 'slurm_load_jobs error: Unable to contact slurm controller' >&2\nexit 1");
   try {
     SlurmJobs(c).poll("77");
     FAIL() << "expected an Error";
@@ -117,7 +127,9 @@ TEST_F(SlurmJobsTest, CancelRunsScancelOnTheJob) {
   c.scancel = script("scancel", "echo \"$@\" > " + (dir_ / "cancelled").string());
   SlurmJobs(c).cancel("4242");
   EXPECT_EQ(read("cancelled"), "4242\n");
-  c.scancel = script("scancel2", "echo 'scancel: error: Kill job error on job id 4242: Access denied' >&2\nexit 1");
+  c.scancel =
+      script("scancel2",
+             "echo 'scancel: error: Kill job error on job id 4242: Access denied' >&2\nexit 1");
   EXPECT_THROW(SlurmJobs(c).cancel("4242"), Error);
 }
 

@@ -4,6 +4,8 @@
 // named with its job, a later run submits only what the store lacks for the
 // remembered target, and a cancel runs scancel. The e2e twins run the real
 // tasks: tests/e2e/slurm_target_standin.sh and slurm_target_cluster.sh.
+#include "core/measure/target_measurement.h"
+
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -13,7 +15,6 @@
 
 #include "core/ir/error.h"
 #include "core/measure/measurement_db.h"
-#include "core/measure/target_measurement.h"
 #include "core/patterns/candidate_signature.h"
 #include "tests/unit/graph_builder.h"
 
@@ -22,8 +23,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Every task but those in `skip` reports "done" on a target whose CPU is
-// "Target CPU" with native version 9, as a node would.
+// Every task but those in $SKIP (never ran) and $FAIL (failed) reports "done" on a target whose CPU
+// is "Target CPU" with native version 9, as a node would.
 const char* kTasksScript = R"(#!/bin/sh
 for a in "$@"; do
   case $a in
@@ -33,8 +34,11 @@ for a in "$@"; do
 done
 i=0
 while [ $i -le $last ]; do
-  case " $SKIP " in *" $i "*) ;; *)
+  case " $FAIL " in *" $i "*)
+    printf '{"task":%d,"node":"n%d","state":"failed","message":"shared store unreachable"}' $i $i >"$d/task-$i.json" ;;
+  *) case " $SKIP " in *" $i "*) ;; *)
     printf '{"task":%d,"node":"n%d","state":"done","fingerprint":{"cpu_vendor":"V","cpu_model":"Target CPU","isa_flags":"avx512f","cores":64,"threads":64,"library_versions":"native=9"},"versions":[{"name":"native","version":"9"}],"kernels":2,"measured":2}' $i $i >"$d/task-$i.json" ;;
+  esac ;;
   esac
   i=$((i + 1))
 done
@@ -49,13 +53,15 @@ class TargetMeasurementTest : public ::testing::Test {
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     write("sbatch", kTasksScript);
-    write("squeue", "#!/bin/sh\n[ -e " + (dir_ / "running").string() + " ] && echo '0 RUNNING n0'\nexit 0\n");
+    write("squeue",
+          "#!/bin/sh\n[ -e " + (dir_ / "running").string() + " ] && echo '0 RUNNING n0'\nexit 0\n");
     write("scancel", "#!/bin/sh\necho \"$@\" >" + (dir_ / "cancelled").string() + "\n");
     setenv("COLLAGE_SBATCH", (dir_ / "sbatch").c_str(), 1);
     setenv("COLLAGE_SQUEUE", (dir_ / "squeue").c_str(), 1);
     setenv("COLLAGE_SCANCEL", (dir_ / "scancel").c_str(), 1);
     setenv("LOG", (dir_ / "submissions").c_str(), 1);
     setenv("SKIP", "", 1);
+    setenv("FAIL", "", 1);
     std::ofstream(dir_ / "model.onnx") << "not read: only hashed";
 
     GraphBuilder b;
@@ -81,7 +87,9 @@ class TargetMeasurementTest : public ::testing::Test {
     options_.pollSeconds = 0.05;
   }
   void TearDown() override {
-    for (const char* v : {"COLLAGE_SBATCH", "COLLAGE_SQUEUE", "COLLAGE_SCANCEL", "LOG", "SKIP"}) unsetenv(v);
+    for (const char* v :
+         {"COLLAGE_SBATCH", "COLLAGE_SQUEUE", "COLLAGE_SCANCEL", "LOG", "SKIP", "FAIL"})
+      unsetenv(v);
     fs::remove_all(dir_);
   }
   void write(const std::string& name, const std::string& text) {
@@ -104,7 +112,8 @@ class TargetMeasurementTest : public ::testing::Test {
 TEST_F(TargetMeasurementTest, LearnsTheTargetFromTheTasksAndNamesOneThatNeverRan) {
   setenv("SKIP", "1", 1);
   MeasurementDb db(":memory:");
-  const TargetMeasurementResult r = measureOnTarget(graph_, candidates_, {}, db, options_, nullptr, nullptr);
+  const TargetMeasurementResult r =
+      measureOnTarget(graph_, candidates_, {}, db, options_, nullptr, nullptr);
   EXPECT_EQ(r.jobId, "99");
   EXPECT_EQ(r.kernels, 3);
   EXPECT_EQ(r.tasks, 2);
@@ -132,7 +141,8 @@ TEST_F(TargetMeasurementTest, LearnsTheTargetFromTheTasksAndNamesOneThatNeverRan
 
 TEST_F(TargetMeasurementTest, ARememberedTargetGetsOnlyWhatTheStoreLacks) {
   MeasurementDb db(":memory:");
-  const TargetMeasurementResult first = measureOnTarget(graph_, candidates_, {}, db, options_, nullptr, nullptr);
+  const TargetMeasurementResult first =
+      measureOnTarget(graph_, candidates_, {}, db, options_, nullptr, nullptr);
   ASSERT_TRUE(first.fingerprint);
   EXPECT_TRUE(first.problems.empty());
   EXPECT_TRUE(first.runDir.empty());  // nothing to read: removed
@@ -146,7 +156,8 @@ TEST_F(TargetMeasurementTest, ARememberedTargetGetsOnlyWhatTheStoreLacks) {
     rec.measurement.samples = 7;
     db.store(rec);
   }
-  const TargetMeasurementResult second = measureOnTarget(graph_, candidates_, {}, db, options_, nullptr, nullptr);
+  const TargetMeasurementResult second =
+      measureOnTarget(graph_, candidates_, {}, db, options_, nullptr, nullptr);
   EXPECT_EQ(second.kernels, 1);
   EXPECT_EQ(submissions(), 2);
   // The third too: no job at all, the remembered fingerprint.
@@ -157,11 +168,26 @@ TEST_F(TargetMeasurementTest, ARememberedTargetGetsOnlyWhatTheStoreLacks) {
   rec.measurement.medianNs = 1500;
   rec.measurement.samples = 7;
   db.store(rec);
-  const TargetMeasurementResult third = measureOnTarget(graph_, candidates_, {}, db, options_, nullptr, nullptr);
+  const TargetMeasurementResult third =
+      measureOnTarget(graph_, candidates_, {}, db, options_, nullptr, nullptr);
   EXPECT_TRUE(third.jobId.empty());
   EXPECT_EQ(submissions(), 2);
   ASSERT_TRUE(third.fingerprint);
   EXPECT_EQ(third.fingerprint->cpuModel, "Target CPU");
+}
+
+TEST_F(TargetMeasurementTest, ATaskThatFailedIsNamedWithItsNodeAndReason) {
+  setenv("FAIL", "0", 1);
+  MeasurementDb db(":memory:");
+  const TargetMeasurementResult r =
+      measureOnTarget(graph_, candidates_, {}, db, options_, nullptr, nullptr);
+  ASSERT_EQ(r.problems.size(), 1u);
+  EXPECT_NE(r.problems[0].find("Slurm job 99 task 0 on node n0 failed: shared store unreachable"),
+            std::string::npos)
+      << r.problems[0];
+  // Task 1 still told what the target is.
+  ASSERT_TRUE(r.fingerprint);
+  EXPECT_EQ(r.fingerprint->cpuModel, "Target CPU");
 }
 
 TEST_F(TargetMeasurementTest, CancelRunsScancel) {
@@ -169,7 +195,8 @@ TEST_F(TargetMeasurementTest, CancelRunsScancel) {
   MeasurementDb db(":memory:");
   CancellationToken cancel;
   cancel.cancel();
-  const TargetMeasurementResult r = measureOnTarget(graph_, candidates_, {}, db, options_, nullptr, &cancel);
+  const TargetMeasurementResult r =
+      measureOnTarget(graph_, candidates_, {}, db, options_, nullptr, &cancel);
   EXPECT_TRUE(r.cancelled);
   std::ifstream in(dir_ / "cancelled");
   std::string id;
@@ -178,7 +205,8 @@ TEST_F(TargetMeasurementTest, CancelRunsScancel) {
 }
 
 TEST(TargetTaskReport, RoundTripsThroughItsFile) {
-  const std::string dir = (fs::temp_directory_path() / ("collage_report_" + std::to_string(getpid()))).string();
+  const std::string dir =
+      (fs::temp_directory_path() / ("collage_report_" + std::to_string(getpid()))).string();
   fs::create_directories(dir);
   TargetTaskReport r;
   r.task = 3;
