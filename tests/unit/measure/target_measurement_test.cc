@@ -23,7 +23,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Every task but those in $SKIP (never ran) and $FAIL (failed) reports "done" on a target whose CPU
+// Every task but those in $SKIP (never ran), $FAIL (failed) and $KILLED
+// (started, never finished) reports "done" on a target whose CPU
 // is "Target CPU" with native version 9, as a node would.
 const char* kTasksScript = R"(#!/bin/sh
 for a in "$@"; do
@@ -34,10 +35,13 @@ for a in "$@"; do
 done
 i=0
 while [ $i -le $last ]; do
-  case " $FAIL " in *" $i "*)
+  case " $KILLED " in *" $i "*)
+    printf '{"task":%d,"node":"n%d","state":"running","fingerprint":{"cpu_vendor":"V","cpu_model":"Target CPU","isa_flags":"avx512f","cores":64,"threads":64,"library_versions":"native=9"},"versions":[{"name":"native","version":"9"}],"kernels":2}' $i $i >"$d/task-$i.json" ;;
+  *) case " $FAIL " in *" $i "*)
     printf '{"task":%d,"node":"n%d","state":"failed","message":"shared store unreachable"}' $i $i >"$d/task-$i.json" ;;
   *) case " $SKIP " in *" $i "*) ;; *)
     printf '{"task":%d,"node":"n%d","state":"done","fingerprint":{"cpu_vendor":"V","cpu_model":"Target CPU","isa_flags":"avx512f","cores":64,"threads":64,"library_versions":"native=9"},"versions":[{"name":"native","version":"9"}],"kernels":2,"measured":2}' $i $i >"$d/task-$i.json" ;;
+  esac ;;
   esac ;;
   esac
   i=$((i + 1))
@@ -62,6 +66,7 @@ class TargetMeasurementTest : public ::testing::Test {
     setenv("LOG", (dir_ / "submissions").c_str(), 1);
     setenv("SKIP", "", 1);
     setenv("FAIL", "", 1);
+    setenv("KILLED", "", 1);
     std::ofstream(dir_ / "model.onnx") << "not read: only hashed";
 
     GraphBuilder b;
@@ -88,7 +93,7 @@ class TargetMeasurementTest : public ::testing::Test {
   }
   void TearDown() override {
     for (const char* v :
-         {"COLLAGE_SBATCH", "COLLAGE_SQUEUE", "COLLAGE_SCANCEL", "LOG", "SKIP", "FAIL"})
+         {"COLLAGE_SBATCH", "COLLAGE_SQUEUE", "COLLAGE_SCANCEL", "LOG", "SKIP", "FAIL", "KILLED"})
       unsetenv(v);
     fs::remove_all(dir_);
   }
@@ -186,6 +191,19 @@ TEST_F(TargetMeasurementTest, ATaskThatFailedIsNamedWithItsNodeAndReason) {
             std::string::npos)
       << r.problems[0];
   // Task 1 still told what the target is.
+  ASSERT_TRUE(r.fingerprint);
+  EXPECT_EQ(r.fingerprint->cpuModel, "Target CPU");
+}
+
+TEST_F(TargetMeasurementTest, ATaskKilledMidBatchIsNamedAndItsFingerprintStillCounts) {
+  setenv("KILLED", "0 1", 1);
+  MeasurementDb db(":memory:");
+  const TargetMeasurementResult r = measureOnTarget(graph_, candidates_, {}, db, options_, nullptr, nullptr);
+  ASSERT_EQ(r.problems.size(), 2u);
+  EXPECT_NE(r.problems[0].find("Slurm job 99 task 0 on node n0 stopped mid-batch"), std::string::npos)
+      << r.problems[0];
+  EXPECT_NE(r.problems[0].find("what it stored is kept"), std::string::npos) << r.problems[0];
+  // What they stored is under this fingerprint: the plan can use it.
   ASSERT_TRUE(r.fingerprint);
   EXPECT_EQ(r.fingerprint->cpuModel, "Target CPU");
 }
