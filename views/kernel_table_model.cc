@@ -45,8 +45,12 @@ void KernelTableModel::setPlan(const Graph& graph, const Plan& plan, const Optim
     KernelRow row = groupRow(graph, plan.groups[g], static_cast<int>(g), groups[g]);
     if (result)
       if (auto c = groupCandidate(*result, graph, plan.groups[g]);
-          c && static_cast<size_t>(*c) < result->measurements.size())
-        row.provenance = provenanceOf(result->measurements[static_cast<size_t>(*c)]);
+          c && static_cast<size_t>(*c) < result->measurements.size()) {
+        const Measurement& m = result->measurements[static_cast<size_t>(*c)];
+        row.provenance = provenanceOf(m);
+        row.shared = m.fromShared;
+        row.machines = m.machines;
+      }
     rows_.push_back(std::move(row));
   }
   endResetModel();
@@ -85,6 +89,8 @@ void KernelTableModel::setCandidates(const Graph& graph, const OptimizationResul
     if (i < result.measurements.size()) {
       const Measurement& m = result.measurements[i];
       row.provenance = provenanceOf(m);
+      row.shared = m.fromShared;
+      row.machines = m.machines;
       if (m.status == MeasurementStatus::Ok) {
         row.medianNs = m.medianNs;
         row.spread = m.spread;
@@ -172,7 +178,10 @@ QVariant KernelTableModel::data(const QModelIndex& index, int role) const {
       if (r.status == QLatin1String("not measured") || r.status == QLatin1String("excluded"))
         return QString();
       switch (r.provenance) {
-        case KernelRow::Provenance::Cached: return QStringLiteral("cached");
+        case KernelRow::Provenance::Cached:
+          if (!r.shared) return QStringLiteral("cached");
+          return r.machines > 0 ? tr("shared store, %n machine(s)", nullptr, r.machines)
+                                : tr("shared store (copy in the local file)");
         case KernelRow::Provenance::Fresh: return QStringLiteral("fresh");
         case KernelRow::Provenance::Region: return tr("region, measured alone");
         case KernelRow::Provenance::Unknown: return QString();
@@ -187,7 +196,8 @@ QVariant KernelTableModel::headerData(int section, Qt::Orientation orientation, 
   if (orientation == Qt::Horizontal && role == Qt::ToolTipRole) {
     switch (section) {
       case Median: return tr("The kernel's median time, measured alone (a region: the whole region as one kernel)");
-      case Source: return tr("Where the median comes from: the database (cached), this run (fresh), or the "
+      case Source: return tr("Where the median comes from: this machine's database (cached), a team's "
+                             "shared store (the median of the machines' medians), this run (fresh), or the "
                              "graph-level search (a region)");
       case Chosen: return tr("A group of the plan shown (a graph-level region has a row of its own)");
       default: return {};

@@ -33,6 +33,11 @@ struct KernelRow {
   // as one kernel; or not known here (a plan read from a file).
   enum class Provenance { Cached, Fresh, Region, Unknown };
   Provenance provenance = Provenance::Unknown;
+  // Cached from a team's shared store (docs/shared-measurements.md), and the
+  // median of how many machines' medians (0: not known here: the local
+  // file's copy of a shared row).
+  bool shared = false;
+  int machines = 0;
   QVector<NodeId> nodes;
   bool chosen = true;  // a group of the plan shown (always, in PlanGroups mode)
   int candidate = -1;  // index into the result's candidates; -1 for a region or a file's group

@@ -34,6 +34,9 @@ struct Measurement {
   // How many machines' medians this is the median of: 0 for one measured
   // here, >= 1 for one read from the shared store (core/measure/shared_store.h).
   int32_t machines = 0;
+  // Filled by the database lookup, not stored with it: true when the row
+  // came from the shared store, now or earlier (the local file's copy of it).
+  bool fromShared = false;
 
   // The cost the optimizers use: the median when Ok, +inf otherwise.
   Cost cost() const { return status == MeasurementStatus::Ok ? medianNs : kInvalidCost; }

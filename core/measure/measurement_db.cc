@@ -268,7 +268,7 @@ void MeasurementDb::migrate() {
 std::optional<Measurement> MeasurementDb::find(const HardwareFingerprint& fp,
                                                const MeasurementKey& key) const {
   Statement s(db_,
-              "SELECT status, median_ns, spread, min_ns, samples, measure_seconds, message "
+              "SELECT status, median_ns, spread, min_ns, samples, measure_seconds, message, origin "
               "FROM measurements WHERE fingerprint_id=? AND backend=? AND backend_version=? AND "
               "signature=?",
               path_);
@@ -286,7 +286,9 @@ std::optional<Measurement> MeasurementDb::find(const HardwareFingerprint& fp,
     // Kept in the file, so that the next run here does not ask the server.
     // (A cache fill, not a change of what this object answers: hence const.)
     const_cast<MeasurementDb*>(this)->storeLocal(*hit, "shared", /*replace=*/false);
-    return hit->measurement;
+    Measurement m = hit->measurement;
+    m.fromShared = true;
+    return m;
   }
   Measurement m;
   m.status = measurementStatusFromName(s.text(0));
@@ -296,6 +298,7 @@ std::optional<Measurement> MeasurementDb::find(const HardwareFingerprint& fp,
   m.samples = static_cast<int32_t>(s.integer(4));
   m.measureSeconds = s.real(5);
   m.message = s.text(6);
+  m.fromShared = s.text(7) == "shared";
   m.fromCache = true;
   return m;
 }

@@ -510,6 +510,18 @@ class OptimizePanelTests : public QObject {
     QCOMPARE(kernels.data(kernels.index(1, KernelTableModel::Median)).toString(), QString("invalid"));
     QCOMPARE(kernels.data(kernels.index(0, KernelTableModel::Source)).toString(), QString("cached"));
     QCOMPARE(kernels.data(kernels.index(3, KernelTableModel::Source)).toString(), QString("fresh"));
+    // A median read from a team's shared store says so, with its machines.
+    result.measurements[0].fromShared = true;
+    result.measurements[0].machines = 3;
+    kernels.setCandidates(graph, result, &result.plan);
+    QCOMPARE(kernels.data(kernels.index(0, KernelTableModel::Source)).toString(),
+             QString("shared store, 3 machine(s)"));
+    result.measurements[0].machines = 0;  // the local file's copy of a shared row
+    kernels.setCandidates(graph, result, &result.plan);
+    QCOMPARE(kernels.data(kernels.index(0, KernelTableModel::Source)).toString(),
+             QString("shared store (copy in the local file)"));
+    result.measurements[0].fromShared = false;
+    kernels.setCandidates(graph, result, &result.plan);
 
     // Filter to one backend, then sort by median: the invalid one sorts last.
     proxy.setFilterKeyColumn(KernelTableModel::Backend);

@@ -309,6 +309,15 @@ TEST_F(SharedStore, ASecondProcessWithAnotherLocalFileReadsTheSharedStoreAndMeas
   EXPECT_EQ(cached.front().fingerprint, kMachine);
   EXPECT_FALSE(cached.front().ops.empty());
   EXPECT_FALSE(cached.front().signatureText.empty());
+  // A lookup says the row came from the shared store (what the app's Source
+  // column shows), read from the file's copy as from the server; the first
+  // file's own rows do not.
+  std::optional<Measurement> copy = MeasurementDb(local("second.sqlite")).find(kMachine, cached.front().key);
+  ASSERT_TRUE(copy.has_value());
+  EXPECT_TRUE(copy->fromShared && copy->fromCache);
+  std::optional<Measurement> own = MeasurementDb(local("first.sqlite")).find(kMachine, cached.front().key);
+  ASSERT_TRUE(own.has_value());
+  EXPECT_FALSE(own->fromShared);
   // The cached rows came from the store, so a push does not send them back
   // as this machine's; the first file's own rows are already there.
   MeasurementCopyReport pushed = MeasurementDb(pg_->url(), local("second.sqlite")).push();
