@@ -1,0 +1,34 @@
+// fold-scale-shift: a constant scale or shift next to an anchor becomes
+// part of the anchor's weights, so one kernel less runs (and a backend that
+// fuses the anchor with what follows sees one op less between them). The
+// importer keeps BatchNormalization as an op and folds no arithmetic into
+// weights; this rule reaches what is left as plain Mul, Div, Add and Sub:
+//
+//   after an anchor (its output's only reader), c constant along the
+//   anchor's output channels (Conv: axis 1; MatMul, Gemm: the last axis):
+//
+//     Op(x, W [, B])  [ + b ]  (*|/) c     ->  Op(x, W (*|/) c [, B (*|/) c])  [ + b (*|/) c ]
+//     Op(x, W [, B])           (+|-) c     ->  Op(x, W, B (+|-) c)        (Conv, Gemm: B = 0 when absent)
+//     Op(x, W)        + b      (+|-) c     ->  Op(x, W) + (b (+|-) c)       (any anchor with a bias Add)
+//
+//   before an anchor (its data input), s a constant scalar:
+//
+//     Op(x (*|/) s, W [, B])               ->  Op(x, W (*|/) s [, B])
+//
+//   condition every value that disappears has one reader and is no graph
+//            output; the constants broadcast only along the channel axis
+//            (never widening the anchor's output); floating-point types;
+//            W (and B, b) constant. The constant is on the right of a Sub or
+//            Div (y - c, y / c), either side of a Mul or Add. Gemm's alpha
+//            and beta are kept (a shift sets beta to 1 with B already scaled).
+#pragma once
+
+#include <memory>
+
+#include "core/rewrite/substitution.h"
+
+namespace collage {
+
+std::unique_ptr<Substitution> makeFoldScaleShift();
+
+}  // namespace collage
