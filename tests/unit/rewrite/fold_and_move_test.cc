@@ -297,9 +297,100 @@ TEST(SinkTranspose, RefusesWhereTheConditionDoesNotHold) {
   EXPECT_TRUE(hoists.empty()) << hoists[0].toString();
 }
 
+TEST(SinkTranspose, BringsALayerScaleNextToItsMatMul) {
+  // A channels-last block: MatMul + bias, the permute back, then a scale.
+  GraphBuilder b;
+  const ValueId x = b.input({1, 3, 3, 8});
+  const ValueId y = b.op("Add", {b.op("MatMul", {x, b.constant({8, 8})}), b.constant({8})});
+  const ValueId t = b.op("Transpose", {y}, attrs({{"perm", Ints{0, 3, 1, 2}}}));
+  const ValueId m = b.op("Mul", {b.constant({8, 1, 1}), t});
+  b.finish(b.op("Add", {m, b.input({1, 8, 3, 3})}));
+  const Graph& g = b.graph();
+  EXPECT_TRUE(sitesOf(g, "fold-scale-shift").empty());
+  const auto sinks = sitesOf(g, "sink-transpose");
+  ASSERT_EQ(sinks.size(), 1u);
+  const Graph sunk = applyOne(g, sinks[0]);
+  const auto folds = sitesOf(sunk, "fold-scale-shift");
+  ASSERT_EQ(folds.size(), 1u);
+  EXPECT_EQ(folds[0].nodes.size(), 3u);  // MatMul, its bias, the scale
+  const Graph folded = applyOne(sunk, folds[0]);
+  EXPECT_EQ(countOp(folded, "Mul"), 0);
+  expectSameOutputs(g, folded);
+}
+
+// ---- unmerge-split ----------------------------------------------------------
+
+TEST(UnmergeSplit, UndoesMergeSiblings) {
+  GraphBuilder b;
+  const ValueId x = b.input({1, 16, 32});
+  std::vector<ValueId> ys;
+  for (int i = 0; i < 3; ++i)
+    ys.push_back(b.op("Relu", {b.op("Add", {b.op("MatMul", {x, b.constant({32, 8 + 4 * i})}), b.constant({8 + 4 * i})})}));
+  b.graph().markOutput(ys[2]);
+  b.finish(b.op("Concat", {ys[0], ys[1]}, attrs({{"axis", int64_t{2}}})));
+  const Graph& g = b.graph();
+  const Graph merged = applyOne(g, sitesOf(g, "merge-siblings").at(0));
+  ASSERT_EQ(countOp(merged, "Split"), 1);
+  const auto sites = sitesOf(merged, "unmerge-split");
+  ASSERT_EQ(sites.size(), 1u);
+  EXPECT_EQ(sites[0].nodes.size(), 4u);  // MatMul, Add, Relu, Split
+  const Graph unmerged = applyOne(merged, sites[0]);
+  EXPECT_EQ(countOp(unmerged, "Split"), 0);
+  EXPECT_EQ(countOp(unmerged, "MatMul"), 3);
+  EXPECT_EQ(countOp(unmerged, "Add"), 3);
+  EXPECT_EQ(countOp(unmerged, "Relu"), 3);
+  expectSameOutputs(g, unmerged);
+  // A merge of the pieces again is possible (the search may go both ways).
+  EXPECT_EQ(sitesOf(unmerged, "merge-siblings").size(), 1u);
+}
+
+TEST(UnmergeSplit, ConvsAndGemmsSharingABroadcastBias) {
+  GraphBuilder b;
+  const ValueId x = b.input({1, 3, 6, 6});
+  const ValueId c = b.op("Conv", {x, b.constant({6, 3, 3, 3}), b.constant({6})}, kPad1);
+  b.op("Split", {b.op("Sigmoid", {c})}, attrs({{"axis", int64_t{-3}}, {"split", Ints{2, 4}}}), 2);
+  const std::vector<ValueId> parts = b.graph().nodes().back().outputs;
+  const ValueId f = b.op("Reshape", {b.op("Mul", {parts[0], parts[0]})}, attrs({{"shape", Ints{1, 72}}}));
+  const ValueId gm = b.op("Gemm", {f, b.constant({10, 72}), b.scalar(0.5f)}, attrs({{"transB", int64_t{1}}}));
+  b.op("Split", {gm}, attrs({{"axis", int64_t{1}}, {"split", Ints{3, 3, 4}}}), 3);
+  const std::vector<ValueId> pieces = b.graph().nodes().back().outputs;
+  b.graph().markOutput(parts[1]);
+  b.graph().markOutput(pieces[0]);
+  b.graph().markOutput(pieces[1]);
+  b.finish(pieces[2]);
+  const Graph& g = b.graph();
+  ASSERT_EQ(sitesOf(g, "unmerge-split").size(), 2u);
+  int applied = 0;
+  const Graph after = applyRuleEverywhere(g, "unmerge-split", &applied);
+  EXPECT_EQ(applied, 2);
+  EXPECT_EQ(countOp(after, "Conv"), 2);
+  EXPECT_EQ(countOp(after, "Gemm"), 3);
+  EXPECT_EQ(countOp(after, "Split"), 0);
+  expectSameOutputs(g, after);
+}
+
+TEST(UnmergeSplit, RefusesWhereTheConditionDoesNotHold) {
+  GraphBuilder b;
+  const ValueId x = b.input({1, 4, 6});
+  // Along another axis than the channels.
+  const ValueId y1 = b.op("MatMul", {x, b.constant({6, 6})});
+  b.op("Split", {y1}, attrs({{"axis", int64_t{1}}, {"split", Ints{2, 2}}}), 2);
+  const std::vector<ValueId> a = b.graph().nodes().back().outputs;
+  // The anchor's output read twice; computed weights.
+  const ValueId y2 = b.op("MatMul", {b.op("Add", {a[0], a[1]}), b.constant({6, 6})});
+  b.op("Split", {y2}, attrs({{"axis", int64_t{2}}, {"split", Ints{3, 3}}}), 2);
+  const std::vector<ValueId> c = b.graph().nodes().back().outputs;
+  const ValueId r2 = b.op("Relu", {y2});
+  const ValueId y3 = b.op("MatMul", {b.op("Add", {b.op("Add", {c[0], c[1]}), b.op("Slice", {r2}, attrs({{"starts", Ints{0}}, {"ends", Ints{3}}, {"axes", Ints{2}}}))}), b.input({3, 4})});
+  b.op("Split", {y3}, attrs({{"axis", int64_t{2}}, {"split", Ints{2, 2}}}), 2);
+  const std::vector<ValueId> d = b.graph().nodes().back().outputs;
+  b.finish(b.op("Add", {d[0], d[1]}));
+  EXPECT_TRUE(sitesOf(b.graph(), "unmerge-split").empty()) << sitesOf(b.graph(), "unmerge-split")[0].toString();
+}
+
 // ---- the property: every site, zoo and random graphs -------------------------
 
-const char* const kRules[] = {"fold-scale-shift", "sink-transpose", "hoist-transpose"};
+const char* const kRules[] = {"fold-scale-shift", "sink-transpose", "hoist-transpose", "unmerge-split"};
 
 TEST(FoldAndMoveProperty, ZooModelsKeepTheirOutputsAtEverySite) {
   std::map<std::string, int> applied;
@@ -330,7 +421,7 @@ Graph randomGraph(uint64_t seed) {
   const char* unary[] = {"Relu", "Tanh", "Sigmoid", "Erf", "Neg"};
   const char* binary[] = {"Add", "Mul", "Sub", "Max"};
   for (int step = 0; step < 6; ++step) {
-    switch (pick(4)) {
+    switch (pick(5)) {
       case 0: {  // Conv with scales and shifts after (and a scalar before)
         if (pick(2)) x = b.op("Mul", {x, b.scalar(0.5f)});
         const bool bias = pick(2);
@@ -368,6 +459,17 @@ Graph randomGraph(uint64_t seed) {
           }
         }
         x = b.op("Transpose", {t}, attrs({{"perm", inv}}));
+        break;
+      }
+      case 3: {  // a merged projection and its Split (the Conv alike)
+        const bool conv = pick(2);
+        ValueId y = conv ? b.op("Conv", {x, b.constant({4, 4, 1, 1}), b.constant({4})})
+                         : b.op("MatMul", {x, b.constant({6, 6})});
+        if (!conv && pick(2)) y = b.op("Add", {y, b.constant(pick(2) ? Shape{6} : Shape{5, 1})});
+        if (pick(2)) y = b.op(unary[pick(5)], {y});
+        b.op("Split", {y}, attrs({{"axis", int64_t{conv ? 1 : 3}}, {"split", conv ? Ints{1, 3} : Ints{2, 4}}}), 2);
+        const std::vector<ValueId> parts = b.graph().nodes().back().outputs;
+        x = b.op("Concat", {b.op("Relu", {parts[1]}), parts[0]}, attrs({{"axis", int64_t{conv ? 1 : 3}}}));
         break;
       }
       default:
