@@ -96,6 +96,10 @@ struct Fold {
   NodeId op = kNoNode;
   size_t slot = 1;        // the op's constant input
   Anchor info;
+  // A scalar scale after a MatMul of two computed tensors goes into one
+  // side's anchor, across the layout ops between (attention's scale):
+  std::vector<NodeId> path;  // layout ops from the anchor (or its bias) to `through`
+  NodeId through = kNoNode;  // that MatMul
 };
 
 // The bias Add after an anchor: anchor output's only reader, adding a constant along the channels.
@@ -164,6 +168,61 @@ std::optional<Fold> foldBefore(const Graph& g, NodeId n) {
   return f;
 }
 
+// Ops that only move data: a scalar scale commutes with them.
+bool layoutOp(const Graph& g, const Node& n) {
+  if (n.op != "Transpose" && n.op != "Reshape" && n.op != "Flatten" && n.op != "Squeeze" && n.op != "Unsqueeze")
+    return false;
+  return n.inputs.size() == 1 && n.outputs.size() == 1 && n.inputs[0] != kNoValue && n.outputs[0] != kNoValue &&
+         !g.value(n.inputs[0]).type.isSequence();
+}
+
+// `n`, a scalar scale after a MatMul of two computed tensors, folded into
+// the anchor that makes the `side` input of that MatMul (through layout ops).
+std::optional<Fold> foldThrough(const Graph& g, NodeId n, size_t side) {
+  const Node& node = g.node(n);
+  const auto slot = constSlot(g, node);
+  if (!slot || !isScale(node.op) || constantInput(g, node, *slot)->numElements() != 1) return std::nullopt;
+  const ValueId scores = node.inputs[1 - *slot];
+  const NodeId mm = g.value(scores).producer;
+  if (mm == kNoNode || !soleReader(g, scores, n)) return std::nullopt;
+  const Node& matmul = g.node(mm);
+  if (matmul.op != "MatMul" || matmul.inputs.size() != 2 || matmul.inputs[0] == matmul.inputs[1]) return std::nullopt;
+  for (ValueId v : matmul.inputs)
+    if (v == kNoValue || g.value(v).isConstant()) return std::nullopt;
+  Fold f;
+  f.op = n;
+  f.slot = *slot;
+  f.through = mm;
+  ValueId v = matmul.inputs[side];
+  NodeId reader = mm;
+  for (int k = 0; k < 8; ++k) {
+    const NodeId p = g.value(v).producer;
+    if (p == kNoNode || !soleReader(g, v, reader)) return std::nullopt;
+    if (auto a = anchorOf(g, p)) {
+      f.anchor = p;
+      f.info = *a;
+      return f;
+    }
+    const Node& pn = g.node(p);
+    if (pn.op == "Add") {  // a bias after an anchor
+      const auto bslot = constSlot(g, pn);
+      if (!bslot) return std::nullopt;
+      const NodeId q = g.value(pn.inputs[1 - *bslot]).producer;
+      std::optional<Anchor> a;
+      if (q == kNoNode || !(a = anchorOf(g, q)) || biasAddAfter(g, q, *a) != p) return std::nullopt;
+      f.anchor = q;
+      f.bias = p;
+      f.info = *a;
+      return f;
+    }
+    if (!layoutOp(g, pn)) return std::nullopt;
+    f.path.insert(f.path.begin(), p);
+    v = pn.inputs[0];
+    reader = p;
+  }
+  return std::nullopt;
+}
+
 SubstitutionSite siteOf(const Graph& g, const std::string& rule, const Fold& f) {
   SubstitutionSite s{rule, {}};
   if (f.before) {
@@ -171,6 +230,8 @@ SubstitutionSite siteOf(const Graph& g, const std::string& rule, const Fold& f) 
   } else {
     s.nodes.push_back(g.node(f.anchor).name);
     if (f.bias != kNoNode) s.nodes.push_back(g.node(f.bias).name);
+    for (NodeId n : f.path) s.nodes.push_back(g.node(n).name);
+    if (f.through != kNoNode) s.nodes.push_back(g.node(f.through).name);
     s.nodes.push_back(g.node(f.op).name);
   }
   return s;
@@ -208,16 +269,23 @@ class FoldScaleShift : public Substitution {
     for (NodeId n = 0; n < g.numNodes(); ++n) {
       if (auto f = foldBefore(g, n)) sites.push_back(siteOf(g, name(), *f));
       if (auto f = foldAfter(g, n)) sites.push_back(siteOf(g, name(), *f));
+      for (size_t side : {0, 1})  // the first side that folds
+        if (auto f = foldThrough(g, n, side)) {
+          sites.push_back(siteOf(g, name(), *f));
+          break;
+        }
     }
     return sites;
   }
 
   RewriteEffect apply(Graph& g, const SubstitutionSite& site) const override {
-    if (site.nodes.size() < 2 || site.nodes.size() > 3) throw Error(site.toString() + ": expected 2 or 3 nodes");
+    if (site.nodes.size() < 2) throw Error(site.toString() + ": expected 2 or more nodes");
     const NodeId first = siteNode(g, site, 0), last = siteNode(g, site, site.nodes.size() - 1);
-    std::optional<Fold> f = site.nodes.size() == 2 ? foldBefore(g, first) : std::nullopt;
-    if (!f || siteOf(g, name(), *f) != site) f = foldAfter(g, last);
-    if (!f || siteOf(g, name(), *f) != site) throw Error(site.toString() + ": the constant no longer folds there");
+    std::optional<Fold> f;
+    for (const std::optional<Fold>& c : {foldBefore(g, first), foldAfter(g, last), foldThrough(g, last, 0),
+                                         foldThrough(g, last, 1)})
+      if (c && siteOf(g, name(), *c) == site) f = c;
+    if (!f) throw Error(site.toString() + ": the constant no longer folds there");
     const Node op = g.node(f->op);
     const Tensor& c = *constantInput(g, op, f->slot);
     const Node anchor = g.node(f->anchor);
@@ -252,6 +320,8 @@ class FoldScaleShift : public Substitution {
         const Tensor nb = compute(op.op, channelVector(b, f->info.width), v);
         setInput(f->bias, bslot, along(nb, rank - f->info.axis, 0), "/folded_bias");
         effect.target.push_back(add.name);
+      } else if (f->through != kNoNode && !isScale(op.op)) {
+        throw Error(site.toString() + ": only a scale crosses a MatMul");
       } else if (f->info.hasBiasSlot) {
         const Tensor* b = constantInput(g, anchor, 2);
         if (anchor.op == "Conv") {
@@ -274,9 +344,11 @@ class FoldScaleShift : public Substitution {
           g.mutableNode(f->anchor).attrs.set("beta", 1.0f);
         }
       }
+      for (NodeId n : f->path) effect.target.push_back(g.node(n).name);
+      if (f->through != kNoNode) effect.target.push_back(g.node(f->through).name);
       // The last kept node now produces the op's output (its name kept).
       const ValueId out = op.outputs[0];
-      g.mutableNode(f->bias != kNoNode ? f->bias : f->anchor).outputs[0] = out;
+      g.mutableNode(f->through != kNoNode ? f->through : f->bias != kNoNode ? f->bias : f->anchor).outputs[0] = out;
       g.mutableNode(f->op).outputs[0] = g.addValue(uniqueValueName(g, g.value(out).name + "/folded"), g.value(out).type);
       effect.outputs.emplace_back(g.value(out).name, g.value(out).name);
     }

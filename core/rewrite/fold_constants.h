@@ -15,6 +15,14 @@
 //
 //     Op(x (*|/) s, W [, B])               ->  Op(x, W (*|/) s [, B])
 //
+//   across a MatMul of two computed tensors, s a constant scalar, L layout
+//   ops (Transpose, Reshape, Flatten, Squeeze, Unsqueeze), on either side:
+//
+//     MatMul(L(Op(x, W) [+ b]), k) (*|/) s ->  MatMul(L(Op(x, W (*|/) s) [+ b (*|/) s]), k)
+//
+//   (attention's 1/sqrt(d) goes into Q's projection; the first side that
+//   holds is taken), every value on the way read once.
+//
 //   condition every value that disappears has one reader and is no graph
 //            output; the constants broadcast only along the channel axis
 //            (never widening the anchor's output); floating-point types;

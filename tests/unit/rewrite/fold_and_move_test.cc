@@ -181,6 +181,41 @@ TEST(FoldScaleShift, ScalarScaleBeforeAnAnchor) {
   expectSameOutputs(g, after);
 }
 
+TEST(FoldScaleShift, AttentionScaleGoesIntoTheQueryProjection) {
+  GraphBuilder b;
+  const ValueId x = b.input({1, 8, 16});
+  auto heads = [&](ValueId v, const Ints& perm) {
+    const ValueId r = b.op("Reshape", {v}, attrs({{"shape", Ints{1, 8, 2, 8}}}));
+    return b.op("Transpose", {r}, attrs({{"perm", perm}}));
+  };
+  const ValueId q = heads(b.op("Add", {b.op("MatMul", {x, b.constant({16, 16})}), b.constant({16})}), {0, 2, 1, 3});
+  const ValueId k = heads(b.op("MatMul", {x, b.constant({16, 16})}), {0, 2, 3, 1});
+  const ValueId scores = b.op("MatMul", {q, k});
+  const ValueId scaled = b.op("Div", {scores, b.scalar(2.8284f)});
+  b.finish(b.op("Softmax", {scaled}, attrs({{"axis", int64_t{-1}}})));
+  const Graph& g = b.graph();
+  const auto sites = sitesOf(g, "fold-scale-shift");
+  ASSERT_EQ(sites.size(), 1u);
+  EXPECT_EQ(sites[0].nodes.size(), 6u);  // MatMul, Add, Reshape, Transpose, MatMul, Div
+  const Graph after = applyOne(g, sites[0]);
+  EXPECT_EQ(countOp(after, "Div"), 0);
+  EXPECT_EQ(after.numNodes(), g.numNodes() - 1);
+  expectSameOutputs(g, after);
+  // Not when a value on the way has another reader: then the key side.
+  GraphBuilder b2;
+  const ValueId x2 = b2.input({1, 8, 16});
+  const ValueId p = b2.op("MatMul", {x2, b2.constant({16, 16})});
+  const ValueId kk = b2.op("Transpose", {b2.op("MatMul", {x2, b2.constant({16, 16})})}, attrs({{"perm", Ints{0, 2, 1}}}));
+  const ValueId s2 = b2.op("Mul", {b2.op("MatMul", {p, kk}), b2.scalar(0.5f)});
+  b2.graph().markOutput(p);
+  b2.finish(s2);
+  const auto sites2 = sitesOf(b2.graph(), "fold-scale-shift");
+  ASSERT_EQ(sites2.size(), 1u);
+  EXPECT_EQ(sites2[0].nodes.size(), 4u);  // the key's MatMul, Transpose, the MatMul, the Mul
+  EXPECT_EQ(b2.graph().node(*b2.graph().findNode(sites2[0].nodes[1])).op, "Transpose");
+  expectSameOutputs(b2.graph(), applyOne(b2.graph(), sites2[0]));
+}
+
 TEST(FoldScaleShift, RefusesWhereTheConditionDoesNotHold) {
   GraphBuilder b;
   const ValueId x = b.input({1, 4, 6, 6});
