@@ -20,13 +20,16 @@ bool soleReader(const Graph& g, ValueId v, NodeId reader) {
   return !val.isGraphOutput && val.consumers.size() == 1 && val.consumers[0] == reader;
 }
 
-bool isScaleOrShift(const std::string& op) { return op == "Mul" || op == "Div" || op == "Add" || op == "Sub"; }
+bool isScaleOrShift(const std::string& op) {
+  return op == "Mul" || op == "Div" || op == "Add" || op == "Sub";
+}
 bool isScale(const std::string& op) { return op == "Mul" || op == "Div"; }
 
 // For y = n(a, b) with one constant input: the index of the constant, when
 // it may sit there (right of Sub and Div, either side of Mul and Add).
 std::optional<size_t> constSlot(const Graph& g, const Node& n) {
-  if (!isScaleOrShift(n.op) || n.inputs.size() != 2 || n.outputs.size() != 1 || n.outputs[0] == kNoValue)
+  if (!isScaleOrShift(n.op) || n.inputs.size() != 2 || n.outputs.size() != 1 ||
+      n.outputs[0] == kNoValue)
     return std::nullopt;
   const bool c0 = constantInput(g, n, 0) != nullptr, c1 = constantInput(g, n, 1) != nullptr;
   if (c0 == c1) return std::nullopt;
@@ -40,20 +43,23 @@ std::optional<size_t> constSlot(const Graph& g, const Node& n) {
 
 // An anchor with constant weights and where its output channels lie.
 struct Anchor {
-  int64_t axis = -1;   // the channel axis of the output
-  int64_t width = 0;   // the number of channels
+  int64_t axis = -1;         // the channel axis of the output
+  int64_t width = 0;         // the number of channels
   bool hasBiasSlot = false;  // Conv's B, Gemm's C
 };
 
 std::optional<Anchor> anchorOf(const Graph& g, NodeId n) {
   const Node& node = g.node(n);
-  if (node.outputs.size() != 1 || node.outputs[0] == kNoValue || node.inputs.size() < 2) return std::nullopt;
+  if (node.outputs.size() != 1 || node.outputs[0] == kNoValue || node.inputs.size() < 2)
+    return std::nullopt;
   if (node.inputs[0] == kNoValue || g.value(node.inputs[0]).isConstant()) return std::nullopt;
   const TensorType& yt = g.value(node.outputs[0]).type;
   const Tensor* w = constantInput(g, node, 1);
-  if (!w || yt.isSequence() || !isFloatingPoint(yt.elementType) || w->elementType() != yt.elementType)
+  if (!w || yt.isSequence() || !isFloatingPoint(yt.elementType) ||
+      w->elementType() != yt.elementType)
     return std::nullopt;
-  if (node.inputs.size() > 2 && node.inputs[2] != kNoValue && !constantInput(g, node, 2)) return std::nullopt;
+  if (node.inputs.size() > 2 && node.inputs[2] != kNoValue && !constantInput(g, node, 2))
+    return std::nullopt;
   Anchor a;
   if (node.op == "MatMul") {
     if (node.inputs.size() != 2 || w->rank() < 2 || yt.rank() < 1) return std::nullopt;
@@ -90,11 +96,11 @@ bool alongChannels(const Tensor& c, const TensorType& type, const Anchor& a) {
 
 // A resolved site.
 struct Fold {
-  bool before = false;   // a scalar scale before the anchor (else after)
+  bool before = false;  // a scalar scale before the anchor (else after)
   NodeId anchor = kNoNode;
   NodeId bias = kNoNode;  // a bias Add between the anchor and the op
   NodeId op = kNoNode;
-  size_t slot = 1;        // the op's constant input
+  size_t slot = 1;  // the op's constant input
   Anchor info;
   // A scalar scale after a MatMul of two computed tensors goes into one
   // side's anchor, across the layout ops between (attention's scale):
@@ -141,7 +147,8 @@ std::optional<Fold> foldAfter(const Graph& g, NodeId n) {
   }
   f.anchor = p;
   f.info = *a;
-  if (!alongChannels(*constantInput(g, node, f.slot), g.value(node.outputs[0]).type, f.info)) return std::nullopt;
+  if (!alongChannels(*constantInput(g, node, f.slot), g.value(node.outputs[0]).type, f.info))
+    return std::nullopt;
   return f;
 }
 
@@ -149,7 +156,8 @@ std::optional<Fold> foldAfter(const Graph& g, NodeId n) {
 std::optional<Fold> foldBefore(const Graph& g, NodeId n) {
   const Node& node = g.node(n);
   const auto slot = constSlot(g, node);
-  if (!slot || !isScale(node.op) || constantInput(g, node, *slot)->numElements() != 1) return std::nullopt;
+  if (!slot || !isScale(node.op) || constantInput(g, node, *slot)->numElements() != 1)
+    return std::nullopt;
   const ValueId m = node.outputs[0];
   const Value& mv = g.value(m);
   if (mv.isGraphOutput || mv.consumers.size() != 1) return std::nullopt;
@@ -170,10 +178,11 @@ std::optional<Fold> foldBefore(const Graph& g, NodeId n) {
 
 // Ops that only move data: a scalar scale commutes with them.
 bool layoutOp(const Graph& g, const Node& n) {
-  if (n.op != "Transpose" && n.op != "Reshape" && n.op != "Flatten" && n.op != "Squeeze" && n.op != "Unsqueeze")
+  if (n.op != "Transpose" && n.op != "Reshape" && n.op != "Flatten" && n.op != "Squeeze" &&
+      n.op != "Unsqueeze")
     return false;
-  return n.inputs.size() == 1 && n.outputs.size() == 1 && n.inputs[0] != kNoValue && n.outputs[0] != kNoValue &&
-         !g.value(n.inputs[0]).type.isSequence();
+  return n.inputs.size() == 1 && n.outputs.size() == 1 && n.inputs[0] != kNoValue &&
+         n.outputs[0] != kNoValue && !g.value(n.inputs[0]).type.isSequence();
 }
 
 // `n`, a scalar scale after a MatMul of two computed tensors, folded into
@@ -181,12 +190,14 @@ bool layoutOp(const Graph& g, const Node& n) {
 std::optional<Fold> foldThrough(const Graph& g, NodeId n, size_t side) {
   const Node& node = g.node(n);
   const auto slot = constSlot(g, node);
-  if (!slot || !isScale(node.op) || constantInput(g, node, *slot)->numElements() != 1) return std::nullopt;
+  if (!slot || !isScale(node.op) || constantInput(g, node, *slot)->numElements() != 1)
+    return std::nullopt;
   const ValueId scores = node.inputs[1 - *slot];
   const NodeId mm = g.value(scores).producer;
   if (mm == kNoNode || !soleReader(g, scores, n)) return std::nullopt;
   const Node& matmul = g.node(mm);
-  if (matmul.op != "MatMul" || matmul.inputs.size() != 2 || matmul.inputs[0] == matmul.inputs[1]) return std::nullopt;
+  if (matmul.op != "MatMul" || matmul.inputs.size() != 2 || matmul.inputs[0] == matmul.inputs[1])
+    return std::nullopt;
   for (ValueId v : matmul.inputs)
     if (v == kNoValue || g.value(v).isConstant()) return std::nullopt;
   Fold f;
@@ -259,9 +270,11 @@ class FoldScaleShift : public Substitution {
  public:
   std::string name() const override { return "fold-scale-shift"; }
   std::string describe() const override {
-    return "Op(x, W [, B]) [+ b] (*|/|+|-) c -> Op(x, W', B') [+ b'] with c folded in, and Op(x (*|/) s, W) -> "
-           "Op(x, W (*|/) s); Op is Conv, MatMul or Gemm with constant weights, c constant along the output "
-           "channels, s a scalar, the removed values read once";
+    return "Op(x, W [, B]) [+ b] (*|/|+|-) c -> Op(x, W', B') [+ b'] with c folded in; "
+           "Op(x (*|/) s, W) -> Op(x, W (*|/) s); MatMul(L(Op(x, W) [+ b]), k) (*|/) s -> "
+           "MatMul(L(Op(x, W (*|/) s) [+ b (*|/) s]), k) across layout ops L; Op is Conv, MatMul "
+           "or Gemm with constant weights, c constant along the output channels, s a scalar, "
+           "the values on the way read once";
   }
 
   std::vector<SubstitutionSite> find(const Graph& g) const override {
@@ -282,8 +295,8 @@ class FoldScaleShift : public Substitution {
     if (site.nodes.size() < 2) throw Error(site.toString() + ": expected 2 or more nodes");
     const NodeId first = siteNode(g, site, 0), last = siteNode(g, site, site.nodes.size() - 1);
     std::optional<Fold> f;
-    for (const std::optional<Fold>& c : {foldBefore(g, first), foldAfter(g, last), foldThrough(g, last, 0),
-                                         foldThrough(g, last, 1)})
+    for (const std::optional<Fold>& c : {foldBefore(g, first), foldAfter(g, last),
+                                         foldThrough(g, last, 0), foldThrough(g, last, 1)})
       if (c && siteOf(g, name(), *c) == site) f = c;
     if (!f) throw Error(site.toString() + ": the constant no longer folds there");
     const Node op = g.node(f->op);
@@ -325,7 +338,10 @@ class FoldScaleShift : public Substitution {
       } else if (f->info.hasBiasSlot) {
         const Tensor* b = constantInput(g, anchor, 2);
         if (anchor.op == "Conv") {
-          if (b || !isScale(op.op)) setInput(f->anchor, 2, compute(op.op, b ? *b : Tensor(v.elementType(), {f->info.width}), v), "/folded_bias");
+          if (b || !isScale(op.op)) {  // B (*|/|+|-) v, B = 0 when absent
+            const Tensor base = b ? *b : Tensor(v.elementType(), {f->info.width});
+            setInput(f->anchor, 2, compute(op.op, base, v), "/folded_bias");
+          }
         } else if (b && isScale(op.op)) {  // Gemm: beta * (C (*|/) v)
           setInput(f->anchor, 2, compute(op.op, *b, v), "/folded_bias");
         } else if (!isScale(op.op)) {  // Gemm: beta * C (+|-) v, with beta 1
@@ -348,8 +364,12 @@ class FoldScaleShift : public Substitution {
       if (f->through != kNoNode) effect.target.push_back(g.node(f->through).name);
       // The last kept node now produces the op's output (its name kept).
       const ValueId out = op.outputs[0];
-      g.mutableNode(f->through != kNoNode ? f->through : f->bias != kNoNode ? f->bias : f->anchor).outputs[0] = out;
-      g.mutableNode(f->op).outputs[0] = g.addValue(uniqueValueName(g, g.value(out).name + "/folded"), g.value(out).type);
+      g.mutableNode(f->through != kNoNode ? f->through
+                    : f->bias != kNoNode  ? f->bias
+                                          : f->anchor)
+          .outputs[0] = out;
+      g.mutableNode(f->op).outputs[0] =
+          g.addValue(uniqueValueName(g, g.value(out).name + "/folded"), g.value(out).type);
       effect.outputs.emplace_back(g.value(out).name, g.value(out).name);
     }
     std::vector<bool> dead(static_cast<size_t>(g.numNodes()), false);

@@ -7,9 +7,9 @@
 //   after an anchor (its output's only reader), c constant along the
 //   anchor's output channels (Conv: axis 1; MatMul, Gemm: the last axis):
 //
-//     Op(x, W [, B])  [ + b ]  (*|/) c     ->  Op(x, W (*|/) c [, B (*|/) c])  [ + b (*|/) c ]
-//     Op(x, W [, B])           (+|-) c     ->  Op(x, W, B (+|-) c)        (Conv, Gemm: B = 0 when absent)
-//     Op(x, W)        + b      (+|-) c     ->  Op(x, W) + (b (+|-) c)       (any anchor with a bias Add)
+//     Op(x, W [, B]) [+ b] (*|/) c  ->  Op(x, W (*|/) c [, B (*|/) c]) [+ b (*|/) c]
+//     Op(x, W [, B])       (+|-) c  ->  Op(x, W, B (+|-) c)    (Conv, Gemm: B = 0 if absent)
+//     Op(x, W) + b         (+|-) c  ->  Op(x, W) + (b (+|-) c) (any anchor with a bias Add)
 //
 //   before an anchor (its data input), s a constant scalar:
 //

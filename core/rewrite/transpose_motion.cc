@@ -15,7 +15,8 @@ namespace {
 bool plainTranspose(const Graph& g, NodeId n) {
   const Node& node = g.node(n);
   return node.op == "Transpose" && node.inputs.size() == 1 && node.outputs.size() == 1 &&
-         node.inputs[0] != kNoValue && node.outputs[0] != kNoValue && !g.value(node.inputs[0]).type.isSequence();
+         node.inputs[0] != kNoValue && node.outputs[0] != kNoValue &&
+         !g.value(node.inputs[0]).type.isSequence();
 }
 
 std::vector<int64_t> permOf(const Graph& g, const Node& n) {
@@ -38,7 +39,8 @@ std::vector<int64_t> inverse(const std::vector<int64_t>& p) {
 std::optional<size_t> movableElementwise(const Graph& g, NodeId n) {
   const Node& node = g.node(n);
   const OpSchema* schema = OpRegistry::instance().find(node.op);
-  if (!schema || node.outputs.size() != 1 || node.outputs[0] == kNoValue || node.inputs.empty()) return std::nullopt;
+  if (!schema || node.outputs.size() != 1 || node.outputs[0] == kNoValue || node.inputs.empty())
+    return std::nullopt;
   if (schema->kind != OpKind::ElemWise && schema->kind != OpKind::Broadcast) return std::nullopt;
   if (node.attrs.has("axis")) return std::nullopt;
   for (const auto& [name, attr] : node.attrs)
@@ -86,7 +88,8 @@ Tensor permuteConstant(const Tensor& c, size_t rank, const std::vector<int64_t>&
 // the original's name back, so that moving there and back gives the same graph.
 std::string permutedName(const Graph& g, const std::string& name) {
   const std::string suffix = "/permuted";
-  if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+  if (name.size() > suffix.size() &&
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
     return uniqueValueName(g, name.substr(0, name.size() - suffix.size()));
   return uniqueValueName(g, name + suffix);
 }
@@ -107,7 +110,8 @@ RewriteEffect swap(Graph& g, NodeId t, NodeId f, size_t data, bool down) {
   for (size_t i = 0; i < fn.inputs.size(); ++i) {
     if (i == data || fn.inputs[i] == kNoValue) continue;
     const Value& c = g.value(fn.inputs[i]);
-    if (c.constant->numElements() == 1 && c.type.rank() <= 1) continue;  // a scalar meets every layout
+    // A scalar meets every layout as it is.
+    if (c.constant->numElements() == 1 && c.type.rank() <= 1) continue;
     Tensor permuted = permuteConstant(*c.constant, rank, q);
     const std::string cname = permutedName(g, c.name);
     g.mutableNode(f).inputs[i] = g.addConstant(cname, std::move(permuted));
@@ -126,7 +130,7 @@ RewriteEffect swap(Graph& g, NodeId t, NodeId f, size_t data, bool down) {
     tn.inputs[0] = mid;
     tn.outputs[0] = y;
     g.mutableValue(mid).type = TensorType{fOut, xType.shape};
-  } else {     // x -> t -> mid -> f -> y
+  } else {  // x -> t -> mid -> f -> y
     tn.inputs[0] = x;
     tn.outputs[0] = mid;
     fm.inputs[data] = mid;
@@ -136,7 +140,8 @@ RewriteEffect swap(Graph& g, NodeId t, NodeId f, size_t data, bool down) {
   RewriteEffect effect;
   effect.target = {g.node(down ? f : t).name, g.node(down ? t : f).name};
   effect.outputs.emplace_back(g.value(y).name, g.value(y).name);
-  g.removeNodes(std::vector<bool>(static_cast<size_t>(g.numNodes()), false));  // drops unread constants
+  // Nothing dies but the constants no node reads any more.
+  g.removeNodes(std::vector<bool>(static_cast<size_t>(g.numNodes()), false));
   return effect;
 }
 
@@ -173,20 +178,24 @@ class SinkTranspose : public Substitution {
  public:
   std::string name() const override { return "sink-transpose"; }
   std::string describe() const override {
-    return "f(Transpose(x, p) [, c]) -> Transpose(f(x [, c permuted by p^-1]), p); f elementwise (one input, or a "
-           "broadcasting op with a constant c); the Transpose's output read by f only";
+    return "f(Transpose(x, p) [, c]) -> Transpose(f(x [, c permuted by p^-1]), p); f elementwise "
+           "(one input, or a broadcasting op with a constant c); the Transpose's output read by "
+           "f only";
   }
   std::vector<SubstitutionSite> find(const Graph& g) const override {
     std::vector<SubstitutionSite> sites;
     for (NodeId t = 0; t < g.numNodes(); ++t)
-      if (auto s = sinkSite(g, t)) sites.push_back({name(), {g.node(t).name, g.node(s->first).name}});
+      if (auto s = sinkSite(g, t))
+        sites.push_back({name(), {g.node(t).name, g.node(s->first).name}});
     return sites;
   }
   RewriteEffect apply(Graph& g, const SubstitutionSite& site) const override {
-    if (site.nodes.size() != 2) throw Error(site.toString() + ": expected a Transpose and an elementwise op");
+    if (site.nodes.size() != 2)
+      throw Error(site.toString() + ": expected a Transpose and an elementwise op");
     const NodeId t = siteNode(g, site, 0), f = siteNode(g, site, 1);
     const auto s = sinkSite(g, t);
-    if (!s || s->first != f) throw Error(site.toString() + ": the Transpose no longer sinks across that op");
+    if (!s || s->first != f)
+      throw Error(site.toString() + ": the Transpose no longer sinks across that op");
     return swap(g, t, f, s->second, true);
   }
 };
@@ -195,20 +204,24 @@ class HoistTranspose : public Substitution {
  public:
   std::string name() const override { return "hoist-transpose"; }
   std::string describe() const override {
-    return "Transpose(f(x [, c]), p) -> f(Transpose(x, p) [, c permuted by p]); f elementwise (one input, or a "
-           "broadcasting op with a constant c); f's output read by the Transpose only";
+    return "Transpose(f(x [, c]), p) -> f(Transpose(x, p) [, c permuted by p]); f elementwise "
+           "(one input, or a broadcasting op with a constant c); f's output read by the "
+           "Transpose only";
   }
   std::vector<SubstitutionSite> find(const Graph& g) const override {
     std::vector<SubstitutionSite> sites;
     for (NodeId t = 0; t < g.numNodes(); ++t)
-      if (auto s = hoistSite(g, t)) sites.push_back({name(), {g.node(s->first).name, g.node(t).name}});
+      if (auto s = hoistSite(g, t))
+        sites.push_back({name(), {g.node(s->first).name, g.node(t).name}});
     return sites;
   }
   RewriteEffect apply(Graph& g, const SubstitutionSite& site) const override {
-    if (site.nodes.size() != 2) throw Error(site.toString() + ": expected an elementwise op and a Transpose");
+    if (site.nodes.size() != 2)
+      throw Error(site.toString() + ": expected an elementwise op and a Transpose");
     const NodeId f = siteNode(g, site, 0), t = siteNode(g, site, 1);
     const auto s = hoistSite(g, t);
-    if (!s || s->first != f) throw Error(site.toString() + ": the Transpose no longer hoists across that op");
+    if (!s || s->first != f)
+      throw Error(site.toString() + ": the Transpose no longer hoists across that op");
     return swap(g, t, f, s->second, false);
   }
 };

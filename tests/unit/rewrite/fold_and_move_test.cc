@@ -148,7 +148,8 @@ TEST(FoldScaleShift, GemmKeepsAlphaAndBeta) {
     const ValueId x = b.input({3, 6});
     std::vector<ValueId> in = {x, b.constant({5, 6})};
     if (withC) in.push_back(b.constant({1, 5}));
-    const ValueId y = b.op("Gemm", in, attrs({{"transB", int64_t{1}}, {"alpha", 0.5f}, {"beta", 2.0f}}));
+    const ValueId y =
+        b.op("Gemm", in, attrs({{"transB", int64_t{1}}, {"alpha", 0.5f}, {"beta", 2.0f}}));
     const ValueId m = b.op("Div", {y, b.constant({5}, 1.0f, 2.0f)});
     b.finish(b.op("Relu", {b.op("Add", {m, b.constant({1, 5})})}));
     const Graph& g = b.graph();
@@ -167,7 +168,8 @@ TEST(FoldScaleShift, ScalarScaleBeforeAnAnchor) {
   const ValueId y = b.op("MatMul", {q, b.constant({32, 8})});
   const ValueId img = b.input({1, 2, 4, 4});
   const ValueId d = b.op("Div", {img, b.constant({1}, 2.0f, 3.0f)});
-  const ValueId c = b.op("Conv", {d, b.constant({3, 2, 3, 3}), b.constant({3})}, kPad1);  // zero pads scale too
+  const ValueId c =
+      b.op("Conv", {d, b.constant({3, 2, 3, 3}), b.constant({3})}, kPad1);  // zero pads scale too
   b.graph().markOutput(c);
   b.finish(y);
   const Graph& g = b.graph();
@@ -188,7 +190,8 @@ TEST(FoldScaleShift, AttentionScaleGoesIntoTheQueryProjection) {
     const ValueId r = b.op("Reshape", {v}, attrs({{"shape", Ints{1, 8, 2, 8}}}));
     return b.op("Transpose", {r}, attrs({{"perm", perm}}));
   };
-  const ValueId q = heads(b.op("Add", {b.op("MatMul", {x, b.constant({16, 16})}), b.constant({16})}), {0, 2, 1, 3});
+  const ValueId q = heads(
+      b.op("Add", {b.op("MatMul", {x, b.constant({16, 16})}), b.constant({16})}), {0, 2, 1, 3});
   const ValueId k = heads(b.op("MatMul", {x, b.constant({16, 16})}), {0, 2, 3, 1});
   const ValueId scores = b.op("MatMul", {q, k});
   const ValueId scaled = b.op("Div", {scores, b.scalar(2.8284f)});
@@ -205,7 +208,8 @@ TEST(FoldScaleShift, AttentionScaleGoesIntoTheQueryProjection) {
   GraphBuilder b2;
   const ValueId x2 = b2.input({1, 8, 16});
   const ValueId p = b2.op("MatMul", {x2, b2.constant({16, 16})});
-  const ValueId kk = b2.op("Transpose", {b2.op("MatMul", {x2, b2.constant({16, 16})})}, attrs({{"perm", Ints{0, 2, 1}}}));
+  const ValueId kk = b2.op("Transpose", {b2.op("MatMul", {x2, b2.constant({16, 16})})},
+                           attrs({{"perm", Ints{0, 2, 1}}}));
   const ValueId s2 = b2.op("Mul", {b2.op("MatMul", {p, kk}), b2.scalar(0.5f)});
   b2.graph().markOutput(p);
   b2.finish(s2);
@@ -246,7 +250,8 @@ TEST(FoldScaleShift, RefusesWhereTheConditionDoesNotHold) {
   const ValueId y9 = b.op("MatMul", {m8, b.constant({8, 8})});
   b.graph().markOutput(y9);
   b.finish(b.op("Mul", {y9, b.constant({8})}));
-  EXPECT_TRUE(sitesOf(b.graph(), "fold-scale-shift").empty()) << sitesOf(b.graph(), "fold-scale-shift")[0].toString();
+  EXPECT_TRUE(sitesOf(b.graph(), "fold-scale-shift").empty())
+      << sitesOf(b.graph(), "fold-scale-shift")[0].toString();
 }
 
 // ---- sink-transpose / hoist-transpose ---------------------------------------
@@ -360,7 +365,8 @@ TEST(UnmergeSplit, UndoesMergeSiblings) {
   const ValueId x = b.input({1, 16, 32});
   std::vector<ValueId> ys;
   for (int i = 0; i < 3; ++i)
-    ys.push_back(b.op("Relu", {b.op("Add", {b.op("MatMul", {x, b.constant({32, 8 + 4 * i})}), b.constant({8 + 4 * i})})}));
+    ys.push_back(b.op("Relu", {b.op("Add", {b.op("MatMul", {x, b.constant({32, 8 + 4 * i})}),
+                                            b.constant({8 + 4 * i})})}));
   b.graph().markOutput(ys[2]);
   b.finish(b.op("Concat", {ys[0], ys[1]}, attrs({{"axis", int64_t{2}}})));
   const Graph& g = b.graph();
@@ -385,8 +391,10 @@ TEST(UnmergeSplit, ConvsAndGemmsSharingABroadcastBias) {
   const ValueId c = b.op("Conv", {x, b.constant({6, 3, 3, 3}), b.constant({6})}, kPad1);
   b.op("Split", {b.op("Sigmoid", {c})}, attrs({{"axis", int64_t{-3}}, {"split", Ints{2, 4}}}), 2);
   const std::vector<ValueId> parts = b.graph().nodes().back().outputs;
-  const ValueId f = b.op("Reshape", {b.op("Mul", {parts[0], parts[0]})}, attrs({{"shape", Ints{1, 72}}}));
-  const ValueId gm = b.op("Gemm", {f, b.constant({10, 72}), b.scalar(0.5f)}, attrs({{"transB", int64_t{1}}}));
+  const ValueId f =
+      b.op("Reshape", {b.op("Mul", {parts[0], parts[0]})}, attrs({{"shape", Ints{1, 72}}}));
+  const ValueId gm =
+      b.op("Gemm", {f, b.constant({10, 72}), b.scalar(0.5f)}, attrs({{"transB", int64_t{1}}}));
   b.op("Split", {gm}, attrs({{"axis", int64_t{1}}, {"split", Ints{3, 3, 4}}}), 3);
   const std::vector<ValueId> pieces = b.graph().nodes().back().outputs;
   b.graph().markOutput(parts[1]);
@@ -416,25 +424,34 @@ TEST(UnmergeSplit, RefusesWhereTheConditionDoesNotHold) {
   b.op("Split", {y2}, attrs({{"axis", int64_t{2}}, {"split", Ints{3, 3}}}), 2);
   const std::vector<ValueId> c = b.graph().nodes().back().outputs;
   const ValueId r2 = b.op("Relu", {y2});
-  const ValueId y3 = b.op("MatMul", {b.op("Add", {b.op("Add", {c[0], c[1]}), b.op("Slice", {r2}, attrs({{"starts", Ints{0}}, {"ends", Ints{3}}, {"axes", Ints{2}}}))}), b.input({3, 4})});
+  const ValueId y3 =
+      b.op("MatMul",
+           {b.op("Add", {b.op("Add", {c[0], c[1]}),
+                         b.op("Slice", {r2},
+                              attrs({{"starts", Ints{0}}, {"ends", Ints{3}}, {"axes", Ints{2}}}))}),
+            b.input({3, 4})});
   b.op("Split", {y3}, attrs({{"axis", int64_t{2}}, {"split", Ints{2, 2}}}), 2);
   const std::vector<ValueId> d = b.graph().nodes().back().outputs;
   b.finish(b.op("Add", {d[0], d[1]}));
-  EXPECT_TRUE(sitesOf(b.graph(), "unmerge-split").empty()) << sitesOf(b.graph(), "unmerge-split")[0].toString();
+  EXPECT_TRUE(sitesOf(b.graph(), "unmerge-split").empty())
+      << sitesOf(b.graph(), "unmerge-split")[0].toString();
 }
 
 // ---- the property: every site, zoo and random graphs -------------------------
 
-const char* const kRules[] = {"fold-scale-shift", "sink-transpose", "hoist-transpose", "unmerge-split"};
+const char* const kRules[] = {"fold-scale-shift", "sink-transpose", "hoist-transpose",
+                              "unmerge-split"};
 
 TEST(FoldAndMoveProperty, ZooModelsKeepTheirOutputsAtEverySite) {
   std::map<std::string, int> applied;
   for (const char* model :
        {"resnet50_small", "resnet50_small_opset9", "resnext50_32x4d_small", "mobilenet_v2_small",
         "inception_v3_small", "r3d_18_small", "dcgan_small", "bert_small", "bert_small_opset13",
-        "mobilenet_v3_large_small", "efficientnet_b0_small", "shufflenet_v2_small", "regnet_y_400mf_small",
-        "convnext_tiny_small", "vit_b_16_small", "deeplabv3_mobilenet_v3_small", "gpt2_small"}) {
-    const Graph g = importOnnx(std::string(COLLAGE_SOURCE_DIR) + "/resources/models/" + model + ".onnx");
+        "mobilenet_v3_large_small", "efficientnet_b0_small", "shufflenet_v2_small",
+        "regnet_y_400mf_small", "convnext_tiny_small", "vit_b_16_small",
+        "deeplabv3_mobilenet_v3_small", "gpt2_small"}) {
+    const Graph g =
+        importOnnx(std::string(COLLAGE_SOURCE_DIR) + "/resources/models/" + model + ".onnx");
     for (const char* rule : kRules) {
       SCOPED_TRACE(std::string(model) + ", " + rule);
       const int before = applied[rule];
@@ -442,7 +459,8 @@ TEST(FoldAndMoveProperty, ZooModelsKeepTheirOutputsAtEverySite) {
       if (applied[rule] > before) expectSameOutputs(g, after);
     }
   }
-  for (const char* rule : kRules) EXPECT_GT(applied[rule], 0) << rule << " applied nowhere in the zoo";
+  for (const char* rule : kRules)
+    EXPECT_GT(applied[rule], 0) << rule << " applied nowhere in the zoo";
 }
 
 // Anchors with constant scales and shifts around them, Transposes between
@@ -489,7 +507,8 @@ Graph randomGraph(uint64_t seed) {
             t = b.op(unary[pick(5)], {t});
           } else {  // a constant broadcast along some of the axes
             Shape cs;
-            for (size_t i = static_cast<size_t>(pick(4)); i < 4; ++i) cs.push_back(pick(2) ? ts[i] : 1);
+            for (size_t i = static_cast<size_t>(pick(4)); i < 4; ++i)
+              cs.push_back(pick(2) ? ts[i] : 1);
             t = b.op(binary[pick(4)], {t, b.constant(cs, 0.5f, 1.5f)});
           }
         }
@@ -502,9 +521,12 @@ Graph randomGraph(uint64_t seed) {
                          : b.op("MatMul", {x, b.constant({6, 6})});
         if (!conv && pick(2)) y = b.op("Add", {y, b.constant(pick(2) ? Shape{6} : Shape{5, 1})});
         if (pick(2)) y = b.op(unary[pick(5)], {y});
-        b.op("Split", {y}, attrs({{"axis", int64_t{conv ? 1 : 3}}, {"split", conv ? Ints{1, 3} : Ints{2, 4}}}), 2);
+        b.op("Split", {y},
+             attrs({{"axis", int64_t{conv ? 1 : 3}}, {"split", conv ? Ints{1, 3} : Ints{2, 4}}}),
+             2);
         const std::vector<ValueId> parts = b.graph().nodes().back().outputs;
-        x = b.op("Concat", {b.op("Relu", {parts[1]}), parts[0]}, attrs({{"axis", int64_t{conv ? 1 : 3}}}));
+        x = b.op("Concat", {b.op("Relu", {parts[1]}), parts[0]},
+                 attrs({{"axis", int64_t{conv ? 1 : 3}}}));
         break;
       }
       default:
