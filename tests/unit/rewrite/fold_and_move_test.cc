@@ -463,6 +463,21 @@ TEST(FoldAndMoveProperty, ZooModelsKeepTheirOutputsAtEverySite) {
     EXPECT_GT(applied[rule], 0) << rule << " applied nowhere in the zoo";
 }
 
+// A packed projection cut back into pieces lets attention's scale fold into
+// the query's piece (two rules composing on a model that comes merged).
+TEST(FoldAndMoveProperty, UnmergeThenFoldOnGpt2) {
+  const Graph g =
+      importOnnx(std::string(COLLAGE_SOURCE_DIR) + "/resources/models/gpt2_small.onnx");
+  EXPECT_TRUE(sitesOf(g, "fold-scale-shift").empty());
+  int applied = 0;
+  const Graph unmerged = applyRuleEverywhere(g, "unmerge-split", &applied);
+  EXPECT_EQ(applied, 2);  // one per layer
+  applied = 0;
+  const Graph folded = applyRuleEverywhere(unmerged, "fold-scale-shift", &applied);
+  EXPECT_EQ(applied, 2);  // the scale of each layer
+  expectSameOutputs(g, folded);
+}
+
 // Anchors with constant scales and shifts around them, Transposes between
 // elementwise ops with constants of every broadcastable shape.
 Graph randomGraph(uint64_t seed) {
