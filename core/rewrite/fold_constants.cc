@@ -29,7 +29,7 @@ bool isScale(const std::string& op) { return op == "Mul" || op == "Div"; }
 // it may sit there (right of Sub and Div, either side of Mul and Add).
 std::optional<size_t> constSlot(const Graph& g, const Node& n) {
   if (!isScaleOrShift(n.op) || n.inputs.size() != 2 || n.outputs.size() != 1 ||
-      n.outputs[0] == kNoValue)
+      n.outputs[0] == kNoValue || n.inputs[0] == kNoValue || n.inputs[1] == kNoValue)
     return std::nullopt;
   const bool c0 = constantInput(g, n, 0) != nullptr, c1 = constantInput(g, n, 1) != nullptr;
   if (c0 == c1) return std::nullopt;

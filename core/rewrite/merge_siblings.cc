@@ -438,7 +438,7 @@ std::optional<Merged> mergedBefore(const Graph& g, NodeId s) {
       if (g.value(node.outputs[0]).type != g.value(node.inputs[1 - other]).type) return std::nullopt;
       chain.insert(chain.begin(), p);
       v = node.inputs[1 - other];
-    } else if (unaryFollower(g, node.inputs.empty() ? kNoValue : node.inputs[0]) == p) {
+    } else if (!node.inputs.empty() && node.inputs[0] != kNoValue && unaryFollower(g, node.inputs[0]) == p) {
       chain.insert(chain.begin(), p);
       v = node.inputs[0];
     } else {

@@ -432,6 +432,12 @@ TEST(UnmergeSplit, RefusesWhereTheConditionDoesNotHold) {
             b.input({3, 4})});
   b.op("Split", {y3}, attrs({{"axis", int64_t{2}}, {"split", Ints{2, 2}}}), 2);
   const std::vector<ValueId> d = b.graph().nodes().back().outputs;
+  // A producer with no inputs at all.
+  const ValueId r = b.op("RandomNormal", {}, attrs({{"shape", Ints{1, 4, 2}}}));
+  b.op("Split", {r}, attrs({{"axis", int64_t{2}}, {"split", Ints{1, 1}}}), 2);
+  const std::vector<ValueId> e = b.graph().nodes().back().outputs;
+  b.graph().markOutput(e[0]);
+  b.graph().markOutput(e[1]);
   b.finish(b.op("Add", {d[0], d[1]}));
   EXPECT_TRUE(sitesOf(b.graph(), "unmerge-split").empty())
       << sitesOf(b.graph(), "unmerge-split")[0].toString();
@@ -466,8 +472,7 @@ TEST(FoldAndMoveProperty, ZooModelsKeepTheirOutputsAtEverySite) {
 // A packed projection cut back into pieces lets attention's scale fold into
 // the query's piece (two rules composing on a model that comes merged).
 TEST(FoldAndMoveProperty, UnmergeThenFoldOnGpt2) {
-  const Graph g =
-      importOnnx(std::string(COLLAGE_SOURCE_DIR) + "/resources/models/gpt2_small.onnx");
+  const Graph g = importOnnx(std::string(COLLAGE_SOURCE_DIR) + "/resources/models/gpt2_small.onnx");
   EXPECT_TRUE(sitesOf(g, "fold-scale-shift").empty());
   int applied = 0;
   const Graph unmerged = applyRuleEverywhere(g, "unmerge-split", &applied);
