@@ -122,11 +122,28 @@ NodeId biasAddAfter(const Graph& g, NodeId anchor, const Anchor& a) {
 }
 
 // `n` folded into the anchor before it (directly, or through a bias Add).
+// An inference BatchNormalization with constant parameters: y * a + b per
+// channel (axis 1), a = scale / sqrt(var + eps), b = B - mean * a.
+bool constantBatchNorm(const Graph& g, const Node& n) {
+  if (n.op != "BatchNormalization" || n.inputs.size() != 5 || n.outputs.empty() ||
+      n.outputs[0] == kNoValue || n.inputs[0] == kNoValue)
+    return false;
+  for (size_t i = 1; i < n.outputs.size(); ++i)
+    if (n.outputs[i] != kNoValue) return false;
+  if (n.attrs.getInt("training_mode", 0) != 0) return false;
+  for (size_t i = 1; i < 5; ++i)
+    if (!constantInput(g, n, i)) return false;
+  const TensorType& x = g.value(n.inputs[0]).type;
+  return !x.isSequence() && isFloatingPoint(x.elementType) && x.rank() >= 2 &&
+         g.value(n.outputs[0]).type == x;
+}
+
 std::optional<Fold> foldAfter(const Graph& g, NodeId n) {
   const Node& node = g.node(n);
-  const auto slot = constSlot(g, node);
+  const bool bn = constantBatchNorm(g, node);
+  const auto slot = bn ? std::optional<size_t>(0) : constSlot(g, node);
   if (!slot) return std::nullopt;
-  const ValueId in = node.inputs[1 - *slot];
+  const ValueId in = bn ? node.inputs[0] : node.inputs[1 - *slot];
   NodeId p = g.value(in).producer;
   if (p == kNoNode || !soleReader(g, in, n)) return std::nullopt;
   Fold f;
@@ -147,6 +164,7 @@ std::optional<Fold> foldAfter(const Graph& g, NodeId n) {
   }
   f.anchor = p;
   f.info = *a;
+  if (bn) return f.info.axis == 1 ? std::optional<Fold>(f) : std::nullopt;  // normalises axis 1
   if (!alongChannels(*constantInput(g, node, f.slot), g.value(node.outputs[0]).type, f.info))
     return std::nullopt;
   return f;
@@ -248,6 +266,15 @@ SubstitutionSite siteOf(const Graph& g, const std::string& rule, const Fold& f) 
   return s;
 }
 
+// A scalar of `type` holding `value`.
+Tensor scalarLike(float value, ElementType type) {
+  Tensor t = Tensor::scalarFloat(value);
+  if (type == ElementType::Float32) return t;
+  Node cast{"fold-scale-shift/Cast", "Cast", {}, {0}, {1}};
+  cast.attrs.set("to", int64_t{elementTypeToOnnx(type)});
+  return evaluateNode(cast, {&t}).at(0);
+}
+
 Tensor compute(const std::string& op, const Tensor& a, const Tensor& b) {
   Node n{"fold-scale-shift/" + op, op, {}, {0, 1}, {2}};
   return evaluateNode(n, {&a, &b}).at(0);
@@ -300,7 +327,6 @@ class FoldScaleShift : public Substitution {
       if (c && siteOf(g, name(), *c) == site) f = c;
     if (!f) throw Error(site.toString() + ": the constant no longer folds there");
     const Node op = g.node(f->op);
-    const Tensor& c = *constantInput(g, op, f->slot);
     const Node anchor = g.node(f->anchor);
     const bool transB = anchor.op == "Gemm" && anchor.attrs.getInt("transB", 0) != 0;
     auto setInput = [&](NodeId n, size_t i, Tensor t, const std::string& suffix) {
@@ -313,50 +339,66 @@ class FoldScaleShift : public Substitution {
     effect.removed = {op.name};
     effect.target = {anchor.name};
     if (f->before) {
+      const Tensor& c = *constantInput(g, op, f->slot);
       const Tensor& w = *constantInput(g, anchor, 1);
       setInput(f->anchor, 1, compute(op.op, w, c.reshaped({})), "/folded_weight");
       g.mutableNode(f->anchor).inputs[0] = op.inputs[1 - f->slot];
       const std::string y = g.value(anchor.outputs[0]).name;
       effect.outputs.emplace_back(y, y);
     } else {
-      const Tensor v = channelVector(c, f->info.width);
-      if (isScale(op.op)) {
+      // What the op does to each channel: `op v` for Mul, Div, Add, Sub;
+      // `* a + b` for a BatchNormalization.
+      const bool bn = op.op == "BatchNormalization";
+      const int64_t width = f->info.width;
+      const ElementType type = g.value(op.outputs[0]).type.elementType;
+      Tensor v, a, b;
+      if (bn) {
+        const Tensor eps =
+            scalarLike(op.attrs.getFloat("epsilon", 1e-5f), constantInput(g, op, 4)->elementType());
+        const Tensor varEps = compute("Add", *constantInput(g, op, 4), eps);
+        const Node sqrt{"fold-scale-shift/Sqrt", "Sqrt", {}, {0}, {1}};
+        const Tensor sd = evaluateNode(sqrt, {&varEps}).at(0);
+        a = compute("Div", *constantInput(g, op, 1), sd);
+        b = compute("Sub", *constantInput(g, op, 2), compute("Mul", *constantInput(g, op, 3), a));
+      } else {
+        v = channelVector(*constantInput(g, op, f->slot), width);
+      }
+      const bool scales = bn || isScale(op.op), shifts = bn || !isScale(op.op);
+      auto onWeight = [&](const Tensor& w, const Tensor& along) {
+        return bn ? compute("Mul", w, along) : compute(op.op, w, along);
+      };
+      auto onBias = [&](const Tensor& bias) {
+        return bn ? compute("Add", compute("Mul", bias, a), b) : compute(op.op, bias, v);
+      };
+      if (scales) {
         const Tensor& w = *constantInput(g, anchor, 1);
-        const Tensor vw = anchor.op == "Conv" ? along(v, w.rank(), 0) : transB ? along(v, 2, 0) : v;
-        setInput(f->anchor, 1, compute(op.op, w, vw), "/folded_weight");
+        const Tensor& sv = bn ? a : v;
+        const Tensor vw = anchor.op == "Conv" ? along(sv, w.rank(), 0)
+                          : transB            ? along(sv, 2, 0)
+                                              : sv;
+        setInput(f->anchor, 1, onWeight(w, vw), "/folded_weight");
       }
       if (f->bias != kNoNode) {
         const Node& add = g.node(f->bias);
         const size_t bslot = constantInput(g, add, 0) ? 0 : 1;
-        const Tensor& b = *constantInput(g, add, bslot);
         const int64_t rank = g.value(add.outputs[0]).type.rank();
-        const Tensor nb = compute(op.op, channelVector(b, f->info.width), v);
+        const Tensor nb = onBias(channelVector(*constantInput(g, add, bslot), width));
         setInput(f->bias, bslot, along(nb, rank - f->info.axis, 0), "/folded_bias");
         effect.target.push_back(add.name);
       } else if (f->through != kNoNode && !isScale(op.op)) {
         throw Error(site.toString() + ": only a scale crosses a MatMul");
       } else if (f->info.hasBiasSlot) {
-        const Tensor* b = constantInput(g, anchor, 2);
-        if (anchor.op == "Conv") {
-          if (b || !isScale(op.op)) {  // B (*|/|+|-) v, B = 0 when absent
-            const Tensor base = b ? *b : Tensor(v.elementType(), {f->info.width});
-            setInput(f->anchor, 2, compute(op.op, base, v), "/folded_bias");
-          }
-        } else if (b && isScale(op.op)) {  // Gemm: beta * (C (*|/) v)
-          setInput(f->anchor, 2, compute(op.op, *b, v), "/folded_bias");
-        } else if (!isScale(op.op)) {  // Gemm: beta * C (+|-) v, with beta 1
-          Tensor base(v.elementType(), {f->info.width});
-          if (b) {
+        const Tensor* bias = constantInput(g, anchor, 2);
+        if (anchor.op == "Conv" && (bias || shifts)) {  // B = 0 when absent
+          setInput(f->anchor, 2, onBias(bias ? *bias : Tensor(type, {width})), "/folded_bias");
+        } else if (anchor.op == "Gemm" && (bias || shifts)) {  // beta * C, then beta 1
+          Tensor base(type, {width});
+          if (bias) {
             const float beta = anchor.attrs.getFloat("beta", 1.0f);
-            Tensor betaT = Tensor::scalarFloat(beta);
-            if (v.elementType() != ElementType::Float32) {
-              Node cast{"fold-scale-shift/Cast", "Cast", {}, {0}, {1}};
-              cast.attrs.set("to", int64_t{elementTypeToOnnx(v.elementType())});
-              betaT = evaluateNode(cast, {&betaT}).at(0);
-            }
-            base = compute("Add", base, compute("Mul", *b, betaT));
+            base =
+                compute("Add", base, compute("Mul", *bias, scalarLike(beta, base.elementType())));
           }
-          setInput(f->anchor, 2, compute(op.op, base, v), "/folded_bias");
+          setInput(f->anchor, 2, onBias(base), "/folded_bias");
           g.mutableNode(f->anchor).attrs.set("beta", 1.0f);
         }
       }

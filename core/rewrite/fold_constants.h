@@ -1,8 +1,9 @@
 // fold-scale-shift: a constant scale or shift next to an anchor becomes
 // part of the anchor's weights, so one kernel less runs (and a backend that
 // fuses the anchor with what follows sees one op less between them). The
-// importer keeps BatchNormalization as an op and folds no arithmetic into
-// weights; this rule reaches what is left as plain Mul, Div, Add and Sub:
+// importer folds no arithmetic into weights, BatchNormalization included
+// (it stays an op); this rule folds Mul, Div, Add, Sub and an inference
+// BatchNormalization (y * a + b per channel, its four inputs constant):
 //
 //   after an anchor (its output's only reader), c constant along the
 //   anchor's output channels (Conv: axis 1; MatMul, Gemm: the last axis):
@@ -10,6 +11,7 @@
 //     Op(x, W [, B]) [+ b] (*|/) c  ->  Op(x, W (*|/) c [, B (*|/) c]) [+ b (*|/) c]
 //     Op(x, W [, B])       (+|-) c  ->  Op(x, W, B (+|-) c)    (Conv, Gemm: B = 0 if absent)
 //     Op(x, W) + b         (+|-) c  ->  Op(x, W) + (b (+|-) c) (any anchor with a bias Add)
+//     BatchNormalization(Op(x, W [, B]) [+ b])  ->  both at once, where the channels are axis 1
 //
 //   before an anchor (its data input), s a constant scalar:
 //

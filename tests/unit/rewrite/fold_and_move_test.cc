@@ -220,6 +220,36 @@ TEST(FoldScaleShift, AttentionScaleGoesIntoTheQueryProjection) {
   expectSameOutputs(b2.graph(), applyOne(b2.graph(), sites2[0]));
 }
 
+// The importer keeps BatchNormalization as an op: it folds like a scale
+// and a shift together.
+TEST(FoldScaleShift, BatchNormalizationFoldsIntoAConvOrAGemm) {
+  GraphBuilder b;
+  const ValueId x = b.input({1, 3, 5, 5});
+  auto bn = [&](ValueId y, int64_t c) {
+    return b.op("BatchNormalization",
+                {y, b.constant({c}, 0.5f, 1.5f), b.constant({c}), b.constant({c}),
+                 b.constant({c}, 0.5f, 2.0f)},
+                attrs({{"epsilon", 1e-3f}}));
+  };
+  const ValueId y1 = bn(b.op("Conv", {x, b.constant({4, 3, 3, 3})}, kPad1), 4);  // no bias
+  const ValueId y2 = bn(b.op("Conv", {y1, b.constant({4, 4, 1, 1}), b.constant({4})}), 4);
+  const ValueId f = b.op("Flatten", {b.op("Relu", {y2})}, attrs({{"axis", int64_t{1}}}));
+  const ValueId y3 =
+      bn(b.op("Gemm", {f, b.constant({100, 6}), b.constant({6})}, attrs({{"beta", 0.5f}})), 6);
+  // A MatMul of rank 3: its channels are the last axis, not the normalised one.
+  const ValueId y4 = b.op(
+      "MatMul", {b.op("Reshape", {y3}, attrs({{"shape", Ints{1, 2, 3}}})), b.constant({3, 3})});
+  b.finish(bn(y4, 2));
+  const Graph& g = b.graph();
+  const auto sites = sitesOf(g, "fold-scale-shift");
+  ASSERT_EQ(sites.size(), 3u);
+  int applied = 0;
+  const Graph after = applyRuleEverywhere(g, "fold-scale-shift", &applied);
+  EXPECT_EQ(applied, 3);
+  EXPECT_EQ(countOp(after, "BatchNormalization"), 1);
+  expectSameOutputs(g, after);
+}
+
 TEST(FoldScaleShift, RefusesWhereTheConditionDoesNotHold) {
   GraphBuilder b;
   const ValueId x = b.input({1, 4, 6, 6});
@@ -501,6 +531,9 @@ Graph randomGraph(uint64_t seed) {
         std::vector<ValueId> in = {x, b.constant({4, 4, 1, 1})};
         if (bias) in.push_back(b.constant({4}));
         x = b.op("Conv", in);
+        if (pick(3) == 0)
+          x = b.op("BatchNormalization", {x, b.constant({4}, 0.5f, 1.5f), b.constant({4}),
+                                          b.constant({4}), b.constant({4}, 0.5f, 2.0f)});
         for (int k = pick(3); k > 0; --k) {
           const Shape shapes[] = {{4, 1, 1}, {1, 4, 1, 1}, {}, {1}};
           const Shape s = shapes[pick(4)];
