@@ -388,6 +388,26 @@ TEST(SinkTranspose, BringsALayerScaleNextToItsMatMul) {
   expectSameOutputs(g, folded);
 }
 
+// In the search: sinking costs nothing alone (the same kernels), and then
+// the Transposes collapse: a relaxed step the search takes.
+TEST(SinkTranspose, TheSearchSinksThenCollapses) {
+  GraphBuilder b;
+  const ValueId x = b.input({2, 3, 4});
+  const ValueId t = b.op("Transpose", {x}, attrs({{"perm", Ints{1, 2, 0}}}));
+  const ValueId r = b.op("Sigmoid", {b.op("Mul", {t, b.constant({4, 1})})});
+  const ValueId u = b.op("Transpose", {r}, attrs({{"perm", Ints{2, 0, 1}}}));
+  b.finish(b.op("Softmax", {u}, attrs({{"axis", int64_t{-1}}})));
+  const Graph& g = b.graph();
+  const GraphCostFn cost = [](const Graph& gr, const std::vector<SubstitutionSite>&) {
+    return Cost(100.0 * gr.numNodes());
+  };
+  const auto r1 = searchSubstitutions(g, cost, {});
+  EXPECT_EQ(r1.bestCost, Cost(300.0)) << describeSubstitutions(r1);  // Mul, Sigmoid, Softmax
+  EXPECT_EQ(countOp(r1.graph, "Transpose"), 0) << describeSubstitutions(r1);
+  expectSameOutputs(g, r1.graph);
+  EXPECT_EQ(canonicalGraphKey(replaySubstitutions(g, r1.applied)), canonicalGraphKey(r1.graph));
+}
+
 // ---- unmerge-split ----------------------------------------------------------
 
 TEST(UnmergeSplit, UndoesMergeSiblings) {
