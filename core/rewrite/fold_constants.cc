@@ -297,11 +297,9 @@ class FoldScaleShift : public Substitution {
  public:
   std::string name() const override { return "fold-scale-shift"; }
   std::string describe() const override {
-    return "Op(x, W [, B]) [+ b] (*|/|+|-) c -> Op(x, W', B') [+ b'] with c folded in; "
-           "Op(x (*|/) s, W) -> Op(x, W (*|/) s); MatMul(L(Op(x, W) [+ b]), k) (*|/) s -> "
-           "MatMul(L(Op(x, W (*|/) s) [+ b (*|/) s]), k) across layout ops L; Op is Conv, MatMul "
-           "or Gemm with constant weights, c constant along the output channels, s a scalar, "
-           "the values on the way read once";
+    return "f(Op(x, W [, B]) [+ b]) -> Op(x, W', B') [+ b'], f a constant per-channel Mul, Div, "
+           "Add, Sub or BatchNormalization; Op(x * s, W) -> Op(x, W * s), s a scalar, also across "
+           "a MatMul and layout ops; Op is Conv, MatMul or Gemm with constant weights";
   }
 
   std::vector<SubstitutionSite> find(const Graph& g) const override {
