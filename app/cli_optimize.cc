@@ -119,7 +119,7 @@ Action addOptimizeCommand(CLI::App& app) {
       ->check(CLI::Range(1.0, 10.0));
   command->add_option("--substitute", options->substitute,
                       "apply this substitution rule wherever it holds, whatever it costs (each site still "
-                      "checked equivalent); implies --substitutions (repeatable)")
+                      "checked equivalent); implies --substitutions (repeatable; \"all\": every rule)")
       ->delimiter(',');
   command->add_option("--substitution-budget", options->substitutionBudget,
                       "time budget of the substitution search (default 30s)");
@@ -152,6 +152,16 @@ Action addOptimizeCommand(CLI::App& app) {
     for (const auto& f : options->forbids)
       job.constraints.forbids.push_back(PlacementConstraints::parseForbid(f));
     job.graphLevel = !options->opLevel;
+    // "all": every rule this build knows, in its fixed order.
+    std::vector<std::string> forced;
+    for (const std::string& rule : options->substitute) {
+      if (rule != "all") {
+        forced.push_back(rule);
+        continue;
+      }
+      for (const auto& r : standardSubstitutions()) forced.push_back(r->name());
+    }
+    options->substitute = forced;
     for (const std::string& rule : options->substitute)
       if (!findSubstitution(rule)) {
         std::string known;
