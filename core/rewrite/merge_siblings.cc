@@ -7,6 +7,7 @@
 #include "core/ir/error.h"
 #include "core/ir/op_kind.h"
 #include "core/ops/op_registry.h"
+#include "core/ops/reference_executor.h"
 
 namespace collage {
 namespace {
@@ -359,5 +360,234 @@ class EnlargeConvKernel : public Substitution {
 
 std::unique_ptr<Substitution> makeMergeSiblings() { return std::make_unique<MergeSiblings>(); }
 std::unique_ptr<Substitution> makeEnlargeConvKernel() { return std::make_unique<EnlargeConvKernel>(); }
+
+}  // namespace collage
+
+namespace collage {
+namespace {
+
+// A constant cut along `axis` into pieces of `sizes` (their sum, its dim).
+std::vector<Tensor> splitConstant(const Tensor& t, int64_t axis, const std::vector<int64_t>& sizes) {
+  Node split{"unmerge-split/Split", "Split", {}, {0}, std::vector<ValueId>(sizes.size(), 1)};
+  split.attrs.set("axis", axis);
+  split.attrs.set("split", sizes);
+  fillDefaults(split);
+  return evaluateNode(split, {&t});
+}
+
+// What a Split undoes: the anchor, its chain (bias Add, elementwise ops)
+// and the Split, with the channel axis and the pieces' widths.
+struct Merged {
+  NodeId anchor = kNoNode;
+  std::vector<NodeId> chain;  // bias Add (if any), then elementwise ops, in order
+  NodeId split = kNoNode;
+  std::vector<int64_t> sizes;
+};
+
+// The channel axis of an anchor's output (Conv, Gemm: 1; MatMul: the last).
+int64_t channelAxis(const Graph& g, const Node& anchor) {
+  return anchor.op == "MatMul" ? g.value(anchor.outputs[0]).type.rank() - 1 : 1;
+}
+
+// An anchor whose weights can be cut by output channel: constant weights
+// (and B / C), group 1, the data input computed.
+bool cuttableAnchor(const Graph& g, NodeId n) {
+  const Node& node = g.node(n);
+  if (!isAnchorOp(node.op) || node.inputs.size() < 2 || node.outputs.size() != 1 || node.outputs[0] == kNoValue)
+    return false;
+  if (node.inputs[0] == kNoValue || g.value(node.inputs[0]).isConstant()) return false;
+  const Tensor* w = constantOf(g, node, 1);
+  const TensorType& yt = g.value(node.outputs[0]).type;
+  if (!w || yt.isSequence()) return false;
+  if (node.inputs.size() > 2 && node.inputs[2] != kNoValue && !constantOf(g, node, 2)) return false;
+  if (node.op == "MatMul") return node.inputs.size() == 2 && w->rank() >= 2 && yt.rank() >= 1;
+  if (node.op == "Gemm") return w->rank() == 2;
+  return node.attrs.getInt("group", 1) == 1 && w->rank() >= 3;
+}
+
+// A constant combined with an output of `type`: its size along `axis`
+// (aligned from the right), 1 when it does not reach that axis.
+int64_t dimAlong(const Tensor& c, const TensorType& type, int64_t axis) {
+  const int64_t i = axis - (type.rank() - c.rank());
+  return i < 0 ? 1 : c.shape()[static_cast<size_t>(i)];
+}
+
+std::optional<Merged> mergedBefore(const Graph& g, NodeId s) {
+  const Node& split = g.node(s);
+  if (split.op != "Split" || split.inputs.size() != 1 || split.outputs.size() < 2) return std::nullopt;
+  for (ValueId v : split.outputs)
+    if (v == kNoValue) return std::nullopt;
+  Merged m;
+  m.split = s;
+  ValueId v = split.inputs[0];
+  NodeId reader = s;
+  std::vector<NodeId> chain;
+  for (int k = 0; k < 5; ++k) {
+    const Value& val = g.value(v);
+    if (val.isGraphOutput || val.consumers.size() != 1 || val.consumers[0] != reader || val.producer == kNoNode)
+      return std::nullopt;
+    const NodeId p = val.producer;
+    if (cuttableAnchor(g, p)) {
+      m.anchor = p;
+      break;
+    }
+    const Node& node = g.node(p);
+    if (node.op == "Add" && node.inputs.size() == 2 && node.outputs.size() == 1) {
+      const size_t other = constantOf(g, node, 0) ? 0 : 1;
+      if (!constantOf(g, node, other) || constantOf(g, node, 1 - other)) return std::nullopt;
+      if (g.value(node.outputs[0]).type != g.value(node.inputs[1 - other]).type) return std::nullopt;
+      chain.insert(chain.begin(), p);
+      v = node.inputs[1 - other];
+    } else if (!node.inputs.empty() && node.inputs[0] != kNoValue && unaryFollower(g, node.inputs[0]) == p) {
+      chain.insert(chain.begin(), p);
+      v = node.inputs[0];
+    } else {
+      return std::nullopt;
+    }
+    reader = p;
+  }
+  if (m.anchor == kNoNode) return std::nullopt;
+  // At most one Add, and right after the anchor (a bias).
+  for (size_t i = 0; i < chain.size(); ++i)
+    if (g.node(chain[i]).op == "Add" && i != 0) return std::nullopt;
+  m.chain = chain;
+  const Node& anchor = g.node(m.anchor);
+  const TensorType& yt = g.value(anchor.outputs[0]).type;
+  const int64_t axis = channelAxis(g, anchor);
+  int64_t a = split.attrs.getInt("axis", 0);
+  if (a < 0) a += g.value(split.inputs[0]).type.rank();
+  if (a != axis) return std::nullopt;
+  for (ValueId o : split.outputs) m.sizes.push_back(g.value(o).type.shape[static_cast<size_t>(axis)]);
+  // The bias Add's constant varies along the channels at most.
+  if (!m.chain.empty() && g.node(m.chain[0]).op == "Add") {
+    const Node& add = g.node(m.chain[0]);
+    const Tensor& b = *constantOf(g, add, constantOf(g, add, 0) ? 0 : 1);
+    if (b.rank() > yt.rank()) return std::nullopt;
+    for (int64_t i = 0; i < yt.rank(); ++i) {
+      const int64_t d = dimAlong(b, yt, i);
+      if (i != axis && d != 1 && d != yt.shape[static_cast<size_t>(i)]) return std::nullopt;
+    }
+  }
+  return m;
+}
+
+SubstitutionSite siteOf(const Graph& g, const std::string& rule, const Merged& m) {
+  SubstitutionSite site{rule, {g.node(m.anchor).name}};
+  for (NodeId n : m.chain) site.nodes.push_back(g.node(n).name);
+  site.nodes.push_back(g.node(m.split).name);
+  return site;
+}
+
+class UnmergeSplit : public Substitution {
+ public:
+  std::string name() const override { return "unmerge-split"; }
+  std::string describe() const override {
+    return "Split(f(Op(x, W) [+ b])) along the output channels -> f(Op(x, W_i) [+ b_i]) for each piece: the "
+           "inverse of merge-siblings; Op is MatMul, Gemm or Conv with constant weights, every value between "
+           "read once";
+  }
+
+  std::vector<SubstitutionSite> find(const Graph& g) const override {
+    std::vector<SubstitutionSite> sites;
+    for (NodeId n = 0; n < g.numNodes(); ++n)
+      if (auto m = mergedBefore(g, n)) sites.push_back(siteOf(g, name(), *m));
+    return sites;
+  }
+
+  RewriteEffect apply(Graph& g, const SubstitutionSite& site) const override {
+    const NodeId s = siteNode(g, site, site.nodes.size() - 1);
+    const auto m = mergedBefore(g, s);
+    if (!m || siteOf(g, name(), *m) != site) throw Error(site.toString() + ": no longer an anchor read by a Split");
+    const Node anchor = g.node(m->anchor);
+    const Node split = g.node(s);
+    const TensorType yt = g.value(anchor.outputs[0]).type;
+    const int64_t axis = channelAxis(g, anchor);
+    const size_t n = m->sizes.size();
+    // The anchor's constants, cut by output channel (a broadcast one is shared).
+    auto cut = [&](const Node& node, size_t input, int64_t constAxis) {
+      const Tensor& c = *constantOf(g, node, input);
+      std::vector<ValueId> parts;
+      if (constAxis < 0 || c.shape()[static_cast<size_t>(constAxis)] == 1) {
+        parts.assign(n, node.inputs[input]);
+        return parts;
+      }
+      std::vector<Tensor> pieces = splitConstant(c, constAxis, m->sizes);
+      for (size_t i = 0; i < n; ++i)
+        parts.push_back(g.addConstant(uniqueValueName(g, g.value(node.inputs[input]).name + "/part" + std::to_string(i)),
+                                      std::move(pieces[i])));
+      return parts;
+    };
+    // Where each constant input's channels lie (-1: it has none).
+    auto constAxisOf = [&](const Tensor& c, const TensorType& against) {
+      const int64_t i = axis - (against.rank() - c.rank());
+      return i < 0 ? int64_t{-1} : i;
+    };
+    const Tensor& w = *constantOf(g, anchor, 1);
+    const int64_t wAxis = anchor.op == "Conv" ? 0
+                          : anchor.op == "Gemm" ? (anchor.attrs.getInt("transB", 0) != 0 ? 0 : 1)
+                                                : w.rank() - 1;
+    const std::vector<ValueId> ws = cut(anchor, 1, wAxis);
+    std::vector<ValueId> bs;
+    if (anchor.inputs.size() > 2 && anchor.inputs[2] != kNoValue) {
+      const Tensor& b = *constantOf(g, anchor, 2);
+      bs = cut(anchor, 2, anchor.op == "Conv" ? 0 : constAxisOf(b, yt));
+    }
+    std::vector<std::vector<ValueId>> chainConsts;
+    for (NodeId c : m->chain) {
+      const Node& node = g.node(c);
+      if (node.op != "Add" || node.inputs.size() != 2 || !(constantOf(g, node, 0) || constantOf(g, node, 1))) {
+        chainConsts.emplace_back();
+        continue;
+      }
+      const size_t other = constantOf(g, node, 0) ? 0 : 1;
+      chainConsts.push_back(cut(node, other, constAxisOf(*constantOf(g, node, other), yt)));
+    }
+    RewriteEffect effect;
+    for (size_t i = 0; i < n; ++i) {
+      const std::string part = "/part" + std::to_string(i);
+      Node a{uniqueNodeName(g, anchor.name + part), anchor.op, anchor.attrs, {anchor.inputs[0], ws[i]}, {}};
+      if (!bs.empty()) a.inputs.push_back(bs[i]);
+      effect.target.push_back(a.name);
+      ValueId last = addNodeWithOutput(g, std::move(a), g.value(split.outputs[i]).name + "/" + anchor.op);
+      for (size_t k = 0; k < m->chain.size(); ++k) {
+        const Node step = g.node(m->chain[k]);
+        Node node{uniqueNodeName(g, step.name + part), step.op, step.attrs, step.inputs, {}};
+        for (size_t j = 0; j < node.inputs.size(); ++j) {
+          const ValueId in = node.inputs[j];
+          if (in != kNoValue && g.value(in).isConstant() && !chainConsts[k].empty())
+            node.inputs[j] = chainConsts[k][i];
+          else if (in != kNoValue && !g.value(in).isConstant())
+            node.inputs[j] = last;
+        }
+        effect.target.push_back(node.name);
+        if (k + 1 == m->chain.size()) {  // the last one makes the piece, under its name
+          node.outputs = {split.outputs[i]};
+          g.addNode(std::move(node));
+          last = split.outputs[i];
+        } else {
+          last = addNodeWithOutput(g, std::move(node), g.value(split.outputs[i]).name + "/" + step.op);
+        }
+      }
+      if (m->chain.empty()) {  // the anchor makes the piece: hand it the Split's output
+        Node& made = g.mutableNode(g.numNodes() - 1);
+        made.outputs = {split.outputs[i]};
+      }
+    }
+    std::vector<bool> dead(static_cast<size_t>(g.numNodes()), false);
+    dead[static_cast<size_t>(m->anchor)] = true;
+    for (NodeId c : m->chain) dead[static_cast<size_t>(c)] = true;
+    dead[static_cast<size_t>(s)] = true;
+    effect.removed = site.nodes;
+    for (ValueId o : split.outputs) effect.outputs.emplace_back(g.value(o).name, g.value(o).name);
+    // The Split no longer makes its outputs: the new nodes do.
+    for (ValueId& o : g.mutableNode(s).outputs) o = kNoValue;
+    g.removeNodes(dead);
+    return effect;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Substitution> makeUnmergeSplit() { return std::make_unique<UnmergeSplit>(); }
 
 }  // namespace collage

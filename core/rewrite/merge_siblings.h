@@ -13,6 +13,17 @@
 //            follow each sibling alike: they run on the merged tensor, before
 //            the Split, so a fused Conv+Relu stays fusable.
 //
+// unmerge-split: the inverse, where a backend fuses each piece with its own
+// consumer (or where the model came merged: a packed projection):
+//
+//   source    (y_1, ..., y_n) = Split(f(Op(x, W [, B]) [+ b]), channel axis)
+//   target    y_i = f(Op(x, W_i [, B_i]) [+ b_i])       (W cut by output channel)
+//   condition Op is MatMul, Gemm or Conv (group 1) with constant weights; the
+//            Split cuts the channel axis (Conv, Gemm: 1; MatMul: the last); f
+//            is up to three one-input elementwise ops; every value between the
+//            anchor and the Split has one reader and is no graph output; the
+//            bias varies along the channels at most (a broadcast one is shared).
+//
 // enlarge-conv-kernel: MetaFlow's enabling rewrite, worse alone: a Conv gets
 // a larger kernel, padded with zeros (and its pads grown to match), so that
 // it can merge with a sibling Conv of that kernel size:
@@ -30,5 +41,6 @@ namespace collage {
 
 std::unique_ptr<Substitution> makeMergeSiblings();
 std::unique_ptr<Substitution> makeEnlargeConvKernel();
+std::unique_ptr<Substitution> makeUnmergeSplit();
 
 }  // namespace collage

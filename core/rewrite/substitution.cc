@@ -4,8 +4,10 @@
 
 #include "core/ir/error.h"
 #include "core/ops/op_registry.h"
+#include "core/rewrite/fold_constants.h"
 #include "core/rewrite/layout_chains.h"
 #include "core/rewrite/merge_siblings.h"
+#include "core/rewrite/transpose_motion.h"
 
 namespace collage {
 
@@ -30,6 +32,10 @@ const std::vector<std::unique_ptr<Substitution>>& standardSubstitutions() {
     r.push_back(makeCollapseReshapes());
     r.push_back(makeSlicesToSplit());
     r.push_back(makeSinkSplit());
+    r.push_back(makeFoldScaleShift());
+    r.push_back(makeSinkTranspose());
+    r.push_back(makeHoistTranspose());
+    r.push_back(makeUnmergeSplit());
     return r;
   }();
   return rules;
