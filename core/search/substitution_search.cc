@@ -11,6 +11,7 @@
 #include <set>
 
 #include "core/ir/error.h"
+#include "core/ir/hashing.h"
 #include "core/rewrite/equivalence_check.h"
 
 namespace collage {
@@ -61,14 +62,47 @@ struct ByCost {
 
 }  // namespace
 
-std::string canonicalGraphKey(const Graph& graph) {
-  std::vector<std::string> lines;
-  lines.reserve(static_cast<size_t>(graph.numNodes()));
-  for (const Node& node : graph.nodes()) lines.push_back(nodeLine(graph, node));
-  std::sort(lines.begin(), lines.end());
+std::string canonicalGraphKey(const Graph& graph, ConstantHashes* constantHashes) {
+  // Bottom-up (nodes are in topological order): a value's hash is what
+  // computes it, never its name, except a graph input's.
+  std::vector<uint64_t> valueHash(static_cast<size_t>(graph.numValues()), 0);
+  ConstantHashes local;
+  ConstantHashes& constants = constantHashes ? *constantHashes : local;
+  for (ValueId v = 0; v < graph.numValues(); ++v) {
+    const Value& value = graph.value(v);
+    if (value.isGraphInput) {
+      valueHash[static_cast<size_t>(v)] = stableHash("input " + value.name);
+    } else if (value.isConstant()) {
+      // Rules name every constant they make uniquely, so within one search
+      // a name stands for one content: hashed once.
+      auto [it, fresh] = constants.try_emplace(value.name, 0);
+      if (fresh) {
+        const Tensor& t = *value.constant;
+        it->second = stableHash(value.type.toString() + "|" +
+                                std::string(static_cast<const char*>(t.raw()), t.byteSize()));
+      }
+      valueHash[static_cast<size_t>(v)] = it->second;
+    }
+  }
+  std::vector<uint64_t> nodeHashes;
+  nodeHashes.reserve(static_cast<size_t>(graph.numNodes()));
+  for (const Node& node : graph.nodes()) {
+    std::string text = node.op + " " + node.attrs.toString() + " (";
+    for (ValueId v : node.inputs)
+      text += v == kNoValue ? std::string("-,") : std::to_string(valueHash[static_cast<size_t>(v)]) + ",";
+    text += ") ->";
+    for (ValueId v : node.outputs) text += v == kNoValue ? std::string(" -") : " " + graph.value(v).type.toString();
+    const uint64_t h = stableHash(text);
+    nodeHashes.push_back(h);
+    for (size_t i = 0; i < node.outputs.size(); ++i)
+      if (node.outputs[i] != kNoValue)
+        valueHash[static_cast<size_t>(node.outputs[i])] = stableHash(std::to_string(h) + "#" + std::to_string(i));
+  }
+  std::sort(nodeHashes.begin(), nodeHashes.end());
   std::string key;
-  for (const auto& l : lines) key += l + "\n";
-  for (ValueId v : graph.outputs()) key += "out " + graph.value(v).name + "\n";
+  for (uint64_t h : nodeHashes) key += std::to_string(h) + "\n";
+  for (ValueId v : graph.outputs())
+    key += "out " + graph.value(v).name + " " + std::to_string(valueHash[static_cast<size_t>(v)]) + "\n";
   return key;
 }
 
@@ -179,7 +213,8 @@ SubstitutionSearchResult searchSubstitutions(const Graph& start, const GraphCost
     }
   }
   std::shared_ptr<State> best = first;
-  std::set<std::string> seen{canonicalGraphKey(first->graph)};
+  ConstantHashes constantHashes;
+  std::set<std::string> seen{canonicalGraphKey(first->graph, &constantHashes)};
   std::priority_queue<std::shared_ptr<State>, std::vector<std::shared_ptr<State>>, ByCost> queue;
   queue.push(first);
   int64_t order = 0;
@@ -202,7 +237,7 @@ SubstitutionSearchResult searchSubstitutions(const Graph& start, const GraphCost
         if (elapsed() > options.budgetSeconds || result.graphsCosted >= options.maxGraphs) break;
         auto child = applyMove(*state, rule, sites);
         if (child->steps.back().sites.empty()) continue;
-        if (!seen.insert(canonicalGraphKey(child->graph)).second) {
+        if (!seen.insert(canonicalGraphKey(child->graph, &constantHashes)).second) {
           ++result.cacheHits;
           continue;
         }

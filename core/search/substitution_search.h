@@ -20,6 +20,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -79,9 +80,16 @@ SubstitutionSearchResult searchSubstitutions(const Graph& start, const GraphCost
                                              const CancellationToken* cancel = nullptr);
 
 // A key equal for graphs that compute the same way, whatever the order of
-// their nodes: the sorted list of nodes with their ops, attributes and
-// value names and types (constants by name: rules name new ones uniquely).
-std::string canonicalGraphKey(const Graph& graph);
+// their nodes and the names rewrites gave them: each value is keyed by what
+// computes it (a graph input by its name, a constant by its type and
+// contents, a node's output by the node's op, attributes, input keys and
+// output types), bottom-up; the key is the sorted node hashes and the
+// outputs' names and hashes. So a merge undone by an unmerge (new names, the
+// same slices of the same weights) is the graph seen before. `constantHashes`
+// (optional, one per search) hashes each constant's contents once, by name:
+// rules name every constant they make uniquely.
+using ConstantHashes = std::map<std::string, uint64_t>;
+std::string canonicalGraphKey(const Graph& graph, ConstantHashes* constantHashes = nullptr);
 
 // "merge-siblings at 12 sites: 1.234 -> 1.100 ms (-0.134 ms)", one line per step.
 std::string describeSubstitutions(const SubstitutionSearchResult& result);

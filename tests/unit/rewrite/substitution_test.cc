@@ -312,6 +312,31 @@ TEST(EquivalenceCheck, AWrongRewriteIsDroppedWithTheRuleAndNode) {
   EXPECT_NE(r.notes[0].find("not equivalent"), std::string::npos) << r.notes[0];
 }
 
+// The search's "seen" set keys graphs by what they compute, not by names:
+// a merge undone by an unmerge (new names, the same weight slices) is the
+// graph it started from, so the search does not cost it again; a real change
+// is a new key.
+TEST(CanonicalGraphKey, AMergeUndoneByAnUnmergeIsTheGraphSeenBefore) {
+  const Graph g = qkvGraph(true);
+  const Graph merged = applyOne(g, sitesOf(g, "merge-siblings").at(0));
+  EXPECT_NE(canonicalGraphKey(merged), canonicalGraphKey(g));
+  const auto unmerges = sitesOf(merged, "unmerge-split");
+  ASSERT_FALSE(unmerges.empty());
+  const Graph back = applyOne(merged, unmerges[0]);
+  EXPECT_NE(back.node(0).name + back.node(1).name, g.node(0).name + g.node(1).name);
+  EXPECT_EQ(canonicalGraphKey(back), canonicalGraphKey(g));
+  // A constant with other contents is another graph, whatever its name.
+  Graph scaled = g;
+  for (ValueId v = 0; v < scaled.numValues(); ++v)
+    if (scaled.value(v).isConstant() && scaled.value(v).constant->numElements() > 1) {
+      Tensor t = scaled.value(v).constant->clone();
+      static_cast<float*>(t.raw())[0] += 1.0f;
+      scaled.mutableValue(v).constant = std::move(t);
+      break;
+    }
+  EXPECT_NE(canonicalGraphKey(scaled), canonicalGraphKey(g));
+}
+
 TEST(Replay, ReproducesTheGraphAndRefusesWhatDoesNotHold) {
   const Graph g = qkvGraph(true);
   const auto site = sitesOf(g, "merge-siblings").at(0);
