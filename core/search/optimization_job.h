@@ -71,6 +71,10 @@ struct OptimizationJobOptions {
   // (they name the model's nodes).
   bool substitutions = false;
   SubstitutionSearchOptions substitutionOptions;
+  // A user's substitution rule files (core/rewrite/substitution_spec_file.h)
+  // that the caller registered: the measurement workers, which replay a
+  // rewritten graph's sites, load them too.
+  std::vector<std::string> substitutionRuleFiles;
   // The kill switch, for a job (or a jobMeasureFn) whose result nobody wants
   // any more: cancelled from any thread, it kills the measurement worker at
   // once and the job throws MeasurementAborted (core/measure/measurer.h),
@@ -140,6 +144,8 @@ inline const Graph& placedGraph(const OptimizationResult& result, const Graph& m
 }
 // The plan's record of the substitutions `result` applied (with what each bought).
 std::vector<PlanSubstitution> planSubstitutions(const SubstitutionSearchResult& search);
+// The spec-file rules those substitutions name, as written (Plan::substitutionRules).
+std::vector<SubstitutionRuleText> planSubstitutionRules(const std::vector<PlanSubstitution>& substitutions);
 
 // The candidate of `result` that `group` (of a plan of `graph`) runs as: its
 // PlanGroup::candidate when that names a candidate of this result with the
