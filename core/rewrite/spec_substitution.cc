@@ -243,8 +243,10 @@ void rewriteSource(PatternExpr& e, SourceInfo& info, const std::string& file, co
       return;
     case PatternExpr::Kind::Optional:
       fail(e.pos, "optional inputs ('?') are not allowed in a rule's source: write one rule per form");
+      return;
     case PatternExpr::Kind::Alternative:
       fail(e.pos, "alternatives are not allowed in a rule's source: write one rule per form");
+      return;
     case PatternExpr::Kind::Op:
       break;
   }
