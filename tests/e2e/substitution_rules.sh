@@ -47,7 +47,7 @@ if "$collage" spec --check "$work/bad.toml" > "$work/bad.txt" 2>&1; then
 fi
 cat "$work/bad.txt"
 grep -q "bad.toml:6:16: rule 'bad-op': source: unknown op 'Negg'" "$work/bad.txt"
-grep -q "bad.toml:10:16: rule 'bad-var': target: the source defines no variable 'y'" "$work/bad.txt"
+grep -q "bad.toml:11:16: rule 'bad-var': target: the source defines no variable 'y'" "$work/bad.txt"
 grep -q "1 substitution rule(s) loaded, 2 not" "$work/bad.txt"
 
 # The wrong rule forced first (so it meets its sites), then the good one: only
