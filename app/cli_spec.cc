@@ -72,6 +72,11 @@ Action addSpecCommand(CLI::App& app) {
     if (options->show || !edited) {
       std::vector<std::string> errors;
       for (const auto& spec : loadAllSpecs(&errors, options->userFile)) std::cout << spec.toString();
+      // The substitution rules in spec files (docs/substitutions.md).
+      std::cout << "substitution rules from " << builtinSubstitutionDirectory() << "\n";
+      for (const Substitution* rule : specSubstitutions())
+        std::cout << "  rule " << rule->name() << ": " << rule->describe() << "\n";
+      for (const auto& e : builtinSubstitutionErrors()) errors.push_back(e);
       for (const auto& e : errors) std::cerr << "error: " << e << "\n";
       return errors.empty() ? 0 : 1;
     }

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <random>
+#include <set>
 
 #include "core/ir/tensor_compare.h"
 #include "core/onnx/onnx_import.h"
@@ -300,6 +302,85 @@ TEST(SpecSubstitution, AWrongRuleIsDroppedByTheEquivalenceCheck) {
   bool noted = false;
   for (const auto& n : r.notes) noted |= n.find("wrong-relu-neg at") != std::string::npos;
   EXPECT_TRUE(noted);
+}
+
+// Chains of one-input elementwise ops, layout ops, identities and divisions
+// by a constant, where every shipped rule finds sites.
+Graph randomChain(uint64_t seed) {
+  std::mt19937 rng(static_cast<unsigned>(seed));
+  GraphBuilder b(seed);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  using Ints = std::vector<int64_t>;
+  ValueId x = b.input({2, 3, 4});
+  const char* unary[] = {"Relu", "Tanh", "Neg", "Sigmoid", "Erf", "Floor", "Abs", "Identity", "Sin"};
+  for (int step = 0; step < 10; ++step) {
+    switch (pick(5)) {
+      case 0:
+        x = b.op("Transpose", {x}, attrs({{"perm", pick(2) ? Ints{0, 2, 1} : Ints{2, 1, 0}}}));
+        break;
+      case 1: {
+        const Shape s = b.shape(x);
+        x = b.op("Reshape", {x}, attrs({{"shape", Ints{s[0] * s[1], s[2]}}}));
+        x = b.op("Reshape", {x}, attrs({{"shape", Ints{s[0], s[1], s[2]}}}));
+        break;
+      }
+      case 2:
+        x = b.op("LeakyRelu", {x}, attrs({{"alpha", 0.25f}}));
+        break;
+      case 3:
+        x = b.op("Div", {x, b.scalar(1.5f + static_cast<float>(pick(4)))});
+        break;
+      default: {
+        const char* op = unary[pick(9)];
+        x = b.op(op, {x});
+        if (pick(2)) x = b.op(op, {x});  // Relu(Relu(x)), Neg(Neg(x)), ...
+      }
+    }
+  }
+  b.finish(b.op("Sigmoid", {x}));
+  return b.graph();
+}
+
+TEST(SpecSubstitution, RandomChainsKeepTheirOutputs) {
+  int applied = 0;
+  std::set<std::string> used;
+  for (uint64_t seed = 1; seed <= 30; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const Graph g = randomChain(seed);
+    Graph current = g;
+    for (int round = 0; round < 8; ++round)
+      for (const Substitution* rule : specSubstitutions()) {
+        if (rule->name().rfind("wrong-", 0) == 0) continue;
+        const auto sites = rule->find(current);
+        if (sites.empty()) continue;
+        std::string note;
+        auto next = applyChecked(current, sites[static_cast<size_t>(round) % sites.size()], &note);
+        EXPECT_TRUE(next.has_value()) << note;
+        if (!next) continue;
+        current = std::move(*next);
+        used.insert(rule->name());
+        ++applied;
+      }
+    expectSameOutputs(g, current, seed);
+  }
+  EXPECT_GT(applied, 30);
+  for (const char* name : {"swap-unary-transpose", "swap-transpose-unary", "swap-unary-reshape", "swap-reshape-unary",
+                           "div-const-to-mul", "collapse-relu-relu", "collapse-neg-neg", "remove-identity"})
+    EXPECT_TRUE(used.count(name)) << name << " never applied";
+}
+
+TEST(SpecSubstitution, TheShortestSpellingCarriesTheLayoutOpsAttributes) {
+  // `Transpose(...)` in the target takes the one source Transpose's perm.
+  auto rule = oneRule("[rules.short]\nsource = \"Relu(Transpose(x))\"\ntarget = \"Transpose(Relu(x))\"\n");
+  const Graph g = reluTransposeGraph();
+  const auto sites = rule->find(g);
+  ASSERT_EQ(sites.size(), 1u);
+  registerSubstitution(rule);
+  const Graph after = applySite(g, sites[0]);
+  EXPECT_EQ(nodeOf(after, "Transpose").attrs.getInts("perm"), (std::vector<int64_t>{0, 2, 1}));
+  // With the op's default perm (reversed axes) the shapes differ: no site.
+  auto defaults = oneRule("[rules.d]\nsource = \"Relu(Transpose(x))\"\ntarget = \"Transpose[perm=[2,1,0]](Relu(x))\"\n");
+  EXPECT_TRUE(defaults->find(g).empty());
 }
 
 // ---- the shipped rules on the small zoo -------------------------------------------
