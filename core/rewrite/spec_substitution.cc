@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <functional>
-#include <optional>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "core/ir/error.h"
@@ -46,7 +46,9 @@ std::vector<Tok> lexRule(const std::string& text, SourcePos start) {
       }
     }
   };
-  auto digit = [&](size_t at) { return at < text.size() && std::isdigit(static_cast<unsigned char>(text[at])); };
+  auto digit = [&](size_t at) {
+    return at < text.size() && std::isdigit(static_cast<unsigned char>(text[at]));
+  };
   while (i < text.size()) {
     const char c = text[i];
     if (std::isspace(static_cast<unsigned char>(c))) {
@@ -57,12 +59,15 @@ std::vector<Tok> lexRule(const std::string& text, SourcePos start) {
     t.pos = {line, column};
     size_t j = i;
     if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
-      while (j < text.size() && (std::isalnum(static_cast<unsigned char>(text[j])) || text[j] == '_')) ++j;
+      while (j < text.size() &&
+             (std::isalnum(static_cast<unsigned char>(text[j])) || text[j] == '_'))
+        ++j;
       t.kind = Tok::Ident;
     } else if (digit(i) || (c == '-' && digit(i + 1))) {
       ++j;
-      while (j < text.size() && (std::isalnum(static_cast<unsigned char>(text[j])) || text[j] == '.' ||
-                                 ((text[j] == '-' || text[j] == '+') && (text[j - 1] == 'e' || text[j - 1] == 'E'))))
+      while (j < text.size() &&
+             (std::isalnum(static_cast<unsigned char>(text[j])) || text[j] == '.' ||
+              ((text[j] == '-' || text[j] == '+') && (text[j - 1] == 'e' || text[j - 1] == 'E'))))
         ++j;
       t.kind = Tok::Number;
     } else if (c == '"' || c == '\'') {
@@ -104,9 +109,12 @@ class TokenStream {
     next();
     return true;
   }
-  [[noreturn]] void fail(const Tok& t, const std::string& why) const { throw PatternError(t.pos.line, t.pos.column, why); }
+  [[noreturn]] void fail(const Tok& t, const std::string& why) const {
+    throw PatternError(t.pos.line, t.pos.column, why);
+  }
   void expect(const char* p, const std::string& what) {
-    if (!accept(p)) fail(peek(), "expected '" + std::string(p) + "' " + what + ", found " + describe(peek()));
+    if (!accept(p))
+      fail(peek(), "expected '" + std::string(p) + "' " + what + ", found " + describe(peek()));
   }
   std::string ident(const std::string& what) {
     if (peek().kind != Tok::Ident) fail(peek(), "expected " + what + ", found " + describe(peek()));
@@ -209,12 +217,15 @@ struct SourceInfo {
   int hidden = 0;
 };
 
-void rewriteSource(PatternExpr& e, SourceInfo& info, const std::string& file, const std::string& rule) {
+void rewriteSource(PatternExpr& e, SourceInfo& info, const std::string& file,
+                   const std::string& rule) {
   auto fail = [&](SourcePos p, const std::string& why) {
     throw SpecError(file, p.line, p.column, "rule '" + rule + "': source: " + why);
   };
-  if (e.kind == PatternExpr::Kind::Op && !e.hasArgs && e.ops.size() == 1 && isVariableName(e.ops[0])) {
-    if (!e.attrs.empty() || e.hasType || e.optionalOp) fail(e.pos, "a variable ('" + e.ops[0] + "') takes no [...], ':' or '?'");
+  if (e.kind == PatternExpr::Kind::Op && !e.hasArgs && e.ops.size() == 1 &&
+      isVariableName(e.ops[0])) {
+    if (!e.attrs.empty() || e.hasType || e.optionalOp)
+      fail(e.pos, "a variable ('" + e.ops[0] + "') takes no [...], ':' or '?'");
     if (!e.capture.empty()) fail(e.capturePos, "a variable cannot be captured again");
     const std::string name = e.ops[0];
     const SourcePos pos = e.pos;
@@ -235,14 +246,16 @@ void rewriteSource(PatternExpr& e, SourceInfo& info, const std::string& file, co
     case PatternExpr::Kind::Wildcard:
     case PatternExpr::Kind::Const:
       if (!e.capture.empty()) {
-        if (!isVariableName(e.capture)) fail(e.capturePos, "a variable's name begins with a lower-case letter");
+        if (!isVariableName(e.capture))
+          fail(e.capturePos, "a variable's name begins with a lower-case letter");
         info.variables.insert(e.capture);
       }
       return;
     case PatternExpr::Kind::Ref:
       return;
     case PatternExpr::Kind::Optional:
-      fail(e.pos, "optional inputs ('?') are not allowed in a rule's source: write one rule per form");
+      fail(e.pos,
+           "optional inputs ('?') are not allowed in a rule's source: write one rule per form");
       return;
     case PatternExpr::Kind::Alternative:
       fail(e.pos, "alternatives are not allowed in a rule's source: write one rule per form");
@@ -250,7 +263,8 @@ void rewriteSource(PatternExpr& e, SourceInfo& info, const std::string& file, co
     case PatternExpr::Kind::Op:
       break;
   }
-  if (e.optionalOp) fail(e.pos, "optional ops ('?') are not allowed in a rule's source: write one rule per form");
+  if (e.optionalOp)
+    fail(e.pos, "optional ops ('?') are not allowed in a rule's source: write one rule per form");
   if (!e.hasArgs) fail(e.pos, "give " + e.ops[0] + " its inputs, e.g. " + e.ops[0] + "(x)");
   if (e.capture.empty()) {
     // Every source node is captured, so a match says which node is which.
@@ -267,7 +281,8 @@ void rewriteSource(PatternExpr& e, SourceInfo& info, const std::string& file, co
 
 class TargetParser {
  public:
-  TargetParser(TokenStream& ts, const SourceInfo& info, const std::string& file, const std::string& rule)
+  TargetParser(TokenStream& ts, const SourceInfo& info, const std::string& file,
+               const std::string& rule)
       : ts_(ts), info_(info), file_(file), rule_(rule) {}
 
   [[noreturn]] void fail(SourcePos p, const std::string& why) const {
@@ -280,7 +295,8 @@ class TargetParser {
     if (ts_.peek().kind == Tok::Punct && ts_.peek().text == "$") {
       const Tok at = ts_.next();
       e.opFrom = nodeCapture(at);
-      if (ts_.isPunct("[")) fail(ts_.peek().pos, "$" + e.opFrom + "(...) takes the node's own attributes; no [...]");
+      if (ts_.isPunct("["))
+        fail(ts_.peek().pos, "$" + e.opFrom + "(...) takes the node's own attributes; no [...]");
       const Tok open = ts_.peek();
       ts_.expect("(", "with the inputs of $" + e.opFrom);
       if (!ts_.accept(")")) {
@@ -288,13 +304,16 @@ class TargetParser {
         while (ts_.accept(","));
         ts_.expect(")", "after the inputs of $" + e.opFrom);
       }
-      for (const std::string& op : info_.nodeCaptures.at(e.opFrom)) checkArity(OpRegistry::instance().get(op), e, open);
+      for (const std::string& op : info_.nodeCaptures.at(e.opFrom))
+        checkArity(OpRegistry::instance().get(op), e, open);
       return e;
     }
     const std::string name = ts_.ident("an op or a variable");
     if (isVariableName(name)) {
-      if (!info_.variables.count(name)) fail(e.pos, "the source defines no variable '" + name + "'");
-      if (ts_.isPunct("(") || ts_.isPunct("[")) fail(e.pos, "'" + name + "' is a variable (ops begin with a capital)");
+      if (!info_.variables.count(name))
+        fail(e.pos, "the source defines no variable '" + name + "'");
+      if (ts_.isPunct("(") || ts_.isPunct("["))
+        fail(e.pos, "'" + name + "' is a variable (ops begin with a capital)");
       e.variable = name;
       return e;
     }
@@ -323,7 +342,8 @@ class TargetParser {
         if (ops.size() == 1 && ops[0] == name) same.push_back(cap);
       if (same.size() > 1)
         fail(e.pos, name + " appears " + std::to_string(same.size()) +
-                        " times in the source: say whose attributes it takes (" + name + "[$capture]) or give them");
+                        " times in the source: say whose attributes it takes (" + name +
+                        "[$capture]) or give them");
       if (same.size() == 1) e.copyFrom = same[0];
     }
     return e;
@@ -333,16 +353,19 @@ class TargetParser {
   void checkArity(const OpSchema& schema, const TargetExpr& e, const Tok& open) const {
     const int n = static_cast<int>(e.inputs.size());
     if (n < schema.minInputs || n > schema.maxInputs)
-      fail(open.pos, schema.name + " takes " + std::to_string(schema.minInputs) +
-                         (schema.maxInputs != schema.minInputs ? " to " + std::to_string(schema.maxInputs) : "") +
-                         " input(s), the target gives " + std::to_string(n));
+      fail(open.pos,
+           schema.name + " takes " + std::to_string(schema.minInputs) +
+               (schema.maxInputs != schema.minInputs ? " to " + std::to_string(schema.maxInputs)
+                                                     : "") +
+               " input(s), the target gives " + std::to_string(n));
   }
 
   std::string nodeCapture(const Tok& at) {
     const std::string cap = ts_.ident("a capture's name after '$'");
     if (!info_.nodeCaptures.count(cap))
-      fail(at.pos, info_.variables.count(cap) ? "'$" + cap + "' is a variable, not a captured node"
-                                              : "the source captures no node '" + cap + "' (write c=Op(...) there)");
+      fail(at.pos, info_.variables.count(cap)
+                       ? "'$" + cap + "' is a variable, not a captured node"
+                       : "the source captures no node '" + cap + "' (write c=Op(...) there)");
     return cap;
   }
 
@@ -353,7 +376,9 @@ class TargetParser {
       a.value.kind = SpecSubstitution::AttrValue::Kind::All;
       a.value.capture = nodeCapture(at);
       for (const std::string& op : info_.nodeCaptures.at(a.value.capture))
-        if (op != schema.name) fail(at.pos, "'$" + a.value.capture + "' is a " + op + ", its attributes are not " + schema.name + "'s");
+        if (op != schema.name)
+          fail(at.pos, "'$" + a.value.capture + "' is a " + op + ", its attributes are not " +
+                           schema.name + "'s");
       return a;
     }
     a.name = ts_.ident("an attribute name");
@@ -364,7 +389,8 @@ class TargetParser {
     if (ts_.accept("$")) {
       a.value.kind = SpecSubstitution::AttrValue::Kind::Ref;
       a.value.capture = nodeCapture(v);
-      ts_.expect(".", "after '$" + a.value.capture + "' (write $" + a.value.capture + ".attribute)");
+      ts_.expect(".",
+                 "after '$" + a.value.capture + "' (write $" + a.value.capture + ".attribute)");
       const Tok an = ts_.peek();
       a.value.attribute = ts_.ident("an attribute name");
       for (const std::string& op : info_.nodeCaptures.at(a.value.capture)) {
@@ -372,16 +398,16 @@ class TargetParser {
         if (!from) fail(an.pos, "op " + op + " has no attribute '" + a.value.attribute + "'");
         if (from->type != spec->type)
           fail(an.pos, std::string("attribute '") + a.value.attribute + "' of " + op + " is " +
-                           std::string(attributeTypeName(from->type)) + ", '" + a.name + "' of " + schema.name +
-                           " is " + std::string(attributeTypeName(spec->type)));
+                           std::string(attributeTypeName(from->type)) + ", '" + a.name + "' of " +
+                           schema.name + " is " + std::string(attributeTypeName(spec->type)));
       }
       return a;
     }
     const PatternLiteral lit = parseLiteral(ts_);
     auto value = literalAs(lit, spec->type);
     if (!value)
-      fail(v.pos, "attribute '" + a.name + "' of " + schema.name + " is " + std::string(attributeTypeName(spec->type)) +
-                      ", not " + lit.toString());
+      fail(v.pos, "attribute '" + a.name + "' of " + schema.name + " is " +
+                      std::string(attributeTypeName(spec->type)) + ", not " + lit.toString());
     a.value.literal = *value;
     return a;
   }
@@ -417,9 +443,12 @@ class ConditionParser {
     }
     c.lhs = operand(ts);
     const Tok op = ts.peek();
-    if (ts.accept("==")) c.equal = true;
-    else if (ts.accept("!=")) c.equal = false;
-    else fail(op.pos, "expected '==' or '!=', found " + TokenStream::describe(op));
+    if (ts.accept("=="))
+      c.equal = true;
+    else if (ts.accept("!="))
+      c.equal = false;
+    else
+      fail(op.pos, "expected '==' or '!=', found " + TokenStream::describe(op));
     c.rhs = operand(ts);
     end(ts);
     if (c.lhs.kind == Operand::Kind::Literal && c.rhs.kind == Operand::Kind::Literal)
@@ -432,7 +461,8 @@ class ConditionParser {
     throw SpecError(file_, p.line, p.column, "rule '" + rule_ + "': condition: " + why);
   }
   void end(TokenStream& ts) const {
-    if (ts.peek().kind != Tok::End) fail(ts.peek().pos, "unexpected " + TokenStream::describe(ts.peek()));
+    if (ts.peek().kind != Tok::End)
+      fail(ts.peek().pos, "unexpected " + TokenStream::describe(ts.peek()));
   }
   std::string variable(TokenStream& ts) const {
     const Tok t = ts.peek();
@@ -446,7 +476,8 @@ class ConditionParser {
     if (ts.accept("$")) {
       o.kind = Operand::Kind::Attr;
       o.capture = ts.ident("a capture's name after '$'");
-      if (!info_.nodeCaptures.count(o.capture)) fail(t.pos, "the source captures no node '" + o.capture + "'");
+      if (!info_.nodeCaptures.count(o.capture))
+        fail(t.pos, "the source captures no node '" + o.capture + "'");
       ts.expect(".", "after '$" + o.capture + "'");
       const Tok an = ts.peek();
       o.attribute = ts.ident("an attribute name");
@@ -537,7 +568,8 @@ std::shared_ptr<const SpecSubstitution> SpecSubstitution::parse(const Substituti
     try {
       body();
     } catch (const PatternError& e) {
-      throw SpecError(file, e.line(), e.column(), "rule '" + name + "': " + part + ": " + e.reason());
+      throw SpecError(file, e.line(), e.column(),
+                      "rule '" + name + "': " + part + ": " + e.reason());
     }
   };
   SourceInfo info;
@@ -545,7 +577,8 @@ std::shared_ptr<const SpecSubstitution> SpecSubstitution::parse(const Substituti
     Pattern parsed = parsePattern(text.source, text.sourcePos.line, text.sourcePos.column);
     PatternExpr root = parsed.root();
     if (root.kind != PatternExpr::Kind::Op)
-      throw PatternError(root.pos.line, root.pos.column, "a rule's source is an op applied to its inputs");
+      throw PatternError(root.pos.line, root.pos.column,
+                         "a rule's source is an op applied to its inputs");
     rewriteSource(root, info, file, name);
     rule->source_ = Pattern(std::move(root), text.source);
     validatePattern(rule->source_);
@@ -555,19 +588,22 @@ std::shared_ptr<const SpecSubstitution> SpecSubstitution::parse(const Substituti
     TokenStream ts(lexRule(text.target, text.targetPos));
     TargetParser parser(ts, info, file, name);
     rule->target_ = parser.expr();
-    if (ts.peek().kind != Tok::End) ts.fail(ts.peek(), "unexpected " + TokenStream::describe(ts.peek()) + " after the target");
+    if (ts.peek().kind != Tok::End)
+      ts.fail(ts.peek(), "unexpected " + TokenStream::describe(ts.peek()) + " after the target");
   });
   ConditionParser conditions(info, file, name);
   for (size_t i = 0; i < text.conditions.size(); ++i) {
     const SourcePos pos = i < text.conditionPos.size() ? text.conditionPos[i] : SourcePos{};
-    wrap("condition", [&] { rule->conditions_.push_back(conditions.parse(text.conditions[i], pos)); });
+    wrap("condition",
+         [&] { rule->conditions_.push_back(conditions.parse(text.conditions[i], pos)); });
   }
   return rule;
 }
 
 std::string SpecSubstitution::describe() const {
   std::string d = text_.source + " -> " + text_.target;
-  for (size_t i = 0; i < text_.conditions.size(); ++i) d += (i ? "; " : " if ") + text_.conditions[i];
+  for (size_t i = 0; i < text_.conditions.size(); ++i)
+    d += (i ? "; " : " if ") + text_.conditions[i];
   return d + " (" + (text_.file.empty() ? std::string("a spec file") : text_.file) + ")";
 }
 
@@ -593,7 +629,8 @@ Node targetNode(const Binding& b, const TargetExpr& e) {
   for (const auto& a : e.attrs) {
     using K = SpecSubstitution::AttrValue::Kind;
     if (a.value.kind == K::All) {
-      for (const auto& [k, v] : b.g.node(b.m.captures.at(a.value.capture)).attrs) node.attrs.set(k, v);
+      for (const auto& [k, v] : b.g.node(b.m.captures.at(a.value.capture)).attrs)
+        node.attrs.set(k, v);
     } else if (a.value.kind == K::Literal) {
       node.attrs.set(a.name, a.value.literal);
     } else if (auto v = nodeAttr(b.g.node(b.m.captures.at(a.value.capture)), a.value.attribute)) {
@@ -634,7 +671,8 @@ std::vector<SubstitutionSite> SpecSubstitution::find(const Graph& g) const {
     if (extraOutputs) continue;
     const ValueId y = root.outputs[0];
     if (isVariable(target_) && (g.value(y).isGraphOutput || readBySubgraphOwner(g, y))) continue;
-    if (!std::all_of(conditions_.begin(), conditions_.end(), [&](const Condition& c) { return holds(g, m, c); }))
+    if (!std::all_of(conditions_.begin(), conditions_.end(),
+                     [&](const Condition& c) { return holds(g, m, c); }))
       continue;
     try {
       if (!(inferTarget({g, m}, target_) == g.value(y).type)) continue;
@@ -659,7 +697,8 @@ RewriteEffect SpecSubstitution::apply(Graph& g, const SubstitutionSite& site) co
       for (NodeId n = 0; n < g.numNodes(); ++n)
         if (m.nodes.contains(n)) names.insert(g.node(n).name);
       if (names != wanted) continue;
-      if (!std::all_of(conditions_.begin(), conditions_.end(), [&](const Condition& c) { return holds(g, m, c); }))
+      if (!std::all_of(conditions_.begin(), conditions_.end(),
+                       [&](const Condition& c) { return holds(g, m, c); }))
         continue;
       found = m;
       break;
@@ -679,7 +718,8 @@ RewriteEffect SpecSubstitution::apply(Graph& g, const SubstitutionSite& site) co
     } catch (const Error& e) {
       throw Error(site.toString() + ": the target does not infer: " + e.what());
     }
-    if (!(t == yType)) throw Error(site.toString() + ": the target computes another type than the source");
+    if (!(t == yType))
+      throw Error(site.toString() + ": the target computes another type than the source");
   }
 
   RewriteEffect effect;
@@ -703,7 +743,8 @@ RewriteEffect SpecSubstitution::apply(Graph& g, const SubstitutionSite& site) co
   const Binding b{g, m};
   std::vector<std::pair<const TargetExpr*, Node>> pending;  // built after the inputs
   NodeId newRoot = kNoNode;
-  std::function<ValueId(const TargetExpr&, bool)> build = [&](const TargetExpr& e, bool isRoot) -> ValueId {
+  std::function<ValueId(const TargetExpr&, bool)> build = [&](const TargetExpr& e,
+                                                              bool isRoot) -> ValueId {
     if (isVariable(e)) return m.valueCaptures.at(e.variable);
     std::vector<ValueId> inputs;
     for (const auto& in : e.inputs) inputs.push_back(build(in, false));

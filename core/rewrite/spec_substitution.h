@@ -80,7 +80,7 @@ class SpecSubstitution : public Substitution {
   // The target's syntax tree (public for the parser in the .cc).
   struct AttrValue {
     enum class Kind { Literal, Ref, All } kind = Kind::Literal;
-    Attribute literal;  // Literal: the value, typed as the attribute is
+    Attribute literal;               // Literal: the value, typed as the attribute is
     std::string capture, attribute;  // $capture.attribute, or $capture (All)
   };
   struct TargetAttr {

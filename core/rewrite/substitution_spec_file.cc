@@ -65,9 +65,10 @@ void addLocked(Registry& r, std::shared_ptr<const SpecSubstitution> rule) {
     if (known->name() == rule->name()) {
       if (known->text().sameRule(rule->text())) return;
       const SubstitutionRuleText& t = rule->text();
-      throw SpecError(t.file, t.namePos.line, t.namePos.column,
-                      "rule '" + t.name + "' is already defined, differently, by " +
-                          (known->text().file.empty() ? std::string("another file") : known->text().file));
+      throw SpecError(
+          t.file, t.namePos.line, t.namePos.column,
+          "rule '" + t.name + "' is already defined, differently, by " +
+              (known->text().file.empty() ? std::string("another file") : known->text().file));
     }
   r.rules.push_back(std::move(rule));
 }
@@ -97,14 +98,16 @@ void ensureBuiltin(Registry& r) {
 
 }  // namespace
 
-SubstitutionRulesLoad parseSubstitutionRules(const std::string& text, const std::string& displayPath) {
+SubstitutionRulesLoad parseSubstitutionRules(const std::string& text,
+                                             const std::string& displayPath) {
   SubstitutionRulesLoad load;
   toml::table root;
   try {
     root = toml::parse(text, displayPath);
   } catch (const toml::parse_error& e) {
     load.errors.push_back(SpecError(displayPath, static_cast<int>(e.source().begin.line),
-                                    static_cast<int>(e.source().begin.column), std::string(e.description()))
+                                    static_cast<int>(e.source().begin.column),
+                                    std::string(e.description()))
                               .what());
     return load;
   }
@@ -117,7 +120,8 @@ SubstitutionRulesLoad parseSubstitutionRules(const std::string& text, const std:
   std::set<std::string> names;
   for (const auto& [key, node] : root) {
     if (key.str() != "rules") {
-      error(key.source(), "unknown key '" + std::string(key.str()) + "' (rules go in [rules.NAME] tables)");
+      error(key.source(),
+            "unknown key '" + std::string(key.str()) + "' (rules go in [rules.NAME] tables)");
       continue;
     }
     const toml::table* rules = node.as_table();
@@ -131,7 +135,8 @@ SubstitutionRulesLoad parseSubstitutionRules(const std::string& text, const std:
           nameKey.source().begin.line ? nameKey.source() : ruleNode.source();
       const toml::table* t = ruleNode.as_table();
       if (!t) {
-        error(where, "rule '" + name + "' must be a table with source, target and an optional condition");
+        error(where,
+              "rule '" + name + "' must be a table with source, target and an optional condition");
         continue;
       }
       if (!validRuleName(name)) {
@@ -172,7 +177,8 @@ SubstitutionRulesLoad parseSubstitutionRules(const std::string& text, const std:
             continue;
           }
           if (!arr) {
-            error(v.source(), "rule '" + name + "': condition must be a string or a list of strings");
+            error(v.source(),
+                  "rule '" + name + "': condition must be a string or a list of strings");
             ok = false;
             continue;
           }
@@ -187,7 +193,8 @@ SubstitutionRulesLoad parseSubstitutionRules(const std::string& text, const std:
             rt.conditionPos.push_back(stringStart(el, text));
           }
         } else {
-          error(k.source(), "rule '" + name + "': unknown key '" + field + "' (source, target, condition)");
+          error(k.source(),
+                "rule '" + name + "': unknown key '" + field + "' (source, target, condition)");
           ok = false;
         }
       }
@@ -228,18 +235,22 @@ bool isSubstitutionRuleFile(const std::string& path) {
 }
 
 std::string builtinSubstitutionDirectory() {
-  if (const char* env = std::getenv("COLLAGE_RESOURCES")) return std::string(env) + "/substitutions";
+  if (const char* env = std::getenv("COLLAGE_RESOURCES"))
+    return std::string(env) + "/substitutions";
 #ifdef COLLAGE_INSTALL_SUBSTITUTION_DIR
   if (auto installed = findInstalledPath(COLLAGE_INSTALL_SUBSTITUTION_DIR)) return *installed;
 #endif
 #ifdef COLLAGE_SOURCE_RESOURCES
-  if (fs::exists(COLLAGE_SOURCE_RESOURCES "/substitutions")) return COLLAGE_SOURCE_RESOURCES "/substitutions";
+  if (fs::exists(COLLAGE_SOURCE_RESOURCES "/substitutions"))
+    return COLLAGE_SOURCE_RESOURCES "/substitutions";
 #endif
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec)
-    for (fs::path dir = exe.parent_path(); !dir.empty() && dir != dir.root_path(); dir = dir.parent_path())
-      if (fs::exists(dir / "resources" / "substitutions")) return (dir / "resources" / "substitutions").string();
+    for (fs::path dir = exe.parent_path(); !dir.empty() && dir != dir.root_path();
+         dir = dir.parent_path())
+      if (fs::exists(dir / "resources" / "substitutions"))
+        return (dir / "resources" / "substitutions").string();
   return "resources/substitutions";
 }
 

@@ -33,7 +33,8 @@ struct SubstitutionRulesLoad {
 // Reads a rule file's text; never throws for the file's content (a TOML
 // syntax error is one error, and then no rule loads). A name that a C++
 // rule has, or an earlier rule of the file, is an error at that rule.
-SubstitutionRulesLoad parseSubstitutionRules(const std::string& text, const std::string& displayPath);
+SubstitutionRulesLoad parseSubstitutionRules(const std::string& text,
+                                             const std::string& displayPath);
 // The same for a file; "PATH: cannot open" when it cannot be read.
 SubstitutionRulesLoad loadSubstitutionRules(const std::string& path);
 

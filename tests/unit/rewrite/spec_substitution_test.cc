@@ -46,7 +46,9 @@ const Node& nodeOf(const Graph& g, const std::string& op) {
   throw Error("no " + op);
 }
 // The op of the node that produces a node's first input.
-std::string producerOp(const Graph& g, const Node& n) { return g.node(g.value(n.inputs[0]).producer).op; }
+std::string producerOp(const Graph& g, const Node& n) {
+  return g.node(g.value(n.inputs[0]).producer).op;
+}
 
 // The one rule of a text, which must load.
 std::shared_ptr<const SpecSubstitution> oneRule(const std::string& text) {
@@ -87,9 +89,10 @@ Graph applySite(const Graph& g, const SubstitutionSite& site) {
 TEST(SpecSubstitutionFile, ShippedRulesLoadAndAreFoundByName) {
   EXPECT_TRUE(builtinSubstitutionErrors().empty()) << builtinSubstitutionErrors().front();
   EXPECT_GE(specSubstitutions().size(), 8u);
-  for (const char* name : {"swap-unary-transpose", "swap-transpose-unary", "swap-unary-reshape", "swap-reshape-unary",
-                           "div-const-to-mul", "remove-identity", "collapse-relu-relu", "collapse-neg-neg", "swap-relu-monotone",
-                           "swap-neg-odd"}) {
+  for (const char* name :
+       {"swap-unary-transpose", "swap-transpose-unary", "swap-unary-reshape", "swap-reshape-unary",
+        "div-const-to-mul", "remove-identity", "collapse-relu-relu", "collapse-neg-neg",
+        "swap-relu-monotone", "swap-neg-odd"}) {
     const Substitution* rule = findSubstitution(name);
     ASSERT_NE(rule, nullptr) << name;
     EXPECT_EQ(rule->name(), name);
@@ -120,11 +123,14 @@ TEST(SpecSubstitutionFile, UndefinedVariableInTheTarget) {
 }
 
 TEST(SpecSubstitutionFile, UnknownAttribute) {
-  EXPECT_EQ(onlyError("[rules.bad]\nsource = \"Relu(t=Transpose(x))\"\ntarget = \"Transpose[prem=$t.perm](Relu(x))\"\n"),
+  EXPECT_EQ(onlyError("[rules.bad]\nsource = \"Relu(t=Transpose(x))\"\ntarget = "
+                      "\"Transpose[prem=$t.perm](Relu(x))\"\n"),
             "my.toml:7:21: rule 'bad': target: op Transpose has no attribute 'prem'");
-  EXPECT_EQ(onlyError("[rules.bad]\nsource = \"Relu(t=Transpose(x))\"\ntarget = \"Transpose[perm=$t.axis](Relu(x))\"\n"),
+  EXPECT_EQ(onlyError("[rules.bad]\nsource = \"Relu(t=Transpose(x))\"\ntarget = "
+                      "\"Transpose[perm=$t.axis](Relu(x))\"\n"),
             "my.toml:7:29: rule 'bad': target: op Transpose has no attribute 'axis'");
-  EXPECT_EQ(onlyError("[rules.bad]\nsource = \"Relu(t=Transpose(x))\"\ntarget = \"x\"\ncondition = [\"$t.prem == [0, 1]\"]\n"),
+  EXPECT_EQ(onlyError("[rules.bad]\nsource = \"Relu(t=Transpose(x))\"\ntarget = \"x\"\ncondition = "
+                      "[\"$t.prem == [0, 1]\"]\n"),
             "my.toml:8:18: rule 'bad': condition: op Transpose has no attribute 'prem'");
 }
 
@@ -137,27 +143,36 @@ TEST(SpecSubstitutionFile, DuplicateNameAndCxxName) {
   EXPECT_EQ(load.errors[0].rfind("dup.toml:4:", 0), 0u) << load.errors[0];
   EXPECT_NE(load.errors[0].find("a built-in C++ rule has that name"), std::string::npos);
   // TOML itself refuses a table defined twice: the whole file is one error.
-  load = parseSubstitutionRules("[rules.a]\nsource = \"Relu(x)\"\ntarget = \"x\"\n[rules.a]\nsource = \"Neg(x)\"\n", "dup.toml");
+  load = parseSubstitutionRules(
+      "[rules.a]\nsource = \"Relu(x)\"\ntarget = \"x\"\n[rules.a]\nsource = \"Neg(x)\"\n",
+      "dup.toml");
   ASSERT_EQ(load.errors.size(), 1u);
   EXPECT_EQ(load.errors[0].rfind("dup.toml:4:", 0), 0u) << load.errors[0];
   // Registering a different rule under a known name is refused, naming both.
   test_support::expectError(
-      [] { registerSubstitution(oneRule("[rules.collapse-neg-neg]\nsource = \"Neg(Neg(x))\"\ntarget = \"Neg(x)\"\n")); },
+      [] {
+        registerSubstitution(
+            oneRule("[rules.collapse-neg-neg]\nsource = \"Neg(Neg(x))\"\ntarget = \"Neg(x)\"\n"));
+      },
       {"test.toml:1:", "'collapse-neg-neg' is already defined, differently"});
 }
 
 TEST(SpecSubstitutionFile, OtherMistakes) {
-  EXPECT_EQ(onlyError("[rules.bad]\nsource = \"Relu(x)\"\n"), "my.toml:5:8: rule 'bad' needs a target");
+  EXPECT_EQ(onlyError("[rules.bad]\nsource = \"Relu(x)\"\n"),
+            "my.toml:5:8: rule 'bad' needs a target");
   EXPECT_EQ(onlyError("[rules.bad]\nsource = \"Relu(x)\"\ntarget = \"x\"\nwhen = \"x\"\n"),
             "my.toml:8:1: rule 'bad': unknown key 'when' (source, target, condition)");
   EXPECT_EQ(onlyError("[rules.bad]\nsource = \"Relu(x)\"\ntarget = \"Relu(x, x)\"\n"),
             "my.toml:7:15: rule 'bad': target: Relu takes 1 input(s), the target gives 2");
-  EXPECT_EQ(onlyError("[rules.bad]\nsource = \"Relu(x)\"\ntarget = \"Transpose[perm=[1,0]]($t(x))\"\n"),
-            "my.toml:7:33: rule 'bad': target: the source captures no node 't' (write c=Op(...) there)");
-  EXPECT_EQ(onlyError("[rules.bad]\nsource = \"Relu(x)\"\ntarget = \"Transpose[perm=\\\"a\\\"](x)\"\n"),
-            "my.toml:7:26: rule 'bad': target: attribute 'perm' of Transpose is ints, not a");
+  EXPECT_EQ(
+      onlyError("[rules.bad]\nsource = \"Relu(x)\"\ntarget = \"Transpose[perm=[1,0]]($t(x))\"\n"),
+      "my.toml:7:33: rule 'bad': target: the source captures no node 't' (write c=Op(...) there)");
+  EXPECT_EQ(
+      onlyError("[rules.bad]\nsource = \"Relu(x)\"\ntarget = \"Transpose[perm=\\\"a\\\"](x)\"\n"),
+      "my.toml:7:26: rule 'bad': target: attribute 'perm' of Transpose is ints, not a");
   EXPECT_EQ(onlyError("[rules.bad]\nsource = \"Relu(?x)\"\ntarget = \"x\"\n"),
-            "my.toml:6:16: rule 'bad': source: optional inputs ('?') are not allowed in a rule's source: write one "
+            "my.toml:6:16: rule 'bad': source: optional inputs ('?') are not allowed in a rule's "
+            "source: write one "
             "rule per form");
 }
 
@@ -261,8 +276,10 @@ TEST(SpecSubstitution, ReordersCommutingElementwiseOps) {
 TEST(SpecSubstitution, ConditionsLimitTheSites) {
   const Graph g = reluTransposeGraph();  // perm [0, 2, 1], rank 3
   auto sitesWith = [&](const std::string& condition) {
-    return oneRule("[rules.c]\nsource = \"Relu(t=Transpose(x))\"\ntarget = \"Transpose[$t](Relu(x))\"\ncondition = [" +
-                   condition + "]\n")
+    return oneRule(
+               "[rules.c]\nsource = \"Relu(t=Transpose(x))\"\ntarget = "
+               "\"Transpose[$t](Relu(x))\"\ncondition = [" +
+               condition + "]\n")
         ->find(g)
         .size();
   };
@@ -278,7 +295,8 @@ TEST(SpecSubstitution, ConditionsLimitTheSites) {
 
 TEST(SpecSubstitution, AWrongRuleIsDroppedByTheEquivalenceCheck) {
   // Relu(-x) is not -Relu(x): the rule parses and matches, the check refuses it.
-  auto wrong = oneRule("[rules.wrong-relu-neg]\nsource = \"Relu(Neg(x))\"\ntarget = \"Neg(Relu(x))\"\n");
+  auto wrong =
+      oneRule("[rules.wrong-relu-neg]\nsource = \"Relu(Neg(x))\"\ntarget = \"Neg(Relu(x))\"\n");
   registerSubstitution(wrong);
   GraphBuilder b;
   b.finish(b.op("Sigmoid", {b.op("Relu", {b.op("Neg", {b.input({4, 8})})})}));
@@ -290,13 +308,18 @@ TEST(SpecSubstitution, AWrongRuleIsDroppedByTheEquivalenceCheck) {
   EXPECT_NE(note.find("wrong-relu-neg at"), std::string::npos) << note;
   EXPECT_NE(note.find("dropped, not equivalent"), std::string::npos) << note;
   // Replaying it (a plan that names it) fails too.
-  test_support::expectError([&] { replaySubstitutions(g, sites); }, {"does not hold", "wrong-relu-neg"});
+  test_support::expectError([&] { replaySubstitutions(g, sites); },
+                            {"does not hold", "wrong-relu-neg"});
   // The search tries it, drops it with a note, and keeps the graph.
   SubstitutionSearchOptions options;
   options.rules = {wrong.get()};
   options.forcedRules = {"wrong-relu-neg"};
   const SubstitutionSearchResult r = searchSubstitutions(
-      g, [](const Graph& graph, const std::vector<SubstitutionSite>&) { return Cost(graph.numNodes()); }, options);
+      g,
+      [](const Graph& graph, const std::vector<SubstitutionSite>&) {
+        return Cost(graph.numNodes());
+      },
+      options);
   EXPECT_TRUE(r.applied.empty());
   EXPECT_EQ(canonicalGraphKey(r.graph), canonicalGraphKey(g));
   bool noted = false;
@@ -312,7 +335,8 @@ Graph randomChain(uint64_t seed) {
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
   using Ints = std::vector<int64_t>;
   ValueId x = b.input({2, 3, 4});
-  const char* unary[] = {"Relu", "Tanh", "Neg", "Sigmoid", "Erf", "Floor", "Abs", "Identity", "Sin"};
+  const char* unary[] = {"Relu",  "Tanh", "Neg",      "Sigmoid", "Erf",
+                         "Floor", "Abs",  "Identity", "Sin"};
   for (int step = 0; step < 10; ++step) {
     switch (pick(5)) {
       case 0:
@@ -364,14 +388,16 @@ TEST(SpecSubstitution, RandomChainsKeepTheirOutputs) {
     expectSameOutputs(g, current, seed);
   }
   EXPECT_GT(applied, 30);
-  for (const char* name : {"swap-unary-transpose", "swap-transpose-unary", "swap-unary-reshape", "swap-reshape-unary",
-                           "div-const-to-mul", "collapse-relu-relu", "collapse-neg-neg", "remove-identity"})
+  for (const char* name :
+       {"swap-unary-transpose", "swap-transpose-unary", "swap-unary-reshape", "swap-reshape-unary",
+        "div-const-to-mul", "collapse-relu-relu", "collapse-neg-neg", "remove-identity"})
     EXPECT_TRUE(used.count(name)) << name << " never applied";
 }
 
 TEST(SpecSubstitution, TheShortestSpellingCarriesTheLayoutOpsAttributes) {
   // `Transpose(...)` in the target takes the one source Transpose's perm.
-  auto rule = oneRule("[rules.short]\nsource = \"Relu(Transpose(x))\"\ntarget = \"Transpose(Relu(x))\"\n");
+  auto rule =
+      oneRule("[rules.short]\nsource = \"Relu(Transpose(x))\"\ntarget = \"Transpose(Relu(x))\"\n");
   const Graph g = reluTransposeGraph();
   const auto sites = rule->find(g);
   ASSERT_EQ(sites.size(), 1u);
@@ -379,7 +405,9 @@ TEST(SpecSubstitution, TheShortestSpellingCarriesTheLayoutOpsAttributes) {
   const Graph after = applySite(g, sites[0]);
   EXPECT_EQ(nodeOf(after, "Transpose").attrs.getInts("perm"), (std::vector<int64_t>{0, 2, 1}));
   // With the op's default perm (reversed axes) the shapes differ: no site.
-  auto defaults = oneRule("[rules.d]\nsource = \"Relu(Transpose(x))\"\ntarget = \"Transpose[perm=[2,1,0]](Relu(x))\"\n");
+  auto defaults = oneRule(
+      "[rules.d]\nsource = \"Relu(Transpose(x))\"\ntarget = "
+      "\"Transpose[perm=[2,1,0]](Relu(x))\"\n");
   EXPECT_TRUE(defaults->find(g).empty());
 }
 
@@ -388,16 +416,19 @@ TEST(SpecSubstitution, TheShortestSpellingCarriesTheLayoutOpsAttributes) {
 TEST(SpecSubstitution, ZooModelsKeepTheirOutputs) {
   int applied = 0;
   std::set<std::string> used;
-  for (const char* model : {"resnet50_small", "mobilenet_v2_small", "bert_small", "mobilenet_v3_large_small",
-                            "efficientnet_b0_small", "shufflenet_v2_small", "convnext_tiny_small", "vit_b_16_small",
-                            "gpt2_small"}) {
+  for (const char* model :
+       {"resnet50_small", "mobilenet_v2_small", "bert_small", "mobilenet_v3_large_small",
+        "efficientnet_b0_small", "shufflenet_v2_small", "convnext_tiny_small", "vit_b_16_small",
+        "gpt2_small"}) {
     SCOPED_TRACE(model);
-    const Graph g = importOnnx(std::string(COLLAGE_SOURCE_DIR) + "/resources/models/" + model + ".onnx");
+    const Graph g =
+        importOnnx(std::string(COLLAGE_SOURCE_DIR) + "/resources/models/" + model + ".onnx");
     Graph current = g;
     for (int round = 0; round < 20; ++round) {
       bool any = false;
       for (const Substitution* rule : specSubstitutions()) {
-        if (rule->name().rfind("wrong-", 0) == 0) continue;  // the deliberately wrong rule of the test above
+        if (rule->name().rfind("wrong-", 0) == 0)
+          continue;  // the deliberately wrong rule of the test above
         const auto sites = rule->find(current);
         if (sites.empty()) continue;
         std::string note;
@@ -423,8 +454,9 @@ TEST(SpecSubstitution, ZooModelsKeepTheirOutputs) {
 // ---- a plan carries the spec rules it used ---------------------------------------
 
 TEST(SpecSubstitution, APlanCarriesItsSpecRules) {
-  auto rule = oneRule("[rules.plan-carried-relu-transpose]\nsource = \"Relu(t=Transpose(x))\"\n"
-                      "target = \"Transpose[perm=$t.perm](Relu(x))\"\n");
+  auto rule = oneRule(
+      "[rules.plan-carried-relu-transpose]\nsource = \"Relu(t=Transpose(x))\"\n"
+      "target = \"Transpose[perm=$t.perm](Relu(x))\"\n");
   const Graph g = reluTransposeGraph();
   const auto sites = rule->find(g);
   ASSERT_EQ(sites.size(), 1u);
@@ -446,8 +478,9 @@ TEST(SpecSubstitution, APlanCarriesItsSpecRules) {
   std::string other = json;
   const std::string from = "Transpose[perm=$t.perm](Relu(x))";
   other.replace(other.find(from), from.size(), "Transpose(Relu(x))");
-  test_support::expectError([&] { planFromJson(other, "other.json"); },
-                            {"other.json", "plan-carried-relu-transpose", "already defined, differently"});
+  test_support::expectError(
+      [&] { planFromJson(other, "other.json"); },
+      {"other.json", "plan-carried-relu-transpose", "already defined, differently"});
 }
 
 }  // namespace
