@@ -6,7 +6,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -42,9 +44,12 @@ SourcePos stringStart(const toml::node& node, const std::string& fileText) {
   return {p.line, p.column + 1};
 }
 
+// The key a duplicate rule's table is renamed to before TOML reads the file.
+constexpr const char* kSetAside = "__collage_duplicate_rule_line_";
+
 bool validRuleName(const std::string& name) {
   return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
   });
 }
 
@@ -101,9 +106,41 @@ void ensureBuiltin(Registry& r) {
 SubstitutionRulesLoad parseSubstitutionRules(const std::string& text,
                                              const std::string& displayPath) {
   SubstitutionRulesLoad load;
+  // TOML refuses a table defined twice, which would lose the whole file: a
+  // second [rules.NAME] is reported here and its table set aside, so the
+  // other rules still load.
+  std::string source = text;
+  {
+    static const std::regex header(
+        R"(^([ \t]*)\[[ \t]*rules[ \t]*\.[ \t]*([A-Za-z0-9_-]+)[ \t]*\])");
+    std::map<std::string, int> firstLine;
+    size_t begin = 0;
+    for (int line = 1; begin <= source.size(); ++line) {
+      size_t end = source.find('\n', begin);
+      if (end == std::string::npos) end = source.size();
+      std::smatch m;
+      const std::string row = source.substr(begin, end - begin);
+      if (std::regex_search(row, m, header)) {
+        const std::string name = m[2].str();
+        auto [it, fresh] = firstLine.emplace(name, line);
+        if (!fresh) {
+          const int column = static_cast<int>(m.position(2)) + 1;
+          load.errors.push_back(SpecError(displayPath, line, column,
+                                          "rule '" + name + "' is defined twice (first at line " +
+                                              std::to_string(it->second) + ")")
+                                    .what());
+          const std::string hidden = m[1].str() + "[" + kSetAside + std::to_string(line) + "]";
+          source.replace(begin, static_cast<size_t>(m.length(0)), hidden);
+          end = source.find('\n', begin);
+          if (end == std::string::npos) end = source.size();
+        }
+      }
+      begin = end + 1;
+    }
+  }
   toml::table root;
   try {
-    root = toml::parse(text, displayPath);
+    root = toml::parse(source, displayPath);
   } catch (const toml::parse_error& e) {
     load.errors.push_back(SpecError(displayPath, static_cast<int>(e.source().begin.line),
                                     static_cast<int>(e.source().begin.column),
@@ -119,6 +156,7 @@ SubstitutionRulesLoad parseSubstitutionRules(const std::string& text,
   for (const auto& r : standardSubstitutions()) cxxNames.insert(r->name());
   std::set<std::string> names;
   for (const auto& [key, node] : root) {
+    if (key.str().rfind(kSetAside, 0) == 0) continue;  // a duplicate, reported above
     if (key.str() != "rules") {
       error(key.source(),
             "unknown key '" + std::string(key.str()) + "' (rules go in [rules.NAME] tables)");
@@ -140,7 +178,7 @@ SubstitutionRulesLoad parseSubstitutionRules(const std::string& text,
         continue;
       }
       if (!validRuleName(name)) {
-        error(where, "rule name '" + name + "': use letters, digits, '-', '_' and '.'");
+        error(where, "rule name '" + name + "': use letters, digits, '-' and '_'");
         continue;
       }
       if (cxxNames.count(name)) {
