@@ -416,6 +416,71 @@ TEST(SpecSubstitution, TheShortestSpellingCarriesTheLayoutOpsAttributes) {
   EXPECT_TRUE(defaults->find(g).empty());
 }
 
+TEST(SpecSubstitution, TheSearchTriesSpecRulesWithTheCxxOnes) {
+  // A cost that counts Divs: the search finds div-const-to-mul on its own.
+  GraphBuilder b;
+  b.finish(b.op("Sigmoid", {b.op("Div", {b.input({4, 8}), b.scalar(3.0f)})}));
+  const Graph g = b.graph();
+  const SubstitutionSearchResult r = searchSubstitutions(
+      g,
+      [](const Graph& graph, const std::vector<SubstitutionSite>&) {
+        return Cost(1 + countOp(graph, "Div"));
+      },
+      SubstitutionSearchOptions{});
+  ASSERT_EQ(r.applied.size(), 1u);
+  EXPECT_EQ(r.applied[0].rule, "div-const-to-mul");
+  EXPECT_EQ(countOp(r.graph, "Div"), 0);
+  expectSameOutputs(g, r.graph);
+}
+
+TEST(SpecSubstitutionFile, AUsersFileIsRegisteredAndToldFromABackendSpec) {
+  const std::string dir = ::testing::TempDir();
+  const std::string rules = dir + "/spec_rules_test_rules.toml",
+                    backend = dir + "/spec_rules_test_backend.toml";
+  std::ofstream(rules)
+      << "[rules.users-neg-tanh]\nsource = \"Neg(Tanh(x))\"\ntarget = \"Tanh(Neg(x))\"\n"
+         "[rules.users-bad]\nsource = \"Neg(x)\"\ntarget = \"Negg(x)\"\n";
+  std::ofstream(backend) << "name = \"x\"\n[patterns]\na = \"Relu(*)\"\n";
+  EXPECT_TRUE(isSubstitutionRuleFile(rules));
+  EXPECT_FALSE(isSubstitutionRuleFile(backend));
+  EXPECT_FALSE(isSubstitutionRuleFile(dir + "/no-such-file.toml"));
+  const std::vector<std::string> errors = registerSubstitutionRules(rules);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0], rules + ":6:11: rule 'users-bad': target: unknown op 'Negg'");
+  ASSERT_NE(findSubstitution("users-neg-tanh"), nullptr);
+  EXPECT_EQ(findSubstitution("users-bad"), nullptr);
+  // Registering the same file again changes nothing.
+  EXPECT_EQ(registerSubstitutionRules(rules).size(), 1u);
+  EXPECT_EQ(registerSubstitutionRules(dir + "/no-such-file.toml"),
+            std::vector<std::string>{dir + "/no-such-file.toml: cannot open"});
+}
+
+TEST(SpecSubstitution, APlanRoundTripKeepsTheRulesConditions) {
+  auto rule = oneRule(
+      "[rules.plan-cond]\nsource = \"Relu(t=Transpose(x))\"\ntarget = \"Transpose[$t](Relu(x))\"\n"
+      "condition = [\"rank(x) == 3\", \"$t.perm != [2, 1, 0]\"]\n");
+  Plan p = planFromJson(R"({"format": "collage-plan", "version": 1, "model": {"sha256": "abc"},
+                            "groups": [{"backend": "native", "nodes": ["a"]}]})",
+                        "hand.json");
+  p.substitutionRules.push_back(rule->text());
+  const Plan back = planFromJson(planToJson(p), "back.json");
+  EXPECT_EQ(back, p);
+  EXPECT_EQ(back.substitutionRules.at(0).conditions, rule->text().conditions);
+  // Without spec rules the field is absent.
+  p.substitutionRules.clear();
+  EXPECT_EQ(planToJson(p).find("substitution_rules"), std::string::npos);
+  // A carried rule that does not parse names the plan and the field.
+  test_support::expectError(
+      [] {
+        planFromJson(R"J({"format": "collage-plan", "version": 1, "model": {"sha256": "abc"},
+                         "substitution_rules": [{"name": "r", "source": "Relu(x)", "target": "Reluu(x)"}],
+                         "groups": [{"backend": "native", "nodes": ["a"]}]
+})J",
+                     "bad.json");
+      },
+      {"bad.json: substitution_rules[0]:1:1:", "unknown op 'Reluu'"});
+}
+
 // ---- the shipped rules on the small zoo -------------------------------------------
 
 TEST(SpecSubstitution, ZooModelsKeepTheirOutputs) {
