@@ -657,28 +657,30 @@ TensorType inferTarget(const Binding& b, const TargetExpr& e) {
 
 }  // namespace
 
+bool SpecSubstitution::usable(const Graph& g, const PatternMatch& m) const {
+  const Node& root = g.node(m.exit);
+  if (root.outputs.empty() || root.outputs[0] == kNoValue) return false;
+  for (size_t i = 1; i < root.outputs.size(); ++i)  // the root's other outputs must be unused
+    if (root.outputs[i] != kNoValue &&
+        (!g.value(root.outputs[i]).consumers.empty() || g.value(root.outputs[i]).isGraphOutput))
+      return false;
+  const ValueId y = root.outputs[0];
+  if (isVariable(target_) && (g.value(y).isGraphOutput || readBySubgraphOwner(g, y))) return false;
+  if (!std::all_of(conditions_.begin(), conditions_.end(),
+                   [&](const Condition& c) { return holds(g, m, c); }))
+    return false;
+  try {
+    return inferTarget({g, m}, target_) == g.value(y).type;
+  } catch (const Error&) {
+    return false;  // the target does not type on these shapes
+  }
+}
+
 std::vector<SubstitutionSite> SpecSubstitution::find(const Graph& g) const {
   std::vector<SubstitutionSite> sites;
   std::set<std::vector<std::string>> seen;
   for (const PatternMatch& m : findMatches(source_, g)) {
-    const Node& root = g.node(m.exit);
-    if (root.outputs.empty() || root.outputs[0] == kNoValue) continue;
-    bool extraOutputs = false;
-    for (size_t i = 1; i < root.outputs.size(); ++i)
-      if (root.outputs[i] != kNoValue &&
-          (!g.value(root.outputs[i]).consumers.empty() || g.value(root.outputs[i]).isGraphOutput))
-        extraOutputs = true;
-    if (extraOutputs) continue;
-    const ValueId y = root.outputs[0];
-    if (isVariable(target_) && (g.value(y).isGraphOutput || readBySubgraphOwner(g, y))) continue;
-    if (!std::all_of(conditions_.begin(), conditions_.end(),
-                     [&](const Condition& c) { return holds(g, m, c); }))
-      continue;
-    try {
-      if (!(inferTarget({g, m}, target_) == g.value(y).type)) continue;
-    } catch (const Error&) {
-      continue;  // the target does not type on these shapes
-    }
+    if (!usable(g, m)) continue;
     std::vector<std::string> names;
     for (NodeId n = 0; n < g.numNodes(); ++n)
       if (m.nodes.contains(n)) names.push_back(g.node(n).name);
@@ -696,10 +698,7 @@ RewriteEffect SpecSubstitution::apply(Graph& g, const SubstitutionSite& site) co
       std::set<std::string> names;
       for (NodeId n = 0; n < g.numNodes(); ++n)
         if (m.nodes.contains(n)) names.insert(g.node(n).name);
-      if (names != wanted) continue;
-      if (!std::all_of(conditions_.begin(), conditions_.end(),
-                       [&](const Condition& c) { return holds(g, m, c); }))
-        continue;
+      if (names != wanted || !usable(g, m)) continue;
       found = m;
       break;
     }
@@ -710,18 +709,6 @@ RewriteEffect SpecSubstitution::apply(Graph& g, const SubstitutionSite& site) co
   const ValueId y = g.node(rootId).outputs.at(0);
   const std::string yName = g.value(y).name;
   const std::string rootName = g.node(rootId).name;
-  const TensorType yType = g.value(y).type;
-  {
-    TensorType t;
-    try {
-      t = inferTarget({g, m}, target_);
-    } catch (const Error& e) {
-      throw Error(site.toString() + ": the target does not infer: " + e.what());
-    }
-    if (!(t == yType))
-      throw Error(site.toString() + ": the target computes another type than the source");
-  }
-
   RewriteEffect effect;
   effect.removed = site.nodes;
   std::vector<bool> dead(static_cast<size_t>(g.numNodes()), false);

@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "core/patterns/pattern.h"
+#include "core/patterns/pattern_matcher.h"
 #include "core/rewrite/substitution.h"
 
 namespace collage {
@@ -111,6 +112,9 @@ class SpecSubstitution : public Substitution {
 
  private:
   SpecSubstitution() = default;
+  // Whether a match of the source is a site: the root's other outputs
+  // unused, the conditions hold, the target types as the source's root.
+  bool usable(const Graph& graph, const PatternMatch& match) const;
 
   SubstitutionRuleText text_;
   Pattern source_;

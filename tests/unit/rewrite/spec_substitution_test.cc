@@ -416,6 +416,28 @@ TEST(SpecSubstitution, TheShortestSpellingCarriesTheLayoutOpsAttributes) {
   EXPECT_TRUE(defaults->find(g).empty());
 }
 
+TEST(SpecSubstitution, ACommutativeSourceMatchesEitherOrder) {
+  // x + (-y) == x - y, written with the Neg first or second.
+  auto rule =
+      oneRule("[rules.add-neg-to-sub]\nsource = \"Add(x, Neg(y))\"\ntarget = \"Sub(x, y)\"\n");
+  registerSubstitution(rule);
+  GraphBuilder b;
+  const ValueId a = b.input({3, 4}), c = b.input({3, 4});
+  const ValueId s1 = b.op("Add", {b.op("Neg", {c}), a});
+  const ValueId s2 = b.op("Add", {a, b.op("Neg", {c})});
+  b.finish(b.op("Mul", {s1, s2}));
+  Graph current = b.graph();
+  const Graph g = current;
+  for (int i = 0; i < 2; ++i) {
+    const auto sites = rule->find(current);
+    ASSERT_EQ(sites.size(), static_cast<size_t>(2 - i));
+    current = applySite(current, sites[0]);
+  }
+  EXPECT_EQ(countOp(current, "Sub"), 2);
+  EXPECT_EQ(countOp(current, "Neg"), 0);
+  expectSameOutputs(g, current);
+}
+
 TEST(SpecSubstitution, TheSearchTriesSpecRulesWithTheCxxOnes) {
   // A cost that counts Divs: the search finds div-const-to-mul on its own.
   GraphBuilder b;
