@@ -5,6 +5,7 @@
 // prints the job's report and writes the plan.
 #include <unistd.h>
 
+#include <csignal>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -57,6 +58,15 @@ double parseDurationSeconds(const std::string& text, const std::string& option) 
   return value * scale;
 }
 
+namespace {
+
+// Ctrl-C while a Slurm job measures for --target: the wait loop sees the
+// token within 50 ms and cancels the job (scancel) before the command ends.
+CancellationToken interrupted;
+extern "C" void onInterrupt(int) { interrupted.cancel(); }
+
+}  // namespace
+
 Action addOptimizeCommand(CLI::App& app) {
   struct Options : ModelOptions {
     std::vector<std::string> backends;
@@ -78,6 +88,9 @@ Action addOptimizeCommand(CLI::App& app) {
     std::string substitutionBudget = "30s";
     std::string budget = "5m";
     int saturation = 6;
+    std::string target;
+    std::string slurmWorkDir;
+    int batchSize = 16;
   };
   auto* command = app.add_subcommand("optimize", "measure candidates and find the fastest placement");
   auto options = std::make_shared<Options>();
@@ -121,7 +134,7 @@ Action addOptimizeCommand(CLI::App& app) {
       ->check(CLI::Range(1.0, 10.0));
   command->add_option("--substitute", options->substitute,
                       "apply this substitution rule wherever it holds, whatever it costs (each site still "
-                      "checked equivalent); implies --substitutions (repeatable)")
+                      "checked equivalent); implies --substitutions (repeatable; \"all\": every rule)")
       ->delimiter(',');
   command->add_option("--substitution-rules", options->substitutionRules,
                       "also search the substitution rules of this file (TOML, [rules.NAME] tables with source, "
@@ -132,6 +145,14 @@ Action addOptimizeCommand(CLI::App& app) {
                       "time budget of the graph-level search: 90s, 5m, 1h or seconds (default 5m)");
   command->add_option("--saturation", options->saturation,
                       "stop the graph-level search after this many generations without a better plan")
+      ->check(CLI::PositiveNumber);
+  command->add_option("--target", options->target,
+                      "measure on the Slurm nodes with this feature (--constraint) instead of this machine, "
+                      "and plan for them; needs a postgresql:// --db (docs/team-setup.md)");
+  command->add_option("--slurm-work-dir", options->slurmWorkDir,
+                      "with --target, a folder the nodes share with this machine for the job's files (default: "
+                      "$COLLAGE_SLURM_WORK_DIR, else ~/.cache/collage-studio/slurm)");
+  command->add_option("--batch-size", options->batchSize, "with --target, kernels per Slurm array task (default 16)")
       ->check(CLI::PositiveNumber);
   return [options]() {
     const double budgetSeconds = parseDurationSeconds(options->budget, "--budget");
@@ -164,6 +185,16 @@ Action addOptimizeCommand(CLI::App& app) {
       for (const std::string& e : errors) std::cerr << "warning: " << e << "\n";
       job.substitutionRuleFiles.push_back(std::filesystem::absolute(file).string());
     }
+    // "all": every C++ rule, in its fixed order (spec-file rules are named one by one).
+    std::vector<std::string> forced;
+    for (const std::string& rule : options->substitute) {
+      if (rule != "all") {
+        forced.push_back(rule);
+        continue;
+      }
+      for (const auto& r : standardSubstitutions()) forced.push_back(r->name());
+    }
+    options->substitute = forced;
     for (const std::string& rule : options->substitute)
       if (!findSubstitution(rule)) {
         std::string known;
@@ -180,10 +211,20 @@ Action addOptimizeCommand(CLI::App& app) {
     job.graphLevelOptions.evolution.saturationGenerations = options->saturation;
     job.graphLevelOptions.timeoutSeconds = std::max(60.0, options->timeout);
 
+    job.target = options->target;
+    job.targetWorkDir = options->slurmWorkDir;
+    job.targetBatchSize = options->batchSize;
+
     // The job's report on stdout, its progress bar on stderr.
     TerminalProgress progress(/*logToStdout=*/true);
-    OptimizationResult result = runOptimizationJob(graph, job, &progress, nullptr);
+    if (!job.target.empty()) std::signal(SIGINT, onInterrupt);
+    OptimizationResult result =
+        runOptimizationJob(graph, job, &progress, job.target.empty() ? nullptr : &interrupted);
     progress.finish();
+    if (result.cancelled && !job.target.empty()) {
+      std::fprintf(stderr, "interrupted: no plan written\n");
+      return 130;
+    }
     // The graph the plan places: the model, or the model rewritten.
     const Graph& placed = placedGraph(result, graph);
 

@@ -56,6 +56,7 @@ int main(int argc, char** argv) {
   add(cli::addSpecCommand);
   add(cli::addOptimizeCommand);
   add(cli::addMeasureWorkerCommand);
+  add(cli::addMeasureBatchCommand);
   add(cli::addDbCommand);
   add(cli::addExplainCommand);
   add(cli::addLayoutWorkerCommand);

@@ -122,7 +122,9 @@ std::optional<QStringList> MainWindow::askInputShapes(const QString& path) {
 
 void MainWindow::startLoad(const QString& path, const QStringList& inputShapes) {
   // First: a model still being laid out is dropped, and what that says is
-  // then overwritten here.
+  // then overwritten here; so is a plan waiting for its rewritten graph.
+  pendingPlan_.reset();
+  pendingResult_.reset();
   loader_->start(path, inputShapes);
   status_->setText(tr("Loading %1...").arg(QFileInfo(path).fileName()));
   progress_->setRange(0, 0);
@@ -150,6 +152,9 @@ void MainWindow::onModelLoaded(const LoadedModel& model, const GraphLayout& layo
   ModelLoader::rememberInputShapes(modelPath_, inputShapes_);
   ModelLoader::addRecentFile(modelPath_);
   graph_ = model.graph;
+  modelGraph_ = model.imported();
+  rewriteSites_ = model.sites;
+  rewrittenNodes_ = model.rewrittenNodes;
   loader_->setShown(graph_);
   plan_.reset();
   lastResult_.reset();
@@ -162,19 +167,63 @@ void MainWindow::onModelLoaded(const LoadedModel& model, const GraphLayout& layo
   measureAction_->setEnabled(false);
   kernels_->clear();
   scene_->setGraph(graph_, layout);
+  QVector<NodeId> rewritten;
+  QHash<QString, QString> rewrittenBy;  // node name -> the site that made it
+  for (const auto& [name, site] : model.rewrittenNodes) {
+    if (auto n = graph_->findNode(name)) rewritten << *n;
+    rewrittenBy.insert(QString::fromStdString(name), QString::fromStdString(model.sites[site].toString()));
+  }
+  scene_->setRewrittenNodes(rewritten);
   showGraphStart();
   inspector_->clear();
+  inspector_->setRewrittenNodes(rewrittenBy);
   overrides_->clear();
   patternEditor_->setGraph(graph_);
   optimizeAction_->setEnabled(!isOptimizing());
   progress_->setVisible(isOptimizing());
   cancel_->setVisible(isOptimizing());
   setWindowTitle(tr("Collage Studio - %1").arg(QFileInfo(modelPath_).fileName()));
-  status_->setText(tr("%1: %2 nodes%3")
+  status_->setText(tr("%1: %2 nodes%3%4")
                        .arg(QFileInfo(modelPath_).fileName())
                        .arg(graph_->numNodes())
+                       .arg(rewriteSites_.empty()
+                                ? QString()
+                                : tr(", rewritten by %n substitution(s) (%1 nodes marked)", "",
+                                     int(rewriteSites_.size()))
+                                      .arg(rewritten.size()))
                        .arg(layout.fromCache ? tr(" (layout from cache)") : QString()));
   emit modelLoaded();
+  // What the graph was laid out for.
+  if (auto result = std::exchange(pendingResult_, nullptr)) {
+    onOptimizationDone(result);
+  } else if (pendingPlan_) {
+    Plan plan = std::move(*pendingPlan_);
+    pendingPlan_.reset();
+    showOpenedPlan(std::move(plan), pendingPlanName_, model.warnings);
+  }
+}
+
+void MainWindow::showRewritten(const std::vector<SubstitutionSite>& sites,
+                               std::shared_ptr<const Graph> rewritten, ModelLoader::RewriteCheck check) {
+  LoadedModel model;
+  model.path = modelPath_;
+  model.inputShapes = inputShapes_;
+  model.graph = modelGraph_;
+  loader_->startRewritten(model, sites, std::move(rewritten), std::move(check));
+  status_->setText(sites.empty() ? tr("Laying out the model as imported...")
+                                 : tr("Replaying %n graph substitution(s) and laying out the rewritten graph...",
+                                      "", int(sites.size())));
+  progress_->setRange(0, 0);
+  progress_->setVisible(true);
+}
+
+void MainWindow::onRewriteFailed(const QString& message) {
+  pendingPlan_.reset();
+  pendingResult_.reset();
+  progress_->setVisible(isOptimizing());
+  status_->setText(tr("Cannot show the rewritten graph: %1").arg(message));
+  if (dialogsAllowed()) QMessageBox::warning(this, tr("Cannot use this plan"), message);
+  emit planFailed(message);
 }
 
 void MainWindow::showGraphStart() {
@@ -276,7 +325,8 @@ void MainWindow::startOptimization() {
   planDiff_->clear();
   // Starts once whatever runs (a plan run, an override's measurement, an
   // earlier optimisation) has been aborted and its thread has ended.
-  optimiser_->start(graph_, std::move(options));
+  // The model as imported: a plan's substitutions name its nodes.
+  optimiser_->start(modelGraph_, std::move(options));
   setBusy(true);
   status_->setText(tr("Optimizing..."));
 }
@@ -308,6 +358,16 @@ void MainWindow::onSearchStep(const SearchStepEvent& e) {
 }
 
 void MainWindow::onOptimizationDone(std::shared_ptr<const OptimizationResult> result) {
+  // The plan places the model rewritten by its substitutions (or, after a
+  // rewritten plan was shown, the model as imported): that graph is laid
+  // out first, in the background, and the result shown on it.
+  const std::shared_ptr<const Graph> placed = result->graph ? result->graph : modelGraph_;
+  if (result->hasPlan && placed != graph_) {
+    setBusy(false);
+    pendingResult_ = result;
+    showRewritten(result->substitutions.applied, result->graph);
+    return;
+  }
   lastResult_ = result;
   setBusy(false);
   if (result->hasPlan) {
@@ -322,7 +382,7 @@ void MainWindow::onOptimizationDone(std::shared_ptr<const OptimizationResult> re
     }
     overrides_->setResult(graph_, result);
     showPlan();
-    planDiff_->showResult(*graph_, *result);
+    planDiff_->showResult(*graph_, *result, rewrittenNodes_);
     // The end-to-end check behind the choice, on hover over "predicted / measured".
     planSummary_->setToolTip(QString::fromStdString(result->endToEnd));
   }

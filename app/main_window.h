@@ -20,6 +20,7 @@
 #include <QMainWindow>
 #include <QString>
 #include <QVector>
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -69,8 +70,16 @@ class MainWindow : public QMainWindow {
   // sizes used for that model are offered; without dialogs they are used, or 1).
   void openModel(const QString& path, const QStringList& inputShapes = {});
   // Loads a plan saved earlier and shows it, after checking it against the
-  // open model (false and the reason otherwise).
+  // open model (false and the reason otherwise). A plan made with graph
+  // substitutions (or one without, while a rewritten graph is shown) needs
+  // the other graph: its substitutions are replayed and the graph laid out
+  // in the background, then modelLoaded() and the plan follow, or
+  // planFailed() with the reason.
   bool openPlan(const QString& path, QString* error = nullptr);
+  // The model as imported (graph() may be it rewritten by the plan's
+  // substitutions), and the substitution sites that made graph() from it.
+  const Graph* modelGraph() const { return modelGraph_.get(); }
+  const std::vector<SubstitutionSite>& rewriteSites() const { return rewriteSites_; }
   QStringList inputShapes() const { return inputShapes_; }
   QStringList recentFiles() const;
   // Measurement database for the next optimisation ("" = the default one).
@@ -130,6 +139,7 @@ class MainWindow : public QMainWindow {
   void optimizationFailed(QString message);
   void planMeasured(double medianMs);
   void planMeasureFailed(QString message);
+  void planFailed(QString message);  // a plan's substitutions did not replay on the model
 
  protected:
   void dragEnterEvent(QDragEnterEvent* event) override;
@@ -160,6 +170,13 @@ class MainWindow : public QMainWindow {
   void onImportFailed(const QString& path, const QString& message);
   void onModelLoaded(const LoadedModel& model, const GraphLayout& layout);
   void onLayoutStopped(const QString& fileName, const QString& why);
+  void onRewriteFailed(const QString& message);
+  // Lays out the model rewritten by `sites` (none: the model as imported)
+  // and shows pendingPlan_ or pendingResult_ on it once it arrives.
+  void showRewritten(const std::vector<SubstitutionSite>& sites,
+                     std::shared_ptr<const Graph> rewritten = nullptr,
+                     ModelLoader::RewriteCheck check = {});
+  void showOpenedPlan(Plan plan, const QString& fileName, const std::vector<std::string>& warnings);
   void showGraphStart();
   void cancelCurrentWork();
   void reloadPatternEditorSpecs();
@@ -215,8 +232,17 @@ class MainWindow : public QMainWindow {
 
   QString modelPath_;
   QStringList inputShapes_;  // of the open model
+  // What the views show and the plan places: the model as imported, or it
+  // rewritten by the plan's graph substitutions (docs/substitutions.md).
   std::shared_ptr<const Graph> graph_;
+  std::shared_ptr<const Graph> modelGraph_;  // the model as imported (graph_ when not rewritten)
+  std::vector<SubstitutionSite> rewriteSites_;  // what made graph_ from modelGraph_
+  std::map<std::string, size_t> rewrittenNodes_;  // graph_'s nodes they made -> the site's index
   std::optional<Plan> plan_;
+  // What a rewritten graph being laid out is for: shown once it arrives.
+  std::optional<Plan> pendingPlan_;
+  QString pendingPlanName_;
+  std::shared_ptr<const OptimizationResult> pendingResult_;
   SearchChart* chart_ = nullptr;
   PlanDiffPanel* planDiff_ = nullptr;
   QLabel* planSummary_ = nullptr;

@@ -141,27 +141,45 @@ bool MainWindow::openPlan(const QString& path, QString* error) {
   }
   try {
     Plan plan = loadPlan(path.toStdString());
-    // The views show the model as imported; a rewritten one is for later.
-    if (!plan.substitutions.empty())
-      throw Error(plan.displayName() + " was made with " + std::to_string(plan.substitutions.size()) +
-                  " graph substitution(s); the app does not show rewritten graphs yet: use `collage run` "
-                  "or `collage explain` with it");
-    std::vector<std::string> warnings = checkPlanAgainst(plan, *graph_, modelPath_.toStdString(),
-                                                         optimiser_->backendSet()->versions());
-    plan_ = std::move(plan);
-    showPlan();
-    QString text = tr("Plan %1: predicted %2 ms, %3 kernels")
-                       .arg(QFileInfo(path).fileName())
-                       .arg(plan_->predictedNs / 1e6, 0, 'f', 3)
-                       .arg(plan_->groups.size());
-    for (const std::string& w : warnings) text += QStringLiteral("; ") + QString::fromStdString(w);
-    status_->setText(text);
+    std::vector<SubstitutionSite> sites;
+    for (const PlanSubstitution& s : plan.substitutions) sites.push_back(s.site);
+    const std::string modelPath = modelPath_.toStdString();
+    const std::vector<BackendVersion> versions = optimiser_->backendSet()->versions();
+    if (sites != rewriteSites_) {
+      // Its groups name the nodes of another graph: replayed and laid out in
+      // the background (each substitution checked again), checked there.
+      if (isOptimizing()) throw Error("cancel the optimisation before opening a plan for another graph");
+      // The model's own file first: a plan for another model is refused at once.
+      checkPlanModelFile(plan, modelPath);
+      pendingPlanName_ = QFileInfo(path).fileName();
+      pendingResult_.reset();
+      showRewritten(sites, nullptr, [plan, modelPath, versions](const Graph& graph) {
+        return checkPlanAgainst(plan, graph, modelPath, versions);
+      });
+      pendingPlan_ = std::move(plan);
+      return true;
+    }
+    std::vector<std::string> warnings = checkPlanAgainst(plan, *graph_, modelPath, versions);
+    showOpenedPlan(std::move(plan), QFileInfo(path).fileName(), warnings);
     return true;
   } catch (const std::exception& e) {
     if (error) *error = QString::fromStdString(e.what());
     status_->setText(tr("Cannot use plan %1").arg(QFileInfo(path).fileName()));
     return false;
   }
+}
+
+void MainWindow::showOpenedPlan(Plan plan, const QString& fileName, const std::vector<std::string>& warnings) {
+  plan_ = std::move(plan);
+  showPlan();
+  QString text = tr("Plan %1: predicted %2 ms, %3 kernels")
+                     .arg(fileName)
+                     .arg(plan_->predictedNs / 1e6, 0, 'f', 3)
+                     .arg(plan_->groups.size());
+  if (!plan_->substitutions.empty())
+    text += tr(", %n graph substitution(s)", "", int(plan_->substitutions.size()));
+  for (const std::string& w : warnings) text += QStringLiteral("; ") + QString::fromStdString(w);
+  status_->setText(text);
 }
 
 void MainWindow::savePlanDialog() {

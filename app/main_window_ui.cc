@@ -109,6 +109,7 @@ void MainWindow::buildControllers() {
   connect(loader_, &ModelLoader::relaidOut, this,
           [this](const GraphLayout& layout) { scene_->setGraph(graph_, layout); });
   connect(loader_, &ModelLoader::layoutStopped, this, &MainWindow::onLayoutStopped);
+  connect(loader_, &ModelLoader::rewriteFailed, this, &MainWindow::onRewriteFailed);
   connect(scene_, &GraphScene::groupExpandRequested, loader_->layoutJob(), &LayoutJob::expandGroup);
 
   optimiser_ = new OptimisationController(this);

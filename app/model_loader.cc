@@ -6,6 +6,7 @@
 #include <QtConcurrent/QtConcurrent>
 
 #include "core/onnx/onnx_import.h"
+#include "core/rewrite/equivalence_check.h"
 #include "views/layout_job.h"
 
 namespace collage {
@@ -31,6 +32,29 @@ LoadedModel importModel(const QString& path, const QStringList& inputShapes) {
   return out;
 }
 
+LoadedModel rewriteModel(LoadedModel model, const std::vector<SubstitutionSite>& sites,
+                         const std::shared_ptr<const Graph>& rewritten,
+                         const ModelLoader::RewriteCheck& check) {
+  std::shared_ptr<const Graph> imported = model.imported();
+  model.model = sites.empty() ? nullptr : imported;
+  model.sites = sites;
+  model.rewrittenNodes.clear();
+  model.warnings.clear();
+  try {
+    model.graph = imported;
+    if (!sites.empty()) {
+      std::vector<RewriteEffect> effects;
+      Graph replayed = replaySubstitutions(*imported, sites, &effects);
+      model.graph = rewritten ? rewritten : std::make_shared<const Graph>(std::move(replayed));
+      model.rewrittenNodes = rewrittenNodeSites(*model.graph, effects);
+    }
+    if (check) model.warnings = check(*model.graph);
+  } catch (const std::exception& e) {
+    model.error = QString::fromStdString(e.what());
+  }
+  return model;
+}
+
 QString inputShapesKey(const QString& path) {
   return QStringLiteral("inputShapes/") + QFileInfo(path).absoluteFilePath();
 }
@@ -41,6 +65,7 @@ ModelLoader::ModelLoader(QObject* parent) : QObject(parent) {
   qRegisterMetaType<LoadedModel>("collage::LoadedModel");
   layoutJob_ = new LayoutJob(this);
   connect(&importWatcher_, &QFutureWatcher<LoadedModel>::finished, this, &ModelLoader::onImportDone);
+  connect(&rewriteWatcher_, &QFutureWatcher<LoadedModel>::finished, this, &ModelLoader::onRewriteDone);
   connect(layoutJob_, &LayoutJob::finished, this, &ModelLoader::onLayoutFinished);
   connect(layoutJob_, &LayoutJob::failed, this, &ModelLoader::onLayoutStopped);
   connect(layoutJob_, &LayoutJob::cancelled, this, [this] { onLayoutStopped(QString()); });
@@ -48,6 +73,7 @@ ModelLoader::ModelLoader(QObject* parent) : QObject(parent) {
 
 ModelLoader::~ModelLoader() {
   importWatcher_.waitForFinished();
+  rewriteWatcher_.waitForFinished();
   layoutJob_->cancel();
 }
 
@@ -58,6 +84,23 @@ void ModelLoader::cancelLayout() { layoutJob_->cancel(); }
 void ModelLoader::start(const QString& path, const QStringList& inputShapes) {
   layoutJob_->cancel();  // a model still being laid out is dropped
   importWatcher_.setFuture(QtConcurrent::run(importModel, path, inputShapes));
+}
+
+void ModelLoader::startRewritten(const LoadedModel& model, std::vector<SubstitutionSite> sites,
+                                 std::shared_ptr<const Graph> rewritten, RewriteCheck check) {
+  layoutJob_->cancel();  // as start(): a model still being laid out is dropped
+  rewriteWatcher_.setFuture(QtConcurrent::run(rewriteModel, model, std::move(sites), std::move(rewritten),
+                                              std::move(check)));
+}
+
+void ModelLoader::onRewriteDone() {
+  LoadedModel rewritten = rewriteWatcher_.result();
+  if (!rewritten.error.isEmpty()) {
+    emit rewriteFailed(rewritten.error);
+    return;
+  }
+  pending_ = std::move(rewritten);
+  layoutJob_->start(pending_.graph);
 }
 
 void ModelLoader::onImportDone() {

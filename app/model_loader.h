@@ -26,9 +26,14 @@
 #include <QObject>
 #include <QString>
 #include <QStringList>
+#include <functional>
+#include <map>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "core/ir/graph.h"
+#include "core/rewrite/substitution.h"
 #include "views/graph_layout.h"
 
 namespace collage {
@@ -39,9 +44,19 @@ class LayoutJob;
 struct LoadedModel {
   QString path;
   QStringList inputShapes;
-  std::shared_ptr<const Graph> graph;
+  std::shared_ptr<const Graph> graph;  // what the window shows and places
   QString error;
   double importSeconds = 0;
+  // When `graph` is the model rewritten by a plan's graph substitutions
+  // (docs/substitutions.md): the model as imported, and the nodes the
+  // rewrites created or changed, each with the index of its site.
+  std::shared_ptr<const Graph> model;  // null: `graph` is the model as imported
+  std::vector<SubstitutionSite> sites;
+  std::map<std::string, size_t> rewrittenNodes;
+  std::vector<std::string> warnings;  // from startRewritten's check
+
+  // The model as imported, whichever `graph` shows.
+  const std::shared_ptr<const Graph>& imported() const { return model ? model : graph; }
 };
 
 class ModelLoader : public QObject {
@@ -53,7 +68,19 @@ class ModelLoader : public QObject {
   // Imports `path` with its input-shape bindings ("name=1x128"), then lays
   // it out; a model still being laid out is dropped.
   void start(const QString& path, const QStringList& inputShapes);
-  bool isImporting() const { return importWatcher_.isRunning(); }
+  // Shows `model` (a loaded model's imported() graph, path and shapes)
+  // rewritten by `sites`: they are replayed on the thread pool, each checked
+  // again, then the graph is laid out and loaded() delivers it with
+  // `rewrittenNodes` filled. `rewritten`, when given, is that graph already
+  // made (an optimisation's): it is shown, and the replay only marks its
+  // nodes. `check` runs on the result off the UI thread (a plan's check
+  // against the graph: its warnings end up in LoadedModel::warnings). A
+  // replay or check that throws gives rewriteFailed(). No sites: the model
+  // itself is laid out again, unmarked.
+  using RewriteCheck = std::function<std::vector<std::string>(const Graph&)>;
+  void startRewritten(const LoadedModel& model, std::vector<SubstitutionSite> sites,
+                      std::shared_ptr<const Graph> rewritten = nullptr, RewriteCheck check = {});
+  bool isImporting() const { return importWatcher_.isRunning() || rewriteWatcher_.isRunning(); }
   bool isLayingOut() const;
   bool isRunning() const { return isImporting() || isLayingOut(); }
   // Stops the layout (the pending model's or a re-layout): layoutStopped()
@@ -76,6 +103,7 @@ class ModelLoader : public QObject {
  signals:
   void imported(QString fileName, int nodes);  // the layout starts
   void importFailed(QString path, QString message);
+  void rewriteFailed(QString message);  // startRewritten's replay or check threw
   void loaded(collage::LoadedModel model, collage::GraphLayout layout);
   void relaidOut(collage::GraphLayout layout);
   // The pending model's layout failed (`why`) or was cancelled (`why` empty);
@@ -84,10 +112,12 @@ class ModelLoader : public QObject {
 
  private:
   void onImportDone();
+  void onRewriteDone();
   void onLayoutFinished(const GraphLayout& layout);
   void onLayoutStopped(const QString& why);
 
   QFutureWatcher<LoadedModel> importWatcher_;
+  QFutureWatcher<LoadedModel> rewriteWatcher_;  // startRewritten's replay
   LayoutJob* layoutJob_ = nullptr;
   LoadedModel pending_;  // imported, being laid out
   std::shared_ptr<const Graph> shown_;

@@ -95,7 +95,8 @@ def contention_table(results):
 
 def write_reports(results, args, outdir, peak):
     """results.md (returned too), results.csv, rounds.csv and results.json."""
-    runners = ["collage"] + (["graph-level"] if args.graph_level else []) + BASELINES + PEERS
+    runners = (["collage"] + (["graph-level"] if args.graph_level else []) +
+               (["substitutions"] if getattr(args, "substitutions", False) else []) + BASELINES + PEERS)
     if args.contention:
         runners += [n + LOAD for n in CONTENTION_RUNNERS]
     write_data_files(results, runners, args, outdir, peak)
@@ -103,6 +104,8 @@ def write_reports(results, args, outdir, peak):
     L += optimizer_table(results)
     if args.graph_level:
         L.extend(graph_level_table(results))
+    if getattr(args, "substitutions", False):
+        L.extend(substitutions_table(results))
     if args.contention:
         L.extend(contention_table(results))
     L += output_checks(results)
@@ -357,6 +360,40 @@ def graph_level_table(results):
     L.append("")
     L.append("Best plan found against search time: `graph_level.png`.")
     L.append("")
+    return L
+
+
+def substitutions_table(results):
+    """Placement alone against graph substitutions + placement (both op-level
+    plans, same database), as the DP predicted them and as they ran here."""
+    L = ["", "## Graph substitutions + placement against placement alone", "",
+         "Both op-level plans from the same database: `optimize --op-level` and `optimize --op-level "
+         "--substitutions`. *DP ms*: the op-level DP's cost (the search's cost function) of the model as "
+         "exported and of the best rewritten graph; *kept*: the moves of the plan (rule x sites); *gain*: "
+         "per-round median of placement-alone time over substitutions time, in this bench's interleaved rounds.", "",
+         "| model | DP ms placement | DP ms with substitutions | kept | graphs costed | search s | "
+         "bench placement ms | bench substitutions ms | gain (range) |",
+         "|---|---|---|---|---|---|---|---|---|"]
+    gains = []
+    for res in results:
+        sub = res.get("substitutions")
+        if not sub:
+            continue
+        a = res["runners"].get("collage", {})
+        b = res["runners"].get("substitutions", {})
+        ratios = [x["median"] / y["median"] for x, y in zip(a.get("rounds", []), b.get("rounds", []))
+                  if x.get("median") and y.get("median")]
+        gain = "—"
+        if ratios:
+            g = statistics.median(ratios)
+            gains.append(g)
+            gain = "%.3fx (%.2f-%.2f)" % (g, min(ratios), max(ratios))
+        L.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            res["model"], fmt(sub.get("start_dp_ms"), "%.3f"), fmt(sub.get("best_dp_ms"), "%.3f"),
+            ", ".join(sub.get("kept", [])) or "none", sub.get("graphs", "—"), fmt(sub.get("search_s"), "%.1f"),
+            fmt(a.get("median_ms"), "%.3f"), fmt(b.get("median_ms"), "%.3f"), gain))
+    if gains:
+        L.append("| geomean | | | | | | | | %.3fx |" % geomean(gains))
     return L
 
 

@@ -232,6 +232,26 @@ class Collage:
             info["error"] = text.strip().splitlines()[-1] if text.strip() else "rc %d" % rc
         return info
 
+    def substitutions(self, model, outdir, budget):
+        """`optimize --substitutions --op-level` from the same database: the plan of
+        substitutions + placement, and the search's summary line."""
+        plan = os.path.join(outdir, "substitutions_plan.json")
+        rc, text, wall = self.call(["optimize", model.onnx] + model.shape_args() +
+                                   ["--db", self.db, "-o", plan, "--op-level", "--substitutions",
+                                    "--substitution-budget", budget], "%s.substitutions.log" % model.label)
+        info = {"rc": rc, "wall_s": wall, "plan": plan if rc == 0 else None, "kept": []}
+        m = re.search(r"^substitutions: (\d+) graph\(s\) costed, .*?, ([\d.]+) s; DP cost ([\d.]+) -> ([\d.]+) ms",
+                      text, re.M)
+        if m:
+            info.update(graphs=int(m.group(1)), search_s=float(m.group(2)), start_dp_ms=float(m.group(3)),
+                        best_dp_ms=float(m.group(4)))
+        # The moves kept: "  merge-siblings        12 site(s): 110.719 -> 109.716 ms (-1.003 ms)".
+        for k in re.finditer(r"^  (\S+) +(\d+) site\(s\): [\d.]+ -> [\d.]+ ms", text, re.M):
+            info["kept"].append("%s x%s" % (k.group(1), k.group(2)))
+        if rc != 0:
+            info["error"] = text.strip().splitlines()[-1] if text.strip() else "rc %d" % rc
+        return info
+
     def run_round(self, model, plan, repeat, extra=(), logname=None):
         """One `collage run --plan` process: (median, min, max, text, rc)."""
         args = (["run", model.onnx] + model.shape_args() +

@@ -118,6 +118,17 @@ def plans_to_run(model, args, collage, mdir, res, first):
                    gl.get("search_s")))
         else:
             res["notes"].append("graph-level search failed: %s" % gl.get("error"))
+    if args.substitutions:
+        log("%s: collage optimize --substitutions --op-level" % model.label)
+        sub = collage.substitutions(model, mdir, args.substitution_budget)
+        res["substitutions"] = sub
+        if sub.get("plan"):
+            plans["substitutions"] = sub["plan"]
+            log("%s: substitutions: DP %s -> %s ms, kept %s, search %s s" % (
+                model.label, sub.get("start_dp_ms"), sub.get("best_dp_ms"), ", ".join(sub["kept"]) or "none",
+                sub.get("search_s")))
+        else:
+            res["notes"].append("substitution search failed: %s" % sub.get("error"))
     res["uncovered"] = first["uncovered"]
     for b, why in first["uncovered"].items():
         res["notes"].append("%s cannot cover the model: %s" % (b, why))
@@ -239,6 +250,10 @@ def main(argv=None):
     ap.add_argument("--graph-level", metavar="BUDGET", default="5m",
                     help="budget of the graph-level search (optimize's default, 5m), whose plan is benched "
                          "as `graph-level` beside the op-level plan; 'off' benches the op-level plan alone")
+    ap.add_argument("--substitutions", action="store_true",
+                    help="also time the plan of `optimize --substitutions --op-level` (graph substitutions + "
+                         "placement) against the placement alone")
+    ap.add_argument("--substitution-budget", default="30s", help="its search budget (default 30s)")
     ap.add_argument("--collage", default=os.path.join(REPO, "build", "app", "collage"), help="collage executable")
     ap.add_argument("--out", default=os.path.join(HERE, "results"), help="parent of the results folder")
     args = ap.parse_args(argv)

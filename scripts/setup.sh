@@ -12,7 +12,10 @@ packages=(
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
   libdnnl-dev libopenblas-openmp-dev
   libtomlplusplus-dev nlohmann-json3-dev libdlpack-dev libsqlite3-dev libcli11-dev libssl-dev
-  libpq-dev postgresql
+  # The team's services, both optional (docs/team-setup.md): a shared store,
+  # and measurement on target machines through Slurm. Their tests start the
+  # daemons themselves and are skipped where they cannot.
+  libpq-dev postgresql slurm-wlm munge
   libgtest-dev libgmock-dev libbenchmark-dev
   qtbase5-dev libqt5charts5-dev libqt5svg5-dev libgraphviz-dev
   pybind11-dev python3-dev python3-numpy python3-onnx

@@ -23,6 +23,7 @@ const QColor kDefaultFill(0xf4, 0xf4, 0xf4);
 const QColor kGroupFill(0xe4, 0xe8, 0xee);
 const QPen kNodePen(QColor(0x40, 0x40, 0x40), 1);
 const QPen kHighlightPen(QColor(0xff, 0x8c, 0x00), 5);
+const QPen kRewrittenPen(QColor(0x7b, 0x2f, 0xbe), 3, Qt::DashLine);
 
 // The part of a node's name that tells it apart. PyTorch exports name nodes
 // "/layer1/layer1.0/conv1/Conv": the last part repeats the op, so the one
@@ -320,12 +321,18 @@ void GraphScene::setHighlightedNodes(const QVector<NodeId>& nodes) {
 
 bool GraphScene::isHighlighted(NodeId n) const { return highlighted_.contains(n); }
 
+void GraphScene::setRewrittenNodes(const QVector<NodeId>& nodes) {
+  rewritten_ = QSet<NodeId>(nodes.begin(), nodes.end());
+  applyHighlight();
+}
+
 void GraphScene::applyHighlight() {
   std::set<QGraphicsRectItem*> on;
   for (NodeId n : highlighted_)
     if (QGraphicsRectItem* item = boxOf(n)) on.insert(item);
-  for (QGraphicsRectItem* item : nodeItems_)
-    if (item) item->setPen(on.count(item) ? kHighlightPen : kNodePen);
+  for (NodeId n = 0; n < nodeItems_.size(); ++n)
+    if (QGraphicsRectItem* item = nodeItems_[n])
+      item->setPen(on.count(item) ? kHighlightPen : rewritten_.contains(n) ? kRewrittenPen : kNodePen);
   for (QGraphicsRectItem* item : groupBoxes_) {
     QPen pen = on.count(item) ? kHighlightPen : QPen(QColor(0x30, 0x40, 0x60), 1.5);
     pen.setStyle(Qt::DashLine);

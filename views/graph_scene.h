@@ -17,6 +17,7 @@
 #include <QColor>
 #include <QGraphicsScene>
 #include <QMap>
+#include <QSet>
 #include <QVector>
 #include <memory>
 
@@ -75,6 +76,10 @@ class GraphScene : public QGraphicsScene {
   void setHighlightedNodes(const QVector<NodeId>& nodes);
   const QVector<NodeId>& highlightedNodes() const { return highlighted_; }
   bool isHighlighted(NodeId n) const;
+  // Dashed violet outline on the nodes a graph substitution created or
+  // changed (docs/substitutions.md); kept across re-layouts, empty clears.
+  void setRewrittenNodes(const QVector<NodeId>& nodes);
+  bool isRewritten(NodeId n) const { return rewritten_.contains(n); }
 
   // Selects exactly these nodes (and scrolls nothing: the view decides). A
   // node in a collapsed group selects the group's box.
@@ -116,6 +121,7 @@ class GraphScene : public QGraphicsScene {
   QMap<QString, QColor> legend_;
   QVector<GroupFrame> frameSpecs_;
   QVector<NodeId> highlighted_;
+  QSet<NodeId> rewritten_;
 };
 
 }  // namespace collage

@@ -187,7 +187,15 @@ void InspectorPanel::showSelection(const Graph* graph, const QVector<NodeId>& no
     clear();
     return;
   }
-  browser_->setHtml(describeSelectionHtml(*graph, nodes, plan, result));
+  QString html = describeSelectionHtml(*graph, nodes, plan, result);
+  QStringList rewrites;
+  for (NodeId n : nodes)
+    if (n >= 0 && n < graph->numNodes())
+      if (auto it = rewrittenBy_.find(QString::fromStdString(graph->node(n).name)); it != rewrittenBy_.end())
+        rewrites << tr("<b>%1</b> was made by the graph substitution %2")
+                        .arg(QString::fromStdString(graph->node(n).name).toHtmlEscaped(), it->toHtmlEscaped());
+  if (!rewrites.isEmpty()) html += QStringLiteral("<p>") + rewrites.join(QStringLiteral("<br>")) + QStringLiteral("</p>");
+  browser_->setHtml(html);
   QVector<BackendCost> costs;
   NodeSet set = toNodeSet(*graph, nodes);
   if (plan && result && !set.empty()) {

@@ -9,6 +9,7 @@
 
 #include <QString>
 #include <QVector>
+#include <QHash>
 #include <QWidget>
 
 #include "core/ir/graph.h"
@@ -41,6 +42,9 @@ class InspectorPanel : public QWidget {
   void showSelection(const Graph* graph, const QVector<NodeId>& nodes, const Plan* plan,
                      const OptimizationResult* result);
   void clear();
+  // Node name -> the graph substitution that created or changed it
+  // ("merge-siblings at q, k, v"), said under the node's details.
+  void setRewrittenNodes(const QHash<QString, QString>& rewrittenBy) { rewrittenBy_ = rewrittenBy; }
 
   QTextBrowser* browser() const { return browser_; }
   CostBarChart* chart() const { return chart_; }
@@ -48,6 +52,7 @@ class InspectorPanel : public QWidget {
  private:
   QTextBrowser* browser_ = nullptr;
   CostBarChart* chart_ = nullptr;
+  QHash<QString, QString> rewrittenBy_;
 };
 
 }  // namespace collage

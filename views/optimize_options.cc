@@ -35,6 +35,7 @@ OptimizeSettings OptimizeSettings::load(QSettings& settings) {
   s.graphLevelBudgetSeconds =
       settings.value(QStringLiteral("graphLevelBudgetSeconds"), 60.0).toDouble();
   if (!(s.graphLevelBudgetSeconds > 0)) s.graphLevelBudgetSeconds = 60;
+  s.substitutions = settings.value(QStringLiteral("substitutions"), false).toBool();
   settings.endGroup();
   return s;
 }
@@ -53,6 +54,7 @@ void OptimizeSettings::save(QSettings& settings) const {
   settings.setValue(QStringLiteral("kernelTimeoutSeconds"), kernelTimeoutSeconds);
   settings.setValue(QStringLiteral("graphLevel"), graphLevel);
   settings.setValue(QStringLiteral("graphLevelBudgetSeconds"), graphLevelBudgetSeconds);
+  settings.setValue(QStringLiteral("substitutions"), substitutions);
   settings.endGroup();
 }
 
@@ -62,6 +64,7 @@ void OptimizeSettings::applyTo(OptimizationJobOptions& options) const {
   options.timeoutSeconds = kernelTimeoutSeconds;
   options.graphLevel = graphLevel;
   options.graphLevelOptions.evolution.budgetSeconds = graphLevelBudgetSeconds;
+  options.substitutions = substitutions;
 }
 
 OptimizeOptionsDialog::OptimizeOptionsDialog(const OptimizeSettings& initial,
@@ -121,12 +124,19 @@ OptimizeOptionsDialog::OptimizeOptionsDialog(const OptimizeSettings& initial,
   graphLevelRow->addWidget(graphLevelBudget_);
   graphLevelRow->addStretch();
 
+  substitutions_ = new QCheckBox(tr("Search graph substitutions first"), this);
+  substitutions_->setToolTip(tr("Rewrite the graph (merge sibling MatMul/Gemm/Conv, collapse and move "
+                                "layout ops, ...) where the placement it allows is cheaper; each "
+                                "rewrite is checked equivalent on the reference executor, and the "
+                                "rewritten nodes are outlined in violet"));
+
   auto* form = new QFormLayout;
   form->addRow(tr("Measurement database:"), dbRow);
   form->addRow(QString(), noDb_);
   form->addRow(tr("Time budget:"), budget_);
   form->addRow(tr("Per-kernel timeout:"), timeout_);
   form->addRow(QString(), graphLevelRow);
+  form->addRow(QString(), substitutions_);
 
   auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);
   ok_ = buttons->button(QDialogButtonBox::Ok);
@@ -151,6 +161,7 @@ void OptimizeOptionsDialog::setSettings(const OptimizeSettings& s) {
   timeout_->setValue(s.kernelTimeoutSeconds);
   graphLevel_->setChecked(s.graphLevel);
   graphLevelBudget_->setValue(s.graphLevelBudgetSeconds);
+  substitutions_->setChecked(s.substitutions);
   updateEnabled();
 }
 
@@ -168,6 +179,7 @@ OptimizeSettings OptimizeOptionsDialog::settings() const {
   s.kernelTimeoutSeconds = timeout_->value();
   s.graphLevel = graphLevel_->isChecked();
   s.graphLevelBudgetSeconds = graphLevelBudget_->value();
+  s.substitutions = substitutions_->isChecked();
   return s;
 }
 

@@ -37,6 +37,9 @@ struct OptimizeSettings {
   // ends the whole optimisation, this search included.
   bool graphLevel = true;
   double graphLevelBudgetSeconds = 60;
+  // The substitution search (docs/substitutions.md) before placement: off by
+  // default, as in `collage optimize` (--substitutions).
+  bool substitutions = false;
 
   // From / to QSettings (the application's default store when none given).
   static OptimizeSettings load();
@@ -73,6 +76,7 @@ class OptimizeOptionsDialog : public QDialog {
   QDoubleSpinBox* kernelTimeoutBox() const { return timeout_; }
   QCheckBox* graphLevelBox() const { return graphLevel_; }
   QDoubleSpinBox* graphLevelBudgetBox() const { return graphLevelBudget_; }
+  QCheckBox* substitutionsBox() const { return substitutions_; }
 
   // accept() also saves the settings to QSettings.
   void accept() override;
@@ -91,6 +95,7 @@ class OptimizeOptionsDialog : public QDialog {
   QDoubleSpinBox* timeout_ = nullptr;
   QCheckBox* graphLevel_ = nullptr;
   QDoubleSpinBox* graphLevelBudget_ = nullptr;
+  QCheckBox* substitutions_ = nullptr;
   QPushButton* ok_ = nullptr;
 };
 

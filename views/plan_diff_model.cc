@@ -125,6 +125,31 @@ void PlanDiffModel::setPlans(const Graph& graph, const Plan& base, const Plan& p
   endResetModel();
 }
 
+void PlanDiffModel::addRewrites(const Graph& graph, const std::vector<PlanSubstitution>& substitutions,
+                                const std::map<std::string, size_t>& rewrittenNodes) {
+  if (substitutions.empty()) return;
+  QVector<PlanDiffRow> rows;
+  for (const PlanSubstitution& s : substitutions) {
+    PlanDiffRow row;
+    row.kind = PlanDiffRow::Kind::Rewritten;
+    row.rule = QString::fromStdString(s.site.rule);
+    row.before = QString::fromStdString(s.site.toString()).section(QStringLiteral(" at "), 1);
+    row.savedNs = s.savedNs;
+    row.beforeNs = row.afterNs = kUnknown;
+    rows.push_back(std::move(row));
+  }
+  for (const auto& [name, site] : rewrittenNodes)
+    if (auto id = graph.findNode(name); id && site < size_t(rows.size())) rows[int(site)].nodeIds.push_back(*id);
+  for (PlanDiffRow& row : rows) {
+    std::sort(row.nodeIds.begin(), row.nodeIds.end());
+    row.nodes = nodesText(graph, row.nodeIds);
+    row.after = tr("%n node(s) rewritten", nullptr, row.nodeIds.size());
+  }
+  beginInsertRows({}, 0, rows.size() - 1);
+  rows_ = rows + rows_;
+  endInsertRows();
+}
+
 void PlanDiffModel::clear() {
   beginResetModel();
   rows_.clear();
@@ -148,12 +173,16 @@ QString PlanDiffModel::kindName(const PlanDiffRow& row) {
     case PlanDiffRow::Kind::Regrouped:
       text = tr("regrouped %1 groups into %2").arg(row.baseGroups).arg(row.planGroups);
       break;
+    case PlanDiffRow::Kind::Rewritten:
+      return tr("rewritten: %1").arg(row.rule);
   }
   return row.region ? text + tr(" (region)") : text;
 }
 
 QString PlanDiffModel::describeTotals() const {
-  if (rows_.isEmpty()) return tr("No group changed.");
+  if (std::none_of(rows_.begin(), rows_.end(),
+                   [](const PlanDiffRow& r) { return r.kind != PlanDiffRow::Kind::Rewritten; }))
+    return tr("No group changed.");
   return tr("Changed groups, each kernel measured alone: %1 ms before, %2 ms after; "
             "%n unchanged group(s) %3 ms",
             nullptr, totals_.unchangedGroups)
@@ -191,8 +220,13 @@ QVariant PlanDiffModel::data(const QModelIndex& index, int role) const {
     case Nodes: return r.nodes;
     case Before: return r.before;
     case After: return r.after;
-    case BeforeMs: return formatMs(r.beforeNs);
-    case AfterMs: return formatMs(r.afterNs);
+    case BeforeMs:
+      return r.kind == PlanDiffRow::Kind::Rewritten ? QString() : formatMs(r.beforeNs);
+    case AfterMs:
+      if (r.kind == PlanDiffRow::Kind::Rewritten)
+        return std::isnan(r.savedNs) ? QString()
+                                     : tr("%1 ms saved (op-level DP)").arg(formatMs(r.savedNs));
+      return formatMs(r.afterNs);
     default: return {};
   }
 }

@@ -25,6 +25,9 @@
 #include <QAbstractTableModel>
 #include <QString>
 #include <QVector>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "core/ir/graph.h"
 #include "core/plan/plan.h"
@@ -35,8 +38,12 @@ namespace collage {
 struct PlanDiffRow {
   // Merged: several base groups became one group; Split: one became several;
   // BackendChanged: the same nodes as one group elsewhere (into a region:
-  // "moved into a region"); Regrouped: several became several.
-  enum class Kind { Merged, Split, BackendChanged, Regrouped };
+  // "moved into a region"); Regrouped: several became several. Rewritten: a
+  // graph substitution the plan was made with (the model as exported is its
+  // base): before = its source nodes, after = the nodes that now compute
+  // them, savedNs = what the op-level DP said it bought. Rewritten rows are
+  // not in the totals, which compare groups.
+  enum class Kind { Merged, Split, BackendChanged, Regrouped, Rewritten };
   Kind kind = Kind::Merged;
   int baseGroups = 0;       // whole groups of the base plan it replaces
   int planGroups = 0;       // whole groups of the plan that replace them
@@ -47,6 +54,8 @@ struct PlanDiffRow {
   double beforeNs = 0;      // the base groups' medians summed; NaN = one is unknown
   double afterNs = 0;       // the new groups' medians summed; NaN = one is unknown
   QVector<NodeId> nodeIds;  // to select them in the graph, in graph order
+  QString rule;             // Rewritten: the substitution rule
+  double savedNs = 0;       // Rewritten: the DP's cost before its move minus after (NaN = unknown)
 };
 
 // The rows summed, and what did not change: each side adds up to its plan's
@@ -69,6 +78,11 @@ class PlanDiffModel : public QAbstractTableModel {
 
   // The changes from `base` to `plan` (both of `graph`), in `plan`'s order.
   void setPlans(const Graph& graph, const Plan& base, const Plan& plan);
+  // Adds a Rewritten row per substitution, first: `rewrittenNodes` maps a
+  // node of `graph` to the index in `substitutions` of the one that made it
+  // (rewrittenNodeSites).
+  void addRewrites(const Graph& graph, const std::vector<PlanSubstitution>& substitutions,
+                   const std::map<std::string, size_t>& rewrittenNodes);
   void clear();
   const PlanDiffRow& row(int r) const { return rows_.at(r); }
   const PlanDiffTotals& totals() const { return totals_; }

@@ -35,16 +35,31 @@ PlanDiffPanel::PlanDiffPanel(QWidget* parent) : QWidget(parent) {
   clear();
 }
 
-void PlanDiffPanel::showResult(const Graph& graph, const OptimizationResult& result) {
-  if (!result.hasPlan || !result.graphLevelRan) {
+void PlanDiffPanel::showResult(const Graph& graph, const OptimizationResult& result,
+                               const std::map<std::string, size_t>& rewrittenNodes) {
+  const std::vector<PlanSubstitution>& rewrites = result.plan.substitutions;
+  if (!result.hasPlan || (!result.graphLevelRan && rewrites.empty())) {
     clear();
     return;
   }
-  model_->setPlans(graph, result.startPlan, result.plan);
-  // The gain measured whole, then the rows' sums: two different figures,
-  // each said for what it is.
-  QString text = describeGraphLevelGain(result.graphLevel) + QStringLiteral(".\n") +
-                 model_->describeTotals();
+  QString text;
+  if (result.graphLevelRan) {
+    model_->setPlans(graph, result.startPlan, result.plan);
+    // The gain measured whole, then the rows' sums: two different figures,
+    // each said for what it is.
+    text = describeGraphLevelGain(result.graphLevel) + QStringLiteral(".\n") + model_->describeTotals();
+  } else {
+    model_->clear();
+  }
+  model_->addRewrites(graph, rewrites, rewrittenNodes);
+  if (!rewrites.empty()) {
+    if (!text.isEmpty()) text += QLatin1Char('\n');
+    text += tr("%n graph substitution(s) against the model as exported", nullptr, int(rewrites.size()));
+    if (result.substitutionsRan)
+      text += tr(": op-level DP %1 -> %2 ms")
+                  .arg(result.substitutions.startCost / 1e6, 0, 'f', 3)
+                  .arg(result.substitutions.bestCost / 1e6, 0, 'f', 3);
+  }
   summary_->setText(text);
   table_->resizeColumnsToContents();
 }

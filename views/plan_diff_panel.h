@@ -1,5 +1,6 @@
 // The Plan diff dock: what the graph-level search changed against the plan
-// it started from. A line with the measured gain (describeGraphLevelGain)
+// it started from, and the graph substitutions the plan was made with
+// (against the model as exported). A line with the measured gain (describeGraphLevelGain)
 // over a sortable table of the changed groups (PlanDiffModel); selecting a
 // row selects its nodes in the graph (nodesActivated).
 //
@@ -9,6 +10,8 @@
 
 #include <QVector>
 #include <QWidget>
+#include <map>
+#include <string>
 
 #include "core/ir/graph.h"
 #include "core/search/optimization_job.h"
@@ -26,9 +29,12 @@ class PlanDiffPanel : public QWidget {
  public:
   explicit PlanDiffPanel(QWidget* parent = nullptr);
 
-  // The result's plan against its startPlan when the graph-level search ran;
-  // otherwise says how to get a diff.
-  void showResult(const Graph& graph, const OptimizationResult& result);
+  // The result's plan against its startPlan when the graph-level search ran,
+  // and a row per substitution of the plan (`rewrittenNodes`: the nodes of
+  // `graph` each one made, as rewrittenNodeSites gives them); otherwise says
+  // how to get a diff.
+  void showResult(const Graph& graph, const OptimizationResult& result,
+                  const std::map<std::string, size_t>& rewrittenNodes = {});
   void clear();
 
   PlanDiffModel* model() const { return model_; }

@@ -48,7 +48,7 @@ namespace collage::cuda {
                           X(cudnnCreateActivationDescriptor) X(cudnnDestroyActivationDescriptor)   \
                               X(cudnnSetActivationDescriptor) X(cudnnCreatePoolingDescriptor)      \
                                   X(cudnnDestroyPoolingDescriptor) X(cudnnSetPoolingNdDescriptor)  \
-                                      X(cudnnGetConvolutionForwardAlgorithm_v7)                    \
+                                      X(cudnnGetConvolutionForwardAlgorithm_v7) X(cudnnFindConvolutionForwardAlgorithm) \
                                           X(cudnnGetConvolutionForwardWorkspaceSize)               \
                                               X(cudnnConvolutionBiasActivationForward)             \
                                                   X(cudnnPoolingForward) X(cudnnSoftmaxForward)    \

@@ -50,6 +50,14 @@ void DeviceKernel::run(const std::vector<const DLTensor*>& inputs,
     out[i] = stagedOutputs_[i].data();
   }
   runOnDevice(in, out, stream);
+  // The host must wait only for what it reads: an output staged back to it,
+  // or a pinned input the copy may still be reading (a pageable one was read
+  // before cudaMemcpyAsync returned). Between device kernels nothing waits:
+  // the stream orders them, and the next launch overlaps this one, as a
+  // framework's eager mode does. Whoever reads device memory on the host
+  // synchronizes (DeviceRuntime::copyToHost, the Session's end, a measurement).
+  bool hostWaits = false;
+  for (const DLTensor* t : inputs) hostWaits = hostWaits || t->device.device_type == kDLCUDAHost;
   for (size_t i = 0; i < outputs.size(); ++i) {
     DLTensor& t = *outputs[i];
     if (!onHost(t)) continue;
@@ -57,8 +65,9 @@ void DeviceKernel::run(const std::vector<const DLTensor*>& inputs,
                                    stagedOutputs_[i].data(), dlBytes(t), cudaMemcpyDeviceToHost,
                                    stream),
           "cudaMemcpyAsync(output to host)");
+    hostWaits = true;
   }
-  check(cudart().cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  if (hostWaits) check(cudart().cudaStreamSynchronize(stream), "cudaStreamSynchronize");
 }
 
 }  // namespace collage::cuda

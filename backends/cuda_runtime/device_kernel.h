@@ -8,8 +8,11 @@
 //
 // Host staging keeps the CUDA backends usable by every caller that exists
 // today; its copies are part of what the measurer then times, which is the
-// honest cost of a GPU kernel inside a host-resident plan. run() returns only
-// when the device has finished, so a measured time is the whole work.
+// honest cost of a GPU kernel inside a host-resident plan. run() returns once
+// the host may read what it reads: after the copies back when it staged any;
+// with device tensors only, at once (the stream orders the kernels, and the
+// next launch overlaps this one). A measurement synchronizes after each run,
+// so a measured time is the whole work.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -114,17 +114,7 @@ class ConvKernel : public cuda::DeviceKernel {
               0.0),
           "cudnnSetActivationDescriptor");
     if (p.relu) {
-      cudnnConvolutionFwdAlgoPerf_t perf[8];
-      int found = 0;
-      check(cudnn().cudnnGetConvolutionForwardAlgorithm_v7(handle(), x_.d, w, conv, y_.d, 8, &found,
-                                                           perf),
-            "cudnnGetConvolutionForwardAlgorithm_v7");
-      algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
-      for (int i = 0; i < found; ++i)
-        if (perf[i].status == CUDNN_STATUS_SUCCESS) {
-          algo_ = perf[i].algo;
-          break;
-        }
+      algo_ = fastestAlgorithm();
     } else {
       // The fused call takes an identity activation with this algorithm only.
       algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
@@ -135,6 +125,26 @@ class ConvKernel : public cuda::DeviceKernel {
           "cudnnGetConvolutionForwardWorkspaceSize");
     workspace_ = cuda::DeviceBuffer(bytes);
   }
+  // The algorithm cuDNN measures fastest on this device for these shapes
+  // (cudnnFind runs each one once, at compile time), among those in FP32
+  // FMA math; the heuristic's first choice when none ran. The heuristic
+  // alone (cudnnGet) ranks by a model of the device and often picks a
+  // slower kernel at small batch sizes.
+  cudnnConvolutionFwdAlgo_t fastestAlgorithm() {
+    constexpr int kMax = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
+    cudnnConvolutionFwdAlgoPerf_t perf[kMax];
+    int found = 0;
+    check(cudnn().cudnnFindConvolutionForwardAlgorithm(handle(), x_.d, w, conv, y_.d, kMax, &found, perf),
+          "cudnnFindConvolutionForwardAlgorithm");
+    for (int i = 0; i < found; ++i)  // sorted by time
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].mathType == CUDNN_FMA_MATH) return perf[i].algo;
+    check(cudnn().cudnnGetConvolutionForwardAlgorithm_v7(handle(), x_.d, w, conv, y_.d, kMax, &found, perf),
+          "cudnnGetConvolutionForwardAlgorithm_v7");
+    for (int i = 0; i < found; ++i)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS) return perf[i].algo;
+    return CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+  }
+
   ~ConvKernel() override {
     cudnn().cudnnDestroyFilterDescriptor(w);
     cudnn().cudnnDestroyConvolutionDescriptor(conv);

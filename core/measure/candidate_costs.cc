@@ -124,6 +124,13 @@ std::vector<Measurement> CandidateCoster::costAll(const CandidateSet& candidates
     if (cancel && cancel->cancelled()) r.cancelled = true;
     return r.cancelled;
   };
+  // Lookups only (a plan for another machine, whose kernels were measured
+  // there): what the store lacks stays "not measured".
+  if (!measure_) {
+    for (size_t w : toMeasure)
+      for (size_t i : work[w].members) out[i].message = "not measured on " + fingerprint_.toString();
+    toMeasure.clear();
+  }
   std::vector<size_t> putOff;
   for (size_t w : toMeasure) {
     if (isCancelled()) break;

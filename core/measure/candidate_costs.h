@@ -36,7 +36,8 @@ struct CostingReport {
 class CandidateCoster {
  public:
   // `db` may be null (nothing cached or stored). `backendVersion` gives the
-  // version string stored with each measurement.
+  // version string stored with each measurement. An empty `measure` only
+  // looks up: what the database lacks is left "not measured".
   CandidateCoster(const Graph& graph, MeasurementDb* db, HardwareFingerprint fingerprint,
                   std::function<std::string(const std::string&)> backendVersion, MeasureFn measure);
 

@@ -186,7 +186,11 @@ struct PreparedKernel {
     for (auto& d : inViews) in.push_back(&d);
     for (auto& d : outViews) out.push_back(&d);
   }
-  void run() { compiled.kernel->run(in, out); }
+  // A kernel on a device runs asynchronously: its time is until it is done.
+  void run() {
+    compiled.kernel->run(in, out);
+    if (deviceMemory.runtime) deviceMemory.runtime->synchronize();
+  }
   std::list<std::vector<unsigned char>> native;  // buffers of native layouts larger than plain
   // Reads the inputs (one byte a cache line), as their producer's writes
   // would have left them in the cache; inputs on a device are left alone.

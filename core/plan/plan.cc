@@ -626,15 +626,25 @@ std::vector<size_t> planExecutionOrder(const Plan& plan, const Graph& graph,
   return order;
 }
 
-Graph planGraph(const Plan& plan, const Graph& model) {
+Graph planGraph(const Plan& plan, const Graph& model, std::vector<RewriteEffect>* effects) {
+  if (effects) effects->clear();
   if (plan.substitutions.empty()) return model;
   std::vector<SubstitutionSite> sites;
   for (const PlanSubstitution& s : plan.substitutions) sites.push_back(s.site);
   try {
-    return replaySubstitutions(model, sites);
+    return replaySubstitutions(model, sites, effects);
   } catch (const Error& e) {
     throw Error(plan.displayName() + ": " + e.what());
   }
+}
+
+void checkPlanModelFile(const Plan& plan, const std::string& modelPath) {
+  if (modelPath.empty()) return;
+  const std::string sha = sha256File(modelPath);
+  if (sha != plan.modelSha256)
+    throw Error(plan.displayName() + " was made for a model with sha256 " + plan.modelSha256 + ", " +
+                modelPath + " has " + sha +
+                (plan.modelPath.empty() ? "" : " (the plan names model '" + plan.modelPath + "')"));
 }
 
 std::vector<std::string> checkPlanAgainst(const Plan& plan, const Graph& graph,
@@ -643,14 +653,7 @@ std::vector<std::string> checkPlanAgainst(const Plan& plan, const Graph& graph,
                                           const HardwareFingerprint* machine) {
   const std::string name = plan.displayName();
   std::vector<std::string> warnings;
-
-  if (!modelPath.empty()) {
-    const std::string sha = sha256File(modelPath);
-    if (sha != plan.modelSha256)
-      throw Error(name + " was made for a model with sha256 " + plan.modelSha256 + ", " +
-                  modelPath + " has " + sha +
-                  (plan.modelPath.empty() ? "" : " (the plan names model '" + plan.modelPath + "')"));
-  }
+  checkPlanModelFile(plan, modelPath);
 
   // Input shapes: the plan's costs hold for these shapes only.
   if (!plan.inputShapes.empty()) {

@@ -174,8 +174,9 @@ Plan singleNodePlan(const Graph& graph, const std::string& backend);
 // The graph the plan's groups name: `model` with the plan's substitutions
 // replayed (each checked again on the reference executor); `model` itself
 // when it has none. Error starting with the plan's name when one does not
-// hold on this model (a plan for another model).
-Graph planGraph(const Plan& plan, const Graph& model);
+// hold on this model (a plan for another model). `effects` (optional): what
+// each substitution did, one per site (rewrittenNodeSites marks them).
+Graph planGraph(const Plan& plan, const Graph& model, std::vector<RewriteEffect>* effects = nullptr);
 
 // Resolves the groups' node names: one NodeSet per group. Error naming the
 // node or group for an unknown node name, a node in two groups, a node in no
@@ -192,6 +193,11 @@ std::vector<size_t> planExecutionOrder(const Plan& plan, const Graph& graph,
                                        const std::vector<NodeSet>& groups);
 
 // Everything that makes a plan unusable for this model on this machine, as an
+// The first of checkPlanAgainst's checks alone, which needs no graph: Error
+// when the model file's sha256 differs from the plan's (nothing when
+// modelPath is "").
+void checkPlanModelFile(const Plan& plan, const std::string& modelPath);
+
 // Error naming the plan file and what is wrong:
 //  - the model file's sha256 differs from the plan's ("plan.json was made for
 //    a model with sha256 X, model.onnx has Y"; skipped when modelPath is "");

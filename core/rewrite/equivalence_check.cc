@@ -117,17 +117,31 @@ std::optional<Graph> applyChecked(const Graph& graph, const SubstitutionSite& si
   return after;
 }
 
-Graph replaySubstitutions(const Graph& graph, const std::vector<SubstitutionSite>& sites) {
+Graph replaySubstitutions(const Graph& graph, const std::vector<SubstitutionSite>& sites,
+                          std::vector<RewriteEffect>* effects) {
   Graph current = graph;
+  if (effects) effects->clear();
   for (size_t i = 0; i < sites.size(); ++i) {
     std::string note;
-    std::optional<Graph> next = applyChecked(current, sites[i], &note);
+    RewriteEffect effect;
+    std::optional<Graph> next = applyChecked(current, sites[i], &note, &effect);
     if (!next)
       throw Error("substitution " + std::to_string(i + 1) + " of " + std::to_string(sites.size()) +
                   " does not hold on this model: " + note);
     current = std::move(*next);
+    if (effects) effects->push_back(std::move(effect));
   }
   return current;
+}
+
+std::map<std::string, size_t> rewrittenNodeSites(const Graph& rewritten,
+                                                 const std::vector<RewriteEffect>& effects) {
+  std::map<std::string, size_t> siteOf;
+  // In order, so a node a later site rewrote again names that later site.
+  for (size_t i = 0; i < effects.size(); ++i)
+    for (const std::string& name : effects[i].target)
+      if (rewritten.findNode(name)) siteOf[name] = i;
+  return siteOf;
 }
 
 std::string sitesToJson(const std::vector<SubstitutionSite>& sites) {

@@ -7,6 +7,7 @@
 // the note says which rule and where: never a wrong plan.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,10 +35,16 @@ std::optional<Graph> applyChecked(const Graph& graph, const SubstitutionSite& si
                                   RewriteEffect* effect = nullptr);
 
 // Re-applies `sites` in order (a plan's substitutions on its original
-// model), each checked. Error naming the substitution's position, rule and
-// nodes when a rule is unknown, a site does not hold on this graph, or a
-// check fails.
-Graph replaySubstitutions(const Graph& graph, const std::vector<SubstitutionSite>& sites);
+// model), each checked; `effects` (optional) receives what each did, one per
+// site. Error naming the substitution's position, rule and nodes when a rule
+// is unknown, a site does not hold on this graph, or a check fails.
+Graph replaySubstitutions(const Graph& graph, const std::vector<SubstitutionSite>& sites,
+                          std::vector<RewriteEffect>* effects = nullptr);
+
+// The nodes of `rewritten` that a replay created or changed, each with the
+// index of the site that last did (what the views mark as rewritten).
+std::map<std::string, size_t> rewrittenNodeSites(const Graph& rewritten,
+                                                 const std::vector<RewriteEffect>& effects);
 
 // A list of sites as JSON, [{"rule": ..., "nodes": [...]}, ...], for the
 // measurement worker of a rewritten graph (`measure-worker --substitutions`).

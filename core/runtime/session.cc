@@ -446,6 +446,8 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs) {
       rethrowWith(plan_.describeGroup(g) + ": " + plan_.groups[g].backend + " kernel failed: ", e);
     }
     if (profiling_) {
+      // A device kernel's time is until it is done (it runs asynchronously).
+      for (DeviceRuntime* runtime : deviceRuntimes_) runtime->synchronize();
       auto end = std::chrono::steady_clock::now();
       timings_.push_back(
           {g, std::chrono::duration<double, std::micro>(start - epoch_).count(),

@@ -21,6 +21,7 @@
 #include "core/search/plan_from_cover.h"
 #include "core/search/plan_override.h"
 #include "core/search/plan_selection.h"
+#include "core/search/target_optimization.h"
 #include "core/measure/switch_costs.h"
 #include "core/ir/threading.h"
 #include "core/rewrite/equivalence_check.h"
@@ -254,6 +255,7 @@ SubstitutionSearchResult searchSubstitutionsMeasured(const Graph& model, const O
 
 OptimizationResult runOptimizationJob(const Graph& model, const OptimizationJobOptions& options,
                                       SearchObserver* observer, const CancellationToken* cancel) {
+  if (!options.target.empty()) return runTargetOptimizationJob(model, options, observer, cancel);
   const auto jobStart = std::chrono::steady_clock::now();
   // A line (or a table) of the job's report, without its final newline.
   const auto say = [observer](std::string text) {

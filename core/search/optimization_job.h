@@ -75,6 +75,13 @@ struct OptimizationJobOptions {
   // that the caller registered: the measurement workers, which replay a
   // rewritten graph's sites, load them too.
   std::vector<std::string> substitutionRuleFiles;
+  // Measure on the machines of a Slurm constraint (a node feature) instead
+  // of this one, and plan for them (core/search/target_optimization.h); needs
+  // a shared store as dbPath. Empty: this machine.
+  std::string target;
+  std::string targetWorkDir;  // shared with the nodes; empty = defaultTargetWorkDir()
+  int targetBatchSize = 16;   // kernels per array task
+  double targetPollSeconds = 2;
   // The kill switch, for a job (or a jobMeasureFn) whose result nobody wants
   // any more: cancelled from any thread, it kills the measurement worker at
   // once and the job throws MeasurementAborted (core/measure/measurer.h),

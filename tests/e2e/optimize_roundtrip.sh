@@ -2,7 +2,8 @@
 # End to end: optimize a model with --op-level (cold database: the op-level
 # plan alone), optimize it again as a user does by default (warm: measures no
 # kernel, then runs the graph-level search), run both plans with --verify
-# against the reference, explain them, and export everything.
+# against the reference, explain them, and export everything; then the same
+# with graph substitutions.
 # Usage: optimize_roundtrip.sh COLLAGE MODEL.onnx
 set -euo pipefail
 collage=$1
@@ -31,6 +32,15 @@ test -s "$work/trace.json" && test -s "$work/nodes.json" && test -s "$work/annot
 
 "$collage" explain "$work/plan.json" --db "$db" | tee "$work/explain.txt"
 grep -q "why:" "$work/explain.txt"
+
+# Graph substitutions on the warm database, every rule forced (each site
+# still checked equivalent): only the rewritten graph's new kernels are
+# measured, and run --verify replays the plan's substitutions on the model.
+"$collage" optimize "$model" --db "$db" -o "$work/plan_sub.json" --op-level --no-end-to-end \
+  --substitute all --substitution-budget 10s | tee "$work/sub.txt"
+grep -q "^substitutions: " "$work/sub.txt"
+"$collage" run "$model" --plan "$work/plan_sub.json" --verify --repeat 1 | tee "$work/run_sub.txt"
+grep -q "verify: every output matches the reference executor" "$work/run_sub.txt"
 
 "$collage" db stats --db "$db"
 "$collage" db export --db "$db" -o "$work/m.csv"

@@ -14,7 +14,7 @@ trap 'rm -rf "$work"' EXIT
 db="$work/measurements.sqlite"
 
 "$collage" optimize "$model" --db "$db" -o "$work/plan.json" --no-end-to-end --op-level \
-  --substitute merge-siblings,enlarge-conv-kernel,collapse-transposes,collapse-reshapes,slices-to-split,sink-split \
+  --substitute all \
   --substitution-budget 10s | tee "$work/optimize.txt"
 grep -q "^substitutions: " "$work/optimize.txt"
 

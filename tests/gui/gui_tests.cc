@@ -21,6 +21,9 @@
 #include "core/onnx/onnx_import.h"
 #include "core/plan/plan.h"
 #include "core/plan/plan_export.h"
+#include "core/ir/hashing.h"
+#include "core/rewrite/equivalence_check.h"
+#include "core/rewrite/substitution.h"
 #include "core/search/plan_override.h"
 #include "views/override_commands.h"
 #include "views/pattern_editor.h"
@@ -30,6 +33,8 @@
 #include "views/kernel_table_model.h"
 #include "views/plan_diff_model.h"
 #include "views/plan_diff_panel.h"
+#include "views/node_inspector.h"
+#include <QTextBrowser>
 
 #include "tests/gui/gui_test_support.h"
 
@@ -409,6 +414,90 @@ class GuiTests : public QObject {
     QVERIFY(!window.openPlan(dir.filePath("other.json"), &error));
     QVERIFY2(error.contains("other.json"), qPrintable(error));
     QVERIFY(window.plan() == nullptr);
+  }
+
+  // A plan made with graph substitutions: opening it shows the model
+  // rewritten (replayed in the background, each site checked again), the
+  // rewritten nodes outlined and explained, the plan diff lists the rewrite;
+  // a plan without substitutions brings the model as imported back; a plan
+  // whose substitution does not hold is refused with the reason.
+  void planWithSubstitutionsShowsTheRewrittenGraph() {
+    QTemporaryDir dir;
+    MainWindow window;
+    const QString path = model("bert_small");
+    QVERIFY(openAndWait(window, path));
+    const Graph imported = *window.graph();
+    const Substitution* merge = findSubstitution("merge-siblings");
+    QVERIFY(merge);
+    const std::vector<SubstitutionSite> sites = merge->find(imported);
+    QVERIFY2(!sites.empty(), "the test needs sibling projections to merge");
+    std::vector<RewriteEffect> effects;
+    const Graph rewritten = replaySubstitutions(imported, {sites[0]}, &effects);
+    Plan plan = singleNodePlan(rewritten, "native");
+    plan.modelSha256 = sha256File(path.toStdString());
+    plan.substitutions.push_back({sites[0], 25000});
+    savePlan(plan, dir.filePath("rewritten.json").toStdString());
+
+    QSignalSpy loaded(&window, &MainWindow::modelLoaded);
+    QString error;
+    QVERIFY2(window.openPlan(dir.filePath("rewritten.json"), &error), qPrintable(error));
+    QVERIFY(loaded.wait(120000));
+    QCOMPARE(window.graph()->numNodes(), rewritten.numNodes());
+    QCOMPARE(window.modelGraph()->numNodes(), imported.numNodes());
+    QVERIFY(window.rewriteSites() == std::vector<SubstitutionSite>{sites[0]});
+    QVERIFY(window.plan() && window.plan()->substitutions.size() == 1);
+    // The nodes the merge made (the merged MatMul, the Split) are outlined,
+    // the others are not; the inspector names the substitution.
+    const std::map<std::string, size_t> made = rewrittenNodeSites(rewritten, effects);
+    QVERIFY(!made.empty());
+    int outlined = 0;
+    for (NodeId n = 0; n < window.graph()->numNodes(); ++n) {
+      const bool shouldBe = made.count(window.graph()->node(n).name) > 0;
+      QCOMPARE(window.graphScene()->isRewritten(n), shouldBe);
+      outlined += shouldBe;
+    }
+    QCOMPARE(outlined, static_cast<int>(made.size()));
+    const NodeId first = *window.graph()->findNode(made.begin()->first);
+    window.graphScene()->selectNodes({first});
+    QVERIFY2(window.inspector()->browser()->toPlainText().contains("made by the graph substitution merge-siblings"),
+             qPrintable(window.inspector()->browser()->toPlainText()));
+
+    // The plan diff's rewrite row: the site, the nodes it made, what it bought.
+    PlanDiffModel diff;
+    QAbstractItemModelTester tester(&diff, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    diff.setPlans(*window.graph(), plan, plan);
+    QCOMPARE(diff.rowCount(), 0);
+    diff.addRewrites(*window.graph(), plan.substitutions, made);
+    QCOMPARE(diff.rowCount(), 1);
+    QVERIFY(diff.row(0).kind == PlanDiffRow::Kind::Rewritten);
+    QCOMPARE(diff.data(diff.index(0, PlanDiffModel::Change)).toString(), QString("rewritten: merge-siblings"));
+    QCOMPARE(diff.row(0).nodeIds.size(), static_cast<int>(made.size()));
+    QVERIFY(diff.row(0).before.contains(QString::fromStdString(sites[0].nodes[0])));
+    QCOMPARE(diff.data(diff.index(0, PlanDiffModel::AfterMs)).toString(), QString("0.025 ms saved (op-level DP)"));
+    QCOMPARE(diff.describeTotals(), QString("No group changed."));
+
+    // A plan on the model as imported: that graph again, nothing outlined.
+    savePlan(singleNodePlan(imported, "native"), dir.filePath("plain.json").toStdString());
+    Plan plain = loadPlan(dir.filePath("plain.json").toStdString());
+    plain.modelSha256 = plan.modelSha256;
+    savePlan(plain, dir.filePath("plain.json").toStdString());
+    QVERIFY2(window.openPlan(dir.filePath("plain.json"), &error), qPrintable(error));
+    QVERIFY(loaded.wait(120000));
+    QCOMPARE(window.graph()->numNodes(), imported.numNodes());
+    QVERIFY(window.rewriteSites().empty());
+    for (NodeId n = 0; n < window.graph()->numNodes(); ++n) QVERIFY(!window.graphScene()->isRewritten(n));
+    QVERIFY(window.plan() && window.plan()->substitutions.empty());
+
+    // A substitution that does not hold on this model: refused, the reason given.
+    Plan broken = plan;
+    broken.substitutions[0].site.nodes[0] = "no_such_node";
+    savePlan(broken, dir.filePath("broken.json").toStdString());
+    QSignalSpy failed(&window, &MainWindow::planFailed);
+    QVERIFY2(window.openPlan(dir.filePath("broken.json"), &error), qPrintable(error));
+    QVERIFY(failed.wait(120000));
+    QVERIFY2(failed.front().front().toString().contains("no_such_node"),
+             qPrintable(failed.front().front().toString()));
+    QCOMPARE(window.graph()->numNodes(), imported.numNodes());  // still the model as imported
   }
 
   void inputShapesBindDynamicDimsAndFilesAreRemembered() {
