@@ -10,6 +10,7 @@
 #include "backends/backend_list.h"
 #include "core/measure/measurer.h"
 #include "core/rewrite/equivalence_check.h"
+#include "core/rewrite/substitution_spec_file.h"
 #include "core/ir/threading.h"
 
 namespace collage::cli {
@@ -23,7 +24,12 @@ Action addMeasureWorkerCommand(CLI::App& app) {
   // substitutions (core/search/substitution_search.h): the sites to replay.
   auto substitutions = std::make_shared<std::string>();
   command->add_option("--substitutions", *substitutions, "");
-  return [options, substitutions]() {
+  // The user's substitution rule files those sites may name (the optimizer's --substitution-rules).
+  auto ruleFiles = std::make_shared<std::vector<std::string>>();
+  command->add_option("--substitution-rules", *ruleFiles, "");
+  return [options, substitutions, ruleFiles]() {
+    for (const std::string& file : *ruleFiles)
+      for (const std::string& e : registerSubstitutionRules(file)) std::cerr << "warning: " << e << "\n";
     Graph graph = options->load(/*quiet=*/true);
     // Measured as the model is (the protocol follows the model as given).
     const MeasurerOptions measurerOptions = MeasurerOptions::forModel(graph);

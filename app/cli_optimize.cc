@@ -28,6 +28,7 @@
 #include "core/search/plan_override.h"
 #include "core/plan/plan.h"
 #include "core/rewrite/substitution.h"
+#include "core/rewrite/substitution_spec_file.h"
 #include "core/search/plan_from_cover.h"
 #include "core/search/plan_selection.h"
 #include "core/measure/switch_costs.h"
@@ -83,6 +84,7 @@ Action addOptimizeCommand(CLI::App& app) {
     bool substitutions = false;
     double alpha = 1.05;
     std::vector<std::string> substitute;
+    std::vector<std::string> substitutionRules;
     std::string substitutionBudget = "30s";
     std::string budget = "5m";
     int saturation = 6;
@@ -132,8 +134,11 @@ Action addOptimizeCommand(CLI::App& app) {
       ->check(CLI::Range(1.0, 10.0));
   command->add_option("--substitute", options->substitute,
                       "apply this substitution rule wherever it holds, whatever it costs (each site still "
-                      "checked equivalent); implies --substitutions (repeatable; \"all\": every rule)")
+                      "checked equivalent); implies --substitutions (repeatable; \"all\": every rule, spec files' too)")
       ->delimiter(',');
+  command->add_option("--substitution-rules", options->substitutionRules,
+                      "also search the substitution rules of this file (TOML, [rules.NAME] tables with source, "
+                      "target, condition: docs/substitutions.md); the plan carries the rules it used (repeatable)");
   command->add_option("--substitution-budget", options->substitutionBudget,
                       "time budget of the substitution search (default 30s)");
   command->add_option("--budget", options->budget,
@@ -173,7 +178,15 @@ Action addOptimizeCommand(CLI::App& app) {
     for (const auto& f : options->forbids)
       job.constraints.forbids.push_back(PlacementConstraints::parseForbid(f));
     job.graphLevel = !options->opLevel;
-    // "all": every rule this build knows, in its fixed order.
+    // A user's rules join the search (and the workers load them too); a rule
+    // that does not load is reported and the file's other rules still load.
+    for (const std::string& file : options->substitutionRules) {
+      const std::vector<std::string> errors = registerSubstitutionRules(file);
+      for (const std::string& e : errors) std::cerr << "warning: " << e << "\n";
+      job.substitutionRuleFiles.push_back(std::filesystem::absolute(file).string());
+    }
+    // "all": every rule this run knows, the C++ ones in their fixed order,
+    // then those of the spec files (built in, then --substitution-rules).
     std::vector<std::string> forced;
     for (const std::string& rule : options->substitute) {
       if (rule != "all") {
@@ -181,12 +194,14 @@ Action addOptimizeCommand(CLI::App& app) {
         continue;
       }
       for (const auto& r : standardSubstitutions()) forced.push_back(r->name());
+      for (const Substitution* r : specSubstitutions()) forced.push_back(r->name());
     }
     options->substitute = forced;
     for (const std::string& rule : options->substitute)
       if (!findSubstitution(rule)) {
         std::string known;
         for (const auto& r : standardSubstitutions()) known += (known.empty() ? "" : ", ") + r->name();
+        for (const Substitution* r : specSubstitutions()) known += ", " + r->name();
         throw Error("--substitute '" + rule + "': no such substitution rule (the rules: " + known + ")");
       }
     job.substitutions = options->substitutions || !options->substitute.empty();
@@ -233,6 +248,7 @@ Action addOptimizeCommand(CLI::App& app) {
         Plan p = makePlan(placed, options->modelPath, result.candidates, b.result.chosen, result.measurements,
                           PlanOrigin::OpLevel, set.fingerprint(graph), set.versions());
         p.substitutions = result.plan.substitutions;
+        p.substitutionRules = result.plan.substitutionRules;
         p.predictedNs = b.result.total;
         p.createdBy = "collage optimize (baseline: " + b.label + ")";
         savePlan(p, options->baselinePlans + "/" + b.file + ".json");

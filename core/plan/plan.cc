@@ -14,6 +14,7 @@
 #include "core/ir/error.h"
 #include "core/ir/hashing.h"
 #include "core/ir/sub_graph.h"
+#include "core/rewrite/substitution_spec_file.h"
 
 namespace collage {
 
@@ -176,7 +177,10 @@ bool Plan::operator==(const Plan& o) const {
   return version == o.version && modelPath == o.modelPath && modelSha256 == o.modelSha256 &&
          inputShapes == o.inputShapes && fingerprint == o.fingerprint && backends == o.backends &&
          groups == o.groups && sameCost(predictedNs, o.predictedNs) && createdBy == o.createdBy &&
-         createdAt == o.createdAt && graphLevel == o.graphLevel && substitutions == o.substitutions;
+         createdAt == o.createdAt && graphLevel == o.graphLevel && substitutions == o.substitutions &&
+         substitutionRules.size() == o.substitutionRules.size() &&
+         std::equal(substitutionRules.begin(), substitutionRules.end(), o.substitutionRules.begin(),
+                    [](const SubstitutionRuleText& a, const SubstitutionRuleText& b) { return a.sameRule(b); });
 }
 
 bool PlanSubstitution::operator==(const PlanSubstitution& o) const {
@@ -240,6 +244,13 @@ std::string planToJson(const Plan& plan) {
     substitutions.push_back(
         {{"rule", sub.site.rule}, {"nodes", sub.site.nodes}, {"saved_ns", std::isfinite(sub.savedNs) ? json(std::round(sub.savedNs)) : json(nullptr)}});
 
+  json rules = json::array();
+  for (const SubstitutionRuleText& t : plan.substitutionRules) {
+    json rj = {{"name", t.name}, {"source", t.source}, {"target", t.target}};
+    if (!t.conditions.empty()) rj["condition"] = t.conditions;
+    rules.push_back(rj);
+  }
+
   json groups = json::array();
   for (const PlanGroup& g : plan.groups) {
     json gj;
@@ -265,6 +276,11 @@ std::string planToJson(const Plan& plan) {
     out += "  \"substitutions\": [";
     for (size_t i = 0; i < substitutions.size(); ++i)
       out += std::string(i ? "," : "") + "\n    " + compact(substitutions[i]);
+    out += "\n  ],\n";
+  }
+  if (!rules.empty()) {
+    out += "  \"substitution_rules\": [";
+    for (size_t i = 0; i < rules.size(); ++i) out += std::string(i ? "," : "") + "\n    " + compact(rules[i]);
     out += "\n  ],\n";
   }
   out += "  \"groups\": [";
@@ -373,6 +389,28 @@ Plan planFromJson(const std::string& text, const std::string& displayPath) {
     }
   }
 
+  // The plan's own spec rules first, so that its substitutions find them.
+  if (const json* rules = r.find(j, "substitution_rules")) {
+    r.array(*rules, "substitution_rules");
+    for (size_t i = 0; i < rules->size(); ++i) {
+      const std::string where = FieldReader::index("substitution_rules", i);
+      const json& rj = r.object((*rules)[i], where);
+      SubstitutionRuleText t;
+      t.name = r.string(r.require(rj, where, "name"), where + ".name");
+      t.source = r.string(r.require(rj, where, "source"), where + ".source");
+      t.target = r.string(r.require(rj, where, "target"), where + ".target");
+      if (const json* c = r.find(rj, "condition")) {
+        r.array(*c, where + ".condition");
+        for (size_t k = 0; k < c->size(); ++k) {
+          t.conditions.push_back(r.string((*c)[k], FieldReader::index(where + ".condition", k)));
+          t.conditionPos.push_back({});
+        }
+      }
+      t.file = displayPath + ": " + where;
+      registerSubstitution(SpecSubstitution::parse(t));  // SpecError names the plan and the rule
+      plan.substitutionRules.push_back(std::move(t));
+    }
+  }
   if (const json* subs = r.find(j, "substitutions")) {
     r.array(*subs, "substitutions");
     for (size_t i = 0; i < subs->size(); ++i) {

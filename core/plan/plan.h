@@ -30,6 +30,7 @@
 #include "core/ir/hardware_fingerprint.h"
 #include "core/ir/node_set.h"
 #include "core/ir/tensor.h"
+#include "core/rewrite/spec_substitution.h"
 #include "core/rewrite/substitution.h"
 
 namespace collage {
@@ -120,6 +121,11 @@ struct Plan {
   // Applied to the model before placement, in order ("substitutions" in the
   // file, absent when empty).
   std::vector<PlanSubstitution> substitutions;
+  // The rules from spec files that `substitutions` name, as written
+  // ("substitution_rules", absent when empty): a plan made with a user's
+  // rule file replays without it. Loading the plan makes them known to the
+  // process (a different rule of the same name is refused).
+  std::vector<SubstitutionRuleText> substitutionRules;
 
   // Not serialised: the file it was loaded from, for messages ("" = "the plan").
   std::string sourcePath;

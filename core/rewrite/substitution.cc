@@ -7,6 +7,7 @@
 #include "core/rewrite/fold_constants.h"
 #include "core/rewrite/layout_chains.h"
 #include "core/rewrite/merge_siblings.h"
+#include "core/rewrite/substitution_spec_file.h"
 #include "core/rewrite/transpose_motion.h"
 
 namespace collage {
@@ -44,7 +45,7 @@ const std::vector<std::unique_ptr<Substitution>>& standardSubstitutions() {
 const Substitution* findSubstitution(const std::string& name) {
   for (const auto& r : standardSubstitutions())
     if (r->name() == name) return r.get();
-  return nullptr;
+  return findSpecSubstitution(name);  // rules in spec files (substitution_spec_file.h)
 }
 
 std::string uniqueNodeName(const Graph& graph, const std::string& base) {

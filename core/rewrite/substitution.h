@@ -71,7 +71,7 @@ class Substitution {
 
 // The rules this build knows, in a fixed order.
 const std::vector<std::unique_ptr<Substitution>>& standardSubstitutions();
-// The rule of that name, or nullptr.
+// The rule of that name, C++ or from a spec file (substitution_spec_file.h), or nullptr.
 const Substitution* findSubstitution(const std::string& name);
 
 // ---- helpers for rules ----------------------------------------------------

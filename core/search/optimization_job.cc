@@ -14,6 +14,7 @@
 #include "core/measure/measurement_db.h"
 #include "core/measure/machine_timing_lock.h"
 #include "core/measure/measurer.h"
+#include "core/rewrite/substitution_spec_file.h"
 #include "core/search/layout_charges.h"
 #include "core/search/near_ties.h"
 #include "core/search/op_level_optimizer.h"
@@ -42,7 +43,13 @@ std::optional<int32_t> groupCandidate(const OptimizationResult& result, const Gr
 std::vector<std::string> optimizationWorkerCommand(const OptimizationJobOptions& options) {
   if (options.workerExecutable.empty())
     throw Error("no measurement worker: the 'collage' executable was not found");
-  return measurementWorkerCommand(options.workerExecutable, options.modelPath, options.inputShapes);
+  std::vector<std::string> command =
+      measurementWorkerCommand(options.workerExecutable, options.modelPath, options.inputShapes);
+  for (const std::string& file : options.substitutionRuleFiles) {
+    command.push_back("--substitution-rules");
+    command.push_back(file);
+  }
+  return command;
 }
 
 std::unique_ptr<MeasurementDb> openMeasurementDb(const OptimizationJobOptions& options) {
@@ -144,6 +151,15 @@ LayoutCharges measureLayoutCharges(const Graph& graph, const CandidateSet& candi
 }
 
 }  // namespace
+
+std::vector<SubstitutionRuleText> planSubstitutionRules(const std::vector<PlanSubstitution>& substitutions) {
+  std::vector<SubstitutionRuleText> rules;
+  for (const PlanSubstitution& s : substitutions)
+    if (const SpecSubstitution* rule = findSpecSubstitution(s.site.rule))
+      if (std::none_of(rules.begin(), rules.end(), [&](const SubstitutionRuleText& t) { return t.name == rule->name(); }))
+        rules.push_back(rule->text());
+  return rules;
+}
 
 std::vector<PlanSubstitution> planSubstitutions(const SubstitutionSearchResult& search) {
   std::vector<PlanSubstitution> out;
@@ -483,6 +499,7 @@ OptimizationResult runOptimizationJob(const Graph& model, const OptimizationJobO
   }
   markPinnedGroups(result.plan, graph, options.constraints);
   result.plan.substitutions = planSubstitutions(result.substitutions);
+  result.plan.substitutionRules = planSubstitutionRules(result.plan.substitutions);
   result.hasPlan = true;
   return result;
 }

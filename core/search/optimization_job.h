@@ -71,6 +71,10 @@ struct OptimizationJobOptions {
   // (they name the model's nodes).
   bool substitutions = false;
   SubstitutionSearchOptions substitutionOptions;
+  // A user's substitution rule files (core/rewrite/substitution_spec_file.h)
+  // that the caller registered: the measurement workers, which replay a
+  // rewritten graph's sites, load them too.
+  std::vector<std::string> substitutionRuleFiles;
   // Measure on the machines of a Slurm constraint (a node feature) instead
   // of this one, and plan for them (core/search/target_optimization.h); needs
   // a shared store as dbPath. Empty: this machine.
@@ -147,6 +151,8 @@ inline const Graph& placedGraph(const OptimizationResult& result, const Graph& m
 }
 // The plan's record of the substitutions `result` applied (with what each bought).
 std::vector<PlanSubstitution> planSubstitutions(const SubstitutionSearchResult& search);
+// The spec-file rules those substitutions name, as written (Plan::substitutionRules).
+std::vector<SubstitutionRuleText> planSubstitutionRules(const std::vector<PlanSubstitution>& substitutions);
 
 // The candidate of `result` that `group` (of a plan of `graph`) runs as: its
 // PlanGroup::candidate when that names a candidate of this result with the

@@ -13,6 +13,7 @@
 #include "core/ir/error.h"
 #include "core/ir/hashing.h"
 #include "core/rewrite/equivalence_check.h"
+#include "core/rewrite/substitution_spec_file.h"
 
 namespace collage {
 namespace {
@@ -112,8 +113,10 @@ SubstitutionSearchResult searchSubstitutions(const Graph& start, const GraphCost
   auto t0 = std::chrono::steady_clock::now();
   const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   std::vector<const Substitution*> rules = options.rules;
-  if (rules.empty())
+  if (rules.empty()) {
     for (const auto& r : standardSubstitutions()) rules.push_back(r.get());
+    for (const Substitution* r : specSubstitutions()) rules.push_back(r);  // rules in spec files
+  }
 
   SubstitutionSearchResult result;
   std::set<std::string> noted;

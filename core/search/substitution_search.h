@@ -35,7 +35,7 @@ struct SubstitutionSearchOptions {
   double alpha = 1.05;         // explore graphs up to alpha x the best cost
   double budgetSeconds = 30;   // stop after this long (the start graph's costing not counted)...
   int maxGraphs = 200;         // ...or after costing this many graphs
-  std::vector<const Substitution*> rules;  // empty = standardSubstitutions()
+  std::vector<const Substitution*> rules;  // empty = standardSubstitutions() + specSubstitutions()
   // Rules applied wherever they hold (each site still checked) before the
   // search, whatever they cost: the user's override, as a pin is for
   // placement; the search goes on from the graph they make. Error for a
