@@ -39,7 +39,8 @@ Action addMeasurePlanPairCommand(CLI::App& app) {
       n = std::stoi(index);
     } catch (const std::exception&) {
     }
-    if (n < 0) throw Error("measure-plan-pair: no task index (--task, or SLURM_ARRAY_TASK_ID from Slurm)");
+    if (n < 0)
+      throw Error("measure-plan-pair: no task index (--task, or SLURM_ARRAY_TASK_ID from Slurm)");
     std::ifstream in(*jobFile);
     if (!in) throw Error(*jobFile + ": cannot read the job file");
     std::stringstream text;
@@ -57,22 +58,25 @@ Action addMeasurePlanPairCommand(CLI::App& app) {
     const Graph graph = model.load(/*quiet=*/true);
     BackendSet set = loadBackendSet(job.backends);
     for (const auto& w : set.warnings) std::cout << "warning: " << w << "\n";
-    const HardwareFingerprint fingerprint = measurementFingerprint(set.versions(), measurementProtocol(graph));
+    const HardwareFingerprint fingerprint =
+        measurementFingerprint(set.versions(), measurementProtocol(graph));
     const Plan plan = loadPlan((runDir / entry.file).string());
     const Plan incumbent = loadPlan((runDir / job.incumbentFile).string());
-    std::cout << "task " << n << " on " << SharedMeasurementStore::thisMachine() << ": plan " << entry.file
-              << " against the incumbent, " << fingerprint.toString() << std::endl;
+    std::cout << "task " << n << " on " << SharedMeasurementStore::thisMachine() << ": plan "
+              << entry.file << " against the incumbent, " << fingerprint.toString() << std::endl;
     const char* url = std::getenv(kTargetDbVariable);
     if (!url || !*url)
-      throw Error(std::string("no shared store: ") + kTargetDbVariable +
-                  " is not set in the task's environment (sbatch passes the submitting environment on "
-                  "unless --export limits it)");
+      throw Error(
+          std::string("no shared store: ") + kTargetDbVariable +
+          " is not set in the task's environment (sbatch passes the submitting environment on "
+          "unless --export limits it)");
     SharedMeasurementStore store(url);
 
     MeasurerOptions measurerOptions;
     measurerOptions.timeoutSeconds = job.timeoutSeconds;
-    IsolatedMeasurer measurer(measurementWorkerCommand(selfExecutable(), job.modelPath, job.inputShapes),
-                              measurerOptions);
+    IsolatedMeasurer measurer(
+        measurementWorkerCommand(selfExecutable(), job.modelPath, job.inputShapes),
+        measurerOptions);
     const PairedPlanRuns runs = measurer.timePlans(plan, incumbent, job.runs, job.timeoutSeconds);
     SharedMeasurementStore::PlanRunRow row;
     row.modelKey = job.modelKey;
@@ -84,12 +88,12 @@ Action addMeasurePlanPairCommand(CLI::App& app) {
     row.runsJson = toJson(runs).dump();
     store.appendPlanRun(fingerprint, row);
     if (runs.ok())
-      std::cout << "task " << n << " done: " << runs.aMs.size() << " rounds, ratio " << runs.medianRatio()
-                << " (" << runs.aMedianMs() << " vs " << runs.bMedianMs() << " ms), stored in " << store.url()
-                << std::endl;
+      std::cout << "task " << n << " done: " << runs.aMs.size() << " rounds, ratio "
+                << runs.medianRatio() << " (" << runs.aMedianMs() << " vs " << runs.bMedianMs()
+                << " ms), stored in " << store.url() << std::endl;
     else
-      std::cout << "task " << n << ": the plan could not run (" << runs.message << "), stored in " << store.url()
-                << std::endl;
+      std::cout << "task " << n << ": the plan could not run (" << runs.message << "), stored in "
+                << store.url() << std::endl;
     return 0;
   };
 }

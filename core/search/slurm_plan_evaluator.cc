@@ -6,9 +6,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <thread>
-
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "core/ir/error.h"
 #include "core/measure/shared_store.h"
@@ -44,7 +43,8 @@ std::string shellQuote(const std::string& s) {
 
 std::string PlanPairJob::toJson() const {
   json plansJ = json::array();
-  for (const Entry& e : plans) plansJ.push_back({{"key", e.key}, {"genome", e.genome}, {"file", e.file}});
+  for (const Entry& e : plans)
+    plansJ.push_back({{"key", e.key}, {"genome", e.genome}, {"file", e.file}});
   json j = {{"kind", "collage-plan-pairs"},
             {"model", modelPath},
             {"input_shapes", inputShapes},
@@ -69,7 +69,8 @@ PlanPairJob PlanPairJob::fromJson(const std::string& text, const std::string& pa
   } catch (const std::exception& e) {
     throw Error(path + ": not a collage plan-pair job file (" + e.what() + ")");
   }
-  if (j.value("kind", "") != "collage-plan-pairs") throw Error(path + ": not a collage plan-pair job file");
+  if (j.value("kind", "") != "collage-plan-pairs")
+    throw Error(path + ": not a collage plan-pair job file");
   PlanPairJob job;
   try {
     job.modelPath = j.at("model");
@@ -84,7 +85,8 @@ PlanPairJob PlanPairJob::fromJson(const std::string& text, const std::string& pa
     job.runs.verify = r.value("verify", true);
     job.incumbentKey = j.at("incumbent_key");
     job.incumbentFile = j.at("incumbent_file");
-    for (const json& e : j.at("plans")) job.plans.push_back({e.at("key"), e.value("genome", ""), e.at("file")});
+    for (const json& e : j.at("plans"))
+      job.plans.push_back({e.at("key"), e.value("genome", ""), e.at("file")});
   } catch (const json::exception& e) {
     throw Error(path + ": a plan-pair job file with a missing or wrong field (" + e.what() + ")");
   }
@@ -92,7 +94,8 @@ PlanPairJob PlanPairJob::fromJson(const std::string& text, const std::string& pa
 }
 
 SlurmPlanEvaluator::SlurmPlanEvaluator(SlurmPlanEvaluatorOptions options, SearchObserver* observer)
-    : options_(std::move(options)), observer_(observer),
+    : options_(std::move(options)),
+      observer_(observer),
       store_(std::make_unique<SharedMeasurementStore>(options_.dbUrl)) {}
 
 SlurmPlanEvaluator::~SlurmPlanEvaluator() {
@@ -107,7 +110,8 @@ SlurmPlanEvaluator::~SlurmPlanEvaluator() {
 
 std::optional<TimedPlan> SlurmPlanEvaluator::lookup(const std::string& planKey,
                                                     const std::string& incumbentKey) const {
-  const auto row = store_->findPlanRun(options_.targetFingerprintId, options_.modelKey, planKey, incumbentKey);
+  const auto row =
+      store_->findPlanRun(options_.targetFingerprintId, options_.modelKey, planKey, incumbentKey);
   if (!row) return std::nullopt;
   TimedPlan t;
   t.planKey = planKey;
@@ -122,15 +126,16 @@ std::optional<TimedPlan> SlurmPlanEvaluator::lookup(const std::string& planKey,
 }
 
 std::string SlurmPlanEvaluator::submitAndWait(const std::vector<PlanToTime>& plans,
-                                              const std::string& incumbentKey, const Plan& incumbent,
-                                              const PairedRunOptions& runs, double deadline,
-                                              const CancellationToken* cancel) {
+                                              const std::string& incumbentKey,
+                                              const Plan& incumbent, const PairedRunOptions& runs,
+                                              double deadline, const CancellationToken* cancel) {
   std::error_code ec;
   fs::create_directories(options_.workDir, ec);
   const std::string pattern = (fs::path(options_.workDir) / "plans-XXXXXX").string();
   std::vector<char> name(pattern.begin(), pattern.end());
   name.push_back(0);
-  if (!mkdtemp(name.data())) throw Error("cannot create a run folder in the Slurm work dir " + options_.workDir);
+  if (!mkdtemp(name.data()))
+    throw Error("cannot create a run folder in the Slurm work dir " + options_.workDir);
   const std::string dir = fs::absolute(name.data()).string();
 
   PlanPairJob job;
@@ -154,8 +159,8 @@ std::string SlurmPlanEvaluator::submitAndWait(const std::vector<PlanToTime>& pla
   writeFile(script, "#!/bin/sh\n# collage optimize --target " + options_.constraint +
                         ": one plan per array task, timed paired with the incumbent on its node.\n"
                         "exec " +
-                        shellQuote(options_.collageExecutable) + " measure-plan-pair " + shellQuote(jobFile) +
-                        " --task \"$SLURM_ARRAY_TASK_ID\"\n");
+                        shellQuote(options_.collageExecutable) + " measure-plan-pair " +
+                        shellQuote(jobFile) + " --task \"$SLURM_ARRAY_TASK_ID\"\n");
   fs::permissions(script, fs::perms::owner_all, fs::perm_options::add, ec);
 
   const SlurmJobs slurm;
@@ -174,7 +179,9 @@ std::string SlurmPlanEvaluator::submitAndWait(const std::vector<PlanToTime>& pla
                      " (--constraint=" + options_.constraint + "; files in " + dir + ")");
 
   const auto start = std::chrono::steady_clock::now();
-  const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  const auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
   for (;;) {
     SlurmJobState state;
     try {
@@ -192,19 +199,21 @@ std::string SlurmPlanEvaluator::submitAndWait(const std::vector<PlanToTime>& pla
     if (!state.inQueue || elapsed() >= deadline) break;
     const auto until = std::chrono::steady_clock::now() +
                        std::chrono::milliseconds(static_cast<int>(options_.pollSeconds * 1000));
-    while (std::chrono::steady_clock::now() < until && !(cancel && cancel->cancelled()) && elapsed() < deadline)
+    while (std::chrono::steady_clock::now() < until && !(cancel && cancel->cancelled()) &&
+           elapsed() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return id;
 }
 
 std::vector<TimedPlan> SlurmPlanEvaluator::timeGeneration(const std::vector<PlanToTime>& plans,
-                                                          const std::string& incumbentKey, const Plan& incumbent,
+                                                          const std::string& incumbentKey,
+                                                          const Plan& incumbent,
                                                           const CancellationToken* cancel) {
   std::vector<TimedPlan> back;
   if (!plans.empty()) {
-    const std::string id =
-        submitAndWait(plans, incumbentKey, incumbent, options_.runs, options_.generationSeconds, cancel);
+    const std::string id = submitAndWait(plans, incumbentKey, incumbent, options_.runs,
+                                         options_.generationSeconds, cancel);
     for (const PlanToTime& p : plans) outstanding_.emplace_back(p.key, incumbentKey);
     (void)id;
   }
@@ -222,7 +231,8 @@ std::vector<TimedPlan> SlurmPlanEvaluator::timeGeneration(const std::vector<Plan
   return back;
 }
 
-PairedPlanRuns SlurmPlanEvaluator::recheck(const Plan& best, const Plan& start, const PairedRunOptions& runs,
+PairedPlanRuns SlurmPlanEvaluator::recheck(const Plan& best, const Plan& start,
+                                           const PairedRunOptions& runs,
                                            const CancellationToken* cancel) {
   // Its own incumbent key: the pair may have been timed already, with fewer rounds.
   const std::string startKey = "recheck:" + placementKey(start);
@@ -232,7 +242,8 @@ PairedPlanRuns SlurmPlanEvaluator::recheck(const Plan& best, const Plan& start, 
   if (auto t = lookup(bestKey, startKey)) return t->runs;
   PairedPlanRuns none;
   none.status = MeasurementStatus::TimedOut;
-  none.message = "the re-check on one node of --constraint=" + options_.constraint + " did not come back";
+  none.message =
+      "the re-check on one node of --constraint=" + options_.constraint + " did not come back";
   return none;
 }
 

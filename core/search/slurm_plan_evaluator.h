@@ -63,9 +63,9 @@ struct SlurmPlanEvaluatorOptions {
   std::string modelKey;
   std::string targetFingerprintId;  // the rows' fingerprint (the kernel job's tasks reported it)
   PairedRunOptions runs;
-  double timeoutSeconds = 120;      // per task's paired request
-  double generationSeconds = 300;   // a generation's deadline, from its submission
-  double recheckSeconds = 600;      // the final check's
+  double timeoutSeconds = 120;     // per task's paired request
+  double generationSeconds = 300;  // a generation's deadline, from its submission
+  double recheckSeconds = 600;     // the final check's
   double pollSeconds = 2;
 };
 
@@ -74,8 +74,9 @@ class SlurmPlanEvaluator final : public PlanEvaluator {
   SlurmPlanEvaluator(SlurmPlanEvaluatorOptions options, SearchObserver* observer);
   ~SlurmPlanEvaluator() override;  // cancels the jobs still in the queue
 
-  std::vector<TimedPlan> timeGeneration(const std::vector<PlanToTime>& plans, const std::string& incumbentKey,
-                                        const Plan& incumbent, const CancellationToken* cancel) override;
+  std::vector<TimedPlan> timeGeneration(const std::vector<PlanToTime>& plans,
+                                        const std::string& incumbentKey, const Plan& incumbent,
+                                        const CancellationToken* cancel) override;
   PairedPlanRuns recheck(const Plan& best, const Plan& start, const PairedRunOptions& runs,
                          const CancellationToken* cancel) override;
 
@@ -88,7 +89,8 @@ class SlurmPlanEvaluator final : public PlanEvaluator {
   std::string submitAndWait(const std::vector<PlanToTime>& plans, const std::string& incumbentKey,
                             const Plan& incumbent, const PairedRunOptions& runs, double deadline,
                             const CancellationToken* cancel);
-  std::optional<TimedPlan> lookup(const std::string& planKey, const std::string& incumbentKey) const;
+  std::optional<TimedPlan> lookup(const std::string& planKey,
+                                  const std::string& incumbentKey) const;
 
   SlurmPlanEvaluatorOptions options_;
   SearchObserver* observer_;

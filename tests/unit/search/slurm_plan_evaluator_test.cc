@@ -77,7 +77,8 @@ class SlurmPlanEvaluatorTest : public ::testing::Test {
     // the file `running` goes.
     write("sbatch", "#!/bin/sh\necho \"$@\" >>" + (dir_ / "submissions").string() + "\ntouch " +
                         (dir_ / "running").string() + "\necho 4242\n");
-    write("squeue", "#!/bin/sh\n[ -e " + (dir_ / "running").string() + " ] && echo '0 RUNNING n0'\nexit 0\n");
+    write("squeue",
+          "#!/bin/sh\n[ -e " + (dir_ / "running").string() + " ] && echo '0 RUNNING n0'\nexit 0\n");
     write("scancel", "#!/bin/sh\necho \"$@\" >>" + (dir_ / "cancelled").string() + "\n");
     setenv("COLLAGE_SBATCH", (dir_ / "sbatch").c_str(), 1);
     setenv("COLLAGE_SQUEUE", (dir_ / "squeue").c_str(), 1);
@@ -115,7 +116,8 @@ TEST_F(SlurmPlanEvaluatorTest, PlansStillOutAtTheDeadlineAreCollectedByALaterCal
     SlurmPlanEvaluator evaluator(options_, nullptr);
     const std::vector<PlanToTime> plans{{"plan-a", &a, "01"}, {"plan-b", &b, "10"}};
     const std::vector<TimedPlan> first = evaluator.timeGeneration(plans, "inc", incumbent, nullptr);
-    EXPECT_TRUE(first.empty());  // the deadline passed with both still out: they keep their estimate
+    EXPECT_TRUE(
+        first.empty());  // the deadline passed with both still out: they keep their estimate
 
     // The submission: one array, a task per plan, on the constraint's nodes, exclusive.
     const std::string submitted = slurp(dir_ / "submissions");
@@ -137,7 +139,8 @@ TEST_F(SlurmPlanEvaluatorTest, PlansStillOutAtTheDeadlineAreCollectedByALaterCal
     EXPECT_TRUE(fs::exists(run / job.plans[1].file));
     EXPECT_TRUE(fs::exists(run / job.incumbentFile));
     const std::string script = slurp(run / "job.sh");
-    EXPECT_NE(script.find("'/opt/collage/bin/collage' measure-plan-pair"), std::string::npos) << script;
+    EXPECT_NE(script.find("'/opt/collage/bin/collage' measure-plan-pair"), std::string::npos)
+        << script;
     EXPECT_NE(script.find("--task \"$SLURM_ARRAY_TASK_ID\""), std::string::npos) << script;
 
     // Plan a's task finishes late: its row is collected by the next call.
