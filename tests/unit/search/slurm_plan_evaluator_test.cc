@@ -171,5 +171,55 @@ TEST_F(SlurmPlanEvaluatorTest, PlansStillOutAtTheDeadlineAreCollectedByALaterCal
   EXPECT_NE(slurp(dir_ / "cancelled").find("4242"), std::string::npos);
 }
 
+// The final check: one task, the best against the starting plan with the
+// final check's rounds, read under its own incumbent key ("recheck:" and the
+// start's placement), so an earlier, shorter pairing of the same two plans is
+// not taken for it; nothing back by its deadline keeps the starting plan.
+TEST_F(SlurmPlanEvaluatorTest, TheBestIsRecheckedAsAOneTaskJob) {
+  options_.recheckSeconds = 0.3;
+  Plan start, best;
+  start.modelPath = best.modelPath = options_.modelPath;
+  start.groups.resize(1);
+  start.groups[0].backend = "native";
+  SlurmPlanEvaluator evaluator(options_, nullptr);
+  PairedRunOptions finalRuns{9, 31, 4.0, false};
+  const PairedPlanRuns none = evaluator.recheck(best, start, finalRuns, nullptr);
+  EXPECT_FALSE(none.ok());
+  EXPECT_NE(none.message.find("did not come back"), std::string::npos) << none.message;
+  const std::string submitted = slurp(dir_ / "submissions");
+  EXPECT_NE(submitted.find("--array=0-0"), std::string::npos) << submitted;
+  std::vector<fs::path> folders;
+  for (const auto& e : fs::directory_iterator(options_.workDir)) folders.push_back(e.path());
+  ASSERT_EQ(folders.size(), 1u);
+  const PlanPairJob job = PlanPairJob::fromJson(slurp(folders.front() / "job.json"), "job.json");
+  EXPECT_EQ(job.incumbentKey, "recheck:" + placementKey(start));
+  EXPECT_EQ(job.runs.minRounds, 9);
+  EXPECT_EQ(job.runs.maxRounds, 31);
+  ASSERT_EQ(job.plans.size(), 1u);
+  EXPECT_EQ(job.plans[0].key, placementKey(best));
+
+  // A row under the pair's ordinary key is not the re-check; one under the
+  // re-check's key is.
+  PairedPlanRuns runs;
+  runs.status = MeasurementStatus::Ok;
+  runs.aMs = {1, 1, 1, 1};
+  runs.bMs = {2, 2, 2, 2};
+  SharedMeasurementStore node(pg_->url(), "n0");
+  SharedMeasurementStore::PlanRunRow row;
+  row.modelKey = options_.modelKey;
+  row.planKey = placementKey(best);
+  row.incumbentKey = placementKey(start);
+  row.status = "ok";
+  row.runsJson = toJson(runs).dump();
+  ASSERT_TRUE(node.appendPlanRun(kTarget, row));
+  EXPECT_FALSE(evaluator.recheck(best, start, finalRuns, nullptr).ok());
+  row.incumbentKey = job.incumbentKey;
+  ASSERT_TRUE(node.appendPlanRun(kTarget, row));
+  const PairedPlanRuns back = evaluator.recheck(best, start, finalRuns, nullptr);
+  ASSERT_TRUE(back.ok()) << back.message;
+  EXPECT_EQ(back.aMs.size(), 4u);
+  EXPECT_DOUBLE_EQ(back.medianRatio(), 0.5);
+}
+
 }  // namespace
 }  // namespace collage
