@@ -18,6 +18,14 @@
 // measured and starts from its best genomes. At the end the best plan is
 // timed against the starting plan once more, with more rounds, and kept
 // only if it still wins: the search never returns a slower plan.
+//
+// With GraphLevelOptions::evaluator set (`optimize --target C
+// --target-graph-level`), the plans are timed elsewhere instead: each
+// generation's new plans go out at once (a Slurm job array), each paired
+// with the incumbent of that generation; a plan whose answer is not back by
+// the generation's deadline keeps the incumbent's cost as its estimate (it
+// cannot become the best on it) and is collected when it arrives; the final
+// check runs through the evaluator too.
 #pragma once
 
 #include <functional>
