@@ -34,6 +34,7 @@ Action addSpecCommand(CLI::App& app);
 Action addOptimizeCommand(CLI::App& app);
 Action addMeasureWorkerCommand(CLI::App& app);
 Action addMeasureBatchCommand(CLI::App& app);
+Action addMeasurePlanPairCommand(CLI::App& app);
 Action addDbCommand(CLI::App& app);
 Action addExplainCommand(CLI::App& app);
 Action addLayoutWorkerCommand(CLI::App& app);

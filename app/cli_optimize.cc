@@ -91,6 +91,8 @@ Action addOptimizeCommand(CLI::App& app) {
     std::string target;
     std::string slurmWorkDir;
     int batchSize = 16;
+    bool targetGraphLevel = false;
+    std::string generationDeadline = "5m";
   };
   auto* command = app.add_subcommand("optimize", "measure candidates and find the fastest placement");
   auto options = std::make_shared<Options>();
@@ -154,6 +156,12 @@ Action addOptimizeCommand(CLI::App& app) {
                       "$COLLAGE_SLURM_WORK_DIR, else ~/.cache/collage-studio/slurm)");
   command->add_option("--batch-size", options->batchSize, "with --target, kernels per Slurm array task (default 16)")
       ->check(CLI::PositiveNumber);
+  command->add_flag("--target-graph-level", options->targetGraphLevel,
+                    "with --target, run the graph-level search too, each generation's plans as one Slurm job "
+                    "array (each plan timed paired with the incumbent on a node); off by default");
+  command->add_option("--generation-deadline", options->generationDeadline,
+                      "with --target-graph-level, how long a generation waits for its plans; those still out "
+                      "keep their estimate and are collected later (default 5m)");
   return [options]() {
     const double budgetSeconds = parseDurationSeconds(options->budget, "--budget");
     Graph graph = options->load();
@@ -216,6 +224,8 @@ Action addOptimizeCommand(CLI::App& app) {
     job.target = options->target;
     job.targetWorkDir = options->slurmWorkDir;
     job.targetBatchSize = options->batchSize;
+    job.targetGraphLevel = options->targetGraphLevel;
+    job.targetGenerationSeconds = parseDurationSeconds(options->generationDeadline, "--generation-deadline");
 
     // The job's report on stdout, its progress bar on stderr.
     TerminalProgress progress(/*logToStdout=*/true);

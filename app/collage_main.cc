@@ -57,6 +57,7 @@ int main(int argc, char** argv) {
   add(cli::addOptimizeCommand);
   add(cli::addMeasureWorkerCommand);
   add(cli::addMeasureBatchCommand);
+  add(cli::addMeasurePlanPairCommand);
   add(cli::addDbCommand);
   add(cli::addExplainCommand);
   add(cli::addLayoutWorkerCommand);

@@ -20,7 +20,7 @@ constexpr const char* kSchemaLock = "SELECT pg_advisory_xact_lock(2702700001)";
 // ON CONFLICT DO NOTHING makes a second writer of the same row a no-op. The
 // trigger keeps the tables append-only for every client, old or buggy.
 // Switching costs between backends (core/measure/switch_costs.h) are shared
-// the same way; the graph-level search's plan runs are not (yet).
+// the same way. Version 2 adds kPlanRuns.
 const char* kSchema = R"sql(
 CREATE TABLE collage_measurements (
   id               bigserial PRIMARY KEY,
@@ -66,6 +66,29 @@ CREATE FUNCTION collage_append_only() RETURNS trigger LANGUAGE plpgsql AS
 CREATE TRIGGER collage_measurements_append_only BEFORE UPDATE ON collage_measurements
   FOR EACH ROW EXECUTE FUNCTION collage_append_only();
 CREATE TRIGGER collage_switch_costs_append_only BEFORE UPDATE ON collage_switch_costs
+  FOR EACH ROW EXECUTE FUNCTION collage_append_only();
+)sql";
+
+// Version 2: the graph-level search's plan runs timed on the nodes of a
+// Slurm constraint (core/search/slurm_plan_evaluator.h), each a plan paired
+// with the incumbent in one process: keyed by the target's fingerprint, the
+// model (its sha256 and shapes), the plan and the incumbent, and the machine.
+const char* kPlanRuns = R"sql(
+CREATE TABLE collage_plan_runs (
+  id             bigserial PRIMARY KEY,
+  fingerprint_id text NOT NULL,
+  model_key      text NOT NULL,
+  plan_key       text NOT NULL,
+  incumbent_key  text NOT NULL,
+  machine        text NOT NULL,
+  genome         text NOT NULL DEFAULT '',
+  status         text NOT NULL,
+  median_ratio   double precision NOT NULL DEFAULT 0,
+  runs           text NOT NULL,
+  measured_at    timestamptz NOT NULL DEFAULT now(),
+  UNIQUE (fingerprint_id, model_key, plan_key, incumbent_key, machine)
+);
+CREATE TRIGGER collage_plan_runs_append_only BEFORE UPDATE ON collage_plan_runs
   FOR EACH ROW EXECUTE FUNCTION collage_append_only();
 )sql";
 
@@ -276,9 +299,13 @@ void SharedMeasurementStore::migrate() {
       run(conn_, redactedUrl_,
           "CREATE TABLE IF NOT EXISTS collage_schema (version integer NOT NULL)");
       run(conn_, redactedUrl_, kSchema);
+    }
+    // Each version's additions, in order: a version-1 store gains the plan
+    // runs (by its owner: a role that may only insert cannot, and is told).
+    if (version < 2) run(conn_, redactedUrl_, kPlanRuns);
+    if (version < kSchemaVersion)
       run(conn_, redactedUrl_,
           "INSERT INTO collage_schema (version) VALUES (" + std::to_string(kSchemaVersion) + ")");
-    }
     run(conn_, redactedUrl_, "COMMIT");
   } catch (...) {
     PQclear(PQexec(conn_, "ROLLBACK"));
@@ -370,6 +397,41 @@ bool SharedMeasurementStore::appendSwitchCost(const HardwareFingerprint& fp,
           {id.c_str(), from.first.c_str(), from.second.c_str(), to.first.c_str(), to.second.c_str(),
            machine_.c_str(), epsilon.c_str(), spread.c_str(), samples.c_str()});
   return std::string(PQcmdTuples(r.get())) == "1";
+}
+
+bool SharedMeasurementStore::appendPlanRun(const HardwareFingerprint& fp, const PlanRunRow& row) {
+  const std::string id = fp.id(), ratio = number(row.medianRatio);
+  Result r = run(conn_, redactedUrl_,
+                 "INSERT INTO collage_plan_runs (fingerprint_id, model_key, plan_key, incumbent_key, "
+                 "machine, genome, status, median_ratio, runs) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9) "
+                 "ON CONFLICT DO NOTHING",
+                 {id.c_str(), row.modelKey.c_str(), row.planKey.c_str(), row.incumbentKey.c_str(),
+                  machine_.c_str(), row.genome.c_str(), row.status.c_str(), ratio.c_str(),
+                  row.runsJson.c_str()});
+  return std::string(PQcmdTuples(r.get())) == "1";
+}
+
+std::optional<SharedMeasurementStore::PlanRunRow> SharedMeasurementStore::findPlanRun(
+    const std::string& fingerprintId, const std::string& modelKey, const std::string& planKey,
+    const std::string& incumbentKey) const {
+  // The first machine's answer: a pair is timed once (a re-check is its own row
+  // under another incumbent).
+  Result r = run(conn_, redactedUrl_,
+                 "SELECT model_key, plan_key, incumbent_key, machine, genome, status, median_ratio, "
+                 "runs FROM collage_plan_runs WHERE fingerprint_id = $1 AND model_key = $2 AND "
+                 "plan_key = $3 AND incumbent_key = $4 ORDER BY id LIMIT 1",
+                 {fingerprintId.c_str(), modelKey.c_str(), planKey.c_str(), incumbentKey.c_str()});
+  if (PQntuples(r.get()) == 0) return std::nullopt;
+  PlanRunRow row;
+  row.modelKey = PQgetvalue(r.get(), 0, 0);
+  row.planKey = PQgetvalue(r.get(), 0, 1);
+  row.incumbentKey = PQgetvalue(r.get(), 0, 2);
+  row.machine = PQgetvalue(r.get(), 0, 3);
+  row.genome = PQgetvalue(r.get(), 0, 4);
+  row.status = PQgetvalue(r.get(), 0, 5);
+  row.medianRatio = std::stod(PQgetvalue(r.get(), 0, 6));
+  row.runsJson = PQgetvalue(r.get(), 0, 7);
+  return row;
 }
 
 std::string SharedMeasurementStore::lockName(const HardwareFingerprint& fp,

@@ -39,7 +39,8 @@ namespace collage {
 
 class SharedMeasurementStore {
  public:
-  static constexpr int kSchemaVersion = 1;
+  // 1: measurements and switching costs; 2: plan runs (collage_plan_runs).
+  static constexpr int kSchemaVersion = 2;
 
   // "postgresql://..." or "postgres://...": the URI forms libpq accepts.
   static bool isUrl(const std::string& location);
@@ -73,6 +74,22 @@ class SharedMeasurementStore {
                                        const BackendVersion& to) const;
   bool appendSwitchCost(const HardwareFingerprint& fp, const BackendVersion& from,
                         const BackendVersion& to, const Measurement& m);
+
+  // A plan of the graph-level search timed paired with an incumbent on a
+  // node (a Slurm task): appended, never updated; false when this machine
+  // had already stored the pair. `runsJson` is toJson(PairedPlanRuns).
+  struct PlanRunRow {
+    std::string modelKey, planKey, incumbentKey;
+    std::string machine;  // set by findPlanRun
+    std::string genome;
+    std::string status;   // measurementStatusName
+    double medianRatio = 0;
+    std::string runsJson;
+  };
+  bool appendPlanRun(const HardwareFingerprint& fp, const PlanRunRow& row);
+  // The pair's first row under the target's fingerprint id, if any.
+  std::optional<PlanRunRow> findPlanRun(const std::string& fingerprintId, const std::string& modelKey,
+                                        const std::string& planKey, const std::string& incumbentKey) const;
 
   // Who is measuring a key now: a session-level advisory lock named by the
   // key, so two processes do not measure the same kernel at once, and one

@@ -53,9 +53,24 @@ class Evolution {
   }
 
   // Canonicalises and evaluates (or finds in the cache) one genome.
-  Individual assess(const Genome& raw) {
+  Individual assess(const Genome& raw) { return assessCanonical(canon(raw)); }
+  Individual canon(const Genome& raw) {
     auto [genome, key] = fitness_.canonical(raw);
-    Individual ind{genome, key, kInf};
+    return Individual{std::move(genome), std::move(key), kInf};
+  }
+  // Tells the fitness which of `batch` it will be asked for (those without a
+  // cost yet, once each), so it can measure them all at once.
+  void prepare(const std::vector<Individual>& batch) {
+    std::vector<std::pair<Genome, std::string>> unseen;
+    for (const Individual& ind : batch)
+      if (!costs_.count(ind.key) &&
+          std::none_of(unseen.begin(), unseen.end(), [&](const auto& u) { return u.second == ind.key; }))
+        unseen.emplace_back(ind.genome, ind.key);
+    if (!unseen.empty()) fitness_.prepareGeneration(unseen, result.best, result.bestCost);
+  }
+  Individual assessCanonical(Individual ind) {
+    const Genome genome = ind.genome;
+    const std::string key = ind.key;
     if (auto it = costs_.find(key); it != costs_.end()) {
       ++result.cacheHits;
       ind.cost = it->second;
@@ -63,7 +78,7 @@ class Evolution {
     }
     GenomeEvaluation e = fitness_.evaluate(genome, key, result.best, result.bestCost);
     ++(e.cached ? result.cacheHits : result.evaluations);
-    costs_[key] = e.cost;
+    if (!e.provisional) costs_[key] = e.cost;
     ind.cost = e.cost;
     const bool first = result.best.empty();
     if ((first && std::isfinite(e.cost)) || (!first && e.replacesBest)) {
@@ -179,18 +194,21 @@ EvolutionResult evolve(size_t length, int alleles, const std::vector<Genome>& se
     return std::move(result);
   };
 
-  // Generation 0: the seeds, then mutants of them.
+  // Generation 0: the first seed (the initial best), then the other seeds
+  // and mutants of them, prepared as one batch.
   std::vector<Individual> population;
   EvolutionResult::Stop why = EvolutionResult::Stop::Generations;
-  for (const Genome& s : seeds) {
-    COLLAGE_CHECK(s.size() == length, "a seed of the wrong length");
-    if (!population.empty() && evo.stopNow(why)) break;
-    population.push_back(evo.assess(s));
-  }
+  for (const Genome& s : seeds) COLLAGE_CHECK(s.size() == length, "a seed of the wrong length");
+  population.push_back(evo.assess(seeds.front()));
   const size_t size = static_cast<size_t>(std::max(2, options.population));
-  for (size_t tries = 0; population.size() < size && length > 0 && tries < 4 * size; ++tries) {
+  std::vector<Individual> batch;
+  for (size_t i = 1; i < seeds.size(); ++i) batch.push_back(evo.canon(seeds[i]));
+  for (size_t tries = 0; 1 + batch.size() < size && length > 0 && tries < 4 * size; ++tries)
+    batch.push_back(evo.canon(evo.mutate(seeds[tries % seeds.size()])));
+  if (!evo.stopNow(why)) evo.prepare(batch);
+  for (Individual& ind : batch) {
     if (evo.stopNow(why)) break;
-    population.push_back(evo.assess(evo.mutate(seeds[tries % seeds.size()])));
+    population.push_back(evo.assessCanonical(std::move(ind)));
   }
   population = evo.survivors(std::move(population), size);
   emit(evo.report(0, population));
@@ -202,21 +220,32 @@ EvolutionResult evolve(size_t length, int alleles, const std::vector<Genome>& se
     bool stopped = false;
     // Children until `offspring` of them are plans this search has not seen
     // (a converging population breeds repeats, which cost nothing but teach
-    // nothing), or a few times that many tries.
-    int fresh = 0;
-    for (int tries = 0; fresh < options.offspring && tries < kTriesPerChild * options.offspring && length > 0;
+    // nothing), or a few times that many tries; then evaluated as a batch.
+    std::vector<Individual> children;
+    std::vector<std::string> freshKeys;
+    for (int tries = 0;
+         static_cast<int>(freshKeys.size()) < options.offspring && tries < kTriesPerChild * options.offspring &&
+         length > 0;
          ++tries) {
-      if (evo.stopNow(why)) {
-        stopped = true;
-        break;
-      }
       const Individual& a = evo.tournament(population);
       Genome child = a.genome;
       if (std::uniform_real_distribution<double>(0, 1)(evo.rng_) < options.crossoverRate)
         child = evo.crossover(a.genome, evo.tournament(population).genome);
-      const size_t known = evo.costs_.size();
-      next.push_back(evo.assess(evo.mutate(std::move(child))));
-      fresh += evo.costs_.size() > known;
+      Individual c = evo.canon(evo.mutate(std::move(child)));
+      if (!evo.costs_.count(c.key) && std::find(freshKeys.begin(), freshKeys.end(), c.key) == freshKeys.end())
+        freshKeys.push_back(c.key);
+      children.push_back(std::move(c));
+    }
+    if (evo.stopNow(why))
+      stopped = true;
+    else
+      evo.prepare(children);
+    for (Individual& c : children) {
+      if (stopped || evo.stopNow(why)) {
+        stopped = true;
+        break;
+      }
+      next.push_back(evo.assessCanonical(std::move(c)));
     }
     const bool improved = evo.improved_;
     population = evo.survivors(std::move(next), size);

@@ -41,6 +41,10 @@ struct GenomeEvaluation {
   double cost = std::numeric_limits<double>::infinity();  // lower is better; +inf: cannot run
   bool replacesBest = false;  // the fitness's verdict: it beats the best so far
   bool cached = false;        // known without measuring (a store, or by definition)
+  // An estimate, not a measurement (a plan still out at its generation's
+  // deadline): used this generation, but not kept in the search's cache, so
+  // the plan is asked for again when it is bred again.
+  bool provisional = false;
 };
 
 class GenomeFitness {
@@ -53,6 +57,15 @@ class GenomeFitness {
   // evaluation (which then becomes the best if it can run at all).
   virtual GenomeEvaluation evaluate(const Genome& genome, const std::string& key, const Genome& best,
                                     double bestCost) = 0;
+  // Called once per generation, before evaluate() is called for each of its
+  // plans, with the canonical genomes and keys this search has no cost for
+  // yet (the seeds after the first, then each generation's new children):
+  // a fitness that measures elsewhere (a Slurm job array) sends them all
+  // out at once here, against `best`. The default does nothing.
+  virtual void prepareGeneration(const std::vector<std::pair<Genome, std::string>>& unseen,
+                                 const Genome& best, double bestCost) {
+    (void)unseen, (void)best, (void)bestCost;
+  }
 };
 
 struct GenerationReport {

@@ -58,32 +58,97 @@ class MeasuredPlanFitness final : public GenomeFitness {
       }
       // It beat the best once: it must do so again, now, to replace it.
     }
+    if (options_.evaluator) {
+      auto it = batch_.find(key);
+      if (it == batch_.end()) {
+        // Still out at its generation's deadline: the incumbent's cost as
+        // its estimate, not kept, so it is asked for again when bred again.
+        e.cost = bestCost;
+        e.provisional = true;
+        return e;
+      }
+      const TimedPlan timed = it->second;
+      batch_.erase(it);
+      return record(genome, key, timed.runs, costOf(timed.incumbentKey), bestCost);
+    }
     const Plan& incumbent = plans_.at(bestKey_);
     PairedPlanRuns runs = measurer_.timePlans(plan, incumbent, options_.runs, options_.timeoutSeconds);
-    kernelsCompiled += runs.kernelsCompiled;
-    kernelsReused += runs.kernelsReused;
+    return record(genome, key, runs, bestCost, bestCost);
+  }
+
+  // A generation's plans out at once, when an evaluator times them.
+  void prepareGeneration(const std::vector<std::pair<Genome, std::string>>& unseen, const Genome& best,
+                         double bestCost) override {
+    if (!options_.evaluator || best.empty()) return;
+    incumbentCost_[bestKey_] = bestCost;
+    std::vector<PlanToTime> out;
+    for (const auto& [genome, key] : unseen) {
+      if (auto it = stored_.find(key); it != stored_.end()) {
+        const PlanRunRecord& r = it->second;
+        if (!(r.status == MeasurementStatus::Ok && r.relativeCost < bestCost * (1 - options_.minGain))) continue;
+      }
+      out.push_back(PlanToTime{key, &plans_.at(key), encoding_.toString(genome)});
+      sent_[key] = encoding_.toString(genome);
+    }
+    if (out.empty()) return;
+    std::vector<TimedPlan> back = options_.evaluator->timeGeneration(out, bestKey_, plans_.at(bestKey_), cancel);
+    std::map<std::string, bool> thisGeneration;
+    for (const PlanToTime& p : out) thisGeneration[p.key] = true;
+    for (TimedPlan& t : back) {
+      if (thisGeneration.count(t.planKey)) {
+        batch_[t.planKey] = std::move(t);
+        continue;
+      }
+      // A plan of an earlier generation, back after its deadline: kept as
+      // the search's knowledge of it (it is a cache hit when bred again).
+      if (!incumbentCost_.count(t.incumbentKey) || !plans_.count(t.planKey)) continue;
+      ++plansCollectedLate;
+      PlanRunRecord r = recordOf(t.planKey, sent_[t.planKey], t.runs, costOf(t.incumbentKey));
+      if (db_ && t.runs.isVerdict()) db_->storePlanRun(fingerprint_, r);
+      stored_[t.planKey] = r;
+    }
+    for (const PlanToTime& p : out)
+      if (!batch_.count(p.key)) ++plansStillOut;
+  }
+
+  PlanRunRecord recordOf(const std::string& key, const std::string& genome, const PairedPlanRuns& runs,
+                         double incumbentCost) const {
     PlanRunRecord record;
     record.modelKey = options_.modelKey;
     record.baseKey = baseKey_;
     record.planKey = key;
-    record.genome = encoding_.toString(genome);
+    record.genome = genome;
     record.status = runs.status;
     record.message = runs.message;
     record.rounds = static_cast<int>(runs.aMs.size());
     if (runs.ok()) {
-      const double ratio = runs.medianRatio();
-      e.cost = ratio * bestCost;
+      record.relativeCost = runs.medianRatio() * incumbentCost;
+      record.medianMs = runs.aMedianMs();
+    }
+    return record;
+  }
+
+  // What a paired run says about a plan timed against an incumbent of cost
+  // `incumbentCost`, while the best so far costs `bestCost`.
+  GenomeEvaluation record(const Genome& genome, const std::string& key, const PairedPlanRuns& runs,
+                          double incumbentCost, double bestCost) {
+    GenomeEvaluation e;
+    kernelsCompiled += runs.kernelsCompiled;
+    kernelsReused += runs.kernelsReused;
+    PlanRunRecord record = recordOf(key, encoding_.toString(genome), runs, incumbentCost);
+    if (runs.ok()) {
+      e.cost = record.relativeCost;
       // The scale from costs to ms: the median over every paired run of the
       // best's time over its cost, so one run in a loaded minute does not set it.
-      if (bestCost > 0) {
-        msPerCostSamples_.push_back(runs.bMedianMs() / bestCost);
+      if (incumbentCost > 0) {
+        msPerCostSamples_.push_back(runs.bMedianMs() / incumbentCost);
         std::vector<double> v = msPerCostSamples_;
         std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
         msPerCost_ = v[v.size() / 2];
       }
-      e.replacesBest = runs.aReplacesB(options_.minGain, options_.minFasterShare);
-      record.relativeCost = e.cost;
-      record.medianMs = runs.aMedianMs();
+      // Against the incumbent it ran with; in a batch another plan may have
+      // replaced that one since, and this one must then be cheaper still.
+      e.replacesBest = runs.aReplacesB(options_.minGain, options_.minFasterShare) && e.cost < bestCost;
     } else {
       // Each failure costs its plan only; the first few are told, the rest counted.
       if (++failedPlans <= kFailuresLogged && observer)
@@ -116,6 +181,9 @@ class MeasuredPlanFitness final : public GenomeFitness {
   size_t storedCount() const { return stored_.size(); }
 
   SearchObserver* observer = nullptr;
+  const CancellationToken* cancel = nullptr;
+  int plansStillOut = 0;
+  int plansCollectedLate = 0;
   int kernelsCompiled = 0;
   int kernelsReused = 0;
   int failedPlans = 0;
@@ -137,6 +205,15 @@ class MeasuredPlanFitness final : public GenomeFitness {
   std::vector<double> msPerCostSamples_;
   std::map<std::string, Plan> plans_;             // decoded, by placement key
   std::map<std::string, PlanRunRecord> stored_;   // measured, by placement key
+  // With an evaluator: this generation's answers, the cost of each plan that
+  // was an incumbent, and the genome of each plan sent.
+  std::map<std::string, TimedPlan> batch_;
+  std::map<std::string, double> incumbentCost_;
+  std::map<std::string, std::string> sent_;
+  double costOf(const std::string& incumbentKey) const {
+    auto it = incumbentCost_.find(incumbentKey);
+    return it == incumbentCost_.end() ? 1 : it->second;
+  }
 };
 
 }  // namespace
@@ -224,6 +301,7 @@ GraphLevelResult searchAndCheck(const Graph& graph, const Plan& start, const std
   const std::string baseKey = placementKey(start);
   MeasuredPlanFitness fitness(encoding, measurer, db, fingerprint, opts, baseKey);
   fitness.observer = observer;
+  fitness.cancel = cancel;
   result.storedRuns = static_cast<int>(fitness.storedCount());
 
   // Seeds: the starting plan, everything handed to each library in turn
@@ -252,6 +330,8 @@ GraphLevelResult searchAndCheck(const Graph& graph, const Plan& start, const std
   result.kernelsCompiled = fitness.kernelsCompiled;
   result.kernelsReused = fitness.kernelsReused;
   result.failedPlans = fitness.failedPlans;
+  result.plansStillOut = fitness.plansStillOut;
+  result.plansCollectedLate = fitness.plansCollectedLate;
 
   const Genome& best = result.evolution.best;
   const RegionEncoding::Decoded decoded = encoding.decode(best.empty() ? encoding.zeros() : best);
@@ -270,7 +350,8 @@ GraphLevelResult searchAndCheck(const Graph& graph, const Plan& start, const std
     return result;
   }
   // The final check: the best against the starting plan, with more rounds.
-  PairedPlanRuns check = measurer.timePlans(decoded.plan, start, opts.finalRuns, opts.timeoutSeconds);
+  PairedPlanRuns check = opts.evaluator ? opts.evaluator->recheck(decoded.plan, start, opts.finalRuns, cancel)
+                                        : measurer.timePlans(decoded.plan, start, opts.finalRuns, opts.timeoutSeconds);
   if (!check.ok()) {
     result.verdict = "the best plan failed its final check (" + check.message + "): keeping the starting plan";
     return result;
@@ -294,11 +375,12 @@ GraphLevelResult searchAndCheck(const Graph& graph, const Plan& start, const std
   result.verdict = buf;
   result.plan = decoded.plan;
   result.improved = true;
-  // Each region's own kernel time, so the plan explains itself as any other.
+  // Each region's own kernel time, so the plan explains itself as any other
+  // (on this machine: not when the plans were timed elsewhere).
   const std::vector<NodeSet> sets = resolvePlanGroups(result.plan, graph);
   for (size_t i = 0; i < sets.size(); ++i) {
     PlanGroup& g = result.plan.groups[i];
-    if (g.origin != PlanOrigin::GraphLevel) continue;
+    if (g.origin != PlanOrigin::GraphLevel || opts.evaluator) continue;
     const Measurement m = measurer.measure(g.backend, sets[i]);
     g.costNs = m.cost();
     g.spread = m.spread;
@@ -340,7 +422,11 @@ std::string describeGraphLevel(const GraphLevelResult& r) {
                 r.verdict.c_str(), r.evolution.generations, r.evolution.evaluations, r.evolution.cacheHits,
                 r.failedPlans, std::string(stopReasonName(r.evolution.stop)).c_str(), r.evolution.seconds,
                 r.evolution.secondsToBest, r.kernelsCompiled, r.kernelsReused);
-  return buf;
+  std::string line = buf;
+  if (r.plansStillOut > 0 || r.plansCollectedLate > 0)
+    line += "; " + std::to_string(r.plansStillOut) + " plans still out at their generation's deadline (" +
+            std::to_string(r.plansCollectedLate) + " collected later)";
+  return line;
 }
 
 }  // namespace collage

@@ -18,6 +18,14 @@
 // measured and starts from its best genomes. At the end the best plan is
 // timed against the starting plan once more, with more rounds, and kept
 // only if it still wins: the search never returns a slower plan.
+//
+// With GraphLevelOptions::evaluator set (`optimize --target C
+// --target-graph-level`), the plans are timed elsewhere instead: each
+// generation's new plans go out at once (a Slurm job array), each paired
+// with the incumbent of that generation; a plan whose answer is not back by
+// the generation's deadline keeps the incumbent's cost as its estimate (it
+// cannot become the best on it) and is collected when it arrives; the final
+// check runs through the evaluator too.
 #pragma once
 
 #include <functional>
@@ -38,6 +46,36 @@
 
 namespace collage {
 
+// Where the search's plans are timed when not in this machine's worker: a
+// whole generation at once, each plan paired with the incumbent in one
+// process so the ratio cancels the speed of the machine that ran it (a
+// Slurm job array: core/search/slurm_plan_evaluator.h).
+struct PlanToTime {
+  std::string key;  // placementKey
+  const Plan* plan = nullptr;
+  std::string genome;  // RegionEncoding::toString
+};
+struct TimedPlan {
+  std::string planKey;
+  std::string incumbentKey;  // the plan it was paired with
+  PairedPlanRuns runs;
+};
+class PlanEvaluator {
+ public:
+  virtual ~PlanEvaluator() = default;
+  // Times `plans` against `incumbent` and waits until the generation's
+  // deadline. Returns what came back by then: this generation's plans, and
+  // any sent by an earlier call that have arrived since (each names its
+  // incumbent). A plan not returned is still out: the search keeps its
+  // estimate (the incumbent's cost) and collects it from a later call.
+  virtual std::vector<TimedPlan> timeGeneration(const std::vector<PlanToTime>& plans,
+                                                const std::string& incumbentKey, const Plan& incumbent,
+                                                const CancellationToken* cancel) = 0;
+  // The final check: `best` against `start` with `runs`, on one machine.
+  virtual PairedPlanRuns recheck(const Plan& best, const Plan& start, const PairedRunOptions& runs,
+                                 const CancellationToken* cancel) = 0;
+};
+
 struct GraphLevelOptions {
   EvolutionOptions evolution;
   PairedRunOptions runs;                            // per genome against the best
@@ -51,6 +89,9 @@ struct GraphLevelOptions {
   // Called on the search's thread whenever the best plan changes, with it
   // and its estimated time (ms).
   std::function<void(const Plan&, double ms)> onBestPlan;
+  // Set: each generation's plans go out as one batch through it, and the
+  // final check too; the measurer is not used. Null: this machine's worker.
+  PlanEvaluator* evaluator = nullptr;
 };
 
 struct GraphLevelResult {
@@ -67,6 +108,8 @@ struct GraphLevelResult {
   int kernelsReused = 0;
   int storedRuns = 0;                  // plan runs found in the database at the start
   int failedPlans = 0;                 // genomes whose plan could not compile, run or verify
+  int plansStillOut = 0;               // sent to the evaluator, not back by their deadline
+  int plansCollectedLate = 0;          // came back after their generation's deadline
 };
 
 // The graph libraries of a backend set: the backends that compile regions

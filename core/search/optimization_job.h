@@ -82,6 +82,12 @@ struct OptimizationJobOptions {
   std::string targetWorkDir;  // shared with the nodes; empty = defaultTargetWorkDir()
   int targetBatchSize = 16;   // kernels per array task
   double targetPollSeconds = 2;
+  // With a target and graphLevel: the graph-level search too, each
+  // generation's plans as one Slurm job array (core/search/slurm_plan_evaluator.h),
+  // a generation waiting at most targetGenerationSeconds. Off: the target
+  // flow stops at the op-level plan.
+  bool targetGraphLevel = false;
+  double targetGenerationSeconds = 300;
   // The kill switch, for a job (or a jobMeasureFn) whose result nobody wants
   // any more: cancelled from any thread, it kills the measurement worker at
   // once and the job throws MeasurementAborted (core/measure/measurer.h),

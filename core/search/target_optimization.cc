@@ -12,6 +12,7 @@
 #include "core/search/plan_from_cover.h"
 #include "core/search/plan_override.h"
 #include "core/search/plan_selection.h"
+#include "core/search/slurm_plan_evaluator.h"
 
 namespace collage {
 
@@ -134,6 +135,47 @@ OptimizationResult runTargetOptimizationJob(const Graph& graph,
   std::snprintf(line, sizeof line, "predicted total on %s: %.3f ms (%zu groups)",
                 options.target.c_str(), opLevel.total / 1e6, result.plan.groups.size());
   say(line);
+  if (options.graphLevel && options.targetGraphLevel && options.backends) {
+    // The graph-level search, fanned out: each generation's plans as one job
+    // array on the target's nodes, the final best re-checked on one node.
+    std::vector<Backend*> backends;
+    for (const auto& [name, version] : options.versions)
+      if (Backend* b = options.backends(name)) backends.push_back(b);
+    const std::vector<GraphLibrary> libraries =
+        honouringConstraints(graph, graphLibrariesOf(graph, backends), options.constraints);
+    result.startPlan = result.plan;
+    GraphLevelOptions g = options.graphLevelOptions;
+    if (g.modelKey.empty()) g.modelKey = graphLevelModelKey(result.plan);
+    SlurmPlanEvaluatorOptions e;
+    e.constraint = options.target;
+    e.workDir = t.workDir;
+    e.collageExecutable = t.collageExecutable;
+    e.dbUrl = options.dbPath;
+    e.modelPath = options.modelPath;
+    e.inputShapes = options.inputShapes;
+    e.backends = t.backends;
+    e.modelKey = g.modelKey;
+    e.targetFingerprintId = fingerprint.id();
+    e.runs = g.runs;
+    e.timeoutSeconds = g.timeoutSeconds;
+    e.generationSeconds = options.targetGenerationSeconds;
+    e.pollSeconds = options.targetPollSeconds;
+    SlurmPlanEvaluator evaluator(e, observer);
+    g.evaluator = &evaluator;
+    say("\ngraph-level search on --target " + options.target + " (each generation one Slurm job array, " +
+        std::to_string(libraries.size()) + " graph libraries):");
+    // This machine's worker is never started: every plan runs on the nodes.
+    IsolatedMeasurer unused({}, MeasurerOptions{});
+    result.graphLevel = runGraphLevelSearch(graph, result.plan, libraries, unused, db.get(), fingerprint, g,
+                                            observer, cancel);
+    result.graphLevelRan = true;
+    result.plan = result.graphLevel.plan;
+    if (result.graphLevel.improved) result.plan.createdBy += " + graph-level search (Slurm job arrays)";
+    std::string report = describeGraphLevel(result.graphLevel) + "; " +
+                         std::to_string(evaluator.jobsSubmitted()) + " Slurm jobs";
+    for (const auto& c : result.graphLevel.changes) report += "\n  " + c;
+    say(report);
+  }
   markPinnedGroups(result.plan, graph, options.constraints);
   result.hasPlan = true;
   return result;

@@ -5,7 +5,8 @@
 // which the job's tasks report. Nothing is timed on this machine, so what
 // needs timing here in the local flow is left out: switching costs
 // (charged 0), the layout hand-over, the near-tie re-measurement, the
-// end-to-end check and the graph-level search.
+// end-to-end check, and the graph-level search unless targetGraphLevel fans
+// it out over the nodes (core/search/slurm_plan_evaluator.h).
 //
 // A task that died costs only its batch: the DP then plans with what the
 // store has, and says which node has no measured candidate when that leaves

@@ -119,4 +119,22 @@ test "$rows" -gt 0
 test "$machines" = "$node"
 grep -q "measured on --target collagetest" "$work/plan.json"
 "$collage" run "$model" --plan "$work/plan.json" --verify
-echo "slurm cluster ok: a job array on a real one-node cluster measured the kernels the plan was made from"
+
+# The graph-level search fanned out: each generation one job array on the
+# node (the kernels are in the store now: no kernel job), a short budget.
+rc=0
+"$collage" optimize "$model" --target collagetest --target-graph-level --db "$url" \
+  --local-db "$work/local.sqlite" --slurm-work-dir "$work/shared" --budget 60s --saturation 1 \
+  --generation-deadline 90s -o "$work/graph.json" >"$work/graph.txt" 2>&1 || rc=$?
+cat "$work/graph.txt"
+if [[ $rc != 0 ]]; then
+  show_logs
+  for log in "$work"/shared/plans-*/task-*.log; do [[ -f "$log" ]] && { echo "--- $log"; cat "$log"; }; done
+  exit 1
+fi
+grep -q "^graph-level: [0-9]* plans to Slurm job [0-9]*" "$work/graph.txt"
+runs=$(psql -XAtq "$url" -c "select count(*) from collage_plan_runs where machine = '$node'")
+echo "the graph-level search's job arrays stored $runs plan runs"
+test "$runs" -gt 0
+"$collage" run "$model" --plan "$work/graph.json" --verify
+echo "slurm cluster ok: a job array on a real one-node cluster measured the kernels the plan was made from, and a graph-level search ran its generations as job arrays"

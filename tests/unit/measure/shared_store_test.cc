@@ -141,7 +141,7 @@ class SharedStore : public ::testing::Test {
     Sql(pg_->url())
         .value(
             "SET client_min_messages = warning; DROP TABLE IF EXISTS collage_measurements, "
-            "collage_switch_costs, collage_schema CASCADE; "
+            "collage_switch_costs, collage_plan_runs, collage_schema CASCADE; "
             "DROP FUNCTION IF EXISTS collage_append_only()");
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -494,6 +494,52 @@ TEST(SharedStoreOffline, UrlsAreRecognisedAndRedacted) {
   EXPECT_EQ(SharedMeasurementStore::redacted("postgresql://u@h/db?password=p&sslmode=require"),
             "postgresql://u@h/db?password=***&sslmode=require");
   EXPECT_EQ(SharedMeasurementStore::redacted("postgresql://h/db"), "postgresql://h/db");
+}
+
+// The fanned-out graph-level search's rows: a plan paired with an incumbent
+// on a node, appended once per machine, found by the target's fingerprint,
+// the model, the plan and the incumbent.
+TEST_F(SharedStore, PlanRunsAreAppendedOncePerMachineAndFoundByTheirPair) {
+  SharedMeasurementStore a(pg_->url(), "node-1"), b(pg_->url(), "node-2");
+  SharedMeasurementStore::PlanRunRow row;
+  row.modelKey = "sha256:abc;x=1x3x8x8";
+  row.planKey = "plan-1";
+  row.incumbentKey = "start";
+  row.genome = "0110";
+  row.status = "ok";
+  row.medianRatio = 0.8;
+  row.runsJson = R"({"status":"ok"})";
+  EXPECT_TRUE(a.appendPlanRun(kMachine, row));
+  EXPECT_FALSE(a.appendPlanRun(kMachine, row));  // the same machine again: kept as it was
+  row.medianRatio = 0.9;
+  EXPECT_TRUE(b.appendPlanRun(kMachine, row));
+  const auto found = b.findPlanRun(kMachine.id(), row.modelKey, "plan-1", "start");
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->machine, "node-1");  // the first answer
+  EXPECT_DOUBLE_EQ(found->medianRatio, 0.8);
+  EXPECT_EQ(found->genome, "0110");
+  EXPECT_EQ(found->runsJson, row.runsJson);
+  EXPECT_FALSE(a.findPlanRun(kMachine.id(), row.modelKey, "plan-1", "other-incumbent"));
+  EXPECT_FALSE(a.findPlanRun("another-fingerprint", row.modelKey, "plan-1", "start"));
+  EXPECT_NE(Sql(pg_->url()).value("UPDATE collage_plan_runs SET median_ratio = 0").find("append-only"),
+            std::string::npos);
+}
+
+// A store made by a version-1 client gains the plan runs table when a
+// version-2 client opens it, and says version 2 from then on.
+TEST_F(SharedStore, AVersionOneStoreIsUpgradedWithThePlanRunsTable) {
+  { SharedMeasurementStore first(pg_->url(), "m"); }
+  Sql(pg_->url()).value("DROP TABLE collage_plan_runs; DELETE FROM collage_schema; "
+                        "INSERT INTO collage_schema (version) VALUES (1)");
+  SharedMeasurementStore upgraded(pg_->url(), "m");
+  EXPECT_EQ(upgraded.schemaVersion(), 2);
+  SharedMeasurementStore::PlanRunRow row;
+  row.modelKey = "m";
+  row.planKey = "p";
+  row.incumbentKey = "i";
+  row.status = "ok";
+  row.runsJson = "{}";
+  EXPECT_TRUE(upgraded.appendPlanRun(kMachine, row));
 }
 
 }  // namespace

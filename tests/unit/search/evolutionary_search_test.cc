@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <set>
 
 namespace collage {
@@ -168,6 +170,72 @@ TEST(EvolutionarySearch, StopsOnCancelAndAtTheBudgetWithTheBestSoFar) {
     EXPECT_EQ(r.stop, EvolutionResult::Stop::Budget);
     EXPECT_EQ(r.best, Genome(PlantedFitness::kLength, 0));
   }
+}
+
+// A fitness that measures elsewhere (a Slurm job array): each generation's
+// new plans arrive at once in prepareGeneration; those whose answer is not
+// back by the deadline (here: every plan with a region of library 2 is "still
+// out" the first time) keep an estimate, are not cached, and are asked for
+// again when bred again, when their answer is in.
+class BatchedFitness final : public GenomeFitness {
+ public:
+  std::pair<Genome, std::string> canonical(const Genome& genome) override { return inner.canonical(genome); }
+  void prepareGeneration(const std::vector<std::pair<Genome, std::string>>& unseen, const Genome& best,
+                         double) override {
+    ++batches;
+    EXPECT_FALSE(best.empty());
+    std::set<std::string> once;
+    for (const auto& [g, key] : unseen) {
+      EXPECT_TRUE(once.insert(key).second) << "a key twice in one batch";
+      sent.insert(key);
+      const bool slow = std::find(g.begin(), g.end(), uint8_t{2}) != g.end();
+      if (slow && !late.count(key))
+        late.insert(key);  // out past the deadline: back by the next batch
+      else
+        answers[key] = PlantedFitness::cost(g);
+    }
+  }
+  GenomeEvaluation evaluate(const Genome& genome, const std::string& key, const Genome& best,
+                            double bestCost) override {
+    GenomeEvaluation e;
+    if (best.empty()) {
+      e.cost = PlantedFitness::cost(genome);
+      return e;
+    }
+    EXPECT_TRUE(sent.count(key)) << "evaluated without being sent";
+    auto it = answers.find(key);
+    if (it == answers.end()) {
+      ++estimates;
+      e.cost = bestCost;  // the estimate: no better than the best
+      e.provisional = true;
+      return e;
+    }
+    answers.erase(it);
+    ++measured;
+    lateMeasured += late.count(key) > 0;
+    e.cost = PlantedFitness::cost(genome);
+    e.replacesBest = e.cost < bestCost - 1e-9;
+    return e;
+  }
+  PlantedFitness inner;
+  int batches = 0, estimates = 0, measured = 0, lateMeasured = 0;
+  std::set<std::string> sent, late;
+  std::map<std::string, double> answers;
+};
+
+TEST(EvolutionarySearch, AGenerationGoesOutAsOneBatchAndLatePlansKeepTheirEstimate) {
+  BatchedFitness fitness;
+  EvolutionOptions o = testOptions(3);
+  const EvolutionResult r = evolve(PlantedFitness::kLength, 3, {Genome(PlantedFitness::kLength, 0)}, fitness, o);
+  // One batch per generation at most (generation 0's seeds and mutants included).
+  EXPECT_GE(fitness.batches, 2);
+  EXPECT_LE(fitness.batches, r.generations + 1);
+  // Some plans were still out and kept their estimate; bred again, they
+  // were collected. The best is a measured plan, never an estimate.
+  EXPECT_GT(fitness.estimates, 0);
+  EXPECT_GT(fitness.lateMeasured, 0);
+  EXPECT_LT(r.bestCost, 20.0);
+  EXPECT_NEAR(r.bestCost, PlantedFitness::cost(r.best), 1e-9);
 }
 
 }  // namespace

@@ -1,0 +1,250 @@
+#include "core/search/slurm_plan_evaluator.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "core/ir/error.h"
+#include "core/measure/shared_store.h"
+#include "core/measure/slurm_jobs.h"
+#include "core/measure/target_measurement.h"
+
+namespace collage {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+void writeFile(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp" + std::to_string(getpid());
+  {
+    std::ofstream out(tmp);
+    out << text;
+    if (!out) throw Error("cannot write " + tmp);
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) throw Error("cannot write " + path + ": " + ec.message());
+}
+
+std::string shellQuote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+}  // namespace
+
+std::string PlanPairJob::toJson() const {
+  json plansJ = json::array();
+  for (const Entry& e : plans)
+    plansJ.push_back({{"key", e.key}, {"genome", e.genome}, {"file", e.file}});
+  json j = {{"kind", "collage-plan-pairs"},
+            {"model", modelPath},
+            {"input_shapes", inputShapes},
+            {"backends", backends},
+            {"model_key", modelKey},
+            {"timeout_seconds", timeoutSeconds},
+            {"runs",
+             {{"min_rounds", runs.minRounds},
+              {"max_rounds", runs.maxRounds},
+              {"seconds", runs.seconds},
+              {"verify", runs.verify}}},
+            {"incumbent_key", incumbentKey},
+            {"incumbent_file", incumbentFile},
+            {"plans", plansJ}};
+  return j.dump(1);
+}
+
+PlanPairJob PlanPairJob::fromJson(const std::string& text, const std::string& path) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const std::exception& e) {
+    throw Error(path + ": not a collage plan-pair job file (" + e.what() + ")");
+  }
+  if (j.value("kind", "") != "collage-plan-pairs")
+    throw Error(path + ": not a collage plan-pair job file");
+  PlanPairJob job;
+  try {
+    job.modelPath = j.at("model");
+    job.inputShapes = j.value("input_shapes", std::vector<std::string>{});
+    job.backends = j.value("backends", std::vector<std::string>{});
+    job.modelKey = j.at("model_key");
+    job.timeoutSeconds = j.value("timeout_seconds", 120.0);
+    const json& r = j.at("runs");
+    job.runs.minRounds = r.value("min_rounds", 5);
+    job.runs.maxRounds = r.value("max_rounds", 15);
+    job.runs.seconds = r.value("seconds", 1.0);
+    job.runs.verify = r.value("verify", true);
+    job.incumbentKey = j.at("incumbent_key");
+    job.incumbentFile = j.at("incumbent_file");
+    for (const json& e : j.at("plans"))
+      job.plans.push_back({e.at("key"), e.value("genome", ""), e.at("file")});
+  } catch (const json::exception& e) {
+    throw Error(path + ": a plan-pair job file with a missing or wrong field (" + e.what() + ")");
+  }
+  return job;
+}
+
+SlurmPlanEvaluator::SlurmPlanEvaluator(SlurmPlanEvaluatorOptions options, SearchObserver* observer)
+    : options_(std::move(options)),
+      observer_(observer),
+      store_(std::make_unique<SharedMeasurementStore>(options_.dbUrl)) {}
+
+SlurmPlanEvaluator::~SlurmPlanEvaluator() {
+  // Plans still out when the search is over are nobody's business any more.
+  if (outstanding_.empty()) return;
+  const SlurmJobs slurm;
+  for (const std::string& id : jobs_) try {
+      if (slurm.poll(id).inQueue) slurm.cancel(id);
+    } catch (const std::exception&) {
+    }
+}
+
+std::optional<TimedPlan> SlurmPlanEvaluator::lookup(const std::string& planKey,
+                                                    const std::string& incumbentKey) const {
+  const auto row =
+      store_->findPlanRun(options_.targetFingerprintId, options_.modelKey, planKey, incumbentKey);
+  if (!row) return std::nullopt;
+  TimedPlan t;
+  t.planKey = planKey;
+  t.incumbentKey = incumbentKey;
+  try {
+    t.runs = pairedPlanRunsFromJson(json::parse(row->runsJson));
+  } catch (const std::exception& e) {
+    t.runs.status = MeasurementStatus::Failed;
+    t.runs.message = "unreadable plan run from " + row->machine + ": " + e.what();
+  }
+  return t;
+}
+
+std::string SlurmPlanEvaluator::submitAndWait(const std::vector<PlanToTime>& plans,
+                                              const std::string& incumbentKey,
+                                              const Plan& incumbent, const PairedRunOptions& runs,
+                                              double deadline, const CancellationToken* cancel) {
+  std::error_code ec;
+  fs::create_directories(options_.workDir, ec);
+  const std::string pattern = (fs::path(options_.workDir) / "plans-XXXXXX").string();
+  std::vector<char> name(pattern.begin(), pattern.end());
+  name.push_back(0);
+  if (!mkdtemp(name.data()))
+    throw Error("cannot create a run folder in the Slurm work dir " + options_.workDir);
+  const std::string dir = fs::absolute(name.data()).string();
+
+  PlanPairJob job;
+  job.modelPath = fs::absolute(options_.modelPath).string();
+  job.inputShapes = options_.inputShapes;
+  job.backends = options_.backends;
+  job.modelKey = options_.modelKey;
+  job.timeoutSeconds = options_.timeoutSeconds;
+  job.runs = runs;
+  job.incumbentKey = incumbentKey;
+  job.incumbentFile = "incumbent.json";
+  savePlan(incumbent, dir + "/incumbent.json");
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const std::string file = "plan-" + std::to_string(i) + ".json";
+    savePlan(*plans[i].plan, dir + "/" + file);
+    job.plans.push_back({plans[i].key, plans[i].genome, file});
+  }
+  const std::string jobFile = dir + "/job.json";
+  writeFile(jobFile, job.toJson());
+  const std::string script = dir + "/job.sh";
+  writeFile(script, "#!/bin/sh\n# collage optimize --target " + options_.constraint +
+                        ": one plan per array task, timed paired with the incumbent on its node.\n"
+                        "exec " +
+                        shellQuote(options_.collageExecutable) + " measure-plan-pair " +
+                        shellQuote(jobFile) + " --task \"$SLURM_ARRAY_TASK_ID\"\n");
+  fs::permissions(script, fs::perms::owner_all, fs::perm_options::add, ec);
+
+  const SlurmJobs slurm;
+  SlurmArrayRequest request;
+  request.script = script;
+  request.tasks = static_cast<int>(plans.size());
+  request.constraint = options_.constraint;
+  request.jobName = "collage-plans";
+  request.output = dir + "/task-%a.log";
+  request.workDir = dir;
+  request.environment = {{kTargetDbVariable, options_.dbUrl}};
+  const std::string id = slurm.submitArray(request);
+  jobs_.push_back(id);
+  if (observer_)
+    observer_->onLog("graph-level: " + std::to_string(plans.size()) + " plans to Slurm job " + id +
+                     " (--constraint=" + options_.constraint + "; files in " + dir + ")");
+
+  const auto start = std::chrono::steady_clock::now();
+  const auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  for (;;) {
+    SlurmJobState state;
+    try {
+      state = slurm.poll(id);
+    } catch (const Error&) {
+      if (!(cancel && cancel->cancelled())) throw;
+    }
+    if (cancel && cancel->cancelled()) {
+      try {
+        slurm.cancel(id);
+      } catch (const Error&) {
+      }
+      break;
+    }
+    if (!state.inQueue || elapsed() >= deadline) break;
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::milliseconds(static_cast<int>(options_.pollSeconds * 1000));
+    while (std::chrono::steady_clock::now() < until && !(cancel && cancel->cancelled()) &&
+           elapsed() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return id;
+}
+
+std::vector<TimedPlan> SlurmPlanEvaluator::timeGeneration(const std::vector<PlanToTime>& plans,
+                                                          const std::string& incumbentKey,
+                                                          const Plan& incumbent,
+                                                          const CancellationToken* cancel) {
+  std::vector<TimedPlan> back;
+  if (!plans.empty()) {
+    const std::string id = submitAndWait(plans, incumbentKey, incumbent, options_.runs,
+                                         options_.generationSeconds, cancel);
+    for (const PlanToTime& p : plans) outstanding_.emplace_back(p.key, incumbentKey);
+    (void)id;
+  }
+  // This generation's answers, and earlier ones that arrived since.
+  std::vector<std::pair<std::string, std::string>> still;
+  for (const auto& [plan, inc] : outstanding_)
+    if (auto t = lookup(plan, inc))
+      back.push_back(std::move(*t));
+    else
+      still.emplace_back(plan, inc);
+  outstanding_ = std::move(still);
+  if (observer_ && !outstanding_.empty())
+    observer_->onLog("graph-level: " + std::to_string(outstanding_.size()) +
+                     " plans still out at the generation's deadline (they keep their estimate)");
+  return back;
+}
+
+PairedPlanRuns SlurmPlanEvaluator::recheck(const Plan& best, const Plan& start,
+                                           const PairedRunOptions& runs,
+                                           const CancellationToken* cancel) {
+  // Its own incumbent key: the pair may have been timed already, with fewer rounds.
+  const std::string startKey = "recheck:" + placementKey(start);
+  const std::string bestKey = placementKey(best);
+  PlanToTime p{bestKey, &best, ""};
+  submitAndWait({p}, startKey, start, runs, options_.recheckSeconds, cancel);
+  if (auto t = lookup(bestKey, startKey)) return t->runs;
+  PairedPlanRuns none;
+  none.status = MeasurementStatus::TimedOut;
+  none.message =
+      "the re-check on one node of --constraint=" + options_.constraint + " did not come back";
+  return none;
+}
+
+}  // namespace collage
