@@ -240,7 +240,7 @@ class Collage:
                                    ["--db", self.db, "-o", plan, "--op-level", "--substitutions",
                                     "--substitution-budget", budget], "%s.substitutions.log" % model.label)
         info = {"rc": rc, "wall_s": wall, "plan": plan if rc == 0 else None, "kept": []}
-        m = re.search(r"^substitutions: (\d+) graph\(s\) costed, .*?, ([\d.]+) s; DP cost ([\d.]+) -> ([\d.]+) ms",
+        m = re.search(r"^substitutions: (\d+) graph\(s\) costed, .*?, ([\d.]+) s(?: \(budget spent\))?; DP cost ([\d.]+) -> ([\d.]+) ms",
                       text, re.M)
         if m:
             info.update(graphs=int(m.group(1)), search_s=float(m.group(2)), start_dp_ms=float(m.group(3)),
