@@ -14,6 +14,7 @@
 #include "app/cli_common.h"
 #include "backends/backend_list.h"
 #include "core/ir/error.h"
+#include "core/measure/slurm_jobs.h"
 #include "core/measure/candidate_costs.h"
 #include "core/measure/measurement_db.h"
 #include "core/measure/measurer.h"
@@ -42,21 +43,9 @@ Action addMeasureBatchCommand(CLI::App& app) {
   command->add_option("job", *jobFile, "")->required();
   command->add_option("--task", *task, "");
   return [jobFile, task]() {
-    std::string index = *task;
-    if (index.empty())
-      if (const char* v = std::getenv("SLURM_ARRAY_TASK_ID")) index = v;
-    int n = -1;
-    try {
-      n = std::stoi(index);
-    } catch (const std::exception&) {
-    }
-    if (n < 0)
-      throw Error("measure-batch: no task index (--task, or SLURM_ARRAY_TASK_ID from Slurm)");
-    std::ifstream in(*jobFile);
-    if (!in) throw Error(*jobFile + ": cannot read the job file");
-    std::stringstream text;
-    text << in.rdbuf();
-    const TargetJob job = TargetJob::fromJson(text.str(), *jobFile);
+    const ArrayTaskStart start = startArrayTask("measure-batch", *task, *jobFile);
+    const int n = start.index;
+    const TargetJob job = TargetJob::fromJson(start.jobText, *jobFile);
     if (static_cast<size_t>(n) >= job.batches.size())
       throw Error(*jobFile + ": task " + std::to_string(n) + " out of range (the job has " +
                   std::to_string(job.batches.size()) + " batches)");

@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "core/ir/error.h"
@@ -190,6 +192,44 @@ void SlurmJobs::cancel(const std::string& jobId) const {
   const CommandOutput r = runCommand(argv);
   if (r.exitCode != 0)
     throw Error("scancel could not cancel Slurm job " + jobId + ": " + trimmed(r.output));
+}
+
+void writeFileAtomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp" + std::to_string(getpid());
+  {
+    std::ofstream out(tmp);
+    out << text;
+    if (!out) throw Error("cannot write " + tmp);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw Error("cannot write " + path + ": " + ec.message());
+}
+
+std::string shellQuoted(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+ArrayTaskStart startArrayTask(const std::string& command, const std::string& given,
+                              const std::string& jobFile) {
+  std::string index = given;
+  if (index.empty())
+    if (const char* v = std::getenv("SLURM_ARRAY_TASK_ID")) index = v;
+  ArrayTaskStart start;
+  try {
+    start.index = std::stoi(index);
+  } catch (const std::exception&) {
+  }
+  if (start.index < 0)
+    throw Error(command + ": no task index (--task, or SLURM_ARRAY_TASK_ID from Slurm)");
+  std::ifstream in(jobFile);
+  if (!in) throw Error(jobFile + ": cannot read the job file");
+  std::stringstream text;
+  text << in.rdbuf();
+  start.jobText = text.str();
+  return start;
 }
 
 }  // namespace collage

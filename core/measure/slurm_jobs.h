@@ -81,6 +81,22 @@ class SlurmJobs {
   SlurmCommands commands_;
 };
 
+// Writes `text` to `path` through a temporary file and a rename, so a task
+// on another node never reads half a job file.
+void writeFileAtomically(const std::string& path, const std::string& text);
+// `s` quoted for a POSIX shell (a job script's arguments).
+std::string shellQuoted(const std::string& s);
+
+// What an array task reads first: its index (`given`, the --task flag, when
+// set; else Slurm's SLURM_ARRAY_TASK_ID) and its job file's text. Error
+// naming `command` when there is no index, or the file when it cannot be read.
+struct ArrayTaskStart {
+  int index = -1;
+  std::string jobText;
+};
+ArrayTaskStart startArrayTask(const std::string& command, const std::string& given,
+                              const std::string& jobFile);
+
 // The result of running a command to its end, stdout and stderr together.
 struct CommandOutput {
   int exitCode = -1;  // 127 when it could not be started

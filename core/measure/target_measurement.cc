@@ -59,24 +59,6 @@ std::string readText(const std::string& path) {
   return s.str();
 }
 
-void writeAtomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp" + std::to_string(getpid());
-  {
-    std::ofstream out(tmp);
-    out << text;
-    if (!out) throw Error("cannot write " + tmp);
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) throw Error("cannot write " + path + ": " + ec.message());
-}
-
-std::string shellQuoted(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 // The file that remembers a target's fingerprint for a model and backend set.
 std::string rememberedPath(const TargetMeasurementOptions& o) {
   std::string key = o.constraint + "\n" + sha256File(o.modelPath);
@@ -166,7 +148,7 @@ std::string TargetTaskReport::path(const std::string& runDir, int task) {
 }
 
 void TargetTaskReport::write(const std::string& runDir) const {
-  writeAtomically(path(runDir, task), toJson());
+  writeFileAtomically(path(runDir, task), toJson());
 }
 
 std::optional<TargetTaskReport> TargetTaskReport::read(const std::string& runDir, int task) {
@@ -258,9 +240,9 @@ TargetMeasurementResult measureOnTarget(const Graph& graph, const CandidateSet& 
         kernels.begin() + static_cast<std::ptrdiff_t>(i),
         kernels.begin() + static_cast<std::ptrdiff_t>(std::min(kernels.size(), i + batchSize)));
   const std::string jobFile = result.runDir + "/job.json";
-  writeAtomically(jobFile, job.toJson());
+  writeFileAtomically(jobFile, job.toJson());
   const std::string script = result.runDir + "/job.sh";
-  writeAtomically(script, "#!/bin/sh\n# collage optimize --target " + options.constraint +
+  writeFileAtomically(script, "#!/bin/sh\n# collage optimize --target " + options.constraint +
                               ": one batch of kernels per array task, measured on its node.\n"
                               "exec " +
                               shellQuoted(options.collageExecutable) + " measure-batch " +
@@ -397,7 +379,7 @@ TargetMeasurementResult measureOnTarget(const Graph& graph, const CandidateSet& 
     for (const auto& [id, entry] : byFingerprint)
       if (entry.first == most) keep = entry.second;
     keep.state = "remembered";
-    writeAtomically(rememberedFile, keep.toJson());
+    writeFileAtomically(rememberedFile, keep.toJson());
   }
   // The folder stays where something needs reading.
   if (result.problems.empty() && !result.cancelled) {

@@ -1,5 +1,7 @@
 #include "core/patterns/pattern_parser.h"
 
+#include "core/patterns/pattern_lexer.h"
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -11,17 +13,8 @@ namespace {
 
 // ---------------------------------------------------------------- lexer
 
-enum class Tok { Ident, Int, Float, String, Punct, End };
-
-struct Token {
-  Tok kind = Tok::End;
-  std::string text;  // identifier, string contents, number text or punctuation
-  SourcePos pos;
-};
-
-// Punctuation, longest first so that "==" wins over "=".
-constexpr std::string_view kPuncts[] = {"...", "==", "!=", "<=", ">=", "(", ")", "[", "]", ",",
-                                        "|",   "*",  "?",  ":",  "=",  "<", ">", "$"};
+using Tok = PatternToken::Kind;
+using Token = PatternToken;
 
 std::string describe(const Token& t) {
   switch (t.kind) {
@@ -29,98 +22,6 @@ std::string describe(const Token& t) {
     case Tok::String: return "\"" + t.text + "\"";
     default: return "'" + t.text + "'";
   }
-}
-
-std::vector<Token> lex(std::string_view text, int firstLine, int firstColumn) {
-  std::vector<Token> out;
-  int line = firstLine, column = firstColumn;
-  size_t i = 0;
-  auto advance = [&](size_t n) {
-    for (size_t k = 0; k < n && i < text.size(); ++k, ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        column = 1;
-      } else {
-        ++column;
-      }
-    }
-  };
-  auto isDigit = [&](size_t at) {
-    return at < text.size() && std::isdigit(static_cast<unsigned char>(text[at]));
-  };
-  while (i < text.size()) {
-    char c = text[i];
-    if (std::isspace(static_cast<unsigned char>(c))) {
-      advance(1);
-      continue;
-    }
-    if (c == '#') {  // comment to the end of the line
-      while (i < text.size() && text[i] != '\n') advance(1);
-      continue;
-    }
-    Token t;
-    t.pos = {line, column};
-    if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
-      size_t j = i;
-      while (j < text.size() && (std::isalnum(static_cast<unsigned char>(text[j])) || text[j] == '_'))
-        ++j;
-      t.kind = Tok::Ident;
-      t.text = std::string(text.substr(i, j - i));
-      advance(j - i);
-    } else if (isDigit(i) || (c == '-' && (isDigit(i + 1) || (i + 2 < text.size() &&
-                                                              text[i + 1] == '.' && isDigit(i + 2))))) {
-      size_t j = i + 1;
-      bool isFloat = false;
-      while (isDigit(j)) ++j;
-      if (j < text.size() && text[j] == '.' && isDigit(j + 1)) {
-        isFloat = true;
-        ++j;
-        while (isDigit(j)) ++j;
-      }
-      if (j < text.size() && (text[j] == 'e' || text[j] == 'E')) {
-        size_t k = j + 1;
-        if (k < text.size() && (text[k] == '+' || text[k] == '-')) ++k;
-        if (isDigit(k)) {
-          isFloat = true;
-          j = k;
-          while (isDigit(j)) ++j;
-        }
-      }
-      t.kind = isFloat ? Tok::Float : Tok::Int;
-      t.text = std::string(text.substr(i, j - i));
-      advance(j - i);
-    } else if (c == '"' || c == '\'') {
-      std::string value;
-      size_t j = i + 1;
-      // A string stays on one line, escaped or not, as its printed form
-      // does (pattern.cc quotes it without escaping a newline).
-      while (j < text.size() && text[j] != c && text[j] != '\n') {
-        if (text[j] == '\\' && j + 1 < text.size() && text[j + 1] != '\n') ++j;
-        value += text[j++];
-      }
-      if (j >= text.size() || text[j] != c)
-        throw PatternError(line, column, "unterminated string");
-      t.kind = Tok::String;
-      t.text = std::move(value);
-      advance(j + 1 - i);
-    } else {
-      for (std::string_view p : kPuncts) {
-        if (text.substr(i, p.size()) == p) {
-          t.kind = Tok::Punct;
-          t.text = std::string(p);
-          break;
-        }
-      }
-      if (t.kind != Tok::Punct)
-        throw PatternError(line, column, "unexpected character '" + std::string(1, c) + "'");
-      advance(t.text.size());
-    }
-    out.push_back(std::move(t));
-  }
-  Token end;
-  end.pos = {line, column};
-  out.push_back(end);
-  return out;
 }
 
 // ---------------------------------------------------------------- parser
@@ -611,7 +512,7 @@ void validateExpr(const PatternExpr& e, const OpRegistry& registry) {
 }  // namespace
 
 Pattern parsePattern(std::string_view text, int firstLine, int firstColumn) {
-  Parser parser(lex(text, firstLine, firstColumn));
+  Parser parser(lexPattern(text, firstLine, firstColumn));
   return Pattern(parser.parsePatternRoot(), std::string(text));
 }
 

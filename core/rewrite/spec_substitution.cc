@@ -1,5 +1,7 @@
 #include "core/rewrite/spec_substitution.h"
 
+#include "core/patterns/pattern_lexer.h"
+
 #include <algorithm>
 #include <cctype>
 #include <functional>
@@ -32,69 +34,24 @@ struct Tok {
   SourcePos pos;
 };
 
+// The rule's text in the pattern language's tokens (pattern_lexer.h), a
+// number being a number here whether integer or float.
 std::vector<Tok> lexRule(const std::string& text, SourcePos start) {
   std::vector<Tok> out;
-  int line = start.line, column = start.column;
-  size_t i = 0;
-  auto advance = [&](size_t n) {
-    for (size_t k = 0; k < n && i < text.size(); ++k, ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        column = 1;
-      } else {
-        ++column;
-      }
-    }
-  };
-  auto digit = [&](size_t at) {
-    return at < text.size() && std::isdigit(static_cast<unsigned char>(text[at]));
-  };
-  while (i < text.size()) {
-    const char c = text[i];
-    if (std::isspace(static_cast<unsigned char>(c))) {
-      advance(1);
-      continue;
-    }
+  for (PatternToken& p : lexPattern(text, start.line, start.column)) {
     Tok t;
-    t.pos = {line, column};
-    size_t j = i;
-    if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
-      while (j < text.size() &&
-             (std::isalnum(static_cast<unsigned char>(text[j])) || text[j] == '_'))
-        ++j;
-      t.kind = Tok::Ident;
-    } else if (digit(i) || (c == '-' && digit(i + 1))) {
-      ++j;
-      while (j < text.size() &&
-             (std::isalnum(static_cast<unsigned char>(text[j])) || text[j] == '.' ||
-              ((text[j] == '-' || text[j] == '+') && (text[j - 1] == 'e' || text[j - 1] == 'E'))))
-        ++j;
-      t.kind = Tok::Number;
-    } else if (c == '"' || c == '\'') {
-      ++j;
-      while (j < text.size() && text[j] != c && text[j] != '\n') ++j;
-      if (j >= text.size() || text[j] != c) throw PatternError(line, column, "unterminated string");
-      t.kind = Tok::String;
-      t.text = text.substr(i + 1, j - i - 1);
-      advance(j + 1 - i);
-      out.push_back(std::move(t));
-      continue;
-    } else if (text.compare(i, 2, "==") == 0 || text.compare(i, 2, "!=") == 0) {
-      j = i + 2;
-      t.kind = Tok::Punct;
-    } else if (std::string_view("()[],=$.").find(c) != std::string_view::npos) {
-      j = i + 1;
-      t.kind = Tok::Punct;
-    } else {
-      throw PatternError(line, column, "unexpected character '" + std::string(1, c) + "'");
+    switch (p.kind) {
+      case PatternToken::Ident: t.kind = Tok::Ident; break;
+      case PatternToken::Int:
+      case PatternToken::Float: t.kind = Tok::Number; break;
+      case PatternToken::String: t.kind = Tok::String; break;
+      case PatternToken::Punct: t.kind = Tok::Punct; break;
+      case PatternToken::End: t.kind = Tok::End; break;
     }
-    t.text = text.substr(i, j - i);
-    advance(j - i);
+    t.text = std::move(p.text);
+    t.pos = p.pos;
     out.push_back(std::move(t));
   }
-  Tok end;
-  end.pos = {line, column};
-  out.push_back(end);
   return out;
 }
 

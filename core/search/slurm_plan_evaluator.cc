@@ -21,24 +21,6 @@ using json = nlohmann::json;
 
 namespace {
 
-void writeFile(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp" + std::to_string(getpid());
-  {
-    std::ofstream out(tmp);
-    out << text;
-    if (!out) throw Error("cannot write " + tmp);
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) throw Error("cannot write " + path + ": " + ec.message());
-}
-
-std::string shellQuote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 }  // namespace
 
 std::string PlanPairJob::toJson() const {
@@ -154,13 +136,13 @@ std::string SlurmPlanEvaluator::submitAndWait(const std::vector<PlanToTime>& pla
     job.plans.push_back({plans[i].key, plans[i].genome, file});
   }
   const std::string jobFile = dir + "/job.json";
-  writeFile(jobFile, job.toJson());
+  writeFileAtomically(jobFile, job.toJson());
   const std::string script = dir + "/job.sh";
-  writeFile(script, "#!/bin/sh\n# collage optimize --target " + options_.constraint +
+  writeFileAtomically(script, "#!/bin/sh\n# collage optimize --target " + options_.constraint +
                         ": one plan per array task, timed paired with the incumbent on its node.\n"
                         "exec " +
-                        shellQuote(options_.collageExecutable) + " measure-plan-pair " +
-                        shellQuote(jobFile) + " --task \"$SLURM_ARRAY_TASK_ID\"\n");
+                        shellQuoted(options_.collageExecutable) + " measure-plan-pair " +
+                        shellQuoted(jobFile) + " --task \"$SLURM_ARRAY_TASK_ID\"\n");
   fs::permissions(script, fs::perms::owner_all, fs::perm_options::add, ec);
 
   const SlurmJobs slurm;

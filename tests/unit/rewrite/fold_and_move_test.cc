@@ -14,39 +14,19 @@
 #include "core/rewrite/substitution.h"
 #include "core/search/substitution_search.h"
 #include "tests/unit/graph_builder.h"
+#include "tests/unit/rewrite/rewrite_test_support.h"
 
 namespace collage {
 namespace {
 
-int countOp(const Graph& g, const std::string& op) {
-  int n = 0;
-  for (const Node& node : g.nodes()) n += node.op == op;
-  return n;
-}
+using rewrite_test::applyOne;
+using rewrite_test::countOp;
+using rewrite_test::expectSameOutputs;
+using rewrite_test::sitesOf;
 
-std::vector<SubstitutionSite> sitesOf(const Graph& g, const std::string& rule) {
-  return findSubstitution(rule)->find(g);
-}
 
-void expectSameOutputs(const Graph& before, const Graph& after, uint64_t seed = 3) {
-  ASSERT_EQ(before.outputs().size(), after.outputs().size());
-  for (size_t i = 0; i < before.outputs().size(); ++i)
-    EXPECT_EQ(before.value(before.outputs()[i]).name, after.value(after.outputs()[i]).name);
-  const std::vector<Tensor> inputs = randomInputs(before, seed);
-  const std::vector<Tensor> a = ReferenceExecutor(before).run(inputs);
-  const std::vector<Tensor> b = ReferenceExecutor(after).run(inputs);
-  for (size_t i = 0; i < a.size(); ++i) {
-    const CompareResult r = compareTensors(b[i], a[i], Tolerance{1e-3, 1e-5});
-    EXPECT_TRUE(r.ok) << "output " << i << ": " << r.message;
-  }
-}
 
-Graph applyOne(const Graph& g, const SubstitutionSite& site) {
-  std::string note;
-  std::optional<Graph> after = applyChecked(g, site, &note);
-  EXPECT_TRUE(after.has_value()) << note;
-  return after ? *after : g;
-}
+
 
 // Applies `rule` at every site it finds, again on what that makes, until
 // none is left (or `rounds` passes); every application must pass the check.

@@ -17,27 +17,18 @@
 #include "core/rewrite/substitution_spec_file.h"
 #include "core/search/substitution_search.h"
 #include "tests/unit/graph_builder.h"
+#include "tests/unit/rewrite/rewrite_test_support.h"
 #include "tests/unit/test_support.h"
 
 namespace collage {
 namespace {
 
-int countOp(const Graph& g, const std::string& op) {
-  int n = 0;
-  for (const Node& node : g.nodes()) n += node.op == op;
-  return n;
-}
+using rewrite_test::applyOne;
+using rewrite_test::countOp;
+using rewrite_test::expectSameOutputs;
+using rewrite_test::sitesOf;
 
-void expectSameOutputs(const Graph& before, const Graph& after, uint64_t seed = 3) {
-  ASSERT_EQ(before.outputs().size(), after.outputs().size());
-  const std::vector<Tensor> inputs = randomInputs(before, seed);
-  const std::vector<Tensor> a = ReferenceExecutor(before).run(inputs);
-  const std::vector<Tensor> b = ReferenceExecutor(after).run(inputs);
-  for (size_t i = 0; i < a.size(); ++i) {
-    const CompareResult r = compareTensors(b[i], a[i], Tolerance{1e-3, 1e-5});
-    EXPECT_TRUE(r.ok) << "output " << i << ": " << r.message;
-  }
-}
+
 
 // The first node of that op.
 const Node& nodeOf(const Graph& g, const std::string& op) {

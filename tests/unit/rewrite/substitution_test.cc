@@ -14,41 +14,22 @@
 #include "core/rewrite/substitution.h"
 #include "core/search/substitution_search.h"
 #include "tests/unit/graph_builder.h"
+#include "tests/unit/rewrite/rewrite_test_support.h"
 #include "tests/unit/test_support.h"
 
 namespace collage {
 namespace {
 
+using rewrite_test::applyOne;
+using rewrite_test::countOp;
+using rewrite_test::expectSameOutputs;
+using rewrite_test::sitesOf;
+
 using test_support::expectError;
 
-int countOp(const Graph& g, const std::string& op) {
-  int n = 0;
-  for (const Node& node : g.nodes()) n += node.op == op;
-  return n;
-}
 
-std::vector<SubstitutionSite> sitesOf(const Graph& g, const std::string& rule) {
-  return findSubstitution(rule)->find(g);
-}
 
-// The whole graphs compute the same outputs on the same random inputs.
-void expectSameOutputs(const Graph& before, const Graph& after, uint64_t seed = 3) {
-  ASSERT_EQ(before.outputs().size(), after.outputs().size());
-  const std::vector<Tensor> inputs = randomInputs(before, seed);
-  const std::vector<Tensor> a = ReferenceExecutor(before).run(inputs);
-  const std::vector<Tensor> b = ReferenceExecutor(after).run(inputs);
-  for (size_t i = 0; i < a.size(); ++i) {
-    const CompareResult r = compareTensors(b[i], a[i], Tolerance{1e-3, 1e-5});
-    EXPECT_TRUE(r.ok) << "output " << i << ": " << r.message;
-  }
-}
 
-Graph applyOne(const Graph& g, const SubstitutionSite& site) {
-  std::string note;
-  std::optional<Graph> after = applyChecked(g, site, &note);
-  EXPECT_TRUE(after.has_value()) << note;
-  return after ? *after : g;
-}
 
 // Three projections of one input, each with a bias Add, feeding a sum.
 Graph qkvGraph(bool withBias) {
