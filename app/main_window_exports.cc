@@ -153,8 +153,9 @@ bool MainWindow::openPlan(const QString& path, QString* error) {
       checkPlanModelFile(plan, modelPath);
       pendingPlanName_ = QFileInfo(path).fileName();
       pendingResult_.reset();
-      showRewritten(sites, nullptr, [plan, modelPath, versions](const Graph& graph) {
-        return checkPlanAgainst(plan, graph, modelPath, versions);
+      // The file's sha256 was just checked: the rest needs the rewritten graph.
+      showRewritten(sites, nullptr, [plan, versions](const Graph& graph) {
+        return checkPlanAgainst(plan, graph, /*modelPath=*/"", versions);
       });
       pendingPlan_ = std::move(plan);
       return true;
