@@ -5,7 +5,13 @@
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
 #define COLLAGE_INT8_VNNI 1
+// GCC 12 reports '__Y may be used uninitialized' inside the AVX-512
+// headers once their intrinsics are inlined into an OpenMP region (GCC bug
+// 105593); the pragma covers the headers' lines only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
+#pragma GCC diagnostic pop
 #elif defined(__SSE2__)
 #include <emmintrin.h>
 #endif
