@@ -265,14 +265,16 @@ class Int8ConvStep : public Step {
               // Columns t with 0 <= iw0 + t * sw < IW.
               const int64_t t0 = iw0 >= 0 ? 0 : std::min(r.len, (-iw0 + sw - 1) / sw);
               const int64_t t1 = iw0 >= IW ? 0 : std::max(t0, std::min(r.len, (IW - iw0 + sw - 1) / sw));
-              std::memset(d, pad, static_cast<size_t>(t0));
-              if (sw == 1) {
+              if (t0 > 0) std::memset(d, pad, static_cast<size_t>(t0));
+              if (sw == 1 && flip == 0) {
+                if (t1 > t0) std::memcpy(d + t0, src + iw0 + t0, static_cast<size_t>(t1 - t0));
+              } else if (sw == 1) {
                 const uint8_t* s = src + iw0;
                 for (int64_t t = t0; t < t1; ++t) d[t] = s[t] ^ flip;
               } else {
                 for (int64_t t = t0; t < t1; ++t) d[t] = src[iw0 + t * sw] ^ flip;
               }
-              std::memset(d + t1, pad, static_cast<size_t>(r.len - t1));
+              if (t1 < r.len) std::memset(d + t1, pad, static_cast<size_t>(r.len - t1));
             }
           }
   }

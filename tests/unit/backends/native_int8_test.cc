@@ -16,6 +16,8 @@
 #include "backends/backend_list.h"
 #include "backends/native/native_backend.h"
 #include "core/measure/kernel_check.h"
+#include "core/patterns/backend_spec.h"
+#include "core/patterns/pattern_generator.h"
 #include "core/ops/op_registry.h"
 #include "core/ir/threading.h"
 
@@ -65,8 +67,9 @@ class Case {
   }
   ValueId constant(Tensor t) { return g_.addConstant("c" + std::to_string(count_++), std::move(t)); }
 
-  // The node; its outputs become the graph's.
-  void node(const std::string& op, std::vector<ValueId> ins, AttributeMap a = {}, int outputs = 1) {
+  // Adds a node; its outputs become the graph's unless `internal`.
+  std::vector<ValueId> node(const std::string& op, std::vector<ValueId> ins, AttributeMap a = {},
+                            int outputs = 1, bool internal = false) {
     const OpSchema& schema = OpRegistry::instance().get(op);
     for (const AttributeSpec& spec : schema.attributes)
       if (!a.has(spec.name) && spec.defaultValue) a.set(spec.name, *spec.defaultValue);
@@ -81,10 +84,17 @@ class Case {
     const std::vector<TensorType> out = inferNode(n, types);
     for (int i = 0; i < outputs; ++i) {
       n.outputs[static_cast<size_t>(i)] = g_.addValue(n.name + "_y" + std::to_string(i), out.at(static_cast<size_t>(i)));
-      g_.markOutput(n.outputs[static_cast<size_t>(i)]);
+      if (!internal) g_.markOutput(n.outputs[static_cast<size_t>(i)]);
     }
+    std::vector<ValueId> ys = n.outputs;
     g_.addNode(std::move(n));
-    g_.finalize();
+    return ys;
+  }
+
+  const Graph& graph() {
+    if (!finalized_) g_.finalize();
+    finalized_ = true;
+    return g_;
   }
 
   // Runs the node on native at 1 and 3 threads; every output must equal the
@@ -93,7 +103,7 @@ class Case {
   std::vector<Tensor> expectExact(const std::string& kernel) {
     test_support::ThreadCountGuard guard;
     std::unique_ptr<Backend> backend = createBackend("native");
-    const std::vector<Tensor> ref = referenceValues(g_, inputs_);
+    const std::vector<Tensor> ref = referenceValues(graph(), inputs_);
     std::vector<Tensor> outputs;
     for (int threads : {1, 3}) {
       SCOPED_TRACE("threads " + std::to_string(threads));
@@ -144,6 +154,7 @@ class Case {
   std::vector<Tensor> inputs_;
   std::mt19937 rng_;
   int count_ = 0;
+  bool finalized_ = false;
 };
 
 AttributeMap convAttrs(std::vector<int64_t> strides, std::vector<int64_t> pads, std::vector<int64_t> dilations,
@@ -449,6 +460,48 @@ TEST(NativeInt8, DynamicQuantizeLinearMatchesTheReferenceBitForBit) {
     Case c;
     c.node("DynamicQuantizeLinear", {c.input(Case::floats({static_cast<int64_t>(v.size())}, v))}, {}, 3);
     c.expectExact("parallel min/max");
+  }
+}
+
+// ---------------------------------------------------------------- candidates
+
+// The dynamic chain ONNX Runtime's quantiser writes: the native spec's rule
+// (every op) offers each quantised op as a single-node group, and each one
+// compiles to its int8 kernel, not the reference.
+TEST(NativeInt8, RuleOffersTheQuantizedOpsAsCandidates) {
+  Case c;
+  std::mt19937 rng(4);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> xs(2 * 3 * 9 * 9);
+  for (float& v : xs) v = d(rng);
+  const ValueId x = c.input(Case::floats({2, 3, 9, 9}, xs));
+  const std::vector<ValueId> q = c.node("DynamicQuantizeLinear", {x}, {}, 3, true);
+  const ValueId w = c.constant(c.bytes(U8, {4, 3, 3, 3}));
+  const ValueId wzp = c.constant(Case::ints(U8, {}, {128}));
+  const ValueId acc = c.node("ConvInteger", {q[0], w, q[2], wzp}, {}, 1, true)[0];
+  AttributeMap to;
+  to.set("to", Attribute(int64_t{1}));
+  const ValueId f = c.node("Cast", {acc}, to, 1, true)[0];
+  c.node("Mul", {f, q[1]});
+  const Graph& g = c.graph();
+  const BackendSpec spec = loadBackendSpec(std::string(COLLAGE_SOURCE_DIR) + "/resources/backends/native.toml");
+  const std::vector<GeneratedGroup> groups = generateGroups(g, *spec.rule, spec.limits);
+  std::unique_ptr<Backend> backend = createBackend("native");
+  for (const std::string op : {"DynamicQuantizeLinear", "ConvInteger"}) {
+    SCOPED_TRACE(op);
+    bool offered = false;
+    for (const GeneratedGroup& group : groups) {
+      const std::vector<NodeId> nodes = group.nodes.members();
+      if (nodes.size() != 1 || g.node(nodes[0]).op != op) continue;
+      offered = true;
+      CompileResult r = backend->compile(KernelRequest::of(g, group.nodes, group.label));
+      ASSERT_TRUE(r) << r.refusal;
+      const std::string description = describeNativeKernel(*r.kernel);
+      EXPECT_EQ(description.find("reference"), std::string::npos) << description;
+      KernelCheckResult check = checkKernelAgainstReference(*backend, g, group.nodes, 3);
+      EXPECT_TRUE(check.ok) << check.message;
+    }
+    EXPECT_TRUE(offered) << "no single-node group";
   }
 }
 
