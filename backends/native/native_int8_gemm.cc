@@ -35,7 +35,7 @@ bool usesVnni() {
 }
 
 PackedRows packRows(const void* r, bool isSigned, int64_t M, int64_t K, int64_t ld,
-                    const int64_t* zp, int64_t zpCount) {
+                    const int64_t* zp, int64_t zpCount, int threads) {
   PackedRows p;
   p.M = M;
   p.K = K;
@@ -45,6 +45,7 @@ PackedRows packRows(const void* r, bool isSigned, int64_t M, int64_t K, int64_t 
   p.zp.assign(static_cast<size_t>(p.blocks * kMr), 0);
   p.sum.assign(static_cast<size_t>(p.blocks * kMr), 0);
   const uint8_t* bytes = static_cast<const uint8_t*>(r);
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && M * K >= (1 << 18))
   for (int64_t m = 0; m < M; ++m) {
     const uint8_t* row = bytes + m * ld;
     int8_t* dst = p.data.data() + (m / kMr) * p.K4 * kMr + (m % kMr) * 4;

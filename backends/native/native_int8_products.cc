@@ -152,8 +152,13 @@ class Int8ConvStep : public Step {
   }
 
   int64_t K() const { return K_; }
+  // One input channel per output channel: a GEMM of one row per group would
+  // waste the micro-tile's other rows, so the window is summed directly.
+  bool depthwise() const { return cg_ == 1; }
 
   std::string describe() const override {
+    if (depthwise())
+      return stepLabel(b_.node) + " (int8 direct depthwise, " + std::to_string(groups_) + " group(s))";
     return stepLabel(b_.node) + " (int8 im2col GEMM" + (int8::usesVnni() ? ", AVX-512 VNNI" : "") + ", " +
            std::to_string(groups_) + " group(s), K " + std::to_string(K_) + ")";
   }
@@ -169,27 +174,20 @@ class Int8ConvStep : public Step {
     if (wzp.size() > 1 && static_cast<int64_t>(wzp.size()) != geo_.outChannels)
       throw Error(nodeLabel(b.node) + "w_zero_point must be a scalar or hold " +
                   std::to_string(geo_.outChannels) + " values, got " + b.inputTypes[wzi].toString());
+    if (depthwise()) return runDepthwise(buffers, x, w, at<int64_t>(xzp, 0, 0), wzp);
     std::vector<PackedRows> rows;
     for (int64_t g = 0; g < groups_; ++g)
       rows.push_back(int8::packRows(w + g * mg_ * K_, wSigned_, mg_, K_, K_,
                                     wzp.empty() ? nullptr : wzp.data() + (wzp.size() > 1 ? g * mg_ : 0),
-                                    static_cast<int64_t>(wzp.size())));
+                                    static_cast<int64_t>(wzp.size()), threads_));
     const uint8_t flip = xSigned_ ? 0x80 : 0;
     const int32_t xz = int8::shiftColumnZeroPoint(at<int64_t>(xzp, 0, 0), xSigned_);
     const uint8_t pad = static_cast<uint8_t>(xz);
 
-    // QLinearConv's requantisation: scale per output channel, as the reference computes it.
     std::vector<double> scale;
     std::vector<int64_t> bias;
     Requant q;
-    if (qlinear_) {
-      const std::vector<float> xs = readFloats(buffers, b, 1), ws = readFloats(buffers, b, 4),
-                               ys = readFloats(buffers, b, 6);
-      for (int64_t m = 0; m < geo_.outChannels; ++m)
-        scale.push_back(static_cast<double>(xs[0] * at<float>(ws, m, 1.0f) / ys[0]));
-      bias = readInts(buffers, b, 8);
-      q = requantOf(b.outputTypes[0].elementType, at<int64_t>(readInts(buffers, b, 7), 0, 0));
-    }
+    if (qlinear_) requantParams(buffers, scale, bias, q);
 
     const int64_t colBlocks = (pixels_ + kNr - 1) / kNr;
     const int64_t blocks = rows.front().blocks;
@@ -223,6 +221,99 @@ class Int8ConvStep : public Step {
   }
 
  private:
+  // QLinearConv's requantisation: scale per output channel, as the reference computes it.
+  void requantParams(const BufferTable& buffers, std::vector<double>& scale, std::vector<int64_t>& bias,
+                     Requant& q) const {
+    const std::vector<float> xs = readFloats(buffers, b_, 1), ws = readFloats(buffers, b_, 4),
+                             ys = readFloats(buffers, b_, 6);
+    for (int64_t m = 0; m < geo_.outChannels; ++m)
+      scale.push_back(static_cast<double>(xs[0] * at<float>(ws, m, 1.0f) / ys[0]));
+    bias = readInts(buffers, b_, 8);
+    q = requantOf(b_.outputTypes[0].elementType, at<int64_t>(readInts(buffers, b_, 7), 0, 0));
+  }
+
+  // Depthwise: each output plane is its input channel's window sums, one
+  // output row at a time in an int32 row that every (kd, kh, kw) tap adds
+  // to as one contiguous (stride 1) or strided loop over the row.
+  void runDepthwise(const BufferTable& buffers, const uint8_t* x, const uint8_t* w, int64_t xzp,
+                    const std::vector<int64_t>& wzp) {
+    std::vector<double> scale;
+    std::vector<int64_t> bias;
+    Requant q;
+    if (qlinear_) requantParams(buffers, scale, bias, q);
+    void* y = buffers.ptr[b_.outputs[0]];
+    if (xSigned_)
+      depthwise(reinterpret_cast<const int8_t*>(x), w, xzp, wzp, scale, bias, q, y);
+    else
+      depthwise(x, w, xzp, wzp, scale, bias, q, y);
+  }
+
+  template <class X>
+  void depthwise(const X* x, const uint8_t* w, int64_t xzp, const std::vector<int64_t>& wzp,
+                 const std::vector<double>& scale, const std::vector<int64_t>& bias, const Requant& q,
+                 void* y) const {
+    const ConvGeometry& g = geo_;
+    const int64_t ID = g.inputSpatial[0], IH = g.inputSpatial[1], IW = g.inputSpatial[2];
+    const int64_t OD = g.outputSpatial[0], OH = g.outputSpatial[1], OW = g.outputSpatial[2];
+    const int64_t taps = g.kernelSize(), planes = g.batch * g.outChannels;
+    const int64_t sw = g.strides[2];
+    const int32_t xz = static_cast<int32_t>(xzp);
+#pragma omp parallel num_threads(threads_) if (threads_ > 1 && planes > 1)
+    {
+      std::vector<uint32_t> acc(static_cast<size_t>(OW));
+      std::vector<int32_t> row(static_cast<size_t>(OW));
+      std::vector<int32_t> wv(static_cast<size_t>(taps));
+#pragma omp for schedule(dynamic)
+      for (int64_t plane = 0; plane < planes; ++plane) {
+        const int64_t img = plane / g.outChannels, oc = plane % g.outChannels;
+        const X* xc = x + (img * g.inChannels + oc / mg_) * ID * IH * IW;
+        const int32_t wz = static_cast<int32_t>(at<int64_t>(wzp, oc, 0));
+        for (int64_t t = 0; t < taps; ++t) {
+          const uint8_t raw = w[oc * taps + t];
+          wv[t] = (wSigned_ ? static_cast<int32_t>(static_cast<int8_t>(raw)) : static_cast<int32_t>(raw)) - wz;
+        }
+        for (int64_t od = 0; od < OD; ++od)
+          for (int64_t oh = 0; oh < OH; ++oh) {
+            std::fill(acc.begin(), acc.end(), 0u);
+            int64_t t = 0;
+            for (int64_t kd = 0; kd < g.kernel[0]; ++kd) {
+              const int64_t id = od * g.strides[0] - g.padsBegin[0] + kd * g.dilations[0];
+              for (int64_t kh = 0; kh < g.kernel[1]; ++kh) {
+                const int64_t ih = oh * g.strides[1] - g.padsBegin[1] + kh * g.dilations[1];
+                const bool inside = id >= 0 && id < ID && ih >= 0 && ih < IH;
+                for (int64_t kw = 0; kw < g.kernel[2]; ++kw, ++t) {
+                  if (!inside) continue;  // padding: (zero point - zero point) * w adds nothing
+                  const X* src = xc + (id * IH + ih) * IW;
+                  const int64_t iw0 = kw * g.dilations[2] - g.padsBegin[2];
+                  // Output columns whose input column 0 <= ow * sw + iw0 < IW.
+                  const int64_t o0 = iw0 >= 0 ? 0 : std::min(OW, (-iw0 + sw - 1) / sw);
+                  const int64_t o1 = iw0 >= IW ? 0 : std::max(o0, std::min(OW, (IW - iw0 + sw - 1) / sw));
+                  const int32_t wt = wv[t];
+                  uint32_t* a = acc.data();
+                  // Each product fits int32; the sum wraps modulo 2^32 as the GEMM's does.
+                  if (sw == 1) {
+                    const X* s = src + iw0;
+                    for (int64_t o = o0; o < o1; ++o)
+                      a[o] += static_cast<uint32_t>((static_cast<int32_t>(s[o]) - xz) * wt);
+                  } else {
+                    for (int64_t o = o0; o < o1; ++o)
+                      a[o] += static_cast<uint32_t>((static_cast<int32_t>(src[o * sw + iw0]) - xz) * wt);
+                  }
+                }
+              }
+            }
+            const int64_t at0 = ((plane * OD + od) * OH + oh) * OW;
+            for (int64_t o = 0; o < OW; ++o) row[o] = static_cast<int32_t>(acc[o]);
+            if (!qlinear_)
+              std::memcpy(static_cast<int32_t*>(y) + at0, row.data(), static_cast<size_t>(OW) * 4);
+            else
+              requantizeRow(row.data(), static_cast<int32_t>(at<int64_t>(bias, oc, 0)), nullptr,
+                            scale[static_cast<size_t>(oc)], q, static_cast<uint8_t*>(y) + at0, OW);
+          }
+      }
+    }
+  }
+
   // Rows k = (c, kd, kh, kw) of the patch matrix for output pixels
   // [n0, n0 + cnt) of one image and group, shifted (P'), into plain
   // (kNr bytes a row). Padding reads the zero point.
@@ -328,7 +419,7 @@ class Int8MatMulStep : public Step {
     std::vector<PackedRows> rows;
     for (int64_t i = 0; i < aBatches; ++i)
       rows.push_back(int8::packRows(a + i * M_ * K_, aSigned_, M_, K_, K_, azp.empty() ? nullptr : azp.data(),
-                                    static_cast<int64_t>(azp.size())));
+                                    static_cast<int64_t>(azp.size()), threads_));
     std::vector<int32_t> bz(static_cast<size_t>(N_));
     for (int64_t n = 0; n < N_; ++n) bz[n] = int8::shiftColumnZeroPoint(at<int64_t>(bzp, n, 0), bSigned_);
     const uint8_t flip = bSigned_ ? 0x80 : 0;

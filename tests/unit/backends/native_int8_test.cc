@@ -194,6 +194,9 @@ std::vector<ConvCase> convCases() {
       {U8, U8, {1, 2, 5, 6, 7}, {3, 2, 2, 3, 2}, {1, 2, 1}, {1, 0, 1, 0, 1, 1}, {1, 1, 2}, 1, true},
       // Padding wider than the kernel reach at the edges (whole padded rows).
       {U8, S8, {1, 3, 4, 5}, {4, 3, 2, 2}, {1, 1}, {2, 3, 2, 3}, {1, 1}, 1, false},
+      // Depthwise with a channel multiplier of 2, stride 2, dilation, uneven pads.
+      {S8, S8, {2, 6, 11, 13}, {12, 1, 3, 3}, {2, 2}, {0, 1, 2, 1}, {2, 1}, 6, true},
+      {U8, U8, {1, 5, 40}, {5, 1, 7}, {1}, {3, 3}, {1}, 5, false},
   };
 }
 
@@ -210,7 +213,7 @@ TEST(NativeInt8, ConvIntegerMatchesTheReference) {
     for (int64_t m = 0; m < (cc.perChannelZp ? M : 1); ++m) wz.push_back(cc.w == U8 ? 100 + 13 * m : -60 + 11 * m);
     const ValueId wzp = c.constant(Case::ints(cc.w, cc.perChannelZp ? Shape{M} : Shape{}, wz));
     c.node("ConvInteger", {x, w, xzp, wzp}, convAttrs(cc.strides, cc.pads, cc.dilations, cc.group));
-    c.expectExact("int8 im2col GEMM");
+    c.expectExact(cc.ws[1] == 1 ? "int8 direct depthwise" : "int8 im2col GEMM");
   }
 }
 
@@ -286,24 +289,27 @@ std::pair<int64_t, int64_t> saturated(const Tensor& y) {
 }
 
 TEST(NativeInt8, QLinearConvRequantizesAsTheReference) {
+  for (int64_t group : {1, 5})
   for (ElementType yType : {U8, S8}) {
     for (ElementType xType : {U8, S8}) {
-      SCOPED_TRACE(std::string(elementTypeName(xType)) + " -> " + std::string(elementTypeName(yType)));
+      SCOPED_TRACE(std::string(elementTypeName(xType)) + " -> " + std::string(elementTypeName(yType)) +
+                   ", group " + std::to_string(group));
       Case c(31);
-      const int64_t M = 7;
+      const int64_t M = 10;
       const ValueId x = c.input(c.bytes(xType, {2, 5, 9, 8}));
       // Power-of-two scales: acc * scale lands exactly on .5 for many sums
       // (ties to even), and the range is wide enough to saturate both ends.
       const ValueId xs = c.constant(Case::floats({}, {0.5f}));
       const ValueId xzp = c.constant(Case::ints(xType, {}, {xType == U8 ? 120 : -3}));
-      const ValueId w = c.constant(c.bytes(S8, {M, 5, 3, 3}, -20, 20));
-      const ValueId ws = c.constant(Case::floats({M}, {0.25f, 0.5f, 0.125f, 1.0f, 0.0625f, 0.5f, 0.03125f}));
-      const ValueId wzp = c.constant(Case::ints(S8, {M}, {0, 1, -2, 3, 0, -1, 2}));
+      const ValueId w = c.constant(c.bytes(S8, {M, 5 / group, 3, 3}, group == 1 ? -20 : -120, group == 1 ? 20 : 120));
+      const ValueId ws = c.constant(
+          Case::floats({M}, {0.25f, 0.5f, 0.125f, 1.0f, 0.0625f, 0.5f, 0.03125f, 2.0f, 0.5f, 0.25f}));
+      const ValueId wzp = c.constant(Case::ints(S8, {M}, {0, 1, -2, 3, 0, -1, 2, 0, 5, -5}));
       const ValueId ys = c.constant(Case::floats({}, {1.0f}));
       const ValueId yzp = c.constant(Case::ints(yType, {}, {yType == U8 ? 128 : 0}));
-      const ValueId bias = c.constant(Case::ints(I32, {M}, {1, -1, 1000, -1000, 7, 0, -3}));
-      c.node("QLinearConv", {x, xs, xzp, w, ws, wzp, ys, yzp, bias}, convAttrs({2, 1}, {1, 2, 0, 1}, {1, 2}, 1));
-      const std::vector<Tensor> y = c.expectExact("int8 im2col GEMM");
+      const ValueId bias = c.constant(Case::ints(I32, {M}, {1, -1, 1000, -1000, 7, 0, -3, 20, -20, 2}));
+      c.node("QLinearConv", {x, xs, xzp, w, ws, wzp, ys, yzp, bias}, convAttrs({2, 1}, {1, 2, 0, 1}, {1, 2}, group));
+      const std::vector<Tensor> y = c.expectExact(group == 1 ? "int8 im2col GEMM" : "int8 direct depthwise");
       ASSERT_EQ(y.size(), 1u);
       const auto [lo, hi] = saturated(y[0]);
       EXPECT_GT(lo, 0) << "the case should saturate at the low end";
