@@ -34,9 +34,8 @@ bool usesVnni() {
 #endif
 }
 
-PackedRows packRows(const void* r, bool isSigned, int64_t M, int64_t K, int64_t ld,
-                    const int64_t* zp, int64_t zpCount, int threads) {
-  PackedRows p;
+void packRows(PackedRows& p, const void* r, bool isSigned, int64_t M, int64_t K, int64_t ld,
+              const int64_t* zp, int64_t zpCount, int threads) {
   p.M = M;
   p.K = K;
   p.K4 = (K + 3) / 4 * 4;
@@ -60,7 +59,6 @@ PackedRows packRows(const void* r, bool isSigned, int64_t M, int64_t K, int64_t 
     p.zp[static_cast<size_t>(m)] = static_cast<int32_t>(isSigned ? z : z - 128);
     p.sum[static_cast<size_t>(m)] = wrap(sum);
   }
-  return p;
 }
 
 void ColumnScratch::reserve(int64_t K) {

@@ -52,8 +52,10 @@ struct PackedRows {
 // Packs M rows of K bytes (row r at r * ld), uint8 or int8, with zero
 // points `zp` (zpCount 1: one for every row; else one per row; null: 0), on
 // up to `threads` threads (a big weight is packed on every run).
-PackedRows packRows(const void* r, bool isSigned, int64_t M, int64_t K, int64_t ld,
-                    const int64_t* zp, int64_t zpCount, int threads = 1);
+// `into` keeps its storage from run to run, so a big weight costs no fresh
+// pages each time.
+void packRows(PackedRows& into, const void* r, bool isSigned, int64_t M, int64_t K, int64_t ld,
+              const int64_t* zp, int64_t zpCount, int threads = 1);
 
 // P' for a byte of P: the shift that makes int8 values uint8.
 inline uint8_t shiftColumnValue(uint8_t raw, bool isSigned) {

@@ -165,6 +165,7 @@ class Int8ConvStep : public Step {
 
   void run(const BufferTable& buffers) override {
     const NodeBinding& b = b_;
+    if (b.outputTypes[0].numElements() == 0) return;
     const size_t wi = qlinear_ ? 3 : 1, xzi = 2, wzi = qlinear_ ? 5 : 3;
     const uint8_t* x = static_cast<const uint8_t*>(buffers.ptr[b.inputs[0]]);
     const uint8_t* w = static_cast<const uint8_t*>(buffers.ptr[b.inputs[wi]]);
@@ -175,11 +176,12 @@ class Int8ConvStep : public Step {
       throw Error(nodeLabel(b.node) + "w_zero_point must be a scalar or hold " +
                   std::to_string(geo_.outChannels) + " values, got " + b.inputTypes[wzi].toString());
     if (depthwise()) return runDepthwise(buffers, x, w, at<int64_t>(xzp, 0, 0), wzp);
-    std::vector<PackedRows> rows;
+    std::vector<PackedRows>& rows = rows_;
+    rows.resize(static_cast<size_t>(groups_));
     for (int64_t g = 0; g < groups_; ++g)
-      rows.push_back(int8::packRows(w + g * mg_ * K_, wSigned_, mg_, K_, K_,
-                                    wzp.empty() ? nullptr : wzp.data() + (wzp.size() > 1 ? g * mg_ : 0),
-                                    static_cast<int64_t>(wzp.size()), threads_));
+      int8::packRows(rows[static_cast<size_t>(g)], w + g * mg_ * K_, wSigned_, mg_, K_, K_,
+                     wzp.empty() ? nullptr : wzp.data() + (wzp.size() > 1 ? g * mg_ : 0),
+                     static_cast<int64_t>(wzp.size()), threads_);
     const uint8_t flip = xSigned_ ? 0x80 : 0;
     const int32_t xz = int8::shiftColumnZeroPoint(at<int64_t>(xzp, 0, 0), xSigned_);
     const uint8_t pad = static_cast<uint8_t>(xz);
@@ -376,6 +378,9 @@ class Int8ConvStep : public Step {
   ConvGeometry geo_;
   bool xSigned_ = false, wSigned_ = false;
   int64_t groups_ = 1, cg_ = 0, mg_ = 0, K_ = 0, pixels_ = 0;
+  // The packed weights of each group, storage kept between runs (a kernel
+  // is not reentrant: core/runtime/backend.h).
+  std::vector<PackedRows> rows_;
 };
 
 // ---------------------------------------------------------------------------
@@ -407,6 +412,7 @@ class Int8MatMulStep : public Step {
 
   void run(const BufferTable& buffers) override {
     const NodeBinding& b = b_;
+    if (b.outputTypes[0].numElements() == 0) return;
     const size_t bi = qlinear_ ? 3 : 1, azi = 2, bzi = qlinear_ ? 5 : 3;
     const uint8_t* a = static_cast<const uint8_t*>(buffers.ptr[b.inputs[0]]);
     const uint8_t* bm = static_cast<const uint8_t*>(buffers.ptr[b.inputs[bi]]);
@@ -416,10 +422,11 @@ class Int8MatMulStep : public Step {
     if (bzp.size() > 1 && static_cast<int64_t>(bzp.size()) != N_)
       throw Error(nodeLabel(b.node) + "b_zero_point must be a scalar or hold " + std::to_string(N_) + " values");
     const int64_t aBatches = numElements(batchA_);
-    std::vector<PackedRows> rows;
+    std::vector<PackedRows>& rows = rows_;
+    rows.resize(static_cast<size_t>(aBatches));
     for (int64_t i = 0; i < aBatches; ++i)
-      rows.push_back(int8::packRows(a + i * M_ * K_, aSigned_, M_, K_, K_, azp.empty() ? nullptr : azp.data(),
-                                    static_cast<int64_t>(azp.size()), threads_));
+      int8::packRows(rows[static_cast<size_t>(i)], a + i * M_ * K_, aSigned_, M_, K_, K_,
+                     azp.empty() ? nullptr : azp.data(), static_cast<int64_t>(azp.size()), threads_);
     std::vector<int32_t> bz(static_cast<size_t>(N_));
     for (int64_t n = 0; n < N_; ++n) bz[n] = int8::shiftColumnZeroPoint(at<int64_t>(bzp, n, 0), bSigned_);
     const uint8_t flip = bSigned_ ? 0x80 : 0;
@@ -495,6 +502,7 @@ class Int8MatMulStep : public Step {
   bool aSigned_ = false, bSigned_ = false;
   int64_t M_ = 0, K_ = 0, N_ = 0;
   Shape batch_, batchA_, batchB_;
+  std::vector<PackedRows> rows_;  // A's packed batches, storage kept between runs
 };
 
 }  // namespace
