@@ -258,12 +258,16 @@ class Int8ConvStep : public Step {
     const int64_t ID = g.inputSpatial[0], IH = g.inputSpatial[1], IW = g.inputSpatial[2];
     const int64_t OD = g.outputSpatial[0], OH = g.outputSpatial[1], OW = g.outputSpatial[2];
     const int64_t taps = g.kernelSize(), planes = g.batch * g.outChannels;
-    const int64_t sw = g.strides[2];
+    const int64_t sw = g.strides[2], dw = g.dilations[2], padL = g.padsBegin[2];
+    // An input row as (x - zero point) in int32 over the padded width the
+    // windows reach, padding 0: every tap is then a loop over the whole
+    // output row with no bounds, which vectorises.
+    const int64_t span = (OW - 1) * sw + (g.kernel[2] - 1) * dw + 1;
     const int32_t xz = static_cast<int32_t>(xzp);
 #pragma omp parallel num_threads(threads_) if (threads_ > 1 && planes > 1)
     {
       std::vector<uint32_t> acc(static_cast<size_t>(OW));
-      std::vector<int32_t> row(static_cast<size_t>(OW));
+      std::vector<int32_t> row(static_cast<size_t>(OW)), xr(static_cast<size_t>(span));
       std::vector<int32_t> wv(static_cast<size_t>(taps));
 #pragma omp for schedule(dynamic)
       for (int64_t plane = 0; plane < planes; ++plane) {
@@ -277,30 +281,27 @@ class Int8ConvStep : public Step {
         for (int64_t od = 0; od < OD; ++od)
           for (int64_t oh = 0; oh < OH; ++oh) {
             std::fill(acc.begin(), acc.end(), 0u);
-            int64_t t = 0;
             for (int64_t kd = 0; kd < g.kernel[0]; ++kd) {
               const int64_t id = od * g.strides[0] - g.padsBegin[0] + kd * g.dilations[0];
               for (int64_t kh = 0; kh < g.kernel[1]; ++kh) {
                 const int64_t ih = oh * g.strides[1] - g.padsBegin[1] + kh * g.dilations[1];
-                const bool inside = id >= 0 && id < ID && ih >= 0 && ih < IH;
-                for (int64_t kw = 0; kw < g.kernel[2]; ++kw, ++t) {
-                  if (!inside) continue;  // padding: (zero point - zero point) * w adds nothing
-                  const X* src = xc + (id * IH + ih) * IW;
-                  const int64_t iw0 = kw * g.dilations[2] - g.padsBegin[2];
-                  // Output columns whose input column 0 <= ow * sw + iw0 < IW.
-                  const int64_t o0 = iw0 >= 0 ? 0 : std::min(OW, (-iw0 + sw - 1) / sw);
-                  const int64_t o1 = iw0 >= IW ? 0 : std::max(o0, std::min(OW, (IW - iw0 + sw - 1) / sw));
-                  const int32_t wt = wv[t];
-                  uint32_t* a = acc.data();
+                // Padding rows: (zero point - zero point) * w adds nothing.
+                if (id < 0 || id >= ID || ih < 0 || ih >= IH) continue;
+                const X* src = xc + (id * IH + ih) * IW;
+                for (int64_t j = 0; j < span; ++j) {
+                  const int64_t iw = j - padL;
+                  xr[j] = iw >= 0 && iw < IW ? static_cast<int32_t>(src[iw]) - xz : 0;
+                }
+                const int32_t* wk = wv.data() + (kd * g.kernel[1] + kh) * g.kernel[2];
+                uint32_t* a = acc.data();
+                for (int64_t kw = 0; kw < g.kernel[2]; ++kw) {
+                  const int32_t wt = wk[kw];
+                  const int32_t* s = xr.data() + kw * dw;
                   // Each product fits int32; the sum wraps modulo 2^32 as the GEMM's does.
-                  if (sw == 1) {
-                    const X* s = src + iw0;
-                    for (int64_t o = o0; o < o1; ++o)
-                      a[o] += static_cast<uint32_t>((static_cast<int32_t>(s[o]) - xz) * wt);
-                  } else {
-                    for (int64_t o = o0; o < o1; ++o)
-                      a[o] += static_cast<uint32_t>((static_cast<int32_t>(src[o * sw + iw0]) - xz) * wt);
-                  }
+                  if (sw == 1)
+                    for (int64_t o = 0; o < OW; ++o) a[o] += static_cast<uint32_t>(s[o] * wt);
+                  else
+                    for (int64_t o = 0; o < OW; ++o) a[o] += static_cast<uint32_t>(s[o * sw] * wt);
                 }
               }
             }
