@@ -71,15 +71,19 @@ V at(const std::vector<V>& v, int64_t i, V fallback) {
 }
 
 // Runs body(task, scratch) for every task on up to `threads` threads, each
-// thread with its own column scratch.
+// thread with its own column scratch. A task multiplies `macsPerTask`;
+// small ones (a first layer's K of 27) are handed out several at a time so
+// that scheduling does not cost more than the work.
 template <class Body>
-void forTasks(int64_t tasks, int threads, int64_t K, Body body) {
+void forTasks(int64_t tasks, int threads, int64_t K, double macsPerTask, Body body) {
   const bool parallel = threads > 1 && tasks > 1;
+  const int64_t grain = std::clamp<int64_t>(static_cast<int64_t>((1 << 21) / std::max(1.0, macsPerTask)), 1,
+                                            std::max<int64_t>(1, tasks / (4 * static_cast<int64_t>(threads))));
 #pragma omp parallel num_threads(threads) if (parallel)
   {
     ColumnScratch s;
     s.reserve(K);
-#pragma omp for schedule(dynamic)
+#pragma omp for schedule(dynamic, grain)
     for (int64_t t = 0; t < tasks; ++t) body(t, s);
   }
 }
@@ -197,7 +201,8 @@ class Int8ConvStep : public Step {
     const int64_t chunks = rowChunks(outer, blocks, threads_);
     const int64_t inPlane = geo_.inputSpatialSize();
     void* y = buffers.ptr[b.outputs[0]];
-    forTasks(outer * chunks, threads_, K_, [&](int64_t task, ColumnScratch& s) {
+    const double macs = static_cast<double>(kNr) * K_ * mg_ / static_cast<double>(chunks);
+    forTasks(outer * chunks, threads_, K_, macs, [&](int64_t task, ColumnScratch& s) {
       const int64_t chunk = task % chunks, cb = (task / chunks) % colBlocks;
       const int64_t g = (task / chunks / colBlocks) % groups_, img = task / chunks / colBlocks / groups_;
       const int64_t n0 = cb * kNr, cnt = std::min<int64_t>(kNr, pixels_ - n0);
@@ -448,7 +453,8 @@ class Int8MatMulStep : public Step {
     const int64_t outer = batches * colBlocks;
     const int64_t chunks = rowChunks(outer, blocks, threads_);
     void* y = buffers.ptr[b.outputs[0]];
-    forTasks(outer * chunks, threads_, K_, [&](int64_t task, ColumnScratch& s) {
+    const double macs = static_cast<double>(kNr) * K_ * M_ / static_cast<double>(chunks);
+    forTasks(outer * chunks, threads_, K_, macs, [&](int64_t task, ColumnScratch& s) {
       const int64_t chunk = task % chunks, cb = (task / chunks) % colBlocks, bt = task / chunks / colBlocks;
       const int64_t n0 = cb * kNr, cnt = std::min<int64_t>(kNr, N_ - n0);
       const uint8_t* src = bm + batchOffset(batchB_, bt) * K_ * N_ + n0;
