@@ -5,7 +5,10 @@
 // Conv is im2col into the GEMM's column blocks (kNr output pixels at a time,
 // padding read as the input's zero point so that it adds nothing), against
 // the weights of each group as the GEMM's rows; N-D convolutions with any
-// strides, dilations and pads (ConvGeometry) go through one 3-D loop.
+// strides, dilations and pads (ConvGeometry) go through one 3-D loop. A
+// depthwise conv (one input channel per output channel) would use one row
+// of the GEMM's six-row tile per group, so it sums its windows directly,
+// a whole output row per tap.
 // MatMul is A as the rows (zero point per row) and B as the columns (zero
 // point per column), batches broadcast as numpy does. Work is split over
 // images, groups, column blocks and row chunks on the backend's threads.
