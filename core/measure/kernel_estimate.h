@@ -14,15 +14,16 @@
 
 namespace collage {
 
-// The reference kernels' speed, set high on purpose, so that an estimate is
-// a lower bound on the time a reference kernel takes: a kernel is only ever
-// skipped for being slow when it is at least this slow. The reference's
-// loops are scalar, on one thread, with an index computation per term: one
-// core at ~4 GHz doing one multiply-add per cycle is 8 GFLOP/s, and the
-// reference's integer convolution ran at 0.25 GFLOP/s, its float one at
-// 0.5 GFLOP/s (a 64x64 3x3 convolution at 56x56, measured on the
-// development machine, a Xeon at 2.1 GHz). 2 GFLOP/s stays 4x above that.
-inline constexpr double kReferenceFlopsPerSecond = 2e9;
+// The scalar reference kernels' speed, set high on purpose, so that an
+// estimate is a lower bound on the time such a kernel takes: a kernel is
+// only ever skipped for being slow when it is at least this slow. The
+// reference's integer convolution (ConvInteger, 64 channels 3x3 at 56x56)
+// ran at 0.98 GFLOP/s on the development machine (an AMD EPYC, shared with
+// other builds); 4 GFLOP/s leaves room for an idle, faster machine. Not
+// every reference kernel is a scalar loop: the float Conv and MatMul go
+// through the reference sgemm (23 and 96 GFLOP/s there), which is why a
+// backend names only the nodes it leaves to scalar loops (Backend::referenceNodes).
+inline constexpr double kReferenceFlopsPerSecond = 4e9;
 // Its memory traffic, likewise high: bytes streamed by one core.
 inline constexpr double kReferenceBytesPerSecond = 10e9;
 

@@ -108,7 +108,7 @@ TEST(ReferenceSkips, IntegerConvolutionCountsItsMultiplyAdds) {
 }
 
 TEST(ReferenceSkips, AReferenceKernelFarSlowerThanAFasterCandidateIsNeverMeasured) {
-  Fixture f(1024);  // mm: 2.1 GFLOP, ~1 s at the reference's speed, against 1 ms
+  Fixture f(1024);  // mm: 2.1 GFLOP, ~0.5 s at the reference's speed, against 1 ms
   CandidateCoster coster(f.model.g, nullptr, HardwareFingerprint{}, [](const std::string&) { return "1"; },
                          f.measure());
   coster.setReferenceScreen(f.screen());
@@ -137,7 +137,7 @@ TEST(ReferenceSkips, AReferenceKernelFarSlowerThanAFasterCandidateIsNeverMeasure
   EXPECT_EQ(chosen, (std::vector<int32_t>{0, 1}));
 
   EXPECT_EQ(skippedReferencesSummary(report.skipped, report.skippedEstimateSeconds),
-            "skipped 2 reference kernels estimated at 2.1 s per run in all (faster candidates exist)");
+            "skipped 2 reference kernels estimated at 1.1 s per run in all (faster candidates exist)");
   EXPECT_EQ(skippedReferencesSummary(0, 0), "");
 }
 
@@ -152,7 +152,7 @@ TEST(ReferenceSkips, WithoutAScreenEveryCandidateIsMeasured) {
 }
 
 TEST(ReferenceSkips, ASoleReferenceCandidateIsMeasuredWithAWarningAndAnOverTimeOneIsNot) {
-  Fixture f(2048);  // mm: 17 GFLOP, ~8.6 s per run at the reference's speed
+  Fixture f(4096);  // mm: 137 GFLOP, ~34 s per run at the reference's speed
   f.fastRefusesMatMul = true;  // the reference kernel is all there is for mm
   CandidateCoster coster(f.model.g, nullptr, HardwareFingerprint{}, [](const std::string&) { return "1"; },
                          f.measure());
@@ -165,9 +165,9 @@ TEST(ReferenceSkips, ASoleReferenceCandidateIsMeasuredWithAWarningAndAnOverTimeO
   ASSERT_EQ(report.warnings.size(), 1u);
   const std::string& w = report.warnings[0];
   EXPECT_NE(w.find("no faster candidate for 'mm' (MatMul)"), std::string::npos) << w;
-  EXPECT_NE(w.find("8.6 s per run"), std::string::npos) << w;
-  EXPECT_NE(w.find("measuring it takes about 68.7 s"), std::string::npos) << w;
-  // mm+relu would take 8 runs of ~8.6 s, past the 60 s timeout, and mm alone
+  EXPECT_NE(w.find("34.4 s per run"), std::string::npos) << w;
+  EXPECT_NE(w.find("measuring it takes about 274.9 s"), std::string::npos) << w;
+  // mm+relu would take 8 runs of ~34 s, past the 60 s timeout, and mm alone
   // and relu alone cover its nodes: it is not started.
   EXPECT_EQ(f.calls.count("slow MatMul+Relu"), 0u);
   EXPECT_EQ(ms[3].status, MeasurementStatus::Skipped);
