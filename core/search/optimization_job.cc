@@ -23,6 +23,7 @@
 #include "core/search/plan_from_cover.h"
 #include "core/search/plan_override.h"
 #include "core/search/plan_selection.h"
+#include "core/search/skipped_references.h"
 #include "core/search/target_optimization.h"
 #include "core/measure/switch_costs.h"
 #include "core/ir/threading.h"
@@ -213,44 +214,6 @@ ReferenceScreen referenceScreenOf(const Graph& graph, const BackendLookup& backe
     return estimateReferenceNodes(graph, b->referenceNodes(KernelRequest::of(graph, c.nodes, c.origin)));
   };
   return screen;
-}
-
-// With reference kernels skipped, the DP must still find a cover: a node
-// can be covered by the remaining candidates only in overlapping groups
-// that no cover can combine. Then the skipped ones are measured after all
-// (what the job did before it skipped anything). Says what it did.
-void measureSkippedIfNoCover(const Graph& graph, const CandidateSet& candidates, const std::vector<bool>& allowed,
-                             CandidateCoster& coster, std::vector<Measurement>& measurements,
-                             CostingReport& report, SearchObserver* observer, const CancellationToken* cancel) {
-  if (report.skipped == 0) return;
-  std::vector<Cost> costs;
-  for (const auto& m : measurements) costs.push_back(m.cost());
-  const OpLevelProblem problem{&graph, &candidates, costs, [](const std::string&) { return 0.0; }, allowed};
-  std::string why;
-  try {
-    optimizeOpLevel(problem, nullptr, cancel);
-    return;
-  } catch (const Error& e) {
-    why = e.what();
-  }
-  std::vector<bool> skipped(candidates.size(), false);
-  for (size_t i = 0; i < measurements.size(); ++i)
-    skipped[i] = measurements[i].status == MeasurementStatus::Skipped;
-  if (observer)
-    observer->onLog("the candidates left after skipping " + std::to_string(report.skipped) +
-                    " reference kernels cover no plan (" + why + "): measuring them after all");
-  coster.setReferenceScreen({});
-  CostingReport again;
-  const std::vector<Measurement> measured = coster.costAll(candidates, skipped, observer, cancel, &again);
-  for (size_t i = 0; i < measured.size(); ++i)
-    if (skipped[i]) measurements[i] = measured[i];
-  report.measured += again.measured;
-  report.cached += again.cached;
-  report.failed += again.failed;
-  report.seconds += again.seconds;
-  report.cancelled = report.cancelled || again.cancelled;
-  report.skipped = 0;
-  report.skippedEstimateSeconds = 0;
 }
 
 // The summary's line on what the screen left out (reference_skips.h).
