@@ -180,7 +180,9 @@ QVariant KernelTableModel::data(const QModelIndex& index, int role) const {
     case Spread: return QString::number(100 * r.spread, 'f', 1) + QStringLiteral(" %");
     case Samples: return r.samples;
     case Source:
-      if (r.status == QLatin1String("not measured") || r.status == QLatin1String("excluded"))
+      // Nothing was measured for these: no source to name.
+      if (r.status == QLatin1String("not measured") || r.status == QLatin1String("excluded") ||
+          r.status == QLatin1String("skipped"))
         return QString();
       switch (r.provenance) {
         case KernelRow::Provenance::Cached:
