@@ -1,6 +1,7 @@
 #include "core/measure/reference_skips.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "core/measure/candidate_costs.h"
@@ -63,6 +64,13 @@ ReferenceVerdict judgeReferenceCandidate(const Graph& graph, const CandidateSet&
                   formatDuration(measureSeconds * 1e9).c_str(), screen.runsPerMeasurement,
                   screen.timeoutSeconds);
     v.message = "no faster candidate for " + nodes + ": " + what + buf;
+    // It will be killed at the timeout, and the node then has no kernel:
+    // say what would let it finish.
+    if (measureSeconds > screen.timeoutSeconds) {
+      std::snprintf(buf, sizeof buf, "; it will time out unless the per-kernel timeout (--timeout) is at least %.0f s",
+                    std::ceil(measureSeconds * 1.5));
+      v.message += buf;
+    }
   }
   return v;
 }

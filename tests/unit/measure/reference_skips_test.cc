@@ -167,6 +167,9 @@ TEST(ReferenceSkips, ASoleReferenceCandidateIsMeasuredWithAWarningAndAnOverTimeO
   EXPECT_NE(w.find("no faster candidate for 'mm' (MatMul)"), std::string::npos) << w;
   EXPECT_NE(w.find("34.4 s per run"), std::string::npos) << w;
   EXPECT_NE(w.find("measuring it takes about 274.9 s"), std::string::npos) << w;
+  EXPECT_NE(w.find("it will time out unless the per-kernel timeout (--timeout) is at least 413 s"),
+            std::string::npos)
+      << w;
   // mm+relu would take 8 runs of ~34 s, past the 60 s timeout, and mm alone
   // and relu alone cover its nodes: it is not started.
   EXPECT_EQ(f.calls.count("slow MatMul+Relu"), 0u);
