@@ -105,6 +105,10 @@ void KernelTableModel::setCandidates(const Graph& graph, const OptimizationResul
                      : skipped ? QStringLiteral("not measured")
                                : QString::fromStdString(std::string(measurementStatusName(m.status)))
                                      .replace('_', ' ');
+        // A skipped reference kernel says why: its estimate, and what the
+        // faster candidates for its nodes take.
+        if (m.status == MeasurementStatus::Skipped && !excluded)
+          row.reason = QString::fromStdString(m.message);
       }
     } else {
       row.medianNs = kUnknownCost;
@@ -158,6 +162,7 @@ QVariant KernelTableModel::data(const QModelIndex& index, int role) const {
   if (role == Qt::ToolTipRole) {
     QString tip = tr("%1 on %2 (%3)").arg(r.ops, r.backend, r.pattern);
     if (!r.status.isEmpty()) tip += tr(": %1").arg(r.status);
+    if (!r.reason.isEmpty()) tip += tr(" (%1)").arg(r.reason);
     return tip;
   }
   if (role != Qt::DisplayRole) return {};
@@ -175,7 +180,9 @@ QVariant KernelTableModel::data(const QModelIndex& index, int role) const {
     case Spread: return QString::number(100 * r.spread, 'f', 1) + QStringLiteral(" %");
     case Samples: return r.samples;
     case Source:
-      if (r.status == QLatin1String("not measured") || r.status == QLatin1String("excluded"))
+      // Nothing was measured for these: no source to name.
+      if (r.status == QLatin1String("not measured") || r.status == QLatin1String("excluded") ||
+          r.status == QLatin1String("skipped"))
         return QString();
       switch (r.provenance) {
         case KernelRow::Provenance::Cached:

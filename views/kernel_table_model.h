@@ -42,7 +42,8 @@ struct KernelRow {
   bool chosen = true;  // a group of the plan shown (always, in PlanGroups mode)
   int candidate = -1;  // index into the result's candidates; -1 for a region or a file's group
   QString pattern;     // "pattern:conv_relu", "rule:op"
-  QString status;      // "" when measured; else "invalid", "timed out", "not measured", ...
+  QString status;      // "" when measured; else "invalid", "timed out", "not measured", "skipped", ...
+  QString reason;      // why, when the measurement says (a skipped reference kernel: its estimate)
 };
 
 class KernelTableModel : public QAbstractTableModel {

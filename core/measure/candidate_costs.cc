@@ -1,5 +1,6 @@
 #include "core/measure/candidate_costs.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <thread>
@@ -72,17 +73,19 @@ std::vector<Measurement> CandidateCoster::costAll(const CandidateSet& candidates
       toMeasure.push_back(w);
     }
   }
+  size_t pending = toMeasure.size();  // to measure or to judge (reference kernels)
   auto progress = [&](const std::string& current) {
     if (!observer) return;
     MeasureProgressEvent e;
     e.total = r.distinct;
     e.cached = r.cached;
     e.measured = r.measured;
-    e.done = r.cached + r.measured;
+    e.done = r.cached + r.measured + r.skipped;
     e.failed = r.failed;
     e.elapsedSeconds = elapsed();
     if (r.measured > 0)
-      e.etaSeconds = e.elapsedSeconds / r.measured * static_cast<double>(toMeasure.size() - r.measured);
+      e.etaSeconds = e.elapsedSeconds / r.measured *
+                     static_cast<double>(std::max<size_t>(pending, r.measured + r.skipped) - r.measured - r.skipped);
     e.current = current;
     observer->onMeasureProgress(e);
   };
@@ -131,29 +134,88 @@ std::vector<Measurement> CandidateCoster::costAll(const CandidateSet& candidates
       for (size_t i : work[w].members) out[i].message = "not measured on " + fingerprint_.toString();
     toMeasure.clear();
   }
-  std::vector<size_t> putOff;
-  for (size_t w : toMeasure) {
-    if (isCancelled()) break;
-    std::optional<MeasurementDb::Claim> claim;
-    if (db_) {
-      claim = db_->tryClaim(fingerprint_, work[w].key);
-      if (!claim) {
-        putOff.push_back(w);
+  // Reference kernels (reference_skips.h) are set aside, cheapest first:
+  // each is judged once everything else is measured, so that what the
+  // faster candidates cost is known (and a cheaper reference kernel
+  // measured before counts as an alternative to a dearer one).
+  std::vector<size_t> referenceWork;
+  std::map<size_t, KernelEstimate> estimates;
+  if (screen_.estimate) {
+    std::vector<size_t> rest;
+    for (size_t w : toMeasure) {
+      KernelEstimate e = screen_.estimate(candidates[work[w].members.front()]);
+      if (!e.runsReference()) {
+        rest.push_back(w);
         continue;
       }
-      if (claim->shared() && fromStore(work[w])) continue;
+      referenceWork.push_back(w);
+      estimates.emplace(w, std::move(e));
     }
-    measure(work[w]);
+    std::stable_sort(referenceWork.begin(), referenceWork.end(),
+                     [&](size_t a, size_t b) { return estimates.at(a).ns < estimates.at(b).ns; });
+    toMeasure = std::move(rest);
   }
-  for (size_t w : putOff) {
-    // Wait for the other process's claim: it ends when that kernel is
-    // stored, or when the process dies (then it is measured here).
-    std::optional<MeasurementDb::Claim> claim;
-    while (!isCancelled() && !(claim = db_->tryClaim(fingerprint_, work[w].key)))
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    if (!claim) break;
+  const auto measureAll = [&](const std::vector<size_t>& items) {
+    std::vector<size_t> putOff;
+    for (size_t w : items) {
+      if (isCancelled()) break;
+      std::optional<MeasurementDb::Claim> claim;
+      if (db_) {
+        claim = db_->tryClaim(fingerprint_, work[w].key);
+        if (!claim) {
+          putOff.push_back(w);
+          continue;
+        }
+        if (claim->shared() && fromStore(work[w])) continue;
+      }
+      measure(work[w]);
+    }
+    for (size_t w : putOff) {
+      // Wait for the other process's claim: it ends when that kernel is
+      // stored, or when the process dies (then it is measured here).
+      std::optional<MeasurementDb::Claim> claim;
+      while (!isCancelled() && !(claim = db_->tryClaim(fingerprint_, work[w].key)))
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (!claim) break;
+      progress("");
+      if (!fromStore(work[w])) measure(work[w]);
+    }
+  };
+  measureAll(toMeasure);
+  for (size_t w : referenceWork) {
+    if (isCancelled()) break;
+    // One kernel serves every member (same signature): it is skipped only
+    // when every member has faster candidates.
+    const KernelEstimate& e = estimates.at(w);
+    bool skip = true;
+    std::string warning;
+    std::vector<std::string> skipMessages;  // per member: its own nodes named
+    for (size_t i : work[w].members) {
+      const KernelEstimate own = i == work[w].members.front() ? e : screen_.estimate(candidates[i]);
+      const ReferenceVerdict v = judgeReferenceCandidate(graph_, candidates, i, own, out, screen_);
+      skipMessages.push_back(v.message);
+      if (v.skip) continue;
+      skip = false;
+      if (warning.empty()) warning = v.message;
+    }
+    if (!skip) {
+      if (!warning.empty()) {
+        r.warnings.push_back(warning);
+        if (observer) observer->onLog("warning: " + warning);
+      }
+      measureAll({w});
+      continue;
+    }
+    for (size_t k = 0; k < work[w].members.size(); ++k) {
+      Measurement& m = out[work[w].members[k]];
+      m = Measurement{};
+      m.status = MeasurementStatus::Skipped;
+      m.message = skipMessages[k];
+    }
+    ++r.skipped;
+    r.skippedEstimateSeconds += e.ns * 1e-9;
+    if (observer) observer->onLog("skipped " + skipMessages.front());
     progress("");
-    if (!fromStore(work[w])) measure(work[w]);
   }
   progress("");
   r.seconds = elapsed();

@@ -1,6 +1,9 @@
 // Gets a cost for every candidate: from the measurement database when it has
 // one for this machine, else by measuring (through an isolated worker in the
 // product; a deterministic function in tests) and storing the result.
+// Kernels that would run on the reference kernels can be screened first
+// (reference_skips.h): those far slower than a faster candidate for the same
+// nodes are not measured, and recorded as Skipped.
 // Candidates with the same canonical signature on the same backend (the 12
 // identical layers of BERT) are measured once.
 // With a shared store, so are kernels that another process (another engineer's
@@ -16,6 +19,7 @@
 #include "core/ir/hardware_fingerprint.h"
 #include "core/measure/measurement.h"
 #include "core/measure/measurement_db.h"
+#include "core/measure/reference_skips.h"
 #include "core/ir/search_events.h"
 
 namespace collage {
@@ -29,6 +33,13 @@ struct CostingReport {
   int measured = 0;
   int failed = 0;  // invalid, failed or timed out (cached or fresh)
   int preempted = 0;  // measured now with runs left out: another process preempted them
+  // Reference kernels not measured, faster candidates covering their nodes
+  // (reference_skips.h), and what one run of each was estimated at in all.
+  int skipped = 0;
+  double skippedEstimateSeconds = 0;
+  // Reference kernels measured although slow (no faster candidate for some
+  // node): one line each, naming the nodes and the expected time.
+  std::vector<std::string> warnings;
   double seconds = 0;
   bool cancelled = false;
 };
@@ -48,6 +59,12 @@ class CandidateCoster {
                                    SearchObserver* observer, const CancellationToken* cancel,
                                    CostingReport* report = nullptr);
 
+  // With a screen, candidates whose kernel runs on the reference kernels are
+  // measured last, each after judging it against what the others were
+  // measured at (judgeReferenceCandidate), and skipped where faster
+  // candidates cover its nodes. Without one (the default), every candidate is measured.
+  void setReferenceScreen(ReferenceScreen screen) { screen_ = std::move(screen); }
+
   // Measures `candidate` again and keeps whichever of `current` and the new
   // measurement has the lower median (noise only adds time), storing the
   // kept one in the database. A failed new measurement keeps `current`.
@@ -59,6 +76,7 @@ class CandidateCoster {
   HardwareFingerprint fingerprint_;
   std::function<std::string(const std::string&)> backendVersion_;
   MeasureFn measure_;
+  ReferenceScreen screen_;
 };
 
 // "Conv+Add+Relu": the ops of a group, for tables and exports.

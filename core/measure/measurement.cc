@@ -22,13 +22,14 @@ std::string_view measurementStatusName(MeasurementStatus s) {
     case MeasurementStatus::Invalid: return "invalid";
     case MeasurementStatus::Failed: return "failed";
     case MeasurementStatus::TimedOut: return "timed_out";
+    case MeasurementStatus::Skipped: return "skipped";
   }
   return "failed";
 }
 
 MeasurementStatus measurementStatusFromName(std::string_view name) {
   for (auto s : {MeasurementStatus::Ok, MeasurementStatus::Invalid, MeasurementStatus::Failed,
-                 MeasurementStatus::TimedOut})
+                 MeasurementStatus::TimedOut, MeasurementStatus::Skipped})
     if (measurementStatusName(s) == name) return s;
   return MeasurementStatus::Failed;
 }

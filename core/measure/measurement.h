@@ -14,6 +14,12 @@ enum class MeasurementStatus {
   Invalid,   // the backend refused to compile it (message: its reason)
   Failed,    // it threw or crashed while compiling or running
   TimedOut,  // it ran past the measurer's time limit
+  // Not measured, by decision: a reference-only kernel estimated far slower
+  // than a faster candidate for the same nodes (core/measure/reference_skips.h;
+  // message: the estimate and the alternative). Never stored: it is a fact
+  // about the other candidates, not about the kernel. It cannot be placed
+  // (cost +inf), as a kernel that failed: never a zero cost.
+  Skipped,
 };
 
 std::string_view measurementStatusName(MeasurementStatus s);

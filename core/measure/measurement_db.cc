@@ -304,6 +304,9 @@ std::optional<Measurement> MeasurementDb::find(const HardwareFingerprint& fp,
 }
 
 void MeasurementDb::store(const MeasurementRecord& r) {
+  // A skipped kernel was judged against the other candidates of one model
+  // (reference_skips.h), never measured: no fact about the kernel to keep.
+  if (r.measurement.status == MeasurementStatus::Skipped) return;
   storeLocal(r, "local", /*replace=*/true);
   if (!shared()) return;
   try {

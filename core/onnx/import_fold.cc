@@ -1,6 +1,7 @@
 #include "core/onnx/import_fold.h"
 
 #include "core/ir/tensor_size.h"
+#include "core/ops/half_float.h"
 #include "core/ops/reference_executor.h"
 #include "core/ops/runtime_inputs.h"
 #include "core/onnx/importer.h"
@@ -24,6 +25,7 @@ std::vector<int> valueShapedInputs(const std::string& op) {
 // then fold it or keep it.
 void Importer::finishNode(Node node) {
   if (options_.foldConstants && foldFromStaticType(node)) return;
+  if (options_.foldConstants && foldWidenedWeight(node)) return;
   const OpSchema& schema = OpRegistry::instance().get(node.op);
   fillDefaults(node, schema);
   setOutputTypes(node, inferOutputTypes(node, schema));
@@ -73,6 +75,36 @@ bool Importer::tryFold(const Node& node) {
   }
   return true;
 }
+// Exporters that keep a model's weights in float16 (or bfloat16) write each
+// one as an initializer followed by Cast(to=float). No kernel computes in
+// those types, so the weight becomes the float32 constant here, converted
+// once. Widening is exact (every float16 and bfloat16 value is a float32), so
+// the model computes what it did. This comes before the Cast's type checks:
+// the reference Cast does not take bfloat16, and its generic fold would
+// refuse the node rather than keep it. A Cast of a computed tensor is not
+// this: its input is no constant, and it stays a node.
+bool Importer::foldWidenedWeight(const Node& node) {
+  if (node.op != "Cast" || node.inputs.size() != 1 || node.inputs[0] == kNoValue ||
+      node.outputs.size() != 1 || node.outputs[0] == kNoValue)
+    return false;
+  if (elementTypeFromOnnx(static_cast<int32_t>(node.attrs.getInt("to", 0))) != ElementType::Float32)
+    return false;
+  const std::optional<Tensor>& weight = values_[static_cast<size_t>(node.inputs[0])].constant;
+  if (!weight) return false;
+  const ElementType from = weight->elementType();
+  if (from != ElementType::Float16 && from != ElementType::BFloat16) return false;
+  Tensor widened(ElementType::Float32, weight->shape());
+  const uint16_t* bits = weight->data<uint16_t>();
+  float* out = widened.data<float>();
+  for (int64_t i = 0; i < weight->numElements(); ++i)
+    out[i] = from == ElementType::Float16 ? halfToFloat(bits[i]) : bfloat16ToFloat(bits[i]);
+  WValue& val = values_[static_cast<size_t>(node.outputs[0])];
+  val.type = widened.type();
+  val.constant = std::move(widened);
+  checkDeclaredType(node, node.outputs[0]);
+  return true;
+}
+
 // Shape and Size depend only on the (static) type of their input, and so
 // does SequenceLength when the sequence's length is known at import (a
 // loop's trip count often is one).

@@ -127,6 +127,7 @@ class Importer {
   // import_fold.cc: finishNode is where every node ends, typed, then folded or kept.
   void finishNode(Node node);
   bool foldFromStaticType(const Node& node);
+  bool foldWidenedWeight(const Node& node);
   bool tryFold(const Node& node);
 
   // import_subgraphs.cc

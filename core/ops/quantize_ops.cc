@@ -334,6 +334,24 @@ std::vector<AttributeSpec> convIntegerAttributes() {
           {"strides", AttributeType::Ints, std::nullopt}};
 }
 
+// FLOPs of the integer products, counted as the float ones are (a
+// multiply-add = 2), so that a kernel's cost can be estimated before it is
+// measured (core/measure/kernel_estimate.h): the default (one op per output
+// element) would make a convolution look hundreds of times cheaper than it is.
+// A product's every output element sums K terms: K = a's last dim for a
+// matrix product, a filter's size (channels per group x kernel) for a convolution.
+double integerMatMulFlops(const std::vector<TensorType>& in, size_t a, const std::vector<TensorType>& out) {
+  const Shape& s = in[a].shape;
+  const double k = s.empty() ? 1.0 : static_cast<double>(s.back());
+  return 2.0 * k * static_cast<double>(numElements(out[0].shape));
+}
+double integerConvFlops(const std::vector<TensorType>& in, size_t w, const std::vector<TensorType>& out) {
+  const Shape& s = in[w].shape;
+  double filter = 1;
+  for (size_t i = 1; i < s.size(); ++i) filter *= static_cast<double>(s[i]);
+  return 2.0 * filter * static_cast<double>(numElements(out[0].shape));
+}
+
 void addMatMulInteger(OpRegistry& r) {
   OpSchema s;
   s.name = "MatMulInteger";
@@ -350,6 +368,7 @@ void addMatMulInteger(OpRegistry& r) {
     storeInt32(matMulIntegerAcc(*in[0], *in[1], intsOrEmpty(in, 2), intsOrEmpty(in, 3), out[0]->shape()),
                *out[0]);
   };
+  s.flops = [](const Node&, const Types& in, const Types& out) { return integerMatMulFlops(in, 0, out); };
   r.add(std::move(s));
 }
 
@@ -371,6 +390,7 @@ void addConvInteger(OpRegistry& r) {
   s.reference = [](const Node& node, const Inputs& in, const Outputs& out) {
     storeInt32(convIntegerAcc(node, *in[0], *in[1], intsOrEmpty(in, 2), intsOrEmpty(in, 3)), *out[0]);
   };
+  s.flops = [](const Node&, const Types& in, const Types& out) { return integerConvFlops(in, 1, out); };
   r.add(std::move(s));
 }
 
@@ -404,6 +424,7 @@ void addQLinearMatMul(OpRegistry& r) {
       return static_cast<double>(paramAt<float>(as, row, 1.0f) * paramAt<float>(bs, col, 1.0f) / yScale);
     }, intsOrEmpty(in, 7), *out[0]);
   };
+  s.flops = [](const Node&, const Types& in, const Types& out) { return integerMatMulFlops(in, 0, out); };
   r.add(std::move(s));
 }
 
@@ -444,6 +465,7 @@ void addQLinearConv(OpRegistry& r) {
       return static_cast<double>(xScale * paramAt<float>(ws, (i / plane) % M, 1.0f) / yScale);
     }, intsOrEmpty(in, 7), *out[0]);
   };
+  s.flops = [](const Node&, const Types& in, const Types& out) { return integerConvFlops(in, 3, out); };
   r.add(std::move(s));
 }
 

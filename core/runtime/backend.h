@@ -97,6 +97,18 @@ class Backend {
   virtual BackendKind kind() const { return BackendKind::OpLibrary; }
   // Compiles a group; an unsupported combination is a refusal, never a crash.
   virtual CompileResult compile(const KernelRequest& request) = 0;
+  // The nodes of `request` that compile() would run on the registry's
+  // reference kernels as they are, where those are scalar loops on one
+  // thread (not the reference sgemm behind the float Conv and MatMul):
+  // written for obvious correctness, thousands of times slower than a
+  // library's kernel at a large model's sizes (an integer convolution at
+  // 1024x1024 needs minutes). Answered without compiling; empty (the
+  // default) = none. The
+  // optimizer estimates such a kernel from these nodes' FLOPs before it
+  // measures it, and does not measure it where a far faster candidate covers
+  // the same nodes (core/measure/reference_skips.h): a kernel nobody would
+  // choose must not cost a measurement that cannot finish.
+  virtual NodeSet referenceNodes(const KernelRequest& /*request*/) const { return {}; }
   // A pattern rule written in C++ (opRule/fusionRule), for capabilities too
   // rich for the spec file's declarative [rule]; null for most backends.
   virtual std::shared_ptr<const PatternRule> codeRule() const { return nullptr; }

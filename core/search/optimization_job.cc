@@ -10,6 +10,8 @@
 #include "core/ir/error.h"
 #include "core/ir/hardware_fingerprint.h"
 #include "core/measure/candidate_costs.h"
+#include "core/measure/kernel_estimate.h"
+#include "core/measure/reference_skips.h"
 #include "core/ir/hashing.h"
 #include "core/measure/measurement_db.h"
 #include "core/measure/machine_timing_lock.h"
@@ -21,6 +23,7 @@
 #include "core/search/plan_from_cover.h"
 #include "core/search/plan_override.h"
 #include "core/search/plan_selection.h"
+#include "core/search/skipped_references.h"
 #include "core/search/target_optimization.h"
 #include "core/measure/switch_costs.h"
 #include "core/ir/threading.h"
@@ -197,6 +200,27 @@ std::vector<std::string> withSites(std::vector<std::string> command, const Sites
   return command;
 }
 
+// What the job's backends run on the reference kernels, estimated before it
+// is measured (core/measure/reference_skips.h), with the measurer's limits.
+ReferenceScreen referenceScreenOf(const Graph& graph, const BackendLookup& backends,
+                                  const MeasurerOptions& measurer) {
+  ReferenceScreen screen;
+  if (!backends) return screen;
+  screen.timeoutSeconds = measurer.timeoutSeconds;
+  screen.runsPerMeasurement = 1 + measurer.minSamples;
+  screen.estimate = [&graph, backends](const Candidate& c) {
+    const Backend* b = backends(c.backend);
+    if (!b) return KernelEstimate{};
+    return estimateReferenceNodes(graph, b->referenceNodes(KernelRequest::of(graph, c.nodes, c.origin)));
+  };
+  return screen;
+}
+
+// The summary's line on what the screen left out (reference_skips.h).
+std::string describeSkipped(const CostingReport& report) {
+  return skippedReferencesSummary(report.skipped, report.skippedEstimateSeconds);
+}
+
 // The substitution search with the job's costs: each graph's candidates
 // from the database, the missing ones measured in a worker that replays the
 // graph's substitutions, then the op-level DP with the switching costs and
@@ -230,8 +254,10 @@ SubstitutionSearchResult searchSubstitutionsMeasured(const Graph& model, const O
     CandidateCoster coster(
         g, db, fingerprint, [&](const std::string& b) { return versions[b]; },
         [&](const Candidate& c) { return worker().measure(c.backend, c.nodes); });
+    coster.setReferenceScreen(referenceScreenOf(g, options.backends, measurerOptions));
     CostingReport report;
-    const std::vector<Measurement> measurements = coster.costAll(candidates, {}, observer, cancel, &report);
+    std::vector<Measurement> measurements = coster.costAll(candidates, {}, observer, cancel, &report);
+    measureSkippedIfNoCover(g, candidates, {}, coster, measurements, report, observer, cancel);
     if (!sites.empty()) measured += report.measured;  // the model's own count as the job's
     if (!switchCosts)
       switchCosts = measureSwitchCosts(candidates, measurements, versions, db, fingerprint,
@@ -306,6 +332,7 @@ OptimizationResult runOptimizationJob(const Graph& model, const OptimizationJobO
   CandidateCoster coster(
       graph, db.get(), fingerprint, [&](const std::string& b) { return versions[b]; },
       [&](const Candidate& c) { return measurer.measure(c.backend, c.nodes); });
+  coster.setReferenceScreen(referenceScreenOf(graph, options.backends, measurerOptions));
   // Read before measuring: our own worker adds to the load once it runs.
   const std::string busy = busyMachineWarning();
   say(options.modelPath + ": " + std::to_string(graph.numNodes()) + " nodes, " +
@@ -313,6 +340,10 @@ OptimizationResult runOptimizationJob(const Graph& model, const OptimizationJobO
       std::to_string(options.versions.size()) + " backends");
   result.measurements =
       coster.costAll(result.candidates, result.allowed, observer, cancel, &result.report);
+  if (!result.report.cancelled)
+    measureSkippedIfNoCover(graph, result.candidates, result.allowed, coster, result.measurements,
+                            result.report, observer, cancel);
+  for (const std::string& w : result.report.warnings) result.warnings.push_back(w);
   if (!busy.empty() && result.report.measured > 0) {
     result.warnings.push_back(busy);
     say("warning: " + busy);
@@ -331,6 +362,7 @@ OptimizationResult runOptimizationJob(const Graph& model, const OptimizationJobO
     std::snprintf(line, sizeof line, "measured %d kernels in %.1f s (%d from the database, %d failed or invalid)",
                   result.report.measured, result.report.seconds, result.report.cached, result.report.failed);
   say(line);
+  if (result.report.skipped > 0) say(describeSkipped(result.report));
   if (result.report.preempted > 0)
     say(std::to_string(result.report.preempted) +
         " of them had timed runs preempted by other processes; those runs were left out");
@@ -433,7 +465,9 @@ OptimizationResult runOptimizationJob(const Graph& model, const OptimizationJobO
                   opLevel.total / 1e6, result.report.seconds, opLevel.seconds,
                   static_cast<long long>(opLevel.statesExpanded),
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - jobStart).count());
-    say(table + line);
+    std::string summary = table + line;
+    if (result.report.skipped > 0) summary += "\n" + describeSkipped(result.report);
+    say(summary);
   }
   // The baselines, from the same measurements: run end to end against the
   // op-level plan below, and reported (collage optimize --baselines).

@@ -48,6 +48,8 @@ std::string measurementProblem(const Measurement& m) {
   switch (m.status) {
     case MeasurementStatus::Invalid:
       return "refused to compile it: " + m.message;
+    case MeasurementStatus::Skipped:
+      return "it was not measured (faster candidates cover its nodes): " + m.message;
     case MeasurementStatus::TimedOut:
       return "its kernel timed out while being measured" +
              (m.message.empty() ? std::string() : ": " + m.message);

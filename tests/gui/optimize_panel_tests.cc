@@ -508,6 +508,19 @@ class OptimizePanelTests : public QObject {
     }
     QCOMPARE(chosen, static_cast<int>(r.chosen.size()));
     QCOMPARE(kernels.data(kernels.index(1, KernelTableModel::Median)).toString(), QString("invalid"));
+    // A reference kernel the optimizer did not measure (faster candidates
+    // cover its nodes) says "skipped", names no source, and gives the reason.
+    result.measurements[1].status = MeasurementStatus::Skipped;
+    result.measurements[1].message = "reference kernel estimated at 61.0 s per run";
+    kernels.setCandidates(graph, result, &result.plan);
+    QCOMPARE(kernels.data(kernels.index(1, KernelTableModel::Median)).toString(), QString("skipped"));
+    QCOMPARE(kernels.data(kernels.index(1, KernelTableModel::Source)).toString(), QString());
+    QVERIFY(kernels.data(kernels.index(1, KernelTableModel::Ops), Qt::ToolTipRole)
+                .toString()
+                .contains("estimated at 61.0 s per run"));
+    result.measurements[1].status = MeasurementStatus::Invalid;
+    result.measurements[1].message = "refused";
+    kernels.setCandidates(graph, result, &result.plan);
     QCOMPARE(kernels.data(kernels.index(0, KernelTableModel::Source)).toString(), QString("cached"));
     QCOMPARE(kernels.data(kernels.index(3, KernelTableModel::Source)).toString(), QString("fresh"));
     // A median read from a team's shared store says so, with its machines.

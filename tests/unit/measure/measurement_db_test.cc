@@ -69,6 +69,19 @@ TEST(MeasurementDb, RoundTripIsKeyedByFingerprintBackendVersionAndSignature) {
   EXPECT_FALSE(again.find(r.fingerprint, r.key));
 }
 
+// A reference kernel skipped by the optimizer (core/measure/reference_skips.h)
+// was never measured: the database keeps nothing for it, so that another
+// model, where it may be the only candidate, measures it.
+TEST(MeasurementDb, ASkippedKernelIsNeverStored) {
+  MeasurementDb db(tempPath("skipped.sqlite"));
+  MeasurementRecord r = record("ref", 0);
+  r.measurement.status = MeasurementStatus::Skipped;
+  r.measurement.message = "reference kernel estimated at 61.0 s per run";
+  db.store(r);
+  EXPECT_FALSE(db.find(r.fingerprint, r.key));
+  EXPECT_EQ(db.stats(r.fingerprint).rows, 0);
+}
+
 // The graph-level search's plan runs: keyed by machine, model, starting
 // plan and plan; read back cheapest first, failures with their reason.
 TEST(MeasurementDb, PlanRunsAreKeyedByMachineModelAndStartingPlan) {

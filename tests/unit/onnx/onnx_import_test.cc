@@ -632,6 +632,64 @@ TEST(OnnxImport, ConstantNodesAndFoldingOfConstantArithmetic) {
   EXPECT_EQ(unfolded.numNodes(), 2);
 }
 
+// Exporters write float16 (and bfloat16) weights as an initializer followed
+// by Cast(to=float): the Cast is folded away at import and the weight is the
+// float32 constant, widened exactly. A Cast of a computed float16 tensor stays.
+TEST(OnnxImport, HalfAndBfloat16WeightsCastToFloatBecomeFloat32Constants) {
+  REQUIRE_OPS("Cast", "Mul");
+  // Values that float16 and bfloat16 hold exactly but that a rounding slip
+  // would change: a subnormal half, a large half, a negative fraction.
+  const std::vector<uint16_t> halfBits{floatToHalf(1.5f), floatToHalf(-0.333251953125f),
+                                       0x0001 /* 2^-24, the smallest subnormal */, floatToHalf(65504.0f)};
+  // bfloat16 bits are the top half of float32's: 1.0, -2.5, 3.0e38-ish, 2^-130.
+  const std::vector<uint16_t> bf16Bits{0x3F80, 0xC020, 0x7F61, 0x0010};
+  auto expected = [](ElementType t, const std::vector<uint16_t>& bits) {
+    std::vector<float> out;
+    for (uint16_t b : bits) out.push_back(t == ElementType::Float16 ? halfToFloat(b) : bfloat16ToFloat(b));
+    return out;
+  };
+  for (ElementType t : {ElementType::Float16, ElementType::BFloat16}) {
+    SCOPED_TRACE(std::string(elementTypeName(t)));
+    const std::vector<uint16_t>& bits = t == ElementType::Float16 ? halfBits : bf16Bits;
+    Tensor w(t, {4});
+    std::copy(bits.begin(), bits.end(), w.data<uint16_t>());
+    ModelBuilder m;
+    m.input("x", kFloat, {4});
+    m.initializer("w_half", w);
+    setInt(m.node("Cast", {"w_half"}, {"w"}, "cast_w"), "to", kFloat);
+    m.node("Mul", {"x", "w"}, {"y"}, "mul");
+    m.output("y", kFloat, {4});
+    Graph g = importOnnx(m.write());
+    ASSERT_EQ(g.numNodes(), 1) << g.toString();  // the Cast is gone
+    EXPECT_EQ(g.node(0).op, "Mul");
+    const Value& weight = g.value(g.node(0).inputs[1]);
+    ASSERT_TRUE(weight.isConstant());
+    EXPECT_EQ(weight.constant->elementType(), ElementType::Float32);
+    const std::vector<float> want = expected(t, bits);
+    const std::vector<float> got = weight.constant->toFloats();
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_EQ(std::memcmp(&got[i], &want[i], sizeof(float)), 0) << "element " << i << ": " << got[i];
+    // The graph's output is what it was: x * the widened weight.
+    ASSERT_EQ(g.outputs().size(), 1u);
+    EXPECT_EQ(g.value(g.outputs()[0]).name, "y");
+    EXPECT_EQ(g.value(g.outputs()[0]).type.elementType, ElementType::Float32);
+    Tensor x = Tensor::fromFloats({4}, {2.0f, -1.0f, 4.0f, 0.5f});
+    const std::vector<float> y = ReferenceExecutor(g).run(std::vector<Tensor>{x})[0].toFloats();
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(y[i], x.toFloats()[i] * want[i]) << "element " << i;
+  }
+
+  // A Cast of a computed float16 tensor is an op of the model: kept.
+  ModelBuilder m;
+  m.input("x", onnx::TensorProto::FLOAT16, {4});
+  setInt(m.node("Cast", {"x"}, {"y"}, "cast_x"), "to", kFloat);
+  m.output("y", kFloat, {4});
+  Graph g = importOnnx(m.write());
+  ASSERT_EQ(g.numNodes(), 1) << g.toString();
+  EXPECT_EQ(g.node(0).op, "Cast");
+  EXPECT_EQ(g.node(0).name, "cast_x");
+}
+
 // Found by onnx_import_fuzzer: an Expand to a shape whose byte size
 // overflows int64 was folded, and the allocation's size computation was
 // undefined behaviour. A result too large to fold stays a node.
