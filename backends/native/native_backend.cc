@@ -5,6 +5,7 @@
 #include "backends/native/native_attention.h"
 #include "backends/native/native_lowering.h"
 #include "backends/native/native_reference_group.h"
+#include "backends/native/native_steps.h"
 #include "core/patterns/pattern_rule.h"
 #include "core/ir/threading.h"
 
@@ -73,6 +74,22 @@ class NativeBackend : public Backend {
     if (native::isAttentionGroup(*request.graph, request.nodes))
       return native::compileAttention(request, threadCount());
     return native::compileGroup(request, threadCount());
+  }
+
+  // The nodes a kernel leaves to the registry's scalar loops, for the
+  // estimate made before measuring (core/measure/reference_skips.h): all of a
+  // sequence group's (it runs on the reference executor); of a fused group,
+  // the nodes no pass evaluates and no vectorised step runs. An attention
+  // group is its own kernel.
+  NodeSet referenceNodes(const KernelRequest& request) const override {
+    const Graph& g = *request.graph;
+    if (anyTouchesSequence(g, request.nodes)) return request.nodes;
+    NodeSet out(g.numNodes());
+    if (native::isAttentionGroup(g, request.nodes)) return out;
+    request.nodes.forEach([&](NodeId n) {
+      if (!native::inlineRefusal(g, n).empty() && native::runsOnReferenceLoops(g, n)) out.insert(n);
+    });
+    return out;
   }
 
   // As a graph library it takes any region whose every node a fused pass

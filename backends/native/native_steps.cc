@@ -398,4 +398,26 @@ std::unique_ptr<Step> makeNodeStep(NodeBinding binding, int threads) {
   return std::make_unique<ReferenceStep>(schema, std::move(calls), threads, stepLabel(binding.node));
 }
 
+bool runsOnReferenceLoops(const Graph& graph, NodeId node) {
+  const Node& n = graph.node(node);
+  if (n.op == "Conv" || n.op == "ConvTranspose") return false;
+  NodeBinding b;
+  b.node = n;
+  int32_t buffer = 0;  // placeholders: a step is built, never run
+  for (ValueId v : n.inputs) {
+    b.inputs.push_back(v == kNoValue ? -1 : buffer++);
+    b.inputTypes.push_back(v == kNoValue ? TensorType{} : graph.value(v).type);
+  }
+  for (ValueId v : n.outputs) {
+    b.outputs.push_back(v == kNoValue ? -1 : buffer++);
+    b.outputTypes.push_back(v == kNoValue ? TensorType{} : graph.value(v).type);
+  }
+  try {
+    const std::unique_ptr<Step> step = makeNodeStep(std::move(b), 1);
+    return dynamic_cast<const ReferenceStep*>(step.get()) != nullptr;
+  } catch (const Error&) {
+    return false;  // compile() refuses it: nothing to measure
+  }
+}
+
 }  // namespace collage::native

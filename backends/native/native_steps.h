@@ -46,4 +46,12 @@ struct NodeBinding {
 // Throws Error for a node whose types the registry rejects.
 std::unique_ptr<Step> makeNodeStep(NodeBinding binding, int threads);
 
+// Whether makeNodeStep would run `node` of `graph` on the registry's scalar
+// reference loops (not a vectorised step; float Conv, ConvTranspose and
+// MatMul's reference calls are excluded: they run on the blocked reference
+// GEMM). Decided by makeNodeStep itself, so the answer cannot drift from
+// what the kernel does: Backend::referenceNodes, for the estimate that keeps
+// a measurement that cannot finish from starting.
+bool runsOnReferenceLoops(const Graph& graph, NodeId node);
+
 }  // namespace collage::native

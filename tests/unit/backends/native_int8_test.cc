@@ -362,6 +362,32 @@ TEST(NativeInt8, QLinearConvWithAnOverlongSumRunsOnTheReference) {
   c.expectExact("reference kernel");
 }
 
+// What the backend tells the measurement screen (Backend::referenceNodes):
+// the int8 kernels are not the scalar reference, the overlong QLinearConv
+// above is.
+TEST(NativeInt8, ReferenceNodesNameOnlyWhatRunsOnTheScalarLoops) {
+  std::unique_ptr<Backend> backend = createBackend("native");
+  {
+    Case c;
+    const ValueId x = c.input(c.bytes(U8, {1, 3, 8, 8}));
+    const ValueId w = c.constant(c.bytes(S8, {4, 3, 3, 3}));
+    c.node("ConvInteger", {x, w});
+    const Graph& g = c.graph();
+    EXPECT_EQ(backend->referenceNodes(KernelRequest::of(g, NodeSet::all(g.numNodes()), "test")).count(), 0);
+  }
+  {
+    Case c;
+    const int64_t C = 33100;
+    const ValueId x = c.input(c.bytes(U8, {1, C, 1, 1}));
+    const ValueId s = c.constant(Case::floats({}, {0.01f}));
+    const ValueId zp = c.constant(Case::ints(U8, {}, {0}));
+    const ValueId w = c.constant(c.bytes(U8, {1, C, 1, 1}));
+    c.node("QLinearConv", {x, s, zp, w, s, zp, s, zp});
+    const Graph& g = c.graph();
+    EXPECT_EQ(backend->referenceNodes(KernelRequest::of(g, NodeSet::all(g.numNodes()), "test")).count(), 1);
+  }
+}
+
 // ---------------------------------------------------------------- quantise / dequantise
 
 // x with exact halfway points of x / scale, values past both ends, and a
