@@ -51,7 +51,8 @@ const std::vector<Entry>& factories() {
       {"onednn_bf16", createOneDnnBf16Backend, onednnBf16UnavailableReason,
        ReducedPrecision{"bf16", onednn::precisionTolerance(onednn::Precision::Bf16),
                         "convolutions and matrix products read weights and activations in bf16 "
-                        "(8 significant bits) and accumulate in float32"}},
+                        "(8 significant bits) and accumulate in float32",
+                        onednn::precisionKernelError(onednn::Precision::Bf16)}},
       {"openblas", createOpenBlasBackend, nullptr},
       {"native", createNativeBackend, nullptr},
 #ifdef COLLAGE_HAVE_CUDA

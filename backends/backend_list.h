@@ -20,6 +20,10 @@ struct ReducedPrecision {
   std::string precision;  // "bf16", "tf32"
   Tolerance tolerance;
   std::string arithmetic;  // "weights and activations in bf16, float32 accumulation"
+  // How far one of its kernels alone may err, as a fraction of its output's
+  // largest |value| (GroupError::scaledError): what tells a wrong kernel
+  // from rounding when the whole plan's tolerance is loose. 0: not declared.
+  double kernelError = 0;
 };
 
 // Names of every built-in backend that can run in this process, in the

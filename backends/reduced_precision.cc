@@ -89,11 +89,32 @@ PlanTolerance planTolerance(const Plan& plan) {
   return out;
 }
 
+std::vector<std::string> kernelsBeyondDeclared(const std::vector<GroupError>& errors) {
+  std::vector<std::string> out;
+  for (const GroupError& e : errors) {
+    const std::optional<ReducedPrecision> r = reducedPrecisionOf(e.backend);
+    if (!r || r->kernelError <= 0 || !e.notRun.empty() || e.scaledError <= r->kernelError) continue;
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%.3g of its largest value alone, beyond the %g %s declares",
+                  e.scaledError, r->kernelError, r->precision.c_str());
+    out.push_back("group " + std::to_string(e.group + 1) + " on " + e.backend + " (" + e.what +
+                  "): max abs error " + std::to_string(e.maxAbsError) + " on '" + e.worstOutput +
+                  "', " + buf);
+  }
+  return out;
+}
+
 std::string precisionNote(const std::string& backend) {
   const std::optional<ReducedPrecision> r = reducedPrecisionOf(backend);
   if (!r) return "";
-  return "runs in " + r->precision + ": " + r->arithmetic + "; checked within " +
-         toleranceText(r->tolerance);
+  std::string note = "runs in " + r->precision + ": " + r->arithmetic + "; checked within " +
+                     toleranceText(r->tolerance);
+  if (r->kernelError > 0) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, ", each kernel alone within %g of its largest value", r->kernelError);
+    note += buf;
+  }
+  return note;
 }
 
 }  // namespace collage

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/ir/tensor_compare.h"
+#include "core/measure/kernel_check.h"
 #include "core/plan/plan.h"
 
 namespace collage {
@@ -34,6 +35,13 @@ struct PlanTolerance {
 // over its reduced-precision backends'; kPlanTolerance for a plan of float32
 // backends only, never looser.
 PlanTolerance planTolerance(const Plan& plan);
+
+// The groups on a reduced-precision backend that, rerun alone on the
+// reference's inputs (groupErrors), err beyond the kernel bound their
+// backend declares: one line each ("group 3 on onednn_bf16 ..."). A plan's
+// loose whole-output tolerance absorbs rounding compounded over depth; a
+// kernel beyond its own bound is wrong, not rounded.
+std::vector<std::string> kernelsBeyondDeclared(const std::vector<GroupError>& errors);
 
 // For `explain`: "runs in bf16: <arithmetic>; checked within rtol R, atol A";
 // empty for a float32 backend.

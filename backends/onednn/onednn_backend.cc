@@ -159,6 +159,11 @@ class OneDnnBackend final : public Backend {
 
   std::shared_ptr<const PatternRule> codeRule() const override { return rule_; }
 
+  std::optional<Tolerance> reducedPrecisionTolerance() const override {
+    if (context_->precision == onednn::Precision::F32) return std::nullopt;
+    return onednn::precisionTolerance(context_->precision);
+  }
+
   // Region mode: any region whose nodes read as chains (each an anchor and
   // its post-ops, or elementwise ops alone) runs as one kernel that keeps
   // oneDNN's blocked layout between all of its chains; reorders happen only

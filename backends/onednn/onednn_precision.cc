@@ -15,24 +15,34 @@ dnnl::memory::data_type computeType(Precision p) {
 //
 // bf16 keeps 8 significant bits: each operand is rounded with a relative
 // error up to 2^-9 ~ 2e-3 (round to nearest), so a product errs by up to
-// ~4e-3, with a random sign from term to term. Accumulated in float32 over
-// k terms, the error grows as sqrt(k) while the sum of random-sign terms
-// grows as sqrt(k) too: relative to the result's scale the error stays
-// ~2e-3 whatever k is, but against an element near zero (a sum that cancels)
-// only an absolute floor holds. The accumulation lengths of real models
-// (k = 9 x 64 = 576 for a 3x3 64-channel conv up to 4608 for 3x3x512 in
-// ResNet-50, 768 and 3072 in BERT-base) do not change that scale argument;
-// depth does: each layer's rounding adds to what it inherits, ~sqrt(layers).
-// Measured (2026-11-26, AVX-512 BF16, random inputs, every group of the
-// plan on onednn_bf16 where it lowers): one conv 64->64 3x3 at 56x56 or a
-// 128x768x768 matmul: max abs error ~1e-2 on outputs of order 1 (6e-3 of the
-// largest value); ResNet-50-small's logits and BERT-small's outputs: see
-// docs/precision.md. rtol 5e-2 with atol 5e-2 covers them with a margin of
-// 2x or more, for outputs of order 1, and still catches a wrong kernel (a
-// dropped bias, a transposed operand, a missing post-op errs by O(1)).
+// ~4e-3, with a sign that varies from term to term. Accumulated in float32
+// over k terms the error grows as sqrt(k), and so does a sum of terms of
+// varying sign: relative to the scale of the result a kernel's error stays
+// ~1e-2 whatever k is, for the accumulation lengths of real models (k = 9 x
+// 64 = 576 up to 9 x 512 = 4608 in ResNet-50's 3x3 convs, 768 and 3072 in
+// BERT-base). Measured (2026-11-26, AVX-512 BF16, every group that lowers on
+// onednn_bf16, random inputs, seeds 0, 1, 13), each kernel alone on the
+// reference's inputs: at most 1.1e-2 of its output's largest value
+// (ResNet-50-small), 1.3e-2 (MobileNetV2-small), 3.1e-3 (BERT-small,
+// ViT-B/16-small): precisionKernelError, 3e-2, bounds it with a margin of
+// 2.3x and still fails a wrong kernel (a dropped bias, a transposed
+// operand, a lost post-op err by O(1) of the scale).
+//
+// A whole plan's outputs inherit every layer's rounding: what they need
+// depends on depth and on how much the network amplifies a perturbation,
+// not on k. Measured as above, the smallest rtol = atol that passes, over
+// the three seeds: BERT-small 4.4e-4, ViT-B/16-small 4.3e-3,
+// Inception-v3-small 2.9e-2, ResNet-50-small 0.15 (max abs error 0.20 on
+// logits up to 3.2), MobileNetV2-small 0.22. These small zoo models have
+// random weights, which amplify rounding more than trained ones; the
+// declared rtol = atol = 0.25 covers the worst of them (1.1x over
+// MobileNetV2's worst seed, 1.7x over ResNet-50's). Loose by design: the
+// kernel bound above is what tells a wrong kernel from rounding.
 Tolerance precisionTolerance(Precision p) {
-  return p == Precision::F32 ? Tolerance{1e-3, 1e-4} : Tolerance{5e-2, 5e-2};
+  return p == Precision::F32 ? Tolerance{1e-3, 1e-4} : Tolerance{2.5e-1, 2.5e-1};
 }
+
+double precisionKernelError(Precision p) { return p == Precision::F32 ? 0.0 : 3e-2; }
 
 std::string precisionUnavailableReason(Precision p) {
   if (p == Precision::F32) return "";

@@ -29,6 +29,10 @@ dnnl::memory::data_type computeType(Precision p);
 // The tolerance results of `p` are checked with against the float32
 // reference (see the comment in onednn_precision.cc for bf16's derivation).
 Tolerance precisionTolerance(Precision p);
+// How far one kernel alone may err, as a fraction of its output's largest
+// |value| (GroupError::scaledError, core/measure/kernel_check.h): rounding
+// stays within it whatever the depth, a wrong kernel does not. 0 for f32.
+double precisionKernelError(Precision p);
 
 // Why `p` cannot run well on this CPU (bf16 without AVX-512 BF16
 // instructions is emulated or runs oneDNN's reference code); empty if it can.
