@@ -205,6 +205,9 @@ memory Builder::buildPanelMatMul(const Operand& a, const memory::desc& aMd,
              : dnnl::matmul::primitive_desc(
                    dnnl::matmul::desc(aWant, anyDesc(dimsOf(bs), compute), dstMd), attrFor({}),
                    engine());
+    if (compute != memory::data_type::f32 && isRef(pd))
+      refuse(anchorLabel() + "oneDNN has no bf16 JIT matmul for a panel of " +
+             shapeToString(Shape{K, nc}));
     Args args;
     args[DNNL_ARG_SRC] = src;
     args[DNNL_ARG_WEIGHTS] = reorderedConstant(plainDesc(bs), panel.data(), pd.weights_desc());
