@@ -8,6 +8,7 @@
 
 #include "api/api_internal.h"
 #include "backends/backend_list.h"
+#include "backends/reduced_precision.h"
 #include "core/ir/install_paths.h"
 #include "core/search/optimization_job.h"
 
@@ -79,7 +80,7 @@ Plan optimize(const Model& model, const OptimizeOptions& options) {
   // The callback's own exception goes back to the caller as it is (outside
   // translateErrors, which would make it an api::Error).
   std::optional<Plan> plan = translateErrors([&]() -> std::optional<Plan> {
-    BackendSet set = loadBackendSet(options.backends);
+    BackendSet set = loadBackendSet(withAllowedPrecisions(options.backends, options.allowPrecisions));
     OptimizationJobOptions job;
     job.modelPath = model.path();
     for (const auto& [name, shape] : model.impl().inputShapes)

@@ -9,6 +9,7 @@
 
 #include "app/cli_common.h"
 #include "backends/backend_list.h"
+#include "backends/reduced_precision.h"
 #include "core/patterns/candidate_signature.h"
 #include "core/ir/error.h"
 #include "core/measure/measurement_db.h"
@@ -35,7 +36,14 @@ Action addExplainCommand(CLI::App& app) {
     const Graph model = importOnnx(modelPath, importOptions);
     // The groups name the nodes of the model with the plan's substitutions.
     const Graph graph = planGraph(plan, model);
-    BackendSet set = loadBackendSet();
+    // The default backends, and any other the plan uses (a reduced-precision
+    // one it was allowed), so that its groups' alternatives are all shown.
+    std::vector<std::string> names = defaultBackendNames();
+    for (const PlanGroup& g : plan.groups)
+      if (std::find(names.begin(), names.end(), g.backend) == names.end() &&
+          backendUnavailableReason(g.backend).empty() && createBackend(g.backend))
+        names.push_back(g.backend);
+    BackendSet set = loadBackendSet(names);
     for (const auto& w : checkPlanAgainst(plan, graph, modelPath, set.versions(), nullptr))
       std::cerr << "warning: " << w << "\n";
     CandidateSet candidates =
@@ -69,12 +77,18 @@ Action addExplainCommand(CLI::App& app) {
         if (rule && &s == &plan.substitutions.front()) std::printf("    (%s)\n", rule->describe().c_str());
       }
     }
+    // Reduced precision: which groups trade it for speed, and what verify
+    // then checks the plan's outputs with.
+    if (const PlanTolerance tolerance = planTolerance(plan); !tolerance.reducedBackends.empty())
+      std::printf("reduced precision: %s\n", tolerance.why.c_str());
     std::vector<NodeSet> groups = resolvePlanGroups(plan, graph);
     for (size_t g = 0; g < plan.groups.size(); ++g) {
       const PlanGroup& group = plan.groups[g];
       std::printf("\n%s\n", plan.describeGroup(g).c_str());
       std::printf("  chosen: %s %s (%s)\n", group.backend.c_str(), costToString(group.costNs).c_str(),
                   std::string(planOriginName(group.origin)).c_str());
+      if (const std::string note = precisionNote(group.backend); !note.empty())
+        std::printf("  precision: %s\n", note.c_str());
       // Alternatives: every candidate with exactly these nodes.
       CandidateSignature sig = candidateSignature(graph, groups[g]);
       struct Alt {

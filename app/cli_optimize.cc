@@ -16,6 +16,7 @@
 #include "app/cli_common.h"
 #include "app/cli_progress.h"
 #include "backends/backend_list.h"
+#include "backends/reduced_precision.h"
 #include "core/measure/candidate_costs.h"
 #include "core/ir/error.h"
 #include "core/measure/measurement_db.h"
@@ -70,6 +71,7 @@ extern "C" void onInterrupt(int) { interrupted.cancel(); }
 Action addOptimizeCommand(CLI::App& app) {
   struct Options : ModelOptions {
     std::vector<std::string> backends;
+    std::vector<std::string> allowPrecisions;
     std::vector<std::string> pins, forbids;
     std::string db = MeasurementDb::defaultPath();
     std::string localDb;
@@ -97,7 +99,13 @@ Action addOptimizeCommand(CLI::App& app) {
   auto* command = app.add_subcommand("optimize", "measure candidates and find the fastest placement");
   auto options = std::make_shared<Options>();
   options->addTo(*command);
-  command->add_option("--backends", options->backends, "backends to use (default: every available backend that computes in float32; cublas_tf32 only when named)")
+  command->add_option("--backends", options->backends, "backends to use (default: every available backend that computes in float32; a reduced-precision one "
+                      "such as onednn_bf16 or cublas_tf32 only when named or allowed by --allow-precision)")
+      ->delimiter(',');
+  command->add_option("--allow-precision", options->allowPrecisions,
+                      "let the plan trade precision for speed where measured faster: add the backends that compute "
+                      "in this precision (bf16: onednn_bf16; tf32: cublas_tf32) to the set; their groups are "
+                      "verified within the tolerance they declare (docs/precision.md)")
       ->delimiter(',');
   command->add_option("--pin", options->pins,
                       "pin nodes to a backend: NODES=BACKEND, NODES a name, re:REGEX, op:TYPE, "
@@ -165,7 +173,7 @@ Action addOptimizeCommand(CLI::App& app) {
   return [options]() {
     const double budgetSeconds = parseDurationSeconds(options->budget, "--budget");
     Graph graph = options->load();
-    BackendSet set = loadBackendSet(options->backends);
+    BackendSet set = loadBackendSet(withAllowedPrecisions(options->backends, options->allowPrecisions));
     for (const auto& w : set.warnings) std::cerr << "warning: " << w << "\n";
 
     // The same job the app and the API run (core/search/optimization_job.h):

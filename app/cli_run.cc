@@ -10,6 +10,7 @@
 
 #include "app/cli_common.h"
 #include "backends/backend_list.h"
+#include "backends/reduced_precision.h"
 #include "core/ir/error.h"
 #include "core/ir/hardware_fingerprint.h"
 #include "core/ops/model_stats.h"
@@ -42,7 +43,8 @@ Action addRunCommand(CLI::App& app) {
       ->check(CLI::IsMember({"reference"}));
   command->add_option("--plan", options->plan, "run this plan (from collage optimize) in a Session");
   command->add_flag("--verify", options->verify,
-                    "compare every output of the plan with the reference executor");
+                    "compare every output of the plan with the reference executor (float32's tolerance, or the "
+                    "loosest one the plan's reduced-precision backends declare)");
   command->add_option("--input", options->inputFiles,
                       "input TensorProto (.pb) files, in input order (default: random); a dynamic "
                       "input is bound to its file's shape unless --input-shape binds it");
@@ -145,7 +147,11 @@ Action addRunCommand(CLI::App& app) {
 
     int status = 0;
     if (options->verify) {
-      SessionVerification v = verifySession(*session, inputs);
+      // Float32's tolerance, unless the plan uses a reduced-precision
+      // backend (onednn_bf16, cublas_tf32): then the loosest it declares.
+      const PlanTolerance tolerance = planTolerance(*plan);
+      std::printf("verify: tolerance %s\n", tolerance.why.c_str());
+      SessionVerification v = verifySession(*session, inputs, tolerance.tolerance);
       for (size_t i = 0; i < v.comparisons.size(); ++i) {
         const CompareResult& c = v.comparisons[i];
         std::printf("verify: output '%s': max abs error %.3g, max rel error %.3g%s\n",
@@ -163,10 +169,17 @@ Action addRunCommand(CLI::App& app) {
                     "%.3g of its largest value\n",
                     worst->group + 1, worst->backend.c_str(), worst->what.c_str(),
                     worst->maxAbsError, worst->worstOutput.c_str(), worst->scaledError);
-      if (v.ok()) {
+      // Reduced precision: the plan's tolerance absorbs rounding compounded
+      // over depth; each such kernel alone must stay within its own bound.
+      const std::vector<std::string> beyond = kernelsBeyondDeclared(errors);
+      for (const std::string& line : beyond) std::printf("verify: MISMATCH: %s\n", line.c_str());
+      if (!beyond.empty()) {
+        status = 3;
+      } else if (v.ok()) {
         double most = 0;
         for (const auto& c : v.comparisons) most = std::max(most, c.maxAbsError);
-        std::printf("verify: every output matches the reference executor (max abs error %g)\n", most);
+        std::printf("verify: every output matches the reference executor (max abs error %g)%s\n", most,
+                    tolerance.reducedBackends.empty() ? "" : " within the declared reduced-precision tolerance");
       } else {
         status = 3;
       }

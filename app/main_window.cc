@@ -301,7 +301,12 @@ void MainWindow::optimizeWithOptions() {
     QStringList available, defaults;
     for (const std::string& name : builtinBackendNames()) available << QString::fromStdString(name);
     for (const std::string& name : defaultBackendNames()) defaults << QString::fromStdString(name);
-    OptimizeOptionsDialog dialog(optimiser_->settings(), available, this, defaults);
+    // The precisions the user may allow ("bf16": onednn_bf16), as --allow-precision.
+    QMap<QString, QStringList> precisions;
+    for (const std::string& name : builtinBackendNames())
+      if (const std::optional<ReducedPrecision> r = reducedPrecisionOf(name))
+        precisions[QString::fromStdString(r->precision)] << QString::fromStdString(name);
+    OptimizeOptionsDialog dialog(optimiser_->settings(), available, this, defaults, precisions);
     if (dialog.exec() != QDialog::Accepted) return;
     setOptimizeSettings(dialog.settings());
   }

@@ -4,6 +4,7 @@
 #include <functional>
 #include <utility>
 
+#include "backends/onednn/onednn_precision.h"
 #include "core/measure/measurer.h"
 #ifdef COLLAGE_HAVE_CUDA
 #include "backends/cublas/cublas_math_mode.h"
@@ -13,6 +14,7 @@ namespace collage {
 
 // Each backend's folder defines its factory.
 std::unique_ptr<Backend> createOneDnnBackend();
+std::unique_ptr<Backend> createOneDnnBf16Backend();
 std::unique_ptr<Backend> createOpenBlasBackend();
 std::unique_ptr<Backend> createNativeBackend();
 #ifdef COLLAGE_HAVE_CUDA
@@ -34,19 +36,32 @@ struct Entry {
   std::function<std::string()> unavailableReason;
   // Set for a backend that trades precision for speed: what its results are
   // checked with. Such a backend is left out of the default set.
-  std::optional<Tolerance> reducedPrecision = std::nullopt;
+  std::optional<ReducedPrecision> reducedPrecision = std::nullopt;
 };
+
+std::string onednnBf16UnavailableReason() {
+  return onednn::precisionUnavailableReason(onednn::Precision::Bf16);
+}
 
 const std::vector<Entry>& factories() {
   static const std::vector<Entry> list = {
       {"onednn", createOneDnnBackend, nullptr},
+      // bf16's tolerance: the derivation and the measurements are in
+      // backends/onednn/onednn_precision.cc (onednn::precisionTolerance).
+      {"onednn_bf16", createOneDnnBf16Backend, onednnBf16UnavailableReason,
+       ReducedPrecision{"bf16", onednn::precisionTolerance(onednn::Precision::Bf16),
+                        "convolutions and matrix products read weights and activations in bf16 "
+                        "(8 significant bits) and accumulate in float32",
+                        onednn::precisionKernelError(onednn::Precision::Bf16)}},
       {"openblas", createOpenBlasBackend, nullptr},
       {"native", createNativeBackend, nullptr},
 #ifdef COLLAGE_HAVE_CUDA
       {"cudnn", createCudnnBackend, cudnnUnavailableReason},
       {"cublas", createCublasBackend, cublasUnavailableReason},
       {"cublas_tf32", createCublasTf32Backend, cublasUnavailableReason,
-       cublas::mathModeTolerance(cublas::MathMode::Tf32)},
+       ReducedPrecision{"tf32", cublas::mathModeTolerance(cublas::MathMode::Tf32),
+                        "matrix products round their inputs to TF32 (11 significant bits) and "
+                        "accumulate in float32"}},
       {"cuda_fusion", createCudaFusionBackend, cudaFusionUnavailableReason},
 #endif
   };
@@ -69,6 +84,11 @@ std::vector<std::string> defaultBackendNames() {
 }
 
 std::optional<Tolerance> reducedPrecisionTolerance(const std::string& name) {
+  const std::optional<ReducedPrecision> r = reducedPrecisionOf(name);
+  return r ? std::optional<Tolerance>(r->tolerance) : std::nullopt;
+}
+
+std::optional<ReducedPrecision> reducedPrecisionOf(const std::string& name) {
   for (const Entry& e : factories())
     if (e.name == name) return e.reducedPrecision;
   return std::nullopt;

@@ -12,13 +12,28 @@
 
 namespace collage {
 
+// What a reduced-precision backend declares: the precision the user allows
+// by name (`--allow-precision bf16`), the tolerance its results are checked
+// with against the float32 reference, and its arithmetic in words (for
+// `run --verify` and `explain`).
+struct ReducedPrecision {
+  std::string precision;  // "bf16", "tf32"
+  Tolerance tolerance;
+  std::string arithmetic;  // "weights and activations in bf16, float32 accumulation"
+  // How far one of its kernels alone may err, as a fraction of its output's
+  // largest |value| (GroupError::scaledError): what tells a wrong kernel
+  // from rounding when the whole plan's tolerance is loose. 0: not declared.
+  double kernelError = 0;
+};
+
 // Names of every built-in backend that can run in this process, in the
 // default priority order: the CUDA backends are left out without a device,
 // so the default set (and what measurements are keyed by) is then the CPU's.
 std::vector<std::string> builtinBackendNames();
 // The set used when none is named (`optimize`, the app, the API): the
 // available backends that compute in float32 as the reference does. A
-// reduced-precision backend (cublas_tf32) is used only when named, so a plan
+// reduced-precision backend (cublas_tf32, onednn_bf16) is used only when
+// named or its precision allowed (reduced_precision.h), so a plan
 // nobody asked to trade precision for speed still matches the reference and
 // ONNX Runtime to float32 reordering.
 std::vector<std::string> defaultBackendNames();
@@ -26,6 +41,8 @@ std::vector<std::string> defaultBackendNames();
 // declared loss of precision); nullopt for a float32 backend, checked as the
 // reference is.
 std::optional<Tolerance> reducedPrecisionTolerance(const std::string& name);
+// All that a reduced-precision backend declares; nullopt for a float32 one.
+std::optional<ReducedPrecision> reducedPrecisionOf(const std::string& name);
 // Every backend compiled into this build, available or not.
 std::vector<std::string> compiledBackendNames();
 // Why a compiled-in backend cannot run here ("no CUDA device (...)"); empty

@@ -167,10 +167,12 @@ class PySession {
 api::Plan optimize(const ModelArg& modelArg, const std::vector<std::string>& backends,
                    const std::optional<std::string>& db, double timeout,
                    const std::optional<py::function>& progress,
-                   const std::optional<std::string>& output, bool graphLevel, double budget) {
+                   const std::optional<std::string>& output, bool graphLevel, double budget,
+                   const std::vector<std::string>& allowPrecision) {
   api::Model model = modelOf(modelArg);
   api::OptimizeOptions options;
   options.backends = backends;
+  options.allowPrecisions = allowPrecision;
   options.useDb = !db || !db->empty();  // db="" measures everything and stores nothing
   if (db) options.dbPath = *db;
   options.timeoutSeconds = timeout;
@@ -299,11 +301,13 @@ PYBIND11_MODULE(collage, m) {
         py::arg("backends") = std::vector<std::string>{}, py::arg("db") = py::none(),
         py::arg("timeout") = 60.0, py::arg("progress") = py::none(), py::arg("output") = py::none(),
         py::arg("graph_level") = true, py::arg("budget") = 300.0,
+        py::arg("allow_precision") = std::vector<std::string>{},
         "Measures and places the model as `collage optimize` does; returns the Plan (and writes "
         "it to `output` when given). The graph-level search runs after the op-level plan for at "
         "most `budget` seconds; graph_level=False stops at the op-level plan. progress(dict) is "
         "called as work advances (stage 'measure', 'search' or 'graph-level'); returning False "
-        "stops (collage.Error 'cancelled').");
+        "stops (collage.Error 'cancelled'). allow_precision=['bf16'] lets the plan use reduced-"
+        "precision backends (onednn_bf16) where measured faster, as --allow-precision does.");
 
   m.def(
       "load_tensor",

@@ -69,7 +69,8 @@ void OptimizeSettings::applyTo(OptimizationJobOptions& options) const {
 
 OptimizeOptionsDialog::OptimizeOptionsDialog(const OptimizeSettings& initial,
                                              const QStringList& available, QWidget* parent,
-                                             const QStringList& defaults)
+                                             const QStringList& defaults,
+                                             const QMap<QString, QStringList>& precisions)
     : QDialog(parent), available_(available), defaults_(defaults.isEmpty() ? available : defaults) {
   setWindowTitle(tr("Optimize"));
   auto* backends = new QGroupBox(tr("Backends"), this);
@@ -77,10 +78,34 @@ OptimizeOptionsDialog::OptimizeOptionsDialog(const OptimizeSettings& initial,
   for (const QString& name : available_) {
     auto* box = new QCheckBox(name, backends);
     connect(box, &QCheckBox::toggled, this, &OptimizeOptionsDialog::updateEnabled);
+    connect(box, &QCheckBox::toggled, this, &OptimizeOptionsDialog::syncPrecisionBoxes);
     backendLayout->addWidget(box);
     backendBoxes_.insert(name, box);
   }
   backendLayout->addStretch();
+
+  // Reduced precision is the user's trade, never the search's: allowing it
+  // adds the backends that compute in it, and the measurement then chooses
+  // group by group (docs/precision.md).
+  auto* precisionRow = new QHBoxLayout;
+  for (auto it = precisions.begin(); it != precisions.end(); ++it) {
+    QStringList offered;
+    for (const QString& name : it.value())
+      if (backendBoxes_.contains(name)) offered << name;
+    if (offered.isEmpty()) continue;
+    precisions_.insert(it.key(), offered);
+    auto* box = new QCheckBox(tr("Allow %1").arg(it.key()), this);
+    box->setToolTip(tr("Let the plan run groups in %1 where that measures faster (%2); the plan "
+                       "is then verified within the tolerance those backends declare")
+                        .arg(it.key(), offered.join(QStringLiteral(", "))));
+    const QString precision = it.key();
+    connect(box, &QCheckBox::clicked, this, [this, precision](bool on) {
+      for (const QString& name : precisions_.value(precision)) backendBoxes_.value(name)->setChecked(on);
+    });
+    precisionRow->addWidget(box);
+    precisionBoxes_.insert(precision, box);
+  }
+  precisionRow->addStretch();
 
   dbPath_ = new QLineEdit(this);
   dbPath_->setPlaceholderText(tr("default database"));
@@ -137,6 +162,10 @@ OptimizeOptionsDialog::OptimizeOptionsDialog(const OptimizeSettings& initial,
   form->addRow(tr("Per-kernel timeout:"), timeout_);
   form->addRow(QString(), graphLevelRow);
   form->addRow(QString(), substitutions_);
+  if (!precisionBoxes_.isEmpty())
+    form->addRow(tr("Reduced precision:"), precisionRow);
+  else
+    delete precisionRow;
 
   auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);
   ok_ = buttons->button(QDialogButtonBox::Ok);
@@ -202,6 +231,15 @@ void OptimizeOptionsDialog::updateEnabled() {
   bool any = false;
   for (QCheckBox* box : backendBoxes_) any = any || box->isChecked();
   ok_->setEnabled(any);  // no backend, no plan
+}
+
+void OptimizeOptionsDialog::syncPrecisionBoxes() {
+  for (auto it = precisionBoxes_.begin(); it != precisionBoxes_.end(); ++it) {
+    bool all = true;
+    for (const QString& name : precisions_.value(it.key()))
+      all = all && backendBoxes_.value(name)->isChecked();
+    (*it)->setChecked(all);
+  }
 }
 
 }  // namespace collage

@@ -61,8 +61,14 @@ class OptimizeOptionsDialog : public QDialog {
   // `defaults`: those an empty selection means (defaultBackendNames(); empty:
   // all of `available`). A backend offered but not a default (a
   // reduced-precision one) starts unchecked and is used only when checked.
+  // `precisions`: each reduced precision the user may allow ("bf16") and
+  // the offered backends that compute in it ("onednn_bf16"): one "Allow
+  // bf16" box each, checking or unchecking those backends' boxes (as
+  // `collage optimize --allow-precision bf16` adds them), and checked while
+  // they all are.
   OptimizeOptionsDialog(const OptimizeSettings& initial, const QStringList& available,
-                        QWidget* parent = nullptr, const QStringList& defaults = {});
+                        QWidget* parent = nullptr, const QStringList& defaults = {},
+                        const QMap<QString, QStringList>& precisions = {});
 
   // What the widgets say now (backends: the checked ones; all checked = empty).
   OptimizeSettings settings() const;
@@ -77,6 +83,7 @@ class OptimizeOptionsDialog : public QDialog {
   QCheckBox* graphLevelBox() const { return graphLevel_; }
   QDoubleSpinBox* graphLevelBudgetBox() const { return graphLevelBudget_; }
   QCheckBox* substitutionsBox() const { return substitutions_; }
+  QCheckBox* precisionBox(const QString& precision) const { return precisionBoxes_.value(precision); }
 
   // accept() also saves the settings to QSettings.
   void accept() override;
@@ -84,6 +91,8 @@ class OptimizeOptionsDialog : public QDialog {
  private:
   void browseDb();
   void updateEnabled();
+  // Each precision box checked while all of its backends are.
+  void syncPrecisionBoxes();
 
   QStringList available_;
   QStringList defaults_;
@@ -96,6 +105,8 @@ class OptimizeOptionsDialog : public QDialog {
   QCheckBox* graphLevel_ = nullptr;
   QDoubleSpinBox* graphLevelBudget_ = nullptr;
   QCheckBox* substitutions_ = nullptr;
+  QMap<QString, QStringList> precisions_;
+  QMap<QString, QCheckBox*> precisionBoxes_;
   QPushButton* ok_ = nullptr;
 };
 

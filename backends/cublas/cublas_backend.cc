@@ -206,6 +206,10 @@ class CublasBackend : public Backend {
            cuda::currentGpuFingerprint().toString() + ")";
   }
   Device device() const override { return Device{DeviceType::CUDA, 0}; }
+  std::optional<Tolerance> reducedPrecisionTolerance() const override {
+    if (mode_ == cublas::MathMode::Fp32) return std::nullopt;
+    return cublas::mathModeTolerance(mode_);
+  }
   DeviceRuntime* deviceRuntime() override { return &cuda::sharedDeviceRuntime(); }
 
   CompileResult compile(const KernelRequest& request) override {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
 
 #include "backends/onednn/composite_functions.h"
 #include "backends/onednn/onednn_chain.h"
@@ -30,7 +31,10 @@ class OneDnnPatternRule final : public PatternRule {
   // search's (core/search/graph_level_search.h).
   static constexpr int kMaxChainsInSeries = 5;
 
-  std::string name() const override { return "onednn"; }
+  // onednn and onednn_bf16 share the rule: bf16 changes the arithmetic of
+  // a group, never which groups lower.
+  explicit OneDnnPatternRule(std::string name) : name_(std::move(name)) {}
+  std::string name() const override { return name_; }
 
   // Seeds: the nodes that lower alone.
   bool opRule(const Graph& graph, NodeId node) const override {
@@ -78,6 +82,8 @@ class OneDnnPatternRule final : public PatternRule {
   }
 
  private:
+  std::string name_;
+
   static bool isAnchor(const Graph& graph, NodeId node) {
     const std::string& op = graph.node(node).op;
     return onednn::isAnchorOp(op) && op != "BatchNormalization";
@@ -103,9 +109,15 @@ class OneDnnPatternRule final : public PatternRule {
 
 class OneDnnBackend final : public Backend {
  public:
-  OneDnnBackend() : context_(std::make_shared<onednn::Context>()) {}
+  // `precision`: what convolutions and matrix products compute in
+  // (onednn_precision.h); each precision is a backend of its own.
+  explicit OneDnnBackend(onednn::Precision precision)
+      : context_(std::make_shared<onednn::Context>()),
+        rule_(std::make_shared<OneDnnPatternRule>(onednn::backendName(precision))) {
+    context_->precision = precision;
+  }
 
-  std::string name() const override { return "onednn"; }
+  std::string name() const override { return onednn::backendName(context_->precision); }
 
   // Part of the measurement database's key: the library's version plus the
   // revision of our lowering, bumped when a kernel's speed changes so that old
@@ -121,7 +133,10 @@ class OneDnnBackend final : public Backend {
   std::string version() const override {
     const dnnl_version_t* v = dnnl_version();
     return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-           std::to_string(v->patch) + " (" + v->hash + ") lowering 8";
+           std::to_string(v->patch) + " (" + v->hash + ") lowering 8" +
+           (context_->precision == onednn::Precision::F32
+                ? ""
+                : " " + onednn::precisionName(context_->precision));
   }
 
   CompileResult compile(const KernelRequest& request) override {
@@ -144,6 +159,11 @@ class OneDnnBackend final : public Backend {
 
   std::shared_ptr<const PatternRule> codeRule() const override { return rule_; }
 
+  std::optional<Tolerance> reducedPrecisionTolerance() const override {
+    if (context_->precision == onednn::Precision::F32) return std::nullopt;
+    return onednn::precisionTolerance(context_->precision);
+  }
+
   // Region mode: any region whose nodes read as chains (each an anchor and
   // its post-ops, or elementwise ops alone) runs as one kernel that keeps
   // oneDNN's blocked layout between all of its chains; reorders happen only
@@ -162,12 +182,18 @@ class OneDnnBackend final : public Backend {
 
  private:
   std::shared_ptr<onednn::Context> context_;
-  std::shared_ptr<const PatternRule> rule_ = std::make_shared<OneDnnPatternRule>();
+  std::shared_ptr<const PatternRule> rule_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> createOneDnnBackend() { return std::make_unique<OneDnnBackend>(); }
+std::unique_ptr<Backend> createOneDnnBackend() {
+  return std::make_unique<OneDnnBackend>(onednn::Precision::F32);
+}
+
+std::unique_ptr<Backend> createOneDnnBf16Backend() {
+  return std::make_unique<OneDnnBackend>(onednn::Precision::Bf16);
+}
 
 std::string describeOneDnnKernel(const Kernel& kernel) {
   const auto* k = dynamic_cast<const onednn::OneDnnKernel*>(&kernel);

@@ -96,16 +96,21 @@ std::vector<bool> convLayoutOrder(const ConvGeometry& geo, bool transpose,
 }
 
 // The descriptors of one convolution, whichever layout it runs in.
+// srcPlain and dstPlain are the caller's float32 tensors; `compute` is the
+// type the primitive reads src (and weights) in: bf16 for onednn_bf16, the
+// source then converted by the reorder source() adds.
 struct ConvDescs {
   memory::desc srcPlain, dstPlain, wPlain, wWant, bias;
   memory::dims strides, dil, pl, pr;
+  memory::data_type compute = memory::data_type::f32;
 };
 
 // The (de)convolution's primitive descriptor, on `any` layouts when `blocked`.
 template <class P>
 typename P::primitive_desc convPd(const ConvDescs& d, bool blocked,
                                   const dnnl::primitive_attr& attr, const dnnl::engine& engine) {
-  const memory::desc src = blocked ? anyDesc(d.srcPlain.dims()) : d.srcPlain;
+  const memory::desc src = blocked ? anyDesc(d.srcPlain.dims(), d.compute)
+                                   : plainDesc(d.srcPlain.dims(), d.compute);
   const memory::desc dst = blocked ? anyDesc(d.dstPlain.dims()) : d.dstPlain;
   if constexpr (std::is_same_v<P, dnnl::convolution_forward>) {
     typename P::desc desc(prop_kind::forward_inference, algorithm::convolution_direct, src, d.wWant,
@@ -181,7 +186,12 @@ void Builder::buildConv(bool transpose) {
   d.srcPlain = plainDesc(x.shape);
   d.dstPlain = plainDesc(chain_.shape);
   d.wPlain = convWeightsDesc(geo, transpose);
-  d.wWant = w.isConstant ? anyDesc(d.wPlain.dims()) : d.wPlain;
+  d.compute = computeType(context_->precision);
+  const bool reduced = d.compute != memory::data_type::f32;
+  // Run-time weights in bf16 are converted to a plain copy first.
+  d.wWant = w.isConstant ? anyDesc(d.wPlain.dims(), d.compute)
+            : reduced    ? plainDesc(d.wPlain.dims(), d.compute)
+                         : d.wPlain;
   d.bias = hasBias ? plainDesc(memory::dims{OC}) : memory::desc();
 
   // oneDNN 2.6's convolution on plain NCHW memory (gemm-based: what a
@@ -210,7 +220,7 @@ void Builder::buildConv(bool transpose) {
     args[DNNL_ARG_SRC] = source(x, d.srcPlain, pd.src_desc());
     args[DNNL_ARG_WEIGHTS] = w.isConstant
                                  ? reorderedConstant(d.wPlain, wData.data(), pd.weights_desc())
-                                 : operand(w, d.wPlain);
+                                 : source(w, d.wPlain, pd.weights_desc());
     if (hasBias)
       args[DNNL_ARG_BIAS] = biasFoldable ? constant(d.bias, bData.data()) : operand(b, d.bias);
     addMainStep(pd, std::move(args), blocked ? blockedOps : plainOps);
@@ -227,6 +237,10 @@ void Builder::buildConv(bool transpose) {
     if (!chosen)
       refuse(anchorLabel() + "oneDNN cannot run " + opsText(ops) + " (" + geo.toString() +
              "): " + error);
+    // bf16 is a choice for speed: its reference kernel is never one.
+    if (reduced && isRef(chosen->first))
+      refuse(anchorLabel() + "oneDNN has no bf16 JIT kernel for " + opsText(ops) + " (" +
+             geo.toString() + ")");
     finish(chosen->first, chosen->second);
   };
   if (transpose)

@@ -129,26 +129,38 @@ void Builder::buildMatMul(bool gemm) {
   }
 
   const memory::desc dstMd = plainDesc(y);
-  const memory::desc bWant = b.isConstant ? anyDesc(dimsOf(bm.shape)) : bm.md;
+  // What the product reads: float32 as given, or (onednn_bf16) bf16 copies
+  // of A and of a run-time B converted in the kernel, a constant B converted
+  // once here; bias and dst stay float32.
+  const memory::data_type compute = computeType(context_->precision);
+  const bool reduced = compute != memory::data_type::f32;
+  const memory::desc aWant = reduced ? plainDesc(aMd.dims(), compute) : aMd;
+  const memory::desc bWant = b.isConstant ? anyDesc(dimsOf(bm.shape), compute)
+                             : reduced    ? plainDesc(bm.md.dims(), compute)
+                                          : bm.md;
   const auto [mmOps, after] = splitAtProduct(ops, y);
   try {
     const int64_t K = bm.shape[bm.shape.size() - 2];
     memory out;  // the plain output, for the eltwise steps after the product
     if (b.isConstant && b.shape.size() == 2 && mmOps.empty() && !outputInternal() &&
         N >= 2 * kMatMulPanel && static_cast<int64_t>(bm.data.size()) == K * N) {
-      out = buildPanelMatMul(a, aMd, bm.data, K, N, fold.shifts ? biasData.data() : nullptr);
+      out = buildPanelMatMul(a, aMd, aWant, bm.data, K, N, fold.shifts ? biasData.data() : nullptr);
     } else {
       const dnnl::primitive_attr attr = attrFor(mmOps);
       dnnl::matmul::primitive_desc pd =
           fold.shifts
-              ? dnnl::matmul::primitive_desc(dnnl::matmul::desc(aMd, bWant, biasMd, dstMd), attr,
+              ? dnnl::matmul::primitive_desc(dnnl::matmul::desc(aWant, bWant, biasMd, dstMd), attr,
                                              engine())
-              : dnnl::matmul::primitive_desc(dnnl::matmul::desc(aMd, bWant, dstMd), attr, engine());
+              : dnnl::matmul::primitive_desc(dnnl::matmul::desc(aWant, bWant, dstMd), attr, engine());
+      // bf16 is a choice for speed: its reference kernel is never one.
+      if (reduced && isRef(pd))
+        refuse(anchorLabel() + "oneDNN has no bf16 JIT matmul for " + shapeToString(a.shape) +
+               " x " + shapeToString(b.shape));
       Args args;
-      args[DNNL_ARG_SRC] = operand(a, aMd);
-      args[DNNL_ARG_WEIGHTS] = b.isConstant
-                                   ? reorderedConstant(bm.md, bm.data.data(), pd.weights_desc())
-                                   : operand(b, bm.md);
+      args[DNNL_ARG_SRC] = reduced ? source(a, aMd, aWant) : operand(a, aMd);
+      args[DNNL_ARG_WEIGHTS] = b.isConstant ? reorderedConstant(bm.md, bm.data.data(), pd.weights_desc())
+                               : reduced    ? source(b, bm.md, bWant)
+                                            : operand(b, bm.md);
       if (fold.shifts) args[DNNL_ARG_BIAS] = constant(biasMd, biasData.data());
       addMainStep(pd, std::move(args), mmOps);
       // The matmul wrote the plain output directly (its dst is plain).
@@ -167,11 +179,13 @@ void Builder::buildMatMul(bool gemm) {
 // 128x768 x 768x3072 ran at 26 GFLOP/s as one product against 36 for each
 // 768-column panel. The output is this chain's kernel output (the caller's buffer).
 memory Builder::buildPanelMatMul(const Operand& a, const memory::desc& aMd,
-                                 const std::vector<float>& bData, int64_t K, int64_t N,
-                                 const float* bias) {
+                                 const memory::desc& aWant, const std::vector<float>& bData,
+                                 int64_t K, int64_t N, const float* bias) {
   const Shape& y = chain_.shape;
   const memory::dims yd = dimsOf(y), ys = rowMajorStrides(yd);
-  const memory src = operand(a, aMd);
+  const memory::data_type compute = computeType(context_->precision);
+  // A converted once (bf16) and read by every panel.
+  const memory src = aWant == aMd ? operand(a, aMd) : source(a, aMd, aWant);
   for (int64_t n0 = 0; n0 < N; n0 += kMatMulPanel) {
     const int64_t nc = std::min(kMatMulPanel, N - n0);
     memory::dims cd = yd;
@@ -186,10 +200,14 @@ memory Builder::buildPanelMatMul(const Operand& a, const memory::desc& aMd,
     const memory::desc biasMd = bias ? plainDesc(biasShape) : memory::desc();
     dnnl::matmul::primitive_desc pd =
         bias ? dnnl::matmul::primitive_desc(
-                   dnnl::matmul::desc(aMd, anyDesc(dimsOf(bs)), biasMd, dstMd), attrFor({}),
-                   engine())
-             : dnnl::matmul::primitive_desc(dnnl::matmul::desc(aMd, anyDesc(dimsOf(bs)), dstMd),
-                                            attrFor({}), engine());
+                   dnnl::matmul::desc(aWant, anyDesc(dimsOf(bs), compute), biasMd, dstMd),
+                   attrFor({}), engine())
+             : dnnl::matmul::primitive_desc(
+                   dnnl::matmul::desc(aWant, anyDesc(dimsOf(bs), compute), dstMd), attrFor({}),
+                   engine());
+    if (compute != memory::data_type::f32 && isRef(pd))
+      refuse(anchorLabel() + "oneDNN has no bf16 JIT matmul for a panel of " +
+             shapeToString(Shape{K, nc}));
     Args args;
     args[DNNL_ARG_SRC] = src;
     args[DNNL_ARG_WEIGHTS] = reorderedConstant(plainDesc(bs), panel.data(), pd.weights_desc());

@@ -134,15 +134,19 @@ memory Builder::source(const Operand& o, const memory::desc& plain, const memory
   if (plain == want) return operand(o, plain);
   if (o.isConstant) return reorderedConstant(plain, o.constant.raw(), want);
   // Several chains of a sequence reading one group input in the same
-  // layout (an Inception block's branches) share one reorder.
+  // layout (an Inception block's branches) share one reorder. Only copies of
+  // the input as stored are shared: a transposed view (a bf16 Gemm's transA)
+  // converted to the same desc holds other values.
   const int outer = outerIndex(o);
-  for (const auto& [index, copy] : kernel_->inputCopies)
-    if (index == outer && copy.get_desc() == want) return copy;
+  const bool asStored = plain == plainDesc(plain.dims());
+  if (asStored)
+    for (const auto& [index, copy] : kernel_->inputCopies)
+      if (index == outer && copy.get_desc() == want) return copy;
   memory user = operand(o, plain);
   memory internal = owned(want);
   addStep(dnnl::reorder::primitive_desc(user, internal),
           {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, internal}});
-  kernel_->inputCopies.emplace_back(outer, internal);
+  if (asStored) kernel_->inputCopies.emplace_back(outer, internal);
   return internal;
 }
 
@@ -154,7 +158,9 @@ memory Builder::blockedCopyOf(const Operand& o) const {
   if (o.isConstant || o.inputIndex < 0) return memory();
   const int outer = outerIndex(o);
   for (const auto& [index, copy] : kernel_->inputCopies)
-    if (index == outer && copy.get_desc() != plainDesc(o.shape)) return copy;
+    if (index == outer && copy.get_desc() != plainDesc(o.shape) &&
+        copy.get_desc().data_type() == memory::data_type::f32)  // not a bf16 conversion
+      return copy;
   return memory();
 }
 

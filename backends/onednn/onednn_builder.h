@@ -138,8 +138,8 @@ class Builder {
   // ---- one family of anchors a file
   void buildConv(bool transpose);  // onednn_build_conv.cc
   void buildMatMul(bool gemm);     // onednn_build_matmul.cc
-  memory buildPanelMatMul(const Operand& a, const memory::desc& aMd, const std::vector<float>& bData,
-                          int64_t K, int64_t N, const float* bias);
+  memory buildPanelMatMul(const Operand& a, const memory::desc& aMd, const memory::desc& aWant,
+                          const std::vector<float>& bData, int64_t K, int64_t N, const float* bias);
   void buildPool();  // onednn_build_pool_norm.cc
   void buildConcat();
   void buildBatchNorm();

@@ -19,13 +19,13 @@ memory::dims rowMajorStrides(const memory::dims& d) {
   return s;
 }
 
-memory::desc plainDesc(const memory::dims& d) {
+memory::desc plainDesc(const memory::dims& d, memory::data_type type) {
   const memory::dims dims = dimsOf(d);
-  return memory::desc(dims, memory::data_type::f32, rowMajorStrides(dims));
+  return memory::desc(dims, type, rowMajorStrides(dims));
 }
 
-memory::desc anyDesc(const memory::dims& d) {
-  return memory::desc(d, memory::data_type::f32, memory::format_tag::any);
+memory::desc anyDesc(const memory::dims& d, memory::data_type type) {
+  return memory::desc(d, type, memory::format_tag::any);
 }
 
 Shape padTo(const Shape& s, size_t rank) {
@@ -51,6 +51,16 @@ std::optional<memory::format_tag> nativeTagOf(const memory::desc& md) {
                              tag::ndhwc};
   for (tag t : tags)
     if (memory::desc(md.dims(), memory::data_type::f32, t, true) == md) return t;
+  return std::nullopt;
+}
+
+std::optional<memory::desc> float32Twin(const memory::desc& md) {
+  if (md.data_type() != memory::data_type::bf16) return std::nullopt;
+  using tag = memory::format_tag;
+  for (tag t : {tag::nCw8c, tag::nCw16c, tag::nChw8c, tag::nChw16c, tag::nCdhw8c, tag::nCdhw16c,
+                tag::nwc, tag::nhwc, tag::ndhwc})
+    if (memory::desc(md.dims(), memory::data_type::bf16, t, true) == md)
+      return memory::desc(md.dims(), memory::data_type::f32, t);
   return std::nullopt;
 }
 

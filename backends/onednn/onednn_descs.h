@@ -18,9 +18,12 @@ dnnl::memory::dims dimsOf(const Shape& s);
 dnnl::memory::dims rowMajorStrides(const dnnl::memory::dims& d);
 // Plain row-major float32: the layout of every tensor at a kernel boundary.
 // (memory::dims and Shape are the same type; a rank-0 shape becomes [1].)
-dnnl::memory::desc plainDesc(const dnnl::memory::dims& d);
-// float32 in whatever layout the primitive prefers.
-dnnl::memory::desc anyDesc(const dnnl::memory::dims& d);
+// Another data type: a bf16 copy a primitive reads (onednn_precision.h).
+dnnl::memory::desc plainDesc(const dnnl::memory::dims& d,
+                             dnnl::memory::data_type type = dnnl::memory::data_type::f32);
+// float32 (or `type`) in whatever layout the primitive prefers.
+dnnl::memory::desc anyDesc(const dnnl::memory::dims& d,
+                           dnnl::memory::data_type type = dnnl::memory::data_type::f32);
 // `s` with leading 1s up to `rank` dimensions (numpy broadcasting alignment).
 Shape padTo(const Shape& s, size_t rank);
 // Whether `a` and `b` are both plain and of one size: the same bytes seen
@@ -36,6 +39,10 @@ int64_t blockChannels();
 // nChw16c with AVX-512's) or channels-last (nhwc, which AVX-512's brgemm
 // convolutions choose), for ranks 3 to 5.
 std::optional<dnnl::memory::format_tag> nativeTagOf(const dnnl::memory::desc& md);
+// A bf16 memory in one of those layouts as the float32 tensor it is
+// converted from: what a bf16 kernel offers to take over at its boundary
+// (the conversion then reads the native float32 layout); nullopt otherwise.
+std::optional<dnnl::memory::desc> float32Twin(const dnnl::memory::desc& md);
 // The layout oneDNN's JIT convolutions choose for activations of `rank`
 // (4 or 5) on this CPU, asked once of a sample 3x3 convolution created with
 // format_tag::any: nhwc with AVX-512's brgemm kernels, nChw8c with AVX2's.

@@ -102,7 +102,10 @@ std::optional<memory::desc> OneDnnKernel::copiedInputLayout(size_t input) const 
       if (std::find(bound.begin(), bound.end(), m) == bound.end()) continue;
       if (arg != DNNL_ARG_FROM || step.primitive.get_kind() != dnnl::primitive::kind::reorder)
         return std::nullopt;
-      const memory::desc to = step.args.at(DNNL_ARG_TO).get_desc();
+      // A bf16 kernel converts its input into a native layout: it can read
+      // the float32 tensor in that layout instead and convert from there.
+      memory::desc to = step.args.at(DNNL_ARG_TO).get_desc();
+      if (const std::optional<memory::desc> f32 = float32Twin(to)) to = *f32;
       if (!nativeTagOf(to) || (layout && *layout != to)) return std::nullopt;
       layout = to;
     }

@@ -14,14 +14,17 @@
 #include <vector>
 
 #include "backends/onednn/onednn_chain.h"
+#include "backends/onednn/onednn_precision.h"
 #include "core/runtime/backend.h"
 
 namespace collage::onednn {
 
-// One engine and one stream for all the kernels of a backend.
+// One engine and one stream for all the kernels of a backend, and the
+// precision its convolutions and matrix products compute in.
 struct Context {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
+  Precision precision = Precision::F32;
 };
 
 class OneDnnKernel final : public Kernel {

@@ -101,8 +101,11 @@ std::string PairedPlanRunner::verify(Session& session) {
   if (auto it = verified_.find(key); it != verified_.end()) return it->second;
   const std::vector<Tensor> got = session.run(inputs_);
   std::string problem;
+  // Float32's tolerance unless the plan uses a reduced-precision backend
+  // the user allowed (bf16): then the loosest one its groups declare.
+  const Tolerance tolerance = declaredTolerance(session.plan(), backends_);
   for (size_t i = 0; i < got.size() && problem.empty(); ++i) {
-    CompareResult c = compareTensors(got[i], expected_[i], kPlanTolerance);
+    CompareResult c = compareTensors(got[i], expected_[i], tolerance);
     if (!c.ok) problem = "output '" + graph_.value(graph_.outputs()[i]).name + "': " + c.message;
   }
   verified_[key] = problem;

@@ -19,6 +19,7 @@
 #include "core/ir/device.h"
 #include "core/ir/graph.h"
 #include "core/ir/node_set.h"
+#include "core/ir/tensor_compare.h"
 #include "core/patterns/backend_spec.h"  // BackendKind
 #include "core/patterns/pattern_rule.h"
 
@@ -112,6 +113,12 @@ class Backend {
   // A pattern rule written in C++ (opRule/fusionRule), for capabilities too
   // rich for the spec file's declarative [rule]; null for most backends.
   virtual std::shared_ptr<const PatternRule> codeRule() const { return nullptr; }
+  // A backend that trades precision for speed (bf16 or TF32 arithmetic)
+  // declares how far its results may be from the float32 reference: a plan
+  // that uses it is checked within the loosest such tolerance
+  // (declaredTolerance, session.h). nullopt: float32, checked as the
+  // reference is.
+  virtual std::optional<Tolerance> reducedPrecisionTolerance() const { return std::nullopt; }
 
   // Graph libraries (the graph-level search, core/search/graph_level_search.h):
   // a backend that compiles a *region* (any convex set of nodes, not a

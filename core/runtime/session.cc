@@ -475,6 +475,19 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs) {
   return outputs;
 }
 
+Tolerance declaredTolerance(const Plan& plan, const BackendLookup& backends) {
+  Tolerance t = kPlanTolerance;
+  for (const PlanGroup& g : plan.groups) {
+    const Backend* backend = backends ? backends(g.backend) : nullptr;
+    if (!backend) continue;
+    if (const std::optional<Tolerance> declared = backend->reducedPrecisionTolerance()) {
+      t.rtol = std::max(t.rtol, declared->rtol);
+      t.atol = std::max(t.atol, declared->atol);
+    }
+  }
+  return t;
+}
+
 SessionVerification verifySession(Session& session, const std::vector<Tensor>& inputs,
                                   Tolerance tolerance) {
   SessionVerification result;

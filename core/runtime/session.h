@@ -202,6 +202,12 @@ struct SessionVerification {
 // drifted by 9.2e-5 (2.6e-3 relative) and passed the {1e-3, 1e-4} used before.
 inline constexpr Tolerance kPlanTolerance{1e-4, 1e-5};
 
+// What a plan's outputs are checked with: kPlanTolerance, loosened (each
+// bound the largest) only by the reduced-precision tolerances its groups'
+// backends declare (Backend::reducedPrecisionTolerance), so a plan of
+// float32 backends is never held to less.
+Tolerance declaredTolerance(const Plan& plan, const BackendLookup& backends);
+
 // Runs the session and the reference executor on `inputs` and compares every
 // graph output (compareTensors with `tolerance`).
 SessionVerification verifySession(Session& session, const std::vector<Tensor>& inputs,

@@ -28,7 +28,11 @@ struct OptimizeProgress {
 };
 
 struct OptimizeOptions {
-  std::vector<std::string> backends;  // empty = every built-in backend
+  std::vector<std::string> backends;  // empty = every built-in backend that computes in float32
+  // Reduced precisions the plan may trade for speed where measured faster
+  // ("bf16": onednn_bf16; "tf32": cublas_tf32), added to `backends` as
+  // `collage optimize --allow-precision` does; empty = float32 only.
+  std::vector<std::string> allowPrecisions;
   std::string dbPath;                 // measurement database (a file, or postgresql://... with the
                                       // default file as its cache); "" = the default one
   bool useDb = true;                  // false: measure everything, store nothing

@@ -289,6 +289,36 @@ class OptimizePanelTests : public QObject {
     QCOMPARE(dialog.settings().backends, (QStringList{"cublas", "cublas_tf32"}));
   }
 
+  // "Allow bf16" is --allow-precision bf16 in the dialog: it checks the
+  // backends that compute in bf16 (and unchecks them), and shows whether
+  // they all are checked.
+  void allowingAPrecisionChecksItsBackends() {
+    const QStringList available = {"onednn", "onednn_bf16", "native"};
+    const QStringList defaults = {"onednn", "native"};
+    QMap<QString, QStringList> precisions;
+    precisions["bf16"] = QStringList{"onednn_bf16"};
+    OptimizeOptionsDialog dialog(OptimizeSettings{}, available, nullptr, defaults, precisions);
+    QCheckBox* bf16 = dialog.precisionBox("bf16");
+    QVERIFY(bf16);
+    QVERIFY(!bf16->isChecked());
+    QVERIFY(dialog.settings().backends.isEmpty());  // float32 only by default
+    bf16->click();
+    QVERIFY(dialog.backendBox("onednn_bf16")->isChecked());
+    QCOMPARE(dialog.settings().backends, available);
+    bf16->click();
+    QVERIFY(!dialog.backendBox("onednn_bf16")->isChecked());
+    QVERIFY(dialog.settings().backends.isEmpty());
+    // Checking the backend itself is allowing bf16 too.
+    dialog.backendBox("onednn_bf16")->setChecked(true);
+    QVERIFY(bf16->isChecked());
+    // Saved settings that name it open with the box checked.
+    OptimizeOptionsDialog reopened(dialog.settings(), available, nullptr, defaults, precisions);
+    QVERIFY(reopened.precisionBox("bf16")->isChecked());
+    // No precision offered: no box.
+    OptimizeOptionsDialog none(OptimizeSettings{}, {"onednn", "native"});
+    QVERIFY(!none.precisionBox("bf16"));
+  }
+
   void graphLevelOptionsReachTheJob() {
     QSettings().remove("optimize");
     QCOMPARE(OptimizeSettings::load().graphLevel, true);  // on by default, as on the command line

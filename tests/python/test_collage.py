@@ -216,6 +216,11 @@ class Optimize(Fixture):
         self.assertIn("search", [e["stage"] for e in events])
         self.assertNotIn("graph-level", [e["stage"] for e in events])
 
+    def test_an_unknown_precision_is_refused_naming_the_known_ones(self):
+        # allow_precision is --allow-precision: "bf16" adds onednn_bf16.
+        with self.assertRaisesRegex(collage.Error, "fp8.*bf16"):
+            collage.optimize(DCGAN, backends=["native"], db="", allow_precision=["fp8"])
+
     def test_progress_returning_false_cancels(self):
         with self.assertRaisesRegex(collage.Error, "cancelled"):
             collage.optimize(DCGAN, backends=["native"], db="", progress=lambda e: False)

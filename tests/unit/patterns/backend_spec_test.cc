@@ -41,7 +41,7 @@ TEST(BackendSpec, BuiltInSpecsLoad) {
   for (const auto& s : r.specs) names.push_back(s.name);
   // The CUDA backends' specs load on every machine; their backends only where built.
   EXPECT_EQ(names, (std::vector<std::string>{"cublas", "cublas_tf32", "cuda_fusion", "cudnn", "native",
-                                             "onednn", "openblas"}));
+                                             "onednn", "onednn_bf16", "openblas"}));
   for (const auto& s : r.specs) EXPECT_TRUE(!s.patterns.empty() || s.rule) << s.name;
 }
 
