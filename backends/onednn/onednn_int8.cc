@@ -1,0 +1,326 @@
+#include "backends/onednn/onednn_int8.h"
+
+#include <algorithm>
+#include <set>
+
+#include "backends/onednn/onednn_descs.h"
+#include "core/ops/op_helpers.h"
+
+namespace collage::onednn {
+
+namespace {
+
+bool isQLinearOp(const std::string& op) { return op == "QLinearConv" || op == "QLinearMatMul"; }
+bool isProductOp(const std::string& op) {
+  return op == "ConvInteger" || op == "MatMulInteger" || isQLinearOp(op);
+}
+
+// Where an integer product keeps its operands: the source, its zero point,
+// the weights and theirs.
+struct Slots {
+  size_t x, xZero, w, wZero;
+};
+Slots slotsOf(const std::string& op) {
+  return isQLinearOp(op) ? Slots{0, 2, 3, 5} : Slots{0, 2, 1, 3};
+}
+
+std::string typeName(ElementType t) { return std::string(elementTypeName(t)); }
+
+struct Reader {
+  const KernelRequest& request;
+  const Graph& g;
+  Int8Product& p;
+
+  bool inGroup(NodeId n) const { return n != kNoNode && request.nodes.contains(n); }
+  NodeId producer(ValueId v) const { return v == kNoValue ? kNoNode : g.value(v).producer; }
+
+  // The one consumer of `v` in the group when v leaves it nowhere else.
+  NodeId onlyConsumer(ValueId v) const {
+    const Value& val = g.value(v);
+    if (val.isGraphOutput || val.consumers.size() != 1 || !inGroup(val.consumers[0])) return kNoNode;
+    return val.consumers[0];
+  }
+
+  // Constant weights and their zero point as int8 values w - zp, with the
+  // zero point per output channel (Conv: dimension 0; MatMul: the column).
+  std::string readWeights(const Node& anchor) {
+    const Slots slots = slotsOf(anchor.op);
+    const ValueId wv = anchor.inputs[slots.w];
+    const Value& w = g.value(wv);
+    if (!w.isConstant())
+      return nodeLabel(anchor) + "its weights '" + w.name +
+             "' are computed at run time; the oneDNN int8 kernels take constant weights";
+    std::vector<int64_t> zp;
+    if (anchor.inputs.size() > slots.wZero && anchor.inputs[slots.wZero] != kNoValue) {
+      const Value& z = g.value(anchor.inputs[slots.wZero]);
+      if (!z.isConstant())
+        return nodeLabel(anchor) + "its weight zero point '" + z.name + "' is computed at run time";
+      zp = z.constant->toInts();
+    }
+    const std::vector<int64_t> values = w.constant->toInts();
+    const Shape& ws = w.type.shape;
+    p.weightsShape = ws;
+    p.weights.resize(values.size());
+    const int64_t channels = p.kind == Int8Product::Kind::Conv ? ws[0] : ws.back();
+    const int64_t inner = p.kind == Int8Product::Kind::Conv
+                              ? static_cast<int64_t>(values.size()) / std::max<int64_t>(ws[0], 1)
+                              : 1;
+    for (size_t i = 0; i < values.size(); ++i) {
+      const int64_t c = (static_cast<int64_t>(i) / inner) % channels;
+      const int64_t z = zp.empty() ? 0 : zp[zp.size() > 1 ? static_cast<size_t>(c) : 0];
+      const int64_t v = values[i] - z;
+      // oneDNN's integer convolutions and matmuls take s8 weights with a zero
+      // point of 0 only: the shift must be exact.
+      if (v < -128 || v > 127)
+        return nodeLabel(anchor) + "weight " + std::to_string(values[i]) + " minus its zero point " +
+               std::to_string(z) + " does not fit int8; oneDNN takes s8 weights with a zero point of 0";
+      p.weights[i] = static_cast<int8_t>(v);
+    }
+    return {};
+  }
+
+  // The product node's source, its zero point and its geometry.
+  std::string readAnchor(const Node& anchor) {
+    p.kind = anchor.op == "ConvInteger" || anchor.op == "QLinearConv" ? Int8Product::Kind::Conv
+                                                                      : Int8Product::Kind::MatMul;
+    const Slots slots = slotsOf(anchor.op);
+    const ValueId xv = anchor.inputs[slots.x];
+    const ValueId zv = anchor.inputs.size() > slots.xZero ? anchor.inputs[slots.xZero] : kNoValue;
+    if (p.quantizer != kNoNode) {
+      const Node& q = g.node(p.quantizer);
+      if (xv != q.outputs[0] || zv != q.outputs[2])
+        return nodeLabel(anchor) + "it must read both the quantized tensor and the zero point of " +
+               nodeLabel(q) + "in the group";
+      p.source = operandOf(request, q.inputs[0]);
+      if (p.source.inputIndex < 0)
+        return nodeLabel(q) + "its input '" + g.value(q.inputs[0]).name + "' is not an input of the group";
+      p.sourceType = ElementType::UInt8;
+    } else {
+      p.source = operandOf(request, xv);
+      if (p.source.inputIndex < 0)
+        return nodeLabel(anchor) + "its input '" + g.value(xv).name +
+               "' is a constant or made in the group; the int8 kernels read it as an input";
+      p.sourceType = g.value(xv).type.elementType;
+      if (zv != kNoValue) {
+        p.sourceZeroPoint = operandOf(request, zv);
+        if (!p.sourceZeroPoint.present())
+          return nodeLabel(anchor) + "its zero point '" + g.value(zv).name + "' is made in the group";
+        if (g.value(zv).type.numElements() != 1)
+          return nodeLabel(anchor) + "a zero point per row ('" + g.value(zv).name +
+                 "') has no oneDNN form; oneDNN takes one source zero point";
+      }
+    }
+    if (p.sourceType != ElementType::UInt8 && p.sourceType != ElementType::Int8)
+      return nodeLabel(anchor) + "source of type " + typeName(p.sourceType) + " is not u8 or s8";
+    const Shape& xs = g.value(xv).type.shape;
+    const Shape& ws = g.value(anchor.inputs[slots.w]).type.shape;
+    if (p.kind == Int8Product::Kind::Conv) {
+      if (xs.size() < 3 || xs.size() > 5)
+        return nodeLabel(anchor) + std::to_string(xs.size() - 2) + " spatial dimensions";
+    } else if (xs.size() < 2 || ws.size() != 2) {
+      return nodeLabel(anchor) + "the int8 matmul takes [..., M, K] x a constant [K, N], not " +
+             shapeToString(xs) + " x " + shapeToString(ws);
+    }
+    return readWeights(anchor);
+  }
+
+  // A constant float input of `node` at `slot`: its values (one, or `count`).
+  std::string constFloats(const Node& node, size_t slot, int64_t count, const char* what,
+                          std::vector<float>& out) const {
+    const Value& v = g.value(node.inputs[slot]);
+    if (!v.isConstant())
+      return nodeLabel(node) + "its " + what + " '" + v.name +
+             "' is computed at run time; the int8 kernel takes it as a constant";
+    out = v.constant->toFloats();
+    if (out.size() != 1 && static_cast<int64_t>(out.size()) != count)
+      return nodeLabel(node) + "its " + what + " has " + std::to_string(out.size()) +
+             " values; oneDNN takes one, or one per output channel";
+    return {};
+  }
+
+  // QLinearConv / QLinearMatMul: the requantizing scale, output zero point and int32 bias.
+  std::string readRequantization(const Node& anchor) {
+    const int64_t C = p.outChannels();
+    std::vector<float> xs, ws, ys;
+    if (std::string why = constFloats(anchor, 1, 1, "source scale", xs); !why.empty()) return why;
+    if (std::string why = constFloats(anchor, 4, C, "weight scale", ws); !why.empty()) return why;
+    if (std::string why = constFloats(anchor, 6, 1, "output scale", ys); !why.empty()) return why;
+    const Value& yz = g.value(anchor.inputs[7]);
+    if (!yz.isConstant())
+      return nodeLabel(anchor) + "its output zero point '" + yz.name + "' is computed at run time";
+    p.requantize = true;
+    p.outputType = yz.type.elementType;
+    p.outputZeroPoint = static_cast<int32_t>(yz.constant->toInts()[0]);
+    // The reference's float expression, left to right: x_scale * w_scale[c] / y_scale.
+    for (float w : ws) p.requantScale.push_back(xs[0] * w / ys[0]);
+    if (anchor.inputs.size() > 8 && anchor.inputs[8] != kNoValue) {
+      const Value& b = g.value(anchor.inputs[8]);
+      if (!b.isConstant()) return nodeLabel(anchor) + "its bias '" + b.name + "' is computed at run time";
+      for (int64_t v : b.constant->toInts()) p.intBias.push_back(static_cast<int32_t>(v));
+    }
+    return {};
+  }
+
+  // Whether `v` is the quantizer's scale times constants (Mul(x_scale, W_scale)
+  // in the group, or x_scale itself): fills weightScale.
+  bool readDynamicScale(ValueId v, std::set<NodeId>& used) {
+    if (p.quantizer == kNoNode) return false;
+    const ValueId qs = g.node(p.quantizer).outputs[1];
+    if (v == qs) {
+      p.weightScale = {1.0f};
+      return true;
+    }
+    const NodeId m = producer(v);
+    if (!inGroup(m) || g.node(m).op != "Mul" || onlyConsumer(v) == kNoNode) return false;
+    const Node& mul = g.node(m);
+    if (mul.inputs.size() != 2) return false;
+    const int at = mul.inputs[0] == qs ? 0 : mul.inputs[1] == qs ? 1 : -1;
+    if (at < 0) return false;
+    const Value& c = g.value(mul.inputs[1 - at]);
+    if (!c.isConstant() || c.type.elementType != ElementType::Float32) return false;
+    // One value, or one per output channel laid along the channel axis.
+    const int64_t C = p.outChannels();
+    const int64_t n = c.type.numElements();
+    if (n != 1) {
+      const Shape padded = padTo(c.type.shape, p.shape.size());
+      const size_t axis = p.kind == Int8Product::Kind::Conv ? 1 : p.shape.size() - 1;
+      for (size_t d = 0; d < padded.size(); ++d)
+        if (padded[d] != (d == axis ? C : 1)) return false;
+    }
+    p.weightScale = c.constant->toFloats();
+    used.insert(m);
+    return true;
+  }
+
+  std::string run() {
+    const std::vector<NodeId> members = request.members();
+    std::set<NodeId> used;
+    for (NodeId n : members) {
+      const Node& node = g.node(n);
+      if (node.op == "DynamicQuantizeLinear") {
+        if (p.quantizer != kNoNode) return nodeLabel(node) + "a second quantizer in one int8 group";
+        p.quantizer = n;
+        used.insert(n);
+      } else if (isProductOp(node.op)) {
+        if (p.anchor != kNoNode) return nodeLabel(node) + "a second integer product in one int8 group";
+        p.anchor = n;
+        used.insert(n);
+      }
+    }
+    if (p.anchor == kNoNode) {
+      if (p.quantizer != kNoNode && members.size() == 1) {  // the quantizer alone
+        const Node& q = g.node(p.quantizer);
+        p.source = operandOf(request, q.inputs[0]);
+        if (p.source.inputIndex < 0) return nodeLabel(q) + "its input is a constant";
+        p.shape = g.value(q.inputs[0]).type.shape;
+        return {};
+      }
+      return "the group " + request.toString() + " has no integer product (ConvInteger, MatMulInteger)";
+    }
+    const Node& anchor = g.node(p.anchor);
+    p.shape = g.value(anchor.outputs[0]).type.shape;
+    if (std::string why = readAnchor(anchor); !why.empty()) return why;
+    if (isQLinearOp(anchor.op)) {
+      if (members.size() != 1 + (p.quantizer != kNoNode ? 1 : 0))
+        return nodeLabel(anchor) + "the int8 kernel takes a QLinear op alone";
+      if (std::string why = readRequantization(anchor); !why.empty()) return why;
+    }
+    if (request.outputs.size() != 1)
+      return "the int8 group " + request.toString() + " has " + std::to_string(request.outputs.size()) +
+             " outputs; the kernel makes one";
+
+    ValueId result = anchor.outputs[0];
+    const NodeId cast = p.requantize ? kNoNode : onlyConsumer(result);
+    if (cast != kNoNode) {
+      const Node& c = g.node(cast);
+      if (c.op != "Cast" || g.value(c.outputs[0]).type.elementType != ElementType::Float32)
+        return nodeLabel(c) + "after " + anchor.op +
+               " the int8 kernel takes a Cast to float32 (then float post-ops)";
+      p.floatOutput = true;
+      used.insert(cast);
+      result = c.outputs[0];
+      // The dequantizing Mul by the source's dynamic scale (times the weights').
+      const NodeId mul = onlyConsumer(result);
+      if (mul != kNoNode && g.node(mul).op == "Mul" && g.node(mul).inputs.size() == 2) {
+        const Node& m = g.node(mul);
+        const ValueId other = m.inputs[0] == result ? m.inputs[1] : m.inputs[0];
+        if (g.value(m.outputs[0]).type.shape == p.shape && readDynamicScale(other, used)) {
+          p.hasScale = true;
+          p.scaleFromQuantizer = true;
+          used.insert(mul);
+          result = m.outputs[0];
+        }
+      }
+    }
+    // The rest: float post-ops on `result`, read by the float chain analysis.
+    std::vector<NodeId> rest;
+    for (NodeId n : members)
+      if (!used.count(n)) rest.push_back(n);
+    if (!rest.empty()) {
+      if (!p.floatOutput)
+        return nodeLabel(g.node(rest.front())) + "follows the int32 result of " + nodeLabel(anchor) +
+               "without a Cast to float32";
+      const KernelRequest sub = KernelRequest::of(g, NodeSet::of(g.numNodes(), rest), request.origin);
+      const ChainAnalysis chain = analyzeChain(sub);
+      if (!chain.ok()) return chain.refusal;
+      const Operand& from = chain.chain.source;
+      if (chain.chain.anchor != kNoNode || from.inputIndex < 0 ||
+          sub.inputs[static_cast<size_t>(from.inputIndex)] != result)
+        return "the float ops " + sub.toString() + " after " + nodeLabel(anchor) +
+               "are not a chain of post-ops on its result '" + g.value(result).name + "'";
+      for (PostOp op : chain.chain.postOps) {
+        if (op.kind == PostOp::Kind::Binary && !op.operand.isConstant) {
+          const ValueId v = sub.inputs[static_cast<size_t>(op.operand.inputIndex)];
+          op.operand = operandOf(request, v);
+          if (op.operand.inputIndex < 0)
+            return "post-op " + op.node + " reads '" + g.value(v).name + "', made inside the int8 group";
+        }
+        p.postOps.push_back(op);
+      }
+      result = chain.chain.output;
+    }
+    if (result != request.outputs[0])
+      return "the group's output '" + g.value(request.outputs[0]).name + "' is not the end of its int8 chain";
+    p.output = result;
+    return {};
+  }
+};
+
+}  // namespace
+
+std::string Int8Product::describe(const Graph& graph) const {
+  std::string s = quantizer != kNoNode ? "DynamicQuantizeLinear" : "";
+  if (anchor == kNoNode) return s;
+  if (!s.empty()) s += " + ";
+  s += graph.node(anchor).op + (sourceType == ElementType::UInt8 ? " u8s8" : " s8s8");
+  s += floatOutput ? " -> f32" : requantize ? (outputType == ElementType::UInt8 ? " -> u8" : " -> s8") : " -> s32";
+  if (hasScale) s += weightScale.size() > 1 ? " * scale[c]" : " * scale";
+  for (const PostOp& op : postOps) s += " + " + op.node;
+  return s;
+}
+
+bool isInt8MemberOp(const std::string& op) {
+  return op == "DynamicQuantizeLinear" || isProductOp(op) || op == "Cast";
+}
+
+bool isInt8Group(const KernelRequest& request) {
+  bool any = false;
+  request.nodes.forEach([&](NodeId n) {
+    const std::string& op = request.graph->node(n).op;
+    if (op == "DynamicQuantizeLinear" || isProductOp(op)) any = true;
+  });
+  return any;
+}
+
+Int8Analysis analyzeInt8(const KernelRequest& request) {
+  Int8Analysis a;
+  Reader r{request, *request.graph, a.product};
+  try {
+    a.refusal = r.run();
+  } catch (const Error& e) {
+    a.refusal = e.what();
+  }
+  return a;
+}
+
+}  // namespace collage::onednn

@@ -1,0 +1,402 @@
+#include "backends/onednn/onednn_int8_kernel.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "backends/onednn/dynamic_quantize.h"
+#include "backends/onednn/onednn_descs.h"
+#include "backends/onednn/onednn_post_ops.h"
+#include "core/ir/threading.h"
+#include "core/ops/conv_geometry.h"
+#include "core/ops/op_helpers.h"
+
+namespace collage::onednn {
+
+using dnnl::memory;
+using dt = dnnl::memory::data_type;
+
+namespace {
+
+dt dnnlType(ElementType t) {
+  switch (t) {
+    case ElementType::UInt8: return dt::u8;
+    case ElementType::Int8: return dt::s8;
+    case ElementType::Int32: return dt::s32;
+    default: return dt::f32;
+  }
+}
+
+memory::desc plainOf(const Shape& s, dt type) {
+  const memory::dims d = dimsOf(s);
+  return memory::desc(d, type, rowMajorStrides(d));
+}
+
+class Int8Kernel final : public Kernel {
+ public:
+  using Step = OneDnnKernel::Step;
+  using Binding = OneDnnKernel::Binding;
+
+  explicit Int8Kernel(std::shared_ptr<Context> context) : context_(std::move(context)) {}
+
+  void run(const std::vector<const DLTensor*>& inputs, const std::vector<DLTensor*>& outputs) override {
+    const int threads = threadCount();
+    if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
+    auto dataOf = [](const DLTensor* t) { return static_cast<char*>(t->data) + t->byte_offset; };
+    for (Binding& b : bindings)
+      b.memory.set_data_handle(dataOf(b.isOutput ? outputs[b.index] : inputs[b.index]));
+    float sourceScale = 1.0f;
+    int32_t zeroPoint = zeroPointConstant;
+    if (quantize) {
+      const float* x = reinterpret_cast<const float*>(dataOf(inputs[sourceInput]));
+      const DynamicQuantization q = dynamicQuantizationOf(x, sourceCount);
+      if (quantizerOutputs.empty()) {
+        quantizeU8(x, sourceCount, q, static_cast<uint8_t*>(quantized.get_data_handle()));
+      } else {  // the quantizer alone: its outputs as the group asks for them
+        for (size_t o = 0; o < quantizerOutputs.size(); ++o) {
+          char* out = dataOf(outputs[o]);
+          if (quantizerOutputs[o] == 0) quantizeU8(x, sourceCount, q, reinterpret_cast<uint8_t*>(out));
+          if (quantizerOutputs[o] == 1) std::memcpy(out, &q.scale, sizeof(float));
+          if (quantizerOutputs[o] == 2) std::memcpy(out, &q.zeroPoint, 1);
+        }
+        return;
+      }
+      sourceScale = q.scale;
+      zeroPoint = q.zeroPoint;
+    } else if (zeroPointInput >= 0) {
+      const char* z = dataOf(inputs[zeroPointInput]);
+      zeroPoint = zeroPointSigned ? static_cast<int32_t>(*reinterpret_cast<const int8_t*>(z))
+                                  : static_cast<int32_t>(*reinterpret_cast<const uint8_t*>(z));
+    }
+    *static_cast<int32_t*>(zeroPointMemory.get_data_handle()) = zeroPoint;
+    if (scaleMemory) {
+      float* s = static_cast<float*>(scaleMemory.get_data_handle());
+      // The reference's Mul(x_scale, W_scale), then the product times it.
+      for (size_t c = 0; c < scaleCount; ++c)
+        s[c] = sourceScale * weightScale[weightScale.size() > 1 ? c : 0];
+    }
+    for (Step& s : steps) s.primitive.execute(context_->stream, s.args);
+    context_->stream.wait();
+    if (accumulator) {
+      if (outputSigned)
+        requantize(reinterpret_cast<int8_t*>(dataOf(outputs[0])));
+      else
+        requantize(reinterpret_cast<uint8_t*>(dataOf(outputs[0])));
+    }
+  }
+
+  // The QLinear ops' output from the exact accumulator (plain layout), as
+  // the reference: y = saturate(nearbyint(double(acc + bias[c]) * double(scale[c])) + zero point).
+  template <class Q>
+  void requantize(Q* y) const {
+    const int32_t* acc = static_cast<const int32_t*>(accumulator.get_data_handle());
+    const double lo = std::numeric_limits<Q>::min(), hi = std::numeric_limits<Q>::max();
+    const double zp = outputZeroPoint;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t c = 0; c < channels; ++c) {
+        const double scale = requantScale[requantScale.size() > 1 ? static_cast<size_t>(c) : 0];
+        const int64_t bias = intBias.empty() ? 0 : intBias[static_cast<size_t>(c)];
+        // Conv (NCHW): a plane per channel; MatMul: one element per column, strided.
+        const int64_t base = channelsInner ? o * channels + c : (o * channels + c) * inner;
+        const int64_t step = channelsInner ? outer * channels : 1;
+        const int64_t count = channelsInner ? 1 : inner;
+        for (int64_t i = 0; i < count; ++i) {
+          const int64_t at = base + i * step;
+          const double v = std::nearbyint(static_cast<double>(acc[at] + bias) * scale) + zp;
+          y[at] = static_cast<Q>(std::min(std::max(v, lo), hi));
+        }
+      }
+  }
+
+  std::string describe() const {
+    std::string s = what;
+    for (size_t i = 0; i < steps.size(); ++i) s += (i == 0 ? ": " : " -> ") + steps[i].impl;
+    return s;
+  }
+
+  std::shared_ptr<Context> context_;
+  std::string what;  // the product as analysed
+  std::vector<Step> steps;
+  std::vector<Binding> bindings;
+  std::vector<memory> owned;
+  // The quantizer (when in the group).
+  bool quantize = false;
+  int sourceInput = -1;
+  int64_t sourceCount = 0;
+  memory quantized;                   // its u8 result, plain
+  std::vector<int> quantizerOutputs;  // the quantizer alone: which output each kernel output is
+  // The source zero point: a constant, or read from an input at run time.
+  int32_t zeroPointConstant = 0;
+  int zeroPointInput = -1;
+  bool zeroPointSigned = false;
+  memory zeroPointMemory;
+  // The dequantizing scale per output channel, filled at run time.
+  memory scaleMemory;
+  size_t scaleCount = 0;
+  std::vector<float> weightScale;
+  // Requantization (QLinear ops): the accumulator, plain, and its parameters.
+  memory accumulator;
+  bool outputSigned = false;
+  int32_t outputZeroPoint = 0;
+  std::vector<float> requantScale;
+  std::vector<int32_t> intBias;
+  // The accumulator as [outer][channels][inner] (Conv: N, C, spatial), or
+  // for a MatMul [outer rows][channels] (channelsInner: inner is 1).
+  int64_t outer = 1, channels = 1, inner = 1;
+  bool channelsInner = false;
+};
+
+class Int8Builder {
+ public:
+  Int8Builder(std::shared_ptr<Context> context, const KernelRequest& request, const Int8Product& p)
+      : request_(request), g_(*request.graph), p_(p), k_(std::make_unique<Int8Kernel>(std::move(context))) {}
+
+  std::unique_ptr<Kernel> build() {
+    k_->what = p_.describe(g_);
+    if (p_.anchor == kNoNode) return buildQuantizerAlone();
+    const Node& anchor = g_.node(p_.anchor);
+    label_ = nodeLabel(anchor);
+    setUpSource();
+    std::vector<PostOp> ops = simplified(p_.postOps);
+    const bool conv = p_.kind == Int8Product::Kind::Conv;
+    const size_t rank = p_.shape.size();
+    if (p_.hasScale) {
+      Shape scaleShape(rank, 1);
+      scaleShape[conv ? 1 : rank - 1] = p_.outChannels();
+      k_->scaleCount = static_cast<size_t>(p_.outChannels());
+      k_->weightScale = p_.weightScale;
+      k_->scaleMemory = owned(plainOf(scaleShape, dt::f32));
+    }
+    const dnnl::primitive_attr attr = attrFor(ops);
+    const memory::desc dstPlain = plainOf(p_.shape, p_.floatOutput ? dt::f32 : dt::s32);
+    if (p_.requantize) {
+      k_->outputSigned = p_.outputType == ElementType::Int8;
+      k_->outputZeroPoint = p_.outputZeroPoint;
+      k_->requantScale = p_.requantScale;
+      k_->intBias = p_.intBias;
+      k_->channels = p_.outChannels();
+      if (conv) {
+        k_->outer = p_.shape[0];
+        k_->inner = numElements(p_.shape) / (p_.shape[0] * k_->channels);
+      } else {
+        k_->outer = numElements(p_.shape) / k_->channels;
+        k_->channelsInner = true;
+      }
+    }
+    try {
+      if (conv)
+        buildConv(anchor, attr, ops, dstPlain);
+      else
+        buildMatMul(attr, ops, dstPlain);
+    } catch (const dnnl::error& e) {
+      throw Refusal{label_ + "oneDNN has no int8 " + (conv ? "convolution" : "matmul") + " for " +
+                    p_.describe(g_) + ": " + e.what()};
+    }
+    return std::move(k_);
+  }
+
+ private:
+  std::unique_ptr<Kernel> buildQuantizerAlone() {
+    const Node& q = g_.node(p_.quantizer);
+    k_->quantize = true;
+    k_->sourceInput = p_.source.inputIndex;
+    k_->sourceCount = g_.value(q.inputs[0]).type.numElements();
+    for (ValueId v : request_.outputs)
+      k_->quantizerOutputs.push_back(static_cast<int>(std::find(q.outputs.begin(), q.outputs.end(), v) -
+                                                      q.outputs.begin()));
+    return std::move(k_);
+  }
+
+  memory owned(const memory::desc& md) {
+    memory m(md, engine());
+    k_->owned.push_back(m);
+    return m;
+  }
+  memory bound(const memory::desc& md, int index, bool output) {
+    memory m(md, engine(), DNNL_MEMORY_NONE);
+    k_->bindings.push_back({m, output, index, 0});
+    return m;
+  }
+  const dnnl::engine& engine() const { return k_->context_->engine; }
+
+  // Runs a reorder now (compile time) from `from` holding `data` into a new owned memory `to`.
+  memory reorderedConstant(const memory::desc& from, const void* data, const memory::desc& to) {
+    memory src(from, engine(), const_cast<void*>(data));
+    memory dst = owned(to);
+    dnnl::stream stream(engine());
+    dnnl::reorder(src, dst).execute(stream, src, dst);
+    stream.wait();
+    return dst;
+  }
+
+  void addStep(const dnnl::primitive_desc_base& pd, dnnl::primitive p,
+               std::unordered_map<int, memory> args, const std::string& kind) {
+    const memory::desc scratch = pd.scratchpad_desc();
+    if (scratch.get_size() > 0) args[DNNL_ARG_SCRATCHPAD] = owned(scratch);
+    k_->steps.push_back({std::move(p), std::move(args), kind + "(" + pd.impl_info_str() + ")"});
+  }
+  void addReorder(const memory& from, const memory& to) {
+    const dnnl::reorder::primitive_desc pd(from, to);
+    addStep(pd, dnnl::reorder(pd), {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}}, "reorder");
+  }
+
+  // The source in plain layout and the zero point memory.
+  void setUpSource() {
+    const Shape& xs = g_.value(g_.node(p_.anchor).inputs[0]).type.shape;
+    sourcePlain_ = plainOf(xs, dnnlType(p_.sourceType));
+    if (p_.quantizer != kNoNode) {
+      k_->quantize = true;
+      k_->sourceInput = p_.source.inputIndex;
+      k_->sourceCount = numElements(xs);
+      k_->quantized = owned(sourcePlain_);
+      source_ = k_->quantized;
+    } else {
+      source_ = bound(sourcePlain_, p_.source.inputIndex, false);
+      const Operand& z = p_.sourceZeroPoint;
+      if (z.isConstant) {
+        k_->zeroPointConstant = static_cast<int32_t>(z.constant.toInts()[0]);
+      } else if (z.inputIndex >= 0) {
+        k_->zeroPointInput = z.inputIndex;
+        k_->zeroPointSigned = g_.value(request_.inputs[static_cast<size_t>(z.inputIndex)]).type.elementType ==
+                              ElementType::Int8;
+      }
+    }
+    k_->zeroPointMemory = owned(memory::desc({1}, dt::s32, memory::format_tag::x));
+  }
+
+  dnnl::primitive_attr attrFor(const std::vector<PostOp>& ops) {
+    dnnl::post_ops po;
+    const size_t rank = p_.shape.size();
+    if (p_.hasScale) po.append_binary(dnnl::algorithm::binary_mul, k_->scaleMemory.get_desc());
+    for (const PostOp& op : ops) {
+      if (op.kind == PostOp::Kind::Eltwise)
+        po.append_eltwise(1.0f, op.alg, op.alpha, op.beta);
+      else
+        po.append_binary(op.alg, plainOf(padTo(op.operand.shape, rank), dt::f32));
+    }
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(po);
+    attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    return attr;
+  }
+
+  // The arguments every product takes: zero point and post-op operands.
+  std::unordered_map<int, memory> commonArgs(const std::vector<PostOp>& ops) {
+    std::unordered_map<int, memory> args;
+    args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] = k_->zeroPointMemory;
+    int index = 0;
+    if (p_.hasScale) args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(index++) | DNNL_ARG_SRC_1] = k_->scaleMemory;
+    for (const PostOp& op : ops) {
+      const int at = index++;
+      if (op.kind != PostOp::Kind::Binary) continue;
+      const memory::desc md = plainOf(padTo(op.operand.shape, p_.shape.size()), dt::f32);
+      memory m;
+      if (op.operand.isConstant) {
+        m = owned(md);
+        std::memcpy(m.get_data_handle(), op.operand.constant.raw(), md.get_size());
+      } else {
+        m = bound(md, op.operand.inputIndex, false);
+      }
+      args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(at) | DNNL_ARG_SRC_1] = m;
+    }
+    return args;
+  }
+
+  // The primitive's source in the layout it wants (a reorder of the plain one if needed).
+  memory sourceFor(const memory::desc& want) {
+    if (want == sourcePlain_) return source_;
+    memory m = owned(want);
+    addReorder(source_, m);
+    return m;
+  }
+
+  template <class PD, class P>
+  void finish(const PD& pd, std::unordered_map<int, memory> args, const memory::desc& wPlain,
+              const memory::desc& dstPlain, const std::string& kind) {
+    args[DNNL_ARG_SRC] = sourceFor(pd.src_desc());
+    args[DNNL_ARG_WEIGHTS] = reorderedConstant(wPlain, p_.weights.data(), pd.weights_desc());
+    const bool plainDst = pd.dst_desc() == dstPlain;
+    // Requantized: the plain accumulator is the kernel's, the epilogue writes the output.
+    auto result = [&] { return p_.requantize ? (k_->accumulator = owned(dstPlain)) : bound(dstPlain, 0, true); };
+    const memory dst = plainDst ? result() : owned(pd.dst_desc());
+    args[DNNL_ARG_DST] = dst;
+    addStep(pd, P(pd), std::move(args), kind);
+    if (!plainDst) addReorder(dst, result());
+  }
+
+  void buildConv(const Node& anchor, const dnnl::primitive_attr& attr, const std::vector<PostOp>& ops,
+                 const memory::desc& dstPlain) {
+    const Shape& xs = g_.value(anchor.inputs[0]).type.shape;
+    const ConvGeometry geo = ConvGeometry::conv(anchor, xs, p_.weightsShape);
+    const int64_t G = geo.group;
+    memory::dims wd;
+    if (G > 1) wd.push_back(G);
+    wd.push_back(geo.outChannels / G);
+    wd.push_back(geo.inChannels / G);
+    wd.insert(wd.end(), geo.kernel.begin(), geo.kernel.end());
+    const memory::desc wPlain = plainOf(wd, dt::s8);
+    memory::dims strides(geo.strides.begin(), geo.strides.end()), dil, pl, pr;
+    for (size_t i = 0; i < geo.spatialRank(); ++i) {
+      dil.push_back(geo.dilations[i] - 1);
+      pl.push_back(geo.padsBegin[i]);
+      pr.push_back(geo.padsEnd[i]);
+    }
+    const dt srcType = dnnlType(p_.sourceType), dstType = dstPlain.data_type();
+    const memory::desc src(dimsOf(xs), srcType, memory::format_tag::any);
+    const memory::desc w(wd, dt::s8, memory::format_tag::any);
+    const memory::desc dst(dimsOf(p_.shape), dstType, memory::format_tag::any);
+    const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference,
+                                               dnnl::algorithm::convolution_direct, src, w, dst, strides,
+                                               dil, pl, pr);
+    const dnnl::convolution_forward::primitive_desc pd(desc, attr, engine());
+    finish<dnnl::convolution_forward::primitive_desc, dnnl::convolution_forward>(
+        pd, commonArgs(ops), wPlain, dstPlain, "convolution");
+  }
+
+  void buildMatMul(const dnnl::primitive_attr& attr, const std::vector<PostOp>& ops,
+                   const memory::desc& dstPlain) {
+    const size_t rank = p_.shape.size();
+    const memory::desc wPlain = plainOf(padTo(p_.weightsShape, rank), dt::s8);
+    const memory::desc w(wPlain.dims(), dt::s8, memory::format_tag::any);
+    const dnnl::matmul::desc desc(sourcePlain_, w, dstPlain);
+    const dnnl::matmul::primitive_desc pd(desc, attr, engine());
+    finish<dnnl::matmul::primitive_desc, dnnl::matmul>(pd, commonArgs(ops), wPlain, dstPlain, "matmul");
+  }
+
+  const KernelRequest& request_;
+  const Graph& g_;
+  const Int8Product& p_;
+  std::unique_ptr<Int8Kernel> k_;
+  std::string label_;
+  memory::desc sourcePlain_;
+  memory source_;
+};
+
+}  // namespace
+
+std::string describeInt8Kernel(const Kernel& kernel) {
+  const auto* k = dynamic_cast<const Int8Kernel*>(&kernel);
+  return k ? k->describe() : std::string();
+}
+
+CompileResult lowerInt8(const std::shared_ptr<Context>& context, const KernelRequest& request,
+                        const Int8Product& product) {
+  const int threads = threadCount();
+  if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
+  try {
+    return CompileResult::ok(Int8Builder(context, request, product).build());
+  } catch (const Refusal& r) {
+    return CompileResult::refuse(r.reason);
+  } catch (const dnnl::error& e) {
+    return CompileResult::refuse("oneDNN: " + std::string(e.what()));
+  } catch (const Error& e) {
+    return CompileResult::refuse(e.what());
+  }
+}
+
+}  // namespace collage::onednn

@@ -1,0 +1,288 @@
+// The oneDNN backend's int8 kernels (backends/onednn/onednn_int8*.h) against
+// the reference executor: the dynamic quantization chain (quantizer, integer
+// product, dequantizing scale, bias, activation) as one kernel, integer
+// results exact, float ones within the usual tolerance; the refusals, naming
+// the node; and the rule generating the whole chain as one candidate.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+#include "backends/onednn/dynamic_quantize.h"
+#include "backends/onednn/onednn_backend.h"
+#include "backends/onednn/onednn_int8.h"
+#include "core/measure/kernel_check.h"
+#include "core/ops/op_registry.h"
+#include "core/patterns/pattern_generator.h"
+#include "tests/unit/graph_builder.h"
+
+namespace collage {
+namespace {
+
+// A constant of int8 or uint8 values drawn from [lo, hi].
+ValueId intConstant(GraphBuilder& b, ElementType type, const Shape& s, int lo, int hi, uint64_t seed = 3) {
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  std::uniform_int_distribution<int> d(lo, hi);
+  Tensor t(TensorType{type, s});
+  for (int64_t i = 0; i < t.numElements(); ++i) {
+    if (type == ElementType::Int8)
+      t.data<int8_t>()[i] = static_cast<int8_t>(d(rng));
+    else
+      t.data<uint8_t>()[i] = static_cast<uint8_t>(d(rng));
+  }
+  static int counter = 0;
+  return b.graph().addConstant("q" + std::to_string(counter++), std::move(t));
+}
+
+// A constant with the given integer values (one type of int8, uint8, int32).
+ValueId intValues(GraphBuilder& b, ElementType type, const Shape& s, const std::vector<int64_t>& values) {
+  Tensor t(TensorType{type, s});
+  for (int64_t i = 0; i < t.numElements(); ++i) {
+    const int64_t v = values[values.size() > 1 ? static_cast<size_t>(i) : 0];
+    if (type == ElementType::Int8) t.data<int8_t>()[i] = static_cast<int8_t>(v);
+    else if (type == ElementType::UInt8) t.data<uint8_t>()[i] = static_cast<uint8_t>(v);
+    else t.data<int32_t>()[i] = static_cast<int32_t>(v);
+  }
+  static int counter = 0;
+  return b.graph().addConstant("iv" + std::to_string(counter++), std::move(t));
+}
+
+ValueId castToFloat(GraphBuilder& b, ValueId v) { return b.op("Cast", {v}, attrs({{"to", Attribute(int64_t{1})}})); }
+
+struct Dql {
+  ValueId q, scale, zp;
+};
+Dql dynamicQuantize(GraphBuilder& b, ValueId x) {
+  b.op("DynamicQuantizeLinear", {x}, {}, 3);
+  const Graph& g = b.graph();  // producers are linked at finalize(): the node just added
+  const Node& node = g.node(g.numNodes() - 1);
+  return {node.outputs[0], node.outputs[1], node.outputs[2]};
+}
+
+class OneDnnInt8 : public ::testing::Test {
+ protected:
+  void SetUp() override { backend_ = createOneDnnBackend(); }
+
+  void expectMatches(GraphBuilder& b, ValueId out, const std::string& what) {
+    const NodeSet nodes = b.finish(out);
+    const KernelRequest request = KernelRequest::of(b.graph(), nodes);
+    const onednn::Int8Analysis a = onednn::analyzeInt8(request);
+    ASSERT_TRUE(a.ok()) << what << ": " << a.refusal;
+    for (uint64_t seed : {1, 2, 3}) {
+      const KernelCheckResult r = checkKernelAgainstReference(*backend_, b.graph(), nodes, seed);
+      ASSERT_TRUE(r.compiled) << what << ": refused: " << r.refusal;
+      EXPECT_TRUE(r.ok) << what << " [" << a.product.describe(b.graph()) << "]: " << r.message;
+    }
+  }
+  void expectRefusal(GraphBuilder& b, ValueId out, const std::vector<std::string>& mentions) {
+    const NodeSet nodes = b.finish(out);
+    const CompileResult c = backend_->compile(KernelRequest::of(b.graph(), nodes));
+    EXPECT_FALSE(c);
+    for (const std::string& m : mentions) EXPECT_NE(c.refusal.find(m), std::string::npos) << c.refusal;
+  }
+
+  std::unique_ptr<Backend> backend_;
+};
+
+// The form onnxruntime's quantize_dynamic writes for a Conv: x -> DQL ->
+// ConvInteger -> Cast -> Mul(Mul(x_scale, W_scale)) -> Add(bias [1,C,1,1]) -> Relu.
+ValueId dynamicConvChain(GraphBuilder& b, const Shape& x, int64_t oc, const Ints& kernel, AttributeMap convAttrs,
+                         ElementType wType, int wzp, bool perChannelScale) {
+  const ValueId in = b.input(x);
+  const Dql d = dynamicQuantize(b, in);
+  const int64_t group = convAttrs.getInt("group", 1);
+  Shape ws = {oc, x[1] / group};
+  ws.insert(ws.end(), kernel.begin(), kernel.end());
+  // Weights whose difference from the zero point fits int8 (as exporters make them).
+  const ValueId w = wType == ElementType::Int8 ? intConstant(b, wType, ws, std::max(-128, wzp - 128), std::min(127, wzp + 127))
+                                               : intConstant(b, wType, ws, std::max(0, wzp - 128), std::min(255, wzp + 127));
+  Tensor z(TensorType{wType, {}});
+  if (wType == ElementType::Int8) z.data<int8_t>()[0] = static_cast<int8_t>(wzp);
+  else z.data<uint8_t>()[0] = static_cast<uint8_t>(wzp);
+  const ValueId wz = b.graph().addConstant("wzp" + std::to_string(oc), std::move(z));
+  const ValueId acc = b.op("ConvInteger", {d.q, w, d.zp, wz}, std::move(convAttrs));
+  const ValueId f = castToFloat(b, acc);
+  const ValueId wscale = perChannelScale ? b.constant({1, oc, 1, 1}, 0.001f, 0.01f) : b.scalar(0.004f);
+  const ValueId s = b.op("Mul", {d.scale, wscale});
+  const ValueId y = b.op("Mul", {f, s});
+  const ValueId biased = b.op("Add", {y, b.constant({1, oc, 1, 1})});
+  return b.op("Relu", {biased});
+}
+
+TEST_F(OneDnnInt8, DynamicConvChainIsOneKernel) {
+  {
+    GraphBuilder b;
+    const ValueId out = dynamicConvChain(b, {1, 8, 12, 12}, 16, {3, 3}, attrs({{"pads", Attribute(Ints{1, 1, 1, 1})}}),
+                                         ElementType::Int8, 0, false);
+    expectMatches(b, out, "3x3 pad 1, s8 weights");
+  }
+  {
+    GraphBuilder b;
+    const ValueId out = dynamicConvChain(
+        b, {2, 6, 11, 9}, 12, {3, 3},
+        attrs({{"pads", Attribute(Ints{1, 0, 2, 1})}, {"strides", Attribute(Ints{2, 1})}, {"group", Attribute(int64_t{3})}}),
+        ElementType::UInt8, 128, true);
+    expectMatches(b, out, "grouped, strided, u8 weights with zero point 128, per-channel scale");
+  }
+  {
+    GraphBuilder b;
+    const ValueId out = dynamicConvChain(b, {1, 32, 7, 7}, 24, {1, 1}, {}, ElementType::Int8, 3, false);
+    expectMatches(b, out, "pointwise, s8 weights with zero point 3");
+  }
+}
+
+TEST_F(OneDnnInt8, DynamicMatMulChainIsOneKernel) {
+  GraphBuilder b;
+  const ValueId in = b.input({2, 5, 24});
+  const Dql d = dynamicQuantize(b, in);
+  const ValueId w = intConstant(b, ElementType::UInt8, {24, 10}, 0, 255);
+  Tensor z(TensorType{ElementType::UInt8, {}});
+  z.data<uint8_t>()[0] = 128;
+  const ValueId wz = b.graph().addConstant("wz", std::move(z));
+  const ValueId acc = b.op("MatMulInteger", {d.q, w, d.zp, wz});
+  const ValueId s = b.op("Mul", {d.scale, b.scalar(0.02f)});
+  const ValueId y = b.op("Mul", {castToFloat(b, acc), s});
+  const ValueId out = b.op("Add", {y, b.constant({10})});
+  expectMatches(b, out, "MatMulInteger u8 weights zero point 128, bias");
+}
+
+// The integer product alone (its quantizer elsewhere): the int32 accumulator, exactly.
+TEST_F(OneDnnInt8, IntegerProductAloneIsExact) {
+  GraphBuilder b;
+  b.endGroup();
+  const ValueId in = b.input({1, 4, 10, 10});
+  const Dql d = dynamicQuantize(b, in);
+  b.beginGroup();
+  const ValueId w = intConstant(b, ElementType::Int8, {6, 2, 3, 3}, -128, 127);
+  const ValueId acc = b.op("ConvInteger", {d.q, w, d.zp},
+                           attrs({{"pads", Attribute(Ints{1, 1, 1, 1})}, {"group", Attribute(int64_t{2})}}));
+  expectMatches(b, acc, "ConvInteger alone, int32 out");
+}
+
+TEST_F(OneDnnInt8, QuantizerAloneIsExact) {
+  GraphBuilder b;
+  const ValueId in = b.input({3, 1000});
+  const Dql d = dynamicQuantize(b, in);
+  b.graph().markOutput(d.scale);
+  b.graph().markOutput(d.zp);
+  expectMatches(b, d.q, "DynamicQuantizeLinear alone");
+}
+
+// The vectorised quantizer agrees with the reference at halfway points and
+// on all-zero and one-signed inputs.
+TEST_F(OneDnnInt8, QuantizerMatchesReferenceBitForBit) {
+  std::vector<std::vector<float>> cases = {
+      {0, 0, 0, 0},
+      {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 255},
+      {-1, -0.5f, -0.25f, 0.125f, 0.5f, 2.5f, 3.5f, -2.5f},
+  };
+  std::mt19937 rng(5);
+  std::normal_distribution<float> d(0.0f, 3.0f);
+  std::vector<float> big(100003);
+  for (float& v : big) v = d(rng);
+  cases.push_back(big);
+  for (const std::vector<float>& xs : cases) {
+    const Shape shape = {static_cast<int64_t>(xs.size())};
+    Tensor x = Tensor::fromFloats(shape, xs);
+    Tensor y(TensorType{ElementType::UInt8, shape}), s(TensorType{ElementType::Float32, {}}),
+        z(TensorType{ElementType::UInt8, {}});
+    Node node{"dql", "DynamicQuantizeLinear", {}, {}, {}};
+    OpRegistry::instance().get("DynamicQuantizeLinear").reference(node, {&x}, {&y, &s, &z});
+    const onednn::DynamicQuantization q = onednn::dynamicQuantizationOf(xs.data(), static_cast<int64_t>(xs.size()));
+    EXPECT_EQ(q.scale, s.data<float>()[0]);
+    EXPECT_EQ(q.zeroPoint, z.data<uint8_t>()[0]);
+    std::vector<uint8_t> mine(xs.size());
+    onednn::quantizeU8(xs.data(), static_cast<int64_t>(xs.size()), q, mine.data());
+    for (size_t i = 0; i < xs.size(); ++i) ASSERT_EQ(mine[i], y.data<uint8_t>()[i]) << "x = " << xs[i];
+  }
+}
+
+// QOperator: QLinearConv with per-channel weight scales and an int32 bias,
+// u8 in and out; its quantized output exact.
+TEST_F(OneDnnInt8, QLinearConvIsExact) {
+  for (bool strided : {false, true}) {
+    GraphBuilder b;
+    b.endGroup();
+    const ValueId x = b.input({1, 8, 9, 9});
+    const ValueId xs = b.scalar(0.01f), xz = intValues(b, ElementType::UInt8, {}, {128});
+    const ValueId xq = b.op("QuantizeLinear", {x, xs, xz});
+    b.beginGroup();
+    const ValueId w = intConstant(b, ElementType::Int8, {16, 8, 3, 3}, -128, 127);
+    const ValueId ws = b.constant({16}, 0.001f, 0.004f);
+    const ValueId wz = intValues(b, ElementType::Int8, {16}, {0});
+    std::vector<int64_t> bias;
+    for (int i = 0; i < 16; ++i) bias.push_back((i - 8) * 37);
+    const ValueId out = b.op(
+        "QLinearConv",
+        {xq, xs, xz, w, ws, wz, b.scalar(0.02f), intValues(b, ElementType::UInt8, {}, {100}),
+         intValues(b, ElementType::Int32, {16}, bias)},
+        attrs({{"pads", Attribute(Ints{1, 1, 1, 1})}, {"strides", Attribute(strided ? Ints{2, 2} : Ints{1, 1})}}));
+    expectMatches(b, out, strided ? "QLinearConv stride 2" : "QLinearConv");
+  }
+}
+
+TEST_F(OneDnnInt8, QLinearMatMulIsExact) {
+  GraphBuilder b;
+  b.endGroup();
+  const ValueId a = b.input({2, 6, 20});
+  const ValueId as = b.scalar(0.01f), az = intValues(b, ElementType::Int8, {}, {0});
+  const ValueId aq = b.op("QuantizeLinear", {a, as, az});
+  b.beginGroup();
+  const ValueId w = intConstant(b, ElementType::Int8, {20, 12}, -128, 127);
+  const ValueId out = b.op("QLinearMatMul", {aq, as, az, w, b.scalar(0.003f), intValues(b, ElementType::Int8, {}, {0}),
+                                             b.scalar(0.01f), intValues(b, ElementType::Int8, {}, {-3})});
+  expectMatches(b, out, "QLinearMatMul s8");
+}
+
+TEST_F(OneDnnInt8, WeightsThatDoNotFitInt8AreRefusedNamingTheNode) {
+  GraphBuilder b;
+  const ValueId in = b.input({1, 4, 6, 6});
+  const Dql d = dynamicQuantize(b, in);
+  const ValueId w = intConstant(b, ElementType::UInt8, {4, 4, 1, 1}, 200, 255);  // zero point 0
+  const ValueId acc = b.op("ConvInteger", {d.q, w, d.zp});
+  expectRefusal(b, acc, {"ConvInteger", "does not fit int8"});
+}
+
+TEST_F(OneDnnInt8, RunTimeWeightsAreRefused) {
+  GraphBuilder b;
+  b.endGroup();
+  const ValueId in = b.input({1, 4, 6, 6});
+  const Dql d = dynamicQuantize(b, in);
+  const Dql dw = dynamicQuantize(b, b.input({4, 4, 1, 1}));
+  b.beginGroup();
+  const ValueId acc = b.op("ConvInteger", {d.q, dw.q, d.zp});
+  expectRefusal(b, acc, {"ConvInteger", "constant weights"});
+}
+
+TEST_F(OneDnnInt8, AnIntegerResultFollowedByFloatOpsWithoutCastIsRefused) {
+  GraphBuilder b;
+  const ValueId in = b.input({1, 4, 6, 6});
+  const Dql d = dynamicQuantize(b, in);
+  const ValueId w = intConstant(b, ElementType::Int8, {4, 4, 1, 1}, -5, 5);
+  const ValueId acc = b.op("ConvInteger", {d.q, w, d.zp});
+  const ValueId c = b.op("Cast", {acc}, attrs({{"to", Attribute(int64_t{6})}}));  // to int32: not float
+  expectRefusal(b, c, {"Cast", "float32"});
+}
+
+// The rule grows the whole chain from the quantizer: one candidate holding
+// every node, which compiles.
+TEST_F(OneDnnInt8, RuleGeneratesTheWholeChainAsOneCandidate) {
+  GraphBuilder b;
+  const ValueId out = dynamicConvChain(b, {1, 8, 10, 10}, 8, {3, 3}, attrs({{"pads", Attribute(Ints{1, 1, 1, 1})}}),
+                                       ElementType::Int8, 0, false);
+  const NodeSet all = b.finish(out);
+  const Graph& g = b.graph();
+  bool found = false;
+  for (const GeneratedGroup& gg : PatternGenerator(g).generate(*backend_->codeRule(), SubGraphLimits{})) {
+    const KernelRequest request = KernelRequest::of(g, gg.nodes);
+    EXPECT_TRUE(backend_->compile(request)) << gg.toString(g);  // every candidate lowers
+    if (gg.nodes == all) {
+      found = true;
+      EXPECT_EQ(gg.label, "fusion:int8");
+    }
+  }
+  EXPECT_TRUE(found);
+}
+
+}  // namespace
+}  // namespace collage
