@@ -68,6 +68,8 @@ class OneDnnInt8 : public ::testing::Test {
     const KernelRequest request = KernelRequest::of(b.graph(), nodes);
     const onednn::Int8Analysis a = onednn::analyzeInt8(request);
     ASSERT_TRUE(a.ok()) << what << ": " << a.refusal;
+    if (CompileResult c = backend_->compile(request))  // what oneDNN chose, for the test report
+      RecordProperty(what, describeOneDnnKernel(*c.kernel));
     for (uint64_t seed : {1, 2, 3}) {
       const KernelCheckResult r = checkKernelAgainstReference(*backend_, b.graph(), nodes, seed);
       ASSERT_TRUE(r.compiled) << what << ": refused: " << r.refusal;
