@@ -148,6 +148,40 @@ TEST_F(OneDnnInt8, DynamicMatMulChainIsOneKernel) {
   expectMatches(b, out, "MatMulInteger u8 weights zero point 128, bias");
 }
 
+// A quantizer shared by two products (one tensor feeding two convolutions):
+// each product's chain runs as one kernel reading the quantized tensor, its
+// zero point and its dequantizing scale (made elsewhere) as inputs; the
+// generator offers those chains, and the quantizer alone.
+TEST_F(OneDnnInt8, ChainsOfASharedQuantizerRunWithRunTimeScale) {
+  GraphBuilder b;
+  b.endGroup();
+  const ValueId in = b.input({1, 8, 10, 10});
+  const Dql d = dynamicQuantize(b, in);
+  const ValueId w2 = intConstant(b, ElementType::Int8, {8, 8, 1, 1}, -128, 127, 9);
+  const ValueId other = b.op("Mul", {castToFloat(b, b.op("ConvInteger", {d.q, w2, d.zp})),
+                                     b.op("Mul", {d.scale, b.scalar(0.003f)})});
+  const ValueId s = b.op("Mul", {d.scale, b.scalar(0.002f)});
+  b.beginGroup();
+  const ValueId w = intConstant(b, ElementType::Int8, {8, 8, 3, 3}, -128, 127);
+  const ValueId acc = b.op("ConvInteger", {d.q, w, d.zp}, attrs({{"pads", Attribute(Ints{1, 1, 1, 1})}}));
+  const ValueId y = b.op("Mul", {castToFloat(b, acc), s});
+  const ValueId out = b.op("Relu", {b.op("Add", {y, b.constant({1, 8, 1, 1})})});
+  b.endGroup();
+  const ValueId sum = b.op("Add", {out, other});
+  b.graph().markOutput(sum);
+  expectMatches(b, out, "ConvInteger chain with the scale an input");
+  const Graph& g = b.graph();
+  bool quantizerAlone = false, chain = false;
+  for (const GeneratedGroup& gg : PatternGenerator(g).generate(*backend_->codeRule(), SubGraphLimits{})) {
+    const KernelRequest request = KernelRequest::of(g, gg.nodes);
+    EXPECT_TRUE(backend_->compile(request)) << gg.toString(g);
+    if (gg.nodes.count() == 1 && g.node(gg.nodes.members()[0]).op == "DynamicQuantizeLinear") quantizerAlone = true;
+    if (gg.nodes.contains(g.value(acc).producer) && gg.nodes.contains(g.value(out).producer)) chain = true;
+  }
+  EXPECT_TRUE(quantizerAlone);
+  EXPECT_TRUE(chain);
+}
+
 // The integer product alone (its quantizer elsewhere): the int32 accumulator, exactly.
 TEST_F(OneDnnInt8, IntegerProductAloneIsExact) {
   GraphBuilder b;
