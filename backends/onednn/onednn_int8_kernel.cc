@@ -1,5 +1,6 @@
 #include "backends/onednn/onednn_int8_kernel.h"
 
+#include <dnnl_debug.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -112,13 +113,60 @@ class Int8Kernel final : public Kernel {
       }
   }
 
+  // Layout hand-over (backend.h): the float result in the convolution's own
+  // layout (nhwc with AVX-512) instead of the reorder to NCHW, which costs
+  // more than the int8 convolution itself at large sizes; and a quantizer
+  // that reads its float source in that layout and writes the u8 tensor the
+  // convolution wants directly (quantization is elementwise, and the range
+  // is the same whatever the order).
+  std::optional<NativeLayout> nativeOutputLayout(size_t output) const override {
+    if (output != 0 || outputReorder < 0) return std::nullopt;
+    return layoutOf(steps[static_cast<size_t>(outputReorder)].args.at(DNNL_ARG_FROM).get_desc());
+  }
+  std::optional<NativeLayout> nativeInputLayout(size_t input) const override {
+    if (!quantize || sourceReorder < 0 || static_cast<int>(input) != sourceInput) return std::nullopt;
+    const memory::desc u8 = steps[static_cast<size_t>(sourceReorder)].args.at(DNNL_ARG_TO).get_desc();
+    const std::optional<memory::format_tag> tag = nativeTagOf(u8);
+    if (!tag || channelBlocked(*tag)) return std::nullopt;  // padded blocks are not elementwise
+    return layoutOf(memory::desc(u8.dims(), dt::f32, *tag));
+  }
+  void useNativeOutputLayout(size_t output) override {
+    COLLAGE_CHECK(nativeOutputLayout(output).has_value(), "no native output to hand over");
+    const memory internal = steps[static_cast<size_t>(outputReorder)].args.at(DNNL_ARG_FROM);
+    for (Binding& b : bindings)
+      if (b.isOutput && b.index == 0) b.memory = internal;
+    eraseStep(outputReorder);
+    outputReorder = -1;
+  }
+  void useNativeInputLayout(size_t input) override {
+    COLLAGE_CHECK(nativeInputLayout(input).has_value(), "no native input to take over");
+    quantized = steps[static_cast<size_t>(sourceReorder)].args.at(DNNL_ARG_TO);
+    eraseStep(sourceReorder);
+    sourceReorder = -1;
+  }
+
   std::string describe() const {
     std::string s = what;
     for (size_t i = 0; i < steps.size(); ++i) s += (i == 0 ? ": " : " -> ") + steps[i].impl;
     return s;
   }
 
+  static NativeLayout layoutOf(const memory::desc& md) {
+    std::string dims;
+    for (memory::dim d : md.dims()) dims += (dims.empty() ? "" : "x") + std::to_string(d);
+    const char* tag = dnnl_fmt_tag2str(static_cast<dnnl_format_tag_t>(*nativeTagOf(md)));
+    return {"onednn f32 " + dims + " " + tag, md.get_size()};
+  }
+  void eraseStep(int at) {
+    steps.erase(steps.begin() + at);
+    if (outputReorder > at) --outputReorder;
+    if (sourceReorder > at) --sourceReorder;
+  }
+
   std::shared_ptr<Context> context_;
+  // The reorders the layout hand-over can drop: the quantized source into
+  // the primitive's layout, the float result out of it (-1: none).
+  int sourceReorder = -1, outputReorder = -1;
   std::string what;  // the product as analysed
   std::vector<Step> steps;
   std::vector<Binding> bindings;
@@ -311,6 +359,7 @@ class Int8Builder {
   memory sourceFor(const memory::desc& want) {
     if (want == sourcePlain_) return source_;
     memory m = owned(want);
+    if (p_.quantizer != kNoNode) k_->sourceReorder = static_cast<int>(k_->steps.size());
     addReorder(source_, m);
     return m;
   }
@@ -326,7 +375,10 @@ class Int8Builder {
     const memory dst = plainDst ? result() : owned(pd.dst_desc());
     args[DNNL_ARG_DST] = dst;
     addStep(pd, P(pd), std::move(args), kind);
-    if (!plainDst) addReorder(dst, result());
+    if (!plainDst) {
+      if (p_.floatOutput && nativeTagOf(dst.get_desc())) k_->outputReorder = static_cast<int>(k_->steps.size());
+      addReorder(dst, result());
+    }
   }
 
   void buildConv(const Node& anchor, const dnnl::primitive_attr& attr, const std::vector<PostOp>& ops,
