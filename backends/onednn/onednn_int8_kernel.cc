@@ -126,8 +126,13 @@ class Int8Kernel final : public Kernel {
   std::optional<NativeLayout> nativeInputLayout(size_t input) const override {
     if (!quantize || sourceReorder < 0 || static_cast<int>(input) != sourceInput) return std::nullopt;
     const memory::desc u8 = steps[static_cast<size_t>(sourceReorder)].args.at(DNNL_ARG_TO).get_desc();
-    const std::optional<memory::format_tag> tag = nativeTagOf(u8);
-    if (!tag || channelBlocked(*tag)) return std::nullopt;  // padded blocks are not elementwise
+    // (nativeTagOf reads float32 descriptors: ask about the same layout in f32.)
+    std::optional<memory::format_tag> tag;
+    for (memory::format_tag t : {memory::format_tag::nwc, memory::format_tag::nhwc, memory::format_tag::ndhwc,
+                                 memory::format_tag::nChw16c, memory::format_tag::nChw8c})
+      if (!tag && memory::desc(u8.dims(), dt::u8, t, true) == u8) tag = nativeTagOf(memory::desc(u8.dims(), dt::f32, t, true));
+    // Quantization is elementwise only over a layout without padding.
+    if (!tag || static_cast<int64_t>(u8.get_size()) != sourceCount) return std::nullopt;
     return layoutOf(memory::desc(u8.dims(), dt::f32, *tag));
   }
   void useNativeOutputLayout(size_t output) override {

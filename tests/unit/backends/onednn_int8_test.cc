@@ -14,6 +14,9 @@
 #include "core/measure/kernel_check.h"
 #include "core/ops/op_registry.h"
 #include "core/patterns/pattern_generator.h"
+#include "core/runtime/session.h"
+#include "core/ops/reference_executor.h"
+#include <dnnl.hpp>
 #include "tests/unit/graph_builder.h"
 
 namespace collage {
@@ -180,6 +183,39 @@ TEST_F(OneDnnInt8, ChainsOfASharedQuantizerRunWithRunTimeScale) {
   }
   EXPECT_TRUE(quantizerAlone);
   EXPECT_TRUE(chain);
+}
+
+// Two dynamic chains in a row, each one kernel: where the convolution
+// computes channels last (AVX-512), the first hands its float result to the
+// second in that layout (no reorder to NCHW and back), and the second's
+// quantizer reads it so; the result is still the reference's.
+TEST_F(OneDnnInt8, ChainsHandOverTheirLayout) {
+  GraphBuilder b;
+  const AttributeMap pads = attrs({{"pads", Attribute(Ints{1, 1, 1, 1})}});
+  const ValueId first = dynamicConvChain(b, {1, 8, 12, 12}, 16, {3, 3}, pads, ElementType::Int8, 0, false);
+  const int64_t perChain = b.graph().numNodes();
+  // The second chain on the first's result.
+  const Dql d = dynamicQuantize(b, first);
+  const ValueId w = intConstant(b, ElementType::Int8, {16, 16, 3, 3}, -128, 127, 11);
+  const ValueId acc = b.op("ConvInteger", {d.q, w, d.zp}, pads);
+  const ValueId y = b.op("Mul", {castToFloat(b, acc), b.op("Mul", {d.scale, b.scalar(0.003f)})});
+  const ValueId out = b.op("Relu", {b.op("Add", {y, b.constant({1, 16, 1, 1})})});
+  b.finish(out);
+  const Graph& g = b.graph();
+  Plan plan;
+  for (int64_t c = 0; c < 2; ++c) {
+    PlanGroup group;
+    group.backend = "onednn";
+    for (int64_t n = c * perChain; n < (c + 1) * perChain; ++n) group.nodes.push_back(g.node(static_cast<NodeId>(n)).name);
+    plan.groups.push_back(group);
+  }
+  ASSERT_EQ(g.numNodes(), 2 * perChain);
+  Session session(g, plan, [&](const std::string&) { return backend_.get(); });
+  if (dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core) EXPECT_EQ(session.nativeLayoutValues(), 1);
+  for (uint64_t seed : {1, 2}) {
+    const SessionVerification v = verifySession(session, randomInputs(g, seed), kPlanTolerance);
+    EXPECT_TRUE(v.ok()) << (v.problems.empty() ? "" : v.problems[0]);
+  }
 }
 
 // The integer product alone (its quantizer elsewhere): the int32 accumulator, exactly.
