@@ -137,17 +137,23 @@ class Int8Kernel final : public Kernel {
   }
   void useNativeOutputLayout(size_t output) override {
     COLLAGE_CHECK(nativeOutputLayout(output).has_value(), "no native output to hand over");
+    // The primitive writes the caller's buffer: its own result buffer (as
+    // large as the output) is released, not kept beside it.
     const memory internal = steps[static_cast<size_t>(outputReorder)].args.at(DNNL_ARG_FROM);
-    for (Binding& b : bindings)
-      if (b.isOutput && b.index == 0) b.memory = internal;
+    const memory handle(internal.get_desc(), context_->engine, DNNL_MEMORY_NONE);
     eraseStep(outputReorder);
     outputReorder = -1;
+    replace(internal, handle);
+    for (Binding& b : bindings)
+      if (b.isOutput && b.index == 0) b.memory = handle;
   }
   void useNativeInputLayout(size_t input) override {
     COLLAGE_CHECK(nativeInputLayout(input).has_value(), "no native input to take over");
+    const memory plain = quantized;
     quantized = steps[static_cast<size_t>(sourceReorder)].args.at(DNNL_ARG_TO);
     eraseStep(sourceReorder);
     sourceReorder = -1;
+    owned.erase(std::remove(owned.begin(), owned.end(), plain), owned.end());
   }
 
   std::string describe() const {
@@ -161,6 +167,13 @@ class Int8Kernel final : public Kernel {
     for (memory::dim d : md.dims()) dims += (dims.empty() ? "" : "x") + std::to_string(d);
     const char* tag = dnnl_fmt_tag2str(static_cast<dnnl_format_tag_t>(*nativeTagOf(md)));
     return {"onednn f32 " + dims + " " + tag, md.get_size()};
+  }
+  // `from` replaced by `to` in every step, and no longer owned.
+  void replace(const memory& from, const memory& to) {
+    for (Step& step : steps)
+      for (auto& [arg, m] : step.args)
+        if (m == from) m = to;
+    owned.erase(std::remove(owned.begin(), owned.end(), from), owned.end());
   }
   void eraseStep(int at) {
     steps.erase(steps.begin() + at);

@@ -134,6 +134,14 @@ TEST_F(OneDnnInt8, DynamicConvChainIsOneKernel) {
     const ValueId out = dynamicConvChain(b, {1, 32, 7, 7}, 24, {1, 1}, {}, ElementType::Int8, 3, false);
     expectMatches(b, out, "pointwise, s8 weights with zero point 3");
   }
+  {
+    GraphBuilder b;
+    const ValueId out = dynamicConvChain(
+        b, {1, 16, 13, 13}, 16, {3, 3},
+        attrs({{"pads", Attribute(Ints{2, 2, 2, 2})}, {"dilations", Attribute(Ints{2, 2})}}), ElementType::Int8, 0,
+        true);
+    expectMatches(b, out, "dilated 3x3");
+  }
 }
 
 TEST_F(OneDnnInt8, DynamicMatMulChainIsOneKernel) {
