@@ -1,6 +1,8 @@
 #include "backends/onednn/onednn_int8.h"
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
 #include <set>
 
 #include "backends/onednn/onednn_descs.h"
@@ -124,6 +126,116 @@ struct Reader {
     return readWeights(anchor);
   }
 
+  // QDQ: the DequantizeLinear of a run-time u8/s8 tensor, with a constant
+  // per-tensor scale and zero point.
+  std::string readDequantizer(const Node& dq) {
+    p.source = operandOf(request, dq.inputs[0]);
+    if (p.source.inputIndex < 0)
+      return nodeLabel(dq) + "its input '" + g.value(dq.inputs[0]).name + "' is not an input of the group";
+    p.sourceType = g.value(dq.inputs[0]).type.elementType;
+    if (p.sourceType != ElementType::UInt8 && p.sourceType != ElementType::Int8)
+      return nodeLabel(dq) + "source of type " + typeName(p.sourceType) + " is not u8 or s8";
+    const Value& scale = g.value(dq.inputs[1]);
+    if (!scale.isConstant() || scale.type.numElements() != 1)
+      return nodeLabel(dq) + "the int8 kernel takes a constant per-tensor scale";
+    p.dequantizeScale = scale.constant->toFloats()[0];
+    if (dq.inputs.size() > 2 && dq.inputs[2] != kNoValue) {
+      const Value& z = g.value(dq.inputs[2]);
+      if (!z.isConstant() || z.type.numElements() != 1)
+        return nodeLabel(dq) + "the int8 kernel takes a constant per-tensor zero point";
+      p.sourceZeroPoint = operandOf(request, dq.inputs[2]);
+    }
+    return {};
+  }
+
+  // Float weights that are int8 values k times a scale per tensor or per
+  // output channel, exactly as DequantizeLinear made them (float(k) * s ==
+  // w for every weight): k into `weights`, s into `scales`.
+  std::string readQuantizedFloatWeights(const Node& anchor, std::vector<float>& scales) {
+    const Value& w = g.value(anchor.inputs[1]);
+    if (!w.isConstant())
+      return nodeLabel(anchor) + "its weights '" + w.name + "' are computed at run time; the int8 kernels take constant weights";
+    const std::vector<float> values = w.constant->toFloats();
+    const Shape& ws = w.type.shape;
+    const bool conv = p.kind == Int8Product::Kind::Conv;
+    const int64_t C = conv ? ws[0] : ws.back();
+    const int64_t inner = conv ? static_cast<int64_t>(values.size()) / std::max<int64_t>(C, 1) : 1;
+    auto channelOf = [&](size_t i) { return (static_cast<int64_t>(i) / inner) % C; };
+    std::vector<float> maxAbs(static_cast<size_t>(C), 0.0f);
+    float all = 0.0f;
+    for (size_t i = 0; i < values.size(); ++i) {
+      maxAbs[static_cast<size_t>(channelOf(i))] = std::max(maxAbs[static_cast<size_t>(channelOf(i))], std::fabs(values[i]));
+      all = std::max(all, std::fabs(values[i]));
+    }
+    p.weightsShape = ws;
+    p.weights.assign(values.size(), 0);
+    // Whether scale s reproduces every weight of channel c (all channels: c < 0).
+    auto exact = [&](float s, int64_t c) {
+      for (size_t i = 0; i < values.size(); ++i) {
+        if (c >= 0 && channelOf(i) != c) continue;
+        const float k = s == 0.0f ? 0.0f : std::nearbyint(values[i] / s);
+        if (k < -128 || k > 127 || k * s != values[i]) return false;
+        p.weights[i] = static_cast<int8_t>(k);
+      }
+      return true;
+    };
+    // The scale symmetric quantization gives (max |w| = 127 s), or a neighbour
+    // of it where the division rounded.
+    auto find = [&](float top, int64_t c) -> std::optional<float> {
+      const float s = top / 127.0f;
+      for (float t : {s, std::nextafter(s, 0.0f), std::nextafter(s, 1.0f)})
+        if (exact(t, c)) return t;
+      return std::nullopt;
+    };
+    if (const std::optional<float> s = find(all, -1)) {
+      scales.assign(1, *s);
+      return {};
+    }
+    scales.resize(static_cast<size_t>(C));
+    for (int64_t c = 0; c < C; ++c) {
+      const std::optional<float> s = find(maxAbs[static_cast<size_t>(c)], c);
+      if (!s)
+        return nodeLabel(anchor) + "its float weights are not int8 values times a scale per tensor or per "
+               "output channel; the int8 kernel needs their integers";
+      scales[static_cast<size_t>(c)] = *s;
+    }
+    return {};
+  }
+
+  // QDQ: DequantizeLinear -> Conv / MatMul; the float result carries on as post-ops.
+  std::string readQdqAnchor(const Node& dq) {
+    const NodeId a = onlyConsumer(dq.outputs[0]);
+    if (a == kNoNode || (g.node(a).op != "Conv" && g.node(a).op != "MatMul") ||
+        g.node(a).inputs[0] != dq.outputs[0])
+      return nodeLabel(dq) + "the int8 kernel takes a DequantizeLinear that only a Conv or MatMul of the "
+             "group reads, as its input";
+    const Node& anchor = g.node(a);
+    p.anchor = a;
+    p.kind = anchor.op == "Conv" ? Int8Product::Kind::Conv : Int8Product::Kind::MatMul;
+    p.shape = g.value(anchor.outputs[0]).type.shape;
+    const Shape& xs = g.value(anchor.inputs[0]).type.shape;
+    if (p.kind == Int8Product::Kind::Conv && (xs.size() < 3 || xs.size() > 5))
+      return nodeLabel(anchor) + std::to_string(xs.size() - 2) + " spatial dimensions";
+    if (p.kind == Int8Product::Kind::MatMul && (xs.size() < 2 || g.value(anchor.inputs[1]).type.rank() != 2))
+      return nodeLabel(anchor) + "the int8 matmul takes [..., M, K] x a constant [K, N]";
+    std::vector<float> ws;
+    if (std::string why = readQuantizedFloatWeights(anchor, ws); !why.empty()) return why;
+    for (float w : ws) p.weightScale.push_back(p.dequantizeScale * w);
+    p.floatOutput = p.hasScale = true;
+    if (anchor.inputs.size() > 2 && anchor.inputs[2] != kNoValue) {  // a Conv's bias, per channel
+      const Value& b = g.value(anchor.inputs[2]);
+      if (!b.isConstant()) return nodeLabel(anchor) + "its bias '" + b.name + "' is computed at run time";
+      Shape perChannel(p.shape.size(), 1);
+      perChannel[1] = p.outChannels();
+      Operand o;
+      o.isConstant = true;
+      o.shape = perChannel;
+      o.constant = Tensor::fromFloats(perChannel, b.constant->toFloats());
+      p.postOps.push_back(PostOp::binary(dnnl::algorithm::binary_add, o, anchor.name));
+    }
+    return {};
+  }
+
   // A constant float input of `node` at `slot`: its values (one, or `count`).
   std::string constFloats(const Node& node, size_t slot, int64_t count, const char* what,
                           std::vector<float>& out) const {
@@ -201,13 +313,30 @@ struct Reader {
         if (p.quantizer != kNoNode) return nodeLabel(node) + "a second quantizer in one int8 group";
         p.quantizer = n;
         used.insert(n);
+      } else if (node.op == "DequantizeLinear") {
+        if (p.dequantizer != kNoNode) return nodeLabel(node) + "a second DequantizeLinear in one int8 group";
+        p.dequantizer = n;
+        used.insert(n);
       } else if (isProductOp(node.op)) {
         if (p.anchor != kNoNode) return nodeLabel(node) + "a second integer product in one int8 group";
         p.anchor = n;
         used.insert(n);
       }
     }
-    if (p.anchor == kNoNode) {
+    if (p.dequantizer != kNoNode && (p.quantizer != kNoNode || p.anchor != kNoNode))
+      return nodeLabel(g.node(p.dequantizer)) + "a DequantizeLinear with another quantized product in one group";
+    ValueId result = kNoValue;
+    if (p.dequantizer != kNoNode) {
+      const Node& dq = g.node(p.dequantizer);
+      if (std::string why = readDequantizer(dq); !why.empty()) return why;
+      if (members.size() == 1) {  // the dequantizer alone
+        p.shape = g.value(dq.outputs[0]).type.shape;
+        return {};
+      }
+      if (std::string why = readQdqAnchor(dq); !why.empty()) return why;
+      used.insert(p.anchor);
+      result = g.node(p.anchor).outputs[0];
+    } else if (p.anchor == kNoNode) {
       if (p.quantizer != kNoNode && members.size() == 1) {  // the quantizer alone
         const Node& q = g.node(p.quantizer);
         p.source = operandOf(request, q.inputs[0]);
@@ -218,8 +347,11 @@ struct Reader {
       return "the group " + request.toString() + " has no integer product (ConvInteger, MatMulInteger)";
     }
     const Node& anchor = g.node(p.anchor);
-    p.shape = g.value(anchor.outputs[0]).type.shape;
-    if (std::string why = readAnchor(anchor); !why.empty()) return why;
+    if (p.dequantizer == kNoNode) {
+      p.shape = g.value(anchor.outputs[0]).type.shape;
+      if (std::string why = readAnchor(anchor); !why.empty()) return why;
+      result = anchor.outputs[0];
+    }
     if (isQLinearOp(anchor.op)) {
       if (members.size() != 1 + (p.quantizer != kNoNode ? 1 : 0))
         return nodeLabel(anchor) + "the int8 kernel takes a QLinear op alone";
@@ -229,8 +361,7 @@ struct Reader {
       return "the int8 group " + request.toString() + " has " + std::to_string(request.outputs.size()) +
              " outputs; the kernel makes one";
 
-    ValueId result = anchor.outputs[0];
-    const NodeId cast = p.requantize ? kNoNode : onlyConsumer(result);
+    const NodeId cast = p.requantize || p.dequantizer != kNoNode ? kNoNode : onlyConsumer(result);
     if (cast != kNoNode) {
       const Node& c = g.node(cast);
       if (c.op != "Cast" || g.value(c.outputs[0]).type.elementType != ElementType::Float32)
@@ -289,7 +420,7 @@ struct Reader {
 }  // namespace
 
 std::string Int8Product::describe(const Graph& graph) const {
-  std::string s = quantizer != kNoNode ? "DynamicQuantizeLinear" : "";
+  std::string s = quantizer != kNoNode ? "DynamicQuantizeLinear" : dequantizer != kNoNode ? "DequantizeLinear" : "";
   if (anchor == kNoNode) return s;
   if (!s.empty()) s += " + ";
   s += graph.node(anchor).op + (sourceType == ElementType::UInt8 ? " u8s8" : " s8s8");
@@ -300,14 +431,14 @@ std::string Int8Product::describe(const Graph& graph) const {
 }
 
 bool isInt8MemberOp(const std::string& op) {
-  return op == "DynamicQuantizeLinear" || isProductOp(op) || op == "Cast";
+  return op == "DynamicQuantizeLinear" || op == "DequantizeLinear" || isProductOp(op) || op == "Cast";
 }
 
 bool isInt8Group(const KernelRequest& request) {
   bool any = false;
   request.nodes.forEach([&](NodeId n) {
     const std::string& op = request.graph->node(n).op;
-    if (op == "DynamicQuantizeLinear" || isProductOp(op)) any = true;
+    if (op == "DynamicQuantizeLinear" || op == "DequantizeLinear" || isProductOp(op)) any = true;
   });
   return any;
 }

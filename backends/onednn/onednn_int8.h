@@ -8,6 +8,11 @@
 //             a u8 source and zero point that are inputs of the group, a scale
 //             that is a constant or an input)
 //
+//   QDQ       x_q -> DequantizeLinear -> Conv/MatMul(constant weights) -> [post-ops]
+//             (the import folds the weights' DequantizeLinear into float
+//             weights; they are taken back as int8 values times a scale
+//             where that reproduces every float weight exactly)
+//
 //   QOperator QLinearConv / QLinearMatMul: u8/s8 source, constant scales and
 //             zero points, int32 bias, the output requantized to u8/s8
 //
@@ -37,6 +42,8 @@ struct Int8Product {
   Kind kind = Kind::Conv;
   NodeId anchor = kNoNode;     // ConvInteger / MatMulInteger / QLinearConv / QLinearMatMul
   NodeId quantizer = kNoNode;  // DynamicQuantizeLinear inside the group, or kNoNode
+  NodeId dequantizer = kNoNode;  // DequantizeLinear of the source (QDQ), or kNoNode
+  float dequantizeScale = 1.0f;  // its scale (its zero point: sourceZeroPoint)
 
   // Source: the float tensor the quantizer reads (quantizer present), or the
   // quantized tensor itself (u8 or s8).

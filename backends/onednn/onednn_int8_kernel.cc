@@ -49,6 +49,22 @@ class Int8Kernel final : public Kernel {
     auto dataOf = [](const DLTensor* t) { return static_cast<char*>(t->data) + t->byte_offset; };
     for (Binding& b : bindings)
       b.memory.set_data_handle(dataOf(b.isOutput ? outputs[b.index] : inputs[b.index]));
+    if (dequantize) {  // DequantizeLinear alone: y = float(x - zero point) * scale, as the reference
+      const char* x = dataOf(inputs[0]);
+      float* y = reinterpret_cast<float*>(dataOf(outputs[0]));
+      const float scale = dequantizeScale;
+      const int32_t z = zeroPointConstant;
+      if (zeroPointSigned) {
+        const int8_t* q = reinterpret_cast<const int8_t*>(x);
+#pragma omp parallel for schedule(static) if (sourceCount > (1 << 18))
+        for (int64_t i = 0; i < sourceCount; ++i) y[i] = static_cast<float>(q[i] - z) * scale;
+      } else {
+        const uint8_t* q = reinterpret_cast<const uint8_t*>(x);
+#pragma omp parallel for schedule(static) if (sourceCount > (1 << 18))
+        for (int64_t i = 0; i < sourceCount; ++i) y[i] = static_cast<float>(q[i] - z) * scale;
+      }
+      return;
+    }
     float sourceScale = 1.0f;
     int32_t zeroPoint = zeroPointConstant;
     if (quantize) {
@@ -195,6 +211,9 @@ class Int8Kernel final : public Kernel {
   int64_t sourceCount = 0;
   memory quantized;                   // its u8 result, plain
   std::vector<int> quantizerOutputs;  // the quantizer alone: which output each kernel output is
+  // DequantizeLinear alone (its source's type: zeroPointSigned).
+  bool dequantize = false;
+  float dequantizeScale = 1.0f;
   // The source zero point: a constant, or read from an input at run time.
   int32_t zeroPointConstant = 0;
   int zeroPointInput = -1;
@@ -223,6 +242,7 @@ class Int8Builder {
 
   std::unique_ptr<Kernel> build() {
     k_->what = p_.describe(g_);
+    if (p_.anchor == kNoNode && p_.dequantizer != kNoNode) return buildDequantizerAlone();
     if (p_.anchor == kNoNode) return buildQuantizerAlone();
     const Node& anchor = g_.node(p_.anchor);
     label_ = nodeLabel(anchor);
@@ -266,6 +286,17 @@ class Int8Builder {
   }
 
  private:
+  std::unique_ptr<Kernel> buildDequantizerAlone() {
+    const Node& dq = g_.node(p_.dequantizer);
+    k_->dequantize = true;
+    k_->dequantizeScale = p_.dequantizeScale;
+    k_->sourceCount = g_.value(dq.inputs[0]).type.numElements();
+    k_->zeroPointSigned = p_.sourceType == ElementType::Int8;
+    if (p_.sourceZeroPoint.isConstant)
+      k_->zeroPointConstant = static_cast<int32_t>(p_.sourceZeroPoint.constant.toInts()[0]);
+    return std::move(k_);
+  }
+
   std::unique_ptr<Kernel> buildQuantizerAlone() {
     const Node& q = g_.node(p_.quantizer);
     k_->quantize = true;

@@ -314,6 +314,91 @@ TEST_F(OneDnnInt8, QLinearMatMulIsExact) {
   expectMatches(b, out, "QLinearMatMul s8");
 }
 
+// Float weights as a QDQ model's import leaves them: int8 values k times a
+// scale (per tensor, or per output channel along `axis`), the largest |k| 127.
+ValueId quantizedFloatWeights(GraphBuilder& b, const Shape& s, size_t axis, bool perChannel, uint64_t seed) {
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  std::uniform_int_distribution<int> d(-127, 127);
+  const int64_t n = numElements(s), channels = s[axis];
+  int64_t inner = 1;
+  for (size_t i = axis + 1; i < s.size(); ++i) inner *= s[i];
+  std::vector<float> scale(static_cast<size_t>(channels));
+  for (int64_t c = 0; c < channels; ++c) scale[static_cast<size_t>(c)] = perChannel ? 0.001f * static_cast<float>(c + 1) : 0.0037f;
+  std::vector<float> v(static_cast<size_t>(n));
+  std::vector<bool> seen(static_cast<size_t>(channels), false);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t c = (i / inner) % channels;
+    // Each channel's first weight at the end of the range, as symmetric quantization makes it.
+    const int k = seen[static_cast<size_t>(c)] ? d(rng) : (c % 2 ? -127 : 127);
+    seen[static_cast<size_t>(c)] = true;
+    v[static_cast<size_t>(i)] = static_cast<float>(k) * scale[static_cast<size_t>(c)];
+  }
+  return b.graph().addConstant("qw" + std::to_string(seed), Tensor::fromFloats(s, v));
+}
+
+// Static QDQ: x_q -> DequantizeLinear -> Conv (weights as import folded
+// them) -> Relu, as one int8 kernel with a float result.
+TEST_F(OneDnnInt8, QdqConvIsOneKernel) {
+  for (bool perChannel : {false, true}) {
+    GraphBuilder b;
+    b.endGroup();
+    const ValueId x = b.input({1, 8, 10, 10});
+    const ValueId xs = b.scalar(0.02f), xz = intValues(b, ElementType::UInt8, {}, {128});
+    const ValueId xq = b.op("QuantizeLinear", {x, xs, xz});
+    b.beginGroup();
+    const ValueId dq = b.op("DequantizeLinear", {xq, xs, xz});
+    const ValueId w = quantizedFloatWeights(b, {16, 8, 3, 3}, 0, perChannel, 21);
+    const ValueId conv = b.op("Conv", {dq, w, b.constant({16})}, attrs({{"pads", Attribute(Ints{1, 1, 1, 1})}}));
+    const ValueId out = b.op("Relu", {conv});
+    expectMatches(b, out, perChannel ? "QDQ Conv, per-channel weights" : "QDQ Conv");
+    if (perChannel) {  // the rule grows the whole group from the DequantizeLinear
+      const Graph& g = b.graph();
+      bool found = false;
+      for (const GeneratedGroup& gg : PatternGenerator(g).generate(*backend_->codeRule(), SubGraphLimits{}))
+        if (gg.nodes.contains(g.value(dq).producer) && gg.nodes.contains(g.value(out).producer)) {
+          found = true;
+          EXPECT_EQ(gg.label, "fusion:int8");
+        }
+      EXPECT_TRUE(found);
+    }
+  }
+}
+
+TEST_F(OneDnnInt8, QdqMatMulIsOneKernel) {
+  GraphBuilder b;
+  b.endGroup();
+  const ValueId x = b.input({2, 5, 16});
+  const ValueId xs = b.scalar(0.01f), xz = intValues(b, ElementType::Int8, {}, {3});
+  const ValueId xq = b.op("QuantizeLinear", {x, xs, xz});
+  b.beginGroup();
+  const ValueId dq = b.op("DequantizeLinear", {xq, xs, xz});
+  const ValueId mm = b.op("MatMul", {dq, quantizedFloatWeights(b, {16, 8}, 1, true, 5)});
+  expectMatches(b, b.op("Add", {mm, b.constant({8})}), "QDQ MatMul, per-column weights");
+}
+
+TEST_F(OneDnnInt8, DequantizerAloneIsExact) {
+  GraphBuilder b;
+  b.endGroup();
+  const ValueId x = b.input({3, 70});
+  const ValueId xs = b.scalar(0.013f), xz = intValues(b, ElementType::Int8, {}, {-5});
+  const ValueId xq = b.op("QuantizeLinear", {x, xs, xz});
+  b.beginGroup();
+  expectMatches(b, b.op("DequantizeLinear", {xq, xs, xz}), "DequantizeLinear alone");
+}
+
+// A float Conv after a DequantizeLinear whose weights are not int8 values
+// times a scale: no integer form; the refusal names the Conv.
+TEST_F(OneDnnInt8, QdqWithFloatWeightsIsRefused) {
+  GraphBuilder b;
+  b.endGroup();
+  const ValueId x = b.input({1, 4, 6, 6});
+  const ValueId xs = b.scalar(0.02f), xz = intValues(b, ElementType::UInt8, {}, {128});
+  const ValueId xq = b.op("QuantizeLinear", {x, xs, xz});
+  b.beginGroup();
+  const ValueId dq = b.op("DequantizeLinear", {xq, xs, xz});
+  expectRefusal(b, b.op("Conv", {dq, b.constant({4, 4, 3, 3})}), {"Conv", "not int8 values times a scale"});
+}
+
 TEST_F(OneDnnInt8, WeightsThatDoNotFitInt8AreRefusedNamingTheNode) {
   GraphBuilder b;
   const ValueId in = b.input({1, 4, 6, 6});
