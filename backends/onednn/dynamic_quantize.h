@@ -20,5 +20,8 @@ struct DynamicQuantization {
 DynamicQuantization dynamicQuantizationOf(const float* x, int64_t n);
 // y[i] for x[0..n) under `q` (all zeros when q.scale is 0, as the reference).
 void quantizeU8(const float* x, int64_t n, const DynamicQuantization& q, uint8_t* y);
+// ONNX QuantizeLinear with a per-tensor scale, as the reference:
+// y = saturate(round_half_even(x / scale) + zeroPoint) into uint8 or int8 (isSigned).
+void quantizeLinear(const float* x, int64_t n, float scale, int32_t zeroPoint, bool isSigned, void* y);
 
 }  // namespace collage::onednn

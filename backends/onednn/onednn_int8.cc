@@ -98,10 +98,17 @@ struct Reader {
         return nodeLabel(q) + "its input '" + g.value(q.inputs[0]).name + "' is not an input of the group";
       p.sourceType = ElementType::UInt8;
     } else {
-      p.source = operandOf(request, xv);
-      if (p.source.inputIndex < 0)
-        return nodeLabel(anchor) + "its input '" + g.value(xv).name +
-               "' is a constant or made in the group; the int8 kernels read it as an input";
+      if (p.staticQuantizer != kNoNode) {
+        const Node& q = g.node(p.staticQuantizer);
+        if (xv != q.outputs[0])
+          return nodeLabel(q) + "the int8 kernel takes a QuantizeLinear that feeds the product's input";
+        if (std::string why = readStaticQuantizer(q); !why.empty()) return why;
+      } else {
+        p.source = operandOf(request, xv);
+        if (p.source.inputIndex < 0)
+          return nodeLabel(anchor) + "its input '" + g.value(xv).name +
+                 "' is a constant or made in the group; the int8 kernels read it as an input";
+      }
       p.sourceType = g.value(xv).type.elementType;
       if (zv != kNoValue) {
         p.sourceZeroPoint = operandOf(request, zv);
@@ -124,6 +131,45 @@ struct Reader {
              shapeToString(xs) + " x " + shapeToString(ws);
     }
     return readWeights(anchor);
+  }
+
+  // A QuantizeLinear of a float input of the group with a constant
+  // per-tensor scale and zero point.
+  std::string readStaticQuantizer(const Node& q) {
+    p.source = operandOf(request, q.inputs[0]);
+    if (p.source.inputIndex < 0)
+      return nodeLabel(q) + "its input '" + g.value(q.inputs[0]).name + "' is not an input of the group";
+    const Value& scale = g.value(q.inputs[1]);
+    if (!scale.isConstant() || scale.type.numElements() != 1)
+      return nodeLabel(q) + "the int8 kernel takes a constant per-tensor scale";
+    p.staticScale = scale.constant->toFloats()[0];
+    p.staticZeroPoint = 0;
+    if (q.inputs.size() > 2 && q.inputs[2] != kNoValue) {
+      const Value& z = g.value(q.inputs[2]);
+      if (!z.isConstant() || z.type.numElements() != 1)
+        return nodeLabel(q) + "the int8 kernel takes a constant per-tensor zero point";
+      p.staticZeroPoint = static_cast<int32_t>(z.constant->toInts()[0]);
+    }
+    const ElementType t = g.value(q.outputs[0]).type.elementType;
+    if (t != ElementType::UInt8 && t != ElementType::Int8)
+      return nodeLabel(q) + "output of type " + typeName(t) + " is not u8 or s8";
+    p.sourceType = t;
+    return {};
+  }
+
+  // The DequantizeLinear of a QLinear op's result: a constant per-tensor scale and zero point.
+  std::string readOutputDequantizer(const Node& dq) {
+    const Value& scale = g.value(dq.inputs[1]);
+    if (!scale.isConstant() || scale.type.numElements() != 1)
+      return nodeLabel(dq) + "the int8 kernel takes a constant per-tensor scale";
+    p.outputDequantizeScale = scale.constant->toFloats()[0];
+    if (dq.inputs.size() > 2 && dq.inputs[2] != kNoValue) {
+      const Value& z = g.value(dq.inputs[2]);
+      if (!z.isConstant() || z.type.numElements() != 1)
+        return nodeLabel(dq) + "the int8 kernel takes a constant per-tensor zero point";
+      p.outputDequantizeZero = static_cast<int32_t>(z.constant->toInts()[0]);
+    }
+    return {};
   }
 
   // QDQ: the DequantizeLinear of a run-time u8/s8 tensor, with a constant
@@ -313,15 +359,31 @@ struct Reader {
         if (p.quantizer != kNoNode) return nodeLabel(node) + "a second quantizer in one int8 group";
         p.quantizer = n;
         used.insert(n);
+      } else if (node.op == "DequantizeLinear" && inGroup(producer(node.inputs[0])) &&
+                 isProductOp(g.node(producer(node.inputs[0])).op)) {
+        p.outputDequantizer = n;  // of a QLinear op's result
+        used.insert(n);
       } else if (node.op == "DequantizeLinear") {
         if (p.dequantizer != kNoNode) return nodeLabel(node) + "a second DequantizeLinear in one int8 group";
         p.dequantizer = n;
+        used.insert(n);
+      } else if (node.op == "QuantizeLinear") {
+        if (p.staticQuantizer != kNoNode) return nodeLabel(node) + "a second QuantizeLinear in one int8 group";
+        p.staticQuantizer = n;
         used.insert(n);
       } else if (isProductOp(node.op)) {
         if (p.anchor != kNoNode) return nodeLabel(node) + "a second integer product in one int8 group";
         p.anchor = n;
         used.insert(n);
       }
+    }
+    if (p.staticQuantizer != kNoNode && (p.quantizer != kNoNode || p.dequantizer != kNoNode))
+      return nodeLabel(g.node(p.staticQuantizer)) + "a QuantizeLinear with another quantizer in one group";
+    if (p.anchor == kNoNode && p.staticQuantizer != kNoNode) {  // the quantizer alone
+      if (members.size() != 1) return nodeLabel(g.node(p.staticQuantizer)) + "the int8 kernel runs a QuantizeLinear alone or before a QLinear op";
+      const Node& q = g.node(p.staticQuantizer);
+      p.shape = g.value(q.outputs[0]).type.shape;
+      return readStaticQuantizer(q);
     }
     if (p.dequantizer != kNoNode && (p.quantizer != kNoNode || p.anchor != kNoNode))
       return nodeLabel(g.node(p.dequantizer)) + "a DequantizeLinear with another quantized product in one group";
@@ -352,10 +414,23 @@ struct Reader {
       if (std::string why = readAnchor(anchor); !why.empty()) return why;
       result = anchor.outputs[0];
     }
+    if (p.staticQuantizer != kNoNode && !isQLinearOp(anchor.op))
+      return nodeLabel(g.node(p.staticQuantizer)) + "the int8 kernel takes a QuantizeLinear only before a QLinear op";
+    if (p.outputDequantizer != kNoNode && !isQLinearOp(anchor.op))
+      return nodeLabel(g.node(p.outputDequantizer)) + "the int8 kernel takes a DequantizeLinear only after a QLinear op";
     if (isQLinearOp(anchor.op)) {
-      if (members.size() != 1 + (p.quantizer != kNoNode ? 1 : 0))
-        return nodeLabel(anchor) + "the int8 kernel takes a QLinear op alone";
+      const size_t expected = 1 + (p.staticQuantizer != kNoNode ? 1 : 0) + (p.outputDequantizer != kNoNode ? 1 : 0);
+      if (members.size() != expected)
+        return nodeLabel(anchor) + "the int8 kernel takes a QLinear op alone, or with the QuantizeLinear "
+               "before it and the DequantizeLinear after it";
       if (std::string why = readRequantization(anchor); !why.empty()) return why;
+      if (p.outputDequantizer != kNoNode) {
+        const Node& dq = g.node(p.outputDequantizer);
+        if (dq.inputs[0] != result || onlyConsumer(result) != p.outputDequantizer)
+          return nodeLabel(dq) + "it must alone read the result of " + nodeLabel(anchor);
+        if (std::string why = readOutputDequantizer(dq); !why.empty()) return why;
+        result = dq.outputs[0];
+      }
     }
     if (request.outputs.size() != 1)
       return "the int8 group " + request.toString() + " has " + std::to_string(request.outputs.size()) +
@@ -420,25 +495,31 @@ struct Reader {
 }  // namespace
 
 std::string Int8Product::describe(const Graph& graph) const {
-  std::string s = quantizer != kNoNode ? "DynamicQuantizeLinear" : dequantizer != kNoNode ? "DequantizeLinear" : "";
+  std::string s = quantizer != kNoNode         ? "DynamicQuantizeLinear"
+                  : dequantizer != kNoNode     ? "DequantizeLinear"
+                  : staticQuantizer != kNoNode ? "QuantizeLinear"
+                                               : "";
   if (anchor == kNoNode) return s;
   if (!s.empty()) s += " + ";
   s += graph.node(anchor).op + (sourceType == ElementType::UInt8 ? " u8s8" : " s8s8");
   s += floatOutput ? " -> f32" : requantize ? (outputType == ElementType::UInt8 ? " -> u8" : " -> s8") : " -> s32";
   if (hasScale) s += weightScale.size() > 1 ? " * scale[c]" : " * scale";
   for (const PostOp& op : postOps) s += " + " + op.node;
+  if (outputDequantizer != kNoNode) s += " + DequantizeLinear";
   return s;
 }
 
 bool isInt8MemberOp(const std::string& op) {
-  return op == "DynamicQuantizeLinear" || op == "DequantizeLinear" || isProductOp(op) || op == "Cast";
+  return op == "DynamicQuantizeLinear" || op == "DequantizeLinear" || op == "QuantizeLinear" ||
+         isProductOp(op) || op == "Cast";
 }
 
 bool isInt8Group(const KernelRequest& request) {
   bool any = false;
   request.nodes.forEach([&](NodeId n) {
     const std::string& op = request.graph->node(n).op;
-    if (op == "DynamicQuantizeLinear" || op == "DequantizeLinear" || isProductOp(op)) any = true;
+    if (op == "DynamicQuantizeLinear" || op == "DequantizeLinear" || op == "QuantizeLinear" || isProductOp(op))
+      any = true;
   });
   return any;
 }

@@ -13,8 +13,10 @@
 //             weights; they are taken back as int8 values times a scale
 //             where that reproduces every float weight exactly)
 //
-//   QOperator QLinearConv / QLinearMatMul: u8/s8 source, constant scales and
-//             zero points, int32 bias, the output requantized to u8/s8
+//   QOperator [QuantizeLinear ->] QLinearConv / QLinearMatMul [-> DequantizeLinear]:
+//             u8/s8 source (or float quantized in the kernel), constant scales
+//             and zero points, int32 bias, the output requantized to u8/s8
+//             (then dequantized to float when the group ends so)
 //
 //   description:  source  float quantized in the kernel, or u8/s8 as given
 //                 source zero point  from the quantizer, a constant, an input
@@ -43,6 +45,11 @@ struct Int8Product {
   NodeId anchor = kNoNode;     // ConvInteger / MatMulInteger / QLinearConv / QLinearMatMul
   NodeId quantizer = kNoNode;  // DynamicQuantizeLinear inside the group, or kNoNode
   NodeId dequantizer = kNoNode;  // DequantizeLinear of the source (QDQ), or kNoNode
+  // QuantizeLinear of a float source inside the group (constant per-tensor
+  // scale and zero point), or kNoNode.
+  NodeId staticQuantizer = kNoNode;
+  float staticScale = 1.0f;
+  int32_t staticZeroPoint = 0;
   float dequantizeScale = 1.0f;  // its scale (its zero point: sourceZeroPoint)
 
   // Source: the float tensor the quantizer reads (quantizer present), or the
@@ -77,6 +84,11 @@ struct Int8Product {
   int32_t outputZeroPoint = 0;
   std::vector<float> requantScale;  // one per output channel, or a single one
   std::vector<int32_t> intBias;     // one per output channel, or empty
+  // A DequantizeLinear of the requantized result in the group: the output is
+  // float(q - outputDequantizeZero) * outputDequantizeScale.
+  NodeId outputDequantizer = kNoNode;
+  float outputDequantizeScale = 1.0f;
+  int32_t outputDequantizeZero = 0;
 
   Shape shape;  // of the output
   ValueId output = kNoValue;

@@ -65,6 +65,12 @@ class Int8Kernel final : public Kernel {
       }
       return;
     }
+    if (staticQuantize) {  // QuantizeLinear, into the product's source or (alone) the output
+      const float* x = reinterpret_cast<const float*>(dataOf(inputs[sourceInput]));
+      void* y = accumulator || steps.size() ? quantized.get_data_handle() : dataOf(outputs[0]);
+      quantizeLinear(x, sourceCount, staticScale, staticZeroPoint, staticSigned, y);
+      if (steps.empty()) return;
+    }
     float sourceScale = 1.0f;
     int32_t zeroPoint = zeroPointConstant;
     if (quantize) {
@@ -98,17 +104,23 @@ class Int8Kernel final : public Kernel {
     for (Step& s : steps) s.primitive.execute(context_->stream, s.args);
     context_->stream.wait();
     if (accumulator) {
+      void* y = dataOf(outputs[0]);
       if (outputSigned)
-        requantize(reinterpret_cast<int8_t*>(dataOf(outputs[0])));
+        requantize<int8_t>(y);
       else
-        requantize(reinterpret_cast<uint8_t*>(dataOf(outputs[0])));
+        requantize<uint8_t>(y);
     }
   }
 
   // The QLinear ops' output from the exact accumulator (plain layout), as
   // the reference: y = saturate(nearbyint(double(acc + bias[c]) * double(scale[c])) + zero point).
+  // With outputDequantize, then float(q - zero point) * scale, as the DequantizeLinear after it.
   template <class Q>
-  void requantize(Q* y) const {
+  void requantize(void* out) const {
+    Q* y = static_cast<Q*>(out);
+    float* yf = static_cast<float*>(out);
+    const float dqScale = outputDequantizeScale;
+    const int32_t dqZero = outputDequantizeZero;
     const int32_t* acc = static_cast<const int32_t*>(accumulator.get_data_handle());
     const double lo = std::numeric_limits<Q>::min(), hi = std::numeric_limits<Q>::max();
     const double zp = outputZeroPoint;
@@ -124,7 +136,11 @@ class Int8Kernel final : public Kernel {
         for (int64_t i = 0; i < count; ++i) {
           const int64_t at = base + i * step;
           const double v = std::nearbyint(static_cast<double>(acc[at] + bias) * scale) + zp;
-          y[at] = static_cast<Q>(std::min(std::max(v, lo), hi));
+          const Q q = static_cast<Q>(std::min(std::max(v, lo), hi));
+          if (outputDequantize)
+            yf[at] = static_cast<float>(static_cast<int32_t>(q) - dqZero) * dqScale;
+          else
+            y[at] = q;
         }
       }
   }
@@ -223,8 +239,15 @@ class Int8Kernel final : public Kernel {
   memory scaleMemory;
   size_t scaleCount = 0;
   std::vector<float> weightScale;
+  // QuantizeLinear in the kernel (constant scale and zero point).
+  bool staticQuantize = false, staticSigned = false;
+  float staticScale = 1.0f;
+  int32_t staticZeroPoint = 0;
   // Requantization (QLinear ops): the accumulator, plain, and its parameters.
   memory accumulator;
+  bool outputDequantize = false;
+  float outputDequantizeScale = 1.0f;
+  int32_t outputDequantizeZero = 0;
   bool outputSigned = false;
   int32_t outputZeroPoint = 0;
   std::vector<float> requantScale;
@@ -243,6 +266,10 @@ class Int8Builder {
   std::unique_ptr<Kernel> build() {
     k_->what = p_.describe(g_);
     if (p_.anchor == kNoNode && p_.dequantizer != kNoNode) return buildDequantizerAlone();
+    if (p_.anchor == kNoNode && p_.staticQuantizer != kNoNode) {  // QuantizeLinear alone
+      setUpStaticQuantizer(g_.value(g_.node(p_.staticQuantizer).inputs[0]).type.numElements());
+      return std::move(k_);
+    }
     if (p_.anchor == kNoNode) return buildQuantizerAlone();
     const Node& anchor = g_.node(p_.anchor);
     label_ = nodeLabel(anchor);
@@ -262,6 +289,9 @@ class Int8Builder {
     if (p_.requantize) {
       k_->outputSigned = p_.outputType == ElementType::Int8;
       k_->outputZeroPoint = p_.outputZeroPoint;
+      k_->outputDequantize = p_.outputDequantizer != kNoNode;
+      k_->outputDequantizeScale = p_.outputDequantizeScale;
+      k_->outputDequantizeZero = p_.outputDequantizeZero;
       k_->requantScale = p_.requantScale;
       k_->intBias = p_.intBias;
       k_->channels = p_.outChannels();
@@ -352,7 +382,13 @@ class Int8Builder {
       k_->quantized = owned(sourcePlain_);
       source_ = k_->quantized;
     } else {
-      source_ = bound(sourcePlain_, p_.source.inputIndex, false);
+      if (p_.staticQuantizer != kNoNode) {
+        setUpStaticQuantizer(numElements(xs));
+        k_->quantized = owned(sourcePlain_);
+        source_ = k_->quantized;
+      } else {
+        source_ = bound(sourcePlain_, p_.source.inputIndex, false);
+      }
       const Operand& z = p_.sourceZeroPoint;
       if (z.isConstant) {
         k_->zeroPointConstant = static_cast<int32_t>(z.constant.toInts()[0]);
@@ -363,6 +399,15 @@ class Int8Builder {
       }
     }
     k_->zeroPointMemory = owned(memory::desc({1}, dt::s32, memory::format_tag::x));
+  }
+
+  void setUpStaticQuantizer(int64_t count) {
+    k_->staticQuantize = true;
+    k_->staticSigned = p_.sourceType == ElementType::Int8;
+    k_->staticScale = p_.staticScale;
+    k_->staticZeroPoint = p_.staticZeroPoint;
+    k_->sourceInput = p_.source.inputIndex;
+    k_->sourceCount = count;
   }
 
   dnnl::primitive_attr attrFor(const std::vector<PostOp>& ops) {

@@ -301,6 +301,38 @@ TEST_F(OneDnnInt8, QLinearConvIsExact) {
   }
 }
 
+// QuantizeLinear -> QLinearConv -> DequantizeLinear as one kernel, grown by
+// the rule from the QuantizeLinear; every step exact.
+TEST_F(OneDnnInt8, QuantizeQLinearConvDequantizeIsOneKernel) {
+  GraphBuilder b;
+  const ValueId x = b.input({1, 8, 9, 9});
+  const ValueId xs = b.scalar(0.01f), xz = intValues(b, ElementType::Int8, {}, {-7});
+  const ValueId xq = b.op("QuantizeLinear", {x, xs, xz});
+  const ValueId w = intConstant(b, ElementType::Int8, {16, 8, 3, 3}, -128, 127);
+  const ValueId ys = b.scalar(0.02f), yz = intValues(b, ElementType::UInt8, {}, {90});
+  const ValueId yq = b.op("QLinearConv", {xq, xs, xz, w, b.constant({16}, 0.001f, 0.004f),
+                                          intValues(b, ElementType::Int8, {16}, {0}), ys, yz},
+                          attrs({{"pads", Attribute(Ints{1, 1, 1, 1})}}));
+  const ValueId out = b.op("DequantizeLinear", {yq, ys, yz});
+  expectMatches(b, out, "QuantizeLinear + QLinearConv + DequantizeLinear");
+  const Graph& g = b.graph();
+  bool whole = false;
+  for (const GeneratedGroup& gg : PatternGenerator(g).generate(*backend_->codeRule(), SubGraphLimits{})) {
+    EXPECT_TRUE(backend_->compile(KernelRequest::of(g, gg.nodes))) << gg.toString(g);
+    if (gg.nodes.count() == 3) whole = true;
+  }
+  EXPECT_TRUE(whole);
+}
+
+TEST_F(OneDnnInt8, QuantizeLinearAloneIsExact) {
+  for (ElementType t : {ElementType::UInt8, ElementType::Int8}) {
+    GraphBuilder b;
+    const ValueId x = b.input({4, 333});
+    expectMatches(b, b.op("QuantizeLinear", {x, b.scalar(0.0078125f), intValues(b, t, {}, {t == ElementType::Int8 ? -3 : 120})}),
+                  "QuantizeLinear alone");
+  }
+}
+
 TEST_F(OneDnnInt8, QLinearMatMulIsExact) {
   GraphBuilder b;
   b.endGroup();
