@@ -67,17 +67,24 @@ struct Reader {
     const int64_t inner = p.kind == Int8Product::Kind::Conv
                               ? static_cast<int64_t>(values.size()) / std::max<int64_t>(ws[0], 1)
                               : 1;
-    for (size_t i = 0; i < values.size(); ++i) {
-      const int64_t c = (static_cast<int64_t>(i) / inner) % channels;
-      const int64_t z = zp.empty() ? 0 : zp[zp.size() > 1 ? static_cast<size_t>(c) : 0];
-      const int64_t v = values[i] - z;
-      // oneDNN's integer convolutions and matmuls take s8 weights with a zero
-      // point of 0 only: the shift must be exact.
-      if (v < -128 || v > 127)
-        return nodeLabel(anchor) + "weight " + std::to_string(values[i]) + " minus its zero point " +
-               std::to_string(z) + " does not fit int8; oneDNN takes s8 weights with a zero point of 0";
+    auto zeroOf = [&](int64_t c) { return zp.empty() ? 0 : zp[zp.size() > 1 ? static_cast<size_t>(c) : 0]; };
+    // oneDNN's integer convolutions and matmuls take s8 weights with a zero
+    // point of 0 only: w - zero point, where every one fits int8.
+    bool fits = true;
+    for (size_t i = 0; i < values.size() && fits; ++i) {
+      const int64_t v = values[i] - zeroOf((static_cast<int64_t>(i) / inner) % channels);
+      fits = v >= -128 && v <= 127;
       p.weights[i] = static_cast<int8_t>(v);
     }
+    if (fits) return {};
+    // Otherwise w - base (base 128 for u8 weights: exact in int8) and a
+    // compensation term per channel, (base - zero point) * window sum.
+    if (p.kind == Int8Product::Kind::Conv && anchor.attrs.getInt("group", 1) != 1)
+      return nodeLabel(anchor) + "weights minus their zero point do not fit int8, and the compensation "
+             "for it is built for convolutions of one group only";
+    const int64_t base = w.type.elementType == ElementType::UInt8 ? 128 : 0;
+    for (size_t i = 0; i < values.size(); ++i) p.weights[i] = static_cast<int8_t>(values[i] - base);
+    for (int64_t c = 0; c < channels; ++c) p.weightOffset.push_back(static_cast<int32_t>(base - zeroOf(c)));
     return {};
   }
 
@@ -502,6 +509,7 @@ std::string Int8Product::describe(const Graph& graph) const {
   if (anchor == kNoNode) return s;
   if (!s.empty()) s += " + ";
   s += graph.node(anchor).op + (sourceType == ElementType::UInt8 ? " u8s8" : " s8s8");
+  if (!weightOffset.empty()) s += " + zero-point compensation";
   s += floatOutput ? " -> f32" : requantize ? (outputType == ElementType::UInt8 ? " -> u8" : " -> s8") : " -> s32";
   if (hasScale) s += weightScale.size() > 1 ? " * scale[c]" : " * scale";
   for (const PostOp& op : postOps) s += " + " + op.node;

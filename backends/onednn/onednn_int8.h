@@ -64,6 +64,13 @@ struct Int8Product {
   // their zero point, every value checked to fit int8.
   std::vector<int8_t> weights;
   Shape weightsShape;
+  // Weights whose difference from their zero point does not fit int8 (u8
+  // weights with a zero point far from 128): `weights` holds w - base, and
+  // the accumulator is the product with them plus weightOffset[c] (base -
+  // zero point) times the sum of the source minus its zero point over each
+  // output's window, computed by a second product with weights of ones.
+  // Empty when the weights fit.
+  std::vector<int32_t> weightOffset;
 
   // Float output: the accumulator times scale[c] = sourceScale * weightScale[c]
   // (sourceScale: the quantizer's when scaleFromQuantizer, else 1; one

@@ -98,18 +98,56 @@ class Int8Kernel final : public Kernel {
     if (scaleMemory) {
       float* s = static_cast<float*>(scaleMemory.get_data_handle());
       // The reference's Mul(x_scale, W_scale), then the product times it.
+      const float base = scaleFromQuantizer ? sourceScale : 1.0f;
       for (size_t c = 0; c < scaleCount; ++c)
-        s[c] = sourceScale * weightScale[weightScale.size() > 1 ? c : 0];
+        s[c] = base * weightScale[weightScale.size() > 1 ? c : 0];
     }
     for (Step& s : steps) s.primitive.execute(context_->stream, s.args);
     context_->stream.wait();
     if (accumulator) {
       void* y = dataOf(outputs[0]);
-      if (outputSigned)
+      if (!requantizing) {  // the compensated accumulator: int32 out, or float on through `after`
+        if (combined) {
+          combine<float>(combined.get_data_handle());
+          for (Step& s : after) s.primitive.execute(context_->stream, s.args);
+          context_->stream.wait();
+        } else {
+          combine<int32_t>(y);
+        }
+      } else if (outputSigned) {
         requantize<int8_t>(y);
-      else
+      } else {
         requantize<uint8_t>(y);
+      }
     }
+  }
+
+  // The accumulator at (o, c, i) of [outer][channels][inner] (or, channelsInner, [outer][channels]).
+  int64_t accAt(const int32_t* acc, int64_t o, int64_t c, int64_t i, int64_t& at) const {
+    at = channelsInner ? o * channels + c : (o * channels + c) * inner + i;
+    int64_t a = acc[at];
+    if (compensation) {
+      const int32_t* sum = static_cast<const int32_t*>(compensation.get_data_handle());
+      a += static_cast<int64_t>(weightOffset[static_cast<size_t>(c)]) * sum[channelsInner ? o : o * inner + i];
+    }
+    return a;
+  }
+
+  // The product with the compensation added, as int32 (the reference's
+  // accumulator) or float (its Cast).
+  template <class T>
+  void combine(void* out) const {
+    T* y = static_cast<T*>(out);
+    const int32_t* acc = static_cast<const int32_t*>(accumulator.get_data_handle());
+    const int64_t count = channelsInner ? 1 : inner;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t c = 0; c < channels; ++c)
+        for (int64_t i = 0; i < count; ++i) {
+          int64_t at;
+          const int64_t a = accAt(acc, o, c, i, at);
+          y[at] = static_cast<T>(static_cast<int32_t>(a));
+        }
   }
 
   // The QLinear ops' output from the exact accumulator (plain layout), as
@@ -129,13 +167,12 @@ class Int8Kernel final : public Kernel {
       for (int64_t c = 0; c < channels; ++c) {
         const double scale = requantScale[requantScale.size() > 1 ? static_cast<size_t>(c) : 0];
         const int64_t bias = intBias.empty() ? 0 : intBias[static_cast<size_t>(c)];
-        // Conv (NCHW): a plane per channel; MatMul: one element per column, strided.
-        const int64_t base = channelsInner ? o * channels + c : (o * channels + c) * inner;
-        const int64_t step = channelsInner ? outer * channels : 1;
+        // Conv (NCHW): a plane per channel; MatMul: one element per column.
         const int64_t count = channelsInner ? 1 : inner;
         for (int64_t i = 0; i < count; ++i) {
-          const int64_t at = base + i * step;
-          const double v = std::nearbyint(static_cast<double>(acc[at] + bias) * scale) + zp;
+          int64_t at;
+          const int64_t a = accAt(acc, o, c, i, at);
+          const double v = std::nearbyint(static_cast<double>(a + bias) * scale) + zp;
           const Q q = static_cast<Q>(std::min(std::max(v, lo), hi));
           if (outputDequantize)
             yf[at] = static_cast<float>(static_cast<int32_t>(q) - dqZero) * dqScale;
@@ -191,6 +228,8 @@ class Int8Kernel final : public Kernel {
   std::string describe() const {
     std::string s = what;
     for (size_t i = 0; i < steps.size(); ++i) s += (i == 0 ? ": " : " -> ") + steps[i].impl;
+    if (accumulator) s += requantizing ? " -> requantize" : " -> add the compensation";
+    for (const Step& step : after) s += " -> " + step.impl;
     return s;
   }
 
@@ -245,6 +284,14 @@ class Int8Kernel final : public Kernel {
   int32_t staticZeroPoint = 0;
   // Requantization (QLinear ops): the accumulator, plain, and its parameters.
   memory accumulator;
+  bool requantizing = false;
+  // Weights that did not fit int8 (onednn_int8.h): the window sums of the
+  // source, per channel offsets; a float result goes from `combined` through
+  // the `after` steps (scale and post-ops) to the output.
+  memory compensation, combined;
+  std::vector<int32_t> weightOffset;
+  std::vector<Step> after;
+  bool scaleFromQuantizer = false;
   bool outputDequantize = false;
   float outputDequantizeScale = 1.0f;
   int32_t outputDequantizeZero = 0;
@@ -277,17 +324,23 @@ class Int8Builder {
     std::vector<PostOp> ops = simplified(p_.postOps);
     const bool conv = p_.kind == Int8Product::Kind::Conv;
     const size_t rank = p_.shape.size();
-    if (p_.hasScale) {
+    const bool compensate = !p_.weightOffset.empty();
+    k_->scaleFromQuantizer = p_.scaleFromQuantizer;
+    if (p_.hasScale || (compensate && p_.floatOutput)) {
       Shape scaleShape(rank, 1);
       scaleShape[conv ? 1 : rank - 1] = p_.outChannels();
       k_->scaleCount = static_cast<size_t>(p_.outChannels());
-      k_->weightScale = p_.weightScale;
+      k_->weightScale = p_.hasScale ? p_.weightScale : std::vector<float>{1.0f};
       k_->scaleMemory = owned(plainOf(scaleShape, dt::f32));
     }
-    const dnnl::primitive_attr attr = attrFor(ops);
-    const memory::desc dstPlain = plainOf(p_.shape, p_.floatOutput ? dt::f32 : dt::s32);
-    if (p_.requantize) {
-      k_->outputSigned = p_.outputType == ElementType::Int8;
+    // Compensated: the product alone into an s32 accumulator; scale and post-ops come after.
+    const std::vector<PostOp> productOps = compensate ? std::vector<PostOp>() : ops;
+    const dnnl::primitive_attr attr = attrFor(productOps, !compensate && p_.hasScale);
+    const memory::desc dstPlain = plainOf(p_.shape, p_.floatOutput && !compensate ? dt::f32 : dt::s32);
+    k_->requantizing = p_.requantize;
+    k_->weightOffset = p_.weightOffset;
+    if (p_.requantize || compensate) {
+      k_->outputSigned = p_.outputType == ElementType::Int8;  // (requantizing)
       k_->outputZeroPoint = p_.outputZeroPoint;
       k_->outputDequantize = p_.outputDequantizer != kNoNode;
       k_->outputDequantizeScale = p_.outputDequantizeScale;
@@ -305,9 +358,10 @@ class Int8Builder {
     }
     try {
       if (conv)
-        buildConv(anchor, attr, ops, dstPlain);
+        buildConv(anchor, attr, productOps, dstPlain);
       else
-        buildMatMul(attr, ops, dstPlain);
+        buildMatMul(attr, productOps, dstPlain);
+      if (compensate) buildCompensation(anchor, ops);
     } catch (const dnnl::error& e) {
       throw Refusal{label_ + "oneDNN has no int8 " + (conv ? "convolution" : "matmul") + " for " +
                     p_.describe(g_) + ": " + e.what()};
@@ -410,10 +464,89 @@ class Int8Builder {
     k_->sourceCount = count;
   }
 
-  dnnl::primitive_attr attrFor(const std::vector<PostOp>& ops) {
+  // The window sums of the source minus its zero point (a product with
+  // weights of ones), and for a float result the steps after the combination:
+  // one binary multiply by the scale with the chain's post-ops.
+  void buildCompensation(const Node& anchor, const std::vector<PostOp>& ops) {
+    const bool conv = p_.kind == Int8Product::Kind::Conv;
+    const Shape& xs = g_.value(anchor.inputs[0]).type.shape;
+    dnnl::primitive_attr attr = attrFor({}, false);
+    Shape sumShape = p_.shape;
+    if (conv) {
+      const ConvGeometry geo = ConvGeometry::conv(anchor, xs, p_.weightsShape);
+      sumShape[1] = 1;
+      memory::dims wd = {1, geo.inChannels};
+      wd.insert(wd.end(), geo.kernel.begin(), geo.kernel.end());
+      const std::vector<int8_t> ones(static_cast<size_t>(numElements(wd)), 1);
+      memory::dims strides(geo.strides.begin(), geo.strides.end()), dil, pl, pr;
+      for (size_t i = 0; i < geo.spatialRank(); ++i) {
+        dil.push_back(geo.dilations[i] - 1);
+        pl.push_back(geo.padsBegin[i]);
+        pr.push_back(geo.padsEnd[i]);
+      }
+      const dnnl::convolution_forward::desc desc(
+          dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+          memory::desc(dimsOf(xs), dnnlType(p_.sourceType), memory::format_tag::any),
+          memory::desc(wd, dt::s8, memory::format_tag::any), memory::desc(dimsOf(sumShape), dt::s32, memory::format_tag::any),
+          strides, dil, pl, pr);
+      const dnnl::convolution_forward::primitive_desc pd(desc, attr, engine());
+      k_->compensation = productInto(pd, dnnl::convolution_forward(pd), plainOf(wd, dt::s8), ones, sumShape, "convolution");
+    } else {
+      sumShape.back() = 1;
+      Shape wShape = padTo(p_.weightsShape, p_.shape.size());
+      wShape.back() = 1;
+      const std::vector<int8_t> ones(static_cast<size_t>(numElements(wShape)), 1);
+      const dnnl::matmul::desc desc(sourcePlain_, memory::desc(dimsOf(wShape), dt::s8, memory::format_tag::any),
+                                    plainOf(sumShape, dt::s32));
+      const dnnl::matmul::primitive_desc pd(desc, attr, engine());
+      k_->compensation = productInto(pd, dnnl::matmul(pd), plainOf(wShape, dt::s8), ones, sumShape, "matmul");
+    }
+    if (!p_.floatOutput) return;
+    const memory::desc plain = plainOf(p_.shape, dt::f32);
+    k_->combined = owned(plain);
+    dnnl::post_ops po;
+    for (const PostOp& op : ops) {
+      if (op.kind == PostOp::Kind::Eltwise)
+        po.append_eltwise(1.0f, op.alg, op.alpha, op.beta);
+      else
+        po.append_binary(op.alg, plainOf(padTo(op.operand.shape, p_.shape.size()), dt::f32));
+    }
+    dnnl::primitive_attr binaryAttr;
+    binaryAttr.set_post_ops(po);
+    binaryAttr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    const dnnl::binary::primitive_desc pd(
+        dnnl::binary::desc(dnnl::algorithm::binary_mul, plain, k_->scaleMemory.get_desc(), plain), binaryAttr, engine());
+    std::unordered_map<int, memory> args = postOpArgs(ops, 0);
+    args[DNNL_ARG_SRC_0] = k_->combined;
+    args[DNNL_ARG_SRC_1] = k_->scaleMemory;
+    args[DNNL_ARG_DST] = bound(plain, 0, true);
+    const memory::desc scratch = pd.scratchpad_desc();
+    if (scratch.get_size() > 0) args[DNNL_ARG_SCRATCHPAD] = owned(scratch);
+    k_->after.push_back({dnnl::binary(pd), std::move(args), "binary(" + std::string(pd.impl_info_str()) + ")"});
+  }
+
+  // A product of the source with constant `weights` (plain `wPlain`) into a plain s32 buffer of `shape`.
+  template <class PD>
+  memory productInto(const PD& pd, dnnl::primitive p, const memory::desc& wPlain, const std::vector<int8_t>& weights,
+                     const Shape& shape, const std::string& kind) {
+    std::unordered_map<int, memory> args;
+    args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] = k_->zeroPointMemory;
+    args[DNNL_ARG_SRC] = sourceFor(pd.src_desc());
+    args[DNNL_ARG_WEIGHTS] = reorderedConstant(wPlain, weights.data(), pd.weights_desc());
+    const memory::desc plain = plainOf(shape, dt::s32);
+    const memory out = owned(plain);
+    const bool direct = pd.dst_desc() == plain;
+    const memory dst = direct ? out : owned(pd.dst_desc());
+    args[DNNL_ARG_DST] = dst;
+    addStep(pd, std::move(p), std::move(args), kind);
+    if (!direct) addReorder(dst, out);
+    return out;
+  }
+
+  dnnl::primitive_attr attrFor(const std::vector<PostOp>& ops, bool withScale) {
     dnnl::post_ops po;
     const size_t rank = p_.shape.size();
-    if (p_.hasScale) po.append_binary(dnnl::algorithm::binary_mul, k_->scaleMemory.get_desc());
+    if (withScale) po.append_binary(dnnl::algorithm::binary_mul, k_->scaleMemory.get_desc());
     for (const PostOp& op : ops) {
       if (op.kind == PostOp::Kind::Eltwise)
         po.append_eltwise(1.0f, op.alg, op.alpha, op.beta);
@@ -428,11 +561,16 @@ class Int8Builder {
   }
 
   // The arguments every product takes: zero point and post-op operands.
-  std::unordered_map<int, memory> commonArgs(const std::vector<PostOp>& ops) {
-    std::unordered_map<int, memory> args;
+  std::unordered_map<int, memory> commonArgs(const std::vector<PostOp>& ops, bool withScale) {
+    std::unordered_map<int, memory> args = postOpArgs(ops, withScale ? 1 : 0);
     args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] = k_->zeroPointMemory;
-    int index = 0;
-    if (p_.hasScale) args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(index++) | DNNL_ARG_SRC_1] = k_->scaleMemory;
+    if (withScale) args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1] = k_->scaleMemory;
+    return args;
+  }
+
+  // The operands of the binary post-ops among `ops`, the first at post-op position `index`.
+  std::unordered_map<int, memory> postOpArgs(const std::vector<PostOp>& ops, int index) {
+    std::unordered_map<int, memory> args;
     for (const PostOp& op : ops) {
       const int at = index++;
       if (op.kind != PostOp::Kind::Binary) continue;
@@ -452,7 +590,10 @@ class Int8Builder {
   // The primitive's source in the layout it wants (a reorder of the plain one if needed).
   memory sourceFor(const memory::desc& want) {
     if (want == sourcePlain_) return source_;
+    for (const memory& copy : sourceCopies_)  // the two products of a compensated kernel share it
+      if (copy.get_desc() == want) return copy;
     memory m = owned(want);
+    sourceCopies_.push_back(m);
     if (p_.quantizer != kNoNode) k_->sourceReorder = static_cast<int>(k_->steps.size());
     addReorder(source_, m);
     return m;
@@ -465,7 +606,8 @@ class Int8Builder {
     args[DNNL_ARG_WEIGHTS] = reorderedConstant(wPlain, p_.weights.data(), pd.weights_desc());
     const bool plainDst = pd.dst_desc() == dstPlain;
     // Requantized: the plain accumulator is the kernel's, the epilogue writes the output.
-    auto result = [&] { return p_.requantize ? (k_->accumulator = owned(dstPlain)) : bound(dstPlain, 0, true); };
+    const bool ownAccumulator = p_.requantize || !p_.weightOffset.empty();
+    auto result = [&] { return ownAccumulator ? (k_->accumulator = owned(dstPlain)) : bound(dstPlain, 0, true); };
     const memory dst = plainDst ? result() : owned(pd.dst_desc());
     args[DNNL_ARG_DST] = dst;
     addStep(pd, P(pd), std::move(args), kind);
@@ -501,7 +643,7 @@ class Int8Builder {
                                                dil, pl, pr);
     const dnnl::convolution_forward::primitive_desc pd(desc, attr, engine());
     finish<dnnl::convolution_forward::primitive_desc, dnnl::convolution_forward>(
-        pd, commonArgs(ops), wPlain, dstPlain, "convolution");
+        pd, commonArgs(ops, p_.hasScale && p_.weightOffset.empty()), wPlain, dstPlain, "convolution");
   }
 
   void buildMatMul(const dnnl::primitive_attr& attr, const std::vector<PostOp>& ops,
@@ -511,7 +653,8 @@ class Int8Builder {
     const memory::desc w(wPlain.dims(), dt::s8, memory::format_tag::any);
     const dnnl::matmul::desc desc(sourcePlain_, w, dstPlain);
     const dnnl::matmul::primitive_desc pd(desc, attr, engine());
-    finish<dnnl::matmul::primitive_desc, dnnl::matmul>(pd, commonArgs(ops), wPlain, dstPlain, "matmul");
+    finish<dnnl::matmul::primitive_desc, dnnl::matmul>(pd, commonArgs(ops, p_.hasScale && p_.weightOffset.empty()),
+                                                       wPlain, dstPlain, "matmul");
   }
 
   const KernelRequest& request_;
@@ -521,6 +664,7 @@ class Int8Builder {
   std::string label_;
   memory::desc sourcePlain_;
   memory source_;
+  std::vector<memory> sourceCopies_;
 };
 
 }  // namespace

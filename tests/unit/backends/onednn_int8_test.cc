@@ -431,13 +431,50 @@ TEST_F(OneDnnInt8, QdqWithFloatWeightsIsRefused) {
   expectRefusal(b, b.op("Conv", {dq, b.constant({4, 4, 3, 3})}), {"Conv", "not int8 values times a scale"});
 }
 
-TEST_F(OneDnnInt8, WeightsThatDoNotFitInt8AreRefusedNamingTheNode) {
+// u8 weights whose difference from their zero point does not fit int8 (an
+// asymmetric quantization): shifted by 128 and compensated, still exact.
+TEST_F(OneDnnInt8, WeightsBeyondInt8AreCompensatedExactly) {
+  for (int zp : {0, 37}) {
+    GraphBuilder b;
+    b.endGroup();
+    const ValueId in = b.input({1, 6, 9, 9});
+    const Dql d = dynamicQuantize(b, in);
+    b.beginGroup();
+    const ValueId w = intConstant(b, ElementType::UInt8, {8, 6, 3, 3}, 0, 255);
+    const ValueId acc = b.op("ConvInteger", {d.q, w, d.zp, intValues(b, ElementType::UInt8, {}, {zp})},
+                             attrs({{"pads", Attribute(Ints{1, 0, 1, 2})}}));
+    expectMatches(b, acc, "ConvInteger int32, u8 weights, zero point " + std::to_string(zp));
+  }
+  {
+    GraphBuilder b;
+    const ValueId in = b.input({1, 6, 9, 9});
+    const Dql d = dynamicQuantize(b, in);
+    const ValueId w = intConstant(b, ElementType::UInt8, {8, 6, 3, 3}, 0, 255);
+    const ValueId acc = b.op("ConvInteger", {d.q, w, d.zp, intValues(b, ElementType::UInt8, {}, {100})},
+                             attrs({{"pads", Attribute(Ints{1, 1, 1, 1})}}));
+    const ValueId y = b.op("Mul", {castToFloat(b, acc), b.op("Mul", {d.scale, b.scalar(0.002f)})});
+    expectMatches(b, b.op("Relu", {b.op("Add", {y, b.constant({1, 8, 1, 1})})}), "dynamic chain, compensated");
+  }
+  {
+    GraphBuilder b;
+    const ValueId in = b.input({3, 40});
+    const Dql d = dynamicQuantize(b, in);
+    const ValueId w = intConstant(b, ElementType::UInt8, {40, 12}, 0, 255);
+    const ValueId acc = b.op("MatMulInteger", {d.q, w, d.zp, intValues(b, ElementType::UInt8, {12}, {3, 250, 17, 90, 0, 255, 128, 1, 60, 200, 7, 99})});
+    const ValueId y = b.op("Mul", {castToFloat(b, acc), b.op("Mul", {d.scale, b.scalar(0.01f)})});
+    expectMatches(b, b.op("Add", {y, b.constant({12})}), "MatMulInteger, compensated, per-column zero points");
+  }
+}
+
+// The compensation is built for convolutions of one group: a grouped one
+// with weights beyond int8 is refused, naming the node.
+TEST_F(OneDnnInt8, GroupedWeightsBeyondInt8AreRefusedNamingTheNode) {
   GraphBuilder b;
   const ValueId in = b.input({1, 4, 6, 6});
   const Dql d = dynamicQuantize(b, in);
-  const ValueId w = intConstant(b, ElementType::UInt8, {4, 4, 1, 1}, 200, 255);  // zero point 0
-  const ValueId acc = b.op("ConvInteger", {d.q, w, d.zp});
-  expectRefusal(b, acc, {"ConvInteger", "does not fit int8"});
+  const ValueId w = intConstant(b, ElementType::UInt8, {4, 2, 1, 1}, 200, 255);  // zero point 0
+  const ValueId acc = b.op("ConvInteger", {d.q, w, d.zp}, attrs({{"group", Attribute(int64_t{2})}}));
+  expectRefusal(b, acc, {"ConvInteger", "do not fit int8"});
 }
 
 TEST_F(OneDnnInt8, RunTimeWeightsAreRefused) {
