@@ -30,8 +30,12 @@ def dynamic():
     x, cin = "x", 8
     for l, cout in enumerate([32, 32]):
         nodes.append(h.make_node("DynamicQuantizeLinear", [x], [f"q{l}", f"s{l}", f"z{l}"]))
-        c(f"w{l}", rng.integers(-127, 128, (cout, cin, 3, 3)).astype(np.int8))
-        c(f"wz{l}", np.array(0, np.int8))
+        if l == 0:  # symmetric s8 weights
+            c(f"w{l}", rng.integers(-127, 128, (cout, cin, 3, 3)).astype(np.int8))
+            c(f"wz{l}", np.array(0, np.int8))
+        else:  # asymmetric u8 weights (QUInt8): w - zero point spans more than int8
+            c(f"w{l}", rng.integers(0, 256, (cout, cin, 3, 3)).astype(np.uint8))
+            c(f"wz{l}", np.array(100, np.uint8))
         c(f"ws{l}", np.array(1.0 / (cin * 9 * 64), np.float32))
         nodes += [h.make_node("ConvInteger", [f"q{l}", f"w{l}", f"z{l}", f"wz{l}"], [f"a{l}"], pads=[1, 1, 1, 1]),
                   h.make_node("Cast", [f"a{l}"], [f"f{l}"], to=T.FLOAT),
