@@ -208,8 +208,15 @@ struct Reader {
     const Value& w = g.value(anchor.inputs[1]);
     if (!w.isConstant())
       return nodeLabel(anchor) + "its weights '" + w.name + "' are computed at run time; the int8 kernels take constant weights";
-    const std::vector<float> values = w.constant->toFloats();
-    const Shape& ws = w.type.shape;
+    std::vector<float> values = w.constant->toFloats();
+    Shape ws = w.type.shape;
+    if (anchor.op == "Gemm" && anchor.attrs.getInt("transB", 0) != 0) {  // [N, K] -> [K, N]
+      std::vector<float> t(values.size());
+      for (int64_t n = 0; n < ws[0]; ++n)
+        for (int64_t k = 0; k < ws[1]; ++k) t[static_cast<size_t>(k * ws[0] + n)] = values[static_cast<size_t>(n * ws[1] + k)];
+      values.swap(t);
+      ws = {ws[1], ws[0]};
+    }
     const bool conv = p.kind == Int8Product::Kind::Conv;
     const int64_t C = conv ? ws[0] : ws.back();
     const int64_t inner = conv ? static_cast<int64_t>(values.size()) / std::max<int64_t>(C, 1) : 1;
@@ -258,15 +265,20 @@ struct Reader {
   // QDQ: DequantizeLinear -> Conv / MatMul; the float result carries on as post-ops.
   std::string readQdqAnchor(const Node& dq) {
     const NodeId a = onlyConsumer(dq.outputs[0]);
-    if (a == kNoNode || (g.node(a).op != "Conv" && g.node(a).op != "MatMul") ||
+    if (a == kNoNode || (g.node(a).op != "Conv" && g.node(a).op != "MatMul" && g.node(a).op != "Gemm") ||
         g.node(a).inputs[0] != dq.outputs[0])
-      return nodeLabel(dq) + "the int8 kernel takes a DequantizeLinear that only a Conv or MatMul of the "
-             "group reads, as its input";
+      return nodeLabel(dq) + "the int8 kernel takes a DequantizeLinear that only a Conv, MatMul or Gemm of "
+             "the group reads, as its input";
     const Node& anchor = g.node(a);
+    if (anchor.op == "Gemm" && (anchor.attrs.getInt("transA", 0) != 0 || anchor.attrs.getFloat("alpha", 1.0f) != 1.0f ||
+                                anchor.attrs.getFloat("beta", 1.0f) != 1.0f))
+      return nodeLabel(anchor) + "the int8 kernel takes a Gemm without transA, alpha or beta";
     p.anchor = a;
     p.kind = anchor.op == "Conv" ? Int8Product::Kind::Conv : Int8Product::Kind::MatMul;
     p.shape = g.value(anchor.outputs[0]).type.shape;
     const Shape& xs = g.value(anchor.inputs[0]).type.shape;
+    if (anchor.op == "Gemm" && g.value(anchor.inputs[1]).type.rank() != 2)
+      return nodeLabel(anchor) + "a Gemm of rank other than 2";
     if (p.kind == Int8Product::Kind::Conv && (xs.size() < 3 || xs.size() > 5))
       return nodeLabel(anchor) + std::to_string(xs.size() - 2) + " spatial dimensions";
     if (p.kind == Int8Product::Kind::MatMul && (xs.size() < 2 || g.value(anchor.inputs[1]).type.rank() != 2))
@@ -275,15 +287,20 @@ struct Reader {
     if (std::string why = readQuantizedFloatWeights(anchor, ws); !why.empty()) return why;
     for (float w : ws) p.weightScale.push_back(p.dequantizeScale * w);
     p.floatOutput = p.hasScale = true;
-    if (anchor.inputs.size() > 2 && anchor.inputs[2] != kNoValue) {  // a Conv's bias, per channel
+    if (anchor.inputs.size() > 2 && anchor.inputs[2] != kNoValue) {  // a Conv's bias per channel, a Gemm's C
       const Value& b = g.value(anchor.inputs[2]);
       if (!b.isConstant()) return nodeLabel(anchor) + "its bias '" + b.name + "' is computed at run time";
-      Shape perChannel(p.shape.size(), 1);
-      perChannel[1] = p.outChannels();
+      Shape shape(p.shape.size(), 1);
+      if (p.kind == Int8Product::Kind::Conv) {
+        shape[1] = p.outChannels();
+      } else {  // C broadcast to [M, N]: numpy alignment from the right
+        const Shape padded = padTo(b.type.shape, p.shape.size());
+        shape = padded;
+      }
       Operand o;
       o.isConstant = true;
-      o.shape = perChannel;
-      o.constant = Tensor::fromFloats(perChannel, b.constant->toFloats());
+      o.shape = shape;
+      o.constant = Tensor::fromFloats(shape, b.constant->toFloats());
       p.postOps.push_back(PostOp::binary(dnnl::algorithm::binary_add, o, anchor.name));
     }
     return {};

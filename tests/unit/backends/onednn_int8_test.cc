@@ -408,6 +408,20 @@ TEST_F(OneDnnInt8, QdqMatMulIsOneKernel) {
   expectMatches(b, b.op("Add", {mm, b.constant({8})}), "QDQ MatMul, per-column weights");
 }
 
+// A quantized Linear layer as exporters write it: Gemm with transB and a bias.
+TEST_F(OneDnnInt8, QdqGemmIsOneKernel) {
+  GraphBuilder b;
+  b.endGroup();
+  const ValueId x = b.input({4, 24});
+  const ValueId xs = b.scalar(0.01f), xz = intValues(b, ElementType::UInt8, {}, {128});
+  const ValueId xq = b.op("QuantizeLinear", {x, xs, xz});
+  b.beginGroup();
+  const ValueId dq = b.op("DequantizeLinear", {xq, xs, xz});
+  const ValueId gemm = b.op("Gemm", {dq, quantizedFloatWeights(b, {10, 24}, 0, true, 8), b.constant({10})},
+                            attrs({{"transB", Attribute(int64_t{1})}}));
+  expectMatches(b, b.op("Relu", {gemm}), "QDQ Gemm transB, per-row weights, bias");
+}
+
 TEST_F(OneDnnInt8, DequantizerAloneIsExact) {
   GraphBuilder b;
   b.endGroup();
