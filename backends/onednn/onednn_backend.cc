@@ -139,6 +139,9 @@ class OneDnnBackend final : public Backend {
       if (!int8.ok()) return CompileResult::refuse(int8.refusal);
       return onednn::lowerInt8(context_, request, int8.product);
     }
+    // A float product reading a DequantizeLinear's result, with int8 weights: int8.
+    if (const onednn::Int8Analysis int8 = onednn::analyzeDequantizedInput(request); int8.ok())
+      return onednn::lowerInt8(context_, request, int8.product);
     // Primitive descriptors take parameters (eltwise bounds, pads, scales)
     // when they are created, not when they run.
     if (std::string why = runtimeInputRefusal(*request.graph, request.members(), "oneDNN");

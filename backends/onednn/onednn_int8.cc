@@ -181,10 +181,13 @@ struct Reader {
 
   // QDQ: the DequantizeLinear of a run-time u8/s8 tensor, with a constant
   // per-tensor scale and zero point.
-  std::string readDequantizer(const Node& dq) {
-    p.source = operandOf(request, dq.inputs[0]);
-    if (p.source.inputIndex < 0)
-      return nodeLabel(dq) + "its input '" + g.value(dq.inputs[0]).name + "' is not an input of the group";
+  // (inGroup: the DequantizeLinear is a member, its input the kernel's source.)
+  std::string readDequantizer(const Node& dq, bool inGroup = true) {
+    if (inGroup) {
+      p.source = operandOf(request, dq.inputs[0]);
+      if (p.source.inputIndex < 0)
+        return nodeLabel(dq) + "its input '" + g.value(dq.inputs[0]).name + "' is not an input of the group";
+    }
     p.sourceType = g.value(dq.inputs[0]).type.elementType;
     if (p.sourceType != ElementType::UInt8 && p.sourceType != ElementType::Int8)
       return nodeLabel(dq) + "source of type " + typeName(p.sourceType) + " is not u8 or s8";
@@ -269,6 +272,12 @@ struct Reader {
         g.node(a).inputs[0] != dq.outputs[0])
       return nodeLabel(dq) + "the int8 kernel takes a DequantizeLinear that only a Conv, MatMul or Gemm of "
              "the group reads, as its input";
+    return readQdqProduct(a);
+  }
+
+  // The float product of QDQ (its source's scale in dequantizeScale): int8
+  // weights recovered, the float result carried on as post-ops.
+  std::string readQdqProduct(NodeId a) {
     const Node& anchor = g.node(a);
     if (anchor.op == "Gemm" && (anchor.attrs.getInt("transA", 0) != 0 || anchor.attrs.getFloat("alpha", 1.0f) != 1.0f ||
                                 anchor.attrs.getFloat("beta", 1.0f) != 1.0f))
@@ -372,6 +381,59 @@ struct Reader {
     p.weightScale = c.constant->toFloats();
     used.insert(m);
     return true;
+  }
+
+  // The float rest of the group after `result` as post-ops (the float chain
+  // analysis), into p.postOps; `result` becomes the chain's end.
+  std::string readFloatTail(const std::vector<NodeId>& rest, ValueId& result, const Node& anchor) {
+    const KernelRequest sub = KernelRequest::of(g, NodeSet::of(g.numNodes(), rest), request.origin);
+    const ChainAnalysis chain = analyzeChain(sub);
+    if (!chain.ok()) return chain.refusal;
+    const Operand& from = chain.chain.source;
+    if (chain.chain.anchor != kNoNode || from.inputIndex < 0 ||
+        sub.inputs[static_cast<size_t>(from.inputIndex)] != result)
+      return "the float ops " + sub.toString() + " after " + nodeLabel(anchor) +
+             "are not a chain of post-ops on its result '" + g.value(result).name + "'";
+    for (PostOp op : chain.chain.postOps) {
+      if (op.kind == PostOp::Kind::Binary && !op.operand.isConstant) {
+        const ValueId v = sub.inputs[static_cast<size_t>(op.operand.inputIndex)];
+        op.operand = operandOf(request, v);
+        if (op.operand.inputIndex < 0)
+          return "post-op " + op.node + " reads '" + g.value(v).name + "', made inside the int8 group";
+      }
+      p.postOps.push_back(op);
+    }
+    result = chain.chain.output;
+    return {};
+  }
+
+  // analyzeDequantizedInput: the anchor is the group's first node.
+  std::string runDequantizedInput() {
+    const std::vector<NodeId> members = request.members();
+    if (members.empty() || request.outputs.size() != 1) return "not one float product with one output";
+    const Node& anchor = g.node(members[0]);
+    if (anchor.op != "Conv" && anchor.op != "MatMul" && anchor.op != "Gemm") return "no float product first";
+    const NodeId dqNode = producer(anchor.inputs[0]);
+    if (dqNode == kNoNode || inGroup(dqNode) || g.node(dqNode).op != "DequantizeLinear")
+      return nodeLabel(anchor) + "its input is not made by a DequantizeLinear";
+    const Node& dq = g.node(dqNode);
+    // The DequantizeLinear's scale and zero point, to quantize its result again.
+    const Operand x = operandOf(request, anchor.inputs[0]);
+    if (x.inputIndex < 0) return nodeLabel(anchor) + "its input is not an input of the group";
+    if (std::string why = readDequantizer(dq, false); !why.empty()) return why;
+    p.requantizedSource = true;
+    p.source = x;
+    p.staticScale = p.dequantizeScale;
+    p.staticZeroPoint = p.sourceZeroPoint.isConstant ? static_cast<int32_t>(p.sourceZeroPoint.constant.toInts()[0]) : 0;
+    if (std::string why = readQdqProduct(members[0]); !why.empty()) return why;
+    ValueId result = anchor.outputs[0];
+    const std::vector<NodeId> rest(members.begin() + 1, members.end());
+    if (!rest.empty())
+      if (std::string why = readFloatTail(rest, result, anchor); !why.empty()) return why;
+    if (result != request.outputs[0])
+      return "the group's output '" + g.value(request.outputs[0]).name + "' is not the end of its int8 chain";
+    p.output = result;
+    return {};
   }
 
   std::string run() {
@@ -490,24 +552,7 @@ struct Reader {
       if (!p.floatOutput)
         return nodeLabel(g.node(rest.front())) + "follows the int32 result of " + nodeLabel(anchor) +
                "without a Cast to float32";
-      const KernelRequest sub = KernelRequest::of(g, NodeSet::of(g.numNodes(), rest), request.origin);
-      const ChainAnalysis chain = analyzeChain(sub);
-      if (!chain.ok()) return chain.refusal;
-      const Operand& from = chain.chain.source;
-      if (chain.chain.anchor != kNoNode || from.inputIndex < 0 ||
-          sub.inputs[static_cast<size_t>(from.inputIndex)] != result)
-        return "the float ops " + sub.toString() + " after " + nodeLabel(anchor) +
-               "are not a chain of post-ops on its result '" + g.value(result).name + "'";
-      for (PostOp op : chain.chain.postOps) {
-        if (op.kind == PostOp::Kind::Binary && !op.operand.isConstant) {
-          const ValueId v = sub.inputs[static_cast<size_t>(op.operand.inputIndex)];
-          op.operand = operandOf(request, v);
-          if (op.operand.inputIndex < 0)
-            return "post-op " + op.node + " reads '" + g.value(v).name + "', made inside the int8 group";
-        }
-        p.postOps.push_back(op);
-      }
-      result = chain.chain.output;
+      if (std::string why = readFloatTail(rest, result, anchor); !why.empty()) return why;
     }
     if (result != request.outputs[0])
       return "the group's output '" + g.value(request.outputs[0]).name + "' is not the end of its int8 chain";
@@ -519,7 +564,8 @@ struct Reader {
 }  // namespace
 
 std::string Int8Product::describe(const Graph& graph) const {
-  std::string s = quantizer != kNoNode         ? "DynamicQuantizeLinear"
+  std::string s = requantizedSource            ? "QuantizeLinear (undoing a DequantizeLinear)"
+                  : quantizer != kNoNode         ? "DynamicQuantizeLinear"
                   : dequantizer != kNoNode     ? "DequantizeLinear"
                   : staticQuantizer != kNoNode ? "QuantizeLinear"
                                                : "";
@@ -547,6 +593,17 @@ bool isInt8Group(const KernelRequest& request) {
       any = true;
   });
   return any;
+}
+
+Int8Analysis analyzeDequantizedInput(const KernelRequest& request) {
+  Int8Analysis a;
+  Reader r{request, *request.graph, a.product};
+  try {
+    a.refusal = r.runDequantizedInput();
+  } catch (const Error& e) {
+    a.refusal = e.what();
+  }
+  return a;
 }
 
 Int8Analysis analyzeInt8(const KernelRequest& request) {

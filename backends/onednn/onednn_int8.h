@@ -48,6 +48,11 @@ struct Int8Product {
   // QuantizeLinear of a float source inside the group (constant per-tensor
   // scale and zero point), or kNoNode.
   NodeId staticQuantizer = kNoNode;
+  // The source is a float input of the group that an outside
+  // DequantizeLinear made (QDQ with the DequantizeLinear shared by several
+  // consumers): quantized again in the kernel with that scale and zero
+  // point, which gives back its integers exactly.
+  bool requantizedSource = false;
   float staticScale = 1.0f;
   int32_t staticZeroPoint = 0;
   float dequantizeScale = 1.0f;  // its scale (its zero point: sourceZeroPoint)
@@ -115,6 +120,12 @@ struct Int8Analysis {
 bool isInt8Group(const KernelRequest& request);
 // The group read as one int8 computation, or why it is not one.
 Int8Analysis analyzeInt8(const KernelRequest& request);
+// A group of float ops (Conv/MatMul/Gemm and post-ops) whose anchor reads
+// the result of a DequantizeLinear outside it, and whose weights are int8
+// values times a scale: the same group as one int8 kernel, or why not. The
+// backend prefers it to the float lowering where it holds (the model asked
+// for int8 arithmetic there).
+Int8Analysis analyzeDequantizedInput(const KernelRequest& request);
 // Ops an int8 group may contain besides float post-ops.
 bool isInt8MemberOp(const std::string& op);
 

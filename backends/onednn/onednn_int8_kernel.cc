@@ -436,7 +436,7 @@ class Int8Builder {
       k_->quantized = owned(sourcePlain_);
       source_ = k_->quantized;
     } else {
-      if (p_.staticQuantizer != kNoNode) {
+      if (p_.staticQuantizer != kNoNode || p_.requantizedSource) {
         setUpStaticQuantizer(numElements(xs));
         k_->quantized = owned(sourcePlain_);
         source_ = k_->quantized;

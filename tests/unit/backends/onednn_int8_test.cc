@@ -422,6 +422,39 @@ TEST_F(OneDnnInt8, QdqGemmIsOneKernel) {
   expectMatches(b, b.op("Relu", {gemm}), "QDQ Gemm transB, per-row weights, bias");
 }
 
+// QDQ with one DequantizeLinear shared by two convolutions: each group
+// {Conv, Relu} reads its float result and runs as int8 (the integers
+// quantized back exactly in the kernel); a Conv with float weights stays float.
+TEST_F(OneDnnInt8, ConvAfterASharedDequantizerRunsInt8) {
+  GraphBuilder b;
+  b.endGroup();
+  const ValueId x = b.input({1, 8, 10, 10});
+  const ValueId xs = b.scalar(0.02f), xz = intValues(b, ElementType::UInt8, {}, {128});
+  const ValueId dq = b.op("DequantizeLinear", {b.op("QuantizeLinear", {x, xs, xz}), xs, xz});
+  const ValueId other = b.op("Conv", {dq, b.constant({8, 8, 1, 1})});
+  b.beginGroup();
+  const ValueId conv = b.op("Conv", {dq, quantizedFloatWeights(b, {16, 8, 3, 3}, 0, true, 4), b.constant({16})},
+                            attrs({{"pads", Attribute(Ints{1, 1, 1, 1})}}));
+  const ValueId out = b.op("Relu", {conv});
+  b.graph().markOutput(other);
+  const NodeSet nodes = b.finish(out);
+  const KernelRequest request = KernelRequest::of(b.graph(), nodes);
+  const onednn::Int8Analysis a = onednn::analyzeDequantizedInput(request);
+  ASSERT_TRUE(a.ok()) << a.refusal;
+  const CompileResult c = backend_->compile(request);
+  ASSERT_TRUE(c) << c.refusal;
+  EXPECT_NE(describeOneDnnKernel(*c.kernel).find("convolution(jit_int8"), std::string::npos)
+      << describeOneDnnKernel(*c.kernel);
+  for (uint64_t seed : {1, 2}) {
+    const KernelCheckResult r = checkKernelAgainstReference(*backend_, b.graph(), nodes, seed);
+    EXPECT_TRUE(r.compiled && r.ok) << r.refusal << r.message;
+  }
+  // The other Conv's weights are plain floats: the float lowering.
+  const KernelRequest floatRequest = KernelRequest::of(b.graph(), NodeSet::of(b.graph().numNodes(), {b.graph().value(other).producer}));
+  EXPECT_FALSE(onednn::analyzeDequantizedInput(floatRequest).ok());
+  EXPECT_TRUE(backend_->compile(floatRequest));
+}
+
 TEST_F(OneDnnInt8, DequantizerAloneIsExact) {
   GraphBuilder b;
   b.endGroup();
