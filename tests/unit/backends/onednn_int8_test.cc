@@ -219,7 +219,9 @@ TEST_F(OneDnnInt8, ChainsHandOverTheirLayout) {
   }
   ASSERT_EQ(g.numNodes(), 2 * perChain);
   Session session(g, plan, [&](const std::string&) { return backend_.get(); });
-  if (dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core) EXPECT_EQ(session.nativeLayoutValues(), 1);
+  if (dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core) {
+    EXPECT_EQ(session.nativeLayoutValues(), 1);
+  }
   for (uint64_t seed : {1, 2}) {
     const SessionVerification v = verifySession(session, randomInputs(g, seed), kPlanTolerance);
     EXPECT_TRUE(v.ok()) << (v.problems.empty() ? "" : v.problems[0]);
