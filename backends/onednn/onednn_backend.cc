@@ -125,8 +125,9 @@ class OneDnnBackend final : public Backend {
   // intermediates viewed with other dims; 7: written-out functions fitted to float32
   // rounding, so a tiny bias is kept; a chain of identities runs as a copy;
   // 8: pools in the convolutions' layout (nhwc with AVX-512), pointwise convs
-  // blocked where that layout is channels last; 9: int8 products, the
-  // dynamic quantization chain as one kernel).
+  // blocked where that layout is channels last; 9: int8 products
+  // (onednn_int8.h): the dynamic quantization chain, QLinear ops and QDQ
+  // groups as single kernels).
   std::string version() const override {
     const dnnl_version_t* v = dnnl_version();
     return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
