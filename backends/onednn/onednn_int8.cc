@@ -463,7 +463,15 @@ struct Reader {
         used.insert(n);
       }
     }
-    if (p.staticQuantizer != kNoNode && (p.quantizer != kNoNode || p.dequantizer != kNoNode))
+    if (p.staticQuantizer != kNoNode && p.dequantizer != kNoNode)
+      // (QDQ's QuantizeLinear after the product: the reference rounds its
+      // float convolution's result, which differs from the exact integer
+      // accumulation in the last bits, so a requantized output would be off
+      // by one wherever a value lies near a rounding boundary.)
+      return nodeLabel(g.node(p.staticQuantizer)) + "a QuantizeLinear after a dequantized float product "
+             "rounds the float result, which an integer accumulation does not reproduce exactly; it runs "
+             "as a kernel of its own";
+    if (p.staticQuantizer != kNoNode && p.quantizer != kNoNode)
       return nodeLabel(g.node(p.staticQuantizer)) + "a QuantizeLinear with another quantizer in one group";
     if (p.anchor == kNoNode && p.staticQuantizer != kNoNode) {  // the quantizer alone
       if (members.size() != 1) return nodeLabel(g.node(p.staticQuantizer)) + "the int8 kernel runs a QuantizeLinear alone or before a QLinear op";

@@ -457,6 +457,21 @@ TEST_F(OneDnnInt8, ConvAfterASharedDequantizerRunsInt8) {
   EXPECT_TRUE(backend_->compile(floatRequest));
 }
 
+// QDQ's QuantizeLinear after the product stays out of the int8 kernel,
+// with the reason.
+TEST_F(OneDnnInt8, QdqWithTrailingQuantizeLinearIsRefused) {
+  GraphBuilder b;
+  b.endGroup();
+  const ValueId x = b.input({1, 8, 6, 6});
+  const ValueId xs = b.scalar(0.02f), xz = intValues(b, ElementType::UInt8, {}, {128});
+  const ValueId xq = b.op("QuantizeLinear", {x, xs, xz});
+  b.beginGroup();
+  const ValueId dq = b.op("DequantizeLinear", {xq, xs, xz});
+  const ValueId conv = b.op("Conv", {dq, quantizedFloatWeights(b, {8, 8, 1, 1}, 0, false, 2)});
+  expectRefusal(b, b.op("QuantizeLinear", {conv, b.scalar(0.05f), intValues(b, ElementType::UInt8, {}, {0})}),
+                {"QuantizeLinear", "rounds the float result"});
+}
+
 TEST_F(OneDnnInt8, DequantizerAloneIsExact) {
   GraphBuilder b;
   b.endGroup();
