@@ -193,7 +193,8 @@ class Int8Kernel final : public Kernel {
     return layoutOf(steps[static_cast<size_t>(outputReorder)].args.at(DNNL_ARG_FROM).get_desc());
   }
   std::optional<NativeLayout> nativeInputLayout(size_t input) const override {
-    if (!quantize || sourceReorder < 0 || static_cast<int>(input) != sourceInput) return std::nullopt;
+    if (!(quantize || staticQuantize) || sourceReorder < 0 || static_cast<int>(input) != sourceInput)
+      return std::nullopt;
     const memory::desc u8 = steps[static_cast<size_t>(sourceReorder)].args.at(DNNL_ARG_TO).get_desc();
     // (nativeTagOf reads float32 descriptors: ask about the same layout in f32.)
     std::optional<memory::format_tag> tag;
@@ -594,7 +595,9 @@ class Int8Builder {
       if (copy.get_desc() == want) return copy;
     memory m = owned(want);
     sourceCopies_.push_back(m);
-    if (p_.quantizer != kNoNode) k_->sourceReorder = static_cast<int>(k_->steps.size());
+    // A quantizer in the kernel can write this copy directly (the hand-over).
+    if (p_.quantizer != kNoNode || p_.staticQuantizer != kNoNode || p_.requantizedSource)
+      k_->sourceReorder = static_cast<int>(k_->steps.size());
     addReorder(source_, m);
     return m;
   }

@@ -228,6 +228,40 @@ TEST_F(OneDnnInt8, ChainsHandOverTheirLayout) {
   }
 }
 
+// A float oneDNN kernel's result in its own layout handed to a kernel that
+// quantizes it (QuantizeLinear -> QLinearConv) and reads it so. (A max pool
+// is exact, so the quantized result can be compared exactly: after a float
+// convolution, rounding differences could move a value across a
+// quantization step.)
+TEST_F(OneDnnInt8, QuantizingKernelTakesAFloatKernelsLayout) {
+  GraphBuilder b;
+  const ValueId x = b.input({1, 16, 12, 12});
+  const ValueId f = b.op("MaxPool", {x}, attrs({{"kernel_shape", Attribute(Ints{3, 3})}, {"pads", Attribute(Ints{1, 1, 1, 1})}}));
+  const ValueId xs = b.scalar(0.05f), xz = intValues(b, ElementType::UInt8, {}, {10});
+  const ValueId xq = b.op("QuantizeLinear", {f, xs, xz});
+  const ValueId w = intConstant(b, ElementType::Int8, {16, 16, 3, 3}, -128, 127);
+  const ValueId out = b.op("QLinearConv", {xq, xs, xz, w, b.scalar(0.002f), intValues(b, ElementType::Int8, {}, {0}),
+                                           b.scalar(0.1f), intValues(b, ElementType::UInt8, {}, {5})},
+                           attrs({{"pads", Attribute(Ints{1, 1, 1, 1})}}));
+  b.finish(out);
+  const Graph& g = b.graph();
+  Plan plan;
+  for (const std::vector<NodeId>& nodes : {std::vector<NodeId>{0}, std::vector<NodeId>{1, 2}}) {
+    PlanGroup group;
+    group.backend = "onednn";
+    for (NodeId n : nodes) group.nodes.push_back(g.node(n).name);
+    plan.groups.push_back(group);
+  }
+  Session session(g, plan, [&](const std::string&) { return backend_.get(); });
+  if (dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core) {
+    EXPECT_EQ(session.nativeLayoutValues(), 1);
+  }
+  for (uint64_t seed : {1, 2}) {
+    const SessionVerification v = verifySession(session, randomInputs(g, seed), kPlanTolerance);
+    EXPECT_TRUE(v.ok()) << (v.problems.empty() ? "" : v.problems[0]);
+  }
+}
+
 // The integer product alone (its quantizer elsewhere): the int32 accumulator, exactly.
 TEST_F(OneDnnInt8, IntegerProductAloneIsExact) {
   GraphBuilder b;
