@@ -8,6 +8,8 @@
 
 #include "backends/onednn/composite_functions.h"
 #include "backends/onednn/onednn_chain.h"
+#include "backends/onednn/onednn_int8.h"
+#include "backends/onednn/onednn_int8_kernel.h"
 #include "backends/onednn/onednn_kernel.h"
 #include "core/ops/runtime_inputs.h"
 
@@ -38,7 +40,9 @@ class OneDnnPatternRule final : public PatternRule {
 
   // Seeds: the nodes that lower alone.
   bool opRule(const Graph& graph, NodeId node) const override {
-    return onednn::analyzeChain(KernelRequest::of(graph, NodeSet::of(graph.numNodes(), {node}))).ok();
+    const KernelRequest request = KernelRequest::of(graph, NodeSet::of(graph.numNodes(), {node}));
+    if (onednn::isInt8Group(request)) return onednn::analyzeInt8(request).ok();
+    return onednn::analyzeChain(request).ok();
   }
   // Members: elementwise ops (each a post-op, or part of a function written
   // out with several), BatchNormalization (a per-channel scale and shift),
@@ -46,13 +50,17 @@ class OneDnnPatternRule final : public PatternRule {
   // folds into the anchor after it.
   bool memberRule(const Graph& graph, NodeId node) const override {
     const std::string& op = graph.node(node).op;
-    return onednn::isScalarFunctionOp(op) || op == "BatchNormalization" || op == "Dropout" ||
+    return onednn::isScalarFunctionOp(op) || onednn::isInt8MemberOp(op) ||
+           op == "BatchNormalization" || op == "Dropout" ||
            op == "Pad" ||
            opRule(graph, node);
   }
   std::optional<std::string> fusionRule(const Graph& graph, const NodeSet& group, NodeId seed,
                                         NodeId) const override {
     const KernelRequest request = KernelRequest::of(graph, group);
+    // Quantized groups (onednn_int8.h): one integer product and its float tail.
+    if (onednn::isInt8Group(request))
+      return onednn::analyzeInt8(request).ok() ? std::optional<std::string>("int8") : std::nullopt;
     if (onednn::analyzeChain(request).ok()) return std::string("post_ops");
     // Several chains: a series from an anchor, or a block grown from a fork
     // (the fork is not a member). A series from an elementwise op would only
@@ -70,7 +78,7 @@ class OneDnnPatternRule final : public PatternRule {
   bool emitsGroup(const Graph& graph, const NodeSet& group, NodeId seed,
                   NodeId sink) const override {
     const KernelRequest request = KernelRequest::of(graph, group);
-    if (onednn::analyzeChain(request).ok()) return true;
+    if (onednn::isInt8Group(request) || onednn::analyzeChain(request).ok()) return true;
     if (request.outputs.size() != 1) return true;
     const Value& result = graph.value(request.outputs[0]);
     if (result.consumers.size() != 1 || result.isGraphOutput) return true;
@@ -129,17 +137,34 @@ class OneDnnBackend final : public Backend {
   // intermediates viewed with other dims; 7: written-out functions fitted to float32
   // rounding, so a tiny bias is kept; a chain of identities runs as a copy;
   // 8: pools in the convolutions' layout (nhwc with AVX-512), pointwise convs
-  // blocked where that layout is channels last).
+  // blocked where that layout is channels last; 9: int8 products
+  // (onednn_int8.h): the dynamic quantization chain, QLinear ops and QDQ
+  // groups as single kernels).
   std::string version() const override {
     const dnnl_version_t* v = dnnl_version();
     return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-           std::to_string(v->patch) + " (" + v->hash + ") lowering 8" +
+           std::to_string(v->patch) + " (" + v->hash + ") lowering 9" +
            (context_->precision == onednn::Precision::F32
                 ? ""
                 : " " + onednn::precisionName(context_->precision));
   }
 
   CompileResult compile(const KernelRequest& request) override {
+    // The int8 products are integer arithmetic whatever the precision; the
+    // float32 backend runs them, a reduced-precision one would only measure
+    // the same kernel again.
+    const bool f32 = context_->precision == onednn::Precision::F32;
+    if (onednn::isInt8Group(request)) {
+      if (!f32)
+        return CompileResult::refuse("int8 products run on the " +
+                                     onednn::backendName(onednn::Precision::F32) + " backend");
+      const onednn::Int8Analysis int8 = onednn::analyzeInt8(request);
+      if (!int8.ok()) return CompileResult::refuse(int8.refusal);
+      return onednn::lowerInt8(context_, request, int8.product);
+    }
+    // A float product reading a DequantizeLinear's result, with int8 weights: int8.
+    if (const onednn::Int8Analysis int8 = onednn::analyzeDequantizedInput(request); f32 && int8.ok())
+      return onednn::lowerInt8(context_, request, int8.product);
     // Primitive descriptors take parameters (eltwise bounds, pads, scales)
     // when they are created, not when they run.
     if (std::string why = runtimeInputRefusal(*request.graph, request.members(), "oneDNN");
@@ -173,6 +198,7 @@ class OneDnnBackend final : public Backend {
     if (std::string why = runtimeInputRefusal(*region.graph, region.members(), "oneDNN");
         !why.empty())
       return why;
+    if (onednn::isInt8Group(region)) return onednn::analyzeInt8(region).refusal;
     const onednn::ChainAnalysis analysis = onednn::analyzeChain(region);
     if (analysis.ok()) return {};
     const onednn::ChainSequence sequence = onednn::analyzeSequence(region);
@@ -197,7 +223,7 @@ std::unique_ptr<Backend> createOneDnnBf16Backend() {
 
 std::string describeOneDnnKernel(const Kernel& kernel) {
   const auto* k = dynamic_cast<const onednn::OneDnnKernel*>(&kernel);
-  return k ? k->describe() : std::string();
+  return k ? k->describe() : onednn::describeInt8Kernel(kernel);
 }
 
 }  // namespace collage

@@ -1,0 +1,620 @@
+// The oneDNN backend's int8 kernels (backends/onednn/onednn_int8*.h) against
+// the reference executor: the dynamic quantization chain (quantizer, integer
+// product, dequantizing scale, bias, activation) as one kernel, integer
+// results exact, float ones within the usual tolerance; the refusals, naming
+// the node; and the rule generating the whole chain as one candidate.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+#include "backends/onednn/dynamic_quantize.h"
+#include "backends/onednn/onednn_backend.h"
+#include "backends/onednn/onednn_int8.h"
+#include "core/measure/kernel_check.h"
+#include "core/ops/op_registry.h"
+#include "core/patterns/pattern_generator.h"
+#include "core/runtime/session.h"
+#include "core/ops/reference_executor.h"
+#include <dnnl.hpp>
+#include "tests/unit/graph_builder.h"
+
+namespace collage {
+namespace {
+
+// A constant of int8 or uint8 values drawn from [lo, hi].
+ValueId intConstant(GraphBuilder& b, ElementType type, const Shape& s, int lo, int hi, uint64_t seed = 3) {
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  std::uniform_int_distribution<int> d(lo, hi);
+  Tensor t(TensorType{type, s});
+  for (int64_t i = 0; i < t.numElements(); ++i) {
+    if (type == ElementType::Int8)
+      t.data<int8_t>()[i] = static_cast<int8_t>(d(rng));
+    else
+      t.data<uint8_t>()[i] = static_cast<uint8_t>(d(rng));
+  }
+  static int counter = 0;
+  return b.graph().addConstant("q" + std::to_string(counter++), std::move(t));
+}
+
+// A constant with the given integer values (one type of int8, uint8, int32).
+ValueId intValues(GraphBuilder& b, ElementType type, const Shape& s, const std::vector<int64_t>& values) {
+  Tensor t(TensorType{type, s});
+  for (int64_t i = 0; i < t.numElements(); ++i) {
+    const int64_t v = values[values.size() > 1 ? static_cast<size_t>(i) : 0];
+    if (type == ElementType::Int8) t.data<int8_t>()[i] = static_cast<int8_t>(v);
+    else if (type == ElementType::UInt8) t.data<uint8_t>()[i] = static_cast<uint8_t>(v);
+    else t.data<int32_t>()[i] = static_cast<int32_t>(v);
+  }
+  static int counter = 0;
+  return b.graph().addConstant("iv" + std::to_string(counter++), std::move(t));
+}
+
+ValueId castToFloat(GraphBuilder& b, ValueId v) { return b.op("Cast", {v}, attrs({{"to", Attribute(int64_t{1})}})); }
+
+struct Dql {
+  ValueId q, scale, zp;
+};
+Dql dynamicQuantize(GraphBuilder& b, ValueId x) {
+  b.op("DynamicQuantizeLinear", {x}, {}, 3);
+  const Graph& g = b.graph();  // producers are linked at finalize(): the node just added
+  const Node& node = g.node(g.numNodes() - 1);
+  return {node.outputs[0], node.outputs[1], node.outputs[2]};
+}
+
+class OneDnnInt8 : public ::testing::Test {
+ protected:
+  void SetUp() override { backend_ = createOneDnnBackend(); }
+
+  void expectMatches(GraphBuilder& b, ValueId out, const std::string& what) {
+    const NodeSet nodes = b.finish(out);
+    const KernelRequest request = KernelRequest::of(b.graph(), nodes);
+    const onednn::Int8Analysis a = onednn::analyzeInt8(request);
+    ASSERT_TRUE(a.ok()) << what << ": " << a.refusal;
+    if (CompileResult c = backend_->compile(request))  // what oneDNN chose, for the test report
+      RecordProperty(what, describeOneDnnKernel(*c.kernel));
+    for (uint64_t seed : {1, 2, 3}) {
+      const KernelCheckResult r = checkKernelAgainstReference(*backend_, b.graph(), nodes, seed);
+      ASSERT_TRUE(r.compiled) << what << ": refused: " << r.refusal;
+      EXPECT_TRUE(r.ok) << what << " [" << a.product.describe(b.graph()) << "]: " << r.message;
+    }
+  }
+  void expectRefusal(GraphBuilder& b, ValueId out, const std::vector<std::string>& mentions) {
+    const NodeSet nodes = b.finish(out);
+    const CompileResult c = backend_->compile(KernelRequest::of(b.graph(), nodes));
+    EXPECT_FALSE(c);
+    for (const std::string& m : mentions) EXPECT_NE(c.refusal.find(m), std::string::npos) << c.refusal;
+  }
+
+  std::unique_ptr<Backend> backend_;
+};
+
+// The form onnxruntime's quantize_dynamic writes for a Conv: x -> DQL ->
+// ConvInteger -> Cast -> Mul(Mul(x_scale, W_scale)) -> Add(bias [1,C,1,1]) -> Relu.
+ValueId dynamicConvChain(GraphBuilder& b, const Shape& x, int64_t oc, const Ints& kernel, AttributeMap convAttrs,
+                         ElementType wType, int wzp, bool perChannelScale) {
+  const ValueId in = b.input(x);
+  const Dql d = dynamicQuantize(b, in);
+  const int64_t group = convAttrs.getInt("group", 1);
+  Shape ws = {oc, x[1] / group};
+  ws.insert(ws.end(), kernel.begin(), kernel.end());
+  // Weights whose difference from the zero point fits int8 (as exporters make them).
+  const ValueId w = wType == ElementType::Int8 ? intConstant(b, wType, ws, std::max(-128, wzp - 128), std::min(127, wzp + 127))
+                                               : intConstant(b, wType, ws, std::max(0, wzp - 128), std::min(255, wzp + 127));
+  Tensor z(TensorType{wType, {}});
+  if (wType == ElementType::Int8) z.data<int8_t>()[0] = static_cast<int8_t>(wzp);
+  else z.data<uint8_t>()[0] = static_cast<uint8_t>(wzp);
+  const ValueId wz = b.graph().addConstant("wzp" + std::to_string(oc), std::move(z));
+  const ValueId acc = b.op("ConvInteger", {d.q, w, d.zp, wz}, std::move(convAttrs));
+  const ValueId f = castToFloat(b, acc);
+  const ValueId wscale = perChannelScale ? b.constant({1, oc, 1, 1}, 0.001f, 0.01f) : b.scalar(0.004f);
+  const ValueId s = b.op("Mul", {d.scale, wscale});
+  const ValueId y = b.op("Mul", {f, s});
+  const ValueId biased = b.op("Add", {y, b.constant({1, oc, 1, 1})});
+  return b.op("Relu", {biased});
+}
+
+TEST_F(OneDnnInt8, DynamicConvChainIsOneKernel) {
+  {
+    GraphBuilder b;
+    const ValueId out = dynamicConvChain(b, {1, 8, 12, 12}, 16, {3, 3}, attrs({{"pads", Attribute(Ints{1, 1, 1, 1})}}),
+                                         ElementType::Int8, 0, false);
+    expectMatches(b, out, "3x3 pad 1, s8 weights");
+  }
+  {
+    GraphBuilder b;
+    const ValueId out = dynamicConvChain(
+        b, {2, 6, 11, 9}, 12, {3, 3},
+        attrs({{"pads", Attribute(Ints{1, 0, 2, 1})}, {"strides", Attribute(Ints{2, 1})}, {"group", Attribute(int64_t{3})}}),
+        ElementType::UInt8, 128, true);
+    expectMatches(b, out, "grouped, strided, u8 weights with zero point 128, per-channel scale");
+  }
+  {
+    GraphBuilder b;
+    const ValueId out = dynamicConvChain(b, {1, 32, 7, 7}, 24, {1, 1}, {}, ElementType::Int8, 3, false);
+    expectMatches(b, out, "pointwise, s8 weights with zero point 3");
+  }
+  {
+    GraphBuilder b;
+    const ValueId out = dynamicConvChain(
+        b, {1, 16, 13, 13}, 16, {3, 3},
+        attrs({{"pads", Attribute(Ints{2, 2, 2, 2})}, {"dilations", Attribute(Ints{2, 2})}}), ElementType::Int8, 0,
+        true);
+    expectMatches(b, out, "dilated 3x3");
+  }
+}
+
+TEST_F(OneDnnInt8, DynamicMatMulChainIsOneKernel) {
+  GraphBuilder b;
+  const ValueId in = b.input({2, 5, 24});
+  const Dql d = dynamicQuantize(b, in);
+  const ValueId w = intConstant(b, ElementType::UInt8, {24, 10}, 0, 255);
+  Tensor z(TensorType{ElementType::UInt8, {}});
+  z.data<uint8_t>()[0] = 128;
+  const ValueId wz = b.graph().addConstant("wz", std::move(z));
+  const ValueId acc = b.op("MatMulInteger", {d.q, w, d.zp, wz});
+  const ValueId s = b.op("Mul", {d.scale, b.scalar(0.02f)});
+  const ValueId y = b.op("Mul", {castToFloat(b, acc), s});
+  const ValueId out = b.op("Add", {y, b.constant({10})});
+  expectMatches(b, out, "MatMulInteger u8 weights zero point 128, bias");
+}
+
+// A quantizer shared by two products (one tensor feeding two convolutions):
+// each product's chain runs as one kernel reading the quantized tensor, its
+// zero point and its dequantizing scale (made elsewhere) as inputs; the
+// generator offers those chains, and the quantizer alone.
+TEST_F(OneDnnInt8, ChainsOfASharedQuantizerRunWithRunTimeScale) {
+  GraphBuilder b;
+  b.endGroup();
+  const ValueId in = b.input({1, 8, 10, 10});
+  const Dql d = dynamicQuantize(b, in);
+  const ValueId w2 = intConstant(b, ElementType::Int8, {8, 8, 1, 1}, -128, 127, 9);
+  const ValueId other = b.op("Mul", {castToFloat(b, b.op("ConvInteger", {d.q, w2, d.zp})),
+                                     b.op("Mul", {d.scale, b.scalar(0.003f)})});
+  const ValueId s = b.op("Mul", {d.scale, b.scalar(0.002f)});
+  b.beginGroup();
+  const ValueId w = intConstant(b, ElementType::Int8, {8, 8, 3, 3}, -128, 127);
+  const ValueId acc = b.op("ConvInteger", {d.q, w, d.zp}, attrs({{"pads", Attribute(Ints{1, 1, 1, 1})}}));
+  const ValueId y = b.op("Mul", {castToFloat(b, acc), s});
+  const ValueId out = b.op("Relu", {b.op("Add", {y, b.constant({1, 8, 1, 1})})});
+  b.endGroup();
+  const ValueId sum = b.op("Add", {out, other});
+  b.graph().markOutput(sum);
+  expectMatches(b, out, "ConvInteger chain with the scale an input");
+  const Graph& g = b.graph();
+  bool quantizerAlone = false, chain = false;
+  for (const GeneratedGroup& gg : PatternGenerator(g).generate(*backend_->codeRule(), SubGraphLimits{})) {
+    const KernelRequest request = KernelRequest::of(g, gg.nodes);
+    EXPECT_TRUE(backend_->compile(request)) << gg.toString(g);
+    if (gg.nodes.count() == 1 && g.node(gg.nodes.members()[0]).op == "DynamicQuantizeLinear") quantizerAlone = true;
+    if (gg.nodes.contains(g.value(acc).producer) && gg.nodes.contains(g.value(out).producer)) chain = true;
+  }
+  EXPECT_TRUE(quantizerAlone);
+  EXPECT_TRUE(chain);
+}
+
+// Two dynamic chains in a row, each one kernel: where the convolution
+// computes channels last (AVX-512), the first hands its float result to the
+// second in that layout (no reorder to NCHW and back), and the second's
+// quantizer reads it so; the result is still the reference's.
+TEST_F(OneDnnInt8, ChainsHandOverTheirLayout) {
+  GraphBuilder b;
+  const AttributeMap pads = attrs({{"pads", Attribute(Ints{1, 1, 1, 1})}});
+  const ValueId first = dynamicConvChain(b, {1, 8, 12, 12}, 16, {3, 3}, pads, ElementType::Int8, 0, false);
+  const int64_t perChain = b.graph().numNodes();
+  // The second chain on the first's result.
+  const Dql d = dynamicQuantize(b, first);
+  const ValueId w = intConstant(b, ElementType::Int8, {16, 16, 3, 3}, -128, 127, 11);
+  const ValueId acc = b.op("ConvInteger", {d.q, w, d.zp}, pads);
+  const ValueId y = b.op("Mul", {castToFloat(b, acc), b.op("Mul", {d.scale, b.scalar(0.003f)})});
+  const ValueId out = b.op("Relu", {b.op("Add", {y, b.constant({1, 16, 1, 1})})});
+  b.finish(out);
+  const Graph& g = b.graph();
+  Plan plan;
+  for (int64_t c = 0; c < 2; ++c) {
+    PlanGroup group;
+    group.backend = "onednn";
+    for (int64_t n = c * perChain; n < (c + 1) * perChain; ++n) group.nodes.push_back(g.node(static_cast<NodeId>(n)).name);
+    plan.groups.push_back(group);
+  }
+  ASSERT_EQ(g.numNodes(), 2 * perChain);
+  Session session(g, plan, [&](const std::string&) { return backend_.get(); });
+  if (dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core) {
+    EXPECT_EQ(session.nativeLayoutValues(), 1);
+  }
+  for (uint64_t seed : {1, 2}) {
+    const SessionVerification v = verifySession(session, randomInputs(g, seed), kPlanTolerance);
+    EXPECT_TRUE(v.ok()) << (v.problems.empty() ? "" : v.problems[0]);
+  }
+}
+
+// A float oneDNN kernel's result in its own layout handed to a kernel that
+// quantizes it (QuantizeLinear -> QLinearConv) and reads it so. (A max pool
+// is exact, so the quantized result can be compared exactly: after a float
+// convolution, rounding differences could move a value across a
+// quantization step.)
+TEST_F(OneDnnInt8, QuantizingKernelTakesAFloatKernelsLayout) {
+  GraphBuilder b;
+  const ValueId x = b.input({1, 16, 12, 12});
+  const ValueId f = b.op("MaxPool", {x}, attrs({{"kernel_shape", Attribute(Ints{3, 3})}, {"pads", Attribute(Ints{1, 1, 1, 1})}}));
+  const ValueId xs = b.scalar(0.05f), xz = intValues(b, ElementType::UInt8, {}, {10});
+  const ValueId xq = b.op("QuantizeLinear", {f, xs, xz});
+  const ValueId w = intConstant(b, ElementType::Int8, {16, 16, 3, 3}, -128, 127);
+  const ValueId out = b.op("QLinearConv", {xq, xs, xz, w, b.scalar(0.002f), intValues(b, ElementType::Int8, {}, {0}),
+                                           b.scalar(0.1f), intValues(b, ElementType::UInt8, {}, {5})},
+                           attrs({{"pads", Attribute(Ints{1, 1, 1, 1})}}));
+  b.finish(out);
+  const Graph& g = b.graph();
+  Plan plan;
+  for (const std::vector<NodeId>& nodes : {std::vector<NodeId>{0}, std::vector<NodeId>{1, 2}}) {
+    PlanGroup group;
+    group.backend = "onednn";
+    for (NodeId n : nodes) group.nodes.push_back(g.node(n).name);
+    plan.groups.push_back(group);
+  }
+  Session session(g, plan, [&](const std::string&) { return backend_.get(); });
+  if (dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core) {
+    EXPECT_EQ(session.nativeLayoutValues(), 1);
+  }
+  for (uint64_t seed : {1, 2}) {
+    const SessionVerification v = verifySession(session, randomInputs(g, seed), kPlanTolerance);
+    EXPECT_TRUE(v.ok()) << (v.problems.empty() ? "" : v.problems[0]);
+  }
+}
+
+// The integer product alone (its quantizer elsewhere): the int32 accumulator, exactly.
+TEST_F(OneDnnInt8, IntegerProductAloneIsExact) {
+  GraphBuilder b;
+  b.endGroup();
+  const ValueId in = b.input({1, 4, 10, 10});
+  const Dql d = dynamicQuantize(b, in);
+  b.beginGroup();
+  const ValueId w = intConstant(b, ElementType::Int8, {6, 2, 3, 3}, -128, 127);
+  const ValueId acc = b.op("ConvInteger", {d.q, w, d.zp},
+                           attrs({{"pads", Attribute(Ints{1, 1, 1, 1})}, {"group", Attribute(int64_t{2})}}));
+  expectMatches(b, acc, "ConvInteger alone, int32 out");
+}
+
+TEST_F(OneDnnInt8, QuantizerAloneIsExact) {
+  GraphBuilder b;
+  const ValueId in = b.input({3, 1000});
+  const Dql d = dynamicQuantize(b, in);
+  b.graph().markOutput(d.scale);
+  b.graph().markOutput(d.zp);
+  expectMatches(b, d.q, "DynamicQuantizeLinear alone");
+}
+
+// The vectorised quantizer agrees with the reference at halfway points and
+// on all-zero and one-signed inputs.
+TEST_F(OneDnnInt8, QuantizerMatchesReferenceBitForBit) {
+  std::vector<std::vector<float>> cases = {
+      {0, 0, 0, 0},
+      {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 255},
+      {-1, -0.5f, -0.25f, 0.125f, 0.5f, 2.5f, 3.5f, -2.5f},
+  };
+  std::mt19937 rng(5);
+  std::normal_distribution<float> d(0.0f, 3.0f);
+  std::vector<float> big(100003);
+  for (float& v : big) v = d(rng);
+  cases.push_back(big);
+  for (const std::vector<float>& xs : cases) {
+    const Shape shape = {static_cast<int64_t>(xs.size())};
+    Tensor x = Tensor::fromFloats(shape, xs);
+    Tensor y(TensorType{ElementType::UInt8, shape}), s(TensorType{ElementType::Float32, {}}),
+        z(TensorType{ElementType::UInt8, {}});
+    Node node{"dql", "DynamicQuantizeLinear", {}, {}, {}};
+    OpRegistry::instance().get("DynamicQuantizeLinear").reference(node, {&x}, {&y, &s, &z});
+    const onednn::DynamicQuantization q = onednn::dynamicQuantizationOf(xs.data(), static_cast<int64_t>(xs.size()));
+    EXPECT_EQ(q.scale, s.data<float>()[0]);
+    EXPECT_EQ(q.zeroPoint, z.data<uint8_t>()[0]);
+    std::vector<uint8_t> mine(xs.size());
+    onednn::quantizeU8(xs.data(), static_cast<int64_t>(xs.size()), q, mine.data());
+    for (size_t i = 0; i < xs.size(); ++i) ASSERT_EQ(mine[i], y.data<uint8_t>()[i]) << "x = " << xs[i];
+  }
+}
+
+// QOperator: QLinearConv with per-channel weight scales and an int32 bias,
+// u8 in and out; its quantized output exact.
+TEST_F(OneDnnInt8, QLinearConvIsExact) {
+  for (bool strided : {false, true}) {
+    GraphBuilder b;
+    b.endGroup();
+    const ValueId x = b.input({1, 8, 9, 9});
+    const ValueId xs = b.scalar(0.01f), xz = intValues(b, ElementType::UInt8, {}, {128});
+    const ValueId xq = b.op("QuantizeLinear", {x, xs, xz});
+    b.beginGroup();
+    const ValueId w = intConstant(b, ElementType::Int8, {16, 8, 3, 3}, -128, 127);
+    const ValueId ws = b.constant({16}, 0.001f, 0.004f);
+    const ValueId wz = intValues(b, ElementType::Int8, {16}, {0});
+    std::vector<int64_t> bias;
+    for (int i = 0; i < 16; ++i) bias.push_back((i - 8) * 37);
+    const ValueId out = b.op(
+        "QLinearConv",
+        {xq, xs, xz, w, ws, wz, b.scalar(0.02f), intValues(b, ElementType::UInt8, {}, {100}),
+         intValues(b, ElementType::Int32, {16}, bias)},
+        attrs({{"pads", Attribute(Ints{1, 1, 1, 1})}, {"strides", Attribute(strided ? Ints{2, 2} : Ints{1, 1})}}));
+    expectMatches(b, out, strided ? "QLinearConv stride 2" : "QLinearConv");
+  }
+}
+
+// QuantizeLinear -> QLinearConv -> DequantizeLinear as one kernel, grown by
+// the rule from the QuantizeLinear; every step exact.
+TEST_F(OneDnnInt8, QuantizeQLinearConvDequantizeIsOneKernel) {
+  GraphBuilder b;
+  const ValueId x = b.input({1, 8, 9, 9});
+  const ValueId xs = b.scalar(0.01f), xz = intValues(b, ElementType::Int8, {}, {-7});
+  const ValueId xq = b.op("QuantizeLinear", {x, xs, xz});
+  const ValueId w = intConstant(b, ElementType::Int8, {16, 8, 3, 3}, -128, 127);
+  const ValueId ys = b.scalar(0.02f), yz = intValues(b, ElementType::UInt8, {}, {90});
+  const ValueId yq = b.op("QLinearConv", {xq, xs, xz, w, b.constant({16}, 0.001f, 0.004f),
+                                          intValues(b, ElementType::Int8, {16}, {0}), ys, yz},
+                          attrs({{"pads", Attribute(Ints{1, 1, 1, 1})}}));
+  const ValueId out = b.op("DequantizeLinear", {yq, ys, yz});
+  expectMatches(b, out, "QuantizeLinear + QLinearConv + DequantizeLinear");
+  const Graph& g = b.graph();
+  bool whole = false;
+  for (const GeneratedGroup& gg : PatternGenerator(g).generate(*backend_->codeRule(), SubGraphLimits{})) {
+    EXPECT_TRUE(backend_->compile(KernelRequest::of(g, gg.nodes))) << gg.toString(g);
+    if (gg.nodes.count() == 3) whole = true;
+  }
+  EXPECT_TRUE(whole);
+}
+
+TEST_F(OneDnnInt8, QuantizeLinearAloneIsExact) {
+  for (ElementType t : {ElementType::UInt8, ElementType::Int8}) {
+    GraphBuilder b;
+    const ValueId x = b.input({4, 333});
+    expectMatches(b, b.op("QuantizeLinear", {x, b.scalar(0.0078125f), intValues(b, t, {}, {t == ElementType::Int8 ? -3 : 120})}),
+                  "QuantizeLinear alone");
+  }
+}
+
+TEST_F(OneDnnInt8, QLinearMatMulIsExact) {
+  GraphBuilder b;
+  b.endGroup();
+  const ValueId a = b.input({2, 6, 20});
+  const ValueId as = b.scalar(0.01f), az = intValues(b, ElementType::Int8, {}, {0});
+  const ValueId aq = b.op("QuantizeLinear", {a, as, az});
+  b.beginGroup();
+  const ValueId w = intConstant(b, ElementType::Int8, {20, 12}, -128, 127);
+  const ValueId out = b.op("QLinearMatMul", {aq, as, az, w, b.scalar(0.003f), intValues(b, ElementType::Int8, {}, {0}),
+                                             b.scalar(0.01f), intValues(b, ElementType::Int8, {}, {-3})});
+  expectMatches(b, out, "QLinearMatMul s8");
+}
+
+// Float weights as a QDQ model's import leaves them: int8 values k times a
+// scale (per tensor, or per output channel along `axis`), the largest |k| 127.
+ValueId quantizedFloatWeights(GraphBuilder& b, const Shape& s, size_t axis, bool perChannel, uint64_t seed) {
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  std::uniform_int_distribution<int> d(-127, 127);
+  const int64_t n = numElements(s), channels = s[axis];
+  int64_t inner = 1;
+  for (size_t i = axis + 1; i < s.size(); ++i) inner *= s[i];
+  std::vector<float> scale(static_cast<size_t>(channels));
+  for (int64_t c = 0; c < channels; ++c) scale[static_cast<size_t>(c)] = perChannel ? 0.001f * static_cast<float>(c + 1) : 0.0037f;
+  std::vector<float> v(static_cast<size_t>(n));
+  std::vector<bool> seen(static_cast<size_t>(channels), false);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t c = (i / inner) % channels;
+    // Each channel's first weight at the end of the range, as symmetric quantization makes it.
+    const int k = seen[static_cast<size_t>(c)] ? d(rng) : (c % 2 ? -127 : 127);
+    seen[static_cast<size_t>(c)] = true;
+    v[static_cast<size_t>(i)] = static_cast<float>(k) * scale[static_cast<size_t>(c)];
+  }
+  return b.graph().addConstant("qw" + std::to_string(seed), Tensor::fromFloats(s, v));
+}
+
+// Static QDQ: x_q -> DequantizeLinear -> Conv (weights as import folded
+// them) -> Relu, as one int8 kernel with a float result.
+TEST_F(OneDnnInt8, QdqConvIsOneKernel) {
+  for (bool perChannel : {false, true}) {
+    GraphBuilder b;
+    b.endGroup();
+    const ValueId x = b.input({1, 8, 10, 10});
+    const ValueId xs = b.scalar(0.02f), xz = intValues(b, ElementType::UInt8, {}, {128});
+    const ValueId xq = b.op("QuantizeLinear", {x, xs, xz});
+    b.beginGroup();
+    const ValueId dq = b.op("DequantizeLinear", {xq, xs, xz});
+    const ValueId w = quantizedFloatWeights(b, {16, 8, 3, 3}, 0, perChannel, 21);
+    const ValueId conv = b.op("Conv", {dq, w, b.constant({16})}, attrs({{"pads", Attribute(Ints{1, 1, 1, 1})}}));
+    const ValueId out = b.op("Relu", {conv});
+    expectMatches(b, out, perChannel ? "QDQ Conv, per-channel weights" : "QDQ Conv");
+    if (perChannel) {  // the rule grows the whole group from the DequantizeLinear
+      const Graph& g = b.graph();
+      bool found = false;
+      for (const GeneratedGroup& gg : PatternGenerator(g).generate(*backend_->codeRule(), SubGraphLimits{}))
+        if (gg.nodes.contains(g.value(dq).producer) && gg.nodes.contains(g.value(out).producer)) {
+          found = true;
+          EXPECT_EQ(gg.label, "fusion:int8");
+        }
+      EXPECT_TRUE(found);
+    }
+  }
+}
+
+TEST_F(OneDnnInt8, QdqMatMulIsOneKernel) {
+  GraphBuilder b;
+  b.endGroup();
+  const ValueId x = b.input({2, 5, 16});
+  const ValueId xs = b.scalar(0.01f), xz = intValues(b, ElementType::Int8, {}, {3});
+  const ValueId xq = b.op("QuantizeLinear", {x, xs, xz});
+  b.beginGroup();
+  const ValueId dq = b.op("DequantizeLinear", {xq, xs, xz});
+  const ValueId mm = b.op("MatMul", {dq, quantizedFloatWeights(b, {16, 8}, 1, true, 5)});
+  expectMatches(b, b.op("Add", {mm, b.constant({8})}), "QDQ MatMul, per-column weights");
+}
+
+// A quantized Linear layer as exporters write it: Gemm with transB and a bias.
+TEST_F(OneDnnInt8, QdqGemmIsOneKernel) {
+  GraphBuilder b;
+  b.endGroup();
+  const ValueId x = b.input({4, 24});
+  const ValueId xs = b.scalar(0.01f), xz = intValues(b, ElementType::UInt8, {}, {128});
+  const ValueId xq = b.op("QuantizeLinear", {x, xs, xz});
+  b.beginGroup();
+  const ValueId dq = b.op("DequantizeLinear", {xq, xs, xz});
+  const ValueId gemm = b.op("Gemm", {dq, quantizedFloatWeights(b, {10, 24}, 0, true, 8), b.constant({10})},
+                            attrs({{"transB", Attribute(int64_t{1})}}));
+  expectMatches(b, b.op("Relu", {gemm}), "QDQ Gemm transB, per-row weights, bias");
+}
+
+// QDQ with one DequantizeLinear shared by two convolutions: each group
+// {Conv, Relu} reads its float result and runs as int8 (the integers
+// quantized back exactly in the kernel); a Conv with float weights stays float.
+TEST_F(OneDnnInt8, ConvAfterASharedDequantizerRunsInt8) {
+  GraphBuilder b;
+  b.endGroup();
+  const ValueId x = b.input({1, 8, 10, 10});
+  const ValueId xs = b.scalar(0.02f), xz = intValues(b, ElementType::UInt8, {}, {128});
+  const ValueId dq = b.op("DequantizeLinear", {b.op("QuantizeLinear", {x, xs, xz}), xs, xz});
+  const ValueId other = b.op("Conv", {dq, b.constant({8, 8, 1, 1})});
+  b.beginGroup();
+  const ValueId conv = b.op("Conv", {dq, quantizedFloatWeights(b, {16, 8, 3, 3}, 0, true, 4), b.constant({16})},
+                            attrs({{"pads", Attribute(Ints{1, 1, 1, 1})}}));
+  const ValueId out = b.op("Relu", {conv});
+  b.graph().markOutput(other);
+  const NodeSet nodes = b.finish(out);
+  const KernelRequest request = KernelRequest::of(b.graph(), nodes);
+  const onednn::Int8Analysis a = onednn::analyzeDequantizedInput(request);
+  ASSERT_TRUE(a.ok()) << a.refusal;
+  const CompileResult c = backend_->compile(request);
+  ASSERT_TRUE(c) << c.refusal;
+  EXPECT_NE(describeOneDnnKernel(*c.kernel).find("convolution(jit_int8"), std::string::npos)
+      << describeOneDnnKernel(*c.kernel);
+  for (uint64_t seed : {1, 2}) {
+    const KernelCheckResult r = checkKernelAgainstReference(*backend_, b.graph(), nodes, seed);
+    EXPECT_TRUE(r.compiled && r.ok) << r.refusal << r.message;
+  }
+  // The other Conv's weights are plain floats: the float lowering.
+  const KernelRequest floatRequest = KernelRequest::of(b.graph(), NodeSet::of(b.graph().numNodes(), {b.graph().value(other).producer}));
+  EXPECT_FALSE(onednn::analyzeDequantizedInput(floatRequest).ok());
+  EXPECT_TRUE(backend_->compile(floatRequest));
+}
+
+// QDQ's QuantizeLinear after the product stays out of the int8 kernel,
+// with the reason.
+TEST_F(OneDnnInt8, QdqWithTrailingQuantizeLinearIsRefused) {
+  GraphBuilder b;
+  b.endGroup();
+  const ValueId x = b.input({1, 8, 6, 6});
+  const ValueId xs = b.scalar(0.02f), xz = intValues(b, ElementType::UInt8, {}, {128});
+  const ValueId xq = b.op("QuantizeLinear", {x, xs, xz});
+  b.beginGroup();
+  const ValueId dq = b.op("DequantizeLinear", {xq, xs, xz});
+  const ValueId conv = b.op("Conv", {dq, quantizedFloatWeights(b, {8, 8, 1, 1}, 0, false, 2)});
+  expectRefusal(b, b.op("QuantizeLinear", {conv, b.scalar(0.05f), intValues(b, ElementType::UInt8, {}, {0})}),
+                {"QuantizeLinear", "rounds the float result"});
+}
+
+TEST_F(OneDnnInt8, DequantizerAloneIsExact) {
+  GraphBuilder b;
+  b.endGroup();
+  const ValueId x = b.input({3, 70});
+  const ValueId xs = b.scalar(0.013f), xz = intValues(b, ElementType::Int8, {}, {-5});
+  const ValueId xq = b.op("QuantizeLinear", {x, xs, xz});
+  b.beginGroup();
+  expectMatches(b, b.op("DequantizeLinear", {xq, xs, xz}), "DequantizeLinear alone");
+}
+
+// A float Conv after a DequantizeLinear whose weights are not int8 values
+// times a scale: no integer form; the refusal names the Conv.
+TEST_F(OneDnnInt8, QdqWithFloatWeightsIsRefused) {
+  GraphBuilder b;
+  b.endGroup();
+  const ValueId x = b.input({1, 4, 6, 6});
+  const ValueId xs = b.scalar(0.02f), xz = intValues(b, ElementType::UInt8, {}, {128});
+  const ValueId xq = b.op("QuantizeLinear", {x, xs, xz});
+  b.beginGroup();
+  const ValueId dq = b.op("DequantizeLinear", {xq, xs, xz});
+  expectRefusal(b, b.op("Conv", {dq, b.constant({4, 4, 3, 3})}), {"Conv", "not int8 values times a scale"});
+}
+
+// u8 weights whose difference from their zero point does not fit int8 (an
+// asymmetric quantization): shifted by 128 and compensated, still exact.
+TEST_F(OneDnnInt8, WeightsBeyondInt8AreCompensatedExactly) {
+  for (int zp : {0, 37}) {
+    GraphBuilder b;
+    b.endGroup();
+    const ValueId in = b.input({1, 6, 9, 9});
+    const Dql d = dynamicQuantize(b, in);
+    b.beginGroup();
+    const ValueId w = intConstant(b, ElementType::UInt8, {8, 6, 3, 3}, 0, 255);
+    const ValueId acc = b.op("ConvInteger", {d.q, w, d.zp, intValues(b, ElementType::UInt8, {}, {zp})},
+                             attrs({{"pads", Attribute(Ints{1, 0, 1, 2})}}));
+    expectMatches(b, acc, "ConvInteger int32, u8 weights, zero point " + std::to_string(zp));
+  }
+  {
+    GraphBuilder b;
+    const ValueId in = b.input({1, 6, 9, 9});
+    const Dql d = dynamicQuantize(b, in);
+    const ValueId w = intConstant(b, ElementType::UInt8, {8, 6, 3, 3}, 0, 255);
+    const ValueId acc = b.op("ConvInteger", {d.q, w, d.zp, intValues(b, ElementType::UInt8, {}, {100})},
+                             attrs({{"pads", Attribute(Ints{1, 1, 1, 1})}}));
+    const ValueId y = b.op("Mul", {castToFloat(b, acc), b.op("Mul", {d.scale, b.scalar(0.002f)})});
+    expectMatches(b, b.op("Relu", {b.op("Add", {y, b.constant({1, 8, 1, 1})})}), "dynamic chain, compensated");
+  }
+  {
+    GraphBuilder b;
+    const ValueId in = b.input({3, 40});
+    const Dql d = dynamicQuantize(b, in);
+    const ValueId w = intConstant(b, ElementType::UInt8, {40, 12}, 0, 255);
+    const ValueId acc = b.op("MatMulInteger", {d.q, w, d.zp, intValues(b, ElementType::UInt8, {12}, {3, 250, 17, 90, 0, 255, 128, 1, 60, 200, 7, 99})});
+    const ValueId y = b.op("Mul", {castToFloat(b, acc), b.op("Mul", {d.scale, b.scalar(0.01f)})});
+    expectMatches(b, b.op("Add", {y, b.constant({12})}), "MatMulInteger, compensated, per-column zero points");
+  }
+}
+
+// The compensation is built for convolutions of one group: a grouped one
+// with weights beyond int8 is refused, naming the node.
+TEST_F(OneDnnInt8, GroupedWeightsBeyondInt8AreRefusedNamingTheNode) {
+  GraphBuilder b;
+  const ValueId in = b.input({1, 4, 6, 6});
+  const Dql d = dynamicQuantize(b, in);
+  const ValueId w = intConstant(b, ElementType::UInt8, {4, 2, 1, 1}, 200, 255);  // zero point 0
+  const ValueId acc = b.op("ConvInteger", {d.q, w, d.zp}, attrs({{"group", Attribute(int64_t{2})}}));
+  expectRefusal(b, acc, {"ConvInteger", "do not fit int8"});
+}
+
+TEST_F(OneDnnInt8, RunTimeWeightsAreRefused) {
+  GraphBuilder b;
+  b.endGroup();
+  const ValueId in = b.input({1, 4, 6, 6});
+  const Dql d = dynamicQuantize(b, in);
+  const Dql dw = dynamicQuantize(b, b.input({4, 4, 1, 1}));
+  b.beginGroup();
+  const ValueId acc = b.op("ConvInteger", {d.q, dw.q, d.zp});
+  expectRefusal(b, acc, {"ConvInteger", "constant weights"});
+}
+
+TEST_F(OneDnnInt8, AnIntegerResultFollowedByFloatOpsWithoutCastIsRefused) {
+  GraphBuilder b;
+  const ValueId in = b.input({1, 4, 6, 6});
+  const Dql d = dynamicQuantize(b, in);
+  const ValueId w = intConstant(b, ElementType::Int8, {4, 4, 1, 1}, -5, 5);
+  const ValueId acc = b.op("ConvInteger", {d.q, w, d.zp});
+  const ValueId c = b.op("Cast", {acc}, attrs({{"to", Attribute(int64_t{6})}}));  // to int32: not float
+  expectRefusal(b, c, {"Cast", "float32"});
+}
+
+// The rule grows the whole chain from the quantizer: one candidate holding
+// every node, which compiles.
+TEST_F(OneDnnInt8, RuleGeneratesTheWholeChainAsOneCandidate) {
+  GraphBuilder b;
+  const ValueId out = dynamicConvChain(b, {1, 8, 10, 10}, 8, {3, 3}, attrs({{"pads", Attribute(Ints{1, 1, 1, 1})}}),
+                                       ElementType::Int8, 0, false);
+  const NodeSet all = b.finish(out);
+  const Graph& g = b.graph();
+  bool found = false;
+  for (const GeneratedGroup& gg : PatternGenerator(g).generate(*backend_->codeRule(), SubGraphLimits{})) {
+    const KernelRequest request = KernelRequest::of(g, gg.nodes);
+    EXPECT_TRUE(backend_->compile(request)) << gg.toString(g);  // every candidate lowers
+    if (gg.nodes == all) {
+      found = true;
+      EXPECT_EQ(gg.label, "fusion:int8");
+    }
+  }
+  EXPECT_TRUE(found);
+}
+
+}  // namespace
+}  // namespace collage
