@@ -76,6 +76,24 @@ def int8_symmetric(w, axis=None):
     return q, scale, np.zeros(scale.shape, np.int8)
 
 
+def uint8_asymmetric(w, axis=None):
+    """Asymmetric uint8 weights (ONNX Runtime's weight_type=QUInt8): (q, scale, zero point);
+    per tensor, or per slice along axis."""
+    w = w.astype(np.float32)
+    if axis is None:
+        s, zp = uint8_params(w.min() if w.size else 0, w.max() if w.size else 0)
+        q = np.clip(np.round(w / s) + np.float32(zp), 0, 255).astype(np.uint8)
+        return q, np.array(s, np.float32), np.array(zp, np.uint8)
+    moved = np.moveaxis(w, axis, 0).reshape(w.shape[axis], -1)
+    params = [uint8_params(r.min(), r.max()) for r in moved]
+    scale = np.array([p[0] for p in params], np.float32)
+    zp = np.array([p[1] for p in params], np.uint8)
+    shape = [1] * w.ndim
+    shape[axis] = -1
+    q = np.clip(np.round(w / scale.reshape(shape)) + zp.reshape(shape).astype(np.float32), 0, 255).astype(np.uint8)
+    return q, scale, zp
+
+
 def int32_bias(b, scale):
     """Bias quantized with scale x_scale * w_scale (per tensor or per output channel)."""
     q = np.round(b.astype(np.float64) / scale.astype(np.float64))
@@ -243,7 +261,9 @@ def _copy_conv_attrs(n):
 # ---------------------------------------------------------------------------
 # Dynamic form
 
-def quantize_dynamic(model, per_channel=False):
+def quantize_dynamic(model, per_channel=False, weight_type="int8"):
+    """weight_type int8: symmetric, zero point 0 (the default of ORT's quantize_dynamic);
+    uint8: asymmetric (its QUInt8)."""
     model = gemm_to_matmul(prepared(model))
     g = Graph(model)
     out = []
@@ -264,10 +284,10 @@ def quantize_dynamic(model, per_channel=False):
         conv = n.op_type == "Conv"
         key = (wname, per_channel)
         if key not in wq:
-            axis = (0 if conv else 1) if per_channel else None
-            q, s, zp = int8_symmetric(w, axis)
-            if conv and per_channel:
-                s = s.reshape((-1,) + (1,) * (w.ndim - 2))  # broadcasts over [N, C, *spatial]
+            # ONNX Runtime's ConvInteger takes per-tensor weight zero points only: per channel
+            # applies to MatMulInteger (per column).
+            axis = 1 if per_channel and not conv else None
+            q, s, zp = (uint8_asymmetric if weight_type == "uint8" else int8_symmetric)(w, axis)
             wq[key] = (g.add_init(wname + "_quantized", q), g.add_init(wname + "_scale", s),
                        g.add_init(wname + "_zero_point", zp))
         wqn, ws, wzp = wq[key]
@@ -589,7 +609,7 @@ def save(model, path):
 
 
 def quantize_file(src, out_dir, forms, per_channel=False, calibration=4, reference=True, force=False,
-                  tmp=None, log=print):
+                  tmp=None, log=print, weight_type="int8"):
     stem = os.path.basename(src)[:-len(".onnx")]
     base = src[:-len(".onnx")]
     targets = {f: os.path.join(out_dir, stem + SUFFIX[f] + ".onnx") for f in forms}
@@ -603,7 +623,7 @@ def quantize_file(src, out_dir, forms, per_channel=False, calibration=4, referen
     ranges = None
     for form in forms:
         if form == "dynamic":
-            q = quantize_dynamic(model, per_channel=per_channel)
+            q = quantize_dynamic(model, per_channel=per_channel, weight_type=weight_type)
         else:
             float_model = gemm_to_matmul(prepared(model)) if form == "qop" else prepared(model)
             if ranges is None or form == "qop":
@@ -641,7 +661,10 @@ def main(argv=None):
                     "or resources/models with --small)")
     ap.add_argument("--out", default=None, help="output folder (default: the input folder)")
     ap.add_argument("--per-channel", action="store_true",
-                    help="dynamic form: per-channel weight scales (static forms: always per channel for Conv)")
+                    help="dynamic form: per-column weight scales and zero points for MatMul (ONNX Runtime's "
+                         "ConvInteger takes per-tensor ones only; the static forms are always per channel for Conv)")
+    ap.add_argument("--weight-type", choices=("int8", "uint8"), default="int8",
+                    help="dynamic form: int8 symmetric weights (default) or uint8 asymmetric ones")
     ap.add_argument("--calibration", type=int, default=4, help="calibration inputs (static forms)")
     ap.add_argument("--no-reference", action="store_true",
                     help="do not write .input_0.pb/.output_0.pb (ONNX Runtime's output)")
@@ -665,7 +688,7 @@ def main(argv=None):
             print("no model %s" % path, file=sys.stderr)
             return 1
         quantize_file(path, out, forms, per_channel=args.per_channel, calibration=args.calibration,
-                      reference=not args.no_reference, force=args.force)
+                      reference=not args.no_reference, force=args.force, weight_type=args.weight_type)
     return 0
 
 

@@ -104,10 +104,21 @@ class Forms(unittest.TestCase):
         onnx.checker.check_model(q)
         inits = {t.name: onnx.numpy_helper.to_array(t) for t in q.graph.initializer}
         conv = next(n for n in q.graph.node if n.op_type == "ConvInteger")
-        self.assertEqual(list(inits[conv.input[3]].shape), [4])
-        scale = next(n for n in q.graph.node if n.op_type == "Mul" and n.input[1] in inits
-                     and inits[n.input[1]].ndim == 3)
-        self.assertEqual(list(inits[scale.input[1]].shape), [4, 1, 1])
+        self.assertEqual(inits[conv.input[3]].size, 1)  # ONNX Runtime's ConvInteger: per tensor only
+        mm = next(n for n in q.graph.node if n.op_type == "MatMulInteger")
+        self.assertEqual(list(inits[mm.input[3]].shape), [5])  # per column of the [64, 5] weight
+
+    def test_dynamic_uint8_weights(self):
+        q = qm.quantize_dynamic(tiny_model(), weight_type="uint8")
+        onnx.checker.check_model(q)
+        inits = {t.name: onnx.numpy_helper.to_array(t) for t in q.graph.initializer}
+        for n in q.graph.node:
+            if n.op_type in ("ConvInteger", "MatMulInteger"):
+                self.assertEqual(inits[n.input[1]].dtype, np.uint8)
+                self.assertEqual(inits[n.input[3]].dtype, np.uint8)
+        q, s, zp = qm.uint8_asymmetric(np.array([-1.0, 3.0], np.float32))
+        self.assertEqual(q.tolist(), [0, 255])
+        self.assertEqual(int(zp), 64)
 
     def test_qdq(self):
         model = tiny_model()
