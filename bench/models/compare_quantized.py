@@ -66,13 +66,20 @@ def main(argv=None):
         print(r.stdout[-3000:])
         return 2
     bad = 0
+    worst = (0.0, None)
+    ints = sum(1 for n in names if types.get(n) != TensorProto.FLOAT)
     for line in r.stdout.splitlines():
+        mt = re.match(r"check (.*?): matches \(max abs error ([\d.eE+-]+)\)", line)
+        if mt and types.get(mt.group(1)) == TensorProto.FLOAT and float(mt.group(2)) > worst[0]:
+            worst = (float(mt.group(2)), mt.group(1))
         mt = re.match(r"check (.*?): (MISMATCH.*)", line)
         if mt:
             n = producer.get(mt.group(1))
             print("%s (%s %s): %s" % (mt.group(1), n.op_type if n else "?", n.name if n else "?", mt.group(2)))
             bad += 1
-    print("%d of %d tensors differ" % (bad, len(names)))
+    print("%d of %d tensors differ (integer tensors exactly, float ones beyond rtol 1e-3, atol 1e-5); "
+          "%d integer tensors; worst float tensor that matches: %s max abs error %g"
+          % (bad, len(names), ints, worst[1], worst[0]))
     return 1 if bad else 0
 
 
