@@ -242,9 +242,10 @@ def int8_vs_float(results, models):
         ort = r["runners"].get("onnxruntime", {}).get("median_ms")
         if a and b:
             r["vs_float"] = b / a
-            r["notes"].append("int8 (%s) plan %.3f ms, float plan %.3f ms: %.2fx the float plan; ONNX Runtime on "
-                              "the same int8 model %s ms (%s x the int8 plan)"
-                              % (m.form, a, b, b / a, fmt(ort, "%.3f"), fmt(ort / a if ort else None)))
+            r["notes"].append("int8 (%s) plan %.3f ms, float plan %.3f ms: speed-up over the float plan %.2fx; "
+                              "ONNX Runtime on the same int8 model %s ms: int8 plan / ONNX Runtime %s x "
+                              "(>1: ONNX Runtime is faster)"
+                              % (m.form, a, b, b / a, fmt(ort, "%.3f"), fmt(a / ort if ort else None)))
 
 
 def main(argv=None):
