@@ -57,9 +57,10 @@ class NativeBackend : public Backend {
   // Part of the measurement database's key: bumped when a kernel's speed
   // changes, so that old measurements are not reused (0.2: direct pooling;
   // 0.3: an elementwise pass streams the longest run of contiguous dims;
-  // 0.4: attention as one kernel).
+  // 0.4: attention as one kernel; 0.5: int8 products on a blocked int8
+  // GEMM, vectorised quantise / dequantise).
   std::string version() const override {
-    return "native 0.4 (OpenMP " + std::to_string(_OPENMP) + ")";
+    return "native 0.5 (OpenMP " + std::to_string(_OPENMP) + ")";
   }
   BackendKind kind() const override { return BackendKind::GraphLibrary; }
 

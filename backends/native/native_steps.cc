@@ -7,7 +7,9 @@
 #include <exception>
 #include <optional>
 
+#include "backends/native/native_int8_products.h"
 #include "backends/native/native_pool.h"
+#include "backends/native/native_quantize.h"
 #include "core/ops/op_registry.h"
 #include "core/ops/op_helpers.h"
 #include "core/ops/reference_gemm.h"
@@ -382,6 +384,8 @@ std::unique_ptr<Step> makeNodeStep(NodeBinding binding, int threads) {
   if (op == "MatMul" && allFloat) return std::make_unique<MatMulStep>(binding, threads);
   if (op == "Gemm" && allFloat) return std::make_unique<GemmStep>(binding, threads);
   if (auto pool = makeDirectPoolStep(binding, threads)) return pool;
+  if (auto product = makeInt8ProductStep(binding, threads)) return product;
+  if (auto quantize = makeQuantizeStep(binding, threads)) return quantize;
   std::vector<Call> calls;
   if (op == "Conv" && allFloat)
     calls = convCalls(binding, threads);

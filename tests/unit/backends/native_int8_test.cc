@@ -1,0 +1,515 @@
+// The native backend's int8 kernels (native_int8_products.h,
+// native_quantize.h) against the reference executor, byte for byte:
+// ConvInteger and QLinearConv over odd channel counts, groups, strides,
+// pads, dilations, 1-D and 3-D, batches; MatMulInteger and QLinearMatMul
+// with per-row / per-column zero points and scales and broadcast batches;
+// requantisation that saturates at both ends and rounds ties to even;
+// QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear per tensor and
+// per axis. Each runs at 1 and 3 threads, and the kernel's description must
+// name the int8 kernel, so that a silent fall back to the reference is a
+// failure.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "backends/backend_list.h"
+#include "backends/native/native_backend.h"
+#include "core/measure/kernel_check.h"
+#include "core/patterns/backend_spec.h"
+#include "core/patterns/pattern_generator.h"
+#include "core/ops/op_registry.h"
+#include "core/ir/threading.h"
+
+#include "tests/unit/test_support.h"
+
+namespace collage {
+namespace {
+
+constexpr ElementType U8 = ElementType::UInt8;
+constexpr ElementType S8 = ElementType::Int8;
+constexpr ElementType F32 = ElementType::Float32;
+constexpr ElementType I32 = ElementType::Int32;
+
+// One node under test; its data inputs are graph inputs (values given),
+// its parameters constants.
+class Case {
+ public:
+  explicit Case(uint64_t seed = 5) : rng_(seed) {}
+
+  Tensor bytes(ElementType t, Shape s, int lo, int hi) {
+    Tensor x(t, std::move(s));
+    std::uniform_int_distribution<int> d(lo, hi);
+    for (int64_t i = 0; i < x.numElements(); ++i) {
+      if (t == U8)
+        x.data<uint8_t>()[i] = static_cast<uint8_t>(d(rng_));
+      else
+        x.data<int8_t>()[i] = static_cast<int8_t>(d(rng_));
+    }
+    return x;
+  }
+  // Random over the type's whole range.
+  Tensor bytes(ElementType t, Shape s) { return t == U8 ? bytes(t, std::move(s), 0, 255) : bytes(t, std::move(s), -128, 127); }
+  static Tensor ints(ElementType t, Shape s, const std::vector<int64_t>& v) {
+    Tensor x(t, std::move(s));
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (t == U8) x.data<uint8_t>()[i] = static_cast<uint8_t>(v[i]);
+      if (t == S8) x.data<int8_t>()[i] = static_cast<int8_t>(v[i]);
+      if (t == I32) x.data<int32_t>()[i] = static_cast<int32_t>(v[i]);
+    }
+    return x;
+  }
+  static Tensor floats(Shape s, const std::vector<float>& v) { return Tensor::fromFloats(std::move(s), v); }
+
+  ValueId input(Tensor t) {
+    inputs_.push_back(t.clone());
+    return g_.addInput("x" + std::to_string(count_++), t.type());
+  }
+  ValueId constant(Tensor t) { return g_.addConstant("c" + std::to_string(count_++), std::move(t)); }
+
+  // Adds a node; its outputs become the graph's unless `internal`.
+  std::vector<ValueId> node(const std::string& op, std::vector<ValueId> ins, AttributeMap a = {},
+                            int outputs = 1, bool internal = false) {
+    const OpSchema& schema = OpRegistry::instance().get(op);
+    for (const AttributeSpec& spec : schema.attributes)
+      if (!a.has(spec.name) && spec.defaultValue) a.set(spec.name, *spec.defaultValue);
+    Node n;
+    n.name = op + std::to_string(count_++);
+    n.op = op;
+    n.attrs = std::move(a);
+    n.inputs = std::move(ins);
+    n.outputs.assign(static_cast<size_t>(outputs), 0);
+    std::vector<TensorType> types;
+    for (ValueId v : n.inputs) types.push_back(v == kNoValue ? TensorType{} : g_.value(v).type);
+    const std::vector<TensorType> out = inferNode(n, types);
+    for (int i = 0; i < outputs; ++i) {
+      n.outputs[static_cast<size_t>(i)] = g_.addValue(n.name + "_y" + std::to_string(i), out.at(static_cast<size_t>(i)));
+      if (!internal) g_.markOutput(n.outputs[static_cast<size_t>(i)]);
+    }
+    std::vector<ValueId> ys = n.outputs;
+    g_.addNode(std::move(n));
+    return ys;
+  }
+
+  const Graph& graph() {
+    if (!finalized_) g_.finalize();
+    finalized_ = true;
+    return g_;
+  }
+
+  // Runs the node on native at 1 and 3 threads; every output must equal the
+  // reference's bytes, and the kernel's description must contain `kernel`.
+  // Returns the outputs (of the last run).
+  std::vector<Tensor> expectExact(const std::string& kernel) {
+    test_support::ThreadCountGuard guard;
+    std::unique_ptr<Backend> backend = createBackend("native");
+    const std::vector<Tensor> ref = referenceValues(graph(), inputs_);
+    std::vector<Tensor> outputs;
+    for (int threads : {1, 3}) {
+      SCOPED_TRACE("threads " + std::to_string(threads));
+      setThreadCount(threads);
+      const KernelRequest request = KernelRequest::of(g_, NodeSet::all(g_.numNodes()), "test");
+      CompileResult c = backend->compile(request);
+      EXPECT_TRUE(c) << c.refusal;
+      if (!c) return {};
+      const std::string description = describeNativeKernel(*c.kernel);
+      EXPECT_NE(description.find(kernel), std::string::npos) << description;
+      std::vector<Tensor> in;
+      for (ValueId v : request.inputs) in.push_back(inputs_[inputIndex(v)].clone());
+      outputs = runKernel(*c.kernel, request, in);
+      for (size_t i = 0; i < outputs.size(); ++i) {
+        const Tensor& want = ref[request.outputs[i]];
+        EXPECT_EQ(outputs[i].type(), want.type());
+        if (outputs[i].type() != want.type()) continue;
+        const int64_t at = firstDifference(outputs[i], want);
+        EXPECT_EQ(at, -1) << g_.value(request.outputs[i]).name << " element " << at << ": native "
+                          << valueAt(outputs[i], at) << ", reference " << valueAt(want, at);
+      }
+    }
+    return outputs;
+  }
+
+ private:
+  size_t inputIndex(ValueId v) const {
+    for (size_t i = 0; i < g_.inputs().size(); ++i)
+      if (g_.inputs()[i] == v) return i;
+    ADD_FAILURE() << "not an input";
+    return 0;
+  }
+  static std::string valueAt(const Tensor& t, int64_t i) {
+    if (i < 0) return "";
+    if (t.elementType() == F32) return std::to_string(t.toFloats()[static_cast<size_t>(i)]);
+    return std::to_string(t.toInts()[static_cast<size_t>(i)]);
+  }
+  // The first element whose bytes differ, or -1.
+  static int64_t firstDifference(const Tensor& a, const Tensor& b) {
+    const size_t es = elementSize(a.elementType());
+    for (int64_t i = 0; i < a.numElements(); ++i)
+      if (std::memcmp(static_cast<const char*>(a.raw()) + i * es, static_cast<const char*>(b.raw()) + i * es, es) != 0)
+        return i;
+    return -1;
+  }
+
+  Graph g_;
+  std::vector<Tensor> inputs_;
+  std::mt19937 rng_;
+  int count_ = 0;
+  bool finalized_ = false;
+};
+
+AttributeMap convAttrs(std::vector<int64_t> strides, std::vector<int64_t> pads, std::vector<int64_t> dilations,
+                       int64_t group) {
+  AttributeMap a;
+  a.set("strides", Attribute(strides));
+  a.set("pads", Attribute(pads));
+  a.set("dilations", Attribute(dilations));
+  a.set("group", Attribute(group));
+  return a;
+}
+
+// ---------------------------------------------------------------- ConvInteger
+
+struct ConvCase {
+  ElementType x, w;
+  Shape xs, ws;
+  std::vector<int64_t> strides, pads, dilations;
+  int64_t group;
+  bool perChannelZp;
+};
+
+std::vector<ConvCase> convCases() {
+  return {
+      // 2-D, 3x3 pad 1, more pixels than one column block, channels not a multiple of 16.
+      {U8, U8, {1, 3, 13, 11}, {5, 3, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true},
+      // Strides, uneven pads, dilation, groups; int8 both.
+      {S8, S8, {2, 6, 10, 9}, {9, 2, 3, 2}, {2, 1}, {1, 0, 2, 1}, {2, 1}, 3, false},
+      // 1x1 over 17 channels into 70 (several row blocks), mixed signedness.
+      {U8, S8, {1, 17, 9, 9}, {70, 17, 1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1, true},
+      {S8, U8, {1, 17, 9, 7}, {13, 17, 1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1, true},
+      // Depthwise.
+      {U8, S8, {1, 8, 12, 12}, {8, 1, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 8, true},
+      // 1-D with stride 3, dilation 2, groups.
+      {S8, U8, {2, 4, 37}, {6, 2, 5}, {3}, {2, 1}, {2}, 2, true},
+      // 3-D.
+      {U8, U8, {1, 2, 5, 6, 7}, {3, 2, 2, 3, 2}, {1, 2, 1}, {1, 0, 1, 0, 1, 1}, {1, 1, 2}, 1, true},
+      // Padding wider than the kernel reach at the edges (whole padded rows).
+      {U8, S8, {1, 3, 4, 5}, {4, 3, 2, 2}, {1, 1}, {2, 3, 2, 3}, {1, 1}, 1, false},
+      // Depthwise with a channel multiplier of 2, stride 2, dilation, uneven pads.
+      {S8, S8, {2, 6, 11, 13}, {12, 1, 3, 3}, {2, 2}, {0, 1, 2, 1}, {2, 1}, 6, true},
+      {U8, U8, {1, 5, 40}, {5, 1, 7}, {1}, {3, 3}, {1}, 5, false},
+  };
+}
+
+TEST(NativeInt8, ConvIntegerMatchesTheReference) {
+  int index = 0;
+  for (const ConvCase& cc : convCases()) {
+    SCOPED_TRACE("case " + std::to_string(index++));
+    Case c(11 + index);
+    const int64_t M = cc.ws[0];
+    const ValueId x = c.input(c.bytes(cc.x, cc.xs));
+    const ValueId w = c.constant(c.bytes(cc.w, cc.ws));
+    const ValueId xzp = c.constant(Case::ints(cc.x, {}, {cc.x == U8 ? 131 : -7}));
+    std::vector<int64_t> wz;
+    for (int64_t m = 0; m < (cc.perChannelZp ? M : 1); ++m) wz.push_back(cc.w == U8 ? 100 + 13 * m : -60 + 11 * m);
+    const ValueId wzp = c.constant(Case::ints(cc.w, cc.perChannelZp ? Shape{M} : Shape{}, wz));
+    c.node("ConvInteger", {x, w, xzp, wzp}, convAttrs(cc.strides, cc.pads, cc.dilations, cc.group));
+    c.expectExact(cc.ws[1] == 1 ? "int8 direct depthwise" : "int8 im2col GEMM");
+  }
+}
+
+TEST(NativeInt8, ConvIntegerWithoutZeroPointsAndAtTheExtremes) {
+  // Every product at its largest: 255 * 255 (u8, zero points 0) and
+  // (-128 - 127) * (127 - (-128)) with int8 operands.
+  {
+    Case c;
+    Tensor xt(U8, {1, 40, 7, 7}), wt(U8, {3, 40, 3, 3});
+    std::memset(xt.raw(), 255, xt.byteSize());
+    std::memset(wt.raw(), 255, wt.byteSize());
+    c.node("ConvInteger", {c.input(xt), c.constant(wt)}, convAttrs({1, 1}, {1, 1, 1, 1}, {1, 1}, 1));
+    c.expectExact("int8 im2col GEMM");
+  }
+  {
+    Case c;
+    Tensor xt(S8, {1, 40, 7, 7}), wt(S8, {3, 40, 3, 3});
+    std::memset(xt.raw(), 0x80, xt.byteSize());  // -128
+    std::memset(wt.raw(), 0x7f, wt.byteSize());  // 127
+    const ValueId xzp = c.constant(Case::ints(S8, {}, {127}));
+    const ValueId wzp = c.constant(Case::ints(S8, {}, {-128}));
+    c.node("ConvInteger", {c.input(xt), c.constant(wt), xzp, wzp}, convAttrs({1, 1}, {1, 1, 1, 1}, {1, 1}, 1));
+    c.expectExact("int8 im2col GEMM");
+  }
+}
+
+// ---------------------------------------------------------------- MatMulInteger
+
+TEST(NativeInt8, MatMulIntegerMatchesTheReference) {
+  struct MM {
+    ElementType a, b;
+    Shape as, bs;
+    bool perRow, perCol;
+  };
+  const std::vector<MM> cases = {
+      {U8, S8, {2, 3, 13, 37}, {37, 70}, true, true},
+      {S8, U8, {3, 1, 5, 9}, {1, 4, 9, 17}, false, false},
+      {U8, U8, {1, 1}, {1, 1}, false, true},
+      {S8, S8, {67, 130}, {130, 3}, true, false},
+  };
+  int index = 0;
+  for (const MM& mm : cases) {
+    SCOPED_TRACE("case " + std::to_string(index++));
+    Case c(20 + index);
+    const int64_t M = mm.as[mm.as.size() - 2], N = mm.bs.back();
+    const ValueId a = c.input(c.bytes(mm.a, mm.as));
+    const ValueId b = c.input(c.bytes(mm.b, mm.bs));
+    std::vector<int64_t> az, bz;
+    for (int64_t i = 0; i < (mm.perRow ? M : 1); ++i) az.push_back(mm.a == U8 ? (37 * i + 5) % 256 : (37 * i) % 256 - 128);
+    for (int64_t i = 0; i < (mm.perCol ? N : 1); ++i) bz.push_back(mm.b == U8 ? (91 * i + 200) % 256 : (91 * i + 3) % 256 - 128);
+    const ValueId azp = c.constant(Case::ints(mm.a, mm.perRow ? Shape{M} : Shape{}, az));
+    const ValueId bzp = c.constant(Case::ints(mm.b, mm.perCol ? Shape{N} : Shape{}, bz));
+    c.node("MatMulInteger", {a, b, azp, bzp});
+    c.expectExact("int8 GEMM");
+  }
+}
+
+// ---------------------------------------------------------------- QLinear
+
+// Counts of y's values at the type's two ends.
+std::pair<int64_t, int64_t> saturated(const Tensor& y) {
+  int64_t lo = 0, hi = 0;
+  for (int64_t i = 0; i < y.numElements(); ++i) {
+    if (y.elementType() == U8) {
+      lo += y.data<uint8_t>()[i] == 0;
+      hi += y.data<uint8_t>()[i] == 255;
+    } else {
+      lo += y.data<int8_t>()[i] == -128;
+      hi += y.data<int8_t>()[i] == 127;
+    }
+  }
+  return {lo, hi};
+}
+
+TEST(NativeInt8, QLinearConvRequantizesAsTheReference) {
+  for (int64_t group : {1, 5})
+  for (ElementType yType : {U8, S8}) {
+    for (ElementType xType : {U8, S8}) {
+      SCOPED_TRACE(std::string(elementTypeName(xType)) + " -> " + std::string(elementTypeName(yType)) +
+                   ", group " + std::to_string(group));
+      Case c(31);
+      const int64_t M = 10;
+      const ValueId x = c.input(c.bytes(xType, {2, 5, 9, 8}));
+      // Power-of-two scales: acc * scale lands exactly on .5 for many sums
+      // (ties to even), and the range is wide enough to saturate both ends.
+      const ValueId xs = c.constant(Case::floats({}, {0.5f}));
+      const ValueId xzp = c.constant(Case::ints(xType, {}, {xType == U8 ? 120 : -3}));
+      const ValueId w = c.constant(c.bytes(S8, {M, 5 / group, 3, 3}, group == 1 ? -20 : -120, group == 1 ? 20 : 120));
+      const ValueId ws = c.constant(
+          Case::floats({M}, {0.25f, 0.5f, 0.125f, 1.0f, 0.0625f, 0.5f, 0.03125f, 2.0f, 0.5f, 0.25f}));
+      const ValueId wzp = c.constant(Case::ints(S8, {M}, {0, 1, -2, 3, 0, -1, 2, 0, 5, -5}));
+      const ValueId ys = c.constant(Case::floats({}, {1.0f}));
+      const ValueId yzp = c.constant(Case::ints(yType, {}, {yType == U8 ? 128 : 0}));
+      const ValueId bias = c.constant(Case::ints(I32, {M}, {1, -1, 1000, -1000, 7, 0, -3, 20, -20, 2}));
+      c.node("QLinearConv", {x, xs, xzp, w, ws, wzp, ys, yzp, bias}, convAttrs({2, 1}, {1, 2, 0, 1}, {1, 2}, group));
+      const std::vector<Tensor> y = c.expectExact(group == 1 ? "int8 im2col GEMM" : "int8 direct depthwise");
+      ASSERT_EQ(y.size(), 1u);
+      const auto [lo, hi] = saturated(y[0]);
+      EXPECT_GT(lo, 0) << "the case should saturate at the low end";
+      EXPECT_GT(hi, 0) << "the case should saturate at the high end";
+    }
+  }
+}
+
+TEST(NativeInt8, QLinearMatMulRequantizesAsTheReference) {
+  for (ElementType yType : {U8, S8}) {
+    SCOPED_TRACE(elementTypeName(yType));
+    Case c(41);
+    const int64_t M = 11, K = 29, N = 67;
+    const ValueId a = c.input(c.bytes(U8, {2, M, K}));
+    std::vector<float> asv, bsv;
+    for (int64_t i = 0; i < M; ++i) asv.push_back(i % 2 ? 0.5f : 0.013f * static_cast<float>(i + 1));
+    for (int64_t j = 0; j < N; ++j) bsv.push_back(j % 3 ? 0.25f : 0.0071f * static_cast<float>(j + 1));
+    std::vector<int64_t> az, bz;
+    for (int64_t i = 0; i < M; ++i) az.push_back(100 + i);
+    for (int64_t j = 0; j < N; ++j) bz.push_back(j % 7 - 3);
+    const ValueId as = c.constant(Case::floats({M}, asv));
+    const ValueId azp = c.constant(Case::ints(U8, {M}, az));
+    const ValueId b = c.constant(c.bytes(S8, {K, N}));
+    const ValueId bs = c.constant(Case::floats({N}, bsv));
+    const ValueId bzp = c.constant(Case::ints(S8, {N}, bz));
+    const ValueId ys = c.constant(Case::floats({}, {16.0f}));
+    const ValueId yzp = c.constant(Case::ints(yType, {}, {yType == U8 ? 10 : -5}));
+    c.node("QLinearMatMul", {a, as, azp, b, bs, bzp, ys, yzp});
+    const std::vector<Tensor> y = c.expectExact("int8 GEMM");
+    ASSERT_EQ(y.size(), 1u);
+    const auto [lo, hi] = saturated(y[0]);
+    EXPECT_GT(lo, 0);
+    EXPECT_GT(hi, 0);
+  }
+}
+
+// A sum that could leave int32 goes to the reference, whose accumulator is int64.
+TEST(NativeInt8, QLinearConvWithAnOverlongSumRunsOnTheReference) {
+  Case c;
+  const int64_t C = 33100;  // K = 33100 > INT32_MAX / (255 * 255)
+  const ValueId x = c.input(c.bytes(U8, {1, C, 1, 1}));
+  const ValueId xs = c.constant(Case::floats({}, {0.01f}));
+  const ValueId xzp = c.constant(Case::ints(U8, {}, {0}));
+  const ValueId w = c.constant(c.bytes(U8, {1, C, 1, 1}));
+  const ValueId ws = c.constant(Case::floats({}, {0.01f}));
+  const ValueId wzp = c.constant(Case::ints(U8, {}, {0}));
+  const ValueId ys = c.constant(Case::floats({}, {1000.0f}));
+  const ValueId yzp = c.constant(Case::ints(U8, {}, {0}));
+  c.node("QLinearConv", {x, xs, xzp, w, ws, wzp, ys, yzp});
+  c.expectExact("reference kernel");
+}
+
+// ---------------------------------------------------------------- quantise / dequantise
+
+// x with exact halfway points of x / scale, values past both ends, and a
+// length that is no multiple of the vector width.
+std::vector<float> quantizeInputs(int64_t n, float scale) {
+  std::vector<float> v(static_cast<size_t>(n));
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> d(-400.0f, 400.0f);
+  for (int64_t i = 0; i < n; ++i) {
+    if (i % 3 == 0)
+      v[i] = scale * (static_cast<float>(i % 301) - 150.0f + 0.5f);  // ties
+    else
+      v[i] = d(rng) * scale;
+  }
+  return v;
+}
+
+TEST(NativeInt8, QuantizeLinearMatchesTheReferenceBitForBit) {
+  for (ElementType q : {U8, S8}) {
+    SCOPED_TRACE(elementTypeName(q));
+    {  // Per tensor, over several chunks.
+      Case c;
+      const int64_t n = 70001;
+      const ValueId x = c.input(Case::floats({n}, quantizeInputs(n, 0.5f)));
+      const ValueId s = c.constant(Case::floats({}, {0.5f}));
+      const ValueId z = c.constant(Case::ints(q, {}, {q == U8 ? 3 : -2}));
+      c.node("QuantizeLinear", {x, s, z});
+      const std::vector<Tensor> y = c.expectExact("vectorised quantise");
+      ASSERT_EQ(y.size(), 1u);
+      const auto [lo, hi] = saturated(y[0]);
+      EXPECT_GT(lo, 0);
+      EXPECT_GT(hi, 0);
+    }
+    for (int64_t axis : {1, -1}) {  // per channel; per last axis (rows of one element)
+      SCOPED_TRACE("axis " + std::to_string(axis));
+      Case c;
+      const Shape shape{2, 3, 5, 7};
+      const int64_t len = axis == 1 ? 3 : 7;
+      std::vector<float> scales, zps;
+      std::vector<int64_t> z;
+      for (int64_t i = 0; i < len; ++i) {
+        scales.push_back(0.25f * static_cast<float>(i + 1));
+        z.push_back(q == U8 ? 120 + i : i - 3);
+      }
+      const ValueId x = c.input(Case::floats(shape, quantizeInputs(numElements(shape), 0.25f)));
+      const ValueId s = c.constant(Case::floats({len}, scales));
+      const ValueId zp = c.constant(Case::ints(q, {len}, z));
+      AttributeMap a;
+      a.set("axis", Attribute(axis));
+      c.node("QuantizeLinear", {x, s, zp}, a);
+      c.expectExact("vectorised quantise");
+    }
+  }
+  {  // No zero point: uint8.
+    Case c;
+    const ValueId x = c.input(Case::floats({37}, quantizeInputs(37, 0.1f)));
+    c.node("QuantizeLinear", {x, c.constant(Case::floats({}, {0.1f}))});
+    c.expectExact("vectorised quantise");
+  }
+}
+
+TEST(NativeInt8, DequantizeLinearMatchesTheReference) {
+  for (ElementType q : {U8, S8}) {
+    SCOPED_TRACE(elementTypeName(q));
+    {
+      Case c;
+      const ValueId x = c.input(c.bytes(q, {3, 1000, 7}));
+      c.node("DequantizeLinear", {x, c.constant(Case::floats({}, {0.037f})),
+                                  c.constant(Case::ints(q, {}, {q == U8 ? 250 : -100}))});
+      c.expectExact("vectorised dequantise");
+    }
+    {
+      Case c;
+      const ValueId x = c.input(c.bytes(q, {2, 5, 3}));
+      AttributeMap a;
+      a.set("axis", Attribute(int64_t{-2}));
+      c.node("DequantizeLinear",
+             {x, c.constant(Case::floats({5}, {0.1f, 0.2f, 0.3f, 3.0f, 1e-3f})),
+              c.constant(Case::ints(q, {5}, {0, 1, 2, 3, 4}))},
+             a);
+      c.expectExact("vectorised dequantise");
+    }
+  }
+}
+
+TEST(NativeInt8, DynamicQuantizeLinearMatchesTheReferenceBitForBit) {
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> d(-3.0f, 7.0f);
+  std::vector<std::vector<float>> inputs;
+  std::vector<float> mixed(100003);
+  for (float& v : mixed) v = d(rng);
+  inputs.push_back(mixed);
+  inputs.push_back(std::vector<float>(45, 0.0f));  // all zero: scale 0
+  std::vector<float> positive(333);
+  for (size_t i = 0; i < positive.size(); ++i) positive[i] = 0.01f * static_cast<float>(i);
+  inputs.push_back(positive);  // min clamps to 0
+  std::vector<float> negative(129);
+  for (size_t i = 0; i < negative.size(); ++i) negative[i] = -0.37f * static_cast<float>(i) - 1.0f;
+  inputs.push_back(negative);  // max clamps to 0
+  for (const std::vector<float>& v : inputs) {
+    SCOPED_TRACE("n " + std::to_string(v.size()));
+    Case c;
+    c.node("DynamicQuantizeLinear", {c.input(Case::floats({static_cast<int64_t>(v.size())}, v))}, {}, 3);
+    c.expectExact("parallel min/max");
+  }
+}
+
+// ---------------------------------------------------------------- candidates
+
+// The dynamic chain ONNX Runtime's quantiser writes: the native spec's rule
+// (every op) offers each quantised op as a single-node group, and each one
+// compiles to its int8 kernel, not the reference.
+TEST(NativeInt8, RuleOffersTheQuantizedOpsAsCandidates) {
+  Case c;
+  std::mt19937 rng(4);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> xs(2 * 3 * 9 * 9);
+  for (float& v : xs) v = d(rng);
+  const ValueId x = c.input(Case::floats({2, 3, 9, 9}, xs));
+  const std::vector<ValueId> q = c.node("DynamicQuantizeLinear", {x}, {}, 3, true);
+  const ValueId w = c.constant(c.bytes(U8, {4, 3, 3, 3}));
+  const ValueId wzp = c.constant(Case::ints(U8, {}, {128}));
+  const ValueId acc = c.node("ConvInteger", {q[0], w, q[2], wzp}, {}, 1, true)[0];
+  AttributeMap to;
+  to.set("to", Attribute(int64_t{1}));
+  const ValueId f = c.node("Cast", {acc}, to, 1, true)[0];
+  c.node("Mul", {f, q[1]});
+  const Graph& g = c.graph();
+  const BackendSpec spec = loadBackendSpec(std::string(COLLAGE_SOURCE_DIR) + "/resources/backends/native.toml");
+  const std::vector<GeneratedGroup> groups = generateGroups(g, *spec.rule, spec.limits);
+  std::unique_ptr<Backend> backend = createBackend("native");
+  for (const std::string op : {"DynamicQuantizeLinear", "ConvInteger"}) {
+    SCOPED_TRACE(op);
+    bool offered = false;
+    for (const GeneratedGroup& group : groups) {
+      const std::vector<NodeId> nodes = group.nodes.members();
+      if (nodes.size() != 1 || g.node(nodes[0]).op != op) continue;
+      offered = true;
+      CompileResult r = backend->compile(KernelRequest::of(g, group.nodes, group.label));
+      ASSERT_TRUE(r) << r.refusal;
+      const std::string description = describeNativeKernel(*r.kernel);
+      EXPECT_EQ(description.find("reference"), std::string::npos) << description;
+      KernelCheckResult check = checkKernelAgainstReference(*backend, g, group.nodes, 3);
+      EXPECT_TRUE(check.ok) << check.message;
+    }
+    EXPECT_TRUE(offered) << "no single-node group";
+  }
+}
+
+}  // namespace
+}  // namespace collage
