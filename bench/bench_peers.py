@@ -74,7 +74,7 @@ def start_peers(model, threads, which, ort_optimized=None):
         else:
             argv = ["node", os.path.join(HERE, "peers", "ort_runner.js"), model.onnx, model.input, str(threads)]
             peers["onnxruntime"] = Peer("onnxruntime", argv + ([ort_optimized] if ort_optimized else []))
-    if "pytorch" in which:
+    if "pytorch" in which and model.torch_name:
         peers["pytorch"] = Peer("pytorch", ["/usr/bin/python3", os.path.join(HERE, "peers", "torch_runner.py"),
                                             model.torch_name, model.input, str(threads)])
     return peers

@@ -152,7 +152,7 @@ def runners_table(results, runners, args, outdir, peak):
     L.append("%d thread(s); %d rounds x %d runs per runner, interleaved; practical peak (numpy/OpenBLAS sgemm "
              "2048^3, %d threads): %s GFLOP/s. Cells: median ms (spread %%) and ratio to the Collage plan "
              "(>1: slower than Collage); `%%pk`: achieved GFLOP/s as a fraction of that peak; "
-             "**FAIL**: output differs from PyTorch's saved output."
+             "**FAIL**: output differs from the saved reference output (PyTorch's; ONNX Runtime's for an int8 variant)."
              % (args.threads, args.rounds, args.runs, args.threads, fmt(peak, "%.1f")))
     L.append("")
     L.append("| model | " + " | ".join(runners) + " |")
@@ -226,20 +226,20 @@ def optimizer_table(results):
 
 
 def output_checks(results):
-    """Every runner's output against PyTorch's saved output."""
+    """Every runner's output against the saved reference output (PyTorch's; ONNX Runtime's for an int8 variant)."""
     L = []
     fails = [(r["model"], n, rr.get("check") or rr.get("error", ""))
              for r in results for n, rr in r["runners"].items() if not rr.get("check_ok")]
     L.append("## Output checks")
     L.append("")
     if fails:
-        L.append("Against PyTorch's saved output (plans: `collage run --expect`, rtol 1e-3 / atol 1e-5; peers: "
+        L.append("Against the saved reference output (PyTorch's; ONNX Runtime's for an int8 variant) (plans: `collage run --expect`, rtol 1e-3 / atol 1e-5; peers: "
                  "rtol 1e-3 / atol 1e-4 x output scale). A fast plan with a wrong output is a failure:")
         L.append("")
         for m, n, why in fails:
             L.append("- **%s / %s**: %s" % (m, n, why))
     else:
-        L.append("Every runner's output matches PyTorch's saved output.")
+        L.append("Every runner's output matches the saved reference output (PyTorch's; ONNX Runtime's for an int8 variant).")
     L.append("")
     return L
 

@@ -86,6 +86,32 @@ class Model:
         self.input = os.path.join(self.dir, self.stem + ".input_0.pb")
         self.output = os.path.join(self.dir, self.stem + ".output_0.pb")
 
+    @classmethod
+    def quantized(cls, float_model, form, out_dir, log_to=None):
+        """The int8 variant of float_model in one of quantize_models.py's forms
+        (dynamic, qdq, qop), written into out_dir on demand with ONNX Runtime's
+        output for the float model's input; None if it could not be made."""
+        sys.path.insert(0, os.path.join(HERE, "models"))
+        import quantize_models  # noqa: E402 - bench/models is not a package
+        os.makedirs(out_dir, exist_ok=True)
+        try:
+            quantize_models.quantize_file(float_model.onnx, out_dir, [form], log=log)
+        except Exception as e:  # noqa: BLE001 - one model the exporter cannot quantize must not stop the bench
+            log("%s: %s variant failed: %s" % (float_model.label, form, e))
+            return None
+        m = cls.__new__(cls)
+        m.base, m.batch = float_model.base, float_model.batch
+        m.torch_name = None  # PyTorch eager has no int8 twin of the ONNX model
+        m.stem = float_model.stem + quantize_models.SUFFIX[form]
+        m.dir = out_dir
+        m.label = m.stem
+        m.float_label = float_model.label
+        m.form = form
+        m.onnx = os.path.join(out_dir, m.stem + ".onnx")
+        m.input = os.path.join(out_dir, m.stem + ".input_0.pb")
+        m.output = os.path.join(out_dir, m.stem + ".output_0.pb")
+        return m
+
     def shape_args(self):
         """--input-shape for collage: the zoo's models declare a dynamic batch,
         which collage binds to 1 unless told (the batch-8 variant needs it)."""
@@ -97,6 +123,8 @@ class Model:
         return ["--input-shape", "%s=%s" % (t.name, "x".join(str(d) for d in t.dims))]
 
     def ensure(self, small):
+        if getattr(self, "form", None):
+            return all(os.path.exists(p) for p in (self.onnx, self.input, self.output))
         if all(os.path.exists(p) for p in (self.onnx, self.input, self.output)):
             return True
         if small:

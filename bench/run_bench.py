@@ -39,7 +39,7 @@ import numpy as np
 from bench_peers import ort_node_count, start_peers
 from bench_report import fmt, group_times, write_chart, write_graph_level_chart, write_reports
 from bench_runners import (ATOL_REL, BASELINES, CONTENTION_RUNNERS, HERE, LOAD, PEERS, REPO, BusyProcess,
-                           Collage, Model, compare, log, measure_peak, read_pb, summarize)
+                           Collage, Model, compare, log, measure_peak, read_pb, summarize, zoo_dir)
 
 
 FULL_MODELS = ["resnet50", "resnext50_32x4d", "mobilenet_v2", "inception_v3", "r3d_18", "dcgan",
@@ -228,6 +228,26 @@ def summarize_runners(res, peak_gflops):
         rr["ratio"] = (rr["median_ms"] / cm) if (cm and rr.get("median_ms")) else None
 
 
+def int8_vs_float(results, models):
+    """Each int8 variant's plan against its float model's plan (same run): a
+    note "int8 plan A ms, float plan B ms: B/A x", and res["vs_float"]."""
+    by_label = {r["model"]: r for r in results}
+    for m in models:
+        fl = getattr(m, "float_label", None)
+        r, f = by_label.get(m.label), by_label.get(fl)
+        if not r or not f:
+            continue
+        a = r["runners"].get("collage", {}).get("median_ms")
+        b = f["runners"].get("collage", {}).get("median_ms")
+        ort = r["runners"].get("onnxruntime", {}).get("median_ms")
+        if a and b:
+            r["vs_float"] = b / a
+            r["notes"].append("int8 (%s) plan %.3f ms, float plan %.3f ms: speed-up over the float plan %.2fx; "
+                              "ONNX Runtime on the same int8 model %s ms: int8 plan / ONNX Runtime %s x "
+                              "(>1: ONNX Runtime is faster)"
+                              % (m.form, a, b, b / a, fmt(ort, "%.3f"), fmt(a / ort if ort else None)))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Collage plan vs baselines, ONNX Runtime and PyTorch.")
     ap.add_argument("--quick", action="store_true", help="resnet50 and bert_base, batch 1, few rounds")
@@ -254,6 +274,10 @@ def main(argv=None):
                     help="also time the plan of `optimize --substitutions --op-level` (graph substitutions + "
                          "placement) against the placement alone")
     ap.add_argument("--substitution-budget", default="30s", help="its search budget (default 30s)")
+    ap.add_argument("--quantized", metavar="FORMS",
+                    help="also bench each model's int8 variants in these forms (dynamic,qdq,qop), written by "
+                         "bench/models/quantize_models.py into the zoo cache (small models: its small/ folder); "
+                         "each against ONNX Runtime on the same int8 model and against the float plan")
     ap.add_argument("--collage", default=os.path.join(REPO, "build", "app", "collage"), help="collage executable")
     ap.add_argument("--out", default=os.path.join(HERE, "results"), help="parent of the results folder")
     args = ap.parse_args(argv)
@@ -291,6 +315,19 @@ def main(argv=None):
         else:
             log("%s: model files missing, skipped" % m.label)
 
+    if args.quantized:
+        forms = [f.strip() for f in args.quantized.split(",") if f.strip()]
+        qdir = os.path.join(zoo_dir(), "small") if args.small else zoo_dir()
+        with_variants = []
+        for m in models:
+            with_variants.append(m)
+            for form in forms:
+                log("%s: int8 %s variant (bench/models/quantize_models.py)" % (m.label, form))
+                q = Model.quantized(m, form, qdir)
+                if q is not None and q.ensure(False):
+                    with_variants.append(q)
+        models = with_variants
+
     peak0 = measure_peak(args.threads)
     log("practical peak (OpenBLAS sgemm, %d threads): %s GFLOP/s" % (args.threads, fmt(peak0, "%.1f")))
     results = []
@@ -304,6 +341,7 @@ def main(argv=None):
             results.append({"model": m.label, "runners": {}, "optimize": [], "notes": ["harness error: %r" % e]})
         # Reports after every model, so a long run shows partial results.
         write_reports(results, args, outdir, peak0)
+    int8_vs_float(results, models)
     peak1 = measure_peak(args.threads)
     peak = max(p for p in (peak0, peak1) if p) if (peak0 or peak1) else None
     for res in results:  # peak fractions against the better of the two peak measurements

@@ -326,6 +326,24 @@ def write_small_readme(out_dir, manifest):
     notes = [e for e in manifest["models"] if e.get("note")]
     for e in notes:
         lines.append("- `%s`: %s" % (e["file"], e["note"]))
+    lines += [
+        '',
+        '## int8 variants',
+        '',
+        '`<name>_int8_dynamic.onnx`, `<name>_int8_qdq.onnx` and `<name>_int8_qop.onnx` (for',
+        '`resnet50_small`, `mobilenet_v3_large_small` and `bert_small`) are written by',
+        "`bench/models/quantize_models.py` in the three forms ONNX Runtime's quantization tools",
+        'write (dynamic: DynamicQuantizeLinear -> ConvInteger/MatMulInteger; static QDQ;',
+        'QOperator: QLinearConv/QLinearMatMul), from the float files here:',
+        '',
+        '```',
+        '/usr/bin/python3 bench/models/quantize_models.py --small --models resnet50_small,mobilenet_v3_large_small,bert_small --force',
+        '```',
+        '',
+        "Their `.input_0.pb` is the float model's input; their `.output_0.pb` is ONNX Runtime's",
+        'output for it (onnxruntime-node 1.30, CPU provider, graph optimizations off), an',
+        'independent reference for our own executor (bench/models/README.md, "Quantized variants").',
+    ]
     with open(os.path.join(out_dir, "README.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("[readme] %s" % os.path.join(out_dir, "README.md"))
