@@ -10,6 +10,7 @@
 #include "backends/native/native_int8_gemm.h"
 #include "core/ops/conv_geometry.h"
 #include "core/ops/op_helpers.h"
+#include "core/ops/requantize.h"
 
 #if defined(__AVX512F__) && defined(__AVX512VL__)
 // GCC 12 reports '__Y may be used uninitialized' inside the AVX-512
@@ -95,34 +96,32 @@ int64_t rowChunks(int64_t otherTasks, int64_t blocks, int threads) {
   return std::clamp<int64_t>(want, 1, std::max<int64_t>(1, blocks));
 }
 
-// ---- Requantisation: y = saturate(round_half_even((acc + bias) * scale) + y_zp).
-// The same double operations as the reference, so the same bytes.
+// ---- Requantisation: y = saturate(round_half_even((acc + bias) * scale) + y_zp),
+// in float32 as the reference computes it (core/ops/requantize.h), so the same bytes.
 struct Requant {
   bool isSigned = false;
-  double zp = 0, lo = 0, hi = 255;
+  float zp = 0, lo = 0, hi = 255;
 };
 
-inline uint8_t requantizeOne(int32_t acc, int32_t bias, double scale, const Requant& q) {
-  double v = std::nearbyint((static_cast<double>(acc) + static_cast<double>(bias)) * scale) + q.zp;
-  v = std::min(std::max(v, q.lo), q.hi);
+inline uint8_t requantizeOne(int32_t acc, int32_t bias, float scale, const Requant& q) {
+  const float v = requantizeValue(static_cast<int64_t>(acc) + bias, scale, q.zp, q.lo, q.hi);
   return static_cast<uint8_t>(static_cast<int32_t>(v));
 }
 
 // cnt values of one row; scales is one per value or (scalarScale) one for all.
-void requantizeRow(const int32_t* acc, int32_t bias, const double* scales, double scalarScale,
+void requantizeRow(const int32_t* acc, int32_t bias, const float* scales, float scalarScale,
                    const Requant& q, uint8_t* out, int64_t cnt) {
   int64_t j = 0;
 #ifdef COLLAGE_INT8_REQUANT_AVX512
-  const __m512d vb = _mm512_set1_pd(static_cast<double>(bias)), vz = _mm512_set1_pd(q.zp);
-  const __m512d vlo = _mm512_set1_pd(q.lo), vhi = _mm512_set1_pd(q.hi);
-  for (; j + 8 <= cnt; j += 8) {
-    const __m512d s = scales ? _mm512_loadu_pd(scales + j) : _mm512_set1_pd(scalarScale);
-    __m512d v = _mm512_add_pd(
-        _mm512_cvtepi32_pd(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + j))), vb);
-    v = _mm512_roundscale_pd(_mm512_mul_pd(v, s), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    v = _mm512_min_pd(_mm512_max_pd(_mm512_add_pd(v, vz), vlo), vhi);
-    const __m128i bytes = _mm256_cvtepi32_epi8(_mm512_cvtpd_epi32(v));
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(out + j), bytes);
+  const __m512i vb = _mm512_set1_epi32(bias);
+  const __m512 vz = _mm512_set1_ps(q.zp), vlo = _mm512_set1_ps(q.lo), vhi = _mm512_set1_ps(q.hi);
+  for (; j + 16 <= cnt; j += 16) {
+    const __m512 s = scales ? _mm512_loadu_ps(scales + j) : _mm512_set1_ps(scalarScale);
+    const __m512i a = _mm512_add_epi32(_mm512_loadu_si512(acc + j), vb);
+    __m512 v = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(a), s),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v, vz), vlo), vhi);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + j), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(v)));
   }
 #endif
   for (; j < cnt; ++j) out[j] = requantizeOne(acc[j], bias, scales ? scales[j] : scalarScale, q);
@@ -131,7 +130,7 @@ void requantizeRow(const int32_t* acc, int32_t bias, const double* scales, doubl
 Requant requantOf(ElementType y, int64_t zp) {
   Requant q;
   q.isSigned = y == ElementType::Int8;
-  q.zp = static_cast<double>(zp);
+  q.zp = static_cast<float>(zp);
   q.lo = q.isSigned ? -128 : 0;
   q.hi = q.isSigned ? 127 : 255;
   return q;
@@ -190,7 +189,7 @@ class Int8ConvStep : public Step {
     const int32_t xz = int8::shiftColumnZeroPoint(at<int64_t>(xzp, 0, 0), xSigned_);
     const uint8_t pad = static_cast<uint8_t>(xz);
 
-    std::vector<double> scale;
+    std::vector<float> scale;
     std::vector<int64_t> bias;
     Requant q;
     if (qlinear_) requantParams(buffers, scale, bias, q);
@@ -229,12 +228,12 @@ class Int8ConvStep : public Step {
 
  private:
   // QLinearConv's requantisation: scale per output channel, as the reference computes it.
-  void requantParams(const BufferTable& buffers, std::vector<double>& scale, std::vector<int64_t>& bias,
+  void requantParams(const BufferTable& buffers, std::vector<float>& scale, std::vector<int64_t>& bias,
                      Requant& q) const {
     const std::vector<float> xs = readFloats(buffers, b_, 1), ws = readFloats(buffers, b_, 4),
                              ys = readFloats(buffers, b_, 6);
     for (int64_t m = 0; m < geo_.outChannels; ++m)
-      scale.push_back(static_cast<double>(xs[0] * at<float>(ws, m, 1.0f) / ys[0]));
+      scale.push_back(requantizeScale(xs[0], at<float>(ws, m, 1.0f), ys[0]));
     bias = readInts(buffers, b_, 8);
     q = requantOf(b_.outputTypes[0].elementType, at<int64_t>(readInts(buffers, b_, 7), 0, 0));
   }
@@ -244,7 +243,7 @@ class Int8ConvStep : public Step {
   // to as one contiguous (stride 1) or strided loop over the row.
   void runDepthwise(const BufferTable& buffers, const uint8_t* x, const uint8_t* w, int64_t xzp,
                     const std::vector<int64_t>& wzp) {
-    std::vector<double> scale;
+    std::vector<float> scale;
     std::vector<int64_t> bias;
     Requant q;
     if (qlinear_) requantParams(buffers, scale, bias, q);
@@ -257,7 +256,7 @@ class Int8ConvStep : public Step {
 
   template <class X>
   void depthwise(const X* x, const uint8_t* w, int64_t xzp, const std::vector<int64_t>& wzp,
-                 const std::vector<double>& scale, const std::vector<int64_t>& bias, const Requant& q,
+                 const std::vector<float>& scale, const std::vector<int64_t>& bias, const Requant& q,
                  void* y) const {
     const ConvGeometry& g = geo_;
     const int64_t ID = g.inputSpatial[0], IH = g.inputSpatial[1], IW = g.inputSpatial[2];
@@ -467,7 +466,7 @@ class Int8MatMulStep : public Step {
       int8::prepareColumns(s, K_);
       const PackedRows& R = rows[static_cast<size_t>(batchOffset(batchA_, bt))];
       const int64_t b0 = blocks * chunk / chunks, b1 = blocks * (chunk + 1) / chunks;
-      double scales[kNr];
+      float scales[kNr];
       for (int64_t blk = b0; blk < b1; ++blk) {
         int8::multiplyBlock(R, blk, s);
         for (int r = 0; r < kMr && blk * kMr + r < M_; ++r) {
@@ -479,7 +478,7 @@ class Int8MatMulStep : public Step {
             continue;
           }
           const float am = at<float>(as, m, 1.0f);
-          for (int64_t j = 0; j < cnt; ++j) scales[j] = static_cast<double>(am * at<float>(bs, n0 + j, 1.0f) / ys);
+          for (int64_t j = 0; j < cnt; ++j) scales[j] = requantizeScale(am, at<float>(bs, n0 + j, 1.0f), ys);
           requantizeRow(acc, 0, scales, 0, q, static_cast<uint8_t*>(y) + at0, cnt);
         }
       }

@@ -7,6 +7,7 @@
 
 #include "backends/onednn/onednn_descs.h"
 #include "core/ops/op_helpers.h"
+#include "core/ops/requantize.h"
 
 namespace collage::onednn {
 
@@ -343,7 +344,7 @@ struct Reader {
     p.outputType = yz.type.elementType;
     p.outputZeroPoint = static_cast<int32_t>(yz.constant->toInts()[0]);
     // The reference's float expression, left to right: x_scale * w_scale[c] / y_scale.
-    for (float w : ws) p.requantScale.push_back(xs[0] * w / ys[0]);
+    for (float w : ws) p.requantScale.push_back(requantizeScale(xs[0], w, ys[0]));
     if (anchor.inputs.size() > 8 && anchor.inputs[8] != kNoValue) {
       const Value& b = g.value(anchor.inputs[8]);
       if (!b.isConstant()) return nodeLabel(anchor) + "its bias '" + b.name + "' is computed at run time";

@@ -89,8 +89,9 @@ struct Int8Product {
   std::vector<PostOp> postOps;  // operands refer to the group's request
 
   // Requantized output (QLinear*), as the reference computes it:
-  // y = saturate(round_half_even(double(acc + intBias[c]) * double(requantScale[c])) + outputZeroPoint)
-  // with requantScale[c] = source scale * weight scale[c] / output scale in float32.
+  // y = saturate(round_half_even(float(acc + intBias[c]) * requantScale[c]) + outputZeroPoint)
+  // with requantScale[c] = source scale * weight scale[c] / output scale, all in float32
+  // (core/ops/requantize.h).
   bool requantize = false;
   ElementType outputType = ElementType::Int32;
   int32_t outputZeroPoint = 0;

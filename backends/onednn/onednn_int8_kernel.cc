@@ -14,6 +14,7 @@
 #include "core/ir/threading.h"
 #include "core/ops/conv_geometry.h"
 #include "core/ops/op_helpers.h"
+#include "core/ops/requantize.h"
 
 namespace collage::onednn {
 
@@ -151,7 +152,8 @@ class Int8Kernel final : public Kernel {
   }
 
   // The QLinear ops' output from the exact accumulator (plain layout), as
-  // the reference: y = saturate(nearbyint(double(acc + bias[c]) * double(scale[c])) + zero point).
+  // the reference: y = saturate(nearbyint(float(acc + bias[c]) * scale[c]) + zero point), in
+  // float32 (core/ops/requantize.h).
   // With outputDequantize, then float(q - zero point) * scale, as the DequantizeLinear after it.
   template <class Q>
   void requantize(void* out) const {
@@ -160,20 +162,19 @@ class Int8Kernel final : public Kernel {
     const float dqScale = outputDequantizeScale;
     const int32_t dqZero = outputDequantizeZero;
     const int32_t* acc = static_cast<const int32_t*>(accumulator.get_data_handle());
-    const double lo = std::numeric_limits<Q>::min(), hi = std::numeric_limits<Q>::max();
-    const double zp = outputZeroPoint;
+    const float lo = std::numeric_limits<Q>::min(), hi = std::numeric_limits<Q>::max();
+    const float zp = static_cast<float>(outputZeroPoint);
 #pragma omp parallel for collapse(2) schedule(static)
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t c = 0; c < channels; ++c) {
-        const double scale = requantScale[requantScale.size() > 1 ? static_cast<size_t>(c) : 0];
+        const float scale = requantScale[requantScale.size() > 1 ? static_cast<size_t>(c) : 0];
         const int64_t bias = intBias.empty() ? 0 : intBias[static_cast<size_t>(c)];
         // Conv (NCHW): a plane per channel; MatMul: one element per column.
         const int64_t count = channelsInner ? 1 : inner;
         for (int64_t i = 0; i < count; ++i) {
           int64_t at;
           const int64_t a = accAt(acc, o, c, i, at);
-          const double v = std::nearbyint(static_cast<double>(a + bias) * scale) + zp;
-          const Q q = static_cast<Q>(std::min(std::max(v, lo), hi));
+          const Q q = static_cast<Q>(requantizeValue(a + bias, scale, zp, lo, hi));
           if (outputDequantize)
             yf[at] = static_cast<float>(static_cast<int32_t>(q) - dqZero) * dqScale;
           else

@@ -17,6 +17,7 @@
 #include "core/ops/conv_geometry.h"
 #include "core/ops/op_helpers.h"
 #include "core/ops/op_registry.h"
+#include "core/ops/requantize.h"
 #include "core/ops/type_dispatch.h"
 
 namespace collage {
@@ -310,18 +311,18 @@ void storeInt32(const std::vector<int64_t>& acc, Tensor& out) {
   for (size_t i = 0; i < acc.size(); ++i) y[i] = static_cast<int32_t>(acc[i]);
 }
 
-// y = saturate(round_half_even(acc * scaleOf(i)) + zero point), into y's type.
+// y = saturate(round_half_even(acc * scaleOf(i)) + zero point), into y's
+// type, in float32 as every backend does (requantize.h).
 template <class ScaleOf>
 void requantize(const Node& node, const std::vector<int64_t>& acc, ScaleOf scaleOf,
                 const std::vector<int64_t>& yzp, Tensor& out) {
   visitQuantized(node, out.elementType(), [&](auto tag) {
     using Q = typename decltype(tag)::type;
     Q* y = out.data<Q>();
-    for (size_t i = 0; i < acc.size(); ++i) {
-      const double v = std::nearbyint(static_cast<double>(acc[i]) * scaleOf(static_cast<int64_t>(i))) +
-                       static_cast<double>(paramAt<int64_t>(yzp, 0, 0));
-      y[i] = saturate<Q>(static_cast<float>(v));
-    }
+    const float zp = static_cast<float>(paramAt<int64_t>(yzp, 0, 0));
+    const float lo = std::numeric_limits<Q>::min(), hi = std::numeric_limits<Q>::max();
+    for (size_t i = 0; i < acc.size(); ++i)
+      y[i] = static_cast<Q>(requantizeValue(acc[i], scaleOf(static_cast<int64_t>(i)), zp, lo, hi));
   });
 }
 
@@ -421,7 +422,7 @@ void addQLinearMatMul(OpRegistry& r) {
     const float yScale = in[6]->toFloats()[0];
     requantize(node, acc, [&](int64_t i) {
       const int64_t row = (i / N) % M, col = i % N;
-      return static_cast<double>(paramAt<float>(as, row, 1.0f) * paramAt<float>(bs, col, 1.0f) / yScale);
+      return requantizeScale(paramAt<float>(as, row, 1.0f), paramAt<float>(bs, col, 1.0f), yScale);
     }, intsOrEmpty(in, 7), *out[0]);
   };
   s.flops = [](const Node&, const Types& in, const Types& out) { return integerMatMulFlops(in, 0, out); };
@@ -462,7 +463,7 @@ void addQLinearConv(OpRegistry& r) {
     const float xScale = in[1]->toFloats()[0], yScale = in[6]->toFloats()[0];
     const std::vector<float> ws = in[4]->toFloats();
     requantize(node, acc, [&](int64_t i) {
-      return static_cast<double>(xScale * paramAt<float>(ws, (i / plane) % M, 1.0f) / yScale);
+      return requantizeScale(xScale, paramAt<float>(ws, (i / plane) % M, 1.0f), yScale);
     }, intsOrEmpty(in, 7), *out[0]);
   };
   s.flops = [](const Node&, const Types& in, const Types& out) { return integerConvFlops(in, 3, out); };

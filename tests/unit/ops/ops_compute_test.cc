@@ -396,6 +396,28 @@ TEST(GemmKernel, TransposesAlphaBetaAndBroadcastBias) {
                Error);
 }
 
+// ONNX leaves requantisation's precision open; ONNX Runtime and oneDNN
+// multiply in float32, and so does every backend here (core/ops/requantize.h).
+// Here acc * scale is exactly -6.5 in float32 and -6.50000009 in double:
+// half to even gives -6, double arithmetic would give -7.
+TEST(QLinearMatMulKernel, RequantizesInFloat32AsOnnxRuntimeDoes) {
+  Tensor a(ElementType::UInt8, {1, 2});
+  a.data<uint8_t>()[0] = 255;
+  a.data<uint8_t>()[1] = 1;
+  Tensor b(ElementType::Int8, {2, 1});
+  b.data<int8_t>()[0] = -10;
+  b.data<int8_t>()[1] = 1;  // acc = 255 * -10 + 1 = -2549
+  Tensor as = Tensor::fromFloats({}, {0.02f}), bs = Tensor::fromFloats({}, {0.008207762f}),
+         ys = Tensor::fromFloats({}, {0.064374104f});
+  Tensor azp(ElementType::UInt8, {}), bzp(ElementType::Int8, {}), yzp(ElementType::Int8, {});
+  azp.data<uint8_t>()[0] = 0;
+  bzp.data<int8_t>()[0] = 0;
+  yzp.data<int8_t>()[0] = 0;
+  std::vector<Tensor> y = eval("QLinearMatMul", {&a, &as, &azp, &b, &bs, &bzp, &ys, &yzp}, {});
+  ASSERT_EQ(y[0].elementType(), ElementType::Int8);
+  EXPECT_EQ(y[0].data<int8_t>()[0], -6);
+}
+
 TEST(MatMulKernel, NumpySemantics) {
   // Batched with broadcasting of batch dims: [2,1,3,4] x [3,4,2] -> [2,3,3,2].
   Tensor A = randomTensor({2, 1, 3, 4}, 8), B = randomTensor({3, 4, 2}, 9);
