@@ -96,7 +96,8 @@ def contention_table(results):
 def write_reports(results, args, outdir, peak):
     """results.md (returned too), results.csv, rounds.csv and results.json."""
     runners = (["collage"] + (["graph-level"] if args.graph_level else []) +
-               (["substitutions"] if getattr(args, "substitutions", False) else []) + BASELINES + PEERS)
+               (["substitutions"] if getattr(args, "substitutions", False) else []) +
+               ([args.allow_precision] if getattr(args, "allow_precision", None) else []) + BASELINES + PEERS)
     if args.contention:
         runners += [n + LOAD for n in CONTENTION_RUNNERS]
     write_data_files(results, runners, args, outdir, peak)

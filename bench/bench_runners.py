@@ -280,6 +280,23 @@ class Collage:
             info["error"] = text.strip().splitlines()[-1] if text.strip() else "rc %d" % rc
         return info
 
+    def reduced_precision(self, model, outdir, precision):
+        """`optimize --allow-precision PRECISION --op-level` from the same database: the
+        plan that may place groups on the reduced-precision backend, and how many it did."""
+        plan = os.path.join(outdir, "%s_plan.json" % precision)
+        rc, text, wall = self.call(["optimize", model.onnx] + model.shape_args() +
+                                   ["--db", self.db, "-o", plan, "--op-level", "--allow-precision", precision],
+                                   "%s.%s.log" % (model.label, precision))
+        info = {"rc": rc, "wall_s": wall, "plan": plan if rc == 0 else None}
+        if rc == 0:
+            with open(plan) as f:
+                groups = json.load(f).get("groups", [])
+            info["groups"] = len(groups)
+            info["reduced_groups"] = sum(1 for g in groups if precision in g.get("backend", ""))
+        else:
+            info["error"] = text.strip().splitlines()[-1] if text.strip() else "rc %d" % rc
+        return info
+
     def run_round(self, model, plan, repeat, extra=(), logname=None):
         """One `collage run --plan` process: (median, min, max, text, rc)."""
         args = (["run", model.onnx] + model.shape_args() +

@@ -129,6 +129,17 @@ def plans_to_run(model, args, collage, mdir, res, first):
                 sub.get("search_s")))
         else:
             res["notes"].append("substitution search failed: %s" % sub.get("error"))
+    if args.allow_precision:
+        prec = args.allow_precision
+        log("%s: collage optimize --allow-precision %s --op-level" % (model.label, prec))
+        rp = collage.reduced_precision(model, mdir, prec)
+        res[prec] = rp
+        if rp.get("plan"):
+            plans[prec] = rp["plan"]
+            log("%s: %s plan: %s of %s groups in %s" % (model.label, prec, rp.get("reduced_groups"),
+                                                       rp.get("groups"), prec))
+        else:
+            res["notes"].append("optimize --allow-precision %s failed: %s" % (prec, rp.get("error")))
     res["uncovered"] = first["uncovered"]
     for b, why in first["uncovered"].items():
         res["notes"].append("%s cannot cover the model: %s" % (b, why))
@@ -274,6 +285,9 @@ def main(argv=None):
                     help="also time the plan of `optimize --substitutions --op-level` (graph substitutions + "
                          "placement) against the placement alone")
     ap.add_argument("--substitution-budget", default="30s", help="its search budget (default 30s)")
+    ap.add_argument("--allow-precision", metavar="PRECISION", default=None,
+                    help="also time the plan of `optimize --allow-precision PRECISION --op-level` (e.g. bf16: "
+                         "groups may run on onednn_bf16), side by side, as the runner named PRECISION")
     ap.add_argument("--quantized", metavar="FORMS",
                     help="also bench each model's int8 variants in these forms (dynamic,qdq,qop), written by "
                          "bench/models/quantize_models.py into the zoo cache (small models: its small/ folder); "
