@@ -8,6 +8,10 @@
 #include <cstring>
 #include <limits>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include "backends/onednn/dynamic_quantize.h"
 #include "backends/onednn/onednn_descs.h"
 #include "backends/onednn/onednn_post_ops.h"
@@ -35,6 +39,72 @@ dt dnnlType(ElementType t) {
 memory::desc plainOf(const Shape& s, dt type) {
   const memory::dims d = dimsOf(s);
   return memory::desc(d, type, rowMajorStrides(d));
+}
+
+struct RequantizeParams {
+  float lo = 0, hi = 0, zp = 0;
+  bool dequantize = false;
+  float dqScale = 1.0f;
+  int32_t dqZero = 0;
+};
+
+// One element as requantize.h computes it: the sum in int64 (no wrap), then
+// float32 scale, round half to even, zero point, saturation; optionally
+// dequantized as the DequantizeLinear after it.
+template <class Q>
+inline void requantizeOneInto(int64_t a, float scale, const RequantizeParams& rp, Q* y, float* yf, int64_t j) {
+  const Q q = static_cast<Q>(requantizeValue(a, scale, rp.zp, rp.lo, rp.hi));
+  if (rp.dequantize)
+    yf[j] = static_cast<float>(static_cast<int32_t>(q) - rp.dqZero) * rp.dqScale;
+  else
+    y[j] = q;
+}
+
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+// 16 lanes: the same operations in the same order as requantizeValue (int32
+// to float, times the float scale, round to nearest even, plus the zero
+// point, clamp), each exact or rounded as the scalar one, so the result is
+// bit-identical. The int32 sum acc + bias is checked for overflow; a vector
+// where it wraps goes through the scalar int64 path.
+template <class Q>
+inline bool requantize16(const int32_t* acc, __m512i vb, __m512 s, const RequantizeParams& rp, Q* y, float* yf) {
+  const __m512i a = _mm512_loadu_si512(acc);
+  const __m512i sum = _mm512_add_epi32(a, vb);
+  // Signed overflow: the operands agree in sign and the sum does not.
+  const __m512i ovf = _mm512_and_si512(_mm512_xor_si512(a, sum), _mm512_xor_si512(vb, sum));
+  if (_mm512_movepi32_mask(ovf) != 0) return false;
+  __m512 v = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(sum), s), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v, _mm512_set1_ps(rp.zp)), _mm512_set1_ps(rp.lo)), _mm512_set1_ps(rp.hi));
+  const __m512i qi = _mm512_cvtps_epi32(v);  // integral and in range: exact
+  if (rp.dequantize) {
+    _mm512_storeu_ps(yf, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(qi, _mm512_set1_epi32(rp.dqZero))),
+                                       _mm512_set1_ps(rp.dqScale)));
+  } else {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y), _mm512_cvtepi32_epi8(qi));
+  }
+  return true;
+}
+#endif
+
+// `count` contiguous accumulators from `acc`, with a bias and scale each
+// (biases / scales) or one for all (bias / scale), into y (or yf) from the same offset.
+template <class Q>
+void requantizeRun(const int32_t* acc, int32_t bias, const int32_t* biases, float scale, const float* scales,
+                   const RequantizeParams& rp, Q* y, float* yf, int64_t count) {
+  int64_t j = 0;
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+  for (; j + 16 <= count; j += 16) {
+    const __m512i vb = biases ? _mm512_loadu_si512(biases + j) : _mm512_set1_epi32(bias);
+    const __m512 vs = scales ? _mm512_loadu_ps(scales + j) : _mm512_set1_ps(scale);
+    if (requantize16<Q>(acc + j, vb, vs, rp, y + j, yf + j)) continue;
+    for (int64_t k = j; k < j + 16; ++k)
+      requantizeOneInto<Q>(static_cast<int64_t>(acc[k]) + (biases ? biases[k] : bias), scales ? scales[k] : scale, rp,
+                           y, yf, k);
+  }
+#endif
+  for (; j < count; ++j)
+    requantizeOneInto<Q>(static_cast<int64_t>(acc[j]) + (biases ? biases[j] : bias), scales ? scales[j] : scale, rp, y,
+                         yf, j);
 }
 
 class Int8Kernel final : public Kernel {
@@ -155,28 +225,61 @@ class Int8Kernel final : public Kernel {
   // the reference: y = saturate(nearbyint(float(acc + bias[c]) * scale[c]) + zero point), in
   // float32 (core/ops/requantize.h).
   // With outputDequantize, then float(q - zero point) * scale, as the DequantizeLinear after it.
+  // Without compensation each run of the accumulator is contiguous with one
+  // scale and bias (a Conv plane) or a scale and bias per element (a MatMul
+  // row), which requantizeRun does 16 lanes at a time; this loop was a
+  // scalar pass per element that cost as much as the int8 product itself.
   template <class Q>
   void requantize(void* out) const {
     Q* y = static_cast<Q*>(out);
     float* yf = static_cast<float*>(out);
-    const float dqScale = outputDequantizeScale;
-    const int32_t dqZero = outputDequantizeZero;
     const int32_t* acc = static_cast<const int32_t*>(accumulator.get_data_handle());
-    const float lo = std::numeric_limits<Q>::min(), hi = std::numeric_limits<Q>::max();
-    const float zp = static_cast<float>(outputZeroPoint);
+    RequantizeParams rp;
+    rp.lo = std::numeric_limits<Q>::min();
+    rp.hi = std::numeric_limits<Q>::max();
+    rp.zp = static_cast<float>(outputZeroPoint);
+    rp.dequantize = outputDequantize;
+    rp.dqScale = outputDequantizeScale;
+    rp.dqZero = outputDequantizeZero;
+    const bool perChannelScale = requantScale.size() > 1;
+    if (!compensation) {
+      if (channelsInner) {  // MatMul: a row of `channels` per outer index
+        std::vector<float> scales(static_cast<size_t>(channels), requantScale[0]);
+        if (perChannelScale) std::copy(requantScale.begin(), requantScale.end(), scales.begin());
+        std::vector<int32_t> biases(static_cast<size_t>(channels), 0);
+        if (!intBias.empty()) std::copy(intBias.begin(), intBias.end(), biases.begin());
+        const int64_t work = outer * channels;
+#pragma omp parallel for schedule(static) if (work > (1 << 14))
+        for (int64_t o = 0; o < outer; ++o) {
+          const int64_t at = o * channels;
+          requantizeRun<Q>(acc + at, 0, biases.data(), 0.0f, scales.data(), rp, y + at, yf + at, channels);
+        }
+      } else {  // Conv (NCHW): a plane per channel, one scale and bias
+        const int64_t work = outer * channels * inner;
+#pragma omp parallel for collapse(2) schedule(static) if (work > (1 << 14))
+        for (int64_t o = 0; o < outer; ++o)
+          for (int64_t c = 0; c < channels; ++c) {
+            const float scale = requantScale[perChannelScale ? static_cast<size_t>(c) : 0];
+            const int32_t bias = intBias.empty() ? 0 : intBias[static_cast<size_t>(c)];
+            const int64_t at = (o * channels + c) * inner;
+            requantizeRun<Q>(acc + at, bias, nullptr, scale, nullptr, rp, y + at, yf + at, inner);
+          }
+      }
+      return;
+    }
 #pragma omp parallel for collapse(2) schedule(static)
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t c = 0; c < channels; ++c) {
-        const float scale = requantScale[requantScale.size() > 1 ? static_cast<size_t>(c) : 0];
+        const float scale = requantScale[perChannelScale ? static_cast<size_t>(c) : 0];
         const int64_t bias = intBias.empty() ? 0 : intBias[static_cast<size_t>(c)];
         // Conv (NCHW): a plane per channel; MatMul: one element per column.
         const int64_t count = channelsInner ? 1 : inner;
         for (int64_t i = 0; i < count; ++i) {
           int64_t at;
           const int64_t a = accAt(acc, o, c, i, at);
-          const Q q = static_cast<Q>(requantizeValue(a + bias, scale, zp, lo, hi));
+          const Q q = static_cast<Q>(requantizeValue(a + bias, scale, rp.zp, rp.lo, rp.hi));
           if (outputDequantize)
-            yf[at] = static_cast<float>(static_cast<int32_t>(q) - dqZero) * dqScale;
+            yf[at] = static_cast<float>(static_cast<int32_t>(q) - rp.dqZero) * rp.dqScale;
           else
             y[at] = q;
         }
