@@ -8,6 +8,10 @@
 #include <cstring>
 #include <limits>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include "backends/onednn/dynamic_quantize.h"
 #include "backends/onednn/onednn_descs.h"
 #include "backends/onednn/onednn_post_ops.h"
@@ -35,6 +39,106 @@ dt dnnlType(ElementType t) {
 memory::desc plainOf(const Shape& s, dt type) {
   const memory::dims d = dimsOf(s);
   return memory::desc(d, type, rowMajorStrides(d));
+}
+
+struct RequantizeParams {
+  float lo = 0, hi = 0, zp = 0;
+  bool dequantize = false;
+  float dqScale = 1.0f;
+  int32_t dqZero = 0;
+};
+
+// One element as requantize.h computes it: the sum in int64 (no wrap), then
+// float32 scale, round half to even, zero point, saturation; optionally
+// dequantized as the DequantizeLinear after it.
+template <class Q>
+inline void requantizeOneInto(int64_t a, float scale, const RequantizeParams& rp, Q* y, float* yf, int64_t j) {
+  const Q q = static_cast<Q>(requantizeValue(a, scale, rp.zp, rp.lo, rp.hi));
+  if (rp.dequantize)
+    yf[j] = static_cast<float>(static_cast<int32_t>(q) - rp.dqZero) * rp.dqScale;
+  else
+    y[j] = q;
+}
+
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+// 16 lanes: the same operations in the same order as requantizeValue (int32
+// to float, times the float scale, round to nearest even, plus the zero
+// point, clamp), each exact or rounded as the scalar one, so the result is
+// bit-identical. The int32 sum acc + bias is checked for overflow; a vector
+// where it wraps goes through the scalar int64 path.
+template <class Q>
+inline bool requantize16(__m512i a, __m512i vb, __m512 s, const RequantizeParams& rp, Q* y, float* yf) {
+  const __m512i sum = _mm512_add_epi32(a, vb);
+  // Signed overflow: the operands agree in sign and the sum does not.
+  const __m512i ovf = _mm512_and_si512(_mm512_xor_si512(a, sum), _mm512_xor_si512(vb, sum));
+  if (_mm512_movepi32_mask(ovf) != 0) return false;
+  __m512 v = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(sum), s), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v, _mm512_set1_ps(rp.zp)), _mm512_set1_ps(rp.lo)), _mm512_set1_ps(rp.hi));
+  const __m512i qi = _mm512_cvtps_epi32(v);  // integral and in range: exact
+  if (rp.dequantize) {
+    _mm512_storeu_ps(yf, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(qi, _mm512_set1_epi32(rp.dqZero))),
+                                       _mm512_set1_ps(rp.dqScale)));
+  } else {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y), _mm512_cvtepi32_epi8(qi));
+  }
+  return true;
+}
+#endif
+
+// `count` contiguous accumulators from `acc`, with a bias and scale each
+// (biases / scales) or one for all (bias / scale), into y (or yf) from the same offset.
+template <class Q>
+void requantizeRun(const int32_t* acc, int32_t bias, const int32_t* biases, float scale, const float* scales,
+                   const RequantizeParams& rp, Q* y, float* yf, int64_t count) {
+  int64_t j = 0;
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+  for (; j + 16 <= count; j += 16) {
+    const __m512i vb = biases ? _mm512_loadu_si512(biases + j) : _mm512_set1_epi32(bias);
+    const __m512 vs = scales ? _mm512_loadu_ps(scales + j) : _mm512_set1_ps(scale);
+    if (requantize16<Q>(_mm512_loadu_si512(acc + j), vb, vs, rp, y + j, yf + j)) continue;
+    for (int64_t k = j; k < j + 16; ++k)
+      requantizeOneInto<Q>(static_cast<int64_t>(acc[k]) + (biases ? biases[k] : bias), scales ? scales[k] : scale, rp,
+                           y, yf, k);
+  }
+#endif
+  for (; j < count; ++j)
+    requantizeOneInto<Q>(static_cast<int64_t>(acc[j]) + (biases ? biases[j] : bias), scales ? scales[j] : scale, rp, y,
+                         yf, j);
+}
+
+// Channels c0..c1 of one image whose accumulator is channels last
+// ([inner][channels], the convolution's own layout), into the plain
+// [channels][inner] output: 16 pixels of one channel at a time, gathered, so
+// that each output run is contiguous; a block of 16 channels reads each
+// accumulator cache line once while it is in L1. This replaces a reorder of
+// the whole s32 accumulator to plain layout before the epilogue.
+template <class Q>
+void requantizeChannelsLast(const int32_t* acc, int64_t channels, int64_t inner, int64_t c0, int64_t c1,
+                            const std::vector<int32_t>& biases, const std::vector<float>& scales,
+                            const RequantizeParams& rp, Q* y, float* yf) {
+  auto biasOf = [&](int64_t c) { return biases.empty() ? 0 : biases[static_cast<size_t>(c)]; };
+  auto scaleOf = [&](int64_t c) { return scales[scales.size() > 1 ? static_cast<size_t>(c) : 0]; };
+  int64_t p = 0;
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+  const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                         _mm512_set1_epi32(static_cast<int32_t>(channels)));
+  if (16 * channels < (int64_t{1} << 29)) {  // the gather's int32 byte offsets
+    for (; p + 16 <= inner; p += 16)
+      for (int64_t c = c0; c < c1; ++c) {
+        const int32_t* src = acc + p * channels + c;
+        const int64_t at = c * inner + p;
+        const __m512i a = _mm512_i32gather_epi32(idx, src, 4);
+        if (requantize16<Q>(a, _mm512_set1_epi32(biasOf(c)), _mm512_set1_ps(scaleOf(c)), rp, y + at, yf + at))
+          continue;
+        for (int64_t k = 0; k < 16; ++k)
+          requantizeOneInto<Q>(static_cast<int64_t>(src[k * channels]) + biasOf(c), scaleOf(c), rp, y, yf, at + k);
+      }
+  }
+#endif
+  for (; p < inner; ++p)
+    for (int64_t c = c0; c < c1; ++c)
+      requantizeOneInto<Q>(static_cast<int64_t>(acc[p * channels + c]) + biasOf(c), scaleOf(c), rp, y, yf,
+                           c * inner + p);
 }
 
 class Int8Kernel final : public Kernel {
@@ -155,28 +259,71 @@ class Int8Kernel final : public Kernel {
   // the reference: y = saturate(nearbyint(float(acc + bias[c]) * scale[c]) + zero point), in
   // float32 (core/ops/requantize.h).
   // With outputDequantize, then float(q - zero point) * scale, as the DequantizeLinear after it.
+  // Without compensation each run of the accumulator is contiguous with one
+  // scale and bias (a Conv plane) or a scale and bias per element (a MatMul
+  // row), which requantizeRun does 16 lanes at a time; this loop was a
+  // scalar pass per element that cost as much as the int8 product itself.
   template <class Q>
   void requantize(void* out) const {
     Q* y = static_cast<Q*>(out);
     float* yf = static_cast<float*>(out);
-    const float dqScale = outputDequantizeScale;
-    const int32_t dqZero = outputDequantizeZero;
     const int32_t* acc = static_cast<const int32_t*>(accumulator.get_data_handle());
-    const float lo = std::numeric_limits<Q>::min(), hi = std::numeric_limits<Q>::max();
-    const float zp = static_cast<float>(outputZeroPoint);
+    RequantizeParams rp;
+    rp.lo = std::numeric_limits<Q>::min();
+    rp.hi = std::numeric_limits<Q>::max();
+    rp.zp = static_cast<float>(outputZeroPoint);
+    rp.dequantize = outputDequantize;
+    rp.dqScale = outputDequantizeScale;
+    rp.dqZero = outputDequantizeZero;
+    const bool perChannelScale = requantScale.size() > 1;
+    if (!compensation) {
+      if (channelsInner) {  // MatMul: a row of `channels` per outer index
+        std::vector<float> scales(static_cast<size_t>(channels), requantScale[0]);
+        if (perChannelScale) std::copy(requantScale.begin(), requantScale.end(), scales.begin());
+        std::vector<int32_t> biases(static_cast<size_t>(channels), 0);
+        if (!intBias.empty()) std::copy(intBias.begin(), intBias.end(), biases.begin());
+        const int64_t work = outer * channels;
+#pragma omp parallel for schedule(static) if (work > (1 << 14))
+        for (int64_t o = 0; o < outer; ++o) {
+          const int64_t at = o * channels;
+          requantizeRun<Q>(acc + at, 0, biases.data(), 0.0f, scales.data(), rp, y + at, yf + at, channels);
+        }
+      } else if (channelsLast) {  // Conv, the accumulator in the primitive's nhwc layout
+        const int64_t blocks = (channels + 15) / 16;
+        const int64_t work = outer * channels * inner;
+#pragma omp parallel for collapse(2) schedule(static) if (work > (1 << 14))
+        for (int64_t o = 0; o < outer; ++o)
+          for (int64_t b = 0; b < blocks; ++b) {
+            const int64_t at = o * channels * inner;
+            requantizeChannelsLast<Q>(acc + at, channels, inner, b * 16, std::min(channels, b * 16 + 16), intBias,
+                                      requantScale, rp, y + at, yf + at);
+          }
+      } else {  // Conv (NCHW): a plane per channel, one scale and bias
+        const int64_t work = outer * channels * inner;
+#pragma omp parallel for collapse(2) schedule(static) if (work > (1 << 14))
+        for (int64_t o = 0; o < outer; ++o)
+          for (int64_t c = 0; c < channels; ++c) {
+            const float scale = requantScale[perChannelScale ? static_cast<size_t>(c) : 0];
+            const int32_t bias = intBias.empty() ? 0 : intBias[static_cast<size_t>(c)];
+            const int64_t at = (o * channels + c) * inner;
+            requantizeRun<Q>(acc + at, bias, nullptr, scale, nullptr, rp, y + at, yf + at, inner);
+          }
+      }
+      return;
+    }
 #pragma omp parallel for collapse(2) schedule(static)
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t c = 0; c < channels; ++c) {
-        const float scale = requantScale[requantScale.size() > 1 ? static_cast<size_t>(c) : 0];
+        const float scale = requantScale[perChannelScale ? static_cast<size_t>(c) : 0];
         const int64_t bias = intBias.empty() ? 0 : intBias[static_cast<size_t>(c)];
         // Conv (NCHW): a plane per channel; MatMul: one element per column.
         const int64_t count = channelsInner ? 1 : inner;
         for (int64_t i = 0; i < count; ++i) {
           int64_t at;
           const int64_t a = accAt(acc, o, c, i, at);
-          const Q q = static_cast<Q>(requantizeValue(a + bias, scale, zp, lo, hi));
+          const Q q = static_cast<Q>(requantizeValue(a + bias, scale, rp.zp, rp.lo, rp.hi));
           if (outputDequantize)
-            yf[at] = static_cast<float>(static_cast<int32_t>(q) - dqZero) * dqScale;
+            yf[at] = static_cast<float>(static_cast<int32_t>(q) - rp.dqZero) * rp.dqScale;
           else
             y[at] = q;
         }
@@ -230,7 +377,8 @@ class Int8Kernel final : public Kernel {
   std::string describe() const {
     std::string s = what;
     for (size_t i = 0; i < steps.size(); ++i) s += (i == 0 ? ": " : " -> ") + steps[i].impl;
-    if (accumulator) s += requantizing ? " -> requantize" : " -> add the compensation";
+    if (accumulator)
+      s += requantizing ? (channelsLast ? " -> requantize (channels last)" : " -> requantize") : " -> add the compensation";
     for (const Step& step : after) s += " -> " + step.impl;
     return s;
   }
@@ -305,6 +453,9 @@ class Int8Kernel final : public Kernel {
   // for a MatMul [outer rows][channels] (channelsInner: inner is 1).
   int64_t outer = 1, channels = 1, inner = 1;
   bool channelsInner = false;
+  // A Conv's accumulator left in the primitive's channels-last layout
+  // ([outer][inner][channels]); only without compensation.
+  bool channelsLast = false;
 };
 
 class Int8Builder {
@@ -603,12 +754,31 @@ class Int8Builder {
     return m;
   }
 
+  static bool isChannelsLast(const memory::desc& md) {
+    const memory::dims d = md.dims();
+    if (d.size() < 3 || d.size() > 5) return false;
+    const memory::format_tag tag = d.size() == 3 ? memory::format_tag::nwc
+                                   : d.size() == 4 ? memory::format_tag::nhwc
+                                                   : memory::format_tag::ndhwc;
+    return md == memory::desc(d, md.data_type(), tag);
+  }
+
   template <class PD, class P>
   void finish(const PD& pd, std::unordered_map<int, memory> args, const memory::desc& wPlain,
               const memory::desc& dstPlain, const std::string& kind) {
     args[DNNL_ARG_SRC] = sourceFor(pd.src_desc());
     args[DNNL_ARG_WEIGHTS] = reorderedConstant(wPlain, p_.weights.data(), pd.weights_desc());
     const bool plainDst = pd.dst_desc() == dstPlain;
+    // Requantized into a channels-last accumulator: the epilogue reads it
+    // there (no reorder of the s32 tensor).
+    if (p_.requantize && p_.weightOffset.empty() && p_.kind == Int8Product::Kind::Conv && !plainDst &&
+        isChannelsLast(pd.dst_desc())) {
+      k_->accumulator = owned(pd.dst_desc());
+      k_->channelsLast = true;
+      args[DNNL_ARG_DST] = k_->accumulator;
+      addStep(pd, P(pd), std::move(args), kind);
+      return;
+    }
     // Requantized: the plain accumulator is the kernel's, the epilogue writes the output.
     const bool ownAccumulator = p_.requantize || !p_.weightOffset.empty();
     auto result = [&] { return ownAccumulator ? (k_->accumulator = owned(dstPlain)) : bound(dstPlain, 0, true); };

@@ -337,6 +337,35 @@ TEST_F(OneDnnInt8, QLinearConvIsExact) {
   }
 }
 
+// The epilogue reads the convolution's channels-last accumulator directly,
+// 16 pixels of a channel at a time: a batch of 2, 20 channels (a partial
+// block of 16) and 7x7 = 49 pixels (a partial vector) must still match the
+// reference exactly, with biases, s8 output and per-channel scales.
+TEST_F(OneDnnInt8, QLinearConvChannelsLastEpilogueIsExact) {
+  GraphBuilder b;
+  b.endGroup();
+  const ValueId x = b.input({2, 24, 7, 7});
+  const ValueId xs = b.scalar(0.01f), xz = intValues(b, ElementType::UInt8, {}, {128});
+  const ValueId xq = b.op("QuantizeLinear", {x, xs, xz});
+  b.beginGroup();
+  const ValueId w = intConstant(b, ElementType::Int8, {20, 24, 1, 1}, -128, 127);
+  std::vector<int64_t> bias;
+  for (int i = 0; i < 20; ++i) bias.push_back((i - 10) * 3001);
+  const ValueId out = b.op("QLinearConv",
+                           {xq, xs, xz, w, b.constant({20}, 0.001f, 0.004f), intValues(b, ElementType::Int8, {20}, {0}),
+                            b.scalar(0.02f), intValues(b, ElementType::Int8, {}, {-3}),
+                            intValues(b, ElementType::Int32, {20}, bias)});
+  expectMatches(b, out, "QLinearConv 1x1, 20 channels, batch 2");
+  const Graph& g = b.graph();
+  const CompileResult c = backend_->compile(KernelRequest::of(g, b.finish(out)));
+  ASSERT_TRUE(c) << c.refusal;
+  // With AVX-512 oneDNN writes the int8 accumulator nhwc; elsewhere it may be plain.
+  if (describeOneDnnKernel(*c.kernel).find("acdb") != std::string::npos ||
+      describeOneDnnKernel(*c.kernel).find("avx512") != std::string::npos)
+    EXPECT_NE(describeOneDnnKernel(*c.kernel).find("requantize (channels last)"), std::string::npos)
+        << describeOneDnnKernel(*c.kernel);
+}
+
 // QuantizeLinear -> QLinearConv -> DequantizeLinear as one kernel, grown by
 // the rule from the QuantizeLinear; every step exact.
 TEST_F(OneDnnInt8, QuantizeQLinearConvDequantizeIsOneKernel) {
