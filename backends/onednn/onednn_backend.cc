@@ -139,12 +139,12 @@ class OneDnnBackend final : public Backend {
   // 8: pools in the convolutions' layout (nhwc with AVX-512), pointwise convs
   // blocked where that layout is channels last; 9: int8 products
   // (onednn_int8.h): the dynamic quantization chain, QLinear ops and QDQ
-  // groups as single kernels; 10: the int8 requantisation epilogue 16
-  // lanes at a time, over the convolution's own accumulator layout).
+  // groups as single kernels, the requantisation epilogue 16 lanes at a
+  // time over the convolution's own accumulator layout).
   std::string version() const override {
     const dnnl_version_t* v = dnnl_version();
     return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-           std::to_string(v->patch) + " (" + v->hash + ") lowering 10" +
+           std::to_string(v->patch) + " (" + v->hash + ") lowering 9" +
            (context_->precision == onednn::Precision::F32
                 ? ""
                 : " " + onednn::precisionName(context_->precision));
