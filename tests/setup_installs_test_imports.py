@@ -19,6 +19,17 @@ import sys
 
 ROOT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
 OWN_MODULES = {"collage"}  # built by the project itself
+
+
+def own_modules():
+    """The Python module built here, and every module that is one of the
+    repository's own .py files (a test importing a bench script by path)."""
+    own = set(OWN_MODULES)
+    for top in ("bench", "tests", "examples", "python", "scripts"):
+        for dirpath, dirs, files in os.walk(os.path.join(ROOT, top)):
+            dirs[:] = [d for d in dirs if d != "node_modules"]
+            own.update(f[:-3] for f in files if f.endswith(".py"))
+    return own
 # Servers a test starts in a temporary folder: the file it runs, the file that
 # starts it, and the Debian package (in setup.sh's list) that should provide it.
 SERVICES = [
@@ -75,10 +86,11 @@ def providing_package(module):
 
 def main():
     packages = default_packages()
+    own = own_modules()
     problems = []
     checked = 0
     for module, where in sorted(imported_modules().items()):
-        if module in OWN_MODULES or module in sys.stdlib_module_names:
+        if module in own or module in sys.stdlib_module_names:
             continue
         checked += 1
         package, problem = providing_package(module)

@@ -3,6 +3,8 @@
 // points that build kernels with the Builder (onednn_builder.h).
 #include "backends/onednn/onednn_kernel.h"
 
+#include <functional>
+
 #include <dnnl_debug.h>
 #include <omp.h>
 
@@ -159,11 +161,7 @@ std::string OneDnnKernel::describe() const {
   return postOps.empty() ? s : s + " [" + postOps + "]";
 }
 
-namespace {
-// Runs a lowering on the backend's thread count, turning each way oneDNN or
-// the lowering can say no into a refusal.
-template <class Lower>
-CompileResult guardedLowering(Lower lower) {
+CompileResult guardedLowering(const std::function<CompileResult()>& lower) {
   const int threads = threadCount();
   if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
   try {
@@ -176,7 +174,6 @@ CompileResult guardedLowering(Lower lower) {
     return CompileResult::refuse(e.what());
   }
 }
-}  // namespace
 
 CompileResult lowerSequence(const std::shared_ptr<Context>& context, const ChainSequence& sequence) {
   return guardedLowering([&] {

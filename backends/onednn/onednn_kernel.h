@@ -7,6 +7,7 @@
 #pragma once
 
 #include <dnnl.hpp>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -79,6 +80,10 @@ class OneDnnKernel final : public Kernel {
 
   std::shared_ptr<Context> context_;
 };
+
+// Runs a lowering on the backend's thread count, turning each way oneDNN or
+// the lowering can say no (Refusal, dnnl::error, Error) into a refusal.
+CompileResult guardedLowering(const std::function<CompileResult()>& lower);
 
 // Builds the kernel for an analysed group, or refuses with the reason oneDNN gave.
 CompileResult lowerChain(const std::shared_ptr<Context>& context, const KernelRequest& request,
