@@ -234,9 +234,15 @@ struct Reader {
     p.weightsShape = ws;
     p.weights.assign(values.size(), 0);
     // Whether scale s reproduces every weight of channel c (all channels: c < 0).
+    // A channel's weights are a contiguous run of `inner` (Conv, [C, ...]) or
+    // every C-th value (MatMul, [K, C]): visited directly, not by a scan of
+    // all weights per channel, which is quadratic in a layer's size.
     auto exact = [&](float s, int64_t c) {
-      for (size_t i = 0; i < values.size(); ++i) {
-        if (c >= 0 && channelOf(i) != c) continue;
+      const size_t n = values.size();
+      const size_t first = c < 0 ? 0 : static_cast<size_t>(conv ? c * inner : c);
+      const size_t end = c < 0 || !conv ? n : static_cast<size_t>((c + 1) * inner);
+      const size_t step = c < 0 || conv ? 1 : static_cast<size_t>(C);
+      for (size_t i = first; i < end; i += step) {
         const float k = s == 0.0f ? 0.0f : std::nearbyint(values[i] / s);
         if (k < -128 || k > 127 || k * s != values[i]) return false;
         p.weights[i] = static_cast<int8_t>(k);
