@@ -8,6 +8,7 @@
 
 #include "core/ir/error.h"
 #include "core/ir/threading.h"
+#include "core/measure/measurement.h"
 
 namespace collage::test_support {
 
@@ -33,5 +34,15 @@ class ThreadCountGuard {
  private:
   int saved_;
 };
+
+// A successful measurement of `ns` nanoseconds (median), as the measurer
+// reports one, for tests of what consumes measurements.
+inline Measurement okMeasurement(double ns) {
+  Measurement m;
+  m.status = MeasurementStatus::Ok;
+  m.medianNs = ns;
+  m.samples = 10;
+  return m;
+}
 
 }  // namespace collage::test_support

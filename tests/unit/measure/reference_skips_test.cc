@@ -12,6 +12,7 @@
 #include "core/measure/candidate_costs.h"
 #include "core/ops/op_registry.h"
 #include "core/search/op_level_optimizer.h"
+#include "tests/unit/test_support.h"
 
 namespace collage {
 namespace {
@@ -30,13 +31,7 @@ struct MatMulRelu {
   }
 };
 
-Measurement ok(double ns) {
-  Measurement m;
-  m.status = MeasurementStatus::Ok;
-  m.medianNs = ns;
-  m.samples = 10;
-  return m;
-}
+Measurement ok(double ns) { return test_support::okMeasurement(ns); }
 
 // Candidates: "fast" runs each node alone; "slow" runs mm alone and mm+relu
 // fused, with mm on the reference kernels (as a backend declares it).

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "core/search/op_level_optimizer.h"
+#include "tests/unit/test_support.h"
 
 namespace collage {
 namespace {
@@ -29,13 +30,7 @@ struct Chain {
   }
 };
 
-Measurement ok(double ns) {
-  Measurement m;
-  m.status = MeasurementStatus::Ok;
-  m.medianNs = ns;
-  m.samples = 10;
-  return m;
-}
+Measurement ok(double ns) { return test_support::okMeasurement(ns); }
 
 struct Fixture {
   Chain chain;
