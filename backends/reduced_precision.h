@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/ir/tensor_compare.h"
-#include "core/measure/kernel_check.h"
+#include "core/measure/plan_check.h"
 #include "core/plan/plan.h"
 
 namespace collage {

@@ -30,7 +30,7 @@ dnnl::memory::data_type computeType(Precision p);
 // reference (see the comment in onednn_precision.cc for bf16's derivation).
 Tolerance precisionTolerance(Precision p);
 // How far one kernel alone may err, as a fraction of its output's largest
-// |value| (GroupError::scaledError, core/measure/kernel_check.h): rounding
+// |value| (GroupError::scaledError, core/measure/plan_check.h): rounding
 // stays within it whatever the depth, a wrong kernel does not. 0 for f32.
 double precisionKernelError(Precision p);
 

@@ -72,45 +72,4 @@ KernelCheckResult checkKernelAgainstReference(Backend& backend, const Graph& gra
   return result;
 }
 
-std::vector<GroupError> groupErrors(const Session& session, const std::vector<Tensor>& inputs) {
-  const Graph& graph = session.graph();
-  const std::vector<Tensor> env = referenceValues(graph, inputs);
-  std::vector<GroupError> errors;
-  for (size_t g = 0; g < session.plan().groups.size(); ++g) {
-    const PlanGroup& group = session.plan().groups[g];
-    const KernelRequest& request = session.request(g);
-    GroupError e;
-    e.group = g;
-    e.backend = group.backend;
-    e.what = request.toString();
-    // Compiled again rather than taken from the Session: there its inputs
-    // and outputs may be in a backend's own layout or on a device.
-    Backend* backend = session.groupBackend(g);
-    if (session.groupDevice(g).type != DeviceType::CPU) {
-      e.notRun = "runs on " + session.groupDevice(g).toString();
-    } else if (CompileResult compiled = backend->compile(request); !compiled) {
-      e.notRun = compiled.refusal;
-    } else {
-      std::vector<Tensor> kernelInputs;
-      for (ValueId v : request.inputs) kernelInputs.push_back(env[v].clone());
-      const std::vector<Tensor> outputs = runKernel(*compiled.kernel, request, kernelInputs);
-      for (size_t i = 0; i < outputs.size(); ++i) {
-        const Tensor& expected = env[request.outputs[i]];
-        if (!isFloatingPoint(expected.elementType()) || expected.isSequence()) continue;
-        const CompareResult c = compareTensors(outputs[i], expected, Tolerance{0, 0});
-        double scale = 0;
-        for (double x : expected.toDoubles()) scale = std::max(scale, std::fabs(x));
-        const double scaled = scale > 0 ? c.maxAbsError / scale : c.maxAbsError;
-        if (scaled >= e.scaledError) {
-          e.scaledError = scaled;
-          e.maxAbsError = c.maxAbsError;
-          e.worstOutput = graph.value(request.outputs[i]).name;
-        }
-      }
-    }
-    errors.push_back(std::move(e));
-  }
-  return errors;
-}
-
 }  // namespace collage

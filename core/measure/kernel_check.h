@@ -34,21 +34,4 @@ KernelCheckResult checkKernelAgainstReference(Backend& backend, const Graph& gra
 // computes it on `inputs` (one per graph input).
 std::vector<Tensor> referenceValues(const Graph& graph, const std::vector<Tensor>& inputs);
 
-// One group of a plan run alone on the reference executor's values of its
-// inputs and compared with the reference's values of its outputs: the error
-// the kernel itself makes, not what it inherits from the kernels before it.
-// `--verify` names the worst one when the outputs drift.
-struct GroupError {
-  size_t group = 0;
-  std::string backend;
-  std::string what;         // the group's nodes (KernelRequest::toString)
-  std::string worstOutput;  // of its float outputs, the one with the largest scaled error
-  double maxAbsError = 0;   // on that output
-  double scaledError = 0;   // maxAbsError over the largest |reference value| of that output
-  std::string notRun;       // why it was not rerun alone (on a device, refused), else empty
-};
-
-// For each group of `session`'s plan, in plan order.
-std::vector<GroupError> groupErrors(const Session& session, const std::vector<Tensor>& inputs);
-
 }  // namespace collage

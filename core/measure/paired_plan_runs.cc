@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "core/ir/error.h"
+#include "core/measure/plan_check.h"
 #include "core/ops/reference_executor.h"
 
 namespace collage {
@@ -99,15 +100,13 @@ Session& PairedPlanRunner::sessionFor(const Plan& plan) {
 std::string PairedPlanRunner::verify(Session& session) {
   const std::string key = placementKey(session.plan());
   if (auto it = verified_.find(key); it != verified_.end()) return it->second;
-  const std::vector<Tensor> got = session.run(inputs_);
-  std::string problem;
   // Float32's tolerance unless the plan uses a reduced-precision backend
   // the user allowed (bf16): then the loosest one its groups declare.
-  const Tolerance tolerance = declaredTolerance(session.plan(), backends_);
-  for (size_t i = 0; i < got.size() && problem.empty(); ++i) {
-    CompareResult c = compareTensors(got[i], expected_[i], tolerance);
-    if (!c.ok) problem = "output '" + graph_.value(graph_.outputs()[i]).name + "': " + c.message;
-  }
+  PlanCheckOptions options;
+  options.tolerance = declaredTolerance(session.plan(), backends_);
+  options.expected = &expected_;
+  const PlanCheck check = checkPlan(session, inputs_, options);
+  const std::string problem = check.ok ? "" : check.problems.front();
   verified_[key] = problem;
   return problem;
 }

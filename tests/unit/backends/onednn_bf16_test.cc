@@ -13,6 +13,7 @@
 #include "backends/reduced_precision.h"
 #include "core/ir/error.h"
 #include "core/measure/kernel_check.h"
+#include "core/measure/plan_check.h"
 #include "core/measure/measurer.h"
 #include "core/ops/reference_executor.h"
 #include "core/runtime/session.h"

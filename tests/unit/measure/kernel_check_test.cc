@@ -1,7 +1,7 @@
 // groupErrors, behind `--verify`'s "worst kernel": each group of a plan run
 // alone on the reference's values of its inputs, so the kernel that loses
 // precision is named, not the ones downstream that inherit its error.
-#include "core/measure/kernel_check.h"
+#include "core/measure/plan_check.h"
 
 #include <gtest/gtest.h>
 
