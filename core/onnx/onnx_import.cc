@@ -161,11 +161,59 @@ Graph Importer::buildGraph() {
   for (size_t v = 0; v < values_.size(); ++v)
     if (liveValue[v] && values_[v].constant)
       map[v] = graph.addConstant(values_[v].name, *values_[v].constant);
+  // A DequantizeLinear of a computed tensor read by several nodes gets one
+  // copy per reader, as ONNX Runtime's QDQ handling does: a QDQ node unit is
+  // DequantizeLinear -> op, so each reader (a Conv, a residual Add, the
+  // query, key and value MatMuls) can be grouped with its own dequantizer
+  // into one integer kernel. Copies are named "<name>/copy<k>".
+  std::vector<int> liveReaders(values_.size(), 0);
+  for (size_t n = 0; n < nodes_.size(); ++n) {
+    if (!liveNode[n]) continue;
+    std::set<ValueId> read(nodes_[n].inputs.begin(), nodes_[n].inputs.end());
+    for (ValueId in : read)
+      if (in != kNoValue) ++liveReaders[static_cast<size_t>(in)];
+  }
+  std::set<int> outputSet(outputs.begin(), outputs.end());
+  auto copiedPerReader = [&](const Node& node) {
+    if (parent_ || node.op != "DequantizeLinear" || node.outputs.empty()) return false;
+    const int out = node.outputs[0];
+    return !values_[static_cast<size_t>(node.inputs[0])].constant && liveReaders[static_cast<size_t>(out)] > 1 &&
+           !outputSet.count(out);
+  };
+  std::map<int, std::vector<ValueId>> copiesLeft;  // a copied value -> the copies not yet read
   for (size_t n = 0; n < nodes_.size(); ++n) {
     if (!liveNode[n]) continue;
     Node node = nodes_[n];
-    for (ValueId& in : node.inputs)
-      if (in != kNoValue) in = map[static_cast<size_t>(in)];
+    std::map<int, ValueId> taken;  // one copy per reader, however often it reads it
+    for (ValueId& in : node.inputs) {
+      if (in == kNoValue) continue;
+      auto copies = copiesLeft.find(in);
+      if (copies == copiesLeft.end()) {
+        in = map[static_cast<size_t>(in)];
+        continue;
+      }
+      auto [it, fresh] = taken.emplace(in, kNoValue);
+      if (fresh) {
+        it->second = copies->second.back();
+        copies->second.pop_back();
+      }
+      in = it->second;
+    }
+    if (copiedPerReader(nodes_[n])) {
+      const int out = nodes_[n].outputs[0];
+      const WValue& w = values_[static_cast<size_t>(out)];
+      std::vector<ValueId>& copies = copiesLeft[out];
+      for (int k = liveReaders[static_cast<size_t>(out)] - 1; k >= 0; --k) {
+        Node copy = node;
+        const std::string suffix = k == 0 ? "" : "/copy" + std::to_string(k);
+        copy.name += suffix;
+        copy.outputs = {graph.addValue(w.name + suffix, w.type)};
+        copies.push_back(copy.outputs[0]);
+        if (k == 0) map[static_cast<size_t>(out)] = copy.outputs[0];
+        graph.addNode(std::move(copy));
+      }
+      continue;
+    }
     for (ValueId& out : node.outputs) {
       if (out == kNoValue) continue;
       const WValue& w = values_[static_cast<size_t>(out)];

@@ -1,5 +1,7 @@
 // Tests of the ONNX importer on small models built with the onnx protobuf API.
 #include <gtest/gtest.h>
+
+#include <set>
 #include <onnx/onnx_pb.h>
 #include <unistd.h>
 
@@ -688,6 +690,51 @@ TEST(OnnxImport, HalfAndBfloat16WeightsCastToFloatBecomeFloat32Constants) {
   ASSERT_EQ(g.numNodes(), 1) << g.toString();
   EXPECT_EQ(g.node(0).op, "Cast");
   EXPECT_EQ(g.node(0).name, "cast_x");
+}
+
+// A QDQ model dequantizes a computed tensor once for all its readers (a
+// block's output feeds the next convolution and the residual Add). Each
+// reader gets its own copy, so each can be grouped with its dequantizer; a
+// dequantized weight (a constant) is folded, and a DequantizeLinear with one
+// reader stays as it is.
+TEST(OnnxImport, ADequantizedTensorReadBySeveralNodesGetsACopyPerReader) {
+  REQUIRE_OPS("QuantizeLinear", "DequantizeLinear", "Relu", "Neg", "Add");
+  ModelBuilder m;
+  m.input("x", kFloat, {4});
+  m.initializer("s", Tensor::scalarFloat(0.25f));
+  Tensor zp(ElementType::UInt8, {});
+  zp.data<uint8_t>()[0] = 128;
+  m.initializer("zp", zp);
+  m.node("QuantizeLinear", {"x", "s", "zp"}, {"q"}, "quant");
+  m.node("DequantizeLinear", {"q", "s", "zp"}, {"d"}, "dequant");
+  m.node("Relu", {"d"}, {"r"}, "relu");
+  m.node("Neg", {"d"}, {"n"}, "neg");
+  m.node("Add", {"d", "d"}, {"twice"}, "twice");  // one reader, twice
+  m.node("Add", {"r", "n"}, {"rn"}, "rn");
+  m.node("Add", {"rn", "twice"}, {"y"}, "sum");
+  m.output("y", kFloat, {4});
+  const std::string path = m.write("qdq_readers.onnx");
+  Graph g = importOnnx(path);
+  int dequantizers = 0;
+  std::set<ValueId> dequantized;
+  for (NodeId n = 0; n < g.numNodes(); ++n)
+    if (g.node(n).op == "DequantizeLinear") {
+      ++dequantizers;
+      EXPECT_EQ(g.value(g.node(n).outputs[0]).consumers.size(), 1u) << g.node(n).name;
+      dequantized.insert(g.node(n).outputs[0]);
+    }
+  EXPECT_EQ(dequantizers, 3);
+  ASSERT_TRUE(g.findNode("dequant").has_value());  // the first reader's copy keeps the name
+  const Node& twice = g.node(*g.findNode("twice"));
+  EXPECT_EQ(twice.inputs[0], twice.inputs[1]);
+  EXPECT_TRUE(dequantized.count(twice.inputs[0]));
+  // Same numbers as before.
+  const Tensor x = Tensor::fromFloats({4}, {0.3f, -1.1f, 2.0f, 0.125f});
+  const std::vector<float> y = ReferenceExecutor(g).run(std::vector<Tensor>{x})[0].toFloats();
+  for (size_t i = 0; i < y.size(); ++i) {
+    const float d = std::nearbyint(x.toFloats()[i] / 0.25f) * 0.25f;
+    EXPECT_EQ(y[i], (std::max(d, 0.0f) + -d) + (d + d)) << i;
+  }
 }
 
 // Found by onnx_import_fuzzer: an Expand to a shape whose byte size
