@@ -105,6 +105,7 @@ std::string PairedPlanRunner::verify(Session& session) {
   PlanCheckOptions options;
   options.tolerance = declaredTolerance(session.plan(), backends_);
   options.expected = &expected_;
+  options.memo = &checkMemo_;
   const PlanCheck check = checkPlan(session, inputs_, options);
   const std::string problem = check.ok ? "" : check.problems.front();
   verified_[key] = problem;

@@ -25,6 +25,7 @@
 #include "core/measure/measurement.h"
 #include "core/plan/plan.h"
 #include "core/runtime/kernel_cache.h"
+#include "core/measure/plan_check.h"
 #include "core/runtime/session.h"
 
 namespace collage {
@@ -103,6 +104,7 @@ class PairedPlanRunner {
   std::vector<Tensor> inputs_;
   std::vector<Tensor> expected_;  // the reference's outputs, computed on first use
   std::map<std::string, std::string> verified_;  // plan key -> "" or its problem
+  PlanCheckMemo checkMemo_;                      // kernels rerun alone, ties: shared by the plans
 };
 
 }  // namespace collage

@@ -23,6 +23,7 @@
 // whose intermediate values together would not fit in memory.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -51,12 +52,23 @@ struct GroupError {
 std::vector<GroupError> groupErrors(const Session& session, const std::vector<Tensor>& inputs,
                                     Tolerance tolerance = kPlanTolerance);
 
+// What a check learns that holds for every plan of one model on the same
+// inputs: each kernel's verdict rerun alone (keyed by backend and nodes), and
+// the quantizers' ties. A caller that checks many plans (the graph-level
+// search) keeps one, so a plan made of kernels already rerun costs no rerun.
+struct PlanCheckMemo {
+  // Both keyed by the tolerance too: a bf16 plan is checked with another.
+  std::map<std::string, GroupError> kernels;
+  std::map<std::string, std::vector<QuantizerTies>> ties;
+};
+
 struct PlanCheckOptions {
   Tolerance tolerance = kPlanTolerance;
   bool eachKernel = false;  // rerun every group alone even when the outputs match
   // The reference's outputs on these inputs, when the caller has them
   // (they are computed otherwise).
   const std::vector<Tensor>* expected = nullptr;
+  PlanCheckMemo* memo = nullptr;  // optional: verdicts kept across plans
 };
 
 struct PlanCheck {

@@ -28,9 +28,12 @@ class ReorderingBackend final : public Backend {
   std::string offByOne;
   bool wrongAfterFirstRun = false;
 
+  int compiles = 0;
+
   std::string name() const override { return "reordering"; }
   std::string version() const override { return "1"; }
   CompileResult compile(const KernelRequest& request) override {
+    ++compiles;
     struct K : Kernel {
       KernelRequest request;
       const ReorderingBackend* backend = nullptr;
@@ -198,6 +201,33 @@ TEST(PlanCheck, ADifferenceNoTieExplainsFailsEvenWhenEachKernelAloneIsRight) {
   ASSERT_FALSE(check.problems.empty());
   EXPECT_NE(check.problems.back().find("between kernels"), std::string::npos) << check.problems.back();
   for (const GroupError& e : check.groups) EXPECT_EQ(e.wrong, "") << e.what;
+}
+
+TEST(PlanCheck, AMemoKeepsKernelVerdictsAcrossPlans) {
+  QuantizedChain chain;
+  Fixture f;
+  PlanCheckMemo memo;
+  PlanCheckOptions options;
+  options.memo = &memo;
+  const Plan plan = placing(chain.graph(), {chain.mul}, false);
+  int compilesBefore = f.reordering.compiles;
+  {
+    Session session(chain.graph(), plan, f.lookup());
+    EXPECT_TRUE(checkPlan(session, QuantizedChain::inputs(true), options).ok);
+  }
+  EXPECT_EQ(f.reordering.compiles - compilesBefore, 2);  // the session's, and the rerun alone
+  EXPECT_EQ(memo.kernels.size(), plan.groups.size());
+  compilesBefore = f.reordering.compiles;
+  Session again(chain.graph(), plan, f.lookup());
+  const PlanCheck check = checkPlan(again, QuantizedChain::inputs(true), options);
+  EXPECT_TRUE(check.ok);
+  EXPECT_NE(check.tiesNote, "");
+  EXPECT_EQ(f.reordering.compiles - compilesBefore, 1);  // the session's only
+  // Another tolerance is another verdict: rerun.
+  options.tolerance = Tolerance{0.25, 0.25};
+  compilesBefore = f.reordering.compiles;
+  checkPlan(again, QuantizedChain::inputs(true), options);
+  EXPECT_EQ(f.reordering.compiles - compilesBefore, 1);
 }
 
 }  // namespace
