@@ -24,18 +24,20 @@ KernelEstimate estimate(const Graph& graph, const NodeSet& nodes, Speed speed) {
   KernelEstimate e;
   e.referenceNodes = nodes;
   if (!e.runsReference()) return e;
-  double flopNs = 0;
+  e.ns = 0;
   nodes.forEach([&](NodeId n) {
     const double flops = flopsOf(graph, n);
     const Node& node = graph.node(n);
-    e.flops += flops;
-    flopNs += 1e9 * flops / speed(node.op);
+    double bytes = 0;
     for (size_t i = 0; i < node.inputs.size(); ++i)
-      if (node.inputs[i] != kNoValue) e.bytes += static_cast<double>(graph.inputType(n, i).byteSize());
+      if (node.inputs[i] != kNoValue) bytes += static_cast<double>(graph.inputType(n, i).byteSize());
     for (size_t i = 0; i < node.outputs.size(); ++i)
-      if (node.outputs[i] != kNoValue) e.bytes += static_cast<double>(graph.outputType(n, i).byteSize());
+      if (node.outputs[i] != kNoValue) bytes += static_cast<double>(graph.outputType(n, i).byteSize());
+    e.flops += flops;
+    e.bytes += bytes;
+    // The nodes run one after the other, each bound by its arithmetic or its memory traffic.
+    e.ns += 1e9 * std::max(flops / speed(node.op), bytes / kReferenceBytesPerSecond);
   });
-  e.ns = std::max(flopNs, 1e9 * e.bytes / kReferenceBytesPerSecond);
   return e;
 }
 

@@ -109,11 +109,15 @@ TEST(ReferenceSkips, AWholeReferenceRunCountsEachOpAtItsKernelsSpeed) {
   MatMulRelu m(1024);
   const KernelEstimate e = estimateReferenceRun(m.g);
   EXPECT_EQ(e.referenceNodes.count(), 2);
-  double ns = 0;
-  for (NodeId n = 0; n < 2; ++n)
-    ns += 1e9 * flopsOf(m.g, n) /
-          (m.g.node(n).op == "MatMul" ? kReferenceGemmFlopsPerSecond : kReferenceFlopsPerSecond);
-  EXPECT_DOUBLE_EQ(e.ns, std::max(ns, 1e9 * e.bytes / kReferenceBytesPerSecond));
+  // Each node bound by its arithmetic or its memory traffic, one after the other.
+  const double n2 = 1024.0 * 1024.0;
+  const NodeId mm = m.g.node(0).op == "MatMul" ? 0 : 1;
+  const double mmNs = std::max(1e9 * flopsOf(m.g, mm) / kReferenceGemmFlopsPerSecond,
+                               1e9 * 3 * n2 * 4 / kReferenceBytesPerSecond);
+  const double reluNs = std::max(1e9 * flopsOf(m.g, 1 - mm) / kReferenceFlopsPerSecond,
+                                 1e9 * 2 * n2 * 4 / kReferenceBytesPerSecond);
+  EXPECT_DOUBLE_EQ(e.ns, mmNs + reluNs);
+  EXPECT_DOUBLE_EQ(e.bytes, 5 * n2 * 4);
 
   Graph g;
   ValueId x = g.addInput("x", TensorType{ElementType::UInt8, {1, 64, 64, 64}});
