@@ -474,8 +474,6 @@ OptimizationResult runOptimizationJob(const Graph& model, const OptimizationJobO
   std::vector<std::string> order;
   for (const auto& [name, version] : options.versions) order.push_back(name);
   if (!result.cancelled) result.baselines = baselinePlacements(problem, order, &result.uncoveredBaselines);
-  // Pins and forbids constrain the op-level plan only (the baselines ignore
-  // them), so with constraints the op-level plan is kept as it is.
   // One run of the model on the reference executor, estimated: the plans
   // below are checked against it only where it fits the worker's limit for
   // one paired request (plan_selection.h, referenceCheckSkipped).
@@ -484,6 +482,8 @@ OptimizationResult runOptimizationJob(const Graph& model, const OptimizationJobO
   endToEndOptions.timeLimitSeconds = options.graphLevelOptions.timeoutSeconds;
   const std::string unverified =
       referenceCheckSkipped(endToEndOptions.referenceSeconds, endToEndOptions.timeLimitSeconds);
+  // Pins and forbids constrain the op-level plan only (the baselines ignore
+  // them), so with constraints the op-level plan is kept as it is.
   if (options.endToEnd && options.constraints.empty() && !result.cancelled) {
     EndToEndSelection selection;
     const PlanPairTimer timePair = [&](const Plan& a, const Plan& b, const PairedRunOptions& o) {
