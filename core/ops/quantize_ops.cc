@@ -15,6 +15,7 @@
 #include <limits>
 
 #include "core/ops/conv_geometry.h"
+#include "core/ops/integer_products.h"
 #include "core/ops/op_helpers.h"
 #include "core/ops/op_registry.h"
 #include "core/ops/requantize.h"
@@ -185,7 +186,7 @@ void addDynamicQuantizeLinear(OpRegistry& r) {
 
 
 // ---- Integer products: MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv ----
-// Sums of (a - a_zero_point) * (b - b_zero_point), exact in int64. The
+// Sums of (a - a_zero_point) * (b - b_zero_point), exact (integer_products.h). The
 // *Integer ops store them as int32, as the spec's accumulator is; the
 // QLinear* ops rescale them by a_scale * b_scale / y_scale (per row/column
 // or per output channel where the scales are 1-D) and requantise with
@@ -224,86 +225,6 @@ Shape matMulIntegerShape(const Node& node, const TensorType& a, const TensorType
                                      Shape(b.shape.begin(), b.shape.end() - 2)});
   out.insert(out.end(), {a.shape[a.rank() - 2], b.shape.back()});
   return out;
-}
-
-// acc[batch][i][j] for the output shape ys.
-std::vector<int64_t> matMulIntegerAcc(const Tensor& at, const Tensor& bt, const std::vector<int64_t>& azp,
-                                      const std::vector<int64_t>& bzp, const Shape& ys) {
-  const Shape& as = at.shape();
-  const Shape& bs = bt.shape();
-  const int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
-  const Shape batch(ys.begin(), ys.end() - 2);
-  const std::vector<int64_t> a = at.toInts(), b = bt.toInts();
-  // An operand's batch offset under numpy broadcasting (1 = repeated).
-  auto batchOffset = [&](const Shape& opShape, int64_t index) {
-    const int64_t lead = static_cast<int64_t>(batch.size()) - (static_cast<int64_t>(opShape.size()) - 2);
-    int64_t offset = 0, stride = 1;
-    for (int64_t d = static_cast<int64_t>(batch.size()) - 1; d >= 0; --d) {
-      const int64_t coord = index % batch[d];
-      index /= batch[d];
-      if (d < lead) continue;
-      const int64_t extent = opShape[d - lead];
-      offset += (extent == 1 ? 0 : coord) * stride;
-      stride *= extent;
-    }
-    return offset;
-  };
-  const int64_t batches = numElements(batch);
-  std::vector<int64_t> acc(static_cast<size_t>(batches * M * N), 0);
-  for (int64_t bi = 0; bi < batches; ++bi) {
-    const int64_t* ap = a.data() + batchOffset(as, bi) * M * K;
-    const int64_t* bp = b.data() + batchOffset(bs, bi) * K * N;
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) {
-        int64_t sum = 0;
-        for (int64_t k = 0; k < K; ++k)
-          sum += (ap[i * K + k] - paramAt<int64_t>(azp, i, 0)) * (bp[k * N + j] - paramAt<int64_t>(bzp, j, 0));
-        acc[(bi * M + i) * N + j] = sum;
-      }
-  }
-  return acc;
-}
-
-// acc[n][m][spatial...] of a grouped N-D convolution; x's zero point is a
-// scalar, w's one per output channel (or a scalar).
-std::vector<int64_t> convIntegerAcc(const Node& node, const Tensor& xt, const Tensor& wt,
-                                    const std::vector<int64_t>& xzp, const std::vector<int64_t>& wzp) {
-  const ConvGeometry g = ConvGeometry::conv(node, xt.shape(), wt.shape()).expandedTo(3);
-  const std::vector<int64_t> x = xt.toInts(), w = wt.toInts();
-  const int64_t cg = g.inChannels / g.group, mg = g.outChannels / g.group;
-  const int64_t ID = g.inputSpatial[0], IH = g.inputSpatial[1], IW = g.inputSpatial[2];
-  const int64_t OD = g.outputSpatial[0], OH = g.outputSpatial[1], OW = g.outputSpatial[2];
-  const int64_t KD = g.kernel[0], KH = g.kernel[1], KW = g.kernel[2];
-  const int64_t xzero = paramAt<int64_t>(xzp, 0, 0);
-  std::vector<int64_t> acc(static_cast<size_t>(g.batch * g.outChannels * OD * OH * OW), 0);
-  for (int64_t n = 0; n < g.batch; ++n)
-    for (int64_t m = 0; m < g.outChannels; ++m) {
-      const int64_t c0 = (m / mg) * cg;
-      const int64_t wzero = paramAt<int64_t>(wzp, m, 0);
-      for (int64_t od = 0; od < OD; ++od)
-        for (int64_t oh = 0; oh < OH; ++oh)
-          for (int64_t ow = 0; ow < OW; ++ow) {
-            int64_t sum = 0;
-            for (int64_t c = 0; c < cg; ++c)
-              for (int64_t kd = 0; kd < KD; ++kd) {
-                const int64_t id = od * g.strides[0] - g.padsBegin[0] + kd * g.dilations[0];
-                if (id < 0 || id >= ID) continue;
-                for (int64_t kh = 0; kh < KH; ++kh) {
-                  const int64_t ih = oh * g.strides[1] - g.padsBegin[1] + kh * g.dilations[1];
-                  if (ih < 0 || ih >= IH) continue;
-                  for (int64_t kw = 0; kw < KW; ++kw) {
-                    const int64_t iw = ow * g.strides[2] - g.padsBegin[2] + kw * g.dilations[2];
-                    if (iw < 0 || iw >= IW) continue;
-                    const int64_t xv = x[(((n * g.inChannels + c0 + c) * ID + id) * IH + ih) * IW + iw];
-                    const int64_t wv = w[(((m * cg + c) * KD + kd) * KH + kh) * KW + kw];
-                    sum += (xv - xzero) * (wv - wzero);
-                  }
-                }
-              }
-            acc[(((n * g.outChannels + m) * OD + od) * OH + oh) * OW + ow] = sum;
-          }
-    }
-  return acc;
 }
 
 void storeInt32(const std::vector<int64_t>& acc, Tensor& out) {
@@ -389,7 +310,8 @@ void addConvInteger(OpRegistry& r) {
     return Types{{ElementType::Int32, g.outputShape()}};
   };
   s.reference = [](const Node& node, const Inputs& in, const Outputs& out) {
-    storeInt32(convIntegerAcc(node, *in[0], *in[1], intsOrEmpty(in, 2), intsOrEmpty(in, 3)), *out[0]);
+    const ConvGeometry g = ConvGeometry::conv(node, in[0]->shape(), in[1]->shape());
+    storeInt32(convIntegerAcc(g, *in[0], *in[1], intsOrEmpty(in, 2), intsOrEmpty(in, 3)), *out[0]);
   };
   s.flops = [](const Node&, const Types& in, const Types& out) { return integerConvFlops(in, 1, out); };
   r.add(std::move(s));
@@ -454,7 +376,8 @@ void addQLinearConv(OpRegistry& r) {
     return Types{{in[7].elementType, g.outputShape()}};
   };
   s.reference = [](const Node& node, const Inputs& in, const Outputs& out) {
-    std::vector<int64_t> acc = convIntegerAcc(node, *in[0], *in[3], intsOrEmpty(in, 2), intsOrEmpty(in, 5));
+    const ConvGeometry g = ConvGeometry::conv(node, in[0]->shape(), in[3]->shape());
+    std::vector<int64_t> acc = convIntegerAcc(g, *in[0], *in[3], intsOrEmpty(in, 2), intsOrEmpty(in, 5));
     const Shape& ys = out[0]->shape();
     const int64_t M = ys[1], plane = shapeProduct(ys, 2, static_cast<int64_t>(ys.size()));
     const std::vector<int64_t> bias = intsOrEmpty(in, 8);

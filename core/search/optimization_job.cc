@@ -474,6 +474,14 @@ OptimizationResult runOptimizationJob(const Graph& model, const OptimizationJobO
   std::vector<std::string> order;
   for (const auto& [name, version] : options.versions) order.push_back(name);
   if (!result.cancelled) result.baselines = baselinePlacements(problem, order, &result.uncoveredBaselines);
+  // One run of the model on the reference executor, estimated: the plans
+  // below are checked against it only where it fits the worker's limit for
+  // one paired request (plan_selection.h, referenceCheckSkipped).
+  EndToEndOptions endToEndOptions;
+  endToEndOptions.referenceSeconds = estimateReferenceRun(graph).ns / 1e9;
+  endToEndOptions.timeLimitSeconds = options.graphLevelOptions.timeoutSeconds;
+  const std::string unverified =
+      referenceCheckSkipped(endToEndOptions.referenceSeconds, endToEndOptions.timeLimitSeconds);
   // Pins and forbids constrain the op-level plan only (the baselines ignore
   // them), so with constraints the op-level plan is kept as it is.
   if (options.endToEnd && options.constraints.empty() && !result.cancelled) {
@@ -482,7 +490,8 @@ OptimizationResult runOptimizationJob(const Graph& model, const OptimizationJobO
       return measurer.timePlans(a, b, o, options.graphLevelOptions.timeoutSeconds);
     };
     const auto start = std::chrono::steady_clock::now();
-    int chosen = choosePlacementByEndToEnd(opLevel, result.baselines, planOf, timePair, &selection, cancel);
+    int chosen = choosePlacementByEndToEnd(opLevel, result.baselines, planOf, timePair, &selection, cancel,
+                                           endToEndOptions);
     result.endToEnd = describeSelection(selection);
     std::snprintf(line, sizeof line,
                   "\nend to end (the sum of isolated kernel costs misses cache and layout effects "
@@ -515,6 +524,10 @@ OptimizationResult runOptimizationJob(const Graph& model, const OptimizationJobO
                   names.empty() ? "none" : names.c_str(), e.budgetSeconds, e.saturationGenerations);
     say(line);
     GraphLevelOptions graphLevelOptions = options.graphLevelOptions;
+    if (!unverified.empty()) {
+      graphLevelOptions.runs.verify = false;
+      say("  plans " + unverified);
+    }
     // Plan runs are stored per model: a rewritten model is another one.
     if (sitesFile && graphLevelOptions.modelKey.empty())
       graphLevelOptions.modelKey = graphLevelModelKey(result.plan) + ";substitutions=" +

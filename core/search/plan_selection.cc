@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <iomanip>
 #include <limits>
@@ -12,6 +13,14 @@
 #include "core/ir/error.h"
 
 namespace collage {
+
+std::string referenceCheckSkipped(double referenceSeconds, double timeLimitSeconds) {
+  if (!(referenceSeconds > kReferenceShareOfLimit * timeLimitSeconds)) return "";  // NaN: not known, so checked
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%.0f", referenceSeconds);
+  return std::string("not checked against the reference executor: it would need about ") + seconds +
+         " s on this model; `collage run --verify` checks the written plan";
+}
 
 EndToEndSelection selectPlanByEndToEnd(const std::vector<Plan>& plans,
                                        const std::vector<std::string>& labels, const PlanPairTimer& timePair,
@@ -27,7 +36,10 @@ EndToEndSelection selectPlanByEndToEnd(const std::vector<Plan>& plans,
   runOptions.minRounds = options.minRounds;
   runOptions.maxRounds = options.maxRounds;
   runOptions.seconds = options.budgetSeconds / static_cast<double>(std::max<size_t>(1, plans.size() - 1));
-  runOptions.verify = true;  // a baseline that computes something else is never chosen
+  // A baseline that computes something else is never chosen; unless the
+  // reference cannot run in time (then `unverified` says so).
+  out.unverified = referenceCheckSkipped(options.referenceSeconds, options.timeLimitSeconds);
+  runOptions.verify = out.unverified.empty();
   // plans[0]'s time is its median over every pairing (alone: against itself).
   std::vector<double> ownMs;
   std::string ownFailure;
@@ -98,7 +110,7 @@ int choosePlacementByEndToEnd(const OpLevelResult& opLevel,
                               const std::vector<NamedPlacement>& baselines,
                               const std::function<Plan(const OpLevelResult&)>& planOf,
                               const PlanPairTimer& timePair, EndToEndSelection* selection,
-                              const CancellationToken* cancel) {
+                              const CancellationToken* cancel, const EndToEndOptions& options) {
   auto sorted = [](std::vector<int32_t> v) {
     std::sort(v.begin(), v.end());
     return v;
@@ -114,7 +126,7 @@ int choosePlacementByEndToEnd(const OpLevelResult& opLevel,
     labels.push_back(baselines[i].label);
     index.push_back(static_cast<int>(i));
   }
-  EndToEndSelection s = selectPlanByEndToEnd(plans, labels, timePair, {}, cancel);
+  EndToEndSelection s = selectPlanByEndToEnd(plans, labels, timePair, options, cancel);
   const int chosen = index[s.chosen];
   if (selection) *selection = std::move(s);
   return chosen;
@@ -123,6 +135,7 @@ int choosePlacementByEndToEnd(const OpLevelResult& opLevel,
 std::string describeSelection(const EndToEndSelection& selection) {
   if (!selection.skipped.empty()) return "  no plan compared (" + selection.skipped + ")\n";
   std::ostringstream s;
+  if (!selection.unverified.empty()) s << "  " << selection.unverified << "\n";
   const double base = selection.timings.at(0).medianMs;
   s.setf(std::ios::fixed);
   s.precision(3);

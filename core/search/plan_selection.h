@@ -14,6 +14,7 @@
 #pragma once
 
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,9 @@ struct EndToEndSelection {
   // executor) fails on random inputs (an If branch that cannot run at the
   // bound sizes, taken by a random condition): plans[0] is kept.
   std::string skipped;
+  // Why the plans were timed without the check against the reference
+  // executor (referenceCheckSkipped), else empty.
+  std::string unverified;
   // Another plan replaces plans[0] only when, round by round, it is faster
   // by more than this fraction (the median of its per-round ratios) and was
   // the faster in at least kMinFasterShare of the rounds, so noise does not
@@ -60,7 +64,30 @@ struct EndToEndOptions {
   double budgetSeconds = 4;  // for the timed runs, shared by the pairings
   int minRounds = 5;         // fewer let one slow run decide (seen on r3d_18 at 3)
   int maxRounds = 25;
+  // One run of the model on the reference executor, estimated
+  // (estimateReferenceRun; NaN: not known), and the worker's limit for one
+  // paired request: see referenceCheckSkipped.
+  double referenceSeconds = std::numeric_limits<double>::quiet_NaN();
+  double timeLimitSeconds = std::numeric_limits<double>::infinity();
 };
+
+// The share of the worker's limit for one paired request that the
+// reference executor's estimate may take: the first pairing runs it once,
+// then builds, checks and times two plans within the same limit, and the
+// estimate is a lower bound (kernel_estimate.h). Measured on the U-Net
+// stand-ins of issue #30 at 1024x1024 (shared machine): int8 dynamic
+// estimated 2.7 s, ran 5.7 to 7.8 s; float estimated 2.8 s, ran 7.7 s. A
+// tenth of the limit keeps the real run under about a third of it.
+inline constexpr double kReferenceShareOfLimit = 0.1;
+
+// Empty when a check of plans against the reference executor fits
+// (referenceSeconds unknown, or at most kReferenceShareOfLimit of
+// timeLimitSeconds); else why plans are timed without it: "not checked
+// against the reference executor: it would need about 410 s on this model;
+// `collage run --verify` checks the written plan". A check that cannot
+// finish would cost every plan its timing (the worker is killed at the
+// limit), and the reference's speed is no property of the plans.
+std::string referenceCheckSkipped(double referenceSeconds, double timeLimitSeconds);
 
 // Times plan A against plan B in paired, alternating rounds
 // (core/measure/paired_plan_runs.h): in the product, in the measurement
@@ -72,7 +99,8 @@ using PlanPairTimer =
 // Times every other plan against plans[0] (the search's own) in paired
 // rounds, each checked against the reference first, and keeps the one with
 // the lowest median ratio among those PairedPlanRuns::aReplacesB accepts
-// (kMinGain, kMinFasterShare), else plans[0]. plans[0]'s time is its median
+// (kMinGain, kMinFasterShare), else plans[0]. Without the check where
+// referenceCheckSkipped says so (`unverified` then says why). plans[0]'s time is its median
 // over all the pairings (alone, it is paired with itself). A plan that fails
 // to compile, run or verify is reported and never chosen; when plans[0]
 // cannot run the Error propagates (the search's plan must run), unless the
@@ -111,7 +139,8 @@ int choosePlacementByEndToEnd(const OpLevelResult& opLevel,
                               const std::vector<NamedPlacement>& baselines,
                               const std::function<Plan(const OpLevelResult&)>& planOf,
                               const PlanPairTimer& timePair, EndToEndSelection* selection,
-                              const CancellationToken* cancel = nullptr);
+                              const CancellationToken* cancel = nullptr,
+                              const EndToEndOptions& options = {});
 
 // "end to end: op-level 55.1 ms, priority 49.8 ms (chosen, 10% faster), ..."
 std::string describeSelection(const EndToEndSelection& selection);

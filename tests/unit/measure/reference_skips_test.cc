@@ -102,6 +102,37 @@ TEST(ReferenceSkips, IntegerConvolutionCountsItsMultiplyAdds) {
   EXPECT_DOUBLE_EQ(flopsOf(g, 0), 2.0 * (4 * 3 * 3) * (6 * 6 * 6));
 }
 
+// A whole run on the reference executor (the end-to-end check's estimate):
+// every node, each at its own kernel's speed: the float products at the
+// sgemm's, the integer products at theirs, the rest at the scalar loops'.
+TEST(ReferenceSkips, AWholeReferenceRunCountsEachOpAtItsKernelsSpeed) {
+  MatMulRelu m(1024);
+  const KernelEstimate e = estimateReferenceRun(m.g);
+  EXPECT_EQ(e.referenceNodes.count(), 2);
+  // Each node bound by its arithmetic or its memory traffic, one after the other.
+  const double n2 = 1024.0 * 1024.0;
+  const NodeId mm = m.g.node(0).op == "MatMul" ? 0 : 1;
+  const double mmNs = std::max(1e9 * flopsOf(m.g, mm) / kReferenceGemmFlopsPerSecond,
+                               1e9 * 3 * n2 * 4 / kReferenceBytesPerSecond);
+  const double reluNs = std::max(1e9 * flopsOf(m.g, 1 - mm) / kReferenceFlopsPerSecond,
+                                 1e9 * 2 * n2 * 4 / kReferenceBytesPerSecond);
+  EXPECT_DOUBLE_EQ(e.ns, mmNs + reluNs);
+  EXPECT_DOUBLE_EQ(e.bytes, 5 * n2 * 4);
+
+  Graph g;
+  ValueId x = g.addInput("x", TensorType{ElementType::UInt8, {1, 64, 64, 64}});
+  ValueId w = g.addConstant("w", Tensor(ElementType::Int8, {64, 64, 3, 3}));
+  ValueId y = g.addValue("y", TensorType{ElementType::Int32, {1, 64, 62, 62}});
+  g.addNode(Node{"conv", "ConvInteger", {}, {x, w}, {y}});
+  g.markOutput(y);
+  g.finalize();
+  const KernelEstimate q = estimateReferenceRun(g);
+  EXPECT_DOUBLE_EQ(q.ns, 1e9 * flopsOf(g, 0) / kReferenceIntegerProductFlopsPerSecond);
+  EXPECT_DOUBLE_EQ(estimateReferenceNodes(g, NodeSet::of(1, {0})).ns, q.ns);
+  EXPECT_EQ(referenceFlopsPerSecond("QLinearConv"), kReferenceIntegerProductFlopsPerSecond);
+  EXPECT_EQ(referenceFlopsPerSecond("Relu"), kReferenceFlopsPerSecond);
+}
+
 TEST(ReferenceSkips, AReferenceKernelFarSlowerThanAFasterCandidateIsNeverMeasured) {
   Fixture f(1024);  // mm: 2.1 GFLOP, ~0.5 s at the reference's speed, against 1 ms
   CandidateCoster coster(f.model.g, nullptr, HardwareFingerprint{}, [](const std::string&) { return "1"; },

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "backends/backend_list.h"
 #include "core/ir/error.h"
@@ -185,6 +186,51 @@ TEST(PlanSelection, AModelThatFailsOnRandomInputsIsNotCompared) {
   EXPECT_EQ(s.chosen, 0u);
   EXPECT_NE(s.skipped.find("the model itself fails on random inputs"), std::string::npos) << s.skipped;
   EXPECT_NE(describeSelection(s).find("no plan compared"), std::string::npos);
+}
+
+// A model whose reference run would not fit the worker's limit (issue #30:
+// a quantised U-Net at 1024x1024): the plans are still timed, without the
+// check against the reference, and the report says so plainly.
+TEST(PlanSelection, PlansAreTimedWithoutTheReferenceWhenItWouldNotFinishInTime) {
+  Graph g = importOnnx(kModel);
+  std::vector<Plan> plans = {singleNodePlan(g, "native"), singleNodePlan(g, "native")};
+  EndToEndOptions options;
+  options.budgetSeconds = 0.05;
+  options.referenceSeconds = 410;  // an injected estimate: nothing here is timed against it
+  options.timeLimitSeconds = 60;
+  InProcessTimer timing(g);
+  std::vector<bool> verified;
+  const PlanPairTimer timer = [&](const Plan& a, const Plan& b, const PairedRunOptions& o) {
+    verified.push_back(o.verify);
+    return timing.runner.run(a, b, o);
+  };
+  EndToEndSelection s = selectPlanByEndToEnd(plans, {"op-level", "copy"}, timer, options);
+  ASSERT_EQ(verified, std::vector<bool>{false});
+  EXPECT_TRUE(s.timings[1].error.empty()) << s.timings[1].error;
+  EXPECT_GT(s.timings[0].runs, 0);
+  const std::string text = describeSelection(s);
+  EXPECT_NE(text.find("not checked against the reference executor: it would need about 410 s on this model; "
+                      "`collage run --verify` checks the written plan"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("<- chosen"), std::string::npos) << text;
+
+  // Within the share of the limit, or not known: checked as before.
+  for (double seconds : {1.0, std::numeric_limits<double>::quiet_NaN()}) {
+    options.referenceSeconds = seconds;
+    verified.clear();
+    s = selectPlanByEndToEnd(plans, {"op-level", "copy"}, timer, options);
+    EXPECT_EQ(verified, std::vector<bool>{true});
+    EXPECT_TRUE(s.unverified.empty()) << s.unverified;
+  }
+}
+
+TEST(PlanSelection, TheReferenceMayTakeAShareOfTheLimit) {
+  EXPECT_EQ(referenceCheckSkipped(6, 60), "");
+  EXPECT_NE(referenceCheckSkipped(6.5, 60), "");
+  EXPECT_EQ(referenceCheckSkipped(std::numeric_limits<double>::quiet_NaN(), 60), "");
+  EXPECT_EQ(referenceCheckSkipped(1000, std::numeric_limits<double>::infinity()), "");
+  EXPECT_NE(referenceCheckSkipped(123.4, 60).find("about 123 s"), std::string::npos);
 }
 
 }  // namespace
