@@ -294,6 +294,17 @@ class Int8Kernel final : public Kernel {
           const int64_t at = o * channels;
           requantizeRun<Q>(acc + at, 0, biases.data(), 0.0f, scales.data(), rp, y + at, yf + at, channels);
         }
+      } else if (channelsLast && nativeOutput) {  // Conv, nhwc in and out: a row of channels per pixel
+        std::vector<float> scales(static_cast<size_t>(channels), requantScale[0]);
+        if (perChannelScale) std::copy(requantScale.begin(), requantScale.end(), scales.begin());
+        std::vector<int32_t> biases(static_cast<size_t>(channels), 0);
+        if (!intBias.empty()) std::copy(intBias.begin(), intBias.end(), biases.begin());
+        const int64_t rows = outer * inner, work = rows * channels;
+#pragma omp parallel for schedule(static) if (work > (1 << 14))
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t at = r * channels;
+          requantizeRun<Q>(acc + at, 0, biases.data(), 0.0f, scales.data(), rp, y + at, yf + at, channels);
+        }
       } else if (channelsLast) {  // Conv, the accumulator in the primitive's nhwc layout
         const int64_t blocks = (channels + 15) / 16;
         const int64_t work = outer * channels * inner;
@@ -342,11 +353,30 @@ class Int8Kernel final : public Kernel {
   // that reads its float source in that layout and writes the u8 tensor the
   // convolution wants directly (quantization is elementwise, and the range
   // is the same whatever the order).
+  //
+  // Between int8 kernels the integers pass in the convolution's layout too:
+  // a requantized result whose accumulator is channels last is written
+  // channels last (the epilogue is then elementwise over rows of channels,
+  // no gather to NCHW), and a u8/s8 source given as an input is read in the
+  // layout the primitive wants, without the reorder into it. The names carry
+  // the element type ("onednn u8 1x64x56x56 nhwc"), so an integer tensor is
+  // never handed to a kernel that expects floats in the same layout.
   std::optional<NativeLayout> nativeOutputLayout(size_t output) const override {
-    if (output != 0 || outputReorder < 0) return std::nullopt;
-    return layoutOf(steps[static_cast<size_t>(outputReorder)].args.at(DNNL_ARG_FROM).get_desc());
+    if (output != 0) return std::nullopt;
+    if (outputReorder >= 0)
+      return layoutOf(steps[static_cast<size_t>(outputReorder)].args.at(DNNL_ARG_FROM).get_desc());
+    if (requantizing && channelsLast && !outputDequantize && !compensation) {
+      const memory::desc acc = accumulator.get_desc();
+      return integerLayoutOf(memory::desc(acc.dims(), outputSigned ? dt::s8 : dt::u8, channelsLastTag(acc.dims().size())));
+    }
+    return std::nullopt;
   }
   std::optional<NativeLayout> nativeInputLayout(size_t input) const override {
+    if (boundSource >= 0 && static_cast<int>(input) == boundSource) {
+      const int s = boundSourceStep();
+      if (s < 0) return std::nullopt;
+      return integerLayoutOf(steps[static_cast<size_t>(s)].args.at(DNNL_ARG_TO).get_desc());
+    }
     if (!(quantize || staticQuantize) || sourceReorder < 0 || static_cast<int>(input) != sourceInput)
       return std::nullopt;
     const memory::desc u8 = steps[static_cast<size_t>(sourceReorder)].args.at(DNNL_ARG_TO).get_desc();
@@ -361,6 +391,10 @@ class Int8Kernel final : public Kernel {
   }
   void useNativeOutputLayout(size_t output) override {
     COLLAGE_CHECK(nativeOutputLayout(output).has_value(), "no native output to hand over");
+    if (outputReorder < 0) {  // the requantized integers, written channels last
+      nativeOutput = true;
+      return;
+    }
     // The primitive writes the caller's buffer: its own result buffer (as
     // large as the output) is released, not kept beside it.
     const memory internal = steps[static_cast<size_t>(outputReorder)].args.at(DNNL_ARG_FROM);
@@ -373,6 +407,18 @@ class Int8Kernel final : public Kernel {
   }
   void useNativeInputLayout(size_t input) override {
     COLLAGE_CHECK(nativeInputLayout(input).has_value(), "no native input to take over");
+    if (boundSource >= 0 && static_cast<int>(input) == boundSource) {
+      // The primitive reads the caller's buffer; its own copy is released.
+      const int s = boundSourceStep();
+      const memory copy = steps[static_cast<size_t>(s)].args.at(DNNL_ARG_TO);
+      const memory handle(copy.get_desc(), context_->engine, DNNL_MEMORY_NONE);
+      eraseStep(s);
+      sourceReorder = -1;
+      replace(copy, handle);
+      for (Binding& b : bindings)
+        if (!b.isOutput && b.index == boundSource) b.memory = handle;
+      return;
+    }
     const memory plain = quantized;
     quantized = steps[static_cast<size_t>(sourceReorder)].args.at(DNNL_ARG_TO);
     eraseStep(sourceReorder);
@@ -384,7 +430,9 @@ class Int8Kernel final : public Kernel {
     std::string s = what;
     for (size_t i = 0; i < steps.size(); ++i) s += (i == 0 ? ": " : " -> ") + steps[i].impl;
     if (accumulator)
-      s += requantizing ? (channelsLast ? " -> requantize (channels last)" : " -> requantize") : " -> add the compensation";
+      s += requantizing ? (channelsLast ? (nativeOutput ? " -> requantize (channels last, kept)" : " -> requantize (channels last)")
+                                        : " -> requantize")
+                        : " -> add the compensation";
     for (const Step& step : after) s += " -> " + step.impl;
     return s;
   }
@@ -394,6 +442,47 @@ class Int8Kernel final : public Kernel {
     for (memory::dim d : md.dims()) dims += (dims.empty() ? "" : "x") + std::to_string(d);
     const char* tag = dnnl_fmt_tag2str(static_cast<dnnl_format_tag_t>(*nativeTagOf(md)));
     return {"onednn f32 " + dims + " " + tag, md.get_size()};
+  }
+  static memory::format_tag channelsLastTag(size_t rank) {
+    return rank == 3 ? memory::format_tag::nwc : rank == 4 ? memory::format_tag::nhwc : memory::format_tag::ndhwc;
+  }
+  // An integer tensor's layout, named with its type; nullopt for a layout
+  // the hand-over does not describe.
+  static std::optional<NativeLayout> integerLayoutOf(const memory::desc& md) {
+    using tag = memory::format_tag;
+    const char* type = md.data_type() == dt::u8 ? "u8" : md.data_type() == dt::s8 ? "s8" : nullptr;
+    if (!type) return std::nullopt;
+    for (tag t : {tag::nwc, tag::nhwc, tag::ndhwc, tag::nCw16c, tag::nChw16c, tag::nCdhw16c, tag::nChw8c}) {
+      if (memory::desc(md.dims(), md.data_type(), t, true) != md) continue;
+      std::string dims;
+      for (memory::dim d : md.dims()) dims += (dims.empty() ? "" : "x") + std::to_string(d);
+      return NativeLayout{std::string("onednn ") + type + " " + dims + " " +
+                              dnnl_fmt_tag2str(static_cast<dnnl_format_tag_t>(t)),
+                          md.get_size()};
+    }
+    return std::nullopt;
+  }
+  // The reorder of a u8/s8 source input into the primitive's layout, if it
+  // is the input's only use (so the primitive can read the input there
+  // instead); its position in `steps`, or -1.
+  int boundSourceStep() const {
+    if (boundSource < 0 || sourceReorder < 0) return -1;
+    std::vector<memory> mine;
+    for (const Binding& b : bindings)
+      if (!b.isOutput && b.index == boundSource) mine.push_back(b.memory);
+    if (mine.size() != 1) return -1;
+    int uses = 0;
+    for (const Step& step : steps)
+      for (const auto& [arg, m] : step.args)
+        if (m == mine[0]) ++uses;
+    for (const Step& step : after)
+      for (const auto& [arg, m] : step.args)
+        if (m == mine[0]) ++uses;
+    const Step& reorder = steps[static_cast<size_t>(sourceReorder)];
+    if (uses != 1 || reorder.primitive.get_kind() != dnnl::primitive::kind::reorder ||
+        !(reorder.args.at(DNNL_ARG_FROM) == mine[0]))
+      return -1;
+    return sourceReorder;
   }
   // `from` replaced by `to` in every step, and no longer owned.
   void replace(const memory& from, const memory& to) {
@@ -412,6 +501,12 @@ class Int8Kernel final : public Kernel {
   // The reorders the layout hand-over can drop: the quantized source into
   // the primitive's layout, the float result out of it (-1: none).
   int sourceReorder = -1, outputReorder = -1;
+  // The u8/s8 source as an input of the kernel (no quantizer in it): its
+  // index, or -1.
+  int boundSource = -1;
+  // The requantized result is written in the accumulator's channels-last
+  // layout (handed over), not NCHW.
+  bool nativeOutput = false;
   std::string what;  // the product as analysed
   std::vector<Step> steps;
   std::vector<Binding> bindings;
@@ -601,6 +696,7 @@ class Int8Builder {
         source_ = k_->quantized;
       } else {
         source_ = bound(sourcePlain_, p_.source.inputIndex, false);
+        k_->boundSource = p_.source.inputIndex;
       }
       const Operand& z = p_.sourceZeroPoint;
       if (z.isConstant) {
@@ -753,9 +849,11 @@ class Int8Builder {
       if (copy.get_desc() == want) return copy;
     memory m = owned(want);
     sourceCopies_.push_back(m);
-    // A quantizer in the kernel can write this copy directly (the hand-over).
-    if (p_.quantizer != kNoNode || p_.staticQuantizer != kNoNode || p_.requantizedSource)
-      k_->sourceReorder = static_cast<int>(k_->steps.size());
+    // A quantizer in the kernel can write this copy directly, or the
+    // kernel before can hand the source over in it (the hand-over). A
+    // second copy (another layout) rules the hand-over out: the source
+    // must then stay where both reorders read it.
+    k_->sourceReorder = sourceCopies_.size() == 1 ? static_cast<int>(k_->steps.size()) : -1;
     addReorder(source_, m);
     return m;
   }

@@ -6,12 +6,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <random>
 
 #include "backends/onednn/dynamic_quantize.h"
 #include "backends/onednn/onednn_backend.h"
 #include "backends/onednn/onednn_int8.h"
+#include "backends/native/native_backend.h"
 #include "core/measure/kernel_check.h"
+#include "core/measure/measurer.h"
 #include "core/ops/op_registry.h"
 #include "core/patterns/pattern_generator.h"
 #include "core/runtime/session.h"
@@ -364,6 +367,129 @@ TEST_F(OneDnnInt8, QLinearConvChannelsLastEpilogueIsExact) {
       describeOneDnnKernel(*c.kernel).find("avx512") != std::string::npos)
     EXPECT_NE(describeOneDnnKernel(*c.kernel).find("requantize (channels last)"), std::string::npos)
         << describeOneDnnKernel(*c.kernel);
+}
+
+// A chain of QOperator convolutions, each its own kernel: QuantizeLinear ->
+// QLinearConv 3x3 (u8 out) -> QLinearConv 1x1 (s8 out) -> QLinearConv 1x1
+// (u8 out), with 20 channels (a partial block of 16) and a batch of 2. The
+// kernel after the quantizer may have another reader of its result in
+// `tap` (a DequantizeLinear, on `tapBackend`).
+struct QLinearChain {
+  std::unique_ptr<GraphBuilder> b = std::make_unique<GraphBuilder>();
+  ValueId out = kNoValue, tap = kNoValue;
+  std::vector<std::vector<NodeId>> groups;
+};
+QLinearChain qlinearChain(bool tapped) {
+  QLinearChain c;
+  GraphBuilder& b = *c.b;
+  const ValueId x = b.input({2, 24, 9, 9});
+  const ValueId xs = b.scalar(0.01f), xz = intValues(b, ElementType::UInt8, {}, {128});
+  ValueId q = b.op("QuantizeLinear", {x, xs, xz});
+  ValueId scale = xs, zero = xz;
+  const int64_t channels[] = {24, 20, 20, 20};
+  const ElementType types[] = {ElementType::UInt8, ElementType::Int8, ElementType::UInt8};
+  for (int i = 0; i < 3; ++i) {
+    const int64_t k = i == 0 ? 3 : 1;
+    const ValueId w = intConstant(b, ElementType::Int8, {channels[i + 1], channels[i], k, k}, -128, 127, 7 + i);
+    std::vector<int64_t> bias;
+    for (int64_t o = 0; o < channels[i + 1]; ++o) bias.push_back((o - 10) * 211 * (i + 1));
+    const ValueId ys = b.scalar(0.03f + 0.01f * static_cast<float>(i));
+    const ValueId yz = intValues(b, types[i], {}, {types[i] == ElementType::Int8 ? -5 : 17});
+    AttributeMap a;
+    if (k == 3) a = attrs({{"pads", Attribute(Ints{1, 1, 1, 1})}});
+    q = b.op("QLinearConv",
+             {q, scale, zero, w, b.constant({channels[i + 1]}, 0.001f, 0.004f),
+              intValues(b, ElementType::Int8, {channels[i + 1]}, {0}), ys, yz,
+              intValues(b, ElementType::Int32, {channels[i + 1]}, bias)},
+             std::move(a));
+    scale = ys;
+    zero = yz;
+    if (i == 0 && tapped) c.tap = b.op("DequantizeLinear", {q, ys, yz});
+  }
+  c.out = q;
+  return c;
+}
+
+Plan planOfEachNode(const Graph& g, const std::vector<std::string>& backends) {
+  Plan plan;
+  for (NodeId n = 0; n < g.numNodes(); ++n) {
+    PlanGroup group;
+    group.backend = backends[static_cast<size_t>(n)];
+    group.nodes.push_back(g.node(n).name);
+    plan.groups.push_back(group);
+  }
+  return plan;
+}
+
+void expectExactlyTheReference(const SessionVerification& v, const std::string& what) {
+  ASSERT_EQ(v.outputs.size(), v.expected.size()) << what;
+  for (size_t o = 0; o < v.outputs.size(); ++o) {
+    ASSERT_EQ(v.outputs[o].type(), v.expected[o].type()) << what;
+    if (v.outputs[o].elementType() == ElementType::Float32) continue;  // (a dequantized tap: checked by ok())
+    EXPECT_EQ(std::memcmp(v.outputs[o].raw(), v.expected[o].raw(), v.outputs[o].byteSize()), 0)
+        << what << ": output " << o << " differs from the reference";
+  }
+  EXPECT_TRUE(v.ok()) << what << ": " << (v.problems.empty() ? "" : v.problems[0]);
+}
+
+// Between QOperator convolutions the u8/s8 integers pass in the
+// convolution's channels-last layout: the producer's epilogue writes nhwc,
+// the consumer's convolution reads it with no reorder; named with the
+// element type ("onednn u8 ... acdb", oneDNN's name for nhwc), so they
+// meet only an integer kernel's offer. Every output
+// is the reference's, bit for bit.
+TEST_F(OneDnnInt8, QLinearConvsHandOverTheirIntegersChannelsLast) {
+  QLinearChain c = qlinearChain(false);
+  const Graph& g = c.b->graph();
+  c.b->finish(c.out);
+  const bool channelsLast = dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core;
+  if (channelsLast) {
+    const NodeSet second = NodeSet::of(g.numNodes(), {2});
+    const CompileResult k = backend_->compile(KernelRequest::of(g, second));
+    ASSERT_TRUE(k) << k.refusal;
+    const std::optional<NativeLayout> in = k.kernel->nativeInputLayout(0), out = k.kernel->nativeOutputLayout(0);
+    ASSERT_TRUE(in.has_value()) << describeOneDnnKernel(*k.kernel);
+    ASSERT_TRUE(out.has_value()) << describeOneDnnKernel(*k.kernel);
+    EXPECT_EQ(in->name, "onednn u8 2x20x9x9 acdb");
+    EXPECT_EQ(out->name, "onednn s8 2x20x9x9 acdb");
+    EXPECT_EQ(out->bytes, size_t{2 * 20 * 9 * 9});
+  }
+  const Plan plan = planOfEachNode(g, std::vector<std::string>(static_cast<size_t>(g.numNodes()), "onednn"));
+  Session session(g, plan, [&](const std::string&) { return backend_.get(); });
+  // conv1 -> conv2 and conv2 -> conv3 (the quantizer alone writes plain).
+  if (channelsLast) {
+    EXPECT_EQ(session.nativeLayoutValues(), 2);
+  }
+  for (uint64_t seed : {1, 2, 3}) expectExactlyTheReference(verifySession(session, randomInputs(g, seed)), "seed " + std::to_string(seed));
+}
+
+// The hand-over is refused where a reader of the integers cannot take the
+// layout: conv1's result is also read by a DequantizeLinear on the native
+// backend, so it is written plain (and conv2 reorders it as before); conv2
+// -> conv3 still passes channels last. Measured with its boundaries native
+// (what the DP charges), the kernel runs.
+TEST_F(OneDnnInt8, IntegerHandOverIsRefusedWhereAReaderNeedsPlainLayout) {
+  QLinearChain c = qlinearChain(true);
+  const Graph& g = c.b->graph();
+  c.b->graph().markOutput(c.tap);
+  c.b->finish(c.out);
+  std::vector<std::string> backends(static_cast<size_t>(g.numNodes()), "onednn");
+  const NodeId tapNode = g.value(c.tap).producer;
+  backends[static_cast<size_t>(tapNode)] = "native";
+  const std::unique_ptr<Backend> native = createNativeBackend();
+  Session session(g, planOfEachNode(g, backends),
+                  [&](const std::string& name) { return name == "native" ? native.get() : backend_.get(); });
+  if (dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core) {
+    EXPECT_EQ(session.nativeLayoutValues(), 1);
+  }
+  for (uint64_t seed : {1, 2}) expectExactlyTheReference(verifySession(session, randomInputs(g, seed)), "tapped, seed " + std::to_string(seed));
+
+  MeasurerOptions options;
+  options.minSamples = 3;
+  options.maxSeconds = 0.05;
+  const NodeId conv1 = g.value(g.node(tapNode).inputs[0]).producer;
+  const Measurement m = measureKernel(*backend_, KernelRequest::of(g, NodeSet::of(g.numNodes(), {conv1})), options, true);
+  EXPECT_EQ(m.status, MeasurementStatus::Ok) << m.message;
 }
 
 // QuantizeLinear -> QLinearConv -> DequantizeLinear as one kernel, grown by
