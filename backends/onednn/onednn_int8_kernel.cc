@@ -384,7 +384,7 @@ class Int8Kernel final : public Kernel {
     std::optional<memory::format_tag> tag;
     for (memory::format_tag t : {memory::format_tag::nwc, memory::format_tag::nhwc, memory::format_tag::ndhwc,
                                  memory::format_tag::nChw16c, memory::format_tag::nChw8c})
-      if (!tag && memory::desc(u8.dims(), dt::u8, t, true) == u8) tag = nativeTagOf(memory::desc(u8.dims(), dt::f32, t, true));
+      if (!tag && memory::desc(u8.dims(), u8.data_type(), t, true) == u8) tag = nativeTagOf(memory::desc(u8.dims(), dt::f32, t, true));
     // Quantization is elementwise only over a layout without padding.
     if (!tag || static_cast<int64_t>(u8.get_size()) != sourceCount) return std::nullopt;
     return layoutOf(memory::desc(u8.dims(), dt::f32, *tag));

@@ -599,6 +599,73 @@ TEST_F(OneDnnInt8, QdqMatMulIsOneKernel) {
   expectMatches(b, b.op("Add", {mm, b.constant({8})}), "QDQ MatMul, per-column weights");
 }
 
+// QDQ with its QuantizeLinear in front: x -> QuantizeLinear ->
+// DequantizeLinear -> Conv -> Relu as one kernel that quantizes its float
+// input (exactly, as the reference) and runs the integer convolution; the
+// rule grows it from the QuantizeLinear, and never emits the pair alone
+// (which does not lower). After a float oneDNN kernel (a max pool, exact),
+// the float tensor is handed over in the convolution's layout.
+TEST_F(OneDnnInt8, QuantizeDequantizeConvIsOneKernel) {
+  for (ElementType t : {ElementType::UInt8, ElementType::Int8}) {
+    GraphBuilder b;
+    b.endGroup();
+    const ValueId x = b.input({1, 16, 12, 12});
+    const ValueId f = b.op("MaxPool", {x}, attrs({{"kernel_shape", Attribute(Ints{3, 3})}, {"pads", Attribute(Ints{1, 1, 1, 1})}}));
+    b.beginGroup();
+    const ValueId xs = b.scalar(0.02f), xz = intValues(b, t, {}, {t == ElementType::Int8 ? -3 : 128});
+    const ValueId xq = b.op("QuantizeLinear", {f, xs, xz});
+    const ValueId dq = b.op("DequantizeLinear", {xq, xs, xz});
+    const ValueId w = quantizedFloatWeights(b, {24, 16, 3, 3}, 0, true, 31);
+    const ValueId out = b.op("Relu", {b.op("Conv", {dq, w, b.constant({24})}, attrs({{"pads", Attribute(Ints{1, 1, 1, 1})}}))});
+    const std::string what = t == ElementType::Int8 ? "QuantizeLinear s8 + DequantizeLinear + Conv + Relu"
+                                                    : "QuantizeLinear u8 + DequantizeLinear + Conv + Relu";
+    expectMatches(b, out, what);
+    const Graph& g = b.graph();
+    const NodeId q = g.value(xq).producer, d = g.value(dq).producer;
+    bool whole = false;
+    for (const GeneratedGroup& gg : PatternGenerator(g).generate(*backend_->codeRule(), SubGraphLimits{})) {
+      EXPECT_TRUE(backend_->compile(KernelRequest::of(g, gg.nodes))) << gg.toString(g);
+      EXPECT_FALSE(gg.nodes.count() == 2 && gg.nodes.contains(q) && gg.nodes.contains(d)) << gg.toString(g);
+      if (gg.nodes.contains(q) && gg.nodes.contains(g.value(out).producer)) whole = true;
+    }
+    EXPECT_TRUE(whole) << what;
+    const CompileResult pair = backend_->compile(KernelRequest::of(g, NodeSet::of(g.numNodes(), {q, d})));
+    EXPECT_FALSE(pair);
+    EXPECT_NE(pair.refusal.find("only with the Conv"), std::string::npos) << pair.refusal;
+
+    Plan plan;
+    for (const std::vector<NodeId>& nodes : {std::vector<NodeId>{0}, std::vector<NodeId>{1, 2, 3, 4}}) {
+      PlanGroup group;
+      group.backend = "onednn";
+      for (NodeId n : nodes) group.nodes.push_back(g.node(n).name);
+      plan.groups.push_back(group);
+    }
+    Session session(g, plan, [&](const std::string&) { return backend_.get(); });
+    if (dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core) {
+      EXPECT_EQ(session.nativeLayoutValues(), 1) << what;
+    }
+    for (uint64_t seed : {1, 2}) {
+      const SessionVerification v = verifySession(session, randomInputs(g, seed), kPlanTolerance);
+      EXPECT_TRUE(v.ok()) << what << ": " << (v.problems.empty() ? "" : v.problems[0]);
+    }
+  }
+}
+
+// The quantized tensor between the QuantizeLinear and the DequantizeLinear
+// must stay in the kernel: read also outside the group, the group is
+// refused, naming the QuantizeLinear.
+TEST_F(OneDnnInt8, QuantizeDequantizeConvWithTheIntegersReadOutsideIsRefused) {
+  GraphBuilder b;
+  const ValueId x = b.input({1, 8, 6, 6});
+  const ValueId xs = b.scalar(0.02f), xz = intValues(b, ElementType::UInt8, {}, {128});
+  const ValueId xq = b.op("QuantizeLinear", {x, xs, xz});
+  const ValueId dq = b.op("DequantizeLinear", {xq, xs, xz});
+  const ValueId conv = b.op("Conv", {dq, quantizedFloatWeights(b, {8, 8, 1, 1}, 0, false, 2)});
+  b.endGroup();
+  b.graph().markOutput(xq);
+  expectRefusal(b, conv, {"QuantizeLinear", "read outside the group"});
+}
+
 // A quantized Linear layer as exporters write it: Gemm with transB and a bias.
 TEST_F(OneDnnInt8, QdqGemmIsOneKernel) {
   GraphBuilder b;
