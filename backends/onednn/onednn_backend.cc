@@ -144,11 +144,13 @@ class OneDnnBackend final : public Backend {
   // blocked where that layout is channels last; 9: int8 products
   // (onednn_int8.h): the dynamic quantization chain, QLinear ops and QDQ
   // groups as single kernels, the requantisation epilogue 16 lanes at a
-  // time over the convolution's own accumulator layout).
+  // time over the convolution's own accumulator layout; 10: int8 kernels
+  // offer their u8/s8 source and requantized result in the convolution's
+  // layout, so what "@native-layouts" measured of them changed).
   std::string version() const override {
     const dnnl_version_t* v = dnnl_version();
     return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-           std::to_string(v->patch) + " (" + v->hash + ") lowering 9" +
+           std::to_string(v->patch) + " (" + v->hash + ") lowering 10" +
            (context_->precision == onednn::Precision::F32
                 ? ""
                 : " " + onednn::precisionName(context_->precision));
