@@ -162,6 +162,12 @@ class Int8Kernel final : public Kernel {
       b.memory.set_data_handle(dataOf(b.isOutput ? outputs[b.index] : inputs[b.index]));
     if (dequantize) {  // DequantizeLinear alone: y = float(x - zero point) * scale, as the reference
       const char* x = dataOf(inputs[0]);
+      if (convert) {  // its source into the output's layout first
+        convertFrom.set_data_handle(const_cast<char*>(x));
+        convert.execute(context_->stream, {{DNNL_ARG_FROM, convertFrom}, {DNNL_ARG_TO, convertTo}});
+        context_->stream.wait();
+        x = static_cast<const char*>(convertTo.get_data_handle());
+      }
       float* y = reinterpret_cast<float*>(dataOf(outputs[0]));
       const float scale = dequantizeScale;
       const int32_t z = zeroPointConstant;
@@ -178,8 +184,15 @@ class Int8Kernel final : public Kernel {
     }
     if (staticQuantize) {  // QuantizeLinear, into the product's source or (alone) the output
       const float* x = reinterpret_cast<const float*>(dataOf(inputs[sourceInput]));
-      void* y = accumulator || steps.size() ? quantized.get_data_handle() : dataOf(outputs[0]);
+      void* y = accumulator || steps.size() ? quantized.get_data_handle()
+                : convert                     ? convertFrom.get_data_handle()
+                                              : dataOf(outputs[0]);
       quantizeLinear(x, sourceCount, staticScale, staticZeroPoint, staticSigned, y);
+      if (convert) {  // the integers into the output's layout
+        convertTo.set_data_handle(dataOf(outputs[0]));
+        convert.execute(context_->stream, {{DNNL_ARG_FROM, convertFrom}, {DNNL_ARG_TO, convertTo}});
+        context_->stream.wait();
+      }
       if (steps.empty()) return;
     }
     float sourceScale = 1.0f;
@@ -361,8 +374,16 @@ class Int8Kernel final : public Kernel {
   // layout the primitive wants, without the reorder into it. The names carry
   // the element type ("onednn u8 1x64x56x56 nhwc"), so an integer tensor is
   // never handed to a kernel that expects floats in the same layout.
+  //
+  // A QuantizeLinear or DequantizeLinear alone is elementwise: it offers the
+  // convolutions' channels-last layout on both sides, so a residual path
+  // (DequantizeLinear -> Add -> Relu -> QuantizeLinear) can stay in it too.
+  // Where only one side is handed over, the kernel reorders the integer
+  // tensor (a quarter of the float one's bytes): the quantizer's result into
+  // the output's layout, or the dequantizer's source into it.
   std::optional<NativeLayout> nativeOutputLayout(size_t output) const override {
     if (output != 0) return std::nullopt;
+    if (elementwiseRank()) return elementwiseLayout(false);
     if (outputReorder >= 0)
       return layoutOf(steps[static_cast<size_t>(outputReorder)].args.at(DNNL_ARG_FROM).get_desc());
     if (requantizing && channelsLast && !outputDequantize && !compensation) {
@@ -372,6 +393,7 @@ class Int8Kernel final : public Kernel {
     return std::nullopt;
   }
   std::optional<NativeLayout> nativeInputLayout(size_t input) const override {
+    if (elementwiseRank()) return input == 0 ? elementwiseLayout(true) : std::nullopt;
     if (boundSource >= 0 && static_cast<int>(input) == boundSource) {
       const int s = boundSourceStep();
       if (s < 0) return std::nullopt;
@@ -391,6 +413,11 @@ class Int8Kernel final : public Kernel {
   }
   void useNativeOutputLayout(size_t output) override {
     COLLAGE_CHECK(nativeOutputLayout(output).has_value(), "no native output to hand over");
+    if (elementwiseRank()) {
+      nativeElementOut = true;
+      prepareConversion();
+      return;
+    }
     if (outputReorder < 0) {  // the requantized integers, written channels last
       nativeOutput = true;
       return;
@@ -407,6 +434,11 @@ class Int8Kernel final : public Kernel {
   }
   void useNativeInputLayout(size_t input) override {
     COLLAGE_CHECK(nativeInputLayout(input).has_value(), "no native input to take over");
+    if (elementwiseRank()) {
+      nativeElementIn = true;
+      prepareConversion();
+      return;
+    }
     if (boundSource >= 0 && static_cast<int>(input) == boundSource) {
       // The primitive reads the caller's buffer; its own copy is released.
       const int s = boundSourceStep();
@@ -442,6 +474,44 @@ class Int8Kernel final : public Kernel {
     for (memory::dim d : md.dims()) dims += (dims.empty() ? "" : "x") + std::to_string(d);
     const char* tag = dnnl_fmt_tag2str(static_cast<dnnl_format_tag_t>(*nativeTagOf(md)));
     return {"onednn f32 " + dims + " " + tag, md.get_size()};
+  }
+  // The rank of an elementwise kernel's tensor that offers its layout (3 to
+  // 5, channels second), or 0.
+  size_t elementwiseRank() const {
+    const bool alone = dequantize || (staticQuantize && steps.empty() && !accumulator);
+    const size_t rank = elementwiseDims.size();
+    return alone && rank >= 3 && rank <= 5 ? rank : 0;
+  }
+  dt elementwiseIntegerType() const {
+    return (dequantize ? zeroPointSigned : staticSigned) ? dt::s8 : dt::u8;
+  }
+  // Input (the float side for a quantizer) or output, channels last.
+  std::optional<NativeLayout> elementwiseLayout(bool input) const {
+    const bool integer = dequantize == input;
+    const memory::desc md(elementwiseDims, integer ? elementwiseIntegerType() : dt::f32,
+                          channelsLastTag(elementwiseDims.size()));
+    return integer ? integerLayoutOf(md) : std::optional<NativeLayout>(layoutOf(md));
+  }
+  // The reorder of the integer tensor where one side is handed over and the
+  // other is not (none where both or neither are).
+  void prepareConversion() {
+    convert = dnnl::reorder();
+    if (nativeElementIn == nativeElementOut) return;
+    const dt t = elementwiseIntegerType();
+    const memory::desc plain = memory::desc(elementwiseDims, t, rowMajorStrides(elementwiseDims));
+    const memory::desc last(elementwiseDims, t, channelsLastTag(elementwiseDims.size()));
+    // The dequantizer reorders its source from the input's layout; the
+    // quantizer its result into the output's.
+    const memory::desc& from = (dequantize ? nativeElementIn : !nativeElementOut) ? last : plain;
+    const memory::desc& to = (dequantize ? nativeElementIn : !nativeElementOut) ? plain : last;
+    if (dequantize) {
+      convertFrom = memory(from, context_->engine, DNNL_MEMORY_NONE);
+      convertTo = memory(to, context_->engine);
+    } else {
+      convertFrom = memory(from, context_->engine);
+      convertTo = memory(to, context_->engine, DNNL_MEMORY_NONE);
+    }
+    convert = dnnl::reorder(convertFrom, convertTo);
   }
   static memory::format_tag channelsLastTag(size_t rank) {
     return rank == 3 ? memory::format_tag::nwc : rank == 4 ? memory::format_tag::nhwc : memory::format_tag::ndhwc;
@@ -507,6 +577,13 @@ class Int8Kernel final : public Kernel {
   // The requantized result is written in the accumulator's channels-last
   // layout (handed over), not NCHW.
   bool nativeOutput = false;
+  // A QuantizeLinear or DequantizeLinear alone: its tensor's dims, which
+  // sides are handed over, and the reorder of the integers between them
+  // (empty when both or neither are).
+  memory::dims elementwiseDims;
+  bool nativeElementIn = false, nativeElementOut = false;
+  memory convertFrom, convertTo;
+  dnnl::reorder convert;
   std::string what;  // the product as analysed
   std::vector<Step> steps;
   std::vector<Binding> bindings;
@@ -569,6 +646,7 @@ class Int8Builder {
     if (p_.anchor == kNoNode && p_.dequantizer != kNoNode) return buildDequantizerAlone();
     if (p_.anchor == kNoNode && p_.staticQuantizer != kNoNode) {  // QuantizeLinear alone
       setUpStaticQuantizer(g_.value(g_.node(p_.staticQuantizer).inputs[0]).type.numElements());
+      k_->elementwiseDims = dimsOf(g_.value(g_.node(p_.staticQuantizer).inputs[0]).type.shape);
       return std::move(k_);
     }
     if (p_.anchor == kNoNode) return buildQuantizerAlone();
@@ -629,6 +707,7 @@ class Int8Builder {
     k_->dequantize = true;
     k_->dequantizeScale = p_.dequantizeScale;
     k_->sourceCount = g_.value(dq.inputs[0]).type.numElements();
+    k_->elementwiseDims = dimsOf(g_.value(dq.inputs[0]).type.shape);
     k_->zeroPointSigned = p_.sourceType == ElementType::Int8;
     if (p_.sourceZeroPoint.isConstant)
       k_->zeroPointConstant = static_cast<int32_t>(p_.sourceZeroPoint.constant.toInts()[0]);

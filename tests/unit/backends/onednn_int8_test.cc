@@ -456,9 +456,9 @@ TEST_F(OneDnnInt8, QLinearConvsHandOverTheirIntegersChannelsLast) {
   }
   const Plan plan = planOfEachNode(g, std::vector<std::string>(static_cast<size_t>(g.numNodes()), "onednn"));
   Session session(g, plan, [&](const std::string&) { return backend_.get(); });
-  // conv1 -> conv2 and conv2 -> conv3 (the quantizer alone writes plain).
+  // quantizer -> conv1, conv1 -> conv2 and conv2 -> conv3.
   if (channelsLast) {
-    EXPECT_EQ(session.nativeLayoutValues(), 2);
+    EXPECT_EQ(session.nativeLayoutValues(), 3);
   }
   for (uint64_t seed : {1, 2, 3}) expectExactlyTheReference(verifySession(session, randomInputs(g, seed)), "seed " + std::to_string(seed));
 }
@@ -466,8 +466,8 @@ TEST_F(OneDnnInt8, QLinearConvsHandOverTheirIntegersChannelsLast) {
 // The hand-over is refused where a reader of the integers cannot take the
 // layout: conv1's result is also read by a DequantizeLinear on the native
 // backend, so it is written plain (and conv2 reorders it as before); conv2
-// -> conv3 still passes channels last. Measured with its boundaries native
-// (what the DP charges), the kernel runs.
+// -> conv3 and the quantizer's result still pass channels last. Measured
+// with its boundaries native (what the DP charges), the kernel runs.
 TEST_F(OneDnnInt8, IntegerHandOverIsRefusedWhereAReaderNeedsPlainLayout) {
   QLinearChain c = qlinearChain(true);
   const Graph& g = c.b->graph();
@@ -480,7 +480,7 @@ TEST_F(OneDnnInt8, IntegerHandOverIsRefusedWhereAReaderNeedsPlainLayout) {
   Session session(g, planOfEachNode(g, backends),
                   [&](const std::string& name) { return name == "native" ? native.get() : backend_.get(); });
   if (dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core) {
-    EXPECT_EQ(session.nativeLayoutValues(), 1);
+    EXPECT_EQ(session.nativeLayoutValues(), 2);
   }
   for (uint64_t seed : {1, 2}) expectExactlyTheReference(verifySession(session, randomInputs(g, seed)), "tapped, seed " + std::to_string(seed));
 
@@ -490,6 +490,47 @@ TEST_F(OneDnnInt8, IntegerHandOverIsRefusedWhereAReaderNeedsPlainLayout) {
   const NodeId conv1 = g.value(g.node(tapNode).inputs[0]).producer;
   const Measurement m = measureKernel(*backend_, KernelRequest::of(g, NodeSet::of(g.numNodes(), {conv1})), options, true);
   EXPECT_EQ(m.status, MeasurementStatus::Ok) << m.message;
+}
+
+// QuantizeLinear and DequantizeLinear alone are elementwise: they take and
+// give the convolutions' channels-last layout on both sides, so max pool ->
+// QuantizeLinear -> QLinearConv -> DequantizeLinear -> max pool passes every
+// tensor so (4 values). With the pools on the native backend (plain), each
+// quantizer kernel has one side handed over and reorders its integers to
+// the other: 2 values. Every step is exact, so the result is the
+// reference's bit for bit either way.
+TEST_F(OneDnnInt8, QuantizersAloneTakeTheConvolutionsLayoutOnEitherSide) {
+  GraphBuilder b;
+  const AttributeMap pool = attrs({{"kernel_shape", Attribute(Ints{3, 3})}, {"pads", Attribute(Ints{1, 1, 1, 1})}});
+  const ValueId x = b.input({2, 16, 10, 10});
+  const ValueId f = b.op("MaxPool", {x}, pool);
+  const ValueId xs = b.scalar(0.05f), xz = intValues(b, ElementType::UInt8, {}, {10});
+  const ValueId xq = b.op("QuantizeLinear", {f, xs, xz});
+  const ValueId ys = b.scalar(0.1f), yz = intValues(b, ElementType::Int8, {}, {-4});
+  const ValueId yq = b.op("QLinearConv", {xq, xs, xz, intConstant(b, ElementType::Int8, {24, 16, 3, 3}, -128, 127, 17),
+                                          b.scalar(0.002f), intValues(b, ElementType::Int8, {}, {0}), ys, yz},
+                          attrs({{"pads", Attribute(Ints{1, 1, 1, 1})}}));
+  const ValueId y = b.op("DequantizeLinear", {yq, ys, yz});
+  const ValueId out = b.op("MaxPool", {y}, pool);
+  b.finish(out);
+  const Graph& g = b.graph();
+  ASSERT_EQ(g.numNodes(), 5);
+  const std::unique_ptr<Backend> native = createNativeBackend();
+  for (bool poolsNative : {false, true}) {
+    std::vector<std::string> backends(5, "onednn");
+    if (poolsNative) backends[0] = backends[4] = "native";
+    Session session(g, planOfEachNode(g, backends),
+                    [&](const std::string& name) { return name == "native" ? native.get() : backend_.get(); });
+    const std::string what = poolsNative ? "pools on native" : "all on oneDNN";
+    if (dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core) {
+      EXPECT_EQ(session.nativeLayoutValues(), poolsNative ? 2 : 4) << what;
+    }
+    for (uint64_t seed : {1, 2}) {
+      const SessionVerification v = verifySession(session, randomInputs(g, seed));
+      ASSERT_EQ(v.outputs.size(), 1u);
+      EXPECT_EQ(std::memcmp(v.outputs[0].raw(), v.expected[0].raw(), v.outputs[0].byteSize()), 0) << what;
+    }
+  }
 }
 
 // QuantizeLinear -> QLinearConv -> DequantizeLinear as one kernel, grown by
