@@ -58,9 +58,12 @@ class OneDnnPatternRule final : public PatternRule {
   std::optional<std::string> fusionRule(const Graph& graph, const NodeSet& group, NodeId seed,
                                         NodeId) const override {
     const KernelRequest request = KernelRequest::of(graph, group);
-    // Quantized groups (onednn_int8.h): one integer product and its float tail.
-    if (onednn::isInt8Group(request))
-      return onednn::analyzeInt8(request).ok() ? std::optional<std::string>("int8") : std::nullopt;
+    // Quantized groups (onednn_int8.h): one integer product and its float
+    // tail (grown through a prefix that lowers only with its product).
+    if (onednn::isInt8Group(request)) {
+      const onednn::Int8Analysis a = onednn::analyzeInt8(request);
+      return a.ok() || a.prefix ? std::optional<std::string>("int8") : std::nullopt;
+    }
     if (onednn::analyzeChain(request).ok()) return std::string("post_ops");
     // Several chains: a series from an anchor, or a block grown from a fork
     // (the fork is not a member). A series from an elementwise op would only
@@ -78,7 +81,8 @@ class OneDnnPatternRule final : public PatternRule {
   bool emitsGroup(const Graph& graph, const NodeSet& group, NodeId seed,
                   NodeId sink) const override {
     const KernelRequest request = KernelRequest::of(graph, group);
-    if (onednn::isInt8Group(request) || onednn::analyzeChain(request).ok()) return true;
+    if (onednn::isInt8Group(request)) return onednn::analyzeInt8(request).ok();
+    if (onednn::analyzeChain(request).ok()) return true;
     if (request.outputs.size() != 1) return true;
     const Value& result = graph.value(request.outputs[0]);
     if (result.consumers.size() != 1 || result.isGraphOutput) return true;
@@ -140,11 +144,13 @@ class OneDnnBackend final : public Backend {
   // blocked where that layout is channels last; 9: int8 products
   // (onednn_int8.h): the dynamic quantization chain, QLinear ops and QDQ
   // groups as single kernels, the requantisation epilogue 16 lanes at a
-  // time over the convolution's own accumulator layout).
+  // time over the convolution's own accumulator layout; 10: int8 kernels
+  // offer their u8/s8 source and requantized result in the convolution's
+  // layout, so what "@native-layouts" measured of them changed).
   std::string version() const override {
     const dnnl_version_t* v = dnnl_version();
     return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-           std::to_string(v->patch) + " (" + v->hash + ") lowering 9" +
+           std::to_string(v->patch) + " (" + v->hash + ") lowering 10" +
            (context_->precision == onednn::Precision::F32
                 ? ""
                 : " " + onednn::precisionName(context_->precision));

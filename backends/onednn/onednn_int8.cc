@@ -33,6 +33,7 @@ struct Reader {
   const KernelRequest& request;
   const Graph& g;
   Int8Product& p;
+  bool prefix = false;  // refused, but the start of a group that lowers
 
   bool inGroup(NodeId n) const { return n != kNoNode && request.nodes.contains(n); }
   NodeId producer(ValueId v) const { return v == kNoValue ? kNoNode : g.value(v).producer; }
@@ -470,7 +471,18 @@ struct Reader {
         used.insert(n);
       }
     }
-    if (p.staticQuantizer != kNoNode && p.dequantizer != kNoNode)
+    // QDQ with its QuantizeLinear in front: QuantizeLinear -> DequantizeLinear
+    // -> Conv/MatMul, the quantized tensor read by the DequantizeLinear
+    // alone. The kernel quantizes its float input as the reference does
+    // (exactly) and runs the integer product on those integers: the float
+    // tensor between two such kernels stays in the convolution's layout,
+    // and neither a QuantizeLinear kernel nor a u8 reorder runs between them.
+    const bool quantizedInFront = p.staticQuantizer != kNoNode && p.dequantizer != kNoNode &&
+                                  g.node(p.dequantizer).inputs[0] == g.node(p.staticQuantizer).outputs[0];
+    if (quantizedInFront && onlyConsumer(g.node(p.staticQuantizer).outputs[0]) != p.dequantizer)
+      return nodeLabel(g.node(p.staticQuantizer)) + "its quantized tensor is read outside the group; the int8 "
+             "kernel keeps it inside";
+    if (p.staticQuantizer != kNoNode && p.dequantizer != kNoNode && !quantizedInFront)
       // (QDQ's QuantizeLinear after the product: the reference rounds its
       // float convolution's result, which differs from the exact integer
       // accumulation in the last bits, so a requantized output would be off
@@ -480,7 +492,7 @@ struct Reader {
              "as a kernel of its own";
     if (p.staticQuantizer != kNoNode && p.quantizer != kNoNode)
       return nodeLabel(g.node(p.staticQuantizer)) + "a QuantizeLinear with another quantizer in one group";
-    if (p.anchor == kNoNode && p.staticQuantizer != kNoNode) {  // the quantizer alone
+    if (p.anchor == kNoNode && p.staticQuantizer != kNoNode && !quantizedInFront) {  // the quantizer alone
       if (members.size() != 1) return nodeLabel(g.node(p.staticQuantizer)) + "the int8 kernel runs a QuantizeLinear alone or before a QLinear op";
       const Node& q = g.node(p.staticQuantizer);
       p.shape = g.value(q.outputs[0]).type.shape;
@@ -491,10 +503,17 @@ struct Reader {
     ValueId result = kNoValue;
     if (p.dequantizer != kNoNode) {
       const Node& dq = g.node(p.dequantizer);
-      if (std::string why = readDequantizer(dq); !why.empty()) return why;
+      if (quantizedInFront)
+        if (std::string why = readStaticQuantizer(g.node(p.staticQuantizer)); !why.empty()) return why;
+      if (std::string why = readDequantizer(dq, !quantizedInFront); !why.empty()) return why;
       if (members.size() == 1) {  // the dequantizer alone
         p.shape = g.value(dq.outputs[0]).type.shape;
         return {};
+      }
+      if (quantizedInFront && members.size() == 2) {
+        prefix = true;  // the rule grows it on to the product
+        return nodeLabel(dq) + "a QuantizeLinear and DequantizeLinear pair runs in an int8 kernel only "
+               "with the Conv, MatMul or Gemm that reads it";
       }
       if (std::string why = readQdqAnchor(dq); !why.empty()) return why;
       used.insert(p.anchor);
@@ -515,7 +534,7 @@ struct Reader {
       if (std::string why = readAnchor(anchor); !why.empty()) return why;
       result = anchor.outputs[0];
     }
-    if (p.staticQuantizer != kNoNode && !isQLinearOp(anchor.op))
+    if (p.staticQuantizer != kNoNode && !quantizedInFront && !isQLinearOp(anchor.op))
       return nodeLabel(g.node(p.staticQuantizer)) + "the int8 kernel takes a QuantizeLinear only before a QLinear op";
     if (p.outputDequantizer != kNoNode && !isQLinearOp(anchor.op))
       return nodeLabel(g.node(p.outputDequantizer)) + "the int8 kernel takes a DequantizeLinear only after a QLinear op";
@@ -581,6 +600,7 @@ struct Reader {
 std::string Int8Product::describe(const Graph& graph) const {
   std::string s = requantizedSource            ? "QuantizeLinear (undoing a DequantizeLinear)"
                   : quantizer != kNoNode         ? "DynamicQuantizeLinear"
+                  : dequantizer != kNoNode && staticQuantizer != kNoNode ? "QuantizeLinear + DequantizeLinear"
                   : dequantizer != kNoNode     ? "DequantizeLinear"
                   : staticQuantizer != kNoNode ? "QuantizeLinear"
                                                : "";
@@ -629,6 +649,7 @@ Int8Analysis analyzeInt8(const KernelRequest& request) {
   } catch (const Error& e) {
     a.refusal = e.what();
   }
+  a.prefix = !a.ok() && r.prefix;
   return a;
 }
 

@@ -8,7 +8,7 @@
 //             a u8 source and zero point that are inputs of the group, a scale
 //             that is a constant or an input)
 //
-//   QDQ       x_q -> DequantizeLinear -> Conv/MatMul(constant weights) -> [post-ops]
+//   QDQ       [x -> QuantizeLinear ->] x_q -> DequantizeLinear -> Conv/MatMul(constant weights) -> [post-ops]
 //             (the import folds the weights' DequantizeLinear into float
 //             weights; they are taken back as int8 values times a scale
 //             where that reproduces every float weight exactly)
@@ -113,6 +113,9 @@ struct Int8Product {
 struct Int8Analysis {
   Int8Product product;
   std::string refusal;
+  // Refused, but a larger group starting so lowers (QuantizeLinear ->
+  // DequantizeLinear, before its product): the rule grows it, never emits it.
+  bool prefix = false;
   bool ok() const { return refusal.empty(); }
 };
 

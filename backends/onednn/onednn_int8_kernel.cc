@@ -162,6 +162,12 @@ class Int8Kernel final : public Kernel {
       b.memory.set_data_handle(dataOf(b.isOutput ? outputs[b.index] : inputs[b.index]));
     if (dequantize) {  // DequantizeLinear alone: y = float(x - zero point) * scale, as the reference
       const char* x = dataOf(inputs[0]);
+      if (convert) {  // its source into the output's layout first
+        convertFrom.set_data_handle(const_cast<char*>(x));
+        convert.execute(context_->stream, {{DNNL_ARG_FROM, convertFrom}, {DNNL_ARG_TO, convertTo}});
+        context_->stream.wait();
+        x = static_cast<const char*>(convertTo.get_data_handle());
+      }
       float* y = reinterpret_cast<float*>(dataOf(outputs[0]));
       const float scale = dequantizeScale;
       const int32_t z = zeroPointConstant;
@@ -178,8 +184,15 @@ class Int8Kernel final : public Kernel {
     }
     if (staticQuantize) {  // QuantizeLinear, into the product's source or (alone) the output
       const float* x = reinterpret_cast<const float*>(dataOf(inputs[sourceInput]));
-      void* y = accumulator || steps.size() ? quantized.get_data_handle() : dataOf(outputs[0]);
+      void* y = accumulator || steps.size() ? quantized.get_data_handle()
+                : convert                     ? convertFrom.get_data_handle()
+                                              : dataOf(outputs[0]);
       quantizeLinear(x, sourceCount, staticScale, staticZeroPoint, staticSigned, y);
+      if (convert) {  // the integers into the output's layout
+        convertTo.set_data_handle(dataOf(outputs[0]));
+        convert.execute(context_->stream, {{DNNL_ARG_FROM, convertFrom}, {DNNL_ARG_TO, convertTo}});
+        context_->stream.wait();
+      }
       if (steps.empty()) return;
     }
     float sourceScale = 1.0f;
@@ -294,6 +307,17 @@ class Int8Kernel final : public Kernel {
           const int64_t at = o * channels;
           requantizeRun<Q>(acc + at, 0, biases.data(), 0.0f, scales.data(), rp, y + at, yf + at, channels);
         }
+      } else if (channelsLast && nativeOutput) {  // Conv, nhwc in and out: a row of channels per pixel
+        std::vector<float> scales(static_cast<size_t>(channels), requantScale[0]);
+        if (perChannelScale) std::copy(requantScale.begin(), requantScale.end(), scales.begin());
+        std::vector<int32_t> biases(static_cast<size_t>(channels), 0);
+        if (!intBias.empty()) std::copy(intBias.begin(), intBias.end(), biases.begin());
+        const int64_t rows = outer * inner, work = rows * channels;
+#pragma omp parallel for schedule(static) if (work > (1 << 14))
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t at = r * channels;
+          requantizeRun<Q>(acc + at, 0, biases.data(), 0.0f, scales.data(), rp, y + at, yf + at, channels);
+        }
       } else if (channelsLast) {  // Conv, the accumulator in the primitive's nhwc layout
         const int64_t blocks = (channels + 15) / 16;
         const int64_t work = outer * channels * inner;
@@ -342,11 +366,39 @@ class Int8Kernel final : public Kernel {
   // that reads its float source in that layout and writes the u8 tensor the
   // convolution wants directly (quantization is elementwise, and the range
   // is the same whatever the order).
+  //
+  // Between int8 kernels the integers pass in the convolution's layout too:
+  // a requantized result whose accumulator is channels last is written
+  // channels last (the epilogue is then elementwise over rows of channels,
+  // no gather to NCHW), and a u8/s8 source given as an input is read in the
+  // layout the primitive wants, without the reorder into it. The names carry
+  // the element type ("onednn u8 1x64x56x56 nhwc"), so an integer tensor is
+  // never handed to a kernel that expects floats in the same layout.
+  //
+  // A QuantizeLinear or DequantizeLinear alone is elementwise: it offers the
+  // convolutions' channels-last layout on both sides, so a residual path
+  // (DequantizeLinear -> Add -> Relu -> QuantizeLinear) can stay in it too.
+  // Where only one side is handed over, the kernel reorders the integer
+  // tensor (a quarter of the float one's bytes): the quantizer's result into
+  // the output's layout, or the dequantizer's source into it.
   std::optional<NativeLayout> nativeOutputLayout(size_t output) const override {
-    if (output != 0 || outputReorder < 0) return std::nullopt;
-    return layoutOf(steps[static_cast<size_t>(outputReorder)].args.at(DNNL_ARG_FROM).get_desc());
+    if (output != 0) return std::nullopt;
+    if (elementwiseRank()) return elementwiseLayout(false);
+    if (outputReorder >= 0)
+      return layoutOf(steps[static_cast<size_t>(outputReorder)].args.at(DNNL_ARG_FROM).get_desc());
+    if (requantizing && channelsLast && !outputDequantize && !compensation) {
+      const memory::desc acc = accumulator.get_desc();
+      return integerLayoutOf(memory::desc(acc.dims(), outputSigned ? dt::s8 : dt::u8, channelsLastTag(acc.dims().size())));
+    }
+    return std::nullopt;
   }
   std::optional<NativeLayout> nativeInputLayout(size_t input) const override {
+    if (elementwiseRank()) return input == 0 ? elementwiseLayout(true) : std::nullopt;
+    if (boundSource >= 0 && static_cast<int>(input) == boundSource) {
+      const int s = boundSourceStep();
+      if (s < 0) return std::nullopt;
+      return integerLayoutOf(steps[static_cast<size_t>(s)].args.at(DNNL_ARG_TO).get_desc());
+    }
     if (!(quantize || staticQuantize) || sourceReorder < 0 || static_cast<int>(input) != sourceInput)
       return std::nullopt;
     const memory::desc u8 = steps[static_cast<size_t>(sourceReorder)].args.at(DNNL_ARG_TO).get_desc();
@@ -354,13 +406,22 @@ class Int8Kernel final : public Kernel {
     std::optional<memory::format_tag> tag;
     for (memory::format_tag t : {memory::format_tag::nwc, memory::format_tag::nhwc, memory::format_tag::ndhwc,
                                  memory::format_tag::nChw16c, memory::format_tag::nChw8c})
-      if (!tag && memory::desc(u8.dims(), dt::u8, t, true) == u8) tag = nativeTagOf(memory::desc(u8.dims(), dt::f32, t, true));
+      if (!tag && memory::desc(u8.dims(), u8.data_type(), t, true) == u8) tag = nativeTagOf(memory::desc(u8.dims(), dt::f32, t, true));
     // Quantization is elementwise only over a layout without padding.
     if (!tag || static_cast<int64_t>(u8.get_size()) != sourceCount) return std::nullopt;
     return layoutOf(memory::desc(u8.dims(), dt::f32, *tag));
   }
   void useNativeOutputLayout(size_t output) override {
     COLLAGE_CHECK(nativeOutputLayout(output).has_value(), "no native output to hand over");
+    if (elementwiseRank()) {
+      nativeElementOut = true;
+      prepareConversion();
+      return;
+    }
+    if (outputReorder < 0) {  // the requantized integers, written channels last
+      nativeOutput = true;
+      return;
+    }
     // The primitive writes the caller's buffer: its own result buffer (as
     // large as the output) is released, not kept beside it.
     const memory internal = steps[static_cast<size_t>(outputReorder)].args.at(DNNL_ARG_FROM);
@@ -373,6 +434,23 @@ class Int8Kernel final : public Kernel {
   }
   void useNativeInputLayout(size_t input) override {
     COLLAGE_CHECK(nativeInputLayout(input).has_value(), "no native input to take over");
+    if (elementwiseRank()) {
+      nativeElementIn = true;
+      prepareConversion();
+      return;
+    }
+    if (boundSource >= 0 && static_cast<int>(input) == boundSource) {
+      // The primitive reads the caller's buffer; its own copy is released.
+      const int s = boundSourceStep();
+      const memory copy = steps[static_cast<size_t>(s)].args.at(DNNL_ARG_TO);
+      const memory handle(copy.get_desc(), context_->engine, DNNL_MEMORY_NONE);
+      eraseStep(s);
+      sourceReorder = -1;
+      replace(copy, handle);
+      for (Binding& b : bindings)
+        if (!b.isOutput && b.index == boundSource) b.memory = handle;
+      return;
+    }
     const memory plain = quantized;
     quantized = steps[static_cast<size_t>(sourceReorder)].args.at(DNNL_ARG_TO);
     eraseStep(sourceReorder);
@@ -384,7 +462,9 @@ class Int8Kernel final : public Kernel {
     std::string s = what;
     for (size_t i = 0; i < steps.size(); ++i) s += (i == 0 ? ": " : " -> ") + steps[i].impl;
     if (accumulator)
-      s += requantizing ? (channelsLast ? " -> requantize (channels last)" : " -> requantize") : " -> add the compensation";
+      s += requantizing ? (channelsLast ? (nativeOutput ? " -> requantize (channels last, kept)" : " -> requantize (channels last)")
+                                        : " -> requantize")
+                        : " -> add the compensation";
     for (const Step& step : after) s += " -> " + step.impl;
     return s;
   }
@@ -394,6 +474,85 @@ class Int8Kernel final : public Kernel {
     for (memory::dim d : md.dims()) dims += (dims.empty() ? "" : "x") + std::to_string(d);
     const char* tag = dnnl_fmt_tag2str(static_cast<dnnl_format_tag_t>(*nativeTagOf(md)));
     return {"onednn f32 " + dims + " " + tag, md.get_size()};
+  }
+  // The rank of an elementwise kernel's tensor that offers its layout (3 to
+  // 5, channels second), or 0.
+  size_t elementwiseRank() const {
+    const bool alone = dequantize || (staticQuantize && steps.empty() && !accumulator);
+    const size_t rank = elementwiseDims.size();
+    return alone && rank >= 3 && rank <= 5 ? rank : 0;
+  }
+  dt elementwiseIntegerType() const {
+    return (dequantize ? zeroPointSigned : staticSigned) ? dt::s8 : dt::u8;
+  }
+  // Input (the float side for a quantizer) or output, channels last.
+  std::optional<NativeLayout> elementwiseLayout(bool input) const {
+    const bool integer = dequantize == input;
+    const memory::desc md(elementwiseDims, integer ? elementwiseIntegerType() : dt::f32,
+                          channelsLastTag(elementwiseDims.size()));
+    return integer ? integerLayoutOf(md) : std::optional<NativeLayout>(layoutOf(md));
+  }
+  // The reorder of the integer tensor where one side is handed over and the
+  // other is not (none where both or neither are).
+  void prepareConversion() {
+    convert = dnnl::reorder();
+    if (nativeElementIn == nativeElementOut) return;
+    const dt t = elementwiseIntegerType();
+    const memory::desc plain = memory::desc(elementwiseDims, t, rowMajorStrides(elementwiseDims));
+    const memory::desc last(elementwiseDims, t, channelsLastTag(elementwiseDims.size()));
+    // The dequantizer reorders its source from the input's layout; the
+    // quantizer its result into the output's.
+    const memory::desc& from = (dequantize ? nativeElementIn : !nativeElementOut) ? last : plain;
+    const memory::desc& to = (dequantize ? nativeElementIn : !nativeElementOut) ? plain : last;
+    if (dequantize) {
+      convertFrom = memory(from, context_->engine, DNNL_MEMORY_NONE);
+      convertTo = memory(to, context_->engine);
+    } else {
+      convertFrom = memory(from, context_->engine);
+      convertTo = memory(to, context_->engine, DNNL_MEMORY_NONE);
+    }
+    convert = dnnl::reorder(convertFrom, convertTo);
+  }
+  static memory::format_tag channelsLastTag(size_t rank) {
+    return rank == 3 ? memory::format_tag::nwc : rank == 4 ? memory::format_tag::nhwc : memory::format_tag::ndhwc;
+  }
+  // An integer tensor's layout, named with its type; nullopt for a layout
+  // the hand-over does not describe.
+  static std::optional<NativeLayout> integerLayoutOf(const memory::desc& md) {
+    using tag = memory::format_tag;
+    const char* type = md.data_type() == dt::u8 ? "u8" : md.data_type() == dt::s8 ? "s8" : nullptr;
+    if (!type) return std::nullopt;
+    for (tag t : {tag::nwc, tag::nhwc, tag::ndhwc, tag::nCw16c, tag::nChw16c, tag::nCdhw16c, tag::nChw8c}) {
+      if (memory::desc(md.dims(), md.data_type(), t, true) != md) continue;
+      std::string dims;
+      for (memory::dim d : md.dims()) dims += (dims.empty() ? "" : "x") + std::to_string(d);
+      return NativeLayout{std::string("onednn ") + type + " " + dims + " " +
+                              dnnl_fmt_tag2str(static_cast<dnnl_format_tag_t>(t)),
+                          md.get_size()};
+    }
+    return std::nullopt;
+  }
+  // The reorder of a u8/s8 source input into the primitive's layout, if it
+  // is the input's only use (so the primitive can read the input there
+  // instead); its position in `steps`, or -1.
+  int boundSourceStep() const {
+    if (boundSource < 0 || sourceReorder < 0) return -1;
+    std::vector<memory> mine;
+    for (const Binding& b : bindings)
+      if (!b.isOutput && b.index == boundSource) mine.push_back(b.memory);
+    if (mine.size() != 1) return -1;
+    int uses = 0;
+    for (const Step& step : steps)
+      for (const auto& [arg, m] : step.args)
+        if (m == mine[0]) ++uses;
+    for (const Step& step : after)
+      for (const auto& [arg, m] : step.args)
+        if (m == mine[0]) ++uses;
+    const Step& reorder = steps[static_cast<size_t>(sourceReorder)];
+    if (uses != 1 || reorder.primitive.get_kind() != dnnl::primitive::kind::reorder ||
+        !(reorder.args.at(DNNL_ARG_FROM) == mine[0]))
+      return -1;
+    return sourceReorder;
   }
   // `from` replaced by `to` in every step, and no longer owned.
   void replace(const memory& from, const memory& to) {
@@ -412,6 +571,19 @@ class Int8Kernel final : public Kernel {
   // The reorders the layout hand-over can drop: the quantized source into
   // the primitive's layout, the float result out of it (-1: none).
   int sourceReorder = -1, outputReorder = -1;
+  // The u8/s8 source as an input of the kernel (no quantizer in it): its
+  // index, or -1.
+  int boundSource = -1;
+  // The requantized result is written in the accumulator's channels-last
+  // layout (handed over), not NCHW.
+  bool nativeOutput = false;
+  // A QuantizeLinear or DequantizeLinear alone: its tensor's dims, which
+  // sides are handed over, and the reorder of the integers between them
+  // (empty when both or neither are).
+  memory::dims elementwiseDims;
+  bool nativeElementIn = false, nativeElementOut = false;
+  memory convertFrom, convertTo;
+  dnnl::reorder convert;
   std::string what;  // the product as analysed
   std::vector<Step> steps;
   std::vector<Binding> bindings;
@@ -474,6 +646,7 @@ class Int8Builder {
     if (p_.anchor == kNoNode && p_.dequantizer != kNoNode) return buildDequantizerAlone();
     if (p_.anchor == kNoNode && p_.staticQuantizer != kNoNode) {  // QuantizeLinear alone
       setUpStaticQuantizer(g_.value(g_.node(p_.staticQuantizer).inputs[0]).type.numElements());
+      k_->elementwiseDims = dimsOf(g_.value(g_.node(p_.staticQuantizer).inputs[0]).type.shape);
       return std::move(k_);
     }
     if (p_.anchor == kNoNode) return buildQuantizerAlone();
@@ -534,6 +707,7 @@ class Int8Builder {
     k_->dequantize = true;
     k_->dequantizeScale = p_.dequantizeScale;
     k_->sourceCount = g_.value(dq.inputs[0]).type.numElements();
+    k_->elementwiseDims = dimsOf(g_.value(dq.inputs[0]).type.shape);
     k_->zeroPointSigned = p_.sourceType == ElementType::Int8;
     if (p_.sourceZeroPoint.isConstant)
       k_->zeroPointConstant = static_cast<int32_t>(p_.sourceZeroPoint.constant.toInts()[0]);
@@ -601,6 +775,7 @@ class Int8Builder {
         source_ = k_->quantized;
       } else {
         source_ = bound(sourcePlain_, p_.source.inputIndex, false);
+        k_->boundSource = p_.source.inputIndex;
       }
       const Operand& z = p_.sourceZeroPoint;
       if (z.isConstant) {
@@ -753,9 +928,11 @@ class Int8Builder {
       if (copy.get_desc() == want) return copy;
     memory m = owned(want);
     sourceCopies_.push_back(m);
-    // A quantizer in the kernel can write this copy directly (the hand-over).
-    if (p_.quantizer != kNoNode || p_.staticQuantizer != kNoNode || p_.requantizedSource)
-      k_->sourceReorder = static_cast<int>(k_->steps.size());
+    // A quantizer in the kernel can write this copy directly, or the
+    // kernel before can hand the source over in it (the hand-over). A
+    // second copy (another layout) rules the hand-over out: the source
+    // must then stay where both reorders read it.
+    k_->sourceReorder = sourceCopies_.size() == 1 ? static_cast<int>(k_->steps.size()) : -1;
     addReorder(source_, m);
     return m;
   }

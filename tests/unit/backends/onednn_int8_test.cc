@@ -6,12 +6,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <random>
 
 #include "backends/onednn/dynamic_quantize.h"
 #include "backends/onednn/onednn_backend.h"
 #include "backends/onednn/onednn_int8.h"
+#include "backends/native/native_backend.h"
 #include "core/measure/kernel_check.h"
+#include "core/measure/measurer.h"
 #include "core/ops/op_registry.h"
 #include "core/patterns/pattern_generator.h"
 #include "core/runtime/session.h"
@@ -366,6 +369,170 @@ TEST_F(OneDnnInt8, QLinearConvChannelsLastEpilogueIsExact) {
         << describeOneDnnKernel(*c.kernel);
 }
 
+// A chain of QOperator convolutions, each its own kernel: QuantizeLinear ->
+// QLinearConv 3x3 (u8 out) -> QLinearConv 1x1 (s8 out) -> QLinearConv 1x1
+// (u8 out), with 20 channels (a partial block of 16) and a batch of 2. The
+// kernel after the quantizer may have another reader of its result in
+// `tap` (a DequantizeLinear, on `tapBackend`).
+struct QLinearChain {
+  std::unique_ptr<GraphBuilder> b = std::make_unique<GraphBuilder>();
+  ValueId out = kNoValue, tap = kNoValue;
+  std::vector<std::vector<NodeId>> groups;
+};
+QLinearChain qlinearChain(bool tapped) {
+  QLinearChain c;
+  GraphBuilder& b = *c.b;
+  const ValueId x = b.input({2, 24, 9, 9});
+  const ValueId xs = b.scalar(0.01f), xz = intValues(b, ElementType::UInt8, {}, {128});
+  ValueId q = b.op("QuantizeLinear", {x, xs, xz});
+  ValueId scale = xs, zero = xz;
+  const int64_t channels[] = {24, 20, 20, 20};
+  const ElementType types[] = {ElementType::UInt8, ElementType::Int8, ElementType::UInt8};
+  for (int i = 0; i < 3; ++i) {
+    const int64_t k = i == 0 ? 3 : 1;
+    const ValueId w = intConstant(b, ElementType::Int8, {channels[i + 1], channels[i], k, k}, -128, 127, 7 + i);
+    std::vector<int64_t> bias;
+    for (int64_t o = 0; o < channels[i + 1]; ++o) bias.push_back((o - 10) * 211 * (i + 1));
+    const ValueId ys = b.scalar(0.03f + 0.01f * static_cast<float>(i));
+    const ValueId yz = intValues(b, types[i], {}, {types[i] == ElementType::Int8 ? -5 : 17});
+    AttributeMap a;
+    if (k == 3) a = attrs({{"pads", Attribute(Ints{1, 1, 1, 1})}});
+    q = b.op("QLinearConv",
+             {q, scale, zero, w, b.constant({channels[i + 1]}, 0.001f, 0.004f),
+              intValues(b, ElementType::Int8, {channels[i + 1]}, {0}), ys, yz,
+              intValues(b, ElementType::Int32, {channels[i + 1]}, bias)},
+             std::move(a));
+    scale = ys;
+    zero = yz;
+    if (i == 0 && tapped) c.tap = b.op("DequantizeLinear", {q, ys, yz});
+  }
+  c.out = q;
+  return c;
+}
+
+Plan planOfEachNode(const Graph& g, const std::vector<std::string>& backends) {
+  Plan plan;
+  for (NodeId n = 0; n < g.numNodes(); ++n) {
+    PlanGroup group;
+    group.backend = backends[static_cast<size_t>(n)];
+    group.nodes.push_back(g.node(n).name);
+    plan.groups.push_back(group);
+  }
+  return plan;
+}
+
+void expectExactlyTheReference(const SessionVerification& v, const std::string& what) {
+  ASSERT_EQ(v.outputs.size(), v.expected.size()) << what;
+  for (size_t o = 0; o < v.outputs.size(); ++o) {
+    ASSERT_EQ(v.outputs[o].type(), v.expected[o].type()) << what;
+    if (v.outputs[o].elementType() == ElementType::Float32) continue;  // (a dequantized tap: checked by ok())
+    EXPECT_EQ(std::memcmp(v.outputs[o].raw(), v.expected[o].raw(), v.outputs[o].byteSize()), 0)
+        << what << ": output " << o << " differs from the reference";
+  }
+  EXPECT_TRUE(v.ok()) << what << ": " << (v.problems.empty() ? "" : v.problems[0]);
+}
+
+// Between QOperator convolutions the u8/s8 integers pass in the
+// convolution's channels-last layout: the producer's epilogue writes nhwc,
+// the consumer's convolution reads it with no reorder; named with the
+// element type ("onednn u8 ... acdb", oneDNN's name for nhwc), so they
+// meet only an integer kernel's offer. Every output
+// is the reference's, bit for bit.
+TEST_F(OneDnnInt8, QLinearConvsHandOverTheirIntegersChannelsLast) {
+  QLinearChain c = qlinearChain(false);
+  const Graph& g = c.b->graph();
+  c.b->finish(c.out);
+  const bool channelsLast = dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core;
+  if (channelsLast) {
+    const NodeSet second = NodeSet::of(g.numNodes(), {2});
+    const CompileResult k = backend_->compile(KernelRequest::of(g, second));
+    ASSERT_TRUE(k) << k.refusal;
+    const std::optional<NativeLayout> in = k.kernel->nativeInputLayout(0), out = k.kernel->nativeOutputLayout(0);
+    ASSERT_TRUE(in.has_value()) << describeOneDnnKernel(*k.kernel);
+    ASSERT_TRUE(out.has_value()) << describeOneDnnKernel(*k.kernel);
+    EXPECT_EQ(in->name, "onednn u8 2x20x9x9 acdb");
+    EXPECT_EQ(out->name, "onednn s8 2x20x9x9 acdb");
+    EXPECT_EQ(out->bytes, size_t{2 * 20 * 9 * 9});
+  }
+  const Plan plan = planOfEachNode(g, std::vector<std::string>(static_cast<size_t>(g.numNodes()), "onednn"));
+  Session session(g, plan, [&](const std::string&) { return backend_.get(); });
+  // quantizer -> conv1, conv1 -> conv2 and conv2 -> conv3.
+  if (channelsLast) {
+    EXPECT_EQ(session.nativeLayoutValues(), 3);
+  }
+  for (uint64_t seed : {1, 2, 3}) expectExactlyTheReference(verifySession(session, randomInputs(g, seed)), "seed " + std::to_string(seed));
+}
+
+// The hand-over is refused where a reader of the integers cannot take the
+// layout: conv1's result is also read by a DequantizeLinear on the native
+// backend, so it is written plain (and conv2 reorders it as before); conv2
+// -> conv3 and the quantizer's result still pass channels last. Measured
+// with its boundaries native (what the DP charges), the kernel runs.
+TEST_F(OneDnnInt8, IntegerHandOverIsRefusedWhereAReaderNeedsPlainLayout) {
+  QLinearChain c = qlinearChain(true);
+  const Graph& g = c.b->graph();
+  c.b->graph().markOutput(c.tap);
+  c.b->finish(c.out);
+  std::vector<std::string> backends(static_cast<size_t>(g.numNodes()), "onednn");
+  const NodeId tapNode = g.value(c.tap).producer;
+  backends[static_cast<size_t>(tapNode)] = "native";
+  const std::unique_ptr<Backend> native = createNativeBackend();
+  Session session(g, planOfEachNode(g, backends),
+                  [&](const std::string& name) { return name == "native" ? native.get() : backend_.get(); });
+  if (dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core) {
+    EXPECT_EQ(session.nativeLayoutValues(), 2);
+  }
+  for (uint64_t seed : {1, 2}) expectExactlyTheReference(verifySession(session, randomInputs(g, seed)), "tapped, seed " + std::to_string(seed));
+
+  MeasurerOptions options;
+  options.minSamples = 3;
+  options.maxSeconds = 0.05;
+  const NodeId conv1 = g.value(g.node(tapNode).inputs[0]).producer;
+  const Measurement m = measureKernel(*backend_, KernelRequest::of(g, NodeSet::of(g.numNodes(), {conv1})), options, true);
+  EXPECT_EQ(m.status, MeasurementStatus::Ok) << m.message;
+}
+
+// QuantizeLinear and DequantizeLinear alone are elementwise: they take and
+// give the convolutions' channels-last layout on both sides, so max pool ->
+// QuantizeLinear -> QLinearConv -> DequantizeLinear -> max pool passes every
+// tensor so (4 values). With the pools on the native backend (plain), each
+// quantizer kernel has one side handed over and reorders its integers to
+// the other: 2 values. Every step is exact, so the result is the
+// reference's bit for bit either way.
+TEST_F(OneDnnInt8, QuantizersAloneTakeTheConvolutionsLayoutOnEitherSide) {
+  GraphBuilder b;
+  const AttributeMap pool = attrs({{"kernel_shape", Attribute(Ints{3, 3})}, {"pads", Attribute(Ints{1, 1, 1, 1})}});
+  const ValueId x = b.input({2, 16, 10, 10});
+  const ValueId f = b.op("MaxPool", {x}, pool);
+  const ValueId xs = b.scalar(0.05f), xz = intValues(b, ElementType::UInt8, {}, {10});
+  const ValueId xq = b.op("QuantizeLinear", {f, xs, xz});
+  const ValueId ys = b.scalar(0.1f), yz = intValues(b, ElementType::Int8, {}, {-4});
+  const ValueId yq = b.op("QLinearConv", {xq, xs, xz, intConstant(b, ElementType::Int8, {24, 16, 3, 3}, -128, 127, 17),
+                                          b.scalar(0.002f), intValues(b, ElementType::Int8, {}, {0}), ys, yz},
+                          attrs({{"pads", Attribute(Ints{1, 1, 1, 1})}}));
+  const ValueId y = b.op("DequantizeLinear", {yq, ys, yz});
+  const ValueId out = b.op("MaxPool", {y}, pool);
+  b.finish(out);
+  const Graph& g = b.graph();
+  ASSERT_EQ(g.numNodes(), 5);
+  const std::unique_ptr<Backend> native = createNativeBackend();
+  for (bool poolsNative : {false, true}) {
+    std::vector<std::string> backends(5, "onednn");
+    if (poolsNative) backends[0] = backends[4] = "native";
+    Session session(g, planOfEachNode(g, backends),
+                    [&](const std::string& name) { return name == "native" ? native.get() : backend_.get(); });
+    const std::string what = poolsNative ? "pools on native" : "all on oneDNN";
+    if (dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core) {
+      EXPECT_EQ(session.nativeLayoutValues(), poolsNative ? 2 : 4) << what;
+    }
+    for (uint64_t seed : {1, 2}) {
+      const SessionVerification v = verifySession(session, randomInputs(g, seed));
+      ASSERT_EQ(v.outputs.size(), 1u);
+      EXPECT_EQ(std::memcmp(v.outputs[0].raw(), v.expected[0].raw(), v.outputs[0].byteSize()), 0) << what;
+    }
+  }
+}
+
 // QuantizeLinear -> QLinearConv -> DequantizeLinear as one kernel, grown by
 // the rule from the QuantizeLinear; every step exact.
 TEST_F(OneDnnInt8, QuantizeQLinearConvDequantizeIsOneKernel) {
@@ -471,6 +638,73 @@ TEST_F(OneDnnInt8, QdqMatMulIsOneKernel) {
   const ValueId dq = b.op("DequantizeLinear", {xq, xs, xz});
   const ValueId mm = b.op("MatMul", {dq, quantizedFloatWeights(b, {16, 8}, 1, true, 5)});
   expectMatches(b, b.op("Add", {mm, b.constant({8})}), "QDQ MatMul, per-column weights");
+}
+
+// QDQ with its QuantizeLinear in front: x -> QuantizeLinear ->
+// DequantizeLinear -> Conv -> Relu as one kernel that quantizes its float
+// input (exactly, as the reference) and runs the integer convolution; the
+// rule grows it from the QuantizeLinear, and never emits the pair alone
+// (which does not lower). After a float oneDNN kernel (a max pool, exact),
+// the float tensor is handed over in the convolution's layout.
+TEST_F(OneDnnInt8, QuantizeDequantizeConvIsOneKernel) {
+  for (ElementType t : {ElementType::UInt8, ElementType::Int8}) {
+    GraphBuilder b;
+    b.endGroup();
+    const ValueId x = b.input({1, 16, 12, 12});
+    const ValueId f = b.op("MaxPool", {x}, attrs({{"kernel_shape", Attribute(Ints{3, 3})}, {"pads", Attribute(Ints{1, 1, 1, 1})}}));
+    b.beginGroup();
+    const ValueId xs = b.scalar(0.02f), xz = intValues(b, t, {}, {t == ElementType::Int8 ? -3 : 128});
+    const ValueId xq = b.op("QuantizeLinear", {f, xs, xz});
+    const ValueId dq = b.op("DequantizeLinear", {xq, xs, xz});
+    const ValueId w = quantizedFloatWeights(b, {24, 16, 3, 3}, 0, true, 31);
+    const ValueId out = b.op("Relu", {b.op("Conv", {dq, w, b.constant({24})}, attrs({{"pads", Attribute(Ints{1, 1, 1, 1})}}))});
+    const std::string what = t == ElementType::Int8 ? "QuantizeLinear s8 + DequantizeLinear + Conv + Relu"
+                                                    : "QuantizeLinear u8 + DequantizeLinear + Conv + Relu";
+    expectMatches(b, out, what);
+    const Graph& g = b.graph();
+    const NodeId q = g.value(xq).producer, d = g.value(dq).producer;
+    bool whole = false;
+    for (const GeneratedGroup& gg : PatternGenerator(g).generate(*backend_->codeRule(), SubGraphLimits{})) {
+      EXPECT_TRUE(backend_->compile(KernelRequest::of(g, gg.nodes))) << gg.toString(g);
+      EXPECT_FALSE(gg.nodes.count() == 2 && gg.nodes.contains(q) && gg.nodes.contains(d)) << gg.toString(g);
+      if (gg.nodes.contains(q) && gg.nodes.contains(g.value(out).producer)) whole = true;
+    }
+    EXPECT_TRUE(whole) << what;
+    const CompileResult pair = backend_->compile(KernelRequest::of(g, NodeSet::of(g.numNodes(), {q, d})));
+    EXPECT_FALSE(pair);
+    EXPECT_NE(pair.refusal.find("only with the Conv"), std::string::npos) << pair.refusal;
+
+    Plan plan;
+    for (const std::vector<NodeId>& nodes : {std::vector<NodeId>{0}, std::vector<NodeId>{1, 2, 3, 4}}) {
+      PlanGroup group;
+      group.backend = "onednn";
+      for (NodeId n : nodes) group.nodes.push_back(g.node(n).name);
+      plan.groups.push_back(group);
+    }
+    Session session(g, plan, [&](const std::string&) { return backend_.get(); });
+    if (dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core) {
+      EXPECT_EQ(session.nativeLayoutValues(), 1) << what;
+    }
+    for (uint64_t seed : {1, 2}) {
+      const SessionVerification v = verifySession(session, randomInputs(g, seed), kPlanTolerance);
+      EXPECT_TRUE(v.ok()) << what << ": " << (v.problems.empty() ? "" : v.problems[0]);
+    }
+  }
+}
+
+// The quantized tensor between the QuantizeLinear and the DequantizeLinear
+// must stay in the kernel: read also outside the group, the group is
+// refused, naming the QuantizeLinear.
+TEST_F(OneDnnInt8, QuantizeDequantizeConvWithTheIntegersReadOutsideIsRefused) {
+  GraphBuilder b;
+  const ValueId x = b.input({1, 8, 6, 6});
+  const ValueId xs = b.scalar(0.02f), xz = intValues(b, ElementType::UInt8, {}, {128});
+  const ValueId xq = b.op("QuantizeLinear", {x, xs, xz});
+  const ValueId dq = b.op("DequantizeLinear", {xq, xs, xz});
+  const ValueId conv = b.op("Conv", {dq, quantizedFloatWeights(b, {8, 8, 1, 1}, 0, false, 2)});
+  b.endGroup();
+  b.graph().markOutput(xq);
+  expectRefusal(b, conv, {"QuantizeLinear", "read outside the group"});
 }
 
 // A quantized Linear layer as exporters write it: Gemm with transB and a bias.
