@@ -652,7 +652,8 @@ PairedPlanRuns IsolatedMeasurer::timePlans(const Plan& a, const Plan& b, const P
                              {"verify", options.verify}}}};
   Measurement failed;
   PairedPlanRuns runs;
-  std::optional<nlohmann::json> reply = exchange(req.dump(), timeoutSeconds, failed);
+  std::optional<nlohmann::json> reply =
+      exchange(req.dump(), pairedRunTimeoutSeconds(a, b, options, timeoutSeconds), failed);
   if (reply) {
     try {
       return pairedPlanRunsFromJson(*reply);

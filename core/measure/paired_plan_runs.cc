@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "core/ir/error.h"
 #include "core/measure/plan_check.h"
@@ -77,6 +78,15 @@ PairedPlanRuns pairedPlanRunsFromJson(const nlohmann::json& j) {
   r.kernelsReused = j.value("reused", 0);
   r.seconds = j.value("seconds", 0.0);
   return r;
+}
+
+double pairedRunTimeoutSeconds(const Plan& a, const Plan& b, const PairedRunOptions& options, double base) {
+  double slowestRunSeconds = 0;
+  for (const Plan* p : {&a, &b})
+    if (std::isfinite(p->predictedNs) && p->predictedNs > 0)
+      slowestRunSeconds = std::max(slowestRunSeconds, p->predictedNs / 1e9);
+  const double need = options.seconds + 2.0 * (options.minRounds + 3) * slowestRunSeconds;
+  return std::max(base, 4 * need);
 }
 
 PairedPlanRunner::PairedPlanRunner(const Graph& graph, BackendLookup backends)

@@ -86,6 +86,15 @@ struct PairedPlanRuns {
 nlohmann::json toJson(const PairedPlanRuns& runs);
 PairedPlanRuns pairedPlanRunsFromJson(const nlohmann::json& j);
 
+// How long a pairing of plans A and B may take in the measurement worker:
+// `base` (the measurer's limit), or more where the plans' predicted times
+// (Plan::predictedNs) say their runs need it. A pairing runs each plan at
+// least minRounds + 3 times (a first run, the check, a warm-up, the rounds)
+// and keeps going for options.seconds; on a large model (a 1024x1024 U-Net:
+// several seconds a run) a fixed 60 s killed every pairing. Four times that
+// need, for a busy machine and predictions that run short.
+double pairedRunTimeoutSeconds(const Plan& a, const Plan& b, const PairedRunOptions& options, double base);
+
 // The worker side: builds Sessions through one KernelCache and keeps the last
 // few (the incumbent plan is timed again and again).
 class PairedPlanRunner {

@@ -58,6 +58,22 @@ struct Backends {
   }
 };
 
+// A large model's plans get the time their runs need; small ones the
+// measurer's limit; an unpredicted plan counts as instant.
+TEST(PairedPlanRuns, ThePairingsTimeLimitGrowsWithThePlansPredictedTime) {
+  PairedRunOptions o;
+  o.minRounds = 5;
+  o.seconds = 4;
+  Plan small, large, unknown;
+  small.predictedNs = 2e6;   // 2 ms
+  large.predictedNs = 8e9;   // 8 s a run
+  EXPECT_EQ(pairedRunTimeoutSeconds(small, small, o, 60), 60);
+  EXPECT_EQ(pairedRunTimeoutSeconds(unknown, unknown, o, 60), 60);
+  // 4 x (4 s + 2 x (5 + 3) runs x 8 s), whichever side is the large one.
+  EXPECT_DOUBLE_EQ(pairedRunTimeoutSeconds(small, large, o, 60), 4 * (4 + 16 * 8.0));
+  EXPECT_DOUBLE_EQ(pairedRunTimeoutSeconds(large, unknown, o, 60), 4 * (4 + 16 * 8.0));
+}
+
 TEST(PairedPlanRuns, TimesBothPlansRoundByRoundAndReusesKernels) {
   Diamond d;
   Backends backends;
