@@ -59,6 +59,17 @@ def cases():
                                  domain='com.microsoft', channels_last=last)
             oshape = (2, 1, 1, 16) if last else (2, 16, 1, 1)
             yield f'QLinearGlobalAveragePool_{tag}_last{last}', [n], {'x': (np_t, shape)}, ('y', dt, oshape), inits
+        for k, (shape, attrs, oshape) in enumerate((
+                ((2, 8, 9, 9), dict(kernel_shape=[3, 3], strides=[2, 2]), (2, 8, 4, 4)),
+                ((2, 8, 9, 9), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=0), (2, 8, 9, 9)),
+                ((2, 8, 9, 9), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=1), (2, 8, 9, 9)),
+                ((2, 8, 9, 9), dict(kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1), (2, 8, 5, 5)),
+                ((2, 9, 9, 8), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], channels_last=1), (2, 9, 9, 8)),
+                ((2, 8, 7, 7), dict(kernel_shape=[7, 7]), (2, 8, 1, 1)),
+                ((2, 8, 12), dict(kernel_shape=[3], strides=[3]), (2, 8, 4)))):
+            inits = [sc('xs'), zp('xz'), sc('ys'), zp('yz')]
+            n = helper.make_node('QLinearAveragePool', ['x', 'xs', 'xz', 'ys', 'yz'], ['y'], domain='com.microsoft', **attrs)
+            yield f'QLinearAveragePool_{tag}_{k}', [n], {'x': (np_t, shape)}, ('y', dt, oshape), inits
         inits = [sc('xs'), zp('xz'), sc('ys'), zp('yz')]
         n = helper.make_node('QLinearLeakyRelu', ['x', 'xs', 'xz', 'ys', 'yz'], ['y'], domain='com.microsoft', alpha=0.1)
         yield f'QLinearLeakyRelu_{tag}', [n], {'x': (np_t, (4, 256))}, ('y', dt, (4, 256)), inits

@@ -3,6 +3,7 @@
 //
 //   com.microsoft.QLinearAdd, QLinearMul        A, A_scale, A_zp?, B, B_scale, B_zp?, C_scale, C_zp?
 //   com.microsoft.QLinearGlobalAveragePool      X, x_scale, x_zp?, y_scale, y_zp?   (channels_last)
+//   com.microsoft.QLinearAveragePool            the same, AveragePool's attributes and channels_last
 //   com.microsoft.QLinearLeakyRelu              X, X_scale, X_zp?, Y_scale, Y_zp?   (alpha)
 //   com.microsoft.QLinearSigmoid                X, X_scale, X_zp?, Y_scale, Y_zp?
 //   com.microsoft.QLinearConcat                 Y_scale, Y_zp?, (X, X_scale, X_zp?)...   (axis)
@@ -40,6 +41,7 @@
 #include <limits>
 
 #include "core/ops/broadcast.h"
+#include "core/ops/conv_geometry.h"
 #include "core/ops/op_helpers.h"
 #include "core/ops/op_registry.h"
 #include "core/ops/requantize.h"
@@ -171,7 +173,7 @@ void addBinary(OpRegistry& r, const char* name, Binary op) {
 void addQLinearGlobalAveragePool(OpRegistry& r) {
   OpSchema s;
   s.name = "com.microsoft.QLinearGlobalAveragePool";
-  s.kind = OpKind::Reduction;
+  s.kind = OpKind::Anchor;  // as GlobalAveragePool
   s.minInputs = 4;
   s.maxInputs = 5;
   s.attributes = {{"channels_last", AttributeType::Int, Attribute(int64_t{0})}};
@@ -215,6 +217,122 @@ void addQLinearGlobalAveragePool(OpRegistry& r) {
     });
   };
   s.flops = [](const Node&, const Types& in, const Types&) { return static_cast<double>(in[0].numElements()); };
+  r.add(std::move(s));
+}
+
+// ---- QLinearAveragePool: X, x_scale, x_zp?, y_scale, y_zp? (AveragePool's attributes, channels_last) ----
+// ORT averages in float: v = x_scale * (x - x_zp) summed over the window's
+// elements inside X in row-major order, divided by the count (the kernel's
+// size with count_include_pad), y = saturate(round_half_even(v / y_scale +
+// y_zp)). A window covering all of X without padding is a global pool,
+// which ORT computes in integers (QLinearGlobalAveragePool above).
+
+// [N, C, spatial...] <-> [N, spatial..., C].
+Shape channelsFirst(Shape s) {
+  const int64_t c = s.back();
+  s.pop_back();
+  s.insert(s.begin() + 1, c);
+  return s;
+}
+
+Shape channelsLast(Shape s) {
+  const int64_t c = s[1];
+  s.erase(s.begin() + 1);
+  s.push_back(c);
+  return s;
+}
+
+ConvGeometry averagePoolGeometry(const Node& node, const TensorType& x) {
+  if (x.rank() < 3 || x.rank() > 5)
+    throw Unsupported(nodeLabel(node) + "X " + x.toString() + " must have 1 to 3 spatial dimensions");
+  const bool last = node.attrs.getInt("channels_last", 0) != 0;
+  ConvGeometry g = ConvGeometry::pool(node, last ? channelsFirst(x.shape) : x.shape);
+  for (int64_t d : g.dilations)
+    if (d != 1) throw Unsupported(nodeLabel(node) + "dilations are not supported (ONNX Runtime ignores them)");
+  return g;
+}
+
+void addQLinearAveragePool(OpRegistry& r) {
+  OpSchema s;
+  s.name = "com.microsoft.QLinearAveragePool";
+  s.kind = OpKind::Anchor;
+  s.minInputs = 4;
+  s.maxInputs = 5;
+  s.attributes = {
+      {"auto_pad", AttributeType::String, Attribute(std::string("NOTSET"))},
+      {"ceil_mode", AttributeType::Int, Attribute(int64_t{0})},
+      {"channels_last", AttributeType::Int, Attribute(int64_t{0})},
+      {"count_include_pad", AttributeType::Int, Attribute(int64_t{0})},
+      {"kernel_shape", AttributeType::Ints, std::nullopt, true},
+      {"pads", AttributeType::Ints, std::nullopt},
+      {"strides", AttributeType::Ints, std::nullopt},
+  };
+  s.infer = [](const Node& node, const Types& in) {
+    const ElementType q = in[0].elementType;
+    if (!quantizedType(q)) throw unsupportedType(node, q);
+    requireScalar(node, in, 1, ElementType::Float32, "x_scale");
+    requireScalar(node, in, 2, q, "x_zero_point");
+    requireScalar(node, in, 3, ElementType::Float32, "y_scale");
+    requireScalar(node, in, 4, q, "y_zero_point");
+    const Shape y = averagePoolGeometry(node, in[0]).outputShape();
+    return Types{{q, node.attrs.getInt("channels_last", 0) != 0 ? channelsLast(y) : y}};
+  };
+  s.reference = [](const Node& node, const Inputs& in, const Outputs& out) {
+    const bool last = node.attrs.getInt("channels_last", 0) != 0;
+    const ConvGeometry g0 = averagePoolGeometry(node, in[0]->type());
+    const bool global = g0.kernel == g0.inputSpatial &&
+                        std::all_of(g0.padsBegin.begin(), g0.padsBegin.end(), [](int64_t p) { return p == 0; }) &&
+                        std::all_of(g0.padsEnd.begin(), g0.padsEnd.end(), [](int64_t p) { return p == 0; });
+    if (global) {
+      Node gap = node;
+      gap.op = "com.microsoft.QLinearGlobalAveragePool";
+      OpRegistry::instance().get(gap.op).reference(gap, in, out);
+      return;
+    }
+    const ConvGeometry g = g0.expandedTo(3);
+    const bool includePad = node.attrs.getInt("count_include_pad", 0) != 0;
+    const float sx = scaleAt(in, 1), sy = scaleAt(in, 3);
+    const int32_t zx = zeroPointAt(in, 2);
+    const float zy = static_cast<float>(zeroPointAt(in, 4));
+    const int64_t C = g.inChannels;
+    const int64_t ID = g.inputSpatial[0], IH = g.inputSpatial[1], IW = g.inputSpatial[2];
+    const int64_t OD = g.outputSpatial[0], OH = g.outputSpatial[1], OW = g.outputSpatial[2];
+    // Element (n, c, spatial index i) of X or Y in its layout.
+    auto at = [&](int64_t n, int64_t c, int64_t i, int64_t plane) {
+      return last ? (n * plane + i) * C + c : (n * C + c) * plane + i;
+    };
+    visitQuantized(node, out[0]->elementType(), [&](auto tag) {
+      using Q = typename decltype(tag)::type;
+      const Q* x = in[0]->data<Q>();
+      Q* y = out[0]->data<Q>();
+      const float lo = std::numeric_limits<Q>::min(), hi = std::numeric_limits<Q>::max();
+      for (int64_t n = 0; n < g.batch; ++n)
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t od = 0; od < OD; ++od)
+            for (int64_t oh = 0; oh < OH; ++oh)
+              for (int64_t ow = 0; ow < OW; ++ow) {
+                int64_t b[3], e[3];
+                const int64_t o[3] = {od, oh, ow}, size[3] = {ID, IH, IW};
+                for (int k = 0; k < 3; ++k) {
+                  b[k] = o[k] * g.strides[k] - g.padsBegin[k];
+                  e[k] = std::min(b[k] + g.kernel[k], size[k]);
+                  b[k] = std::max<int64_t>(b[k], 0);
+                }
+                float sum = 0;
+                for (int64_t d = b[0]; d < e[0]; ++d)
+                  for (int64_t h = b[1]; h < e[1]; ++h)
+                    for (int64_t w = b[2]; w < e[2]; ++w)
+                      sum += sx * static_cast<float>(static_cast<int32_t>(x[at(n, c, (d * IH + h) * IW + w, ID * IH * IW)]) - zx);
+                const int64_t count = includePad ? g.kernelSize() : (e[0] - b[0]) * (e[1] - b[1]) * (e[2] - b[2]);
+                sum /= static_cast<float>(count);
+                const float v = std::nearbyint(sum / sy + zy);
+                y[at(n, c, (od * OH + oh) * OW + ow, OD * OH * OW)] = static_cast<Q>(std::min(std::max(v, lo), hi));
+              }
+    });
+  };
+  s.flops = [](const Node&, const Types&, const Types& out) {
+    return static_cast<double>(out[0].numElements());
+  };
   r.add(std::move(s));
 }
 
@@ -340,6 +458,7 @@ void registerQLinearContribOps(OpRegistry& r) {
   addBinary(r, "com.microsoft.QLinearAdd", Binary::Add);
   addBinary(r, "com.microsoft.QLinearMul", Binary::Mul);
   addQLinearGlobalAveragePool(r);
+  addQLinearAveragePool(r);
   addQLinearUnary(r, "com.microsoft.QLinearLeakyRelu", leakyRelu,
                   {{"alpha", AttributeType::Float, Attribute(0.01f)}}, 3.0);
   addQLinearUnary(r, "com.microsoft.QLinearSigmoid", sigmoid, {}, 6.0);

@@ -105,6 +105,29 @@ TEST(QLinearGlobalAveragePoolKernel, ChannelsFirstAndLastAgree) {
   EXPECT_EQ(ints<uint8_t>(y2), (std::vector<int>{2, 255}));
 }
 
+// X = 1..9 in 3x3, x_scale 0.5: ORT averages the dequantized floats and
+// quantizes with the zero point added before rounding.
+TEST(QLinearAveragePoolKernel, WindowsPadsAndCountIncludePad) {
+  Tensor x = quantized<uint8_t>({1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  Tensor xs = scale(0.5f), ys = scale(1.0f);
+  AttributeMap a;
+  a.set("kernel_shape", std::vector<int64_t>{2, 2});
+  Tensor y = eval("com.microsoft.QLinearAveragePool", {&x, &xs, nullptr, &ys, nullptr}, a);
+  ASSERT_EQ(y.shape(), (Shape{1, 1, 2, 2}));
+  // 6 / 4 = 1.5 -> 2, 2, 3, 3.5 -> 4.
+  EXPECT_EQ(ints<uint8_t>(y), (std::vector<int>{2, 2, 3, 4}));
+
+  Tensor yz = quantized<uint8_t>({}, {1});
+  a.set("strides", std::vector<int64_t>{2, 2});
+  a.set("pads", std::vector<int64_t>{0, 0, 1, 1});
+  // Windows {1,2,4,5}, {3,6}, {7,8}, {9}: sums 6, 4.5, 7.5, 4.5.
+  Tensor excl = eval("com.microsoft.QLinearAveragePool", {&x, &xs, nullptr, &ys, &yz}, a);
+  EXPECT_EQ(ints<uint8_t>(excl), (std::vector<int>{2, 3, 5, 6}));  // 2.5, 3.25, 4.75, 5.5
+  a.set("count_include_pad", int64_t{1});
+  Tensor incl = eval("com.microsoft.QLinearAveragePool", {&x, &xs, nullptr, &ys, &yz}, a);
+  EXPECT_EQ(ints<uint8_t>(incl), (std::vector<int>{2, 2, 3, 2}));  // 2.5, 2.125, 2.875, 2.125
+}
+
 TEST(QLinearGlobalAveragePoolKernel, PerChannelScaleIsUnsupported) {
   Tensor x = quantized<int8_t>({1, 2, 1, 1}, {1, 2});
   Tensor xs = Tensor::fromFloats({2}, {0.5f, 0.25f}), ys = scale(1.0f);
