@@ -70,6 +70,22 @@ def cases():
             inits = [sc('xs'), zp('xz'), sc('ys'), zp('yz')]
             n = helper.make_node('QLinearAveragePool', ['x', 'xs', 'xz', 'ys', 'yz'], ['y'], domain='com.microsoft', **attrs)
             yield f'QLinearAveragePool_{tag}_{k}', [n], {'x': (np_t, shape)}, ('y', dt, oshape), inits
+        for k, (trans_b, per_col, quant_out) in enumerate(((0, False, True), (1, True, True), (1, True, False))):
+            N, K = 24, 40
+            b_shape = (N, K) if trans_b else (K, N)
+            bs = rng.uniform(0.002, 0.02, N if per_col else ()).astype(np.float32)
+            bz = rng.integers(-20, 21, N if per_col else ()).astype(np.int8 if np_t == np.int8 else np.uint8) \
+                if np_t == np.int8 else np.full(N if per_col else (), 128, np.uint8)
+            b = rng.integers(np.iinfo(np_t).min, np.iinfo(np_t).max + 1, b_shape).astype(np_t)
+            inits = [sc('as'), zp('az'), numpy_helper.from_array(b, 'b'), numpy_helper.from_array(bs, 'bs'),
+                     numpy_helper.from_array(bz, 'bz'),
+                     numpy_helper.from_array(rng.integers(-5000, 5000, N).astype(np.int32), 'c')]
+            names = ['a', 'as', 'az', 'b', 'bs', 'bz', 'c']
+            if quant_out:
+                inits += [sc('ys'), zp('yz')]
+                names += ['ys', 'yz']
+            n = helper.make_node('QGemm', names, ['y'], domain='com.microsoft', transB=trans_b, alpha=0.75)
+            yield f'QGemm_{tag}_{k}', [n], {'a': (np_t, (8, K))}, ('y', dt if quant_out else TensorProto.FLOAT, (8, N)), inits
         inits = [sc('xs'), zp('xz'), sc('ys'), zp('yz')]
         n = helper.make_node('QLinearLeakyRelu', ['x', 'xs', 'xz', 'ys', 'yz'], ['y'], domain='com.microsoft', alpha=0.1)
         yield f'QLinearLeakyRelu_{tag}', [n], {'x': (np_t, (4, 256))}, ('y', dt, (4, 256)), inits
@@ -110,7 +126,8 @@ for name, nodes, ins, (oname, odt, oshape), inits in cases():
         results.append((name, 'ORT cannot run it: ' + first[-160:])); continue
     outs = json.loads(r.stdout.splitlines()[0])
     o = outs[0]
-    want = np.fromfile(o['file'], dtype=np.uint8 if o['dtype'] == 'uint8' else np.int8).reshape(o['dims'])
+    want = np.fromfile(o['file'], dtype={'uint8': np.uint8, 'int8': np.int8, 'float32': np.float32}[o['dtype']])
+    want = want.reshape(o['dims'])
     exp = os.path.join(OUT, name + '_expect.pb')
     with open(exp, 'wb') as f: f.write(numpy_helper.from_array(want, oname).SerializeToString())
     cmd = [COLLAGE, 'run', path, '--backend', 'reference'] + sum([['--input', p] for p in pbs], []) + ['--expect', exp]

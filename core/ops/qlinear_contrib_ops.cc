@@ -7,6 +7,7 @@
 //   com.microsoft.QLinearLeakyRelu              X, X_scale, X_zp?, Y_scale, Y_zp?   (alpha)
 //   com.microsoft.QLinearSigmoid                X, X_scale, X_zp?, Y_scale, Y_zp?
 //   com.microsoft.QLinearConcat                 Y_scale, Y_zp?, (X, X_scale, X_zp?)...   (axis)
+//   com.microsoft.QGemm                         A, a_scale, a_zp, B, b_scale, b_zp, C?, y_scale?, y_zp?
 //
 // The registry knows them under the domain-qualified name that the importer
 // gives every node outside the default domain (onnx_import.h,
@@ -452,6 +453,112 @@ void addQLinearConcat(OpRegistry& r) {
   r.add(std::move(s));
 }
 
+// ---- QGemm: A, a_scale, a_zp, B, b_scale, b_zp, C?, y_scale?, y_zp? (alpha, transA, transB) ----
+// acc = C (int32, broadcast to [M, N]) + sum_k (a - a_zp)(b - b_zp[n]),
+// exact; scale[n] = alpha * a_scale * b_scale[n] (per column or per
+// tensor), divided by y_scale where given. With y_scale and y_zp the output
+// is requantized as QLinearMatMul's (requantize.h); without, it is float32
+// acc * scale.
+
+void addQGemm(OpRegistry& r) {
+  OpSchema s;
+  s.name = "com.microsoft.QGemm";
+  s.kind = OpKind::Anchor;
+  s.minInputs = 6;
+  s.maxInputs = 9;
+  s.attributes = {{"alpha", AttributeType::Float, Attribute(1.0f)},
+                  {"transA", AttributeType::Int, Attribute(int64_t{0})},
+                  {"transB", AttributeType::Int, Attribute(int64_t{0})}};
+  s.infer = [](const Node& node, const Types& in) {
+    const ElementType qa = in[0].elementType, qb = in[3].elementType;
+    if (!quantizedType(qa)) throw unsupportedType(node, qa);
+    if (!quantizedType(qb)) throw unsupportedType(node, qb);
+    if (in[0].rank() != 2 || in[3].rank() != 2)
+      throw Error(nodeLabel(node) + "A " + in[0].toString() + " and B " + in[3].toString() + " must be 2-D");
+    const bool ta = node.attrs.getInt("transA", 0) != 0, tb = node.attrs.getInt("transB", 0) != 0;
+    const int64_t M = in[0].shape[ta ? 1 : 0], K = in[0].shape[ta ? 0 : 1];
+    const int64_t N = in[3].shape[tb ? 0 : 1];
+    if (in[3].shape[tb ? 1 : 0] != K)
+      throw Error(nodeLabel(node) + "inner dimensions differ: " + in[0].toString() + " x " + in[3].toString());
+    if (!present(in, 1) || !present(in, 4)) throw Error(nodeLabel(node) + "a_scale and b_scale are required");
+    requireScalar(node, in, 1, ElementType::Float32, "a_scale");
+    requireScalar(node, in, 2, qa, "a_zero_point");
+    for (size_t i : {size_t{4}, size_t{5}})
+      if (present(in, i) && !(in[i].numElements() == 1 || (in[i].rank() == 1 && in[i].shape[0] == N)))
+        throw Error(nodeLabel(node) + (i == 4 ? "b_scale " : "b_zero_point ") + in[i].toString() +
+                    " must be a scalar or hold " + std::to_string(N) + " values");
+    if (present(in, 4) && in[4].elementType != ElementType::Float32) throw unsupportedType(node, in[4].elementType);
+    if (present(in, 5) && in[5].elementType != qb) throw unsupportedType(node, in[5].elementType);
+    if (present(in, 6)) {
+      if (in[6].elementType != ElementType::Int32) throw unsupportedType(node, in[6].elementType);
+      broadcastShapes(node, {in[6].shape, Shape{M, N}});
+    }
+    if (!present(in, 7)) {
+      if (present(in, 8)) throw Error(nodeLabel(node) + "y_zero_point without y_scale");
+      return Types{{ElementType::Float32, Shape{M, N}}};
+    }
+    requireScalar(node, in, 7, ElementType::Float32, "y_scale");
+    if (!present(in, 8))
+      throw Unsupported(nodeLabel(node) + "a y_scale without y_zero_point (ONNX Runtime requantizes only with both)");
+    requireScalar(node, in, 8, in[8].elementType, "y_zero_point");
+    if (!quantizedType(in[8].elementType)) throw unsupportedType(node, in[8].elementType);
+    return Types{{in[8].elementType, Shape{M, N}}};
+  };
+  s.reference = [](const Node& node, const Inputs& in, const Outputs& out) {
+    const bool ta = node.attrs.getInt("transA", 0) != 0, tb = node.attrs.getInt("transB", 0) != 0;
+    const Shape& as = in[0]->shape();
+    const int64_t M = out[0]->shape()[0], N = out[0]->shape()[1], K = as[ta ? 0 : 1];
+    const std::vector<int64_t> a = in[0]->toInts(), b = in[3]->toInts();
+    const int64_t za = zeroPointAt(in, 2);
+    const std::vector<int64_t> zb = in[5] ? in[5]->toInts() : std::vector<int64_t>{0};
+    std::vector<int64_t> acc(static_cast<size_t>(M * N), 0);
+    if (in.size() > 6 && in[6]) {
+      const std::vector<int64_t> c = in[6]->toInts();
+      const StridedPlan plan = makeBroadcastPlan({M, N}, {in[6]->shape()});
+      forEachRow(plan, [&](int64_t o, const int64_t* off, int64_t n) {
+        for (int64_t j = 0; j < n; ++j) acc[static_cast<size_t>(o + j)] = c[static_cast<size_t>(off[0] + j * plan.innerStride(0))];
+      });
+    }
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        const int64_t zbj = zb[zb.size() > 1 ? static_cast<size_t>(j) : 0];
+        int64_t sum = 0;
+        for (int64_t k = 0; k < K; ++k)
+          sum += (a[static_cast<size_t>(ta ? k * M + i : i * K + k)] - za) *
+                 (b[static_cast<size_t>(tb ? j * K + k : k * N + j)] - zbj);
+        acc[static_cast<size_t>(i * N + j)] += sum;
+      }
+    const float alpha = node.attrs.getFloat("alpha", 1.0f);
+    const float sa = scaleAt(in, 1);
+    const std::vector<float> sb = in[4]->toFloats();
+    const bool requant = in.size() > 7 && in[7];
+    std::vector<float> scale(sb.size());
+    for (size_t j = 0; j < sb.size(); ++j) {
+      scale[j] = alpha * sa * sb[j];
+      if (requant) scale[j] /= scaleAt(in, 7);
+    }
+    auto scaleOf = [&](int64_t i) { return scale[scale.size() > 1 ? static_cast<size_t>(i % N) : 0]; };
+    if (!requant) {
+      float* y = out[0]->data<float>();
+      for (int64_t i = 0; i < M * N; ++i) y[i] = static_cast<float>(acc[static_cast<size_t>(i)]) * scaleOf(i);
+      return;
+    }
+    const float zy = static_cast<float>(zeroPointAt(in, 8));
+    visitQuantized(node, out[0]->elementType(), [&](auto tag) {
+      using Q = typename decltype(tag)::type;
+      Q* y = out[0]->data<Q>();
+      const float lo = std::numeric_limits<Q>::min(), hi = std::numeric_limits<Q>::max();
+      for (int64_t i = 0; i < M * N; ++i)
+        y[i] = static_cast<Q>(requantizeValue(acc[static_cast<size_t>(i)], scaleOf(i), zy, lo, hi));
+    });
+  };
+  s.flops = [](const Node& node, const Types& in, const Types& out) {
+    const int64_t K = in[0].shape[node.attrs.getInt("transA", 0) != 0 ? 0 : 1];
+    return 2.0 * static_cast<double>(out[0].numElements()) * static_cast<double>(K);
+  };
+  r.add(std::move(s));
+}
+
 }  // namespace
 
 void registerQLinearContribOps(OpRegistry& r) {
@@ -463,6 +570,7 @@ void registerQLinearContribOps(OpRegistry& r) {
                   {{"alpha", AttributeType::Float, Attribute(0.01f)}}, 3.0);
   addQLinearUnary(r, "com.microsoft.QLinearSigmoid", sigmoid, {}, 6.0);
   addQLinearConcat(r);
+  addQGemm(r);
 }
 
 }  // namespace collage

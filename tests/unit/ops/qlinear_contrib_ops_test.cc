@@ -170,6 +170,26 @@ TEST(QLinearConcatKernel, CopiesOrRequantisesEachInputAlongAxis) {
   EXPECT_EQ(ints<uint8_t>(y), (std::vector<int>{3, 4, 2, 255}));
 }
 
+// a - 1 = [0 1 2; 3 4 5]; B's columns less their zero points (0, 1) are
+// [1 0 1] and [-1 0 0]; bias (1, -1): acc = [3 -1; 9 -4]; column scales
+// 0.5 * 1 and 0.5 * 0.5.
+TEST(QGemmKernel, PerColumnScalesBiasAndRequantizationOrFloat) {
+  Tensor a = quantized<uint8_t>({2, 3}, {1, 2, 3, 4, 5, 6});
+  Tensor b = quantized<int8_t>({3, 2}, {1, 0, 0, 1, 1, 1});
+  Tensor as = scale(0.5f), bs = Tensor::fromFloats({2}, {1.0f, 0.5f}), ys = scale(1.0f);
+  Tensor az = quantized<uint8_t>({}, {1}), bz = quantized<int8_t>({2}, {0, 1}), yz = quantized<uint8_t>({}, {3});
+  Tensor c(ElementType::Int32, {2});
+  c.data<int32_t>()[0] = 1;
+  c.data<int32_t>()[1] = -1;
+  Tensor y = eval("com.microsoft.QGemm", {&a, &as, &az, &b, &bs, &bz, &c, &ys, &yz});
+  ASSERT_EQ(y.elementType(), ElementType::UInt8);
+  // 1.5 -> 2, -0.25 -> 0, 4.5 -> 4, -1; each + 3.
+  EXPECT_EQ(ints<uint8_t>(y), (std::vector<int>{5, 3, 7, 2}));
+  Tensor f = eval("com.microsoft.QGemm", {&a, &as, &az, &b, &bs, &bz, &c});
+  ASSERT_EQ(f.elementType(), ElementType::Float32);
+  EXPECT_EQ(f.toFloats(), (std::vector<float>{1.5f, -0.25f, 4.5f, -1.0f}));
+}
+
 TEST(QLinearContribOps, FlopsAreCounted) {
   const OpSchema& add = OpRegistry::instance().get("com.microsoft.QLinearAdd");
   const TensorType t{ElementType::UInt8, {2, 3}};
