@@ -10,9 +10,10 @@
 //   com.microsoft.QGemm                         A, a_scale, a_zp, B, b_scale, b_zp, C?, y_scale?, y_zp?
 //
 // The registry knows them under the domain-qualified name that the importer
-// gives every node outside the default domain (onnx_import.h,
-// qualifiedOpName). Scales and zero points are per tensor; a missing zero
-// point is 0; the quantised type (uint8 or int8) is A's / X's.
+// gives every node outside the default domain (core/onnx/importer.h,
+// qualifiedOpName). Scales and zero points are per tensor (QGemm's B's also
+// per column); a missing zero point is 0; the quantised type (uint8 or int8)
+// is A's / X's.
 //
 // The arithmetic is ONNX Runtime's x86 kernels' (MLAS), in float32, so that
 // the integers agree with it, halfway cases included:
