@@ -101,9 +101,8 @@ void Importer::checkSupportedOps() {
         if (a.has_g()) visit(a.g());
         for (const auto& sub : a.graphs()) visit(sub);
       }
-      bool ok = isOnnxDefaultDomain(n.domain()) && isImportableOp(n.op_type(), options_.foldConstants);
-      if (ok) continue;
-      std::string op = isOnnxDefaultDomain(n.domain()) ? n.op_type() : n.domain() + "." + n.op_type();
+      const std::string op = qualifiedOpName(n.domain(), n.op_type());
+      if (isImportableOp(op, options_.foldConstants)) continue;
       std::string name = n.name().empty() ? n.op_type() + "_" + std::to_string(i) : n.name();
       auto it = std::find_if(missing.begin(), missing.end(), [&](auto& p) { return p.first == op; });
       if (it == missing.end()) {

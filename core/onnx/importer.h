@@ -45,6 +45,12 @@ std::string withNode(const std::string& prefix, const std::string& what);
 [[noreturn]] void rethrowWith(const std::string& prefix, const Error& e);
 // Prefixes a message with the file name unless it already starts with it.
 [[noreturn]] void rethrowWithPath(const std::string& path, const Error& e);
+// The name a node of `opType` in `domain` has in the Graph and the op
+// registry: the op type in the default domain, "domain.opType" elsewhere
+// (ONNX Runtime's contrib ops: "com.microsoft.QLinearAdd"). A node of another
+// domain imports only if the registry knows its qualified name; an unknown
+// one is reported under that name ("unsupported ops: com.microsoft.X").
+std::string qualifiedOpName(const std::string& domain, const std::string& opType);
 
 class Importer {
  public:

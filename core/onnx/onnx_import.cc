@@ -23,6 +23,10 @@ bool isOnnxDefaultDomain(const std::string& domain) {
 
 namespace collage::onnx_import {
 
+std::string qualifiedOpName(const std::string& domain, const std::string& opType) {
+  return isOnnxDefaultDomain(domain) ? opType : domain + "." + opType;
+}
+
 std::string label(const Node& node) { return "node '" + node.name + "' (" + node.op + "): "; }
 
 std::string withNode(const std::string& prefix, const std::string& what) {
@@ -76,8 +80,8 @@ void Importer::nameNodes() {
 void Importer::importNode(const onnx::NodeProto& proto, int index) {
   Node node;
   node.name = onnxNodeNames_[static_cast<size_t>(index)];
-  node.op = proto.op_type();
-  const std::string onnxOp = proto.op_type();
+  node.op = qualifiedOpName(proto.domain(), proto.op_type());
+  const std::string onnxOp = node.op;
 
   if (onnxOp == "Constant") {
     importConstantNode(proto, node);

@@ -102,9 +102,10 @@ void writeTensorProtoFile(const std::string& path, const Tensor& tensor, const s
 
 // True for the ONNX default domain ("" or "ai.onnx").
 bool isOnnxDefaultDomain(const std::string& domain);
-// True if the importer can take a default-domain node of this op: the op (or
-// the op it is rewritten to, e.g. Upsample -> Resize) is registered, or the
-// importer itself resolves it (Constant; Shape and Size when folding).
+// True if the importer can take a node of this op: the op (or the op it is
+// rewritten to, e.g. Upsample -> Resize) is registered, or the importer
+// itself resolves it (Constant; Shape and Size when folding). A node outside
+// the default domain is asked about as "domain.op" ("com.microsoft.QLinearAdd").
 bool isImportableOp(const std::string& op, bool foldConstants = true);
 // ONNX input positions of a default-domain `op` at `opset` whose values decide
 // an output shape: parameters that become attributes when constant (Reshape's

@@ -4,6 +4,10 @@
 
 namespace collage {
 
+// ONNX Runtime's com.microsoft QLinear* ops, under domain-qualified names
+// (qlinear_contrib_ops.cc).
+void registerQLinearContribOps(OpRegistry& r);
+
 std::string_view opKindName(OpKind kind) {
   switch (kind) {
     case OpKind::ElemWise: return "ElemWise";
@@ -55,6 +59,7 @@ const OpRegistry& OpRegistry::instance() {
     registerDetectionOps(r);
     registerSamplingOps(r);
     registerQuantizeOps(r);
+    registerQLinearContribOps(r);
     registerEinsumOps(r);
     registerSignalOps(r);
     registerRandomOps(r);

@@ -309,6 +309,58 @@ TEST(OnnxImport, UnsupportedOpsAreAllListedInOneError) {
   }
 }
 
+// ONNX Runtime's QOperator form: a residual QLinearAdd and a
+// QLinearGlobalAveragePool of the com.microsoft domain import under their
+// qualified names and run; a contrib op the registry lacks is still refused.
+TEST(OnnxImport, ComMicrosoftQLinearOpsImportAndRun) {
+  ModelBuilder m;
+  auto* ms = m.model().add_opset_import();
+  ms->set_domain("com.microsoft");
+  ms->set_version(1);
+  constexpr int32_t kUInt8 = onnx::TensorProto::UINT8;
+  m.input("x", kUInt8, {1, 2, 1, 2});
+  m.initializer("s", Tensor::fromFloats({}, {0.5f}));
+  Tensor zp(ElementType::UInt8, {});
+  zp.data<uint8_t>()[0] = 1;
+  m.initializer("zp", zp);
+  m.node("QLinearAdd", {"x", "s", "zp", "x", "s", "zp", "s", "zp"}, {"sum"}, "residual")
+      .set_domain("com.microsoft");
+  m.node("QLinearGlobalAveragePool", {"sum", "s", "zp", "s", ""}, {"y"}, "gap").set_domain("com.microsoft");
+  m.output("y", kUInt8, {1, 2, 1, 1});
+  const Graph g = importOnnx(m.write("qoperator.onnx"));
+  ASSERT_EQ(g.numNodes(), 2);
+  EXPECT_EQ(g.node(0).op, "com.microsoft.QLinearAdd");
+  EXPECT_EQ(g.node(1).op, "com.microsoft.QLinearGlobalAveragePool");
+  Tensor x(ElementType::UInt8, {1, 2, 1, 2});
+  for (int i = 0; i < 4; ++i) x.data<uint8_t>()[i] = static_cast<uint8_t>(3 + 2 * i);  // 3 5 7 9
+  // sum = 2x - 1 (every scale 0.5, zero point 1): 5 9 | 13 17; the pool's
+  // acc = sum - 1 * 2 times 0.5 / (0.5 * 2): 12 * 0.5 = 6, 28 * 0.5 = 14.
+  const Tensor y = ReferenceExecutor(g).run(std::vector<Tensor>{x})[0];
+  ASSERT_EQ(y.shape(), (Shape{1, 2, 1, 1}));
+  EXPECT_EQ(y.data<uint8_t>()[0], 6);
+  EXPECT_EQ(y.data<uint8_t>()[1], 14);
+}
+
+TEST(OnnxImport, UnknownComMicrosoftOpIsRefusedByNameAndDomain) {
+  ModelBuilder m;
+  auto* ms = m.model().add_opset_import();
+  ms->set_domain("com.microsoft");
+  ms->set_version(1);
+  m.input("x", onnx::TensorProto::UINT8, {1, 4});
+  m.initializer("s", Tensor::fromFloats({}, {0.5f}));
+  m.node("QLinearSoftmax", {"x", "s", "", "s", ""}, {"y"}, "soft").set_domain("com.microsoft");
+  m.output("y", onnx::TensorProto::UINT8, {1, 4});
+  const std::string path = m.write("qsoftmax.onnx");
+  try {
+    importOnnx(path);
+    FAIL() << "expected Unsupported";
+  } catch (const Unsupported& e) {
+    EXPECT_NE(std::string(e.what()).find("unsupported ops: com.microsoft.QLinearSoftmax (node 'soft')"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(OnnxImport, OpsetOutOfRangeIsAnError) {
   for (int64_t opset : {5, 19}) {
     ModelBuilder m(opset);
