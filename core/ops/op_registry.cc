@@ -4,10 +4,6 @@
 
 namespace collage {
 
-// ONNX Runtime's com.microsoft QLinear* ops, under domain-qualified names
-// (qlinear_contrib_ops.cc).
-void registerQLinearContribOps(OpRegistry& r);
-
 std::string_view opKindName(OpKind kind) {
   switch (kind) {
     case OpKind::ElemWise: return "ElemWise";

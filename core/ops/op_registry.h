@@ -129,6 +129,7 @@ void registerRecurrentOps(OpRegistry& r);
 void registerDetectionOps(OpRegistry& r);
 void registerSamplingOps(OpRegistry& r);
 void registerQuantizeOps(OpRegistry& r);
+void registerQLinearContribOps(OpRegistry& r);  // com.microsoft QLinear*, qlinear_contrib_ops.cc
 void registerEinsumOps(OpRegistry& r);
 void registerSignalOps(OpRegistry& r);
 void registerRandomOps(OpRegistry& r);
