@@ -49,9 +49,12 @@ while read -r elf; do
 done < <(find "$root/usr" -type f \( -perm -u+x -o -name '*.so*' \) -exec sh -c \
            'head -c 4 "$1" | grep -q ELF && echo "$1"' _ {} \;)
 
-# Relocated: the extracted binaries use the extracted spec files.
-"$root/usr/bin/collage" spec --show --user-file "$tmp/none.toml" | grep -q \
-  "from $root/usr/share/collage-studio/backends/onednn.toml" ||
+# Relocated: the extracted binaries use the extracted spec files. The output
+# is read whole before grep looks at it: grep -q stops at its first match, and
+# under pipefail a writer that still had output (more than one pipe buffer
+# when the root's path is long) would die of SIGPIPE and fail the pipeline.
+spec=$("$root/usr/bin/collage" spec --show --user-file "$tmp/none.toml")
+grep -q "from $root/usr/share/collage-studio/backends/onednn.toml" <<<"$spec" ||
   { echo "FAIL: the extracted collage does not read the extracted spec files"; exit 1; }
 pythonpath=$(dirname "$(find "$root/usr" -name 'collage.cpython-*.so' | head -1)")
 PYTHONPATH=$pythonpath /usr/bin/python3 -c "

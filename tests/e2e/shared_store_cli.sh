@@ -29,7 +29,8 @@ psql -Xq "$url" -c "insert into collage_measurements (fingerprint_id, backend, b
   signature, machine, status, median_ns, samples) values ('fp', 'native', '1', 'sig', 'other-host', 'ok', 1000, 9)"
 "$collage" db pull --db "$url" --local-db "$work/b.sqlite" | tee "$work/pull.txt"
 grep -q "^pull: 1 rows copied to $work/b.sqlite, 0 already there" "$work/pull.txt"
-"$collage" db pull --db "$url" --local-db "$work/b.sqlite" | grep -q "0 rows copied .* 1 already there"
+pulled=$("$collage" db pull --db "$url" --local-db "$work/b.sqlite")
+grep -q "0 rows copied .* 1 already there" <<<"$pulled"
 "$collage" db push --db "$url" --local-db "$work/b.sqlite" | tee "$work/push.txt"
 grep -q "^push: 0 rows copied from $work/b.sqlite, 0 already there" "$work/push.txt"
 "$collage" db export --db "$work/b.sqlite" -o "$work/b.csv"

@@ -35,5 +35,6 @@ fi
 "$collage" optimize "$model" --db "$db" -o "$work/plan2.json" --no-end-to-end --op-level --substitutions \
   --substitution-budget 10s | tee "$work/search.txt"
 grep -q "^substitutions: " "$work/search.txt"
-"$collage" run "$model" --plan "$work/plan2.json" --verify | grep -q "verify: every output matches"
+verified=$("$collage" run "$model" --plan "$work/plan2.json" --verify)
+grep -q "verify: every output matches" <<<"$verified"
 echo "substitutions round trip ok: $model"
