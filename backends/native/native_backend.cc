@@ -59,9 +59,10 @@ class NativeBackend : public Backend {
   // changes, so that old measurements are not reused (0.2: direct pooling;
   // 0.3: an elementwise pass streams the longest run of contiguous dims;
   // 0.4: attention as one kernel; 0.5: int8 products on a blocked int8
-  // GEMM, vectorised quantise / dequantise).
+  // GEMM, vectorised quantise / dequantise; 0.6: QuantizeLinear and
+  // DequantizeLinear fused into elementwise passes).
   std::string version() const override {
-    return "native 0.5 (OpenMP " + std::to_string(_OPENMP) + ")";
+    return "native 0.6 (OpenMP " + std::to_string(_OPENMP) + ")";
   }
   BackendKind kind() const override { return BackendKind::GraphLibrary; }
 

@@ -518,7 +518,10 @@ void GroupCompiler::checkMembers() {
                       declared.toString() + " but the op gives " + out[i].toString()};
     }
     const std::string why = inlineRefusal(g_, n);
-    inline_[n] = why.empty();
+    // Alone, a quantizer runs its own vectorised step (native_quantize.h);
+    // the pass form is for fusing it with its neighbours.
+    const bool quantizerAlone = members_.size() == 1 && (node.op == "QuantizeLinear" || node.op == "DequantizeLinear");
+    inline_[n] = why.empty() && !quantizerAlone;
     if (!why.empty() && members_.size() > 1 && opKindOf(node.op) != OpKind::Anchor)
       throw Refusal{why + "; the native backend fuses it with nothing"};
   }
@@ -595,10 +598,43 @@ namespace collage::native {
 
 using namespace lowering;
 
+namespace {
+
+// QuantizeLinear and DequantizeLinear fuse as float arithmetic that is exact
+// against the reference's (lowering's instQuantize / instDequantize): their
+// integers are held as floats in the pass, loaded from and stored to u8/s8.
+// The scale and zero point must be constants, one value or one per channel
+// of `axis`.
+std::string quantizerInlineRefusal(const Graph& graph, const Node& node) {
+  const std::string who = label(node);
+  auto type = [&](ValueId v) { return graph.value(v).type.elementType; };
+  auto eightBit = [](ElementType t) { return t == ElementType::UInt8 || t == ElementType::Int8; };
+  if (node.attrs.getInt("block_size", 0) != 0) return who + ": blocked quantization runs as a kernel of its own";
+  const ValueId x = node.inputs[0], y = node.outputs[0];
+  if (node.op == "QuantizeLinear" ? type(x) != ElementType::Float32 || !eightBit(type(y)) : !eightBit(type(x)))
+    return who + ": fused passes quantize float32 to uint8 or int8 only";
+  const Shape& xs = graph.value(x).type.shape;
+  for (size_t i = 1; i < node.inputs.size(); ++i) {
+    const ValueId v = node.inputs[i];
+    if (v == kNoValue) continue;
+    const Value& value = graph.value(v);
+    if (!value.isConstant())
+      return who + ": its " + (i == 1 ? "scale" : "zero point") + " '" + value.name +
+             "' is a run-time tensor, so it runs as a kernel of its own";
+    const Shape& ps = value.type.shape;
+    if (value.type.numElements() != 1 && (ps.size() != 1 || xs.size() < 2))
+      return who + ": blocked quantization runs as a kernel of its own";
+  }
+  return {};
+}
+
+}  // namespace
+
 std::string inlineRefusal(const Graph& graph, NodeId n) {
   const Node& node = graph.node(n);
   const std::string& op = node.op;
   const std::string who = label(node);
+  if (op == "QuantizeLinear" || op == "DequantizeLinear") return quantizerInlineRefusal(graph, node);
   const bool known = unaryOps().count(op) || binaryOps().count(op) || variadicOps().count(op) ||
                      viewOps().count(op) || reductionOps().count(op) || op == "Where" ||
                      op == "Cast";

@@ -171,6 +171,10 @@ class GroupCompiler {
   int32_t instCast(PassBuilder& pb, const NodeAt& at);
   int32_t instIdentity(PassBuilder& pb, const NodeAt& at);
   int32_t instDropout(PassBuilder& pb, const NodeAt& at);
+  // QuantizeLinear and DequantizeLinear as float arithmetic.
+  int32_t quantParam(PassBuilder& pb, const NodeAt& at, size_t i, const Shape& data);
+  int32_t instQuantize(PassBuilder& pb, const NodeAt& at);
+  int32_t instDequantize(PassBuilder& pb, const NodeAt& at);
   // Layout ops: index arithmetic on the coordinates.
   int32_t instTranspose(PassBuilder& pb, const NodeAt& at);
   int32_t instReshape(PassBuilder& pb, const NodeAt& at);

@@ -28,6 +28,8 @@ const std::unordered_map<std::string, GroupCompiler::Handler>& GroupCompiler::ha
     t["Cast"] = &GroupCompiler::instCast;
     t["Identity"] = &GroupCompiler::instIdentity;
     t["Dropout"] = &GroupCompiler::instDropout;
+    t["QuantizeLinear"] = &GroupCompiler::instQuantize;
+    t["DequantizeLinear"] = &GroupCompiler::instDequantize;
     t["Transpose"] = &GroupCompiler::instTranspose;
     for (const char* name : {"Reshape", "Flatten", "Squeeze", "Unsqueeze"})
       t[name] = &GroupCompiler::instReshape;
@@ -127,6 +129,39 @@ int32_t GroupCompiler::instIdentity(PassBuilder& pb, const NodeAt& at) {
 
 int32_t GroupCompiler::instDropout(PassBuilder& pb, const NodeAt& at) {
   return at.k == 0 ? inst(pb, at.node.inputs[0], at.m) : pb.constant(1.0f);
+}
+
+// ---- Quantizers: the reference's arithmetic (core/ops/quantize_ops.cc) in
+// float32, exactly. Integers up to 2^24 are floats without loss, so
+//   QuantizeLinear    clamp(nearbyint(x / scale) + zero_point, type's range)
+//   DequantizeLinear  (x - zero_point) * scale
+// give the reference's values bit for bit; the store converts the clamped
+// integral floats to u8/s8.
+
+// Scale or zero point (input i): one value, or one per channel of `axis` of
+// the data, read at the output's coordinate along it.
+int32_t GroupCompiler::quantParam(PassBuilder& pb, const NodeAt& at, size_t i, const Shape& data) {
+  const ValueId v = at.node.inputs[i];
+  if (g_.value(v).type.numElements() == 1) return inst(pb, v, CoordMap(shapeOf(v).size()));
+  const int64_t axis = normalizeAxis(at.node, at.node.attrs.getInt("axis", 1), static_cast<int64_t>(data.size()));
+  return inst(pb, v, CoordMap{at.m[static_cast<size_t>(axis)]});
+}
+
+int32_t GroupCompiler::instQuantize(PassBuilder& pb, const NodeAt& at) {
+  const Shape& data = shapeOf(at.node.inputs[0]);
+  int32_t q = pb.op(Op::Round, pb.op(Op::Div, arg(pb, at, 0), quantParam(pb, at, 1, data)));
+  if (at.node.inputs.size() > 2 && at.node.inputs[2] != kNoValue)
+    q = pb.op(Op::Add, q, quantParam(pb, at, 2, data));
+  const bool u8 = typeOf(at.v) == ElementType::UInt8;
+  return pb.op(Op::Clip, q, -1, -1, u8 ? 0.0f : -128.0f, u8 ? 255.0f : 127.0f);
+}
+
+int32_t GroupCompiler::instDequantize(PassBuilder& pb, const NodeAt& at) {
+  const Shape& data = shapeOf(at.node.inputs[0]);
+  int32_t x = arg(pb, at, 0);
+  if (at.node.inputs.size() > 2 && at.node.inputs[2] != kNoValue)
+    x = pb.op(Op::Sub, x, quantParam(pb, at, 2, data));
+  return pb.op(Op::Mul, x, quantParam(pb, at, 1, data));
 }
 
 // ---- Layout ops.

@@ -61,7 +61,7 @@ const char* opName(Op op) {
       "Leaf", "Const", "Relu", "Neg", "Abs", "Sign", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt",
       "Reciprocal", "Erf", "Floor", "Ceil", "Sin", "Cos", "Softplus", "Softsign", "HardSwish",
       "Not", "LeakyRelu", "Elu", "Selu", "HardSigmoid", "Gelu", "GeluTanh", "Clip", "ToBool",
-      "Square", "Add", "Sub", "Mul", "Div", "Mod", "FMod", "Pow", "Max", "Min", "Equal",
+      "Square", "Round", "Add", "Sub", "Mul", "Div", "Mod", "FMod", "Pow", "Max", "Min", "Equal",
       "Less", "Greater", "LessEq", "GreaterEq", "And", "Or", "Xor", "PRelu", "Where", "ReduceSum",
       "ReduceMax", "ReduceMin", "ReduceProd"};
   const size_t i = static_cast<size_t>(op);
@@ -185,6 +185,15 @@ void loadStrided(float* o, const void* base, ElementType type, int64_t off, int6
   }
 }
 
+template <typename Q>
+void storeIntegers(Q* __restrict d, int64_t stride, Operand src, int n) {
+  if (stride == 1 && src.vec) {
+    for (int j = 0; j < n; ++j) d[j] = static_cast<Q>(static_cast<int32_t>(src.p[j]));
+  } else {
+    for (int j = 0; j < n; ++j) d[j * stride] = static_cast<Q>(static_cast<int32_t>(src.p[src.vec ? j : 0]));
+  }
+}
+
 // Writes n values (or one value repeated, when !src.vec) converted to `type`.
 // With `stream`, contiguous float runs go out as non-temporal stores: an
 // output larger than the caches is then written without first being read
@@ -214,6 +223,16 @@ void storeValues(void* base, ElementType type, int64_t off, int64_t stride, Oper
   if (type == ElementType::Bool) {
     uint8_t* d = static_cast<uint8_t*>(base) + off;
     for (int j = 0; j < n; ++j) d[j * stride] = src.p[src.vec ? j : 0] != 0.0f ? 1 : 0;
+    return;
+  }
+  // A QuantizeLinear's integers: already rounded and clamped to the type's
+  // range in float32 (the lowering's Clip), so the conversion is exact.
+  if (type == ElementType::UInt8) {
+    storeIntegers(static_cast<uint8_t*>(base) + off, stride, src, n);
+    return;
+  }
+  if (type == ElementType::Int8) {
+    storeIntegers(static_cast<int8_t*>(base) + off, stride, src, n);
     return;
   }
   // Stores of other types are never planned (the lowering keeps them off).
@@ -362,6 +381,9 @@ void CompiledPass::Impl::evalEntries(const std::vector<Entry>& entries, int n, T
         break;
       case Op::ToBool: rv = un(o, a, m, [](float x) { return b2f(x != 0.0f); }); break;
       case Op::Square: rv = un(o, a, m, [](float x) { return x * x; }); break;
+      // nearbyint in the default rounding mode, as the reference's
+      // QuantizeLinear rounds (core/ops/quantize_ops.cc).
+      case Op::Round: rv = un(o, a, m, [](float x) { return std::nearbyint(x); }); break;
       case Op::Add: rv = bin(o, a, b, m, [](float x, float y) { return x + y; }); break;
       case Op::Sub: rv = bin(o, a, b, m, [](float x, float y) { return x - y; }); break;
       case Op::Mul: rv = bin(o, a, b, m, [](float x, float y) { return x * y; }); break;

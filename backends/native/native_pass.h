@@ -35,6 +35,7 @@ enum class Op : uint8_t {
   Relu, Neg, Abs, Sign, Sigmoid, Tanh, Exp, Log, Sqrt, Reciprocal, Erf, Floor, Ceil, Sin, Cos,
   Softplus, Softsign, HardSwish, Not, LeakyRelu, Elu, Selu, HardSigmoid, Gelu, GeluTanh, Clip,
   ToBool, Square,
+  Round,  // half to even (QuantizeLinear's rounding)
   // Binary.
   Add, Sub, Mul, Div, Mod, FMod, Pow, Max, Min, Equal, Less, Greater, LessEq, GreaterEq, And, Or,
   Xor, PRelu,

@@ -146,11 +146,13 @@ class OneDnnBackend final : public Backend {
   // groups as single kernels, the requantisation epilogue 16 lanes at a
   // time over the convolution's own accumulator layout; 10: int8 kernels
   // offer their u8/s8 source and requantized result in the convolution's
-  // layout, so what "@native-layouts" measured of them changed).
+  // layout, so what "@native-layouts" measured of them changed; 11:
+  // reorders between channels-last and plain memory as our own transposes,
+  // channels_transpose.h).
   std::string version() const override {
     const dnnl_version_t* v = dnnl_version();
     return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-           std::to_string(v->patch) + " (" + v->hash + ") lowering 10" +
+           std::to_string(v->patch) + " (" + v->hash + ") lowering 11" +
            (context_->precision == onednn::Precision::F32
                 ? ""
                 : " " + onednn::precisionName(context_->precision));

@@ -226,15 +226,13 @@ class Int8Kernel final : public Kernel {
       for (size_t c = 0; c < scaleCount; ++c)
         s[c] = base * weightScale[weightScale.size() > 1 ? c : 0];
     }
-    for (Step& s : steps) s.primitive.execute(context_->stream, s.args);
-    context_->stream.wait();
+    executeSteps(steps, context_->stream);
     if (accumulator) {
       void* y = dataOf(outputs[0]);
       if (!requantizing) {  // the compensated accumulator: int32 out, or float on through `after`
         if (combined) {
           combine<float>(combined.get_data_handle());
-          for (Step& s : after) s.primitive.execute(context_->stream, s.args);
-          context_->stream.wait();
+          executeSteps(after, context_->stream);
         } else {
           combine<int32_t>(y);
         }

@@ -25,8 +25,25 @@ void OneDnnKernel::run(const std::vector<const DLTensor*>& inputs,
     const DLTensor* t = b.isOutput ? outputs[b.index] : inputs[b.index];
     b.memory.set_data_handle(static_cast<char*>(t->data) + t->byte_offset + b.byteOffset);
   }
-  for (Step& s : steps) s.primitive.execute(context_->stream, s.args);
-  context_->stream.wait();
+  executeSteps(steps, context_->stream);
+}
+
+void executeSteps(std::vector<OneDnnKernel::Step>& steps, dnnl::stream& stream) {
+  for (OneDnnKernel::Step& s : steps) {
+    if (!s.inspected) {
+      s.inspected = true;
+      if (s.primitive.get_kind() == dnnl::primitive::kind::reorder)
+        s.transpose = channelsTransposeOf(s.args.at(DNNL_ARG_FROM).get_desc(), s.args.at(DNNL_ARG_TO).get_desc());
+    }
+    if (s.transpose) {
+      stream.wait();  // the steps before it have written its source
+      runChannelsTranspose(*s.transpose, s.args.at(DNNL_ARG_FROM).get_data_handle(),
+                           s.args.at(DNNL_ARG_TO).get_data_handle());
+    } else {
+      s.primitive.execute(stream, s.args);
+    }
+  }
+  stream.wait();
 }
 
 int OneDnnKernel::handOverStep(bool output, size_t index) const {

@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backends/onednn/channels_transpose.h"
 #include "backends/onednn/onednn_chain.h"
 #include "backends/onednn/onednn_precision.h"
 #include "core/runtime/backend.h"
@@ -34,6 +35,11 @@ class OneDnnKernel final : public Kernel {
     dnnl::primitive primitive;
     std::unordered_map<int, dnnl::memory> args;
     std::string impl;  // oneDNN's implementation name ("jit:avx2", "gemm:jit", ...)
+    // A reorder that runs as our channels transpose (channels_transpose.h),
+    // decided on its first run, once the layout hand-over has settled the
+    // memories it reads and writes.
+    bool inspected = false;
+    std::optional<ChannelsTranspose> transpose;
   };
   // A memory whose buffer is the caller's: one of the kernel's inputs or outputs.
   struct Binding {
@@ -80,6 +86,10 @@ class OneDnnKernel final : public Kernel {
 
   std::shared_ptr<Context> context_;
 };
+
+// Executes the steps in order on `stream` and waits for them; a reorder
+// that is a channels transpose runs ours, every other step oneDNN's.
+void executeSteps(std::vector<OneDnnKernel::Step>& steps, dnnl::stream& stream);
 
 // Runs a lowering on the backend's thread count, turning each way oneDNN or
 // the lowering can say no (Refusal, dnnl::error, Error) into a refusal.

@@ -495,6 +495,49 @@ TEST(NativeInt8, DynamicQuantizeLinearMatchesTheReferenceBitForBit) {
   }
 }
 
+// A residual join as QDQ models write it, DequantizeLinear x2 -> Add -> Relu
+// -> QuantizeLinear, is one fused pass reading and writing 8-bit integers,
+// bit for bit the reference's (ties rounded to even, both ends saturated).
+// So is a float tensor quantized and dequantized in the pass, per channel
+// too, and a quantized tensor that is both stored and read on.
+TEST(NativeInt8, QuantizersFuseIntoOneElementwisePass) {
+  for (ElementType q : {U8, S8}) {
+    SCOPED_TRACE(elementTypeName(q));
+    const int64_t zero = q == U8 ? 128 : 0;
+    {
+      Case c;
+      const Shape shape{1, 19, 23, 29};
+      const ValueId a = c.input(c.bytes(q, shape));
+      const ValueId b = c.input(c.bytes(q, shape));
+      const ValueId da = c.node("DequantizeLinear", {a, c.constant(Case::floats({}, {0.05f})),
+                                                     c.constant(Case::ints(q, {}, {zero + 3}))}, {}, 1, true)[0];
+      const ValueId db = c.node("DequantizeLinear", {b, c.constant(Case::floats({}, {0.0625f})),
+                                                     c.constant(Case::ints(q, {}, {zero - 5}))}, {}, 1, true)[0];
+      const ValueId sum = c.node("Add", {da, db}, {}, 1, true)[0];
+      const ValueId r = c.node("Relu", {sum}, {}, 1, true)[0];
+      c.node("QuantizeLinear", {r, c.constant(Case::floats({}, {0.025f})), c.constant(Case::ints(q, {}, {zero - 100}))});
+      const std::vector<Tensor> y = c.expectExact("pass");
+      ASSERT_EQ(y.size(), 1u);
+      EXPECT_EQ(y[0].elementType(), q);
+      const auto [lo, hi] = saturated(y[0]);
+      EXPECT_GT(hi, 0);  // the sum overflows the output's range
+      if (q == U8) EXPECT_EQ(lo, 0);  // Relu keeps it at or above the zero point
+    }
+    {  // Float in, quantized and dequantized per channel, added to a float.
+      Case c;
+      const Shape shape{2, 3, 5, 33};
+      const ValueId x = c.input(Case::floats(shape, quantizeInputs(numElements(shape), 0.25f)));
+      const ValueId y = c.input(Case::floats(shape, quantizeInputs(numElements(shape), 0.5f)));
+      const ValueId s = c.constant(Case::floats({3}, {0.25f, 0.5f, 0.125f}));
+      const ValueId z = c.constant(Case::ints(q, {3}, {zero, zero + 7, zero - 9}));
+      const ValueId xq = c.node("QuantizeLinear", {x, s, z})[0];  // stored, and read on
+      const ValueId xd = c.node("DequantizeLinear", {xq, s, z}, {}, 1, true)[0];
+      c.node("Add", {xd, y});
+      c.expectExact("pass");
+    }
+  }
+}
+
 // ---------------------------------------------------------------- candidates
 
 // The dynamic chain ONNX Runtime's quantiser writes: the native spec's rule
