@@ -213,6 +213,56 @@ void NativeKernel::run(const std::vector<const DLTensor*>& inputs,
   for (auto& step : steps_) step->run(table_);
 }
 
+std::optional<NativeLayout> NativeKernel::channelsLastOffer(ValueId v) const {
+  if (!elementwise_ || request_.outputs.empty()) return std::nullopt;
+  const Graph& g = *request_.graph;
+  const TensorType& t = g.value(v).type;
+  const Shape& full = g.value(request_.outputs[0]).type.shape;
+  for (ValueId o : request_.outputs)
+    if (g.value(o).type.shape != full) return std::nullopt;
+  const bool typed = t.elementType == ElementType::Float32 || t.elementType == ElementType::UInt8 ||
+                     t.elementType == ElementType::Int8;
+  if (!typed || t.shape != full || full.size() < 3 || full.size() > 5 || full[1] <= 1 ||
+      numElements(full) == full[0] * full[1])
+    return std::nullopt;
+  return channelsLastLayout(full, t.elementType);
+}
+
+std::optional<NativeLayout> NativeKernel::nativeOutputLayout(size_t output) const {
+  return output < request_.outputs.size() ? channelsLastOffer(request_.outputs[output]) : std::nullopt;
+}
+
+std::optional<NativeLayout> NativeKernel::nativeInputLayout(size_t input) const {
+  return input < request_.inputs.size() ? channelsLastOffer(request_.inputs[input]) : std::nullopt;
+}
+
+void NativeKernel::useNativeOutputLayout(size_t output) {
+  COLLAGE_CHECK(nativeOutputLayout(output).has_value(), "no native output to hand over");
+  switchToChannelsLast(request_.outputs[output]);
+}
+
+void NativeKernel::useNativeInputLayout(size_t input) {
+  COLLAGE_CHECK(nativeInputLayout(input).has_value(), "no native input to hand over");
+  switchToChannelsLast(request_.inputs[input]);
+}
+
+void NativeKernel::switchToChannelsLast(ValueId v) {
+  std::set<ValueId> layout = channelsLast_;
+  layout.insert(v);
+  GroupCompiler compiler(request_, threads_, layout);
+  std::unique_ptr<NativeKernel> again;
+  try {
+    again = compiler.compile();
+  } catch (const Refusal& r) {
+    throw Error("native kernel " + label_ + ": cannot run with '" + request_.graph->value(v).name +
+                "' channels last: " + r.reason);
+  }
+  buffers_ = std::move(again->buffers_);
+  table_ = std::move(again->table_);
+  steps_ = std::move(again->steps_);
+  channelsLast_ = std::move(layout);
+}
+
 std::string NativeKernel::describe() const {
   std::string s;
   int scratch = 0;
@@ -245,7 +295,7 @@ int32_t GroupCompiler::leafFromMap(PassBuilder& pb, ValueId v, const CoordMap& m
     std::vector<float> f = val.constant->toFloats();
     return pb.constant(val.type.elementType == ElementType::Bool ? (f[0] != 0.0f ? 1.0f : 0.0f) : f[0]);
   }
-  const std::vector<int64_t> strides = stridesOf(layout);
+  const std::vector<int64_t> strides = bufferStrides(v, layout);
   Leaf l;
   l.buffer = bufferOf_.at(v);
   l.type = val.type.elementType;
@@ -404,7 +454,13 @@ void GroupCompiler::buildPass(ValueId root, ValueId defining, ValueId storeValue
   for (int attempt = 0; attempt < 32; ++attempt) {
     PassBuilder pb;
     pb.defining = defining;
-    for (size_t k = 0; k < rs.size(); ++k)
+    // Channels last is iterated in its own order (channels innermost), so
+    // that the store and the reads in that layout are contiguous.
+    std::vector<size_t> order(rs.size());
+    for (size_t k = 0; k < rs.size(); ++k) order[k] = k;
+    if (channelsLast_.count(storeValue) && rs == shapeOf(storeValue) && rs.size() >= 3)
+      std::rotate(order.begin() + 1, order.begin() + 2, order.end());
+    for (size_t k : order)
       if (rs[k] > 1) pb.dims.push_back(PDim{rs[k], static_cast<int>(k), 1});
     for (const SplitRecord& s : splits)
       for (size_t d = 0; d < pb.dims.size(); ++d)
@@ -422,7 +478,7 @@ void GroupCompiler::buildPass(ValueId root, ValueId defining, ValueId storeValue
       const int32_t node = inst(pb, root, rm);
       CoordMap sm = rm;
       if (axis >= 0) sm[static_cast<size_t>(axis)].aff.c += offset;
-      const std::vector<int64_t> st = stridesOf(shapeOf(storeValue));
+      const std::vector<int64_t> st = bufferStrides(storeValue, shapeOf(storeValue));
       Store store;
       store.node = node;
       store.buffer = bufferOf_.at(storeValue);
@@ -559,6 +615,22 @@ void GroupCompiler::bindBuffers() {
   }
 }
 
+std::vector<int64_t> channelsLastStrides(const Shape& shape) {
+  std::vector<int64_t> st(shape.size(), 1);
+  if (shape.size() < 3) return stridesOf(shape);
+  int64_t step = shape[1];  // channels innermost, then the spatial dims, then the batch
+  for (size_t k = shape.size(); k-- > 2;) {
+    st[k] = step;
+    step *= shape[k];
+  }
+  st[0] = step;
+  return st;
+}
+
+std::vector<int64_t> GroupCompiler::bufferStrides(ValueId v, const Shape& layout) const {
+  return channelsLast_.count(v) && layout == shapeOf(v) ? channelsLastStrides(layout) : stridesOf(layout);
+}
+
 std::unique_ptr<NativeKernel> GroupCompiler::compile() {
   members_ = req_.members();
   if (members_.empty()) throw Refusal{"the group is empty"};
@@ -582,6 +654,17 @@ std::unique_ptr<NativeKernel> GroupCompiler::compile() {
       kernel->inputCount_ = req_.inputs.size();
       kernel->outputCount_ = req_.outputs.size();
       kernel->label_ = req_.toString();
+      kernel->request_ = req_;
+      kernel->threads_ = threads_;
+      kernel->channelsLast_ = channelsLast_;
+      kernel->elementwise_ = true;
+      for (NodeId n : members_) {
+        const std::string& op = g_.node(n).op;
+        kernel->elementwise_ = kernel->elementwise_ && inline_[n] &&
+                               (unaryOps().count(op) || binaryOps().count(op) || variadicOps().count(op) ||
+                                op == "Where" || op == "Cast" || op == "Identity" ||
+                                op == "QuantizeLinear" || op == "DequantizeLinear");
+      }
       return kernel;
     } catch (const MaterializeRequest& r) {
       if (materialized_.count(r.value))

@@ -109,17 +109,43 @@ class NativeKernel : public Kernel {
   void run(const std::vector<const DLTensor*>& inputs, const std::vector<DLTensor*>& outputs) override;
   std::string describe() const;
 
+  // Layout hand-over (backend.h). An elementwise pass computes each element
+  // from the same element of its inputs, so it runs as well over
+  // channels-last memory (the layout oneDNN's int8 convolutions keep): a
+  // group of elementwise ops only offers it for each input and output of its
+  // full shape, and the passes are compiled again for the ones switched,
+  // iterating in channels-last order when the result is stored so.
+  std::optional<NativeLayout> nativeOutputLayout(size_t output) const override;
+  std::optional<NativeLayout> nativeInputLayout(size_t input) const override;
+  void useNativeOutputLayout(size_t output) override;
+  void useNativeInputLayout(size_t input) override;
+  bool layoutAgnostic() const override { return elementwise_; }
+
   std::vector<BufferDesc> buffers_;
   BufferTable table_;
   std::vector<std::unique_ptr<Step>> steps_;
   size_t inputCount_ = 0, outputCount_ = 0;
   std::string label_;
+  // For compiling again in another layout: the request (its graph lives
+  // until the Session or measurement has switched the layouts), whether the
+  // group is elementwise only, and the values in channels last so far.
+  KernelRequest request_;
+  int threads_ = 0;
+  bool elementwise_ = false;
+  std::set<ValueId> channelsLast_;
+
+ private:
+  std::optional<NativeLayout> channelsLastOffer(ValueId v) const;
+  void switchToChannelsLast(ValueId v);
 };
+
+// Strides of `shape` ([N, C, spatial...]) stored channels last.
+std::vector<int64_t> channelsLastStrides(const Shape& shape);
 
 class GroupCompiler {
  public:
-  GroupCompiler(const KernelRequest& request, int threads)
-      : req_(request), g_(*request.graph), threads_(threads) {}
+  GroupCompiler(const KernelRequest& request, int threads, std::set<ValueId> channelsLast = {})
+      : req_(request), g_(*request.graph), threads_(threads), channelsLast_(std::move(channelsLast)) {}
 
   std::unique_ptr<NativeKernel> compile();
 
@@ -193,6 +219,9 @@ class GroupCompiler {
   const KernelRequest& req_;
   const Graph& g_;
   int threads_;
+  std::set<ValueId> channelsLast_;  // kernel inputs and outputs stored channels last
+  // The strides `v`'s buffer is read or written with, viewed as `layout`.
+  std::vector<int64_t> bufferStrides(ValueId v, const Shape& layout) const;
   std::vector<NodeId> members_;
   std::map<NodeId, bool> inline_;
   std::vector<BufferDesc> buffers_;

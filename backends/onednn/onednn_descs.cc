@@ -1,5 +1,7 @@
 #include "backends/onednn/onednn_descs.h"
 
+#include <dnnl_debug.h>
+
 #include <cstdlib>
 
 namespace collage::onednn {
@@ -51,6 +53,29 @@ std::optional<memory::format_tag> nativeTagOf(const memory::desc& md) {
                              tag::ndhwc};
   for (tag t : tags)
     if (memory::desc(md.dims(), memory::data_type::f32, t, true) == md) return t;
+  return std::nullopt;
+}
+
+std::optional<NativeLayout> handOverLayoutOf(const memory::desc& md) {
+  using tag = memory::format_tag;
+  using dt = memory::data_type;
+  const dt type = md.data_type();
+  const ElementType element = type == dt::f32  ? ElementType::Float32
+                              : type == dt::u8 ? ElementType::UInt8
+                              : type == dt::s8 ? ElementType::Int8
+                                               : ElementType::Undefined;
+  if (element == ElementType::Undefined) return std::nullopt;
+  const memory::dims dims = md.dims();
+  for (tag t : {tag::nwc, tag::nhwc, tag::ndhwc, tag::nCw8c, tag::nCw16c, tag::nChw8c, tag::nChw16c,
+                tag::nCdhw8c, tag::nCdhw16c}) {
+    if (memory::desc(dims, type, t, true) != md) continue;
+    if (!channelBlocked(t)) return channelsLastLayout(Shape(dims.begin(), dims.end()), element);
+    std::string name;
+    for (memory::dim d : dims) name += (name.empty() ? "" : "x") + std::to_string(d);
+    return NativeLayout{"onednn " + std::string(elementTypeName(element)) + " " + name + " " +
+                            dnnl_fmt_tag2str(static_cast<dnnl_format_tag_t>(t)),
+                        md.get_size()};
+  }
   return std::nullopt;
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/ir/tensor.h"
+#include "core/runtime/backend.h"
 
 namespace collage::onednn {
 
@@ -39,6 +40,12 @@ int64_t blockChannels();
 // nChw16c with AVX-512's) or channels-last (nhwc, which AVX-512's brgemm
 // convolutions choose), for ranks 3 to 5.
 std::optional<dnnl::memory::format_tag> nativeTagOf(const dnnl::memory::desc& md);
+// The name a value in `md`'s layout passes between kernels under (the
+// layout hand-over, backend.h): channels last under the name every backend
+// shares, the blocked layouts as oneDNN's own ("onednn u8 1x64x56x56
+// aBcd16b"); float32, u8 and s8. nullopt for a layout the hand-over does not
+// describe.
+std::optional<NativeLayout> handOverLayoutOf(const dnnl::memory::desc& md);
 // A bf16 memory in one of those layouts as the float32 tensor it is
 // converted from: what a bf16 kernel offers to take over at its boundary
 // (the conversion then reads the native float32 layout); nullopt otherwise.

@@ -383,10 +383,10 @@ class Int8Kernel final : public Kernel {
     if (output != 0) return std::nullopt;
     if (elementwiseRank()) return elementwiseLayout(false);
     if (outputReorder >= 0)
-      return layoutOf(steps[static_cast<size_t>(outputReorder)].args.at(DNNL_ARG_FROM).get_desc());
+      return handOverLayoutOf(steps[static_cast<size_t>(outputReorder)].args.at(DNNL_ARG_FROM).get_desc());
     if (requantizing && channelsLast && !outputDequantize && !compensation) {
       const memory::desc acc = accumulator.get_desc();
-      return integerLayoutOf(memory::desc(acc.dims(), outputSigned ? dt::s8 : dt::u8, channelsLastTag(acc.dims().size())));
+      return handOverLayoutOf(memory::desc(acc.dims(), outputSigned ? dt::s8 : dt::u8, channelsLastTag(acc.dims().size())));
     }
     return std::nullopt;
   }
@@ -395,7 +395,7 @@ class Int8Kernel final : public Kernel {
     if (boundSource >= 0 && static_cast<int>(input) == boundSource) {
       const int s = boundSourceStep();
       if (s < 0) return std::nullopt;
-      return integerLayoutOf(steps[static_cast<size_t>(s)].args.at(DNNL_ARG_TO).get_desc());
+      return handOverLayoutOf(steps[static_cast<size_t>(s)].args.at(DNNL_ARG_TO).get_desc());
     }
     if (!(quantize || staticQuantize) || sourceReorder < 0 || static_cast<int>(input) != sourceInput)
       return std::nullopt;
@@ -407,7 +407,7 @@ class Int8Kernel final : public Kernel {
       if (!tag && memory::desc(u8.dims(), u8.data_type(), t, true) == u8) tag = nativeTagOf(memory::desc(u8.dims(), dt::f32, t, true));
     // Quantization is elementwise only over a layout without padding.
     if (!tag || static_cast<int64_t>(u8.get_size()) != sourceCount) return std::nullopt;
-    return layoutOf(memory::desc(u8.dims(), dt::f32, *tag));
+    return handOverLayoutOf(memory::desc(u8.dims(), dt::f32, *tag));
   }
   void useNativeOutputLayout(size_t output) override {
     COLLAGE_CHECK(nativeOutputLayout(output).has_value(), "no native output to hand over");
@@ -467,12 +467,6 @@ class Int8Kernel final : public Kernel {
     return s;
   }
 
-  static NativeLayout layoutOf(const memory::desc& md) {
-    std::string dims;
-    for (memory::dim d : md.dims()) dims += (dims.empty() ? "" : "x") + std::to_string(d);
-    const char* tag = dnnl_fmt_tag2str(static_cast<dnnl_format_tag_t>(*nativeTagOf(md)));
-    return {"onednn f32 " + dims + " " + tag, md.get_size()};
-  }
   // The rank of an elementwise kernel's tensor that offers its layout (3 to
   // 5, channels second), or 0.
   size_t elementwiseRank() const {
@@ -488,7 +482,7 @@ class Int8Kernel final : public Kernel {
     const bool integer = dequantize == input;
     const memory::desc md(elementwiseDims, integer ? elementwiseIntegerType() : dt::f32,
                           channelsLastTag(elementwiseDims.size()));
-    return integer ? integerLayoutOf(md) : std::optional<NativeLayout>(layoutOf(md));
+    return handOverLayoutOf(md);
   }
   // The reorder of the integer tensor where one side is handed over and the
   // other is not (none where both or neither are).
@@ -513,22 +507,6 @@ class Int8Kernel final : public Kernel {
   }
   static memory::format_tag channelsLastTag(size_t rank) {
     return rank == 3 ? memory::format_tag::nwc : rank == 4 ? memory::format_tag::nhwc : memory::format_tag::ndhwc;
-  }
-  // An integer tensor's layout, named with its type; nullopt for a layout
-  // the hand-over does not describe.
-  static std::optional<NativeLayout> integerLayoutOf(const memory::desc& md) {
-    using tag = memory::format_tag;
-    const char* type = md.data_type() == dt::u8 ? "u8" : md.data_type() == dt::s8 ? "s8" : nullptr;
-    if (!type) return std::nullopt;
-    for (tag t : {tag::nwc, tag::nhwc, tag::ndhwc, tag::nCw16c, tag::nChw16c, tag::nCdhw16c, tag::nChw8c}) {
-      if (memory::desc(md.dims(), md.data_type(), t, true) != md) continue;
-      std::string dims;
-      for (memory::dim d : md.dims()) dims += (dims.empty() ? "" : "x") + std::to_string(d);
-      return NativeLayout{std::string("onednn ") + type + " " + dims + " " +
-                              dnnl_fmt_tag2str(static_cast<dnnl_format_tag_t>(t)),
-                          md.get_size()};
-    }
-    return std::nullopt;
   }
   // The reorder of a u8/s8 source input into the primitive's layout, if it
   // is the input's only use (so the primitive can read the input there

@@ -86,24 +86,18 @@ int OneDnnKernel::handOverStep(bool output, size_t index) const {
 }
 
 namespace {
-NativeLayout layoutOf(const memory::desc& md) {
-  std::string dims;
-  for (memory::dim d : md.dims()) dims += (dims.empty() ? "" : "x") + std::to_string(d);
-  const char* tag = dnnl_fmt_tag2str(static_cast<dnnl_format_tag_t>(*nativeTagOf(md)));
-  return {"onednn f32 " + dims + " " + tag, md.get_size()};
-}
 }  // namespace
 
 std::optional<NativeLayout> OneDnnKernel::nativeOutputLayout(size_t output) const {
   const int s = handOverStep(true, output);
   if (s < 0) return std::nullopt;
-  return layoutOf(steps[static_cast<size_t>(s)].args.at(DNNL_ARG_FROM).get_desc());
+  return handOverLayoutOf(steps[static_cast<size_t>(s)].args.at(DNNL_ARG_FROM).get_desc());
 }
 
 std::optional<NativeLayout> OneDnnKernel::nativeInputLayout(size_t input) const {
   const int s = handOverStep(false, input);
-  if (s >= 0) return layoutOf(steps[static_cast<size_t>(s)].args.at(DNNL_ARG_TO).get_desc());
-  if (const std::optional<memory::desc> md = copiedInputLayout(input)) return layoutOf(*md);
+  if (s >= 0) return handOverLayoutOf(steps[static_cast<size_t>(s)].args.at(DNNL_ARG_TO).get_desc());
+  if (const std::optional<memory::desc> md = copiedInputLayout(input)) return handOverLayoutOf(*md);
   return std::nullopt;
 }
 

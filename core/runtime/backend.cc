@@ -26,4 +26,9 @@ std::string KernelRequest::toString() const {
   return s + "}";
 }
 
+NativeLayout channelsLastLayout(const Shape& dims, ElementType type) {
+  return {"channels-last " + std::string(elementTypeName(type)) + " " + shapeToString(dims),
+          static_cast<size_t>(numElements(dims)) * elementSize(type)};
+}
+
 }  // namespace collage

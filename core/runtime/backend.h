@@ -53,6 +53,12 @@ struct NativeLayout {
   bool operator==(const NativeLayout&) const = default;
 };
 
+// Channels last ([N][spatial...][C], nhwc for rank 4) is not one library's
+// own: oneDNN's int8 convolutions read and write it, and an elementwise
+// kernel of any backend can run over it as well as over plain memory. Every
+// backend names it so, and a value passes in it across backends.
+NativeLayout channelsLastLayout(const Shape& dims, ElementType type);
+
 class Kernel {
  public:
   virtual ~Kernel() = default;
@@ -73,6 +79,12 @@ class Kernel {
   virtual std::optional<NativeLayout> nativeInputLayout(size_t /*input*/) const { return std::nullopt; }
   virtual void useNativeOutputLayout(size_t /*output*/) {}
   virtual void useNativeInputLayout(size_t /*input*/) {}
+  // Whether the kernel runs at the same cost in the layouts it offers as in
+  // plain memory (an elementwise pass computes element by element in any
+  // order): the hand-over then saves its neighbours' reorders, none of its
+  // own, so it is neither measured again in them nor charged a reorder
+  // where the hand-over fails (core/search/layout_charges.h).
+  virtual bool layoutAgnostic() const { return false; }
 };
 
 // A compiled kernel, or the backend's reason for refusing the request.

@@ -39,7 +39,7 @@ ReorderModel fitReorderModel(const Graph& graph, const std::vector<Cost>& plainN
   std::vector<double> x, y;
   for (size_t c = 0; c < offers.size() && c < plainNs.size(); ++c) {
     const LayoutOffers& o = offers[c];
-    if (o.offers.empty() || !isKnown(o.nativeNs) || !isKnown(plainNs[c])) continue;
+    if (o.offers.empty() || o.agnostic || !isKnown(o.nativeNs) || !isKnown(plainNs[c])) continue;
     const double n = static_cast<double>(o.offers.size());
     double bytes = 0;
     for (const LayoutOffers::Offer& offer : o.offers) bytes += static_cast<double>(bytesOf(graph, offer.value));
@@ -103,7 +103,7 @@ LayoutCharges::LayoutCharges(const Graph& graph, const CandidateSet& candidates,
     auto addBoundary = [&](ValueId v, bool output) {
       for (const Boundary& b : boundaries_[c])
         if (b.value == v) return;
-      boundaries_[c].push_back({v, layoutFor(v, output)});
+      boundaries_[c].push_back({v, layoutFor(v, output), !offers_[c].agnostic});
     };
     nodes.forEach([&](NodeId n) {
       for (ValueId v : graph.node(n).inputs) {
@@ -145,7 +145,7 @@ Cost LayoutCharges::add(const NodeSet& covered, const std::vector<Pending>& pend
     const Value& value = graph_.value(b.value);
     // A graph input or output is plain for its reader or the caller.
     if (value.producer == kNoNode || value.isGraphOutput) {
-      if (b.layout != 0) cost += reorderNs(b.value);
+      cost += reorderNs(b.value) * b.charged();
       continue;
     }
     int placedOthers = 0;
@@ -164,16 +164,16 @@ Cost LayoutCharges::add(const NodeSet& covered, const std::vector<Pending>& pend
         if (allPlaced)
           next->erase(it);  // handed over
         else
-          *it = pack(b.value, placedOf(*it) + 1, b.layout);
+          *it = pack(b.value, placedOf(*it) + b.charged(), b.layout);
         continue;
       }
       // The hand-over is off: every kernel placed so far reorders, and so do we.
-      cost += reorderNs(b.value) * (placedOf(*it) + (b.layout != 0 ? 1 : 0));
+      cost += reorderNs(b.value) * (placedOf(*it) + b.charged());
       next->erase(it);
     } else if (placedOthers == 0) {
-      if (b.layout != 0 && !allPlaced) next->push_back(pack(b.value, 1, b.layout));
-    } else if (b.layout != 0) {
-      cost += reorderNs(b.value);  // a participant placed before offered nothing, or another layout
+      if (b.layout != 0 && !allPlaced) next->push_back(pack(b.value, b.charged(), b.layout));
+    } else {
+      cost += reorderNs(b.value) * b.charged();  // a participant placed before offered nothing, or another layout
     }
   }
   std::sort(next->begin(), next->end());
@@ -183,18 +183,16 @@ Cost LayoutCharges::add(const NodeSet& covered, const std::vector<Pending>& pend
 Cost LayoutCharges::coverCost(const std::vector<int32_t>& chosen) const {
   if (!active_) return 0;
   // Per value: the layouts of its producer's and consumers' kernels.
-  std::map<ValueId, std::vector<uint16_t>> sides;
+  std::map<ValueId, std::vector<Boundary>> sides;
   for (int32_t c : chosen)
-    for (const Boundary& b : boundaries_[static_cast<size_t>(c)]) sides[b.value].push_back(b.layout);
+    for (const Boundary& b : boundaries_[static_cast<size_t>(c)]) sides[b.value].push_back(b);
   Cost cost = 0;
-  for (const auto& [v, layouts] : sides) {
+  for (const auto& [v, bs] : sides) {
     const Value& value = graph_.value(v);
-    const bool same = value.producer != kNoNode && !value.isGraphOutput && layouts.size() >= 2 &&
-                      layouts[0] != 0 &&
-                      std::all_of(layouts.begin(), layouts.end(), [&](uint16_t l) { return l == layouts[0]; });
+    const bool same = value.producer != kNoNode && !value.isGraphOutput && bs.size() >= 2 && bs[0].layout != 0 &&
+                      std::all_of(bs.begin(), bs.end(), [&](const Boundary& b) { return b.layout == bs[0].layout; });
     if (same) continue;
-    for (uint16_t l : layouts)
-      if (l != 0) cost += reorderNs(v);
+    for (const Boundary& b : bs) cost += reorderNs(v) * b.charged();
   }
   return cost;
 }

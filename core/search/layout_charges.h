@@ -26,10 +26,15 @@
 // pending values are in the DP's state, so where no candidate offers a layout
 // the states are the bare NodeSets, as before.
 //
+// A layout-agnostic participant (an elementwise pass, Kernel::layoutAgnostic)
+// takes part in a hand-over like any other but is charged no reorder of its
+// own where it fails.
+//
 // The reorder time of a value is a model fitted to measurements: the boundary
 // reorders of a candidate cost (its cost measured with plain boundaries) -
 // (its cost with native ones), fitted as a fixed time per reorder plus a time
-// per byte over all candidates that offer layouts (fitReorderModel).
+// per byte over all candidates that offer layouts and reorder themselves
+// (fitReorderModel).
 #pragma once
 
 #include <cstdint>
@@ -53,6 +58,10 @@ struct LayoutOffers {
   };
   std::vector<Offer> offers;  // empty: plain at every boundary
   Cost nativeNs = kUnknownCost;  // measured with every offered boundary native; NaN = unmeasured
+  // The kernel costs the same in its offered layouts as in plain memory
+  // (Kernel::layoutAgnostic): nativeNs is its plain cost, and it reorders
+  // nothing itself where a hand-over fails.
+  bool agnostic = false;
 };
 
 // The time of one reorder of `bytes`: fixed + perByte * bytes.
@@ -64,7 +73,7 @@ struct ReorderModel {
   std::string toString() const;
 };
 
-// Over candidates with offers and both costs known, a robust line (Theil-Sen)
+// Over candidates with offers, not layout-agnostic, and both costs known, a robust line (Theil-Sen)
 // through (bytes per offered boundary, (plain - native) per offered
 // boundary); both coefficients floored at 0.
 ReorderModel fitReorderModel(const Graph& graph, const std::vector<Cost>& plainNs,
@@ -105,6 +114,9 @@ class LayoutCharges {
   struct Boundary {
     ValueId value;
     uint16_t layout;  // index + 1 into layouts_; 0 = plain
+    bool reorders;    // the candidate pays a reorder here where the hand-over fails
+    // The reorders this boundary adds where the hand-over fails.
+    int charged() const { return layout != 0 && reorders ? 1 : 0; }
   };
   Cost reorderNs(ValueId v) const;
   bool charged(int32_t candidate) const;  // its kernelNs is the native cost

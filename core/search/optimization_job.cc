@@ -129,6 +129,11 @@ LayoutCharges measureLayoutCharges(const Graph& graph, const CandidateSet& candi
     for (size_t i = 0; i < request.inputs.size(); ++i)
       if (auto l = k.kernel->nativeInputLayout(i)) offers[c].offers.push_back({request.inputs[i], false, l->name});
     if (offers[c].offers.empty()) continue;
+    if (k.kernel->layoutAgnostic()) {  // costs what it cost in plain memory
+      offers[c].agnostic = true;
+      offers[c].nativeNs = costs[c];
+      continue;
+    }
     Candidate copy = cand;
     copy.backend += kNativeLayoutsSuffix;
     if (native.add(copy)) of.push_back(c);

@@ -538,6 +538,77 @@ TEST(NativeInt8, QuantizersFuseIntoOneElementwisePass) {
   }
 }
 
+// [N, C, spatial...] in plain order -> the same values channels last.
+Tensor toChannelsLast(const Tensor& t) {
+  const Shape& s = t.shape();
+  const int64_t n = s[0], c = s[1], spatial = t.numElements() / (n * c);
+  const size_t es = elementSize(t.elementType());
+  Tensor out(t.elementType(), s);
+  const char* from = static_cast<const char*>(t.raw());
+  char* to = static_cast<char*>(out.raw());
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t p = 0; p < spatial; ++p)
+        std::memcpy(to + ((b * spatial + p) * c + ch) * es, from + ((b * c + ch) * spatial + p) * es, es);
+  return out;
+}
+
+// The residual join above offers channels last (the layout the int8
+// convolutions hand over) for its full-shape inputs and output, under the
+// name every backend shares, and, switched on one input and the output
+// (the other input stays plain), computes the reference's bytes in that
+// layout. A group with a view or a reduction offers nothing.
+TEST(NativeInt8, AnElementwisePassRunsOverChannelsLastMemory) {
+  test_support::ThreadCountGuard guard;
+  Case c;
+  const Shape shape{2, 19, 7, 5};
+  const ValueId a = c.input(c.bytes(U8, shape));
+  const ValueId b = c.input(c.bytes(U8, shape));
+  const ValueId da = c.node("DequantizeLinear", {a, c.constant(Case::floats({}, {0.05f})),
+                                                 c.constant(Case::ints(U8, {}, {131}))}, {}, 1, true)[0];
+  const ValueId db = c.node("DequantizeLinear", {b, c.constant(Case::floats({}, {0.0625f})),
+                                                 c.constant(Case::ints(U8, {}, {123}))}, {}, 1, true)[0];
+  const ValueId sum = c.node("Add", {da, db}, {}, 1, true)[0];
+  const ValueId r = c.node("Relu", {sum}, {}, 1, true)[0];
+  c.node("QuantizeLinear", {r, c.constant(Case::floats({}, {0.025f})), c.constant(Case::ints(U8, {}, {28}))});
+  const Graph& g = c.graph();
+  const KernelRequest request = KernelRequest::of(g, NodeSet::all(g.numNodes()), "test");
+  std::unique_ptr<Backend> backend = createBackend("native");
+  const std::vector<Tensor> in = {c.bytes(U8, shape), c.bytes(U8, shape)};
+  const std::vector<Tensor> ref = referenceValues(g, in);
+  for (int threads : {1, 3}) {
+    SCOPED_TRACE("threads " + std::to_string(threads));
+    setThreadCount(threads);
+    CompileResult k = backend->compile(request);
+    ASSERT_TRUE(k) << k.refusal;
+    ASSERT_EQ(k.kernel->nativeInputLayout(0), channelsLastLayout(shape, U8));
+    ASSERT_EQ(k.kernel->nativeOutputLayout(0), channelsLastLayout(shape, U8));
+    k.kernel->useNativeInputLayout(0);
+    k.kernel->useNativeOutputLayout(0);
+    const size_t first = request.inputs[0] == a ? 0 : 1;  // the kernel's input 0 is graph input `first`
+    std::vector<Tensor> given = {in[0].clone(), in[1].clone()};
+    given[first] = toChannelsLast(in[first]);
+    if (first == 1) std::swap(given[0], given[1]);
+    const std::vector<Tensor> out = runKernel(*k.kernel, request, given);
+    ASSERT_EQ(out.size(), 1u);
+    const Tensor want = toChannelsLast(ref[request.outputs[0]]);
+    EXPECT_EQ(std::memcmp(out[0].raw(), want.raw(), static_cast<size_t>(want.numElements())), 0);
+  }
+  {  // A reduction in the group: no layout offered.
+    Case v;
+    const ValueId x = v.input(Case::floats({1, 4, 3, 3}, std::vector<float>(36, 1.0f)));
+    const ValueId e = v.node("Exp", {x}, {}, 1, true)[0];
+    AttributeMap axes;
+    axes.set("axes", Attribute(std::vector<int64_t>{1}));
+    v.node("ReduceSum", {e}, axes);
+    const Graph& vg = v.graph();
+    CompileResult k = backend->compile(KernelRequest::of(vg, NodeSet::all(vg.numNodes()), "test"));
+    ASSERT_TRUE(k) << k.refusal;
+    EXPECT_FALSE(k.kernel->nativeInputLayout(0).has_value());
+    EXPECT_FALSE(k.kernel->nativeOutputLayout(0).has_value());
+  }
+}
+
 // ---------------------------------------------------------------- candidates
 
 // The dynamic chain ONNX Runtime's quantiser writes: the native spec's rule

@@ -1157,8 +1157,12 @@ TEST_F(OneDnn, SessionPassesBlockedTensorsBetweenKernels) {
   }
 }
 
-// A value read by a oneDNN kernel and by another backend stays plain.
-TEST_F(OneDnn, SessionKeepsPlainTensorsForOtherBackends) {
+// A value read by a oneDNN kernel and by an elementwise kernel of the native
+// backend passes channels last to both where the convolutions keep that
+// layout (the native pass runs over it as well as over plain memory): the
+// first convolution's result (read by the second and by the Sigmoid) and the
+// second's (read by the Add). Blocked layouts are oneDNN's own and stay.
+TEST_F(OneDnn, SessionHandsChannelsLastToAnElementwiseKernelOfAnotherBackend) {
   GraphBuilder b;
   convBranches(b);
   const Graph& g = b.graph();
@@ -1168,7 +1172,7 @@ TEST_F(OneDnn, SessionKeepsPlainTensorsForOtherBackends) {
                  PlanGroup{{g.node(2).name}, "onednn"},
                  PlanGroup{{g.node(3).name, g.node(4).name}, "native"}};
   Session session(g, plan, lookup);
-  EXPECT_EQ(session.nativeLayoutValues(), 0);
+  EXPECT_EQ(session.nativeLayoutValues(), channelsLastConvs() ? 2 : 0);
   const SessionVerification v = verifySession(session, randomInputs(g, 3), kPlanTolerance);
   EXPECT_TRUE(v.ok()) << (v.problems.empty() ? "" : v.problems[0]);
 }
@@ -1287,23 +1291,28 @@ TEST_F(OneDnn, SessionHandsOverEveryValueOfAnInvertedResidualBlock) {
   }
 }
 
-// What cannot be handed over stays plain: with the SE Mul on the native
-// backend, the depthwise result (read by the pool and the Mul), the SE scale
-// and the Mul's result are plain; only the expand result and (stride 1) the
-// projection read by the Add pass in oneDNN's layout.
+// With the SE Mul on the native backend, an elementwise pass that runs over
+// channels-last memory as well, the depthwise result (read by the pool and
+// the Mul) and the Mul's result still pass channels last, as between oneDNN
+// kernels; with the pool there instead (a reduction, plain only), the
+// depthwise result it reads is plain, and so is every value of a plan whose
+// convolutions are blocked.
 TEST_F(OneDnn, SessionReordersOnlyWhereAConsumerNeedsPlainLayout) {
   for (int64_t stride : {1, 2}) {
     SeBlock s = seBlock(stride);
     const Graph& g = s.b->graph();
-    std::vector<std::string> backends(s.kernels.size(), "onednn");
-    backends[4] = "native";  // the Mul
-    Session session(g, planOf(g, s.kernels, backends), oneDnnElseNative());
-    // e -> depthwise, and (stride 1) the projection -> Add.
-    if (channelsLastConvs()) {
-      EXPECT_EQ(session.nativeLayoutValues(), stride == 1 ? 2 : 1);
+    for (int onNative : {4, 2}) {  // the Mul; the pool
+      SCOPED_TRACE("stride " + std::to_string(stride) + ", kernel " + std::to_string(onNative) + " on native");
+      std::vector<std::string> backends(s.kernels.size(), "onednn");
+      backends[static_cast<size_t>(onNative)] = "native";
+      Session session(g, planOf(g, s.kernels, backends), oneDnnElseNative());
+      // e, m and (stride 1) the projection; d too when the Mul reads it on native.
+      if (channelsLastConvs()) {
+        EXPECT_EQ(session.nativeLayoutValues(), (stride == 1 ? 3 : 2) + (onNative == 4 ? 1 : 0));
+      }
+      const SessionVerification v = verifySession(session, randomInputs(g, 5), kPlanTolerance);
+      EXPECT_TRUE(v.ok()) << (v.problems.empty() ? "" : v.problems[0]);
     }
-    const SessionVerification v = verifySession(session, randomInputs(g, 5), kPlanTolerance);
-    EXPECT_TRUE(v.ok()) << "stride " << stride << ": " << (v.problems.empty() ? "" : v.problems[0]);
   }
 }
 

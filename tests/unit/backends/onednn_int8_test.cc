@@ -435,8 +435,8 @@ void expectExactlyTheReference(const SessionVerification& v, const std::string& 
 // Between QOperator convolutions the u8/s8 integers pass in the
 // convolution's channels-last layout: the producer's epilogue writes nhwc,
 // the consumer's convolution reads it with no reorder; named with the
-// element type ("onednn u8 ... acdb", oneDNN's name for nhwc), so they
-// meet only an integer kernel's offer. Every output
+// element type ("channels-last uint8 ...", the name every backend shares),
+// so they meet only an offer of the same integers. Every output
 // is the reference's, bit for bit.
 TEST_F(OneDnnInt8, QLinearConvsHandOverTheirIntegersChannelsLast) {
   QLinearChain c = qlinearChain(false);
@@ -450,8 +450,8 @@ TEST_F(OneDnnInt8, QLinearConvsHandOverTheirIntegersChannelsLast) {
     const std::optional<NativeLayout> in = k.kernel->nativeInputLayout(0), out = k.kernel->nativeOutputLayout(0);
     ASSERT_TRUE(in.has_value()) << describeOneDnnKernel(*k.kernel);
     ASSERT_TRUE(out.has_value()) << describeOneDnnKernel(*k.kernel);
-    EXPECT_EQ(in->name, "onednn u8 2x20x9x9 acdb");
-    EXPECT_EQ(out->name, "onednn s8 2x20x9x9 acdb");
+    EXPECT_EQ(in->name, "channels-last uint8 2x20x9x9");
+    EXPECT_EQ(out->name, "channels-last int8 2x20x9x9");
     EXPECT_EQ(out->bytes, size_t{2 * 20 * 9 * 9});
   }
   const Plan plan = planOfEachNode(g, std::vector<std::string>(static_cast<size_t>(g.numNodes()), "onednn"));

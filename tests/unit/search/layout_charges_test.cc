@@ -114,6 +114,34 @@ TEST(LayoutCharges, AConsumerThatNeedsPlainMemoryStopsTheHandOver) {
   EXPECT_DOUBLE_EQ(sum + charges.coverCost(r.chosen), r.total);
 }
 
+// A kernel that runs in any layout at one cost (an elementwise pass) joins
+// a hand-over and is charged no reorder of its own. With n1 plain-only on
+// "lib", a 9 ns agnostic "pass" kernel there lets v0 and v1 stay in L:
+// 6 + 9 + 6 + 3 (x) + 3 (v2, a graph output) = 27, less than all plain (30)
+// or lib around a plain n1 (6 + 10 + 6 + 5 reorders * 3 = 37). With n2 plain
+// too, the pass's failed hand-over of v1 costs nothing.
+TEST(LayoutCharges, ALayoutAgnosticKernelJoinsTheHandOverAndNeverReorders) {
+  for (bool lastPlain : {false, true}) {
+    SCOPED_TRACE(lastPlain ? "n2 plain only" : "n2 on lib too");
+    Placements s = singles(false, lastPlain ? std::vector<std::string>{"n1", "n2"} : std::vector<std::string>{"n1"});
+    const NodeId n1 = 1;
+    s.set.add(Candidate{NodeSet::of(s.g.numNodes(), {n1}), "pass", "op", {}});
+    s.costs.push_back(9);
+    LayoutOffers o;
+    o.nativeNs = 9;
+    o.agnostic = true;
+    o.offers = {{s.g.node(n1).inputs[0], false, "L"}, {s.g.node(n1).outputs[0], true, "L"}};
+    s.offers.push_back(o);
+    const LayoutCharges charges(s.g, s.set, s.offers, s.model);
+    const OpLevelResult r = solve(s, &charges);
+    EXPECT_EQ(backendsOf(s, r), lastPlain ? "lib pass plain" : "lib pass lib");
+    EXPECT_DOUBLE_EQ(r.total, lastPlain ? 6 + 9 + 10 + 3 : 27);
+    Cost sum = 0;
+    for (int32_t c : r.chosen) sum += charges.kernelNs(c, s.costs[static_cast<size_t>(c)]);
+    EXPECT_DOUBLE_EQ(sum + charges.coverCost(r.chosen), r.total);
+  }
+}
+
 // The plan records each group at the cost the DP charged it (its kernel in
 // its own layout), not at its measurement with plain boundaries: with the
 // cover's reorders the groups add up to the prediction. Measured plainly the
@@ -191,6 +219,10 @@ TEST(LayoutCharges, EqualsBruteForceOnRandomGraphs) {
         if (rng() % 4) offers[c].offers.push_back({v, false, rng() % 5 ? "L" : "M"});
       for (ValueId v : request.outputs)
         if (rng() % 4) offers[c].offers.push_back({v, true, rng() % 5 ? "L" : "M"});
+      if (rng() % 4 == 0) {  // an elementwise kernel: any layout at its cost
+        offers[c].agnostic = true;
+        offers[c].nativeNs = costs[c];
+      }
     }
     const LayoutCharges charges(g, set, offers, ReorderModel{1.5, 0.01, 1});
     OpLevelProblem p{&g, &set, costs, nullptr, {}};
@@ -242,6 +274,16 @@ TEST(LayoutCharges, ReorderModelFitsFixedAndPerByteTimesDespiteAnOutlier) {
     o.nativeNs = 5000;
     const double bytes = static_cast<double>(g.value(value).type.byteSize());
     plain.push_back(5000 + boundaries * (2000 + bytes) + (k == 4 ? 1e7 : 0));
+    offers.push_back(o);
+  }
+  // Layout-agnostic kernels (plain and native cost the same: nothing of
+  // their own to reorder) outnumbering the rest do not pull the fit to zero.
+  for (int k = 0; k < 12; ++k) {
+    LayoutOffers o;
+    o.offers.push_back({v[static_cast<size_t>(k) % v.size()], false, "L"});
+    o.nativeNs = 3000;
+    o.agnostic = true;
+    plain.push_back(3000);
     offers.push_back(o);
   }
   const ReorderModel m = fitReorderModel(g, plain, offers);
