@@ -162,10 +162,9 @@ class Int8Kernel final : public Kernel {
       b.memory.set_data_handle(dataOf(b.isOutput ? outputs[b.index] : inputs[b.index]));
     if (dequantize) {  // DequantizeLinear alone: y = float(x - zero point) * scale, as the reference
       const char* x = dataOf(inputs[0]);
-      if (convert) {  // its source into the output's layout first
+      if (!convert.empty()) {  // its source into the output's layout first
         convertFrom.set_data_handle(const_cast<char*>(x));
-        convert.execute(context_->stream, {{DNNL_ARG_FROM, convertFrom}, {DNNL_ARG_TO, convertTo}});
-        context_->stream.wait();
+        executeSteps(convert, context_->stream);
         x = static_cast<const char*>(convertTo.get_data_handle());
       }
       float* y = reinterpret_cast<float*>(dataOf(outputs[0]));
@@ -185,13 +184,12 @@ class Int8Kernel final : public Kernel {
     if (staticQuantize) {  // QuantizeLinear, into the product's source or (alone) the output
       const float* x = reinterpret_cast<const float*>(dataOf(inputs[sourceInput]));
       void* y = accumulator || steps.size() ? quantized.get_data_handle()
-                : convert                     ? convertFrom.get_data_handle()
+                : !convert.empty()            ? convertFrom.get_data_handle()
                                               : dataOf(outputs[0]);
       quantizeLinear(x, sourceCount, staticScale, staticZeroPoint, staticSigned, y);
-      if (convert) {  // the integers into the output's layout
+      if (!convert.empty()) {  // the integers into the output's layout
         convertTo.set_data_handle(dataOf(outputs[0]));
-        convert.execute(context_->stream, {{DNNL_ARG_FROM, convertFrom}, {DNNL_ARG_TO, convertTo}});
-        context_->stream.wait();
+        executeSteps(convert, context_->stream);
       }
       if (steps.empty()) return;
     }
@@ -487,7 +485,7 @@ class Int8Kernel final : public Kernel {
   // The reorder of the integer tensor where one side is handed over and the
   // other is not (none where both or neither are).
   void prepareConversion() {
-    convert = dnnl::reorder();
+    convert.clear();
     if (nativeElementIn == nativeElementOut) return;
     const dt t = elementwiseIntegerType();
     const memory::desc plain = memory::desc(elementwiseDims, t, rowMajorStrides(elementwiseDims));
@@ -503,7 +501,8 @@ class Int8Kernel final : public Kernel {
       convertFrom = memory(from, context_->engine);
       convertTo = memory(to, context_->engine, DNNL_MEMORY_NONE);
     }
-    convert = dnnl::reorder(convertFrom, convertTo);
+    convert.push_back({dnnl::reorder(convertFrom, convertTo), {{DNNL_ARG_FROM, convertFrom}, {DNNL_ARG_TO, convertTo}},
+                       "reorder"});
   }
   static memory::format_tag channelsLastTag(size_t rank) {
     return rank == 3 ? memory::format_tag::nwc : rank == 4 ? memory::format_tag::nhwc : memory::format_tag::ndhwc;
@@ -559,7 +558,7 @@ class Int8Kernel final : public Kernel {
   memory::dims elementwiseDims;
   bool nativeElementIn = false, nativeElementOut = false;
   memory convertFrom, convertTo;
-  dnnl::reorder convert;
+  std::vector<Step> convert;  // that reorder (its memories: convertFrom, convertTo), or none
   std::string what;  // the product as analysed
   std::vector<Step> steps;
   std::vector<Binding> bindings;

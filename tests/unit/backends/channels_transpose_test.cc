@@ -65,6 +65,8 @@ TEST(ChannelsTranspose, ClaimsOnlyTheReordersItDoesFaster) {
   const memory::dims one{1, 1, 4, 4};  // one channel: the layouts hold the same bytes
   EXPECT_FALSE(channelsTransposeOf(memory::desc(one, dt::f32, tag::acdb), memory::desc(one, dt::f32, tag::abcd)));
   EXPECT_TRUE(channelsTransposeOf(memory::desc(d, dt::f32, tag::acdb), memory::desc(d, dt::f32, tag::abcd)));
+  // Plain memory described by its row-major strides, as the int8 kernels do.
+  EXPECT_TRUE(channelsTransposeOf(memory::desc(d, dt::u8, memory::dims{256, 16, 4, 1}), memory::desc(d, dt::u8, tag::acdb)));
 }
 
 }  // namespace
