@@ -420,13 +420,9 @@ class Int8Kernel final : public Kernel {
     }
     // The primitive writes the caller's buffer: its own result buffer (as
     // large as the output) is released, not kept beside it.
-    const memory internal = steps[static_cast<size_t>(outputReorder)].args.at(DNNL_ARG_FROM);
-    const memory handle(internal.get_desc(), context_->engine, DNNL_MEMORY_NONE);
-    eraseStep(outputReorder);
+    const int s = outputReorder;
     outputReorder = -1;
-    replace(internal, handle);
-    for (Binding& b : bindings)
-      if (b.isOutput && b.index == 0) b.memory = handle;
+    takeOverReorder(s, DNNL_ARG_FROM, true, 0);
   }
   void useNativeInputLayout(size_t input) override {
     COLLAGE_CHECK(nativeInputLayout(input).has_value(), "no native input to take over");
@@ -438,13 +434,8 @@ class Int8Kernel final : public Kernel {
     if (boundSource >= 0 && static_cast<int>(input) == boundSource) {
       // The primitive reads the caller's buffer; its own copy is released.
       const int s = boundSourceStep();
-      const memory copy = steps[static_cast<size_t>(s)].args.at(DNNL_ARG_TO);
-      const memory handle(copy.get_desc(), context_->engine, DNNL_MEMORY_NONE);
-      eraseStep(s);
       sourceReorder = -1;
-      replace(copy, handle);
-      for (Binding& b : bindings)
-        if (!b.isOutput && b.index == boundSource) b.memory = handle;
+      takeOverReorder(s, DNNL_ARG_TO, false, boundSource);
       return;
     }
     const memory plain = quantized;
@@ -540,6 +531,18 @@ class Int8Kernel final : public Kernel {
     steps.erase(steps.begin() + at);
     if (outputReorder > at) --outputReorder;
     if (sourceReorder > at) --sourceReorder;
+  }
+  // The hand-over of the reorder step `at` between the caller's buffer (the
+  // kernel's output or input `index`) and the kernel's own memory (its
+  // argument `own`): the step goes, and the caller's buffer, bound at run
+  // time, takes the own memory's place in every other step.
+  void takeOverReorder(int at, int own, bool output, int index) {
+    const memory mine = steps[static_cast<size_t>(at)].args.at(own);
+    const memory handle(mine.get_desc(), context_->engine, DNNL_MEMORY_NONE);
+    eraseStep(at);
+    replace(mine, handle);
+    for (Binding& b : bindings)
+      if (b.isOutput == output && b.index == index) b.memory = handle;
   }
 
   std::shared_ptr<Context> context_;
