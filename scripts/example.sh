@@ -48,11 +48,14 @@ echo "== collage inspect $model"
 "$collage" inspect "$model"
 echo "== collage optimize $model --baselines -o $out/plan.json"
 "$collage" optimize "$model" --baselines -o "$out/plan.json"
-echo "== collage explain $out/plan.json (first groups)"
-"$collage" explain "$out/plan.json" | head -n 24
+echo "== collage explain $out/plan.json (first groups; all of it in $out/explain.txt)"
+# Written whole, then shown in part: a pipe into `head` would kill explain
+# with SIGPIPE once its output outgrows the pipe, and pipefail stop the job.
+"$collage" explain "$out/plan.json" >"$out/explain.txt"
+sed -n 1,24p "$out/explain.txt"
 echo "== collage run $model --plan $out/plan.json --verify"
 "$collage" run "$model" --plan "$out/plan.json" --verify --repeat 50 \
   --input resources/models/resnet50_small.input_0.pb \
   --expect resources/models/resnet50_small.output_0.pb \
   --trace "$out/trace.json" --node-data "$out/node_data.json" --annotated-onnx "$out/annotated.onnx"
-echo "== outputs in $out: plan.json, trace.json (Perfetto), node_data.json (Model Explorer), annotated.onnx (Netron)"
+echo "== outputs in $out: plan.json, explain.txt, trace.json (Perfetto), node_data.json (Model Explorer), annotated.onnx (Netron)"

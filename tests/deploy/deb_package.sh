@@ -11,7 +11,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 (cd "$build" && cpack -G DEB -B "$tmp/out" >"$tmp/cpack.log" 2>&1) || { cat "$tmp/cpack.log"; exit 1; }
-deb=$(find "$tmp/out" -maxdepth 1 -name 'collage-studio_*.deb' | head -1)
+deb=$(find "$tmp/out" -maxdepth 1 -name 'collage-studio_*.deb' -print -quit)
 [[ -f $deb ]] || { echo "FAIL: no .deb made"; cat "$tmp/cpack.log"; exit 1; }
 
 depends=$(dpkg-deb -f "$deb" Depends)
@@ -56,7 +56,7 @@ done < <(find "$root/usr" -type f \( -perm -u+x -o -name '*.so*' \) -exec sh -c 
 spec=$("$root/usr/bin/collage" spec --show --user-file "$tmp/none.toml")
 grep -q "from $root/usr/share/collage-studio/backends/onednn.toml" <<<"$spec" ||
   { echo "FAIL: the extracted collage does not read the extracted spec files"; exit 1; }
-pythonpath=$(dirname "$(find "$root/usr" -name 'collage.cpython-*.so' | head -1)")
+pythonpath=$(dirname "$(find "$root/usr" -name 'collage.cpython-*.so' -print -quit)")
 PYTHONPATH=$pythonpath /usr/bin/python3 -c "
 import collage, sys
 assert collage.__file__.startswith(sys.argv[1]), collage.__file__

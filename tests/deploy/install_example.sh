@@ -18,7 +18,7 @@ for f in bin/collage include/collage/collage.h include/collage/version.h \
          share/collage-studio/backends/onednn.toml lib/cmake/CollageStudio/CollageStudioConfig.cmake; do
   [[ -e $prefix/$f ]] || { echo "FAIL: $f is not installed"; exit 1; }
 done
-pythonpath=$(dirname "$(find "$prefix" -name 'collage.cpython-*.so' | head -1)")
+pythonpath=$(dirname "$(find "$prefix" -name 'collage.cpython-*.so' -print -quit)")
 [[ -d $pythonpath ]] || { echo "FAIL: the Python module is not installed"; exit 1; }
 
 # Spec files relative to the prefix (the build tree's would be the source tree's).

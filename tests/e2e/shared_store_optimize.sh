@@ -20,7 +20,7 @@ cat "$work/a.txt" "$work/b.txt"
 
 # "measured N kernels in 8.2 s (M from the database, ...)", or "warm
 # database: nothing measured, M distinct kernels from ...".
-measured() { sed -n 's/^measured \([0-9]*\) kernels in.*/\1/p' "$work/$1.txt" | head -1; }
+measured() { sed -n 's/^measured \([0-9]*\) kernels in.*/\1/p;T;q' "$work/$1.txt"; }
 distinct() {
   sed -n -e 's/^measured \([0-9]*\) kernels in .* (\([0-9]*\) from the database.*/\1 \2/p' \
     -e 's/^warm database: nothing measured, \([0-9]*\) distinct.*/0 \1/p' "$work/$1.txt" |

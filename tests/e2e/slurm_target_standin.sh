@@ -32,7 +32,7 @@ optimize() {  # optimize NAME [options]: --target fastnode, output in NAME.txt, 
     --slurm-work-dir "$shared" --batch-size 8 -o "$work/$name.json" "$@" >"$work/$name.txt" 2>&1 || rc=$?
   cat "$work/$name.txt"
 }
-submitted() { sed -n 's/^submitted \([0-9]*\) kernels to Slurm job.*/\1/p' "$work/$1.txt" | head -1; }
+submitted() { sed -n 's/^submitted \([0-9]*\) kernels to Slurm job.*/\1/p;T;q' "$work/$1.txt"; }
 
 # 0. Without a shared store there is nowhere for the nodes to write.
 rc=0

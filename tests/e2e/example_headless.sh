@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The README's main command, run exactly as a user runs it on a machine
+# without a display: scripts/example.sh --headless installs what is missing,
+# builds (nothing to do here), optimizes the bundled example, explains the
+# plan, runs it checked against the reference and writes the exports. It
+# must run to the end: a step that dies half way (SIGPIPE under pipefail,
+# as `explain | head` once did) fails here.
+# Usage: example_headless.sh SOURCE_DIR BUILD_DIR
+set -euo pipefail
+source_dir=$1
+build_dir=$2
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+status=0
+BUILD_DIR=$build_dir COLLAGE_EXAMPLE_OUT=$out "$source_dir/scripts/example.sh" --headless \
+  >"$out/example.log" 2>&1 || status=$?
+cat "$out/example.log"
+[[ $status == 0 ]] || { echo "FAIL: scripts/example.sh --headless exited $status"; exit 1; }
+
+# Every step ran, in order, to the last line.
+for step in "collage inspect" "collage optimize" "collage explain" "collage run" "outputs in"; do
+  grep -q "^== $step" "$out/example.log" || { echo "FAIL: the step '$step' did not run"; exit 1; }
+done
+grep -q "verify: every output matches the reference executor" "$out/example.log" ||
+  { echo "FAIL: the checked run did not verify"; exit 1; }
+# The exports exist and are not empty; the plan and the explanation are whole.
+for f in plan.json explain.txt trace.json node_data.json annotated.onnx; do
+  [[ -s $out/$f ]] || { echo "FAIL: the export $f is missing or empty"; exit 1; }
+done
+/usr/bin/python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$out/plan.json"
+/usr/bin/python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$out/trace.json"
+/usr/bin/python3 -c 'import onnx, sys; onnx.checker.check_model(onnx.load(sys.argv[1]))' "$out/annotated.onnx"
+[[ $(wc -l <"$out/explain.txt") -gt 24 ]] ||
+  { echo "FAIL: explain.txt is shorter than what the example shows of it"; exit 1; }
+echo "example.sh --headless ran to the end; exports: plan.json explain.txt trace.json node_data.json annotated.onnx"
