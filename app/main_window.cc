@@ -125,6 +125,7 @@ void MainWindow::startLoad(const QString& path, const QStringList& inputShapes) 
   // then overwritten here; so is a plan waiting for its rewritten graph.
   pendingPlan_.reset();
   pendingResult_.reset();
+  pendingFor_.reset();
   loader_->start(path, inputShapes);
   status_->setText(tr("Loading %1...").arg(QFileInfo(path).fileName()));
   progress_->setRange(0, 0);
@@ -193,13 +194,19 @@ void MainWindow::onModelLoaded(const LoadedModel& model, const GraphLayout& layo
                                       .arg(rewritten.size()))
                        .arg(layout.fromCache ? tr(" (layout from cache)") : QString()));
   emit modelLoaded();
-  // What the graph was laid out for.
+  // What the graph was laid out for, if it is that graph: a plan only once
+  // checked against it (the rewrite's check), never on another model.
+  const bool forThis = pendingFor_ && model.imported() == pendingFor_;
+  pendingFor_.reset();
   if (auto result = std::exchange(pendingResult_, nullptr)) {
-    onOptimizationDone(result);
+    if (forThis) onOptimizationDone(result);
   } else if (pendingPlan_) {
     Plan plan = std::move(*pendingPlan_);
     pendingPlan_.reset();
-    showOpenedPlan(std::move(plan), pendingPlanName_, model.warnings);
+    if (forThis && model.checked)
+      showOpenedPlan(std::move(plan), pendingPlanName_, model.warnings);
+    else
+      status_->setText(tr("Plan %1 was not shown: it was made for another model").arg(pendingPlanName_));
   }
 }
 
@@ -220,6 +227,7 @@ void MainWindow::showRewritten(const std::vector<SubstitutionSite>& sites,
 void MainWindow::onRewriteFailed(const QString& message) {
   pendingPlan_.reset();
   pendingResult_.reset();
+  pendingFor_.reset();
   progress_->setVisible(isOptimizing());
   status_->setText(tr("Cannot show the rewritten graph: %1").arg(message));
   if (dialogsAllowed()) QMessageBox::warning(this, tr("Cannot use this plan"), message);
@@ -370,6 +378,7 @@ void MainWindow::onOptimizationDone(std::shared_ptr<const OptimizationResult> re
   if (result->hasPlan && placed != graph_) {
     setBusy(false);
     pendingResult_ = result;
+    pendingFor_ = modelGraph_;
     showRewritten(result->substitutions.applied, result->graph);
     return;
   }

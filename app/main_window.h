@@ -70,7 +70,8 @@ class MainWindow : public QMainWindow {
   // sizes used for that model are offered; without dialogs they are used, or 1).
   void openModel(const QString& path, const QStringList& inputShapes = {});
   // Loads a plan saved earlier and shows it, after checking it against the
-  // open model (false and the reason otherwise). A plan made with graph
+  // open model (false and the reason otherwise; false too while a model is
+  // loading, which would replace the one it was checked against). A plan made with graph
   // substitutions (or one without, while a rewritten graph is shown) needs
   // the other graph: its substitutions are replayed and the graph laid out
   // in the background, then modelLoaded() and the plan follow, or
@@ -239,10 +240,13 @@ class MainWindow : public QMainWindow {
   std::vector<SubstitutionSite> rewriteSites_;  // what made graph_ from modelGraph_
   std::map<std::string, size_t> rewrittenNodes_;  // graph_'s nodes they made -> the site's index
   std::optional<Plan> plan_;
-  // What a rewritten graph being laid out is for: shown once it arrives.
+  // What a rewritten graph being laid out is for: shown once it arrives, if
+  // it is that graph (made from pendingFor_, the model as imported that the
+  // plan was checked against or the result made for), else dropped.
   std::optional<Plan> pendingPlan_;
   QString pendingPlanName_;
   std::shared_ptr<const OptimizationResult> pendingResult_;
+  std::shared_ptr<const Graph> pendingFor_;
   SearchChart* chart_ = nullptr;
   PlanDiffPanel* planDiff_ = nullptr;
   QLabel* planSummary_ = nullptr;

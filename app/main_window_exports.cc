@@ -139,6 +139,15 @@ bool MainWindow::openPlan(const QString& path, QString* error) {
     if (error) *error = tr("open the plan's model first");
     return false;
   }
+  // The graph on screen is about to give way to another (a model importing,
+  // or a graph replayed for a plan or a result): a plan checked against this
+  // one now would arrive on that one. Refused; it opens once that is shown.
+  if (loader_->isLoadingModel()) {
+    const QString why = tr("a model is still loading: open the plan once it is shown");
+    if (error) *error = why;
+    status_->setText(tr("Cannot use plan %1: %2").arg(QFileInfo(path).fileName(), why));
+    return false;
+  }
   try {
     Plan plan = loadPlan(path.toStdString());
     std::vector<SubstitutionSite> sites;
@@ -153,6 +162,7 @@ bool MainWindow::openPlan(const QString& path, QString* error) {
       checkPlanModelFile(plan, modelPath);
       pendingPlanName_ = QFileInfo(path).fileName();
       pendingResult_.reset();
+      pendingFor_ = modelGraph_;
       // The file's sha256 was just checked: the rest needs the rewritten graph.
       showRewritten(sites, nullptr, [plan, versions](const Graph& graph) {
         return checkPlanAgainst(plan, graph, /*modelPath=*/"", versions);

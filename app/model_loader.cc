@@ -48,7 +48,10 @@ LoadedModel rewriteModel(LoadedModel model, const std::vector<SubstitutionSite>&
       model.graph = rewritten ? rewritten : std::make_shared<const Graph>(std::move(replayed));
       model.rewrittenNodes = rewrittenNodeSites(*model.graph, effects);
     }
-    if (check) model.warnings = check(*model.graph);
+    if (check) {
+      model.warnings = check(*model.graph);
+      model.checked = true;
+    }
   } catch (const std::exception& e) {
     model.error = QString::fromStdString(e.what());
   }
@@ -83,18 +86,21 @@ void ModelLoader::cancelLayout() { layoutJob_->cancel(); }
 
 void ModelLoader::start(const QString& path, const QStringList& inputShapes) {
   layoutJob_->cancel();  // a model still being laid out is dropped
+  importing_ = true;
   importWatcher_.setFuture(QtConcurrent::run(importModel, path, inputShapes));
 }
 
 void ModelLoader::startRewritten(const LoadedModel& model, std::vector<SubstitutionSite> sites,
                                  std::shared_ptr<const Graph> rewritten, RewriteCheck check) {
   layoutJob_->cancel();  // as start(): a model still being laid out is dropped
+  rewriting_ = true;
   rewriteWatcher_.setFuture(QtConcurrent::run(rewriteModel, model, std::move(sites), std::move(rewritten),
                                               std::move(check)));
 }
 
 void ModelLoader::onRewriteDone() {
   LoadedModel rewritten = rewriteWatcher_.result();
+  rewriting_ = false;
   if (!rewritten.error.isEmpty()) {
     emit rewriteFailed(rewritten.error);
     return;
@@ -105,6 +111,7 @@ void ModelLoader::onRewriteDone() {
 
 void ModelLoader::onImportDone() {
   LoadedModel loaded = importWatcher_.result();
+  importing_ = false;
   if (!loaded.error.isEmpty()) {
     emit importFailed(loaded.path, loaded.error);
     return;

@@ -54,6 +54,7 @@ struct LoadedModel {
   std::vector<SubstitutionSite> sites;
   std::map<std::string, size_t> rewrittenNodes;
   std::vector<std::string> warnings;  // from startRewritten's check
+  bool checked = false;               // startRewritten's check ran on `graph`
 
   // The model as imported, whichever `graph` shows.
   const std::shared_ptr<const Graph>& imported() const { return model ? model : graph; }
@@ -83,6 +84,11 @@ class ModelLoader : public QObject {
   bool isImporting() const { return importWatcher_.isRunning() || rewriteWatcher_.isRunning(); }
   bool isLayingOut() const;
   bool isRunning() const { return isImporting() || isLayingOut(); }
+  // A model is on its way to loaded(): imported or replayed, or laid out
+  // (a re-layout of the model on screen is not). True from start() or
+  // startRewritten() until loaded(), importFailed(), rewriteFailed() or
+  // layoutStopped() is emitted, so no check made meanwhile can miss it.
+  bool isLoadingModel() const { return importing_ || rewriting_ || pending_.graph != nullptr; }
   // Stops the layout (the pending model's or a re-layout): layoutStopped()
   // with an empty reason follows.
   void cancelLayout();
@@ -120,6 +126,7 @@ class ModelLoader : public QObject {
   QFutureWatcher<LoadedModel> rewriteWatcher_;  // startRewritten's replay
   LayoutJob* layoutJob_ = nullptr;
   LoadedModel pending_;  // imported, being laid out
+  bool importing_ = false, rewriting_ = false;  // until the watcher's result is handled
   std::shared_ptr<const Graph> shown_;
 };
 

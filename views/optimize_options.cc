@@ -13,6 +13,7 @@
 #include <QSettings>
 #include <QVBoxLayout>
 
+#include "core/measure/connection_string.h"
 #include "core/search/optimization_job.h"
 
 namespace collage {
@@ -26,7 +27,9 @@ OptimizeSettings OptimizeSettings::load(QSettings& settings) {
   OptimizeSettings s;
   settings.beginGroup(QStringLiteral("optimize"));
   s.backends = settings.value(QStringLiteral("backends")).toStringList();
-  s.dbPath = settings.value(QStringLiteral("dbPath")).toString();
+  s.dbPath = withoutPassword(settings.value(QStringLiteral("dbPath")).toString());
+  if (s.dbPath != settings.value(QStringLiteral("dbPath")).toString())
+    settings.setValue(QStringLiteral("dbPath"), s.dbPath);  // an older version kept the password
   s.noDb = settings.value(QStringLiteral("noDb"), false).toBool();
   s.timeBudgetSeconds = std::max(0.0, settings.value(QStringLiteral("timeBudgetSeconds"), 0.0).toDouble());
   s.kernelTimeoutSeconds = settings.value(QStringLiteral("kernelTimeoutSeconds"), 60.0).toDouble();
@@ -48,7 +51,7 @@ void OptimizeSettings::save() const {
 void OptimizeSettings::save(QSettings& settings) const {
   settings.beginGroup(QStringLiteral("optimize"));
   settings.setValue(QStringLiteral("backends"), backends);
-  settings.setValue(QStringLiteral("dbPath"), dbPath);
+  settings.setValue(QStringLiteral("dbPath"), withoutPassword(dbPath));
   settings.setValue(QStringLiteral("noDb"), noDb);
   settings.setValue(QStringLiteral("timeBudgetSeconds"), timeBudgetSeconds);
   settings.setValue(QStringLiteral("kernelTimeoutSeconds"), kernelTimeoutSeconds);
@@ -56,6 +59,29 @@ void OptimizeSettings::save(QSettings& settings) const {
   settings.setValue(QStringLiteral("graphLevelBudgetSeconds"), graphLevelBudgetSeconds);
   settings.setValue(QStringLiteral("substitutions"), substitutions);
   settings.endGroup();
+}
+
+QString OptimizeSettings::withoutPassword(const QString& db) {
+  const ConnectionString c(db.toStdString());
+  // A file name with '=' in it is no business of libpq's.
+  if (!c.hasPassword() || !(c.isUri() || c.parses())) return db;
+  return QString::fromStdString(c.withoutPassword());
+}
+
+QString OptimizeSettings::databaseNote(const QString& db, bool* usable) {
+  if (usable) *usable = true;
+  const ConnectionString c(db.trimmed().toStdString());
+  if (!(c.isUri() || (c.parses() && c.hasPassword()))) return {};
+  if (!c.parses() || c.ambiguous()) {
+    if (usable) *usable = false;
+    return QObject::tr("libpq cannot read this URL as written: an '@' or '/' in the user name or "
+                       "password must be percent-encoded (%40, %2F); better, leave the password out "
+                       "of it: %1.")
+        .arg(QString::fromUtf8(ConnectionString::passwordAdvice()));
+  }
+  if (!c.hasPassword()) return {};
+  return QObject::tr("The password is not saved, nor used: %1.")
+      .arg(QString::fromUtf8(ConnectionString::passwordAdvice()));
 }
 
 void OptimizeSettings::applyTo(OptimizationJobOptions& options) const {
@@ -117,6 +143,12 @@ OptimizeOptionsDialog::OptimizeOptionsDialog(const OptimizeSettings& initial,
   auto* dbRow = new QHBoxLayout;
   dbRow->addWidget(dbPath_, 1);
   dbRow->addWidget(browse_);
+  // Said as the URL is typed: a password in it is dropped (settings files
+  // are plain text), and where libpq reads the password instead.
+  dbNote_ = new QLabel(this);
+  dbNote_->setWordWrap(true);
+  dbNote_->setVisible(false);
+  connect(dbPath_, &QLineEdit::textChanged, this, &OptimizeOptionsDialog::updateEnabled);
   noDb_ = new QCheckBox(tr("No database (measure everything, store nothing)"), this);
   connect(noDb_, &QCheckBox::toggled, this, &OptimizeOptionsDialog::updateEnabled);
 
@@ -157,6 +189,7 @@ OptimizeOptionsDialog::OptimizeOptionsDialog(const OptimizeSettings& initial,
 
   auto* form = new QFormLayout;
   form->addRow(tr("Measurement database:"), dbRow);
+  form->addRow(QString(), dbNote_);
   form->addRow(QString(), noDb_);
   form->addRow(tr("Time budget:"), budget_);
   form->addRow(tr("Per-kernel timeout:"), timeout_);
@@ -202,7 +235,7 @@ OptimizeSettings OptimizeOptionsDialog::settings() const {
   // The default set checked means "the default backends", which stays right
   // when one is added.
   if (checked != defaults_) s.backends = checked;
-  s.dbPath = dbPath_->text().trimmed();
+  s.dbPath = OptimizeSettings::withoutPassword(dbPath_->text().trimmed());
   s.noDb = noDb_->isChecked();
   s.timeBudgetSeconds = budget_->value();
   s.kernelTimeoutSeconds = timeout_->value();
@@ -230,7 +263,11 @@ void OptimizeOptionsDialog::updateEnabled() {
   graphLevelBudget_->setEnabled(graphLevel_->isChecked());
   bool any = false;
   for (QCheckBox* box : backendBoxes_) any = any || box->isChecked();
-  ok_->setEnabled(any);  // no backend, no plan
+  bool usable = true;
+  const QString note = noDb_->isChecked() ? QString() : OptimizeSettings::databaseNote(dbPath_->text(), &usable);
+  dbNote_->setText(note);
+  dbNote_->setVisible(!note.isEmpty());
+  ok_->setEnabled(any && usable);  // no backend, no plan; no URL libpq misreads
 }
 
 void OptimizeOptionsDialog::syncPrecisionBoxes() {

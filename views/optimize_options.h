@@ -17,6 +17,7 @@
 
 class QCheckBox;
 class QDoubleSpinBox;
+class QLabel;
 class QLineEdit;
 class QPushButton;
 class QSettings;
@@ -27,7 +28,9 @@ struct OptimizationJobOptions;
 
 struct OptimizeSettings {
   QStringList backends;          // empty = every available backend
-  QString dbPath;                // empty = MeasurementDb::defaultPath(); or postgresql://...
+  // Empty = MeasurementDb::defaultPath(); or postgresql://..., never with a
+  // password: libpq reads that from ~/.pgpass, PGPASSFILE or PGPASSWORD.
+  QString dbPath;
   bool noDb = false;             // measure everything, store nothing
   double timeBudgetSeconds = 0;  // 0 = no budget
   double kernelTimeoutSeconds = 60;
@@ -42,6 +45,8 @@ struct OptimizeSettings {
   bool substitutions = false;
 
   // From / to QSettings (the application's default store when none given).
+  // Neither keeps a database password: one a settings file holds (written
+  // by an older version) is removed from the file as it is read.
   static OptimizeSettings load();
   static OptimizeSettings load(QSettings& settings);
   void save() const;
@@ -52,6 +57,14 @@ struct OptimizeSettings {
   void applyTo(OptimizationJobOptions& options) const;
 
   bool operator==(const OptimizeSettings&) const = default;
+
+  // `db` without the password, when libpq reads it as a connection string
+  // that holds one (ConnectionString::withoutPassword); else as it is.
+  static QString withoutPassword(const QString& db);
+  // What the user is told about `db`: that its password is not kept and
+  // where libpq reads it from, or that libpq cannot read it as written;
+  // empty when there is nothing to say.
+  static QString databaseNote(const QString& db, bool* usable = nullptr);
 };
 
 class OptimizeOptionsDialog : public QDialog {
@@ -70,7 +83,8 @@ class OptimizeOptionsDialog : public QDialog {
                         QWidget* parent = nullptr, const QStringList& defaults = {},
                         const QMap<QString, QStringList>& precisions = {});
 
-  // What the widgets say now (backends: the checked ones; all checked = empty).
+  // What the widgets say now (backends: the checked ones; all checked = empty;
+  // the database without a password).
   OptimizeSettings settings() const;
   void setSettings(const OptimizeSettings& settings);
 
@@ -78,6 +92,7 @@ class OptimizeOptionsDialog : public QDialog {
   QCheckBox* backendBox(const QString& name) const { return backendBoxes_.value(name); }
   QLineEdit* dbPathEdit() const { return dbPath_; }
   QCheckBox* noDbBox() const { return noDb_; }
+  QLabel* dbNote() const { return dbNote_; }  // databaseNote() of the text typed
   QDoubleSpinBox* timeBudgetBox() const { return budget_; }
   QDoubleSpinBox* kernelTimeoutBox() const { return timeout_; }
   QCheckBox* graphLevelBox() const { return graphLevel_; }
@@ -99,6 +114,7 @@ class OptimizeOptionsDialog : public QDialog {
   QMap<QString, QCheckBox*> backendBoxes_;
   QLineEdit* dbPath_ = nullptr;
   QPushButton* browse_ = nullptr;
+  QLabel* dbNote_ = nullptr;
   QCheckBox* noDb_ = nullptr;
   QDoubleSpinBox* budget_ = nullptr;
   QDoubleSpinBox* timeout_ = nullptr;

@@ -159,13 +159,13 @@ bool connectionLost(PGconn* conn, PGresult* result) {
 }
 
 // Runs `sql` with text parameters (nullptr = SQL NULL); throws Error naming
-// the store when the server answers with an error. Without parameters it may
+// the store (its password redacted) when the server answers with an error. Without parameters it may
 // be several statements (the schema). A connection that broke (the server
 // restarted) is opened again once and the statement sent again, unless it
 // was inside a transaction: every statement here can be repeated alone
 // (appends do nothing the second time). Claims held on the old connection
 // are gone with it.
-Result run(PGconn* conn, const std::string& url, const std::string& sql,
+Result run(PGconn* conn, const ConnectionString& store, const std::string& sql,
            const std::vector<const char*>& params = {}) {
   const bool inTransaction = PQtransactionStatus(conn) != PQTRANS_IDLE;
   for (int attempt = 0;; ++attempt) {
@@ -179,7 +179,8 @@ Result run(PGconn* conn, const std::string& url, const std::string& sql,
       PQreset(conn);
       if (PQstatus(conn) == CONNECTION_OK) continue;
     }
-    throw Error("shared measurement store " + url + ": " + why);
+    // The server's text or libpq's may quote the connection string.
+    throw Error("shared measurement store " + store.shown() + ": " + store.redact(why));
   }
 }
 
@@ -223,25 +224,7 @@ bool SharedMeasurementStore::isUrl(const std::string& location) {
 }
 
 std::string SharedMeasurementStore::redacted(const std::string& url) {
-  std::string out = url;
-  // user:password@ in the authority (before the first '/' or '?' after "://").
-  if (size_t scheme = out.find("://"); scheme != std::string::npos) {
-    size_t start = scheme + 3;
-    size_t end = out.find_first_of("/?", start);
-    if (end == std::string::npos) end = out.size();
-    size_t at = out.rfind('@', end);
-    if (at != std::string::npos && at >= start) {
-      size_t colon = out.find(':', start);
-      if (colon != std::string::npos && colon < at) out.replace(colon + 1, at - colon - 1, "***");
-    }
-  }
-  // password=... among the query parameters.
-  for (size_t p = out.find("password="); p != std::string::npos; p = out.find("password=", p + 1)) {
-    if (p > 0 && out[p - 1] != '?' && out[p - 1] != '&') continue;
-    size_t value = p + 9, end = out.find('&', value);
-    out.replace(value, (end == std::string::npos ? out.size() : end) - value, "***");
-  }
-  return out;
+  return ConnectionString(url).shown();
 }
 
 std::string SharedMeasurementStore::thisMachine() {
@@ -251,26 +234,37 @@ std::string SharedMeasurementStore::thisMachine() {
 }
 
 SharedMeasurementStore::SharedMeasurementStore(const std::string& url, std::string machine)
-    : redactedUrl_(redacted(url)), machine_(std::move(machine)) {
+    : conninfo_(url), machine_(std::move(machine)) {
+  const std::string name = "shared measurement store " + conninfo_.shown();
+  // libpq would take part of the password for the host, port or database,
+  // and name that part in its error: refused before libpq sees it.
+  if (conninfo_.ambiguous())
+    throw Error(name + ": libpq reads this URL otherwise than it is written: an '@' or '/' in "
+                       "the user name or password must be percent-encoded (%40, %2F); better, "
+                       "leave the password out of the URL: " +
+                ConnectionString::passwordAdvice());
   // The URL's own settings come after ours, so they win; a server that
   // does not answer is given up on after 10 s instead of libpq's forever.
   const char* keys[] = {"connect_timeout", "application_name", "dbname", nullptr};
   const char* values[] = {"10", "collage", url.c_str(), nullptr};
   conn_ = PQconnectdbParams(keys, values, /*expand_dbname=*/1);
   if (!conn_ || PQstatus(conn_) != CONNECTION_OK) {
-    std::string why = conn_ ? firstLine(PQerrorMessage(conn_)) : "out of memory";
+    const std::string raw = conn_ ? firstLine(PQerrorMessage(conn_)) : "out of memory";
     PQfinish(conn_);
     conn_ = nullptr;
-    const bool login = why.find("password") != std::string::npos ||
-                       why.find("authentication") != std::string::npos;
-    throw Error(
-        login ? "shared measurement store " + redactedUrl_ +
-                    ": the server refused the login (wrong user or password?): " + why
-              : "shared measurement store " + redactedUrl_ +
-                    ": cannot reach the server (is it running, and is the host right?): " + why);
+    const bool login = raw.find("password") != std::string::npos ||
+                       raw.find("authentication") != std::string::npos;
+    // libpq's text can quote the URL, or the part of it it could not read.
+    const std::string why = conninfo_.redact(raw);
+    if (!conninfo_.parses())
+      throw Error(name + ": not a connection string libpq can read: " + why);
+    throw Error(login ? name + ": the server refused the login (wrong user or password? " +
+                            ConnectionString::passwordAdvice() + "): " + why
+                      : name + ": cannot reach the server (is it running, and is the host right?): " +
+                            why);
   }
   try {
-    run(conn_, redactedUrl_, "SET client_min_messages = warning");
+    run(conn_, conninfo_, "SET client_min_messages = warning");
     migrate();
   } catch (...) {
     PQfinish(conn_);  // no destructor runs for a constructor that throws
@@ -284,29 +278,29 @@ SharedMeasurementStore::~SharedMeasurementStore() {
 }
 
 void SharedMeasurementStore::migrate() {
-  run(conn_, redactedUrl_, "BEGIN");
+  run(conn_, conninfo_, "BEGIN");
   try {
-    run(conn_, redactedUrl_, kSchemaLock);
+    run(conn_, conninfo_, kSchemaLock);
     // Only a store that lacks the tables is created: a role that may only
     // insert measurements never needs to run DDL.
     const int version = schemaVersion();
     if (version > kSchemaVersion)
-      throw Error("shared measurement store " + redactedUrl_ + " has schema version " +
+      throw Error("shared measurement store " + conninfo_.shown() + " has schema version " +
                   std::to_string(version) + ", newer than this program's " +
                   std::to_string(kSchemaVersion) +
                   ": refusing to read or write it; upgrade collage to use this store");
     if (version == 0) {
-      run(conn_, redactedUrl_,
+      run(conn_, conninfo_,
           "CREATE TABLE IF NOT EXISTS collage_schema (version integer NOT NULL)");
-      run(conn_, redactedUrl_, kSchema);
+      run(conn_, conninfo_, kSchema);
     }
     // Each version's additions, in order: a version-1 store gains the plan
     // runs (by its owner: a role that may only insert cannot, and is told).
-    if (version < 2) run(conn_, redactedUrl_, kPlanRuns);
+    if (version < 2) run(conn_, conninfo_, kPlanRuns);
     if (version < kSchemaVersion)
-      run(conn_, redactedUrl_,
+      run(conn_, conninfo_,
           "INSERT INTO collage_schema (version) VALUES (" + std::to_string(kSchemaVersion) + ")");
-    run(conn_, redactedUrl_, "COMMIT");
+    run(conn_, conninfo_, "COMMIT");
   } catch (...) {
     PQclear(PQexec(conn_, "ROLLBACK"));
     throw;
@@ -314,9 +308,9 @@ void SharedMeasurementStore::migrate() {
 }
 
 int SharedMeasurementStore::schemaVersion() const {
-  Result exists = run(conn_, redactedUrl_, "SELECT to_regclass('collage_schema') IS NOT NULL");
+  Result exists = run(conn_, conninfo_, "SELECT to_regclass('collage_schema') IS NOT NULL");
   if (std::string(PQgetvalue(exists.get(), 0, 0)) != "t") return 0;
-  Result v = run(conn_, redactedUrl_, "SELECT coalesce(max(version), 0) FROM collage_schema");
+  Result v = run(conn_, conninfo_, "SELECT coalesce(max(version), 0) FROM collage_schema");
   return std::stoi(PQgetvalue(v.get(), 0, 0));
 }
 
@@ -324,7 +318,7 @@ std::optional<MeasurementRecord> SharedMeasurementStore::find(const HardwareFing
                                                               const MeasurementKey& key) const {
   const std::string id = fp.id();
   Result r =
-      run(conn_, redactedUrl_, kAggregate,
+      run(conn_, conninfo_, kAggregate,
           {id.c_str(), key.backend.c_str(), key.backendVersion.c_str(), key.signatureHash.c_str()});
   if (PQntuples(r.get()) == 0) return std::nullopt;
   return recordFrom(r.get(), 0);
@@ -338,7 +332,7 @@ bool SharedMeasurementStore::append(const MeasurementRecord& rec) {
   const std::string status(measurementStatusName(m.status));
   const std::string median = number(m.medianNs), spread = number(m.spread), minNs = number(m.minNs),
                     samples = std::to_string(m.samples), seconds = number(m.measureSeconds);
-  Result r = run(conn_, redactedUrl_,
+  Result r = run(conn_, conninfo_,
                  "INSERT INTO collage_measurements (fingerprint_id, cpu_vendor, cpu_model, "
                  "isa_flags, cores, threads, library_versions, backend, backend_version, "
                  "signature, signature_text, ops, machine, status, median_ns, spread, min_ns, "
@@ -373,7 +367,7 @@ std::optional<double> SharedMeasurementStore::findSwitchCost(const HardwareFinge
   // kAggregate's rule for one number: the median of the per-machine medians.
   const std::string id = fp.id();
   Result r = run(
-      conn_, redactedUrl_,
+      conn_, conninfo_,
       "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY m) FROM ("
       "  SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY epsilon_ns) AS m"
       "  FROM collage_switch_costs WHERE fingerprint_id = $1 AND from_backend = $2"
@@ -390,7 +384,7 @@ bool SharedMeasurementStore::appendSwitchCost(const HardwareFingerprint& fp,
   const std::string id = fp.id(), epsilon = number(m.medianNs), spread = number(m.spread),
                     samples = std::to_string(m.samples);
   Result r =
-      run(conn_, redactedUrl_,
+      run(conn_, conninfo_,
           "INSERT INTO collage_switch_costs (fingerprint_id, from_backend, from_version, "
           "to_backend, to_version, machine, epsilon_ns, spread, samples) "
           "VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9) ON CONFLICT DO NOTHING",
@@ -401,7 +395,7 @@ bool SharedMeasurementStore::appendSwitchCost(const HardwareFingerprint& fp,
 
 bool SharedMeasurementStore::appendPlanRun(const HardwareFingerprint& fp, const PlanRunRow& row) {
   const std::string id = fp.id(), ratio = number(row.medianRatio);
-  Result r = run(conn_, redactedUrl_,
+  Result r = run(conn_, conninfo_,
                  "INSERT INTO collage_plan_runs (fingerprint_id, model_key, plan_key, incumbent_key, "
                  "machine, genome, status, median_ratio, runs) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9) "
                  "ON CONFLICT DO NOTHING",
@@ -416,7 +410,7 @@ std::optional<SharedMeasurementStore::PlanRunRow> SharedMeasurementStore::findPl
     const std::string& incumbentKey) const {
   // The first machine's answer: a pair is timed once (a re-check is its own row
   // under another incumbent).
-  Result r = run(conn_, redactedUrl_,
+  Result r = run(conn_, conninfo_,
                  "SELECT model_key, plan_key, incumbent_key, machine, genome, status, median_ratio, "
                  "runs FROM collage_plan_runs WHERE fingerprint_id = $1 AND model_key = $2 AND "
                  "plan_key = $3 AND incumbent_key = $4 ORDER BY id LIMIT 1",
@@ -443,25 +437,25 @@ std::string SharedMeasurementStore::lockName(const HardwareFingerprint& fp,
 // Advisory locks take a 64-bit number: the name's hash (a collision only
 // makes one kernel wait for another).
 bool SharedMeasurementStore::tryLock(const std::string& lockName) {
-  Result r = run(conn_, redactedUrl_, "SELECT pg_try_advisory_lock(hashtextextended($1, 27))",
+  Result r = run(conn_, conninfo_, "SELECT pg_try_advisory_lock(hashtextextended($1, 27))",
                  {lockName.c_str()});
   return std::string(PQgetvalue(r.get(), 0, 0)) == "t";
 }
 
 void SharedMeasurementStore::unlock(const std::string& lockName) {
-  run(conn_, redactedUrl_, "SELECT pg_advisory_unlock(hashtextextended($1, 27))",
+  run(conn_, conninfo_, "SELECT pg_advisory_unlock(hashtextextended($1, 27))",
       {lockName.c_str()});
 }
 
 std::vector<MeasurementRecord> SharedMeasurementStore::aggregated() const {
-  Result r = run(conn_, redactedUrl_, kAggregate, {nullptr, nullptr, nullptr, nullptr});
+  Result r = run(conn_, conninfo_, kAggregate, {nullptr, nullptr, nullptr, nullptr});
   std::vector<MeasurementRecord> out;
   for (int i = 0; i < PQntuples(r.get()); ++i) out.push_back(recordFrom(r.get(), i));
   return out;
 }
 
 SharedMeasurementStore::Stats SharedMeasurementStore::stats() const {
-  Result r = run(conn_, redactedUrl_,
+  Result r = run(conn_, conninfo_,
                  "SELECT count(*), count(DISTINCT (fingerprint_id, backend, backend_version, "
                  "signature)), count(DISTINCT machine) FROM collage_measurements");
   return Stats{std::stoll(PQgetvalue(r.get(), 0, 0)), std::stoll(PQgetvalue(r.get(), 0, 1)),

@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "core/measure/connection_string.h"
 #include "core/measure/measurement_db.h"
 
 typedef struct pg_conn PGconn;
@@ -44,15 +45,18 @@ class SharedMeasurementStore {
 
   // "postgresql://..." or "postgres://...": the URI forms libpq accepts.
   static bool isUrl(const std::string& location);
-  // The URL with its password (user:PASSWORD@, or password=...) replaced by
-  // "***", for every message and log line.
+  // The URL (or key=value conninfo) with its password replaced by "***", as
+  // libpq reads it (ConnectionString::shown), for every message and log line.
   static std::string redacted(const std::string& url);
   // This machine's name in the rows it writes (the host name).
   static std::string thisMachine();
 
   // Connects and creates or checks the schema. Throws Error naming the
   // redacted URL when the server is unreachable, refuses the login, or has
-  // a newer schema than this program.
+  // a newer schema than this program, and before connecting when libpq
+  // would read the URL otherwise than it is written (ConnectionString::
+  // ambiguous). No message carries the password: libpq's and the server's
+  // text is redacted too (ConnectionString::redact).
   explicit SharedMeasurementStore(const std::string& url, std::string machine = thisMachine());
   ~SharedMeasurementStore();
   SharedMeasurementStore(const SharedMeasurementStore&) = delete;
@@ -107,13 +111,13 @@ class SharedMeasurementStore {
   Stats stats() const;
 
   int schemaVersion() const;
-  const std::string& url() const { return redactedUrl_; }  // without the password
+  const std::string& url() const { return conninfo_.shown(); }  // the password as ***
   const std::string& machine() const { return machine_; }
 
  private:
   void migrate();
 
-  std::string redactedUrl_;
+  ConnectionString conninfo_;
   std::string machine_;
   PGconn* conn_ = nullptr;
 };

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "core/ir/error.h"
+#include "core/measure/connection_string.h"
 
 extern char** environ;
 
@@ -145,7 +146,13 @@ std::string SlurmJobs::submitArray(const SlurmArrayRequest& request) const {
   if (!request.output.empty()) argv.push_back("--output=" + request.output);
   if (!request.workDir.empty()) argv.push_back("--chdir=" + request.workDir);
   argv.push_back(request.script);
-  const CommandOutput r = runCommand(argv, request.environment);
+  // A database password never travels in a job's environment, whoever asks:
+  // the tasks read it by libpq's means (~/.pgpass, PGPASSFILE, PGPASSWORD).
+  std::vector<std::pair<std::string, std::string>> environment = request.environment;
+  for (auto& [name, value] : environment)
+    if (const ConnectionString c(value); c.isUri() || (c.parses() && c.hasPassword()))
+      value = c.withoutPassword();
+  const CommandOutput r = runCommand(argv, environment);
   // --parsable prints "jobid" or "jobid;cluster".
   std::string id = trimmed(r.output);
   if (const size_t nl = id.rfind('\n'); nl != std::string::npos) id = id.substr(nl + 1);

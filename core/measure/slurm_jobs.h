@@ -41,8 +41,10 @@ struct SlurmArrayRequest {
   std::string output;      // --output, e.g. "dir/task-%a.log"
   std::string workDir;     // --chdir
   // Added to the environment sbatch is started with; sbatch passes its
-  // environment on to the tasks (--export=ALL, Slurm's default), so secrets
-  // such as a database URL travel this way rather than in a file.
+  // environment on to the tasks (--export=ALL, Slurm's default), so a
+  // database URL travels this way rather than in a file, and without its
+  // password (a value libpq reads as a connection string loses it here):
+  // the tasks read that by libpq's means.
   std::vector<std::pair<std::string, std::string>> environment;
 };
 

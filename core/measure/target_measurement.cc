@@ -15,6 +15,7 @@
 #include "core/ir/graph.h"
 #include "core/ir/hashing.h"
 #include "core/measure/measurement_db.h"
+#include "core/measure/connection_string.h"
 #include "core/measure/shared_store.h"
 #include "core/measure/slurm_jobs.h"
 #include "core/patterns/candidate_signature.h"
@@ -259,7 +260,12 @@ TargetMeasurementResult measureOnTarget(const Graph& graph, const CandidateSet& 
   request.jobName = "collage-measure";
   request.output = result.runDir + "/task-%a.log";
   request.workDir = result.runDir;
-  request.environment = {{kTargetDbVariable, options.dbUrl}};
+  // Without the password: the tasks read it by libpq's means.
+  const ConnectionString store(options.dbUrl);
+  request.environment = {{kTargetDbVariable, store.withoutPassword()}};
+  if (store.hasPassword())
+    say(std::string("the tasks get the store's URL without its password: ") +
+        ConnectionString::passwordAdvice() + " on the nodes");
   try {
     result.jobId = slurm.submitArray(request);
   } catch (const Error&) {

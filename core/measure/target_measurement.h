@@ -18,7 +18,8 @@
 // killed mid-batch loses only the kernel it was timing. Slurm places, retries
 // and cancels the tasks; PostgreSQL stores what they measure. The database
 // URL reaches the tasks through sbatch's environment (COLLAGE_TARGET_DB),
-// never through a file in the shared folder.
+// never through a file in the shared folder, and without its password: each
+// task reads that by libpq's means (~/.pgpass, PGPASSFILE, PGPASSWORD).
 //
 // Which kernels are missing on the target is only known once its
 // fingerprint is: after the first job for a (constraint, model, backends),

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "core/ir/error.h"
+#include "core/measure/connection_string.h"
 #include "core/measure/shared_store.h"
 #include "core/measure/slurm_jobs.h"
 #include "core/measure/target_measurement.h"
@@ -153,7 +154,8 @@ std::string SlurmPlanEvaluator::submitAndWait(const std::vector<PlanToTime>& pla
   request.jobName = "collage-plans";
   request.output = dir + "/task-%a.log";
   request.workDir = dir;
-  request.environment = {{kTargetDbVariable, options_.dbUrl}};
+  // Without the password: the tasks read it by libpq's means.
+  request.environment = {{kTargetDbVariable, ConnectionString(options_.dbUrl).withoutPassword()}};
   const std::string id = slurm.submitArray(request);
   jobs_.push_back(id);
   if (observer_)

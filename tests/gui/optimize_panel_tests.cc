@@ -7,7 +7,10 @@
 
 #include <QAbstractItemModelTester>
 #include <QCheckBox>
+#include <QDialogButtonBox>
 #include <QDoubleSpinBox>
+#include <QLabel>
+#include <QPushButton>
 #include <QLineEdit>
 #include <QLineSeries>
 #include <QValueAxis>
@@ -270,6 +273,65 @@ class OptimizePanelTests : public QObject {
     loaded.applyTo(options);
     QCOMPARE(QString::fromStdString(options.dbPath), s.dbPath);
     QCOMPARE(options.timeoutSeconds, 12.0);
+    QSettings().remove("optimize");
+  }
+
+  // A shared store's URL typed with its password (holding '@', '/' and '?'):
+  // the dialog says the password is not saved and where libpq reads it
+  // from, and the settings file never holds it, in any spelling; one an
+  // older version wrote is removed as the settings are read.
+  void aDatabasePasswordIsNeverSaved() {
+    QSettings().remove("optimize");
+    const QStringList available = {"onednn", "native"};
+    const auto fileText = [] {
+      QSettings().sync();
+      QFile file(QSettings().fileName());
+      return file.open(QIODevice::ReadOnly) ? QString::fromUtf8(file.readAll()) : QString();
+    };
+    const auto expectNoPassword = [](const QString& text) {
+      for (const char* form : {"p@ss/w?rd", "p%40ss%2Fw%3Frd", "ss/w", "ss%2Fw"})
+        QVERIFY2(!text.contains(QLatin1String(form)), qPrintable(text));
+    };
+    const QStringList typed = {
+        "postgresql://bob:p%40ss%2Fw%3Frd@db.example:5432/team?sslmode=require",
+        "postgresql://bob@db.example:5432/team?password=p@ss/w?rd&sslmode=require",
+    };
+    for (const QString& url : typed) {
+      OptimizeOptionsDialog dialog(OptimizeSettings{}, available);
+      QVERIFY(dialog.dbNote()->isHidden());
+      dialog.dbPathEdit()->setText(url);
+      QVERIFY(!dialog.dbNote()->isHidden());
+      QVERIFY2(dialog.dbNote()->text().contains("not saved") && dialog.dbNote()->text().contains("~/.pgpass") &&
+                   dialog.dbNote()->text().contains("PGPASSWORD"),
+               qPrintable(dialog.dbNote()->text()));
+      QCOMPARE(dialog.settings().dbPath, QString("postgresql://bob@db.example:5432/team?sslmode=require"));
+      dialog.accept();
+      expectNoPassword(fileText());
+      QCOMPARE(OptimizeSettings::load().dbPath, QString("postgresql://bob@db.example:5432/team?sslmode=require"));
+    }
+    // The key=value form libpq also reads, saved through the settings value itself.
+    OptimizeSettings s;
+    s.dbPath = "host=db.example user=bob password='p@ss/w?rd' dbname=team";
+    s.save();
+    expectNoPassword(fileText());
+    QCOMPARE(OptimizeSettings::load().dbPath, QString("host=db.example user=bob dbname=team"));
+    // A URL libpq would misread (the '@' and '/' not encoded): refused as typed.
+    {
+      OptimizeOptionsDialog dialog(OptimizeSettings{}, available);
+      dialog.dbPathEdit()->setText("postgresql://bob:p@ss/w?rd@db.example/team");
+      QVERIFY2(dialog.dbNote()->text().contains("percent-encoded"), qPrintable(dialog.dbNote()->text()));
+      QVERIFY(!dialog.findChild<QDialogButtonBox*>()->button(QDialogButtonBox::Ok)->isEnabled());
+      expectNoPassword(dialog.settings().dbPath);
+    }
+    // A file an older version wrote, the password in it: gone once read.
+    QSettings().setValue("optimize/dbPath", "postgresql://bob:p%40ss%2Fw%3Frd@db.example/team");
+    QVERIFY(fileText().contains("p%40ss"));
+    QCOMPARE(OptimizeSettings::load().dbPath, QString("postgresql://bob@db.example/team"));
+    expectNoPassword(fileText());
+    // A SQLite file is not a connection string, '=' in its name or not.
+    s.dbPath = "/tmp/runs/a=b/measurements.sqlite";
+    s.save();
+    QCOMPARE(OptimizeSettings::load().dbPath, s.dbPath);
     QSettings().remove("optimize");
   }
 

@@ -403,6 +403,53 @@ TEST_F(SharedStore, AWrongPasswordIsALoginMessageThatDoesNotShowThePassword) {
   }
 }
 
+// A password holding '@', '/' and '?' in every spelling libpq accepts, and in
+// the key=value form: neither the login refusal nor an error of a statement
+// (permission denied, from the server, through run()) shows it.
+TEST_F(SharedStore, APasswordWithAtSlashAndQuestionMarkIsInNoMessage) {
+  { MeasurementDb owner(pg_->url(), local("owner.sqlite")); }  // the owner creates the schema
+  static int serial = 0;
+  const std::string role = "nosy_" + std::to_string(getpid()) + "_" + std::to_string(serial++);
+  Sql admin(pg_->url());
+  // May log in, and read nothing: the store's first statement on its tables fails.
+  ASSERT_EQ(admin.value("CREATE ROLE " + role + " LOGIN PASSWORD 'p@ss/w?rd'"), "");
+  const std::string dir = pg_->socketDir();
+  // The ways to spell the password `raw` (percent-encoded as `encoded`).
+  const auto urls = [&](const std::string& raw, const std::string& encoded) {
+    return std::vector<std::string>{
+        "postgresql://" + role + ":" + encoded + "@/collage?host=" + dir,
+        "postgresql://" + role + "@/collage?host=" + dir + "&password=" + raw,
+        "host=" + dir + " dbname=collage user=" + role + " password='" + raw + "'",
+    };
+  };
+  for (const std::string& url : urls("p@ss/w?rd", "p%40ss%2Fw%3Frd")) {
+    SCOPED_TRACE(url);
+    try {
+      SharedMeasurementStore store(url);
+      FAIL() << "read a table it may not";
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("permission denied"), std::string::npos) << m;
+      EXPECT_EQ(m.find("p@ss/w?rd"), std::string::npos) << m;
+      EXPECT_EQ(m.find("p%40ss%2Fw%3Frd"), std::string::npos) << m;
+    }
+  }
+  // A wrong password, spelt the same ways: the login refused, not shown.
+  for (const std::string& url : urls("p@sS/w?rd", "p%40sS%2Fw%3Frd")) {
+    SCOPED_TRACE(url);
+    try {
+      SharedMeasurementStore store(url);
+      FAIL() << "logged in with a wrong password";
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("refused the login"), std::string::npos) << m;
+      EXPECT_NE(m.find("~/.pgpass"), std::string::npos) << m;
+      EXPECT_EQ(m.find("sS/w?rd"), std::string::npos) << m;
+      EXPECT_EQ(m.find("sS%2Fw%3Frd"), std::string::npos) << m;
+    }
+  }
+}
+
 // The role docs/shared-measurements.md gives a measuring machine: it may
 // read and append, claim kernels, and nothing else.
 TEST_F(SharedStore, AnInsertOnlyRoleCanMeasureButNotChangeOrDelete) {
@@ -483,6 +530,34 @@ TEST(SharedStoreOffline, AnUnreachableServerIsNamedWithoutItsPassword) {
     EXPECT_EQ(m.find("hunter2"), std::string::npos) << m;
   }
   fs::remove_all(dir);
+}
+
+// Needs no server: libpq's message for a URL it cannot read, or cannot reach,
+// and a URL libpq would read otherwise (refused before libpq sees it).
+TEST(SharedStoreOffline, NoMessageShowsAPasswordWithAtSlashOrQuestionMark) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      // libpq accepts a '?' in the password as is.
+      {"postgresql://bob:hun?ter2@/team?host=/nonexistent-socket-dir", "hun?ter2"},
+      {"postgresql://bob:hun%40ter%2F2%3F@/team?host=/nonexistent-socket-dir", "hun%40ter%2F2%3F"},
+      {"postgresql://bob@/team?host=/nonexistent-socket-dir&password=hun@ter/2?", "hun@ter/2?"},
+      {"host=/nonexistent-socket-dir user=bob password='hun@ter/2?' dbname=team", "hun@ter/2?"},
+      // Not percent-encoding: libpq's error would quote the part it read wrong.
+      {"postgresql://bob:hun%zzter2@/team?host=/nonexistent-socket-dir", "hun%zzter2"},
+      {"postgresql://bob:hun/ter2@db.invalid/team", "hun"},
+      {"postgresql://bob:hun@ter2@/team?host=/nonexistent-socket-dir", "ter2"},
+  };
+  for (const auto& [url, secret] : cases) {
+    SCOPED_TRACE(url);
+    try {
+      SharedMeasurementStore store(url);
+      FAIL() << "connected to nothing";
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("shared measurement store"), std::string::npos) << m;
+      EXPECT_EQ(m.find(secret), std::string::npos) << m;
+      EXPECT_EQ(m.find("hunter2"), std::string::npos) << m;
+    }
+  }
 }
 
 TEST(SharedStoreOffline, UrlsAreRecognisedAndRedacted) {

@@ -47,6 +47,7 @@ while [ $i -le $last ]; do
   i=$((i + 1))
 done
 echo "$@" >>"$LOG"
+echo "$COLLAGE_TARGET_DB" >"$LOG.env"
 echo 99
 )";
 
@@ -140,8 +141,13 @@ TEST_F(TargetMeasurementTest, LearnsTheTargetFromTheTasksAndNamesOneThatNeverRan
     return TargetJob::fromJson(s.str(), "job.json");
   }();
   EXPECT_EQ(job.batches.size(), 2u);
-  // The password stays out of the shared folder.
+  // The password stays out of the shared folder, and out of the tasks'
+  // environment: they read it by libpq's means.
   EXPECT_EQ(job.store.find("secret"), std::string::npos);
+  std::ifstream env(dir_ / "submissions.env");
+  std::string url;
+  std::getline(env, url);
+  EXPECT_EQ(url, "postgresql://u@db/collage");
 }
 
 TEST_F(TargetMeasurementTest, ARememberedTargetGetsOnlyWhatTheStoreLacks) {
