@@ -16,6 +16,7 @@
 #include "core/ops/model_stats.h"
 #include "core/plan/plan.h"
 #include "core/plan/plan_export.h"
+#include "core/rewrite/equivalence_check.h"
 #include "core/ops/reference_executor.h"
 #include "core/measure/plan_check.h"
 #include "core/measure/machine_timing_lock.h"
@@ -83,13 +84,31 @@ Action addRunCommand(CLI::App& app) {
     }
 
     std::unique_ptr<Plan> plan;
+    // The model's outputs as given, on the reference executor, when a
+    // verified plan rewrites it (by name: the rewritten graph's outputs).
+    std::optional<std::vector<Tensor>> modelOutputs;
+    std::vector<std::string> modelOutputNames;
     std::unique_ptr<BackendSet> backends;
     std::unique_ptr<Session> session;
     if (!options->plan.empty()) {
       plan = std::make_unique<Plan>(loadPlan(options->plan));
       // The plan's substitutions, replayed (and checked): its groups name
-      // the rewritten graph's nodes. The reference runs it too: the same function.
-      if (!plan->substitutions.empty()) graph = planGraph(*plan, graph);
+      // the rewritten graph's nodes. --verify compares with the model as
+      // given, never with the rewritten graph (a wrong rewrite would be
+      // checked against itself): one reference run of the model gives its
+      // outputs and the ranges of the values the rewrites read, which the
+      // replay's checks draw inputs from too.
+      if (!plan->substitutions.empty()) {
+        const Graph& model = graph;
+        ValueRanges ranges;
+        if (options->verify) {
+          modelOutputs.emplace();
+          ranges = observeValueRanges(model, inputs, siteInputValues(model, planSites(*plan)), &*modelOutputs);
+          for (size_t i = 0; i < model.outputs().size(); ++i)
+            modelOutputNames.push_back(model.value(model.outputs()[i]).name);
+        }
+        graph = planGraph(*plan, model, nullptr, options->verify ? &ranges : nullptr);
+      }
       std::vector<std::string> warnings;
       backends = std::make_unique<BackendSet>(
           loadBackendsForPlan(*plan, graph, options->modelPath, {}, &warnings));
@@ -156,6 +175,20 @@ Action addRunCommand(CLI::App& app) {
       PlanCheckOptions checkOptions;
       checkOptions.tolerance = tolerance.tolerance;
       checkOptions.eachKernel = true;
+      std::vector<Tensor> expected;
+      if (modelOutputs) {
+        for (ValueId v : graph.outputs()) {
+          const std::string& name = graph.value(v).name;
+          auto at = std::find(modelOutputNames.begin(), modelOutputNames.end(), name);
+          if (at == modelOutputNames.end())
+            throw Error(plan->displayName() + ": the rewritten model has an output '" + name +
+                        "' the model does not");
+          expected.push_back((*modelOutputs)[static_cast<size_t>(at - modelOutputNames.begin())]);
+        }
+        checkOptions.expected = &expected;
+        std::printf("verify: against the model as given (the plan's %zu substitution(s) replayed, each checked)\n",
+                    plan->substitutions.size());
+      }
       const PlanCheck check = checkPlan(*session, inputs, checkOptions);
       for (size_t i = 0; i < check.comparisons.size(); ++i) {
         const CompareResult& c = check.comparisons[i];
@@ -181,6 +214,18 @@ Action addRunCommand(CLI::App& app) {
       // over depth; each such kernel alone must stay within its own bound.
       std::vector<std::string> beyond = kernelsBeyondDeclared(errors);
       beyond.insert(beyond.begin(), check.problems.begin(), check.problems.end());
+      // Kernels that each match while the outputs do not: say whether the
+      // plan's substitutions are what changed the model's numbers.
+      if (modelOutputs && !beyond.empty()) {
+        const std::vector<Tensor> rewritten = ReferenceExecutor(graph).run(inputs);
+        for (size_t i = 0; i < rewritten.size(); ++i) {
+          const CompareResult c = compareTensors(rewritten[i], expected[i], tolerance.tolerance);
+          if (!c.ok)
+            beyond.push_back("the plan's substitutions change output '" + graph.value(graph.outputs()[i]).name +
+                             "': the rewritten graph on the reference executor differs from the model as given: " +
+                             c.message);
+        }
+      }
       for (const std::string& line : beyond) std::printf("verify: MISMATCH: %s\n", line.c_str());
       if (!beyond.empty()) {
         status = 3;

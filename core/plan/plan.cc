@@ -626,13 +626,18 @@ std::vector<size_t> planExecutionOrder(const Plan& plan, const Graph& graph,
   return order;
 }
 
-Graph planGraph(const Plan& plan, const Graph& model, std::vector<RewriteEffect>* effects) {
-  if (effects) effects->clear();
-  if (plan.substitutions.empty()) return model;
+std::vector<SubstitutionSite> planSites(const Plan& plan) {
   std::vector<SubstitutionSite> sites;
   for (const PlanSubstitution& s : plan.substitutions) sites.push_back(s.site);
+  return sites;
+}
+
+Graph planGraph(const Plan& plan, const Graph& model, std::vector<RewriteEffect>* effects,
+                const ValueRanges* ranges) {
+  if (effects) effects->clear();
+  if (plan.substitutions.empty()) return model;
   try {
-    return replaySubstitutions(model, sites, effects);
+    return replaySubstitutions(model, planSites(plan), effects, ranges);
   } catch (const Error& e) {
     throw Error(plan.displayName() + ": " + e.what());
   }

@@ -30,6 +30,7 @@
 #include "core/ir/hardware_fingerprint.h"
 #include "core/ir/node_set.h"
 #include "core/ir/tensor.h"
+#include "core/rewrite/equivalence_check.h"
 #include "core/rewrite/spec_substitution.h"
 #include "core/rewrite/substitution.h"
 
@@ -176,7 +177,12 @@ Plan singleNodePlan(const Graph& graph, const std::string& backend);
 // when it has none. Error starting with the plan's name when one does not
 // hold on this model (a plan for another model). `effects` (optional): what
 // each substitution did, one per site (rewrittenNodeSites marks them).
-Graph planGraph(const Plan& plan, const Graph& model, std::vector<RewriteEffect>* effects = nullptr);
+// `ranges` (optional): the model's value ranges on the caller's inputs,
+// which the checks draw inputs from too (observeValueRanges).
+Graph planGraph(const Plan& plan, const Graph& model, std::vector<RewriteEffect>* effects = nullptr,
+                const ValueRanges* ranges = nullptr);
+// The sites of the plan's substitutions, in order.
+std::vector<SubstitutionSite> planSites(const Plan& plan);
 
 // Resolves the groups' node names: one NodeSet per group. Error naming the
 // node or group for an unknown node name, a node in two groups, a node in no

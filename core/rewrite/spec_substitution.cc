@@ -557,6 +557,11 @@ std::shared_ptr<const SpecSubstitution> SpecSubstitution::parse(const Substituti
   return rule;
 }
 
+std::string SpecSubstitution::origin() const {
+  if (text_.namePos.line <= 0) return text_.file;
+  return text_.file + ":" + std::to_string(text_.namePos.line) + ":" + std::to_string(text_.namePos.column);
+}
+
 std::string SpecSubstitution::describe() const {
   std::string d = text_.source + " -> " + text_.target;
   for (size_t i = 0; i < text_.conditions.size(); ++i)

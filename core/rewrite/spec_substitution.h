@@ -73,6 +73,9 @@ class SpecSubstitution : public Substitution {
 
   std::string name() const override { return text_.name; }
   std::string describe() const override;
+  // FILE:LINE:COLUMN of its [rules.NAME] table; a plan's carried rule:
+  // "PLAN: substitution_rules[i]".
+  std::string origin() const override;
   std::vector<SubstitutionSite> find(const Graph& graph) const override;
   RewriteEffect apply(Graph& graph, const SubstitutionSite& site) const override;
 

@@ -62,6 +62,9 @@ class Substitution {
   // The source, the target and the condition, in a line or two, for docs
   // and `collage explain`.
   virtual std::string describe() const = 0;
+  // Where the rule is written, "FILE:LINE:COLUMN" (a spec file's rule), or
+  // "" (a C++ rule): notes about a wrong rule point there.
+  virtual std::string origin() const { return ""; }
   // Every site where the condition holds on `graph`, in node order.
   virtual std::vector<SubstitutionSite> find(const Graph& graph) const = 0;
   // Rewrites `site` (one that find() returns on this graph) in place; the

@@ -26,6 +26,7 @@
 #include "core/search/skipped_references.h"
 #include "core/search/target_optimization.h"
 #include "core/measure/switch_costs.h"
+#include "core/ops/reference_executor.h"
 #include "core/ir/threading.h"
 #include "core/rewrite/equivalence_check.h"
 
@@ -276,7 +277,30 @@ SubstitutionSearchResult searchSubstitutionsMeasured(const Graph& model, const O
     deviceCosts.applyTo(problem);
     return optimizeOpLevel(problem, nullptr, cancel).total;
   };
-  SubstitutionSearchResult result = searchSubstitutions(model, cost, options.substitutionOptions, observer, cancel);
+  // Every check also draws inputs from the range each value the rules read
+  // really takes: one reference run of the model on seeded inputs, where it
+  // fits the worker's limit (as the end-to-end check does).
+  SubstitutionSearchOptions searchOptions = options.substitutionOptions;
+  ValueRanges ranges;
+  if (referenceCheckSkipped(estimateReferenceRun(model).ns / 1e9, options.graphLevelOptions.timeoutSeconds).empty()) {
+    std::vector<const Substitution*> rules = searchOptions.rules;
+    if (rules.empty()) {
+      for (const auto& r : standardSubstitutions()) rules.push_back(r.get());
+      for (const Substitution* r : specSubstitutions()) rules.push_back(r);
+    }
+    std::vector<SubstitutionSite> sites;
+    for (const Substitution* rule : rules) {
+      const std::vector<SubstitutionSite> found = rule->find(model);
+      sites.insert(sites.end(), found.begin(), found.end());
+    }
+    try {
+      ranges = observeValueRanges(model, randomInputs(model, 0), siteInputValues(model, sites));
+      searchOptions.valueRanges = &ranges;
+    } catch (const Error&) {
+      // The model does not run on seeded inputs: the checks' own trials only.
+    }
+  }
+  SubstitutionSearchResult result = searchSubstitutions(model, cost, searchOptions, observer, cancel);
   if (measured > 0)
     result.notes.push_back(std::to_string(measured) + " kernel(s) of rewritten graphs measured (now in the database)");
   return result;

@@ -18,15 +18,6 @@
 namespace collage {
 namespace {
 
-std::string nodeLine(const Graph& g, const Node& node) {
-  std::string line = node.op + " '" + node.name + "' (";
-  for (ValueId v : node.inputs) line += (v == kNoValue ? std::string("-") : g.value(v).name) + ",";
-  line += ") -> (";
-  for (ValueId v : node.outputs)
-    line += v == kNoValue ? std::string("-,") : g.value(v).name + ":" + g.value(v).type.toString() + ",";
-  return line + ") " + node.attrs.toString();
-}
-
 // The shape of a site, without names: sites of one shape form one move.
 std::string siteShape(const Graph& g, const SubstitutionSite& site) {
   std::string text = site.rule;
@@ -37,13 +28,6 @@ std::string siteShape(const Graph& g, const SubstitutionSite& site) {
       text += v == kNoValue ? std::string("-,") : g.value(v).type.toString() + ",";
     text += ")";
   }
-  return text;
-}
-
-// What makes a site's check reusable: the source region as written.
-std::string siteCheckKey(const Graph& g, const SubstitutionSite& site) {
-  std::string text = site.rule;
-  for (const std::string& name : site.nodes) text += "\n" + nodeLine(g, g.node(*g.findNode(name)));
   return text;
 }
 
@@ -74,15 +58,15 @@ std::string canonicalGraphKey(const Graph& graph, ConstantHashes* constantHashes
     if (value.isGraphInput) {
       valueHash[static_cast<size_t>(v)] = stableHash("input " + value.name);
     } else if (value.isConstant()) {
-      // Rules name every constant they make uniquely, so within one search
-      // a name stands for one content: hashed once.
-      auto [it, fresh] = constants.try_emplace(value.name, 0);
-      if (fresh) {
-        const Tensor& t = *value.constant;
-        it->second = stableHash(value.type.toString() + "|" +
-                                std::string(static_cast<const char*>(t.raw()), t.byteSize()));
-      }
-      valueHash[static_cast<size_t>(v)] = it->second;
+      // By contents, hashed once per storage: two branches may each make a
+      // different constant of one name, never two contents in one storage
+      // (the cache holds a copy, so the storage outlives the graph).
+      const Tensor& t = *value.constant;
+      const std::string type = value.type.toString();
+      auto [it, fresh] = constants.try_emplace({t.raw(), type}, ConstantHash{t, 0});
+      if (fresh)
+        it->second.hash = stableHash(type + "|" + std::string(static_cast<const char*>(t.raw()), t.byteSize()));
+      valueHash[static_cast<size_t>(v)] = it->second.hash;
     }
   }
   std::vector<uint64_t> nodeHashes;
@@ -133,8 +117,8 @@ SubstitutionSearchResult searchSubstitutions(const Graph& start, const GraphCost
       return kInvalidCost;
     }
   };
-  // Equivalence checks, kept per source region: the same site met again
-  // through another order of moves is not run again.
+  // Equivalence checks, kept per source region (constants by contents): the
+  // same site met again through another order of moves is not run again.
   std::map<std::string, bool> checked;
 
   // The moves of `rule` on `g`: its sites grouped by shape, in the order first met.
@@ -167,12 +151,12 @@ SubstitutionSearchResult searchSubstitutions(const Graph& start, const GraphCost
         note(site.toString() + ": " + e.what());
         continue;
       }
-      const std::string key = siteCheckKey(child->graph, site);
+      const std::string key = rewriteCheckKey(child->graph, site);
       auto it = checked.find(key);
       if (it == checked.end()) {
         ++result.checks;
-        const std::string why = checkRewrite(child->graph, after, site, effect);
-        if (!why.empty()) note(site.toString() + ": dropped, not equivalent: " + why);
+        const std::string why = checkRewrite(child->graph, after, site, effect, options.valueRanges);
+        if (!why.empty()) note(ruleOrigin(*rule) + site.toString() + ": dropped, not equivalent: " + why);
         it = checked.emplace(key, why.empty()).first;
       }
       if (!it->second) continue;

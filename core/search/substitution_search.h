@@ -27,6 +27,7 @@
 #include "core/ir/cost.h"
 #include "core/ir/graph.h"
 #include "core/ir/search_events.h"
+#include "core/rewrite/equivalence_check.h"
 #include "core/rewrite/substitution.h"
 
 namespace collage {
@@ -41,6 +42,9 @@ struct SubstitutionSearchOptions {
   // placement; the search goes on from the graph they make. Error for a
   // name no rule has.
   std::vector<std::string> forcedRules;
+  // The model's value ranges (observeValueRanges on the user's or seeded
+  // inputs): every check also draws its inputs from them. Optional.
+  const ValueRanges* valueRanges = nullptr;
 };
 
 // The cost of a graph reached by applying `sites` to the start graph (the
@@ -86,9 +90,14 @@ SubstitutionSearchResult searchSubstitutions(const Graph& start, const GraphCost
 // output types), bottom-up; the key is the sorted node hashes and the
 // outputs' names and hashes. So a merge undone by an unmerge (new names, the
 // same slices of the same weights) is the graph seen before. `constantHashes`
-// (optional, one per search) hashes each constant's contents once, by name:
-// rules name every constant they make uniquely.
-using ConstantHashes = std::map<std::string, uint64_t>;
+// (optional, one per search) hashes each constant's contents once per
+// storage, never by name: two branches can each make a different constant
+// of one name.
+struct ConstantHash {
+  Tensor held;  // keeps the storage alive, so its address names one content
+  uint64_t hash = 0;
+};
+using ConstantHashes = std::map<std::pair<const void*, std::string>, ConstantHash>;
 std::string canonicalGraphKey(const Graph& graph, ConstantHashes* constantHashes = nullptr);
 
 // "merge-siblings at 12 sites: 1.234 -> 1.100 ms (-0.134 ms)", one line per step.

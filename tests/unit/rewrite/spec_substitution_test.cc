@@ -323,6 +323,94 @@ TEST(SpecSubstitution, AWrongRuleIsDroppedByTheEquivalenceCheck) {
   EXPECT_TRUE(noted);
 }
 
+// ---- a rule that holds on [-1, 1] only -------------------------------------------
+
+// Two rules that hold on the uniform [-1, 1] inputs the check used to draw,
+// and nowhere else: a bounded Clip is not its input, Relu6 is not Relu.
+const char* kNarrowRules =
+    "# both hold on [-1, 1] and nowhere else\n"
+    "[rules.wrong-clip6-is-identity]\n"
+    "source = \"Clip[min == -6, max == 6](x)\"\n"
+    "target = \"x\"\n"
+    "\n"
+    "[rules.wrong-relu6-is-relu]\n"
+    "source = \"Clip[min == 0, max == 6](x)\"\n"
+    "target = \"Relu(x)\"\n";
+
+// x -> Clip(lo, hi) -> Sigmoid.
+Graph clipGraph(float lo, float hi) {
+  GraphBuilder b;
+  const ValueId x = b.input({4, 16});
+  b.finish(b.op("Sigmoid", {b.op("Clip", {x}, attrs({{"min", lo}, {"max", hi}}))}));
+  return b.graph();
+}
+
+TEST(SpecSubstitution, ARuleThatHoldsOnlyNearZeroIsRefusedWithItsPlaceAndACounterexample) {
+  const SubstitutionRulesLoad load = parseSubstitutionRules(kNarrowRules, "narrow.toml");
+  ASSERT_TRUE(load.errors.empty()) << load.errors[0];
+  ASSERT_EQ(load.rules.size(), 2u);
+  for (const auto& rule : load.rules) registerSubstitution(rule);
+  const struct {
+    std::string rule, where;
+    float lo, hi;
+  } cases[] = {{"wrong-clip6-is-identity", "narrow.toml:2:8: ", -6, 6},
+               {"wrong-relu6-is-relu", "narrow.toml:6:8: ", 0, 6}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.rule);
+    const Graph g = clipGraph(c.lo, c.hi);
+    const auto sites = findSubstitution(c.rule)->find(g);
+    ASSERT_EQ(sites.size(), 1u);
+    std::string note;
+    EXPECT_FALSE(applyChecked(g, sites[0], &note).has_value()) << "a wrong rule was applied";
+    // Where the rule is written, then the site, then the input that tells them apart.
+    EXPECT_EQ(note.rfind(c.where + c.rule + " at ", 0), 0u) << note;
+    EXPECT_NE(note.find("dropped, not equivalent"), std::string::npos) << note;
+    EXPECT_NE(note.find("counterexample: '"), std::string::npos) << note;
+    // The search drops it too, with the same note, and keeps the graph.
+    SubstitutionSearchOptions options;
+    options.rules = {findSubstitution(c.rule)};
+    options.forcedRules = {c.rule};
+    const SubstitutionSearchResult r = searchSubstitutions(
+        g, [](const Graph& graph, const std::vector<SubstitutionSite>&) { return Cost(graph.numNodes()); },
+        options);
+    EXPECT_TRUE(r.applied.empty());
+    bool noted = false;
+    for (const auto& n : r.notes) noted |= n.rfind(c.where + c.rule + " at ", 0) == 0 &&
+                                          n.find("counterexample") != std::string::npos;
+    EXPECT_TRUE(noted);
+  }
+  // A Clip those rules do not match is left alone, and a right rule of the
+  // same shape still passes every trial.
+  auto right = oneRule("[rules.narrow-clip-clip]\nsource = \"c=Clip[min == 0, max == 6](Clip[min == 0, max == 6](x))\"\n"
+                       "target = \"$c(x)\"\n");
+  registerSubstitution(right);
+  GraphBuilder b;
+  const AttributeMap six = attrs({{"min", 0.0f}, {"max", 6.0f}});
+  b.finish(b.op("Sigmoid", {b.op("Clip", {b.op("Clip", {b.input({4, 16})}, six)}, six)}));
+  const auto sites = right->find(b.graph());
+  ASSERT_EQ(sites.size(), 1u);
+  std::string note;
+  EXPECT_TRUE(applyChecked(b.graph(), sites[0], &note).has_value()) << note;
+}
+
+TEST(SpecSubstitution, APlanCarryingARuleThatHoldsOnlyNearZeroIsRefusedOnLoad) {
+  const Graph g = clipGraph(0, 6);
+  std::string clip;
+  for (const Node& n : g.nodes())
+    if (n.op == "Clip") clip = n.name;
+  const std::string json = R"J({"format": "collage-plan", "version": 1, "model": {"sha256": "abc"},
+      "substitution_rules": [{"name": "wrong-carried-relu6-is-relu", "source": "Clip[min == 0, max == 6](x)",
+                              "target": "Relu(x)"}],
+      "substitutions": [{"rule": "wrong-carried-relu6-is-relu", "nodes": [")J" + clip + R"J("]}],
+      "groups": [{"backend": "native", "nodes": ["a"]}]})J";
+  const Plan plan = planFromJson(json, "shared.json");
+  // Replaying it on the model (what `run --plan`, `explain` and the app do
+  // first) refuses it, naming the plan's rule and the values that differ.
+  test_support::expectError([&] { planGraph(plan, g); },
+                            {"shared.json", "substitution_rules[0]", "wrong-carried-relu6-is-relu at " + clip,
+                             "not equivalent", "counterexample: '"});
+}
+
 // Chains of one-input elementwise ops, layout ops, identities and divisions
 // by a constant, where every shipped rule finds sites.
 Graph randomChain(uint64_t seed) {

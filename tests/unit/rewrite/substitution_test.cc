@@ -318,6 +318,120 @@ TEST(CanonicalGraphKey, AMergeUndoneByAnUnmergeIsTheGraphSeenBefore) {
   EXPECT_NE(canonicalGraphKey(scaled), canonicalGraphKey(g));
 }
 
+// Relu(Mul(x, c)) -> Mul(Relu(x), c): right for c >= 0 only, so its verdict
+// depends on the constant's contents.
+class ReluBeforeScale : public Substitution {
+ public:
+  std::string name() const override { return "test-relu-before-scale"; }
+  std::string describe() const override { return "Relu(Mul(x, c)) -> Mul(Relu(x), c)"; }
+  std::vector<SubstitutionSite> find(const Graph& g) const override {
+    std::vector<SubstitutionSite> s;
+    for (const Node& n : g.nodes()) {
+      if (n.op != "Relu") continue;
+      const NodeId p = g.value(n.inputs[0]).producer;
+      if (p != kNoNode && g.node(p).op == "Mul" && g.value(g.node(p).inputs[1]).isConstant())
+        s.push_back({name(), {g.node(p).name, n.name}});
+    }
+    return s;
+  }
+  RewriteEffect apply(Graph& g, const SubstitutionSite& site) const override {
+    Node& mul = g.mutableNode(siteNode(g, site, 0));
+    Node& relu = g.mutableNode(siteNode(g, site, 1));
+    const ValueId x = mul.inputs[0], c = mul.inputs[1];
+    mul.op = "Relu";
+    mul.inputs = {x};
+    relu.op = "Mul";
+    relu.inputs = {mul.outputs[0], c};
+    RewriteEffect e;
+    e.target = {mul.name, relu.name};
+    e.outputs.emplace_back(g.value(relu.outputs[0]).name, g.value(relu.outputs[0]).name);
+    g.finalize();
+    return e;
+  }
+};
+
+// Mul(Mul(x, a), b) -> Mul(Mul(x, -a), -b), the constants rewritten in
+// place under their names: right, and it makes constants of known names
+// with other contents (as two branches of a search can).
+class NegateScalePair : public Substitution {
+ public:
+  std::string name() const override { return "test-negate-scale-pair"; }
+  std::string describe() const override { return "Mul(Mul(x, a), b) -> Mul(Mul(x, -a), -b)"; }
+  std::vector<SubstitutionSite> find(const Graph& g) const override {
+    std::vector<SubstitutionSite> s;
+    for (const Node& n : g.nodes()) {
+      if (n.op != "Mul" || !g.value(n.inputs[1]).isConstant()) continue;
+      const NodeId p = g.value(n.inputs[0]).producer;
+      if (p != kNoNode && g.node(p).op == "Mul" && g.value(g.node(p).inputs[1]).isConstant())
+        s.push_back({name(), {g.node(p).name, n.name}});
+    }
+    return s;
+  }
+  RewriteEffect apply(Graph& g, const SubstitutionSite& site) const override {
+    RewriteEffect e;
+    for (size_t i = 0; i < 2; ++i) {
+      const Node& n = g.node(siteNode(g, site, i));
+      const ValueId c = n.inputs[1];
+      Tensor t = g.value(c).constant->clone();
+      for (int64_t k = 0; k < t.numElements(); ++k) t.data<float>()[k] = -t.data<float>()[k];
+      g.mutableValue(c).constant = std::move(t);
+      e.target.push_back(n.name);
+    }
+    const Node& last = g.node(siteNode(g, site, 1));
+    e.outputs.emplace_back(g.value(last.outputs[0]).name, g.value(last.outputs[0]).name);
+    g.finalize();
+    return e;
+  }
+};
+
+// x -> Mul(a) -> Mul(b) -> Relu -> Sigmoid, a and b scalars.
+Graph scaledReluGraph(float a, float b) {
+  GraphBuilder builder;
+  const ValueId x = builder.input({4, 8});
+  const ValueId m = builder.op("Mul", {builder.op("Mul", {x, builder.scalar(a)}), builder.scalar(b)});
+  builder.finish(builder.op("Sigmoid", {builder.op("Relu", {m})}));
+  return builder.graph();
+}
+
+// Graph keys and check verdicts are keyed by what a constant holds, never by
+// its name: a verdict for b = 3 is not one for b = -3.
+TEST(CanonicalGraphKey, ConstantsOfOneNameWithOtherContentsDoNotShareAVerdict) {
+  const Graph positive = scaledReluGraph(2, 3), negative = scaledReluGraph(-2, -3);
+  // The same names (the builder's), other contents.
+  for (ValueId v = 0; v < positive.numValues(); ++v) ASSERT_EQ(positive.value(v).name, negative.value(v).name);
+  ConstantHashes hashes;  // one per search
+  EXPECT_NE(canonicalGraphKey(positive, &hashes), canonicalGraphKey(negative, &hashes));
+  ReluBeforeScale swap;
+  const SubstitutionSite site = swap.find(positive).at(0);
+  ASSERT_EQ(swap.find(negative).at(0), site);
+  EXPECT_NE(rewriteCheckKey(positive, site), rewriteCheckKey(negative, site));
+  for (const Graph* g : {&positive, &negative}) {
+    Graph after = *g;
+    const RewriteEffect effect = swap.apply(after, site);
+    EXPECT_EQ(checkRewrite(*g, after, site, effect).empty(), g == &positive);
+  }
+  // In a search: the swap checked right where b = 3 is checked again after
+  // the pair is negated (b = -3, the same name), and dropped there. Every
+  // graph costed computes what the start does.
+  NegateScalePair negate;
+  SubstitutionSearchOptions o;
+  o.rules = {&negate, &swap};
+  const std::vector<Tensor> inputs = randomInputs(positive, 11);
+  const std::vector<Tensor> want = ReferenceExecutor(positive).run(inputs);
+  int wrong = 0, costed = 0;
+  const auto r = searchSubstitutions(
+      positive,
+      [&](const Graph& g, const std::vector<SubstitutionSite>&) {
+        ++costed;
+        const std::vector<Tensor> got = ReferenceExecutor(g).run(inputs);
+        wrong += !compareTensors(got[0], want[0], Tolerance{1e-3, 1e-5}).ok;
+        return Cost(g.numNodes());
+      },
+      o);
+  EXPECT_GE(costed, 3) << "the start, the swap and the negated pair";
+  EXPECT_EQ(wrong, 0) << describeSubstitutions(r);
+}
+
 TEST(Replay, ReproducesTheGraphAndRefusesWhatDoesNotHold) {
   const Graph g = qkvGraph(true);
   const auto site = sitesOf(g, "merge-siblings").at(0);
