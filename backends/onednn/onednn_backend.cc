@@ -148,11 +148,13 @@ class OneDnnBackend final : public Backend {
   // offer their u8/s8 source and requantized result in the convolution's
   // layout, so what "@native-layouts" measured of them changed; 11:
   // reorders between channels-last and plain memory as our own transposes,
-  // channels_transpose.h).
+  // channels_transpose.h; 12: a pool's post-op operands of its result's
+  // shape reordered into its blocked or channels-last destination, which
+  // oneDNN's JIT pooling read as plain).
   std::string version() const override {
     const dnnl_version_t* v = dnnl_version();
     return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-           std::to_string(v->patch) + " (" + v->hash + ") lowering 11" +
+           std::to_string(v->patch) + " (" + v->hash + ") lowering 12" +
            (context_->precision == onednn::Precision::F32
                 ? ""
                 : " " + onednn::precisionName(context_->precision));

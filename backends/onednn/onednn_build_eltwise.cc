@@ -43,10 +43,10 @@ std::optional<memory::format_tag> Builder::elementwiseLayout(const std::vector<P
 // a binary one with them in JIT code, so the latter goes first then.
 void Builder::buildElementwise() {
   const std::vector<PostOp> ops = simplified(chain_.postOps);
-  elementwiseTag_ = elementwiseLayout(ops);
+  resultTag_ = elementwiseLayout(ops);
   const memory::desc plain = plainDesc(chain_.shape);
   const memory::desc md =
-      elementwiseTag_ ? memory::desc(dimsOf(chain_.shape), memory::data_type::f32, *elementwiseTag_)
+      resultTag_ ? memory::desc(dimsOf(chain_.shape), memory::data_type::f32, *resultTag_)
                       : plain;
   auto src = [&] { return source(chain_.source, plain, md); };
   const memory::desc zeroMd = plainDesc(Shape(chain_.shape.size(), 1));

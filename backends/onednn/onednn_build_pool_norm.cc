@@ -1,6 +1,8 @@
 // Builder's anchors without weights: pooling, Concat, BatchNormalization
 // (run-time statistics), LayerNormalization and Softmax, each one oneDNN
 // primitive with the chain's post-ops where oneDNN fuses them.
+#include <algorithm>
+
 #include "backends/onednn/onednn_builder.h"
 #include "core/ops/conv_geometry.h"
 
@@ -70,10 +72,27 @@ void Builder::buildPool() {
     // then hands the tensors over and both reorders go.
     in = source(x, plainDesc(x.shape), memory::desc(dimsOf(x.shape), memory::data_type::f32, *tag));
   }
+  const std::vector<PostOp> ops = simplified(chain_.postOps);
+  // oneDNN 2.6's JIT pooling reads a binary post-op's operand of the
+  // result's shape in the destination's layout, whatever its descriptor
+  // says: a plain [1, 48, 2, 2] residual added after a MaxPool on nhwc
+  // memory came out with 190 of 192 elements wrong. Such operands are
+  // reordered into the destination's layout (the blocked input's, named
+  // explicitly), or the pool runs on plain memory where that layout has no
+  // name. Operands broadcast along a dimension are read right.
+  const bool fullOperand = std::any_of(ops.begin(), ops.end(), [&](const PostOp& p) {
+    return p.kind == PostOp::Kind::Binary && padTo(p.operand.shape, chain_.shape.size()) == chain_.shape;
+  });
+  if (in && in.get_desc() != plainDesc(x.shape) && fullOperand) {
+    resultTag_ = nativeTagOf(in.get_desc());
+    if (!resultTag_) in = memory();
+  }
   const bool blockedIn = in && in.get_desc() != plainDesc(x.shape);
   const memory::desc srcMd = blockedIn ? in.get_desc() : plainDesc(x.shape);
-  const memory::desc dstMd = blockedIn ? anyDesc(dimsOf(chain_.shape)) : plainDesc(chain_.shape);
-  const std::vector<PostOp> ops = simplified(chain_.postOps);
+  const memory::desc dstMd =
+      !blockedIn   ? plainDesc(chain_.shape)
+      : resultTag_ ? memory::desc(dimsOf(chain_.shape), memory::data_type::f32, *resultTag_)
+                   : anyDesc(dimsOf(chain_.shape));
   try {
     dnnl::pooling_v2_forward::desc d(prop_kind::forward_inference, alg, srcMd, dstMd, strides,
                                      kernel, dil, pl, pr);

@@ -168,8 +168,8 @@ memory Builder::blockedCopyOf(const Operand& o) const {
 
 memory::desc Builder::operandDesc(const PostOp& p) const {
   const Shape shape = padTo(p.operand.shape, chain_.shape.size());
-  if (elementwiseTag_ && shape == chain_.shape)
-    return memory::desc(dimsOf(shape), memory::data_type::f32, *elementwiseTag_);
+  if (resultTag_ && shape == chain_.shape)
+    return memory::desc(dimsOf(shape), memory::data_type::f32, *resultTag_);
   return plainDesc(shape);
 }
 
@@ -193,7 +193,7 @@ void Builder::bindPostOps(const std::vector<PostOp>& ops, Args& args) {
   for (size_t i = 0; i < ops.size(); ++i)
     if (ops[i].kind == PostOp::Kind::Binary)
       args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1] =
-          elementwiseTag_ ? source(ops[i].operand, plainDesc(padTo(ops[i].operand.shape,
+          resultTag_ ? source(ops[i].operand, plainDesc(padTo(ops[i].operand.shape,
                                                                     chain_.shape.size())),
                                    operandDesc(ops[i]))
                           : operand(ops[i].operand, operandDesc(ops[i]));

@@ -155,8 +155,12 @@ class Builder {
   std::unique_ptr<OneDnnKernel> ownKernel_;
   OneDnnKernel* kernel_;
   ChainLink* link_ = nullptr;
-  // An elementwise chain's layout when it is not plain (elementwiseLayout).
-  std::optional<memory::format_tag> elementwiseTag_;
+  // The layout of the chain's result when it is not plain and its post-ops'
+  // operands of the result's shape are given in it (operandDesc,
+  // bindPostOps): an elementwise chain's (elementwiseLayout), a pool's on a
+  // blocked input. oneDNN 2.6's JIT kernels read such an operand in the
+  // destination's layout whatever its descriptor says.
+  std::optional<memory::format_tag> resultTag_;
 };
 
 }  // namespace collage::onednn

@@ -117,7 +117,12 @@ std::string PairedPlanRunner::verify(Session& session) {
   options.expected = &expected_;
   options.memo = &checkMemo_;
   const PlanCheck check = checkPlan(session, inputs_, options);
-  const std::string problem = check.ok ? "" : check.problems.front();
+  // The output that differs, then the kernel that is wrong rerun alone (or
+  // that none is: a hand-over between kernels), so that the end-to-end
+  // check's report names the culprit as `collage run --verify` does.
+  std::string problem;
+  for (size_t i = 0; !check.ok && i < std::min<size_t>(2, check.problems.size()); ++i)
+    problem += (i ? "; " : "") + check.problems[i];
   verified_[key] = problem;
   return problem;
 }

@@ -70,6 +70,25 @@ EndToEndSelection selectPlanByEndToEnd(const std::vector<Plan>& plans,
       chosenRatio = t.pairedRatio;
     }
   }
+  // Every other plan was rejected before its rounds, so plans[0] has no
+  // time yet: paired with itself it is timed, and checked against the
+  // reference as plan A (seen on a landmark net whose "only onednn" and
+  // "priority" plans both computed wrong outputs: the op-level plan was
+  // reported as "inf ms (0 runs)" and chosen).
+  std::string ownNote;
+  const bool cancelled = cancel && cancel->cancelled();
+  if (ownMs.empty() && ownFailure.empty() && plans.size() > 1 && !cancelled) {
+    const PairedPlanRuns runs = timePair(plans[0], plans[0], runOptions);
+    if (runs.ok()) {
+      ownMs = runs.bMs;
+      ownNote = "timed alone: every plan paired with it was rejected";
+    } else if (runs.message.rfind(kReferencePlanFailed, 0) == 0 ||
+               runs.message.rfind(kModelFailsOnTheInputs, 0) == 0) {
+      ownFailure = runs.message;
+    } else {
+      out.timings[0].error = runs.message;
+    }
+  }
   if (!ownFailure.empty()) {
     // The plan must run wherever the model runs; where the model itself does
     // not run on random inputs, there is nothing to compare.
@@ -81,6 +100,7 @@ EndToEndSelection selectPlanByEndToEnd(const std::vector<Plan>& plans,
     throw Error("the " + labels[0] + " plan cannot run: " + ownFailure.substr(std::strlen(kReferencePlanFailed)));
   }
   PlanRunTiming& own = out.timings[0];
+  own.note = ownNote;
   own.runs = static_cast<int>(ownMs.size());
   if (!ownMs.empty()) {
     own.spread = relativeSpreadOf(ownMs);
@@ -142,12 +162,20 @@ std::string describeSelection(const EndToEndSelection& selection) {
   for (size_t i = 0; i < selection.timings.size(); ++i) {
     const PlanRunTiming& t = selection.timings[i];
     s << "  " << t.label << ": ";
+    // Only plans[0] is chosen without a time: the search's own plan, kept
+    // when no plan passed (selectPlanByEndToEnd).
+    const char* kept = i == selection.chosen ? "; kept, as no plan passed the check" : "";
     if (!t.error.empty()) {
-      s << "cannot run (" << t.error << ")\n";
+      const bool wrong = t.error.rfind("wrong result: ", 0) == 0;
+      s << "rejected" << (wrong ? " (" : ", cannot run (") << t.error << ")" << kept << "\n";
+      continue;
+    }
+    if (t.runs == 0) {
+      s << "not timed" << (i == selection.chosen ? "; kept" : "") << "\n";
       continue;
     }
     s << t.medianMs << " ms (spread " << std::setprecision(1) << 100 * t.spread << "%, " << t.runs
-      << " runs)" << std::setprecision(3);
+      << " runs" << (t.note.empty() ? "" : "; " + t.note) << ")" << std::setprecision(3);
     if (i != 0 && std::isfinite(base) && base > 0)
       s << ", " << std::setprecision(2) << t.pairedRatio << "x the op-level plan round by round (faster in "
         << t.fasterRounds << " of " << t.runs << ")" << std::setprecision(3);

@@ -32,7 +32,8 @@ struct PlanRunTiming {
   double medianMs = 0;        // +inf when the plan could not be compiled or run
   double spread = 0;          // (p75 - p25) / median
   int runs = 0;
-  std::string error;          // why it could not run
+  std::string error;          // why it was rejected: it could not run, or computes a wrong result
+  std::string note;           // how it was timed, where not as usual
   // Against plans[0], round by round (the two ran one after the other, so
   // the machine's drift cancels): the median of this plan's time over
   // plans[0]'s, and in how many rounds this plan was the faster.
@@ -104,8 +105,11 @@ using PlanPairTimer =
 // over all the pairings (alone, it is paired with itself). A plan that fails
 // to compile, run or verify is reported and never chosen; when plans[0]
 // cannot run the Error propagates (the search's plan must run), unless the
-// model itself fails on random inputs (then `skipped` says so). Stops
-// between plans when `cancel` is set.
+// model itself fails on random inputs (then `skipped` says so). When every
+// other plan was rejected, plans[0] is paired with itself, so it is timed
+// and checked against the reference too (its timing's `note` says so); if
+// it fails that check it is kept, nothing else being left, with its
+// `error` saying why. Stops between plans when `cancel` is set.
 EndToEndSelection selectPlanByEndToEnd(const std::vector<Plan>& plans,
                                        const std::vector<std::string>& labels, const PlanPairTimer& timePair,
                                        const EndToEndOptions& options = {},
@@ -142,7 +146,11 @@ int choosePlacementByEndToEnd(const OpLevelResult& opLevel,
                               const CancellationToken* cancel = nullptr,
                               const EndToEndOptions& options = {});
 
-// "end to end: op-level 55.1 ms, priority 49.8 ms (chosen, 10% faster), ..."
+// One line per plan: "  op-level: 55.1 ms (spread 2.0%, 25 runs)", "  priority:
+// 49.8 ms (...), 0.90x the op-level plan round by round (faster in 24 of 25)
+// <- chosen", "  only onednn: rejected (wrong result: output 'y': ...; group 3
+// on onednn (...), rerun alone on the reference's inputs: ...)". A plan
+// rejected or never timed is never shown as chosen with a time.
 std::string describeSelection(const EndToEndSelection& selection);
 
 }  // namespace collage

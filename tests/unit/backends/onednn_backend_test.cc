@@ -1604,5 +1604,38 @@ TEST_F(OneDnn, RefusesRepeatedEltwiseAlgorithmWithOtherParameters) {
   expectRefusal(b, b.op("LeakyRelu", {b.op("Tanh", {l})}, attrs({{"alpha", 0.2f}})), "first one's");
 }
 
+// A MaxPool runs in the convolutions' layout (nhwc with AVX-512), and
+// oneDNN 2.6's JIT pooling read a binary post-op's operand of the result's
+// shape in that layout whatever its descriptor said: the residual Add after
+// the skip path's MaxPool 2x2 stride 2 of a residual block ([1, 48, 4, 4]
+// pooled, plus a plain [1, 48, 2, 2]) came out with 190 of 192 elements
+// wrong. Operands broadcast along a dimension were right and stay covered.
+TEST_F(OneDnn, MaxPoolWithOperandOfTheResultsShapeOnChannelsLast) {
+  const AttributeMap pool2x2 = attrs({{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}});
+  for (const Shape& x : {Shape{1, 48, 4, 4}, Shape{1, 16, 8, 8}, Shape{1, 3, 8, 8}, Shape{2, 24, 8, 8}})
+    for (int kind = 0; kind < 6; ++kind) {
+      GraphBuilder b;
+      const ValueId p = b.op("MaxPool", {b.input(x)}, pool2x2);
+      const Shape full{x[0], x[1], x[2] / 2, x[3] / 2};
+      const char* what[] = {"+ run-time residual", "residual + (Add's second input)", "+ constant",
+                            "residual - ... then Relu", "* per-channel run-time", "+ per-row run-time"};
+      ValueId y = kNoValue;
+      if (kind == 0) y = b.op("Add", {p, b.input(full)});
+      if (kind == 1) y = b.op("Add", {b.input(full), p});
+      if (kind == 2) y = b.op("Add", {p, b.constant(full)});
+      if (kind == 3) y = b.op("Relu", {b.op("Sub", {b.input(full), p})});
+      if (kind == 4) y = b.op("Mul", {p, b.input({1, x[1], 1, 1})});
+      if (kind == 5) y = b.op("Add", {p, b.input({1, 1, 1, x[3] / 2})});
+      expectMatches(b, y, "MaxPool 2x2/2 on " + shapeToString(x) + " " + what[kind]);
+    }
+  // In a sequence: the Add continues the pool's chain, its other operand the
+  // strided conv's result, which stays in oneDNN's layout between the chains.
+  GraphBuilder b;
+  const ValueId x = b.input({1, 16, 8, 8});
+  const ValueId c = b.op("Conv", {x, b.constant({16, 16, 3, 3})},
+                         attrs({{"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}}));
+  expectMatches(b, b.op("Add", {b.op("MaxPool", {x}, pool2x2), c}), "Conv, MaxPool, Add(pool, conv)");
+}
+
 }  // namespace
 }  // namespace collage

@@ -108,6 +108,9 @@ TEST(PairedPlanRuns, WrongResultsAndRefusalsAreInvalidPlansWithTheReason) {
   const PairedPlanRuns w = runner.run(wrong, good, PairedRunOptions{});
   EXPECT_EQ(w.status, MeasurementStatus::Invalid);
   EXPECT_NE(w.message.find("wrong result: output"), std::string::npos) << w.message;
+  // ... and the kernel at fault, rerun alone, as `collage run --verify` names it.
+  EXPECT_NE(w.message.find("group 4 on zeros"), std::string::npos) << w.message;
+  EXPECT_NE(w.message.find("rerun alone on the reference's inputs"), std::string::npos) << w.message;
   EXPECT_TRUE(w.aMs.empty());
   Plan missing = good;
   missing.groups[1].backend = "nowhere";

@@ -53,7 +53,7 @@ TEST(PlanSelection, EveryRunnablePlanIsTimedAndABrokenOneIsNeverChosen) {
     EXPECT_GT(s.timings[i].medianMs, 0);
   }
   const std::string text = describeSelection(s);
-  EXPECT_NE(text.find("broken: cannot run"), std::string::npos) << text;
+  EXPECT_NE(text.find("broken: rejected, cannot run ("), std::string::npos) << text;
   EXPECT_NE(text.find("<- chosen"), std::string::npos) << text;
 }
 
@@ -170,6 +170,53 @@ TEST(PlanSelection, TheLowestPassingRatioWinsAndBrokenPlansAreReported) {
   EXPECT_EQ(s.timings[3].error, "wrong result: output 'y'");
   EXPECT_DOUBLE_EQ(s.timings[0].medianMs, 100);
   EXPECT_EQ(s.timings[0].runs, 10);
+}
+
+// Every baseline computes a wrong result (a landmark net whose "only
+// onednn" and "priority" plans both did): the search's plan was never timed,
+// and was reported as "inf ms (0 runs)  <- chosen". It is now paired with
+// itself, so it is timed and checked, and the rejected plans say why.
+TEST(PlanSelection, WhenEveryOtherPlanIsRejectedTheSearchsPlanIsTimedAloneAndChecked) {
+  Graph g = importOnnx(kModel);
+  std::vector<Plan> plans(3, singleNodePlan(g, "native"));
+  for (size_t i = 0; i < plans.size(); ++i) plans[i].createdBy = std::to_string(i);
+  const std::string wrong =
+      "wrong result: output 'landmarks': 1402 of 1404 elements differ; group 21 on onednn "
+      "({pool MaxPool, add Add}), rerun alone on the reference's inputs: output 'sum': max abs error 9.26";
+  for (bool ownRight : {true, false}) {
+    std::vector<std::string> pairs;
+    const PlanPairTimer timer = [&](const Plan& a, const Plan& b, const PairedRunOptions& o) {
+      pairs.push_back(a.createdBy + b.createdBy);
+      EXPECT_TRUE(o.verify);
+      PairedPlanRuns r = rounds({100, 100, 100, 100, 100}, {100, 101, 99, 100, 100});
+      if (a.createdBy != "0" || !ownRight) {
+        r = PairedPlanRuns{};
+        r.status = MeasurementStatus::Invalid;
+        r.message = wrong;
+      }
+      return r;
+    };
+    const EndToEndSelection s = selectPlanByEndToEnd(plans, {"op-level", "only onednn", "priority"}, timer);
+    EXPECT_EQ(pairs, (std::vector<std::string>{"10", "20", "00"}));
+    EXPECT_EQ(s.chosen, 0u);
+    const std::string text = describeSelection(s);
+    EXPECT_EQ(text.find("inf ms"), std::string::npos) << text;
+    EXPECT_NE(text.find("only onednn: rejected (" + wrong + ")\n"), std::string::npos) << text;
+    EXPECT_NE(text.find("priority: rejected (wrong result"), std::string::npos) << text;
+    if (ownRight) {
+      EXPECT_EQ(s.timings[0].runs, 5);
+      EXPECT_DOUBLE_EQ(s.timings[0].medianMs, 100);
+      EXPECT_NE(text.find("op-level: 100.000 ms (spread "), std::string::npos) << text;
+      EXPECT_NE(text.find("5 runs; timed alone: every plan paired with it was rejected)  <- chosen"),
+                std::string::npos)
+          << text;
+    } else {
+      EXPECT_EQ(s.timings[0].error, wrong);
+      EXPECT_NE(text.find("op-level: rejected (wrong result"), std::string::npos) << text;
+      EXPECT_NE(text.find("kept, as no plan passed the check"), std::string::npos) << text;
+      EXPECT_EQ(text.find("<- chosen"), std::string::npos) << text;
+    }
+  }
 }
 
 // A model that does not run on random inputs (an If branch that cannot run
