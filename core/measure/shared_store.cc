@@ -333,6 +333,9 @@ std::optional<MeasurementRecord> SharedMeasurementStore::find(const HardwareFing
 bool SharedMeasurementStore::append(const MeasurementRecord& rec) {
   const auto& f = rec.fingerprint;
   const auto& m = rec.measurement;
+  // A failure of the machine (measurement.h's FailureCause) is no verdict on
+  // the kernel: never the team's.
+  if (m.environmental()) return false;
   const std::string id = f.id(), cores = std::to_string(f.cores),
                     threads = std::to_string(f.threads);
   const std::string status(measurementStatusName(m.status));

@@ -65,7 +65,8 @@ class SharedMeasurementStore {
   std::optional<MeasurementRecord> find(const HardwareFingerprint& fp,
                                         const MeasurementKey& key) const;
   // Appends this machine's measurement; false when the machine had already
-  // stored one for the key (kept as it was).
+  // stored one for the key (kept as it was), or when it is a failure of the
+  // machine rather than of the kernel (Measurement::environmental: never shared).
   bool append(const MeasurementRecord& record);
   // The switching cost between two backends' kernels (switch_costs.h), by
   // the same rules: the median of per-machine medians; appended, never updated.
