@@ -42,6 +42,10 @@ class MeasurementDb;
 
 using TargetBackendVersions = std::vector<std::pair<std::string, std::string>>;  // (name, version)
 
+// --target-timeout's default: an hour for a job, from submission to its
+// last task, queueing included.
+inline constexpr double kDefaultTargetTimeoutSeconds = 3600;
+
 // The environment variable that carries the store's URL to the tasks.
 inline constexpr const char* kTargetDbVariable = "COLLAGE_TARGET_DB";
 
@@ -95,6 +99,11 @@ struct TargetMeasurementOptions {
   double timeoutSeconds = 60;
   int batchSize = 16;      // kernels per task
   double pollSeconds = 2;  // between two squeue calls
+  // How long the job may take from its submission, queueing included
+  // (--target-timeout): past it the job is cancelled and measureOnTarget
+  // throws. A constraint whose nodes are drained never runs a task; without
+  // a deadline `optimize` would wait for ever. 0: no deadline.
+  double deadlineSeconds = kDefaultTargetTimeoutSeconds;
 };
 
 struct TargetMeasurementResult {
@@ -119,7 +128,8 @@ std::string defaultTargetWorkDir();
 // empty) that the store lacks on the target as one job array, waits for it
 // (progress through `observer`, the job id in its line), and says what came
 // back. On `cancel` the job is cancelled (scancel) and the result says so.
-// Throws Error when sbatch or squeue fail.
+// Throws Error when sbatch or squeue fail, or when the job is not done by
+// options.deadlineSeconds; the job is cancelled then (SlurmJobs::wait).
 TargetMeasurementResult measureOnTarget(const Graph& graph, const CandidateSet& candidates,
                                         const std::vector<bool>& needed, MeasurementDb& db,
                                         const TargetMeasurementOptions& options,

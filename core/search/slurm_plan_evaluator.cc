@@ -81,13 +81,21 @@ SlurmPlanEvaluator::SlurmPlanEvaluator(SlurmPlanEvaluatorOptions options, Search
       store_(std::make_unique<SharedMeasurementStore>(options_.dbUrl)) {}
 
 SlurmPlanEvaluator::~SlurmPlanEvaluator() {
-  // Plans still out when the search is over are nobody's business any more.
-  if (outstanding_.empty()) return;
+  // Jobs still out when the search is over (its plans not back by their
+  // generation's deadline) are nobody's business any more: cancelled, even
+  // when squeue cannot say whether they are still in the queue.
   const SlurmJobs slurm;
-  for (const std::string& id : jobs_) try {
-      if (slurm.poll(id).inQueue) slurm.cancel(id);
+  for (const std::string& id : jobs_) {
+    if (finished_.count(id)) continue;
+    try {
+      if (!slurm.poll(id).inQueue) continue;
     } catch (const std::exception&) {
     }
+    try {
+      slurm.cancel(id);
+    } catch (const std::exception&) {
+    }
+  }
 }
 
 std::optional<TimedPlan> SlurmPlanEvaluator::lookup(const std::string& planKey,
@@ -110,7 +118,8 @@ std::optional<TimedPlan> SlurmPlanEvaluator::lookup(const std::string& planKey,
 std::string SlurmPlanEvaluator::submitAndWait(const std::vector<PlanToTime>& plans,
                                               const std::string& incumbentKey,
                                               const Plan& incumbent, const PairedRunOptions& runs,
-                                              double deadline, const CancellationToken* cancel) {
+                                              double deadline, bool keepAtDeadline,
+                                              const CancellationToken* cancel) {
   std::error_code ec;
   fs::create_directories(options_.workDir, ec);
   const std::string pattern = (fs::path(options_.workDir) / "plans-XXXXXX").string();
@@ -160,31 +169,16 @@ std::string SlurmPlanEvaluator::submitAndWait(const std::vector<PlanToTime>& pla
     observer_->onLog("graph-level: " + std::to_string(plans.size()) + " plans to Slurm job " + id +
                      " (--constraint=" + options_.constraint + "; files in " + dir + ")");
 
-  const auto start = std::chrono::steady_clock::now();
-  const auto elapsed = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  };
-  for (;;) {
-    SlurmJobState state;
-    try {
-      state = slurm.poll(id);
-    } catch (const Error&) {
-      if (!(cancel && cancel->cancelled())) throw;
-    }
-    if (cancel && cancel->cancelled()) {
-      try {
-        slurm.cancel(id);
-      } catch (const Error&) {
-      }
-      break;
-    }
-    if (!state.inQueue || elapsed() >= deadline) break;
-    const auto until = std::chrono::steady_clock::now() +
-                       std::chrono::milliseconds(static_cast<int>(options_.pollSeconds * 1000));
-    while (std::chrono::steady_clock::now() < until && !(cancel && cancel->cancelled()) &&
-           elapsed() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  // Squeue failing, an exception or Ctrl-C cancel the job (SlurmJobs::wait);
+  // the generation's deadline leaves it running when `keepAtDeadline` (a
+  // later generation reads its rows; the destructor cancels it at the end).
+  SlurmWaitOptions wait;
+  wait.pollSeconds = options_.pollSeconds;
+  wait.deadlineSeconds = deadline;
+  wait.cancelAtDeadline = !keepAtDeadline;
+  const SlurmWaitResult waited = slurm.wait(id, wait, cancel);
+  if (waited.end != SlurmWaitEnd::Deadline || !keepAtDeadline) finished_.insert(id);
+  if (!waited.cancelProblem.empty() && observer_) observer_->onLog("warning: " + waited.cancelProblem);
   return id;
 }
 
@@ -195,7 +189,7 @@ std::vector<TimedPlan> SlurmPlanEvaluator::timeGeneration(const std::vector<Plan
   std::vector<TimedPlan> back;
   if (!plans.empty()) {
     const std::string id = submitAndWait(plans, incumbentKey, incumbent, options_.runs,
-                                         options_.generationSeconds, cancel);
+                                         options_.generationSeconds, /*keepAtDeadline=*/true, cancel);
     for (const PlanToTime& p : plans) outstanding_.emplace_back(p.key, incumbentKey);
     (void)id;
   }
@@ -220,7 +214,8 @@ PairedPlanRuns SlurmPlanEvaluator::recheck(const Plan& best, const Plan& start,
   const std::string startKey = "recheck:" + placementKey(start);
   const std::string bestKey = placementKey(best);
   PlanToTime p{bestKey, &best, ""};
-  submitAndWait({p}, startKey, start, runs, options_.recheckSeconds, cancel);
+  // Nothing reads the re-check after its deadline: its job is cancelled then.
+  submitAndWait({p}, startKey, start, runs, options_.recheckSeconds, /*keepAtDeadline=*/false, cancel);
   if (auto t = lookup(bestKey, startKey)) return t->runs;
   PairedPlanRuns none;
   none.status = MeasurementStatus::TimedOut;

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -85,10 +86,12 @@ class SlurmPlanEvaluator final : public PlanEvaluator {
 
  private:
   // Writes the folder and submits; returns the job id. `deadline` seconds
-  // of waiting (or until the job leaves the queue, or cancel).
+  // of waiting (or until the job leaves the queue, or cancel); at the
+  // deadline the job keeps running if `keepAtDeadline`, else is cancelled.
+  // Cancel, squeue failing or an exception cancel it (SlurmJobs::wait).
   std::string submitAndWait(const std::vector<PlanToTime>& plans, const std::string& incumbentKey,
                             const Plan& incumbent, const PairedRunOptions& runs, double deadline,
-                            const CancellationToken* cancel);
+                            bool keepAtDeadline, const CancellationToken* cancel);
   std::optional<TimedPlan> lookup(const std::string& planKey,
                                   const std::string& incumbentKey) const;
 
@@ -96,6 +99,7 @@ class SlurmPlanEvaluator final : public PlanEvaluator {
   SearchObserver* observer_;
   std::unique_ptr<SharedMeasurementStore> store_;
   std::vector<std::string> jobs_;
+  std::set<std::string> finished_;  // jobs that left the queue or were cancelled
   std::vector<std::pair<std::string, std::string>> outstanding_;  // (plan, incumbent) not back yet
 };
 

@@ -55,6 +55,7 @@ OptimizationResult runTargetOptimizationJob(const Graph& graph,
   t.timeoutSeconds = options.timeoutSeconds;
   t.batchSize = options.targetBatchSize;
   t.pollSeconds = options.targetPollSeconds;
+  t.deadlineSeconds = options.targetTimeoutSeconds;
   const TargetMeasurementResult measured =
       measureOnTarget(graph, result.candidates, result.allowed, *db, t, observer, cancel);
   for (const std::string& p : measured.problems) {

@@ -222,6 +222,62 @@ TEST_F(TargetMeasurementTest, CancelRunsScancel) {
   EXPECT_EQ(id, "99");
 }
 
+// A job that never ends (a task hung on its node) or never starts (the
+// constraint's nodes drained: its tasks pending for ever) used to keep
+// `optimize` waiting until Ctrl-C. At the deadline it is cancelled and the
+// error says why, and what squeue last said.
+TEST_F(TargetMeasurementTest, AHungJobIsCancelledAtTheDeadline) {
+  std::ofstream(dir_ / "running") << "";
+  options_.deadlineSeconds = 0.3;
+  MeasurementDb db(":memory:");
+  try {
+    measureOnTarget(graph_, candidates_, {}, db, options_, nullptr, nullptr);
+    ADD_FAILURE() << "the wait ended without an error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("Slurm job 99"), std::string::npos) << what;
+    EXPECT_NE(what.find("--target-timeout"), std::string::npos) << what;
+    EXPECT_NE(what.find("cancelled (scancel)"), std::string::npos) << what;
+    EXPECT_NE(what.find("1 running"), std::string::npos) << what;
+  }
+  std::ifstream in(dir_ / "cancelled");
+  std::string id;
+  in >> id;
+  EXPECT_EQ(id, "99");
+}
+
+TEST_F(TargetMeasurementTest, ADrainedConstraintIsCancelledAtTheDeadline) {
+  write("squeue", "#!/bin/sh\necho '[0-1] PENDING'\n");
+  options_.deadlineSeconds = 0.3;
+  MeasurementDb db(":memory:");
+  try {
+    measureOnTarget(graph_, candidates_, {}, db, options_, nullptr, nullptr);
+    ADD_FAILURE() << "the wait ended without an error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("no task had started"), std::string::npos) << what;
+    EXPECT_NE(what.find("drained"), std::string::npos) << what;
+    EXPECT_NE(what.find("2 pending"), std::string::npos) << what;
+  }
+  EXPECT_TRUE(fs::exists(dir_ / "cancelled"));
+}
+
+// squeue failing (the controller gone) ends the wait with its error, and the
+// job is cancelled rather than left to run on unobserved.
+TEST_F(TargetMeasurementTest, ASqueueThatFailsCancelsTheJob) {
+  write("squeue", "#!/bin/sh\necho 'slurm_load_jobs error: Unable to contact slurm controller'\nexit 1\n");
+  MeasurementDb db(":memory:");
+  try {
+    measureOnTarget(graph_, candidates_, {}, db, options_, nullptr, nullptr);
+    ADD_FAILURE() << "the wait ended without an error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("Unable to contact slurm controller"), std::string::npos) << what;
+    EXPECT_NE(what.find("was cancelled (scancel)"), std::string::npos) << what;
+  }
+  EXPECT_TRUE(fs::exists(dir_ / "cancelled"));
+}
+
 TEST(TargetTaskReport, RoundTripsThroughItsFile) {
   const std::string dir =
       (fs::temp_directory_path() / ("collage_report_" + std::to_string(getpid()))).string();

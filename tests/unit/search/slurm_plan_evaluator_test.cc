@@ -186,6 +186,9 @@ TEST_F(SlurmPlanEvaluatorTest, TheBestIsRecheckedAsAOneTaskJob) {
   const PairedPlanRuns none = evaluator.recheck(best, start, finalRuns, nullptr);
   EXPECT_FALSE(none.ok());
   EXPECT_NE(none.message.find("did not come back"), std::string::npos) << none.message;
+  // Nothing reads the re-check after its deadline: its job is cancelled
+  // there and then, not left to run.
+  EXPECT_NE(slurp(dir_ / "cancelled").find("4242"), std::string::npos);
   const std::string submitted = slurp(dir_ / "submissions");
   EXPECT_NE(submitted.find("--array=0-0"), std::string::npos) << submitted;
   std::vector<fs::path> folders;
@@ -219,6 +222,23 @@ TEST_F(SlurmPlanEvaluatorTest, TheBestIsRecheckedAsAOneTaskJob) {
   ASSERT_TRUE(back.ok()) << back.message;
   EXPECT_EQ(back.aMs.size(), 4u);
   EXPECT_DOUBLE_EQ(back.medianRatio(), 0.5);
+}
+
+// squeue failing while a generation waits ends the search with its error,
+// and the generation's job is cancelled, not left to run on unobserved.
+TEST_F(SlurmPlanEvaluatorTest, ASqueueThatFailsCancelsTheGenerationsJob) {
+  write("squeue", "#!/bin/sh\necho 'slurm_load_jobs error: Socket timed out'\nexit 1\n");
+  Plan incumbent, a;
+  incumbent.modelPath = a.modelPath = options_.modelPath;
+  SlurmPlanEvaluator evaluator(options_, nullptr);
+  try {
+    evaluator.timeGeneration({{"plan-a", &a, "01"}}, "inc", incumbent, nullptr);
+    ADD_FAILURE() << "the generation ended without an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Socket timed out"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cancelled (scancel)"), std::string::npos) << e.what();
+  }
+  EXPECT_NE(slurp(dir_ / "cancelled").find("4242"), std::string::npos);
 }
 
 }  // namespace
