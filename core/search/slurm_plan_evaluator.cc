@@ -39,6 +39,7 @@ std::string PlanPairJob::toJson() const {
               {"seconds", runs.seconds},
               {"verify", runs.verify}}},
             {"incumbent_key", incumbentKey},
+            {"run_id", runId},
             {"incumbent_file", incumbentFile},
             {"plans", plansJ}};
   return j.dump(1);
@@ -66,6 +67,7 @@ PlanPairJob PlanPairJob::fromJson(const std::string& text, const std::string& pa
     job.runs.seconds = r.value("seconds", 1.0);
     job.runs.verify = r.value("verify", true);
     job.incumbentKey = j.at("incumbent_key");
+    job.runId = j.value("run_id", "");
     job.incumbentFile = j.at("incumbent_file");
     for (const json& e : j.at("plans"))
       job.plans.push_back({e.at("key"), e.value("genome", ""), e.at("file")});
@@ -99,9 +101,10 @@ SlurmPlanEvaluator::~SlurmPlanEvaluator() {
 }
 
 std::optional<TimedPlan> SlurmPlanEvaluator::lookup(const std::string& planKey,
-                                                    const std::string& incumbentKey) const {
-  const auto row =
-      store_->findPlanRun(options_.targetFingerprintId, options_.modelKey, planKey, incumbentKey);
+                                                    const std::string& incumbentKey,
+                                                    const std::string& runId) const {
+  const auto row = store_->findPlanRun(options_.targetFingerprintId, options_.modelKey, planKey,
+                                       incumbentKey, runId);
   if (!row) return std::nullopt;
   TimedPlan t;
   t.planKey = planKey;
@@ -130,6 +133,13 @@ std::string SlurmPlanEvaluator::submitAndWait(const std::vector<PlanToTime>& pla
   const std::string dir = fs::absolute(name.data()).string();
 
   PlanPairJob job;
+  // This submission's own rows: the folder's unique name and the time, so
+  // that a pair timed again (a re-timing, a re-check) is read from this
+  // run's rows, not from an earlier run's.
+  job.runId = fs::path(dir).filename().string() + "-" +
+              std::to_string(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count());
   job.modelPath = fs::absolute(options_.modelPath).string();
   job.inputShapes = options_.inputShapes;
   job.backends = options_.backends;
@@ -179,7 +189,7 @@ std::string SlurmPlanEvaluator::submitAndWait(const std::vector<PlanToTime>& pla
   const SlurmWaitResult waited = slurm.wait(id, wait, cancel);
   if (waited.end != SlurmWaitEnd::Deadline || !keepAtDeadline) finished_.insert(id);
   if (!waited.cancelProblem.empty() && observer_) observer_->onLog("warning: " + waited.cancelProblem);
-  return id;
+  return job.runId;
 }
 
 std::vector<TimedPlan> SlurmPlanEvaluator::timeGeneration(const std::vector<PlanToTime>& plans,
@@ -188,18 +198,17 @@ std::vector<TimedPlan> SlurmPlanEvaluator::timeGeneration(const std::vector<Plan
                                                           const CancellationToken* cancel) {
   std::vector<TimedPlan> back;
   if (!plans.empty()) {
-    const std::string id = submitAndWait(plans, incumbentKey, incumbent, options_.runs,
-                                         options_.generationSeconds, /*keepAtDeadline=*/true, cancel);
-    for (const PlanToTime& p : plans) outstanding_.emplace_back(p.key, incumbentKey);
-    (void)id;
+    const std::string runId = submitAndWait(plans, incumbentKey, incumbent, options_.runs,
+                                            options_.generationSeconds, /*keepAtDeadline=*/true, cancel);
+    for (const PlanToTime& p : plans) outstanding_.push_back({p.key, incumbentKey, runId});
   }
   // This generation's answers, and earlier ones that arrived since.
-  std::vector<std::pair<std::string, std::string>> still;
-  for (const auto& [plan, inc] : outstanding_)
-    if (auto t = lookup(plan, inc))
+  std::vector<Outstanding> still;
+  for (const Outstanding& o : outstanding_)
+    if (auto t = lookup(o.plan, o.incumbent, o.runId))
       back.push_back(std::move(*t));
     else
-      still.emplace_back(plan, inc);
+      still.push_back(o);
   outstanding_ = std::move(still);
   if (observer_ && !outstanding_.empty())
     observer_->onLog("graph-level: " + std::to_string(outstanding_.size()) +
@@ -215,8 +224,9 @@ PairedPlanRuns SlurmPlanEvaluator::recheck(const Plan& best, const Plan& start,
   const std::string bestKey = placementKey(best);
   PlanToTime p{bestKey, &best, ""};
   // Nothing reads the re-check after its deadline: its job is cancelled then.
-  submitAndWait({p}, startKey, start, runs, options_.recheckSeconds, /*keepAtDeadline=*/false, cancel);
-  if (auto t = lookup(bestKey, startKey)) return t->runs;
+  const std::string runId =
+      submitAndWait({p}, startKey, start, runs, options_.recheckSeconds, /*keepAtDeadline=*/false, cancel);
+  if (auto t = lookup(bestKey, startKey, runId)) return t->runs;
   PairedPlanRuns none;
   none.status = MeasurementStatus::TimedOut;
   none.message =
