@@ -64,6 +64,9 @@ std::string rememberedPath(const TargetMeasurementOptions& o) {
   std::string key = o.constraint + "\n" + sha256File(o.modelPath);
   for (const auto& s : o.inputShapes) key += "\n" + s;
   for (const auto& b : o.backends) key += "\nbackend " + b;
+  // The versions too: a fingerprint remembered for other versions would
+  // find their measurements, and nothing would be measured after an upgrade.
+  for (const auto& [name, version] : o.versions) key += "\nversion " + name + "=" + version;
   return (fs::path(o.workDir) / "targets" / (stableHashHex(key) + ".json")).string();
 }
 

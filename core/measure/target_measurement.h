@@ -21,9 +21,11 @@
 // never through a file in the shared folder.
 //
 // Which kernels are missing on the target is only known once its
-// fingerprint is: after the first job for a (constraint, model, backends),
-// the fingerprint is remembered in the work dir (targets/), and later runs
-// submit only the kernels the store lacks for it (none: no job at all).
+// fingerprint is: after the first job for a (constraint, model, backends
+// and their versions), the fingerprint is remembered in the work dir
+// (targets/), and later runs submit only the kernels the store lacks for it
+// (none: no job at all). A new version of a backend is a new key: its first
+// run submits a job, whose tasks report the fingerprint of the new versions.
 #pragma once
 
 #include <optional>
@@ -96,6 +98,11 @@ struct TargetMeasurementOptions {
   std::string modelPath;
   std::vector<std::string> inputShapes;
   std::vector<std::string> backends;
+  // This collage's backends' versions ((name, version); the tasks run the
+  // same collage on the nodes): part of the key the target's fingerprint is
+  // remembered under, so that after an upgrade the old versions' timings
+  // and verdicts are not taken for the target's.
+  TargetBackendVersions versions;
   double timeoutSeconds = 60;
   int batchSize = 16;      // kernels per task
   double pollSeconds = 2;  // between two squeue calls

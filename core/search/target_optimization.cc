@@ -52,6 +52,7 @@ OptimizationResult runTargetOptimizationJob(const Graph& graph,
   t.modelPath = options.modelPath;
   t.inputShapes = options.inputShapes;
   for (const auto& [name, version] : options.versions) t.backends.push_back(name);
+  t.versions = options.versions;
   t.timeoutSeconds = options.timeoutSeconds;
   t.batchSize = options.targetBatchSize;
   t.pollSeconds = options.targetPollSeconds;

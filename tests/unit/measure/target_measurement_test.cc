@@ -181,6 +181,36 @@ TEST_F(TargetMeasurementTest, ARememberedTargetGetsOnlyWhatTheStoreLacks) {
   EXPECT_EQ(third.fingerprint->cpuModel, "Target CPU");
 }
 
+// After an upgrade (a backend's version changed here, and so on the nodes
+// that run the same collage), the target remembered for the old versions is
+// not used: its measurements are the old versions', and a job measures the
+// kernels again; the tasks report the new versions' fingerprint.
+TEST_F(TargetMeasurementTest, AnUpgradedBackendIsMeasuredAgainNotReadFromTheOldVersion) {
+  options_.versions = {{"native", "9"}};
+  MeasurementDb db(":memory:");
+  const TargetMeasurementResult first =
+      measureOnTarget(graph_, candidates_, {}, db, options_, nullptr, nullptr);
+  ASSERT_TRUE(first.fingerprint);
+  for (size_t c = 0; c < candidates_.size(); ++c) {
+    MeasurementRecord rec;
+    rec.fingerprint = *first.fingerprint;
+    rec.key = MeasurementKey{"native", "9", candidateSignature(graph_, candidates_[c].nodes).hash};
+    rec.measurement.status = MeasurementStatus::Ok;
+    rec.measurement.medianNs = 1000;
+    rec.measurement.samples = 7;
+    db.store(rec);
+  }
+  // The same versions: everything is known, no job.
+  EXPECT_TRUE(measureOnTarget(graph_, candidates_, {}, db, options_, nullptr, nullptr).jobId.empty());
+  EXPECT_EQ(submissions(), 1);
+  options_.versions = {{"native", "10"}};  // upgraded
+  const TargetMeasurementResult upgraded =
+      measureOnTarget(graph_, candidates_, {}, db, options_, nullptr, nullptr);
+  EXPECT_EQ(upgraded.jobId, "99");
+  EXPECT_EQ(upgraded.kernels, 3);
+  EXPECT_EQ(submissions(), 2);
+}
+
 TEST_F(TargetMeasurementTest, ATaskThatFailedIsNamedWithItsNodeAndReason) {
   setenv("FAIL", "0", 1);
   MeasurementDb db(":memory:");
