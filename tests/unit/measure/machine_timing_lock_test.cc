@@ -319,5 +319,20 @@ TEST(FailureCauses, ATimeoutOnABusyMachineIsTheMachinesOnAQuietOneTheKernels) {
   EXPECT_EQ(q.cause, FailureCause::None) << q.message;
 }
 
+// A plan pairing that failed through the machine (here its timing lock) is
+// no verdict on the plans: not stored by the graph-level search, and so
+// marked where a Slurm task's row carries it back.
+TEST(FailureCauses, APairedRunThatFailedThroughTheMachineIsNoVerdict) {
+  IsolatedMeasurer m({"/bin/sh", "-c",
+                      "read line; echo '{\"status\":\"failed\",\"cause\":\"timing_lock\","
+                      "\"message\":\"cannot open the machine timing lock\"}'; read line"},
+                     MeasurerOptions{});
+  Plan a, b;
+  const PairedPlanRuns runs = m.timePlans(a, b, PairedRunOptions{}, 10);
+  EXPECT_EQ(runs.status, MeasurementStatus::Failed);
+  EXPECT_FALSE(runs.isVerdict()) << runs.message;
+  EXPECT_FALSE(pairedPlanRunsFromJson(toJson(runs)).isVerdict());
+}
+
 }  // namespace
 }  // namespace collage
