@@ -75,7 +75,9 @@ MachineTimingLock::MachineTimingLock(const std::string& what,
   // as it is, without O_CREAT (which fs.protected_regular refuses for another
   // user's file in a sticky folder).
   const mode_t mode = configured ? 0660 : 0600;
-  const int flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW;
+  // O_NONBLOCK: a FIFO planted at the path must not block the open (it is
+  // refused below as not a regular file); a regular file ignores it.
+  const int flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
   fd_ = open(file.c_str(), flags);
   if (fd_ < 0 && errno == ENOENT) {
     fd_ = open(file.c_str(), flags | O_CREAT | O_EXCL, mode);

@@ -118,6 +118,17 @@ TEST_F(TimingLock, ASymbolicLinkIsNotFollowed) {
   std::filesystem::remove(target);
 }
 
+// Nor is a FIFO planted there opened and waited on: refused at once.
+TEST_F(TimingLock, AFifoIsRefusedNotWaitedOn) {
+  ASSERT_EQ(mkfifo(path_.c_str(), 0666), 0);
+  try {
+    MachineTimingLock lock("measuring a.onnx");
+    ADD_FAILURE() << "a FIFO was taken for the lock";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not a regular file"), std::string::npos) << e.what();
+  }
+}
+
 // Without COLLAGE_TIMING_LOCK: where the lock lives.
 class TimingLockPlace : public ::testing::Test {
  protected:
