@@ -71,6 +71,7 @@ Action addMeasurePlanPairCommand(CLI::App& app) {
     row.modelKey = job.modelKey;
     row.planKey = entry.key;
     row.incumbentKey = job.incumbentKey;
+    row.runId = job.runId;  // this submission's row, even for a pair timed before
     row.genome = entry.genome;
     row.status = std::string(measurementStatusName(runs.status));
     row.medianRatio = runs.ok() ? runs.medianRatio() : 0;

@@ -95,6 +95,7 @@ Action addOptimizeCommand(CLI::App& app) {
     int batchSize = 16;
     bool targetGraphLevel = false;
     std::string generationDeadline = "5m";
+    std::string targetTimeout = "1h";
   };
   auto* command = app.add_subcommand("optimize", "measure candidates and find the fastest placement");
   auto options = std::make_shared<Options>();
@@ -167,6 +168,10 @@ Action addOptimizeCommand(CLI::App& app) {
   command->add_flag("--target-graph-level", options->targetGraphLevel,
                     "with --target, run the graph-level search too, each generation's plans as one Slurm job "
                     "array (each plan timed paired with the incumbent on a node); off by default");
+  command->add_option("--target-timeout", options->targetTimeout,
+                      "with --target, how long the Slurm job may take, queueing included, before it is "
+                      "cancelled and optimize stops with an error (a drained constraint never runs a "
+                      "task); 90s, 30m, 2h or seconds, 0 for no limit (default 1h)");
   command->add_option("--generation-deadline", options->generationDeadline,
                       "with --target-graph-level, how long a generation waits for its plans; those still out "
                       "keep their estimate and are collected later (default 5m)");
@@ -234,6 +239,9 @@ Action addOptimizeCommand(CLI::App& app) {
     job.targetBatchSize = options->batchSize;
     job.targetGraphLevel = options->targetGraphLevel;
     job.targetGenerationSeconds = parseDurationSeconds(options->generationDeadline, "--generation-deadline");
+    job.targetTimeoutSeconds = options->targetTimeout == "0"
+                                   ? 0
+                                   : parseDurationSeconds(options->targetTimeout, "--target-timeout");
 
     // The job's report on stdout, its progress bar on stderr.
     TerminalProgress progress(/*logToStdout=*/true);

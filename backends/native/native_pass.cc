@@ -187,10 +187,16 @@ void loadStrided(float* o, const void* base, ElementType type, int64_t off, int6
 
 template <typename Q>
 void storeIntegers(Q* __restrict d, int64_t stride, Operand src, int n) {
+  // A NaN passes the lowering's Clip (comparisons with it are false): it is
+  // stored as the type's lowest value, as the reference quantises it
+  // (core/ops/requantize.h), never converted to an integer (undefined).
+  const auto integer = [](float v) {
+    return v == v ? static_cast<Q>(static_cast<int32_t>(v)) : std::numeric_limits<Q>::min();
+  };
   if (stride == 1 && src.vec) {
-    for (int j = 0; j < n; ++j) d[j] = static_cast<Q>(static_cast<int32_t>(src.p[j]));
+    for (int j = 0; j < n; ++j) d[j] = integer(src.p[j]);
   } else {
-    for (int j = 0; j < n; ++j) d[j * stride] = static_cast<Q>(static_cast<int32_t>(src.p[src.vec ? j : 0]));
+    for (int j = 0; j < n; ++j) d[j * stride] = integer(src.p[src.vec ? j : 0]);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/ops/op_helpers.h"
+#include "core/ops/requantize.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__)
 // GCC 12 reports '__Y may be used uninitialized' inside the AVX-512
@@ -50,10 +51,8 @@ void quantizeRun(const float* x, int64_t n, float scale, float zp, Range r, uint
     _mm512_mask_cvtepi32_storeu_epi8(y + i, m, _mm512_cvtps_epi32(v));
   }
 #endif
-  for (; i < n; ++i) {
-    const float q = std::nearbyint(x[i] / scale) + zp;
-    y[i] = static_cast<uint8_t>(static_cast<int32_t>(std::min(std::max(q, r.lo), r.hi)));
-  }
+  // The vector loop's max and min, NaN to r.lo included (requantize.h).
+  for (; i < n; ++i) y[i] = static_cast<uint8_t>(static_cast<int32_t>(quantizeValue(x[i], scale, zp, r.lo, r.hi)));
 }
 
 // y[i] = float(x[i] - zp) * scale.

@@ -12,6 +12,17 @@
 set -euo pipefail
 collage=$1 dir=$2 suffix=$3 threads=${4:-2} rounds=${5:-5}
 here=$(cd "$(dirname "$0")" && pwd)
+# The lock collage takes (core/measure/machine_timing_lock.h): COLLAGE_TIMING_LOCK,
+# else in $XDG_RUNTIME_DIR, else in $TMPDIR/collage-<uid>/.
+lock=${COLLAGE_TIMING_LOCK:-}
+if [[ -z $lock ]]; then
+  if [[ -n ${XDG_RUNTIME_DIR:-} && -d $XDG_RUNTIME_DIR && ! -L $XDG_RUNTIME_DIR && -O $XDG_RUNTIME_DIR ]]; then
+    lock=$XDG_RUNTIME_DIR/collage-timing.lock
+  else
+    mkdir -p -m 700 "${TMPDIR:-/tmp}/collage-$(id -u)"
+    lock=${TMPDIR:-/tmp}/collage-$(id -u)/collage-timing.lock
+  fi
+fi
 time_plan() {  # COLLAGE MODEL PLAN [ENV...]
   local bin=$1 model=$2 plan=$3
   shift 3
@@ -30,7 +41,7 @@ for m in vit_b_16 bert_base gpt2; do
     else
       base+=(nan)
     fi
-    ort+=("$(SHAPE_q=$shape SHAPE_k=$shape SHAPE_v=$shape flock /tmp/collage-timing.lock node "$here/ort_time.js" "$model" "$threads" 300 |
+    ort+=("$(SHAPE_q=$shape SHAPE_k=$shape SHAPE_v=$shape flock "$lock" node "$here/ort_time.js" "$model" "$threads" 300 |
             sed -n 's/^median_ms //p')")
   done
   python3 - "$m" "${main[*]}" "${alt[*]}" "${base[*]}" "${ort[*]}" <<'PY'

@@ -120,7 +120,12 @@ std::vector<Measurement> CandidateCoster::costAll(const CandidateSet& candidates
     ++r.measured;
     if (m.status != MeasurementStatus::Ok) ++r.failed;
     if (m.preemptedRuns > 0) ++r.preempted;
-    if (observer && m.status != MeasurementStatus::Ok && m.status != MeasurementStatus::Invalid)
+    if (m.environmental()) ++r.environmental;
+    if (observer && m.environmental())
+      observer->onLog(label + ": " + m.toString() + " (" +
+                      std::string(failureCauseDescription(m.cause)) +
+                      ", not the kernel: not kept as its verdict, measured again on the next run)");
+    else if (observer && m.status != MeasurementStatus::Ok && m.status != MeasurementStatus::Invalid)
       observer->onLog(label + ": " + m.toString());
   };
   const auto isCancelled = [&] {

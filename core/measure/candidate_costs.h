@@ -33,6 +33,10 @@ struct CostingReport {
   int measured = 0;
   int failed = 0;  // invalid, failed or timed out (cached or fresh)
   int preempted = 0;  // measured now with runs left out: another process preempted them
+  // Failed now through the machine's fault (its timing lock, its memory, a
+  // busy machine, a kill from outside: Measurement::environmental). Not kept
+  // as the kernel's verdict nor shared: measured again on the next run.
+  int environmental = 0;
   // Reference kernels not measured, faster candidates covering their nodes
   // (reference_skips.h), and what one run of each was estimated at in all.
   int skipped = 0;

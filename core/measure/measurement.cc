@@ -34,6 +34,37 @@ MeasurementStatus measurementStatusFromName(std::string_view name) {
   return MeasurementStatus::Failed;
 }
 
+std::string_view failureCauseName(FailureCause c) {
+  switch (c) {
+    case FailureCause::None: return "";
+    case FailureCause::TimingLock: return "timing_lock";
+    case FailureCause::OutOfMemory: return "out_of_memory";
+    case FailureCause::Busy: return "busy";
+    case FailureCause::Killed: return "killed";
+    case FailureCause::Unchecked: return "unchecked";
+  }
+  return "";
+}
+
+FailureCause failureCauseFromName(std::string_view name) {
+  for (auto c : {FailureCause::TimingLock, FailureCause::OutOfMemory, FailureCause::Busy,
+                 FailureCause::Killed, FailureCause::Unchecked})
+    if (failureCauseName(c) == name) return c;
+  return FailureCause::None;
+}
+
+std::string_view failureCauseDescription(FailureCause c) {
+  switch (c) {
+    case FailureCause::None: return "the kernel";
+    case FailureCause::TimingLock: return "the machine's timing lock";
+    case FailureCause::OutOfMemory: return "the machine's memory";
+    case FailureCause::Busy: return "a busy machine";
+    case FailureCause::Killed: return "a kill from outside";
+    case FailureCause::Unchecked: return "a timeout never checked for a busy machine";
+  }
+  return "the kernel";
+}
+
 std::string Measurement::toString() const {
   if (status != MeasurementStatus::Ok)
     return std::string(measurementStatusName(status)) + (message.empty() ? "" : ": " + message);

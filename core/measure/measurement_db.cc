@@ -68,9 +68,12 @@ std::string nowIso8601() {
 // (early version-2 files lack that table). Version 4 adds the whole plans
 // the graph-level search ran (plan_runs). Version 5 adds where a row came
 // from (origin: 'local', measured here; 'shared', read from the shared store
-// and cached), so that `db push` sends only this machine's own. Every
+// and cached), so that `db push` sends only this machine's own. Version 6
+// adds why a failure happened when the machine, not the kernel, was at fault
+// (cause: measurement.h's FailureCause; '' for the kernel's own): such rows
+// are kept for the record but are no verdict, never found nor pushed. Every
 // statement creates only what is missing, so the same text brings any older
-// file up to date (origin is added by migrate()).
+// file up to date (origin and cause are added by migrate()).
 const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS measurements (
   fingerprint_id   TEXT NOT NULL,
@@ -94,6 +97,7 @@ CREATE TABLE IF NOT EXISTS measurements (
   message          TEXT NOT NULL DEFAULT '',
   measured_at      TEXT NOT NULL DEFAULT '',
   origin           TEXT NOT NULL DEFAULT 'local',
+  cause            TEXT NOT NULL DEFAULT '',
   PRIMARY KEY (fingerprint_id, backend, backend_version, signature)
 );
 CREATE TABLE IF NOT EXISTS switch_costs (
@@ -257,6 +261,28 @@ void MeasurementDb::migrate() {
     }
     if (!hasOrigin)
       exec("ALTER TABLE measurements ADD COLUMN origin TEXT NOT NULL DEFAULT 'local'");
+    bool hasCause = false;
+    {
+      Statement columns(db_, "SELECT 1 FROM pragma_table_info('measurements') WHERE name='cause'",
+                        path_);
+      hasCause = columns.step();
+    }
+    if (!hasCause) {
+      exec("ALTER TABLE measurements ADD COLUMN cause TEXT NOT NULL DEFAULT ''");
+      // Failures stored before version 6 whose message shows the machine
+      // at fault get their cause, so that they heal: measured again on the
+      // next run. Timeouts were never checked for a busy machine: each is
+      // measured again once ('unchecked'); reproduced then, it is kept.
+      exec("UPDATE measurements SET cause='timing_lock' WHERE status='failed' AND "
+           "message LIKE '%machine''s timing lock%'");
+      exec("UPDATE measurements SET cause='out_of_memory' WHERE status='failed' AND cause='' AND "
+           "message LIKE '%bad_alloc%'");
+      exec("UPDATE measurements SET cause='killed' WHERE status='failed' AND cause='' AND "
+           "(message LIKE '%(signal Killed)%' OR message LIKE '%(signal Terminated)%' OR "
+           "message LIKE '%(signal Interrupt)%' OR message LIKE '%(signal Hangup)%' OR "
+           "message LIKE '%(signal Quit)%')");
+      exec("UPDATE measurements SET cause='unchecked' WHERE status='timed_out'");
+    }
     exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
     exec("COMMIT");
   } catch (...) {
@@ -270,7 +296,7 @@ std::optional<Measurement> MeasurementDb::find(const HardwareFingerprint& fp,
   Statement s(db_,
               "SELECT status, median_ns, spread, min_ns, samples, measure_seconds, message, origin "
               "FROM measurements WHERE fingerprint_id=? AND backend=? AND backend_version=? AND "
-              "signature=?",
+              "signature=? AND cause=''",
               path_);
   s.bind(1, fp.id()).bind(2, key.backend).bind(3, key.backendVersion).bind(4, key.signatureHash);
   if (!s.step()) {
@@ -308,6 +334,10 @@ void MeasurementDb::store(const MeasurementRecord& r) {
   // (reference_skips.h), never measured: no fact about the kernel to keep.
   if (r.measurement.status == MeasurementStatus::Skipped) return;
   storeLocal(r, "local", /*replace=*/true);
+  // A failure of the machine (its timing lock, its memory, a busy or killed
+  // worker) is kept in the file for the record, where find() passes over
+  // it, and never shared: it is no verdict on the kernel.
+  if (r.measurement.environmental()) return;
   if (!shared()) return;
   try {
     shared()->append(r);
@@ -328,8 +358,8 @@ bool MeasurementDb::storeLocal(const MeasurementRecord& r, const char* origin, b
                   " INTO measurements (fingerprint_id, cpu_vendor, cpu_model, "
                   "isa_flags, cores, threads, library_versions, backend, backend_version, "
                   "signature, signature_text, ops, status, median_ns, spread, min_ns, samples, "
-                  "measure_seconds, message, measured_at, origin) "
-                  "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                  "measure_seconds, message, measured_at, origin, cause) "
+                  "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
               path_);
   const auto& f = r.fingerprint;
   const auto& m = r.measurement;
@@ -341,6 +371,7 @@ bool MeasurementDb::storeLocal(const MeasurementRecord& r, const char* origin, b
   s.bind(16, m.minNs).bind(17, int64_t{m.samples}).bind(18, m.measureSeconds).bind(19, m.message);
   s.bind(20, r.measuredAt.empty() ? nowIso8601() : r.measuredAt);
   s.bind(21, std::string(origin));
+  s.bind(22, std::string(m.status == MeasurementStatus::Ok ? "" : failureCauseName(m.cause)));
   s.step();
   return sqlite3_changes(db_) > 0;
 }
@@ -352,7 +383,7 @@ std::vector<MeasurementRecord> readRecords(sqlite3* db, const std::string& path,
   Statement s(db,
               "SELECT cpu_vendor, cpu_model, isa_flags, cores, threads, library_versions, backend, "
               "backend_version, signature, signature_text, ops, status, median_ns, spread, min_ns, "
-              "samples, measure_seconds, message, measured_at FROM measurements WHERE " +
+              "samples, measure_seconds, message, measured_at, cause FROM measurements WHERE " +
                   where + " ORDER BY backend, ops, signature",
               path);
   std::vector<MeasurementRecord> out;
@@ -372,6 +403,7 @@ std::vector<MeasurementRecord> readRecords(sqlite3* db, const std::string& path,
     r.measurement.measureSeconds = s.real(16);
     r.measurement.message = s.text(17);
     r.measuredAt = s.text(18);
+    r.measurement.cause = failureCauseFromName(s.text(19));
     out.push_back(std::move(r));
   }
   return out;
@@ -384,7 +416,8 @@ MeasurementCopyReport MeasurementDb::push() {
   if (!shared_) throw Error(path_ + ": push and pull need a shared store (--db postgresql://...)");
   MeasurementCopyReport report;
   // One row at a time, each committed: a push cut short is simply run again.
-  for (const auto& r : readRecords(db_, path_, "origin = 'local'"))
+  // Not the machine's failures: they are no verdict to share.
+  for (const auto& r : readRecords(db_, path_, "origin = 'local' AND cause = ''"))
     ++(shared_->append(r) ? report.copied : report.present);
   return report;
 }

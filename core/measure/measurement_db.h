@@ -86,7 +86,7 @@ struct MeasurementCopyReport {
 
 class MeasurementDb {
  public:
-  static constexpr int kSchemaVersion = 5;
+  static constexpr int kSchemaVersion = 6;
   // $XDG_CACHE_HOME/collage-studio/measurements.sqlite (~/.cache/... by default).
   static std::string defaultPath();
 
@@ -101,9 +101,13 @@ class MeasurementDb {
   MeasurementDb(const MeasurementDb&) = delete;
   MeasurementDb& operator=(const MeasurementDb&) = delete;
 
+  // The kernel's stored verdict. A failure of the machine stored for the key
+  // (Measurement::environmental) is none: it is passed over, and the kernel
+  // measured again.
   std::optional<Measurement> find(const HardwareFingerprint& fp, const MeasurementKey& key) const;
   // Inserts or replaces in the file; appends to the shared store (where a
-  // row this machine stored before for the key stays as it was).
+  // row this machine stored before for the key stays as it was), except a
+  // failure of the machine, which stays in the file only.
   void store(const MeasurementRecord& record);
 
   // A kernel this process is measuring. Processes sharing a store see it

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
+#include <sstream>
 
 #include "core/ir/error.h"
 #include "core/ir/threading.h"
@@ -333,6 +334,13 @@ Measurement measureKernel(Backend& backend, const KernelRequest& request,
   std::unique_ptr<PreparedKernel> k;
   try {
     k = std::make_unique<PreparedKernel>(backend, request, 42, nativeLayouts);
+  } catch (const std::bad_alloc& e) {
+    // The machine's memory, not the kernel: measured again on the next run.
+    m.status = MeasurementStatus::Failed;
+    m.cause = FailureCause::OutOfMemory;
+    m.message = std::string("compile ran out of memory: ") + e.what();
+    m.measureSeconds = secondsSince(start);
+    return m;
   } catch (const std::exception& e) {
     m.status = MeasurementStatus::Failed;
     m.message = std::string("compile threw: ") + e.what();
@@ -392,6 +400,10 @@ Measurement measureKernel(Backend& backend, const KernelRequest& request,
     summarizeSamples(samples, m);
     m.preemptedRuns = static_cast<int32_t>(preempted.size());
     m.status = MeasurementStatus::Ok;
+  } catch (const std::bad_alloc& e) {
+    m.status = MeasurementStatus::Failed;
+    m.cause = FailureCause::OutOfMemory;
+    m.message = std::string("run ran out of memory: ") + e.what();
   } catch (const std::exception& e) {
     m.status = MeasurementStatus::Failed;
     m.message = std::string("run threw: ") + e.what();
@@ -444,6 +456,10 @@ Measurement measureSwitch(Backend& first, const KernelRequest& firstRequest, Bac
     summarizeSamples(tab, m);
     m.medianNs = std::max(0.0, m.medianNs - ma.medianNs - mb.medianNs);
     m.status = MeasurementStatus::Ok;
+  } catch (const std::bad_alloc& e) {
+    m.status = MeasurementStatus::Failed;
+    m.cause = FailureCause::OutOfMemory;
+    m.message = std::string("ran out of memory: ") + e.what();
   } catch (const std::exception& e) {
     m.status = MeasurementStatus::Failed;
     m.message = e.what();
@@ -456,7 +472,8 @@ namespace {
 nlohmann::json toJson(const Measurement& m) {
   return {{"status", measurementStatusName(m.status)}, {"median_ns", m.medianNs},
           {"spread", m.spread}, {"min_ns", m.minNs}, {"samples", m.samples},
-          {"preempted", m.preemptedRuns}, {"seconds", m.measureSeconds}, {"message", m.message}};
+          {"preempted", m.preemptedRuns}, {"seconds", m.measureSeconds}, {"message", m.message},
+          {"cause", failureCauseName(m.cause)}};
 }
 Measurement fromJson(const nlohmann::json& j) {
   Measurement m;
@@ -468,6 +485,7 @@ Measurement fromJson(const nlohmann::json& j) {
   m.preemptedRuns = j.value("preempted", 0);
   m.measureSeconds = j.value("seconds", 0.0);
   m.message = j.value("message", "");
+  m.cause = failureCauseFromName(j.value("cause", ""));
   return m;
 }
 }  // namespace
@@ -488,8 +506,10 @@ void runMeasurementWorker(const Graph& graph,
         out << nlohmann::json{{"waiting", holder}}.dump() << "\n" << std::flush;
       });
     } catch (const Error& e) {
+      // Nothing was measured: the machine's failure, not the kernel's.
       Measurement failed;
       failed.status = MeasurementStatus::Failed;
+      failed.cause = FailureCause::TimingLock;
       failed.message = e.what();
       out << toJson(failed).dump() << "\n" << std::flush;
       continue;
@@ -512,6 +532,13 @@ void runMeasurementWorker(const Graph& graph,
           options.verify = pair.value("verify", options.verify);
           if (!planRunner) planRunner = std::make_unique<PairedPlanRunner>(graph, backendFor);
           runs = planRunner->run(a, b, options);
+        } catch (const std::bad_alloc& e) {
+          runs.status = MeasurementStatus::Failed;
+          runs.message = std::string("ran out of memory: ") + e.what();
+          nlohmann::json reply = toJson(runs);
+          reply["cause"] = failureCauseName(FailureCause::OutOfMemory);
+          out << reply.dump() << "\n" << std::flush;
+          continue;
         } catch (const std::exception& e) {
           runs.status = MeasurementStatus::Failed;
           runs.message = e.what();
@@ -545,6 +572,10 @@ void runMeasurementWorker(const Graph& graph,
       } else {
         m = measureKernel(*backend, request, options, nativeLayouts);
       }
+    } catch (const std::bad_alloc& e) {
+      m.status = MeasurementStatus::Failed;
+      m.cause = FailureCause::OutOfMemory;
+      m.message = std::string("ran out of memory: ") + e.what();
     } catch (const std::exception& e) {
       m.status = MeasurementStatus::Failed;
       m.message = e.what();
@@ -553,8 +584,38 @@ void runMeasurementWorker(const Graph& graph,
   }
 }
 
+double othersCpuSeconds(int pid) {
+  // /proc/stat's first line: the machine's time per state, in clock ticks.
+  std::ifstream stat("/proc/stat");
+  std::string cpu;
+  double user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+  if (!(stat >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal) ||
+      cpu != "cpu")
+    return 0;  // unknown: never "busy"
+  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  double busy = (user + nice + system + irq + softirq + steal) / tick;
+  if (pid > 0) {
+    // Less the worker's own: utime and stime, fields 14 and 15 of
+    // /proc/<pid>/stat, after the command name (which may hold spaces).
+    std::ifstream own("/proc/" + std::to_string(pid) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(own)), std::istreambuf_iterator<char>());
+    const size_t close = text.rfind(')');
+    if (close != std::string::npos) {
+      std::istringstream fields(text.substr(close + 2));
+      std::string field;
+      double utime = 0, stime = 0;
+      for (int i = 3; i <= 15 && fields >> field; ++i) {
+        if (i == 14) utime = std::atof(field.c_str());
+        if (i == 15) stime = std::atof(field.c_str());
+      }
+      busy -= (utime + stime) / tick;
+    }
+  }
+  return busy;
+}
+
 IsolatedMeasurer::IsolatedMeasurer(std::vector<std::string> workerCommand, MeasurerOptions options)
-    : command_(std::move(workerCommand)), options_(options) {
+    : command_(std::move(workerCommand)), options_(options), loadProbe_(othersCpuSeconds) {
   // A worker that dies makes our next write raise SIGPIPE: report it instead.
   signal(SIGPIPE, SIG_IGN);
 }
@@ -606,13 +667,30 @@ int IsolatedMeasurer::reapWorker() {
   return status;
 }
 
-std::string IsolatedMeasurer::describeExit(int status) const {
-  if (WIFSIGNALED(status))
-    return std::string("the kernel crashed the measurement worker (signal ") +
-           strsignal(WTERMSIG(status)) + ")";
+void IsolatedMeasurer::describeExit(int status, Measurement& failed) const {
+  failed.status = MeasurementStatus::Failed;
+  failed.cause = FailureCause::None;
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    // A kill from outside is the machine's doing: SIGKILL is what the
+    // out-of-memory killer sends (we send it only on a timeout or an abort,
+    // which do not come here), SIGTERM, SIGINT, SIGHUP and SIGQUIT come from a
+    // person or a job scheduler. Any other signal (SIGSEGV, SIGBUS, SIGFPE,
+    // SIGILL, SIGABRT, ...) is the kernel crashing the worker: its own verdict.
+    if (sig == SIGKILL || sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT) {
+      failed.cause = FailureCause::Killed;
+      failed.message = std::string("the measurement worker was killed from outside (signal ") +
+                       strsignal(sig) + (sig == SIGKILL ? ": the out-of-memory killer?" : "") + ")";
+      return;
+    }
+    failed.message = std::string("the kernel crashed the measurement worker (signal ") +
+                     strsignal(sig) + ")";
+    return;
+  }
   if (WIFEXITED(status))
-    return "the measurement worker exited with status " + std::to_string(WEXITSTATUS(status));
-  return "the measurement worker stopped";
+    failed.message = "the measurement worker exited with status " + std::to_string(WEXITSTATUS(status));
+  else
+    failed.message = "the measurement worker stopped";
 }
 
 Measurement IsolatedMeasurer::measure(const std::string& backend, const NodeSet& nodes) {
@@ -656,7 +734,11 @@ PairedPlanRuns IsolatedMeasurer::timePlans(const Plan& a, const Plan& b, const P
       exchange(req.dump(), pairedRunTimeoutSeconds(a, b, options, timeoutSeconds), failed);
   if (reply) {
     try {
-      return pairedPlanRunsFromJson(*reply);
+      PairedPlanRuns back = pairedPlanRunsFromJson(*reply);
+      // The machine's failure (its timing lock, its memory): no verdict on
+      // the plans, as for a worker lost.
+      if (failureCauseFromName(reply->value("cause", "")) != FailureCause::None) back.workerLost = true;
+      return back;
     } catch (const std::exception&) {
       failed.status = MeasurementStatus::Failed;
       failed.message = "garbled reply from the measurement worker: " + reply->dump().substr(0, 200);
@@ -691,11 +773,13 @@ std::optional<nlohmann::json> IsolatedMeasurer::exchange(const std::string& json
   KernelActivity::Scope running;
   std::string line = json + "\n";
   auto start = Clock::now();
+  // What the machine's other processes used while this request ran: a
+  // timeout while they held the cores is no verdict on the kernel.
+  double othersAtStart = loadProbe_(pid_);
   bool waitingForLock = false;
   // The worker died: reap it and say how (its signal or exit status).
   auto workerDied = [&]() -> std::optional<nlohmann::json> {
-    failed.status = MeasurementStatus::Failed;
-    failed.message = describeExit(reapWorker());
+    describeExit(reapWorker(), failed);
     failed.measureSeconds = secondsSince(start);
     return std::nullopt;
   };
@@ -723,6 +807,7 @@ std::optional<nlohmann::json> IsolatedMeasurer::exchange(const std::string& json
         if (j.is_object() && j.contains("acquired")) {
           waitingForLock = false;
           start = Clock::now();
+          othersAtStart = loadProbe_(pid_);
           continue;
         }
         return j;
@@ -735,11 +820,22 @@ std::optional<nlohmann::json> IsolatedMeasurer::exchange(const std::string& json
     }
     double left = waitingForLock ? timeoutSeconds : timeoutSeconds - secondsSince(start);
     if (left <= 0) {
+      const double wall = secondsSince(start);
+      const double othersCores = (loadProbe_(pid_) - othersAtStart) / std::max(wall, 1e-3);
       stopWorker(true);
       failed.status = MeasurementStatus::TimedOut;
       failed.message = "no result within " + std::to_string(static_cast<int>(timeoutSeconds)) +
                        " s: the worker was killed";
-      failed.measureSeconds = secondsSince(start);
+      if (othersCores >= kBusyCores) {
+        char busy[160];
+        std::snprintf(busy, sizeof busy,
+                      " while other processes kept %.1f cores busy (a busy machine: measured "
+                      "again on the next run)",
+                      othersCores);
+        failed.message += busy;
+        failed.cause = FailureCause::Busy;
+      }
+      failed.measureSeconds = wall;
       return std::nullopt;
     }
     if (aborted()) abortNow();

@@ -118,6 +118,17 @@ void summarizeSamples(std::vector<double>& samplesNs, Measurement& m);
 void runMeasurementWorker(const Graph& graph, const std::function<Backend*(const std::string&)>& backendFor,
                           const MeasurerOptions& options, std::istream& in, std::ostream& out);
 
+// The CPU time in seconds, all cores together, that the machine's processes
+// other than `pid` have used since it booted (/proc/stat less /proc/<pid>/stat;
+// 0 where /proc cannot be read). The difference over a request that timed
+// out says whether other processes held the cores meanwhile.
+double othersCpuSeconds(int pid);
+
+// Other processes using this many cores on average during a request that
+// timed out make its timeout the machine's (FailureCause::Busy), not the
+// kernel's: the kernel's threads waited for cores.
+inline constexpr double kBusyCores = 0.5;
+
 // Thrown by an IsolatedMeasurer whose abort switch is on: the worker was
 // killed mid-request. There is no measurement, and a caller must store none
 // (a Failed entry would mark a good kernel bad for good), so this is thrown
@@ -157,6 +168,8 @@ class IsolatedMeasurer {
   void setWaitingReporter(std::function<void(const std::string& holder)> waiting) {
     waiting_ = std::move(waiting);
   }
+  // Replaces othersCpuSeconds (tests: a machine busy or quiet on demand).
+  void setLoadProbe(std::function<double(int pid)> probe) { loadProbe_ = std::move(probe); }
 
  private:
   Measurement request(const std::string& json);
@@ -167,7 +180,9 @@ class IsolatedMeasurer {
   void startWorker();
   void stopWorker(bool kill);
   int reapWorker();  // closes the pipes, waits; returns the wait status
-  std::string describeExit(int status) const;
+  // Fills `failed` with how the worker ended: its message and whose
+  // failure it is (FailureCause::Killed for a kill from outside).
+  void describeExit(int status, Measurement& failed) const;
 
   std::vector<std::string> command_;
   MeasurerOptions options_;
@@ -179,6 +194,7 @@ class IsolatedMeasurer {
   std::shared_ptr<const CancellationToken> abort_;
   std::function<void(const std::string&)> waiting_;
   std::string lastHolder_;  // the last holder of the timing lock reported
+  std::function<double(int)> loadProbe_;
 };
 
 }  // namespace collage

@@ -65,7 +65,8 @@ nlohmann::json toJson(const PairedPlanRuns& runs) {
           {"b_ms", runs.bMs},
           {"compiled", runs.kernelsCompiled},
           {"reused", runs.kernelsReused},
-          {"seconds", runs.seconds}};
+          {"seconds", runs.seconds},
+          {"worker_lost", runs.workerLost}};
 }
 
 PairedPlanRuns pairedPlanRunsFromJson(const nlohmann::json& j) {
@@ -77,6 +78,8 @@ PairedPlanRuns pairedPlanRunsFromJson(const nlohmann::json& j) {
   r.kernelsCompiled = j.value("compiled", 0);
   r.kernelsReused = j.value("reused", 0);
   r.seconds = j.value("seconds", 0.0);
+  // Read back from a Slurm task's row: no verdict there either.
+  r.workerLost = j.value("worker_lost", false);
   return r;
 }
 

@@ -92,6 +92,24 @@ CREATE TRIGGER collage_plan_runs_append_only BEFORE UPDATE ON collage_plan_runs
   FOR EACH ROW EXECUTE FUNCTION collage_append_only();
 )sql";
 
+// Version 3: a plan run belongs to the submission that timed it (run_id, a
+// Slurm job's own id). Version 2's unique key made a second timing of the
+// same pair on the same node a no-op (ON CONFLICT DO NOTHING), so that a
+// re-timing read the first run's row for ever; the run id joins the key.
+const char* kPlanRunIds = R"sql(
+ALTER TABLE collage_plan_runs ADD COLUMN run_id text NOT NULL DEFAULT '';
+DO $$
+DECLARE c text;
+BEGIN
+  FOR c IN SELECT conname FROM pg_constraint
+           WHERE conrelid = 'collage_plan_runs'::regclass AND contype = 'u' LOOP
+    EXECUTE format('ALTER TABLE collage_plan_runs DROP CONSTRAINT %I', c);
+  END LOOP;
+END $$;
+ALTER TABLE collage_plan_runs ADD CONSTRAINT collage_plan_runs_run_key
+  UNIQUE (fingerprint_id, model_key, plan_key, incumbent_key, machine, run_id);
+)sql";
+
 // One query answers both a single key (find: $1..$4 set) and every key
 // (aggregated: $1 NULL), so there is one median. Per machine first, then
 // across machines: a machine that measured more often does not outvote
@@ -297,6 +315,7 @@ void SharedMeasurementStore::migrate() {
     // Each version's additions, in order: a version-1 store gains the plan
     // runs (by its owner: a role that may only insert cannot, and is told).
     if (version < 2) run(conn_, conninfo_, kPlanRuns);
+    if (version < 3) run(conn_, conninfo_, kPlanRunIds);
     if (version < kSchemaVersion)
       run(conn_, conninfo_,
           "INSERT INTO collage_schema (version) VALUES (" + std::to_string(kSchemaVersion) + ")");
@@ -327,6 +346,9 @@ std::optional<MeasurementRecord> SharedMeasurementStore::find(const HardwareFing
 bool SharedMeasurementStore::append(const MeasurementRecord& rec) {
   const auto& f = rec.fingerprint;
   const auto& m = rec.measurement;
+  // A failure of the machine (measurement.h's FailureCause) is no verdict on
+  // the kernel: never the team's.
+  if (m.environmental()) return false;
   const std::string id = f.id(), cores = std::to_string(f.cores),
                     threads = std::to_string(f.threads);
   const std::string status(measurementStatusName(m.status));
@@ -397,24 +419,24 @@ bool SharedMeasurementStore::appendPlanRun(const HardwareFingerprint& fp, const 
   const std::string id = fp.id(), ratio = number(row.medianRatio);
   Result r = run(conn_, conninfo_,
                  "INSERT INTO collage_plan_runs (fingerprint_id, model_key, plan_key, incumbent_key, "
-                 "machine, genome, status, median_ratio, runs) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9) "
-                 "ON CONFLICT DO NOTHING",
+                 "machine, genome, status, median_ratio, runs, run_id) VALUES "
+                 "($1,$2,$3,$4,$5,$6,$7,$8,$9,$10) ON CONFLICT DO NOTHING",
                  {id.c_str(), row.modelKey.c_str(), row.planKey.c_str(), row.incumbentKey.c_str(),
                   machine_.c_str(), row.genome.c_str(), row.status.c_str(), ratio.c_str(),
-                  row.runsJson.c_str()});
+                  row.runsJson.c_str(), row.runId.c_str()});
   return std::string(PQcmdTuples(r.get())) == "1";
 }
 
 std::optional<SharedMeasurementStore::PlanRunRow> SharedMeasurementStore::findPlanRun(
     const std::string& fingerprintId, const std::string& modelKey, const std::string& planKey,
-    const std::string& incumbentKey) const {
-  // The first machine's answer: a pair is timed once (a re-check is its own row
-  // under another incumbent).
+    const std::string& incumbentKey, const std::string& runId) const {
+  // The first machine's answer for that run (a re-timing is a run of its own).
   Result r = run(conn_, conninfo_,
                  "SELECT model_key, plan_key, incumbent_key, machine, genome, status, median_ratio, "
-                 "runs FROM collage_plan_runs WHERE fingerprint_id = $1 AND model_key = $2 AND "
-                 "plan_key = $3 AND incumbent_key = $4 ORDER BY id LIMIT 1",
-                 {fingerprintId.c_str(), modelKey.c_str(), planKey.c_str(), incumbentKey.c_str()});
+                 "runs, run_id FROM collage_plan_runs WHERE fingerprint_id = $1 AND model_key = $2 AND "
+                 "plan_key = $3 AND incumbent_key = $4 AND ($5 = '' OR run_id = $5) ORDER BY id LIMIT 1",
+                 {fingerprintId.c_str(), modelKey.c_str(), planKey.c_str(), incumbentKey.c_str(),
+                  runId.c_str()});
   if (PQntuples(r.get()) == 0) return std::nullopt;
   PlanRunRow row;
   row.modelKey = PQgetvalue(r.get(), 0, 0);
@@ -425,6 +447,7 @@ std::optional<SharedMeasurementStore::PlanRunRow> SharedMeasurementStore::findPl
   row.status = PQgetvalue(r.get(), 0, 5);
   row.medianRatio = std::stod(PQgetvalue(r.get(), 0, 6));
   row.runsJson = PQgetvalue(r.get(), 0, 7);
+  row.runId = PQgetvalue(r.get(), 0, 8);
   return row;
 }
 

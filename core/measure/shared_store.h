@@ -41,7 +41,7 @@ namespace collage {
 class SharedMeasurementStore {
  public:
   // 1: measurements and switching costs; 2: plan runs (collage_plan_runs).
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
 
   // "postgresql://..." or "postgres://...": the URI forms libpq accepts.
   static bool isUrl(const std::string& location);
@@ -69,7 +69,8 @@ class SharedMeasurementStore {
   std::optional<MeasurementRecord> find(const HardwareFingerprint& fp,
                                         const MeasurementKey& key) const;
   // Appends this machine's measurement; false when the machine had already
-  // stored one for the key (kept as it was).
+  // stored one for the key (kept as it was), or when it is a failure of the
+  // machine rather than of the kernel (Measurement::environmental: never shared).
   bool append(const MeasurementRecord& record);
   // The switching cost between two backends' kernels (switch_costs.h), by
   // the same rules: the median of per-machine medians; appended, never updated.
@@ -89,11 +90,18 @@ class SharedMeasurementStore {
     std::string status;   // measurementStatusName
     double medianRatio = 0;
     std::string runsJson;
+    // The submission that timed it (a Slurm job's own run id): a re-timing
+    // of the same pair on the same node is a row of its own, read back by
+    // this id, never the earlier one.
+    std::string runId;
   };
   bool appendPlanRun(const HardwareFingerprint& fp, const PlanRunRow& row);
-  // The pair's first row under the target's fingerprint id, if any.
+  // The pair's row of the run `runId` under the target's fingerprint id (the
+  // first, if several nodes timed it), if any; with an empty runId, the
+  // pair's first row of any run.
   std::optional<PlanRunRow> findPlanRun(const std::string& fingerprintId, const std::string& modelKey,
-                                        const std::string& planKey, const std::string& incumbentKey) const;
+                                        const std::string& planKey, const std::string& incumbentKey,
+                                        const std::string& runId = "") const;
 
   // Who is measuring a key now: a session-level advisory lock named by the
   // key, so two processes do not measure the same kernel at once, and one

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
+#include <thread>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +17,7 @@
 #include <sstream>
 
 #include "core/ir/error.h"
+#include "core/ir/search_events.h"
 #include "core/measure/connection_string.h"
 
 extern char** environ;
@@ -199,6 +202,70 @@ void SlurmJobs::cancel(const std::string& jobId) const {
   const CommandOutput r = runCommand(argv);
   if (r.exitCode != 0)
     throw Error("scancel could not cancel Slurm job " + jobId + ": " + trimmed(r.output));
+}
+
+SlurmWaitResult SlurmJobs::wait(const std::string& jobId, const SlurmWaitOptions& options,
+                                const CancellationToken* cancel,
+                                const std::function<void(const SlurmJobState&)>& progress) const {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  const auto cancelled = [&] { return cancel && cancel->cancelled(); };
+  const auto pastDeadline = [&] {
+    return options.deadlineSeconds > 0 && elapsed() >= options.deadlineSeconds;
+  };
+  SlurmWaitResult result;
+  const auto cancelJob = [&] {
+    try {
+      this->cancel(jobId);
+      result.jobCancelled = true;
+    } catch (const Error& e) {
+      result.cancelProblem = e.what();
+    }
+  };
+  int failures = 0;
+  try {
+    for (;;) {
+      bool answered = false;
+      try {
+        result.last = poll(jobId);
+        answered = true;
+        failures = 0;
+      } catch (const Error&) {
+        // Ctrl-C at a terminal reaches squeue too: a poll it cut short is
+        // the cancel, not a cluster failure.
+        if (!cancelled() && ++failures >= std::max(1, options.squeueFailures)) throw;
+      }
+      if (cancelled()) {
+        result.end = SlurmWaitEnd::Cancelled;
+        cancelJob();
+        return result;
+      }
+      if (answered) {
+        if (progress) progress(result.last);
+        if (!result.last.inQueue) {
+          result.end = SlurmWaitEnd::LeftQueue;
+          return result;
+        }
+      }
+      if (pastDeadline()) {
+        result.end = SlurmWaitEnd::Deadline;
+        if (options.cancelAtDeadline) cancelJob();
+        return result;
+      }
+      const auto until = Clock::now() + std::chrono::milliseconds(
+                                            static_cast<int64_t>(options.pollSeconds * 1000));
+      while (Clock::now() < until && !cancelled() && !pastDeadline())
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  } catch (const std::exception& e) {
+    // Not left to run on unobserved: whatever ended the wait, the job goes.
+    cancelJob();
+    throw Error(std::string(e.what()) +
+                (result.jobCancelled ? "; Slurm job " + jobId + " was cancelled (scancel)"
+                                     : "; Slurm job " + jobId +
+                                           " could not be cancelled either: " + result.cancelProblem));
+  }
 }
 
 void writeFileAtomically(const std::string& path, const std::string& text) {

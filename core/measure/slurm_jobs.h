@@ -12,17 +12,25 @@
 // learn from what the task wrote (the cluster may have no accounting, so
 // sacct is not asked).
 //
+// Waiting (SlurmJobs::wait) has a deadline, and every way out of it other
+// than the job leaving the queue cancels the job: a deadline that passes (a
+// drained constraint leaves the tasks pending for ever), squeue failing, an
+// exception, Ctrl-C. An array is never left to run on unobserved.
+//
 // Each command is looked up on PATH, or taken from COLLAGE_SBATCH,
 // COLLAGE_SQUEUE, COLLAGE_SCANCEL: a test points these at a stand-in that
 // runs the tasks locally (tests/e2e/slurm_standin/).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace collage {
+
+class CancellationToken;
 
 struct SlurmCommands {
   std::string sbatch = "sbatch";
@@ -64,6 +72,32 @@ struct SlurmJobState {
   std::string toString() const;  // "2 running, 3 pending"
 };
 
+// How SlurmJobs::wait waits.
+struct SlurmWaitOptions {
+  double pollSeconds = 2;      // between two squeue calls
+  double deadlineSeconds = 0;  // from the call; 0: no deadline
+  // At the deadline: cancel the job (the default), or leave it running for
+  // a later reader of what its tasks write (the job is then the caller's
+  // to cancel in the end).
+  bool cancelAtDeadline = true;
+  // squeue failing this many times in a row ends the wait (an Error, the
+  // job cancelled); a single failure (the controller busy a moment) does not.
+  int squeueFailures = 3;
+};
+
+enum class SlurmWaitEnd {
+  LeftQueue,  // every task has left the queue
+  Cancelled,  // `cancel` was set: the job was cancelled
+  Deadline,   // the deadline passed (the job cancelled unless told otherwise)
+};
+
+struct SlurmWaitResult {
+  SlurmWaitEnd end = SlurmWaitEnd::LeftQueue;
+  SlurmJobState last;       // squeue's last answer
+  bool jobCancelled = false;  // scancel was run and succeeded
+  std::string cancelProblem;  // scancel's error, when it failed
+};
+
 class SlurmJobs {
  public:
   explicit SlurmJobs(SlurmCommands commands = SlurmCommands::fromEnvironment());
@@ -76,6 +110,15 @@ class SlurmJobs {
   SlurmJobState poll(const std::string& jobId) const;
   // scancel; throws Error with its message.
   void cancel(const std::string& jobId) const;
+  // Polls until the job leaves the queue, `cancel` is set or the deadline
+  // passes; `progress` is called after each answer of squeue. The job is
+  // cancelled (scancel) on every way out but the first (and the deadline
+  // with cancelAtDeadline false), an exception included: squeue failing
+  // squeueFailures times in a row, or `progress` throwing, cancels the job
+  // and throws Error saying so.
+  SlurmWaitResult wait(const std::string& jobId, const SlurmWaitOptions& options,
+                       const CancellationToken* cancel,
+                       const std::function<void(const SlurmJobState&)>& progress = {}) const;
 
   const SlurmCommands& commands() const { return commands_; }
 

@@ -65,6 +65,9 @@ std::string rememberedPath(const TargetMeasurementOptions& o) {
   std::string key = o.constraint + "\n" + sha256File(o.modelPath);
   for (const auto& s : o.inputShapes) key += "\n" + s;
   for (const auto& b : o.backends) key += "\nbackend " + b;
+  // The versions too: a fingerprint remembered for other versions would
+  // find their measurements, and nothing would be measured after an upgrade.
+  for (const auto& [name, version] : o.versions) key += "\nversion " + name + "=" + version;
   return (fs::path(o.workDir) / "targets" / (stableHashHex(key) + ".json")).string();
 }
 
@@ -276,31 +279,15 @@ TargetMeasurementResult measureOnTarget(const Graph& graph, const CandidateSet& 
       " (" + std::to_string(result.tasks) + " tasks, --constraint=" + options.constraint +
       "; files in " + result.runDir + ")");
 
-  // Wait for the job to leave the queue; Ctrl-C (the cancel token) cancels it.
+  // Wait for the job to leave the queue, at most deadlineSeconds; Ctrl-C
+  // (the cancel token), the deadline, squeue failing or anything thrown
+  // cancels it (SlurmJobs::wait): the array never runs on unobserved.
   const auto start = std::chrono::steady_clock::now();
   const auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
-  const auto cancelJob = [&] {
-    result.cancelled = true;
-    try {
-      slurm.cancel(result.jobId);
-      say("cancelled Slurm job " + result.jobId + " (scancel); what its tasks stored is kept");
-    } catch (const Error& e) {
-      result.problems.push_back(e.what());
-    }
-  };
-  for (;;) {
-    SlurmJobState state;
-    try {
-      state = slurm.poll(result.jobId);
-    } catch (const Error&) {
-      // Ctrl-C at a terminal reaches squeue too: a poll it cut short is the
-      // cancel, not a cluster failure.
-      if (!(cancel && cancel->cancelled())) throw;
-      cancelJob();
-      break;
-    }
+  const auto progress = [&](const SlurmJobState& state) {
+    if (!observer) return;
     int doneTasks = 0, doneKernels = 0, measured = 0, cached = 0, failed = 0;
     for (int t = 0; t < result.tasks; ++t)
       if (auto r = TargetTaskReport::read(result.runDir, t); r && r->state == "done") {
@@ -310,29 +297,42 @@ TargetMeasurementResult measureOnTarget(const Graph& graph, const CandidateSet& 
         cached += r->cached;
         failed += r->failed;
       }
-    if (observer) {
-      MeasureProgressEvent e;
-      e.total = result.kernels;
-      e.done = doneKernels;
-      e.measured = measured;
-      e.cached = cached;
-      e.failed = failed;
-      e.elapsedSeconds = elapsed();
-      // Short: the bar shows 40 characters of it.
-      e.current = "Slurm job " + result.jobId + ": " + std::to_string(doneTasks) + "/" +
-                  std::to_string(result.tasks) + " done" +
-                  (state.running > 0 ? ", " + std::to_string(state.running) + " running" : "");
-      observer->onMeasureProgress(e);
-    }
-    if (!state.inQueue) break;
-    const auto until = std::chrono::steady_clock::now() +
-                       std::chrono::milliseconds(static_cast<int>(options.pollSeconds * 1000));
-    while (std::chrono::steady_clock::now() < until && !(cancel && cancel->cancelled()))
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    if (cancel && cancel->cancelled()) {
-      cancelJob();
-      break;
-    }
+    MeasureProgressEvent e;
+    e.total = result.kernels;
+    e.done = doneKernels;
+    e.measured = measured;
+    e.cached = cached;
+    e.failed = failed;
+    e.elapsedSeconds = elapsed();
+    // Short: the bar shows 40 characters of it.
+    e.current = "Slurm job " + result.jobId + ": " + std::to_string(doneTasks) + "/" +
+                std::to_string(result.tasks) + " done" +
+                (state.running > 0 ? ", " + std::to_string(state.running) + " running" : "");
+    observer->onMeasureProgress(e);
+  };
+  SlurmWaitOptions waitOptions;
+  waitOptions.pollSeconds = options.pollSeconds;
+  waitOptions.deadlineSeconds = options.deadlineSeconds;
+  const SlurmWaitResult waited = slurm.wait(result.jobId, waitOptions, cancel, progress);
+  if (!waited.cancelProblem.empty()) result.problems.push_back(waited.cancelProblem);
+  if (waited.end == SlurmWaitEnd::Cancelled) {
+    result.cancelled = true;
+    if (waited.jobCancelled)
+      say("cancelled Slurm job " + result.jobId + " (scancel); what its tasks stored is kept");
+  }
+  if (waited.end == SlurmWaitEnd::Deadline) {
+    const SlurmJobState& last = waited.last;
+    throw Error("Slurm job " + result.jobId + " (--constraint=" + options.constraint +
+                ") did not finish within " + std::to_string(static_cast<int64_t>(options.deadlineSeconds)) +
+                " s (--target-timeout); " +
+                (waited.jobCancelled ? "it was cancelled (scancel)"
+                                     : "cancelling it failed: " + waited.cancelProblem) +
+                ". At the deadline " + last.toString() +
+                (last.running == 0 && last.pending > 0
+                     ? ": no task had started; are the constraint's nodes drained, down or busy "
+                       "(sinfo --format='%N %f %t')?"
+                     : "") +
+                " What its tasks measured is kept in the store; the job's files: " + result.runDir);
   }
 
   // What each task did, and which fingerprint the target has: the one most

@@ -22,9 +22,11 @@
 // task reads that by libpq's means (~/.pgpass, PGPASSFILE, PGPASSWORD).
 //
 // Which kernels are missing on the target is only known once its
-// fingerprint is: after the first job for a (constraint, model, backends),
-// the fingerprint is remembered in the work dir (targets/), and later runs
-// submit only the kernels the store lacks for it (none: no job at all).
+// fingerprint is: after the first job for a (constraint, model, backends
+// and their versions), the fingerprint is remembered in the work dir
+// (targets/), and later runs submit only the kernels the store lacks for it
+// (none: no job at all). A new version of a backend is a new key: its first
+// run submits a job, whose tasks report the fingerprint of the new versions.
 #pragma once
 
 #include <optional>
@@ -42,6 +44,10 @@ class Graph;
 class MeasurementDb;
 
 using TargetBackendVersions = std::vector<std::pair<std::string, std::string>>;  // (name, version)
+
+// --target-timeout's default: an hour for a job, from submission to its
+// last task, queueing included.
+inline constexpr double kDefaultTargetTimeoutSeconds = 3600;
 
 // The environment variable that carries the store's URL to the tasks.
 inline constexpr const char* kTargetDbVariable = "COLLAGE_TARGET_DB";
@@ -93,9 +99,19 @@ struct TargetMeasurementOptions {
   std::string modelPath;
   std::vector<std::string> inputShapes;
   std::vector<std::string> backends;
+  // This collage's backends' versions ((name, version); the tasks run the
+  // same collage on the nodes): part of the key the target's fingerprint is
+  // remembered under, so that after an upgrade the old versions' timings
+  // and verdicts are not taken for the target's.
+  TargetBackendVersions versions;
   double timeoutSeconds = 60;
   int batchSize = 16;      // kernels per task
   double pollSeconds = 2;  // between two squeue calls
+  // How long the job may take from its submission, queueing included
+  // (--target-timeout): past it the job is cancelled and measureOnTarget
+  // throws. A constraint whose nodes are drained never runs a task; without
+  // a deadline `optimize` would wait for ever. 0: no deadline.
+  double deadlineSeconds = kDefaultTargetTimeoutSeconds;
 };
 
 struct TargetMeasurementResult {
@@ -120,7 +136,8 @@ std::string defaultTargetWorkDir();
 // empty) that the store lacks on the target as one job array, waits for it
 // (progress through `observer`, the job id in its line), and says what came
 // back. On `cancel` the job is cancelled (scancel) and the result says so.
-// Throws Error when sbatch or squeue fail.
+// Throws Error when sbatch or squeue fail, or when the job is not done by
+// options.deadlineSeconds; the job is cancelled then (SlurmJobs::wait).
 TargetMeasurementResult measureOnTarget(const Graph& graph, const CandidateSet& candidates,
                                         const std::vector<bool>& needed, MeasurementDb& db,
                                         const TargetMeasurementOptions& options,

@@ -9,7 +9,8 @@
 // scale and zero_point are scalars (per tensor) or 1-D along `axis` (per
 // channel); the zero point's type is the quantised type (uint8 without one).
 // The arithmetic is float32, as the spec writes it, so that halfway cases
-// round as every runtime does.
+// round as every runtime does. A NaN quantises to the type's lowest value
+// (uint8 0, int8 -128), as in ONNX Runtime on x86 (requantize.h says why).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -63,11 +64,13 @@ ParamIndex paramIndex(const Shape& x, int64_t axis) {
   return p;
 }
 
+// v in Q's range; NaN gives Q's lowest value, as ONNX Runtime's and the ONNX
+// reference's QuantizeLinear on x86 (requantize.h, saturateToRange).
 template <class Q>
 Q saturate(float v) {
   const float lo = static_cast<float>(std::numeric_limits<Q>::min());
   const float hi = static_cast<float>(std::numeric_limits<Q>::max());
-  return static_cast<Q>(std::min(std::max(v, lo), hi));
+  return static_cast<Q>(saturateToRange(v, lo, hi));
 }
 
 template <class F>

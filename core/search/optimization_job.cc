@@ -395,6 +395,10 @@ OptimizationResult runOptimizationJob(const Graph& model, const OptimizationJobO
   if (result.report.preempted > 0)
     say(std::to_string(result.report.preempted) +
         " of them had timed runs preempted by other processes; those runs were left out");
+  if (result.report.environmental > 0)
+    say(std::to_string(result.report.environmental) +
+        " of the failures were the machine's (its timing lock, its memory, a busy machine or a "
+        "kill from outside), not the kernels': not kept, they are measured again on the next run");
   result.measured.clear();
   for (const auto& m : result.measurements) result.measured.push_back(!isMissingMeasurement(m));
   if (result.report.cancelled || (cancel && cancel->cancelled())) {

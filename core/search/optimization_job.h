@@ -82,6 +82,10 @@ struct OptimizationJobOptions {
   std::string targetWorkDir;  // shared with the nodes; empty = defaultTargetWorkDir()
   int targetBatchSize = 16;   // kernels per array task
   double targetPollSeconds = 2;
+  // How long the kernels' Slurm job may take, queueing included, before it
+  // is cancelled and the job fails (TargetMeasurementOptions::deadlineSeconds;
+  // 0: no limit).
+  double targetTimeoutSeconds = 3600;
   // With a target and graphLevel: the graph-level search too, each
   // generation's plans as one Slurm job array (core/search/slurm_plan_evaluator.h),
   // a generation waiting at most targetGenerationSeconds. Off: the target

@@ -35,6 +35,7 @@ bool measureSkippedIfNoCover(const Graph& graph, const CandidateSet& candidates,
   report.measured += again.measured;
   report.cached += again.cached;
   report.failed += again.failed;
+  report.environmental += again.environmental;
   report.seconds += again.seconds;
   report.cancelled = report.cancelled || again.cancelled;
   report.skipped = 0;

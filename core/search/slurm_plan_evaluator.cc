@@ -40,6 +40,7 @@ std::string PlanPairJob::toJson() const {
               {"seconds", runs.seconds},
               {"verify", runs.verify}}},
             {"incumbent_key", incumbentKey},
+            {"run_id", runId},
             {"incumbent_file", incumbentFile},
             {"plans", plansJ}};
   return j.dump(1);
@@ -67,6 +68,7 @@ PlanPairJob PlanPairJob::fromJson(const std::string& text, const std::string& pa
     job.runs.seconds = r.value("seconds", 1.0);
     job.runs.verify = r.value("verify", true);
     job.incumbentKey = j.at("incumbent_key");
+    job.runId = j.value("run_id", "");
     job.incumbentFile = j.at("incumbent_file");
     for (const json& e : j.at("plans"))
       job.plans.push_back({e.at("key"), e.value("genome", ""), e.at("file")});
@@ -82,19 +84,28 @@ SlurmPlanEvaluator::SlurmPlanEvaluator(SlurmPlanEvaluatorOptions options, Search
       store_(std::make_unique<SharedMeasurementStore>(options_.dbUrl)) {}
 
 SlurmPlanEvaluator::~SlurmPlanEvaluator() {
-  // Plans still out when the search is over are nobody's business any more.
-  if (outstanding_.empty()) return;
+  // Jobs still out when the search is over (its plans not back by their
+  // generation's deadline) are nobody's business any more: cancelled, even
+  // when squeue cannot say whether they are still in the queue.
   const SlurmJobs slurm;
-  for (const std::string& id : jobs_) try {
-      if (slurm.poll(id).inQueue) slurm.cancel(id);
+  for (const std::string& id : jobs_) {
+    if (finished_.count(id)) continue;
+    try {
+      if (!slurm.poll(id).inQueue) continue;
     } catch (const std::exception&) {
     }
+    try {
+      slurm.cancel(id);
+    } catch (const std::exception&) {
+    }
+  }
 }
 
 std::optional<TimedPlan> SlurmPlanEvaluator::lookup(const std::string& planKey,
-                                                    const std::string& incumbentKey) const {
-  const auto row =
-      store_->findPlanRun(options_.targetFingerprintId, options_.modelKey, planKey, incumbentKey);
+                                                    const std::string& incumbentKey,
+                                                    const std::string& runId) const {
+  const auto row = store_->findPlanRun(options_.targetFingerprintId, options_.modelKey, planKey,
+                                       incumbentKey, runId);
   if (!row) return std::nullopt;
   TimedPlan t;
   t.planKey = planKey;
@@ -111,7 +122,8 @@ std::optional<TimedPlan> SlurmPlanEvaluator::lookup(const std::string& planKey,
 std::string SlurmPlanEvaluator::submitAndWait(const std::vector<PlanToTime>& plans,
                                               const std::string& incumbentKey,
                                               const Plan& incumbent, const PairedRunOptions& runs,
-                                              double deadline, const CancellationToken* cancel) {
+                                              double deadline, bool keepAtDeadline,
+                                              const CancellationToken* cancel) {
   std::error_code ec;
   fs::create_directories(options_.workDir, ec);
   const std::string pattern = (fs::path(options_.workDir) / "plans-XXXXXX").string();
@@ -122,6 +134,13 @@ std::string SlurmPlanEvaluator::submitAndWait(const std::vector<PlanToTime>& pla
   const std::string dir = fs::absolute(name.data()).string();
 
   PlanPairJob job;
+  // This submission's own rows: the folder's unique name and the time, so
+  // that a pair timed again (a re-timing, a re-check) is read from this
+  // run's rows, not from an earlier run's.
+  job.runId = fs::path(dir).filename().string() + "-" +
+              std::to_string(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count());
   job.modelPath = fs::absolute(options_.modelPath).string();
   job.inputShapes = options_.inputShapes;
   job.backends = options_.backends;
@@ -162,32 +181,17 @@ std::string SlurmPlanEvaluator::submitAndWait(const std::vector<PlanToTime>& pla
     observer_->onLog("graph-level: " + std::to_string(plans.size()) + " plans to Slurm job " + id +
                      " (--constraint=" + options_.constraint + "; files in " + dir + ")");
 
-  const auto start = std::chrono::steady_clock::now();
-  const auto elapsed = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  };
-  for (;;) {
-    SlurmJobState state;
-    try {
-      state = slurm.poll(id);
-    } catch (const Error&) {
-      if (!(cancel && cancel->cancelled())) throw;
-    }
-    if (cancel && cancel->cancelled()) {
-      try {
-        slurm.cancel(id);
-      } catch (const Error&) {
-      }
-      break;
-    }
-    if (!state.inQueue || elapsed() >= deadline) break;
-    const auto until = std::chrono::steady_clock::now() +
-                       std::chrono::milliseconds(static_cast<int>(options_.pollSeconds * 1000));
-    while (std::chrono::steady_clock::now() < until && !(cancel && cancel->cancelled()) &&
-           elapsed() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return id;
+  // Squeue failing, an exception or Ctrl-C cancel the job (SlurmJobs::wait);
+  // the generation's deadline leaves it running when `keepAtDeadline` (a
+  // later generation reads its rows; the destructor cancels it at the end).
+  SlurmWaitOptions wait;
+  wait.pollSeconds = options_.pollSeconds;
+  wait.deadlineSeconds = deadline;
+  wait.cancelAtDeadline = !keepAtDeadline;
+  const SlurmWaitResult waited = slurm.wait(id, wait, cancel);
+  if (waited.end != SlurmWaitEnd::Deadline || !keepAtDeadline) finished_.insert(id);
+  if (!waited.cancelProblem.empty() && observer_) observer_->onLog("warning: " + waited.cancelProblem);
+  return job.runId;
 }
 
 std::vector<TimedPlan> SlurmPlanEvaluator::timeGeneration(const std::vector<PlanToTime>& plans,
@@ -196,18 +200,17 @@ std::vector<TimedPlan> SlurmPlanEvaluator::timeGeneration(const std::vector<Plan
                                                           const CancellationToken* cancel) {
   std::vector<TimedPlan> back;
   if (!plans.empty()) {
-    const std::string id = submitAndWait(plans, incumbentKey, incumbent, options_.runs,
-                                         options_.generationSeconds, cancel);
-    for (const PlanToTime& p : plans) outstanding_.emplace_back(p.key, incumbentKey);
-    (void)id;
+    const std::string runId = submitAndWait(plans, incumbentKey, incumbent, options_.runs,
+                                            options_.generationSeconds, /*keepAtDeadline=*/true, cancel);
+    for (const PlanToTime& p : plans) outstanding_.push_back({p.key, incumbentKey, runId});
   }
   // This generation's answers, and earlier ones that arrived since.
-  std::vector<std::pair<std::string, std::string>> still;
-  for (const auto& [plan, inc] : outstanding_)
-    if (auto t = lookup(plan, inc))
+  std::vector<Outstanding> still;
+  for (const Outstanding& o : outstanding_)
+    if (auto t = lookup(o.plan, o.incumbent, o.runId))
       back.push_back(std::move(*t));
     else
-      still.emplace_back(plan, inc);
+      still.push_back(o);
   outstanding_ = std::move(still);
   if (observer_ && !outstanding_.empty())
     observer_->onLog("graph-level: " + std::to_string(outstanding_.size()) +
@@ -222,8 +225,10 @@ PairedPlanRuns SlurmPlanEvaluator::recheck(const Plan& best, const Plan& start,
   const std::string startKey = "recheck:" + placementKey(start);
   const std::string bestKey = placementKey(best);
   PlanToTime p{bestKey, &best, ""};
-  submitAndWait({p}, startKey, start, runs, options_.recheckSeconds, cancel);
-  if (auto t = lookup(bestKey, startKey)) return t->runs;
+  // Nothing reads the re-check after its deadline: its job is cancelled then.
+  const std::string runId =
+      submitAndWait({p}, startKey, start, runs, options_.recheckSeconds, /*keepAtDeadline=*/false, cancel);
+  if (auto t = lookup(bestKey, startKey, runId)) return t->runs;
   PairedPlanRuns none;
   none.status = MeasurementStatus::TimedOut;
   none.message =

@@ -10,7 +10,8 @@
 //   task i:  collage measure-plan-pair job.json --task i
 //      └─ plan i paired with the incumbent, round by round in one worker
 //         (the ratio cancels the node's speed), appended to the shared
-//         store's collage_plan_runs under the node's fingerprint
+//         store's collage_plan_runs under the node's fingerprint and the
+//         submission's run id (job.json), by which the search reads it back
 //   search ── polls squeue until the job has left the queue or the
 //             generation's deadline; reads the rows that came back. A plan
 //             not back keeps its estimate; its row is read by a later
@@ -22,6 +23,7 @@
 #pragma once
 
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -43,6 +45,9 @@ struct PlanPairJob {
   PairedRunOptions runs;
   std::string incumbentKey;   // the rows' incumbent
   std::string incumbentFile;  // beside job.json
+  // This submission's id, written into each row its tasks append
+  // (SharedMeasurementStore::PlanRunRow::runId) and the rows read back by.
+  std::string runId;
   struct Entry {
     std::string key, genome, file;
   };
@@ -84,19 +89,26 @@ class SlurmPlanEvaluator final : public PlanEvaluator {
   const std::vector<std::string>& jobIds() const { return jobs_; }
 
  private:
-  // Writes the folder and submits; returns the job id. `deadline` seconds
-  // of waiting (or until the job leaves the queue, or cancel).
+  // Writes the folder and submits; returns the run id its rows carry. `deadline` seconds
+  // of waiting (or until the job leaves the queue, or cancel); at the
+  // deadline the job keeps running if `keepAtDeadline`, else is cancelled.
+  // Cancel, squeue failing or an exception cancel it (SlurmJobs::wait).
   std::string submitAndWait(const std::vector<PlanToTime>& plans, const std::string& incumbentKey,
                             const Plan& incumbent, const PairedRunOptions& runs, double deadline,
-                            const CancellationToken* cancel);
-  std::optional<TimedPlan> lookup(const std::string& planKey,
-                                  const std::string& incumbentKey) const;
+                            bool keepAtDeadline, const CancellationToken* cancel);
+  // The row of run `runId` for the pair, if it has arrived.
+  std::optional<TimedPlan> lookup(const std::string& planKey, const std::string& incumbentKey,
+                                  const std::string& runId) const;
 
   SlurmPlanEvaluatorOptions options_;
   SearchObserver* observer_;
   std::unique_ptr<SharedMeasurementStore> store_;
   std::vector<std::string> jobs_;
-  std::vector<std::pair<std::string, std::string>> outstanding_;  // (plan, incumbent) not back yet
+  std::set<std::string> finished_;  // jobs that left the queue or were cancelled
+  struct Outstanding {
+    std::string plan, incumbent, runId;
+  };
+  std::vector<Outstanding> outstanding_;  // not back yet
 };
 
 }  // namespace collage

@@ -52,9 +52,11 @@ OptimizationResult runTargetOptimizationJob(const Graph& graph,
   t.modelPath = options.modelPath;
   t.inputShapes = options.inputShapes;
   for (const auto& [name, version] : options.versions) t.backends.push_back(name);
+  t.versions = options.versions;
   t.timeoutSeconds = options.timeoutSeconds;
   t.batchSize = options.targetBatchSize;
   t.pollSeconds = options.targetPollSeconds;
+  t.deadlineSeconds = options.targetTimeoutSeconds;
   const TargetMeasurementResult measured =
       measureOnTarget(graph, result.candidates, result.allowed, *db, t, observer, cancel);
   for (const std::string& p : measured.problems) {

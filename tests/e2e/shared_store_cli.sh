@@ -21,7 +21,7 @@ if grep -q hunter2 "$work/out.txt"; then echo "FAIL: the password was shown"; ex
 # The first client creates the schema; stats shows both halves.
 "$collage" db stats --db "$url" --local-db "$work/a.sqlite" | tee "$work/stats.txt"
 grep -q "^shared: .*0 rows, 0 kernels, 0 machine" "$work/stats.txt"
-test "$(psql -XAtq "$url" -c 'select max(version) from collage_schema')" = 2
+test "$(psql -XAtq "$url" -c 'select max(version) from collage_schema')" = 3
 
 # A measurement appended as a machine would, then pulled into a new file and
 # pushed back (nothing new: it came from the store).
@@ -42,5 +42,5 @@ if "$collage" db stats --db "$url" --local-db "$work/a.sqlite" >"$work/out.txt" 
   echo "FAIL: a store with a newer schema was used"; exit 1
 fi
 cat "$work/out.txt"
-grep -q "has schema version 99, newer than this program's 2" "$work/out.txt"
+grep -q "has schema version 99, newer than this program's 3" "$work/out.txt"
 echo "shared store command line ok"

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "backends/backend_list.h"
@@ -19,6 +20,7 @@
 #include "core/patterns/backend_spec.h"
 #include "core/patterns/pattern_generator.h"
 #include "core/ops/op_registry.h"
+#include "core/ops/requantize.h"
 #include "core/ir/threading.h"
 
 #include "tests/unit/test_support.h"
@@ -446,6 +448,53 @@ TEST(NativeInt8, QuantizeLinearMatchesTheReferenceBitForBit) {
     const ValueId x = c.input(Case::floats({37}, quantizeInputs(37, 0.1f)));
     c.node("QuantizeLinear", {x, c.constant(Case::floats({}, {0.1f}))});
     c.expectExact("vectorised quantise");
+  }
+}
+
+// NaN quantises to the type's lowest value (uint8 0, int8 -128) whatever
+// the zero point, as ONNX Runtime (MLAS) and the ONNX reference give on x86;
+// +-inf saturate to the ends (core/ops/requantize.h). The reference first,
+// then native's vectorised step (NaNs in full vectors and in the masked
+// tail), its scalar loop's arithmetic, and a fused pass: the same bytes.
+TEST(NativeInt8, QuantizeLinearOfNaNIsTheTypesLowestValue) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(quantizeValue(nan, 0.5f, 3.0f, 0.0f, 255.0f), 0.0f);
+  EXPECT_EQ(quantizeValue(-nan, 0.5f, -7.0f, -128.0f, 127.0f), -128.0f);
+  EXPECT_EQ(quantizeValue(inf, 0.5f, 3.0f, 0.0f, 255.0f), 255.0f);
+  EXPECT_EQ(quantizeValue(-inf, 0.5f, 3.0f, -128.0f, 127.0f), -128.0f);
+  EXPECT_EQ(quantizeValue(2.5f, 1.0f, 0.0f, 0.0f, 255.0f), 2.0f);  // ties to even, as before
+  for (ElementType q : {U8, S8}) {
+    for (int64_t zero : {int64_t{0}, int64_t{5}, int64_t{-5}}) {
+      if (q == U8 && zero < 0) continue;
+      SCOPED_TRACE(std::string(elementTypeName(q)) + " zero point " + std::to_string(zero));
+      const int64_t n = 37;  // two full vectors of 16 and a tail of 5
+      std::vector<float> v = quantizeInputs(n, 0.5f);
+      for (int64_t i : {0, 17, 33, 36}) v[static_cast<size_t>(i)] = nan;
+      v[5] = inf;
+      v[34] = -inf;
+      const int64_t lowest = q == U8 ? 0 : -128, highest = q == U8 ? 255 : 127;
+      {
+        Case c;
+        c.node("QuantizeLinear", {c.input(Case::floats({n}, v)), c.constant(Case::floats({}, {0.5f})),
+                                  c.constant(Case::ints(q, {}, {zero}))});
+        const std::vector<Tensor> ref = referenceValues(c.graph(), {Case::floats({n}, v)});
+        const std::vector<int64_t> y = ref[c.graph().outputs()[0]].toInts();
+        for (int64_t i : {0, 17, 33, 36}) EXPECT_EQ(y[static_cast<size_t>(i)], lowest) << "element " << i;
+        EXPECT_EQ(y[5], highest);
+        EXPECT_EQ(y[34], lowest);
+        c.expectExact("vectorised quantise");
+      }
+      {  // In a fused pass: an Add keeps a NaN a NaN, then the quantizer.
+        Case c;
+        const ValueId r =
+            c.node("Add", {c.input(Case::floats({n}, v)), c.constant(Case::floats({}, {0.0f}))}, {}, 1, true)[0];
+        c.node("QuantizeLinear", {r, c.constant(Case::floats({}, {0.5f})), c.constant(Case::ints(q, {}, {zero}))});
+        const std::vector<Tensor> y = c.expectExact("pass");
+        ASSERT_EQ(y.size(), 1u);
+        EXPECT_EQ(y[0].toInts()[17], lowest);
+      }
+    }
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "core/patterns/candidate_signature.h"
 #include "core/ir/error.h"
@@ -262,6 +263,82 @@ TEST(CandidateSignature, IgnoresNamesAndSeesShapesAndAttributes) {
   EXPECT_NE(h(g1), h(g3));
   EXPECT_NE(h(g1), h(g4));
   EXPECT_NE(candidateSignature(g1, NodeSet::of(2, {0})).hash, h(g1));
+}
+
+// Failures a version-5 file kept as the kernels' verdicts although the
+// machine was at fault (its timing lock, a kill from outside, its memory),
+// and timeouts never checked for a busy machine, heal: after the migration
+// they are passed over and measured again. The kernel's own failure stays.
+TEST(MeasurementDb, AVersion5FilesFailuresOfTheMachineAreMeasuredAgain) {
+  std::string path = tempPath("v5.sqlite");
+  auto failed = [](const std::string& sig, MeasurementStatus status, const std::string& message) {
+    MeasurementRecord r = record(sig, 0);
+    r.measurement.status = status;
+    r.measurement.message = message;
+    return r;
+  };
+  const MeasurementRecord lock = failed(
+      "lock", MeasurementStatus::Failed,
+      "cannot open the machine's timing lock /tmp/collage-timing.lock: Permission denied");
+  const MeasurementRecord killed = failed(
+      "killed", MeasurementStatus::Failed, "the kernel crashed the measurement worker (signal Killed)");
+  const MeasurementRecord oom = failed("oom", MeasurementStatus::Failed, "run threw: std::bad_alloc");
+  const MeasurementRecord timeout =
+      failed("timeout", MeasurementStatus::TimedOut, "no result within 60 s: the worker was killed");
+  const MeasurementRecord crash = failed(
+      "crash", MeasurementStatus::Failed,
+      "the kernel crashed the measurement worker (signal Segmentation fault)");
+  {
+    MeasurementDb current(path);
+    for (const auto* r : {&lock, &killed, &oom, &timeout, &crash}) current.store(*r);
+    current.store(record("good", 5));
+  }
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "ALTER TABLE measurements DROP COLUMN cause; PRAGMA user_version = 5;",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  MeasurementDb db(path);
+  EXPECT_EQ(db.schemaVersion(), MeasurementDb::kSchemaVersion);
+  const HardwareFingerprint fp = lock.fingerprint;
+  for (const auto* r : {&lock, &killed, &oom, &timeout})
+    EXPECT_FALSE(db.find(fp, r->key)) << r->measurement.message;
+  const auto kept = db.find(fp, crash.key);
+  ASSERT_TRUE(kept);
+  EXPECT_EQ(kept->status, MeasurementStatus::Failed);
+  EXPECT_TRUE(db.find(fp, record("good", 5).key));
+  // Kept for the record, with the cause the migration read from the message.
+  std::map<std::string, FailureCause> causes;
+  for (const auto& r : db.all()) causes[r.key.signatureHash] = r.measurement.cause;
+  EXPECT_EQ(causes["lock"], FailureCause::TimingLock);
+  EXPECT_EQ(causes["killed"], FailureCause::Killed);
+  EXPECT_EQ(causes["oom"], FailureCause::OutOfMemory);
+  EXPECT_EQ(causes["timeout"], FailureCause::Unchecked);
+  EXPECT_EQ(causes["crash"], FailureCause::None);
+  // A measurement taken again replaces the row: found from then on.
+  db.store(record("lock", 42));
+  ASSERT_TRUE(db.find(fp, lock.key));
+  EXPECT_DOUBLE_EQ(db.find(fp, lock.key)->medianNs, 42);
+}
+
+// Stored now: a failure of the machine is kept in the file but never found
+// (nor pushed); a failure of the kernel's own is found.
+TEST(MeasurementDb, AFailureOfTheMachineIsNotFound) {
+  MeasurementDb db(tempPath("causes.sqlite"));
+  MeasurementRecord r = record("busy", 0);
+  r.measurement.status = MeasurementStatus::TimedOut;
+  r.measurement.cause = FailureCause::Busy;
+  db.store(r);
+  EXPECT_FALSE(db.find(r.fingerprint, r.key));
+  ASSERT_EQ(db.all().size(), 1u);
+  EXPECT_EQ(db.all()[0].measurement.cause, FailureCause::Busy);
+  r.measurement.cause = FailureCause::None;  // reproduced on a quiet machine
+  db.store(r);
+  ASSERT_TRUE(db.find(r.fingerprint, r.key));
+  EXPECT_EQ(db.find(r.fingerprint, r.key)->status, MeasurementStatus::TimedOut);
 }
 
 }  // namespace

@@ -596,8 +596,48 @@ TEST_F(SharedStore, PlanRunsAreAppendedOncePerMachineAndFoundByTheirPair) {
   EXPECT_EQ(found->runsJson, row.runsJson);
   EXPECT_FALSE(a.findPlanRun(kMachine.id(), row.modelKey, "plan-1", "other-incumbent"));
   EXPECT_FALSE(a.findPlanRun("another-fingerprint", row.modelKey, "plan-1", "start"));
+  // A re-timing of the same pair on the same machine is a run of its own
+  // (schema 3), read back by its run id: not the first run's row.
+  row.runId = "run-2";
+  row.medianRatio = 0.7;
+  EXPECT_TRUE(a.appendPlanRun(kMachine, row));
+  const auto again = b.findPlanRun(kMachine.id(), row.modelKey, "plan-1", "start", "run-2");
+  ASSERT_TRUE(again);
+  EXPECT_DOUBLE_EQ(again->medianRatio, 0.7);
+  EXPECT_EQ(again->runId, "run-2");
+  EXPECT_FALSE(b.findPlanRun(kMachine.id(), row.modelKey, "plan-1", "start", "run-3"));
   EXPECT_NE(Sql(pg_->url()).value("UPDATE collage_plan_runs SET median_ratio = 0").find("append-only"),
             std::string::npos);
+}
+
+// A version-2 store (one row per pair and machine, for ever) gains the run
+// id when a version-3 client opens it: its rows stay, and the pair timed
+// again on the same machine is appended as a run of its own.
+TEST_F(SharedStore, AVersionTwoStoreGainsRunIds) {
+  { SharedMeasurementStore first(pg_->url(), "m"); }
+  Sql(pg_->url()).value(
+      "ALTER TABLE collage_plan_runs DROP CONSTRAINT collage_plan_runs_run_key; "
+      "ALTER TABLE collage_plan_runs DROP COLUMN run_id; "
+      "ALTER TABLE collage_plan_runs ADD UNIQUE (fingerprint_id, model_key, plan_key, incumbent_key, machine); "
+      "DELETE FROM collage_schema; INSERT INTO collage_schema (version) VALUES (2); "
+      "INSERT INTO collage_plan_runs (fingerprint_id, model_key, plan_key, incumbent_key, machine, status, runs) "
+      "VALUES ('" + kMachine.id() + "', 'm', 'p', 'i', 'm', 'ok', '{\"old\": 1}')");
+  SharedMeasurementStore upgraded(pg_->url(), "m");
+  EXPECT_EQ(upgraded.schemaVersion(), SharedMeasurementStore::kSchemaVersion);
+  const auto old = upgraded.findPlanRun(kMachine.id(), "m", "p", "i");
+  ASSERT_TRUE(old);
+  EXPECT_EQ(old->runId, "");
+  SharedMeasurementStore::PlanRunRow row;
+  row.modelKey = "m";
+  row.planKey = "p";
+  row.incumbentKey = "i";
+  row.status = "ok";
+  row.runsJson = "{}";
+  row.runId = "later";
+  EXPECT_TRUE(upgraded.appendPlanRun(kMachine, row));
+  const auto fresh = upgraded.findPlanRun(kMachine.id(), "m", "p", "i", "later");
+  ASSERT_TRUE(fresh);
+  EXPECT_EQ(fresh->runsJson, "{}");
 }
 
 // A store made by a version-1 client gains the plan runs table when a
@@ -607,7 +647,7 @@ TEST_F(SharedStore, AVersionOneStoreIsUpgradedWithThePlanRunsTable) {
   Sql(pg_->url()).value("DROP TABLE collage_plan_runs; DELETE FROM collage_schema; "
                         "INSERT INTO collage_schema (version) VALUES (1)");
   SharedMeasurementStore upgraded(pg_->url(), "m");
-  EXPECT_EQ(upgraded.schemaVersion(), 2);
+  EXPECT_EQ(upgraded.schemaVersion(), SharedMeasurementStore::kSchemaVersion);
   SharedMeasurementStore::PlanRunRow row;
   row.modelKey = "m";
   row.planKey = "p";

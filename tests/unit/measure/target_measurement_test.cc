@@ -187,6 +187,36 @@ TEST_F(TargetMeasurementTest, ARememberedTargetGetsOnlyWhatTheStoreLacks) {
   EXPECT_EQ(third.fingerprint->cpuModel, "Target CPU");
 }
 
+// After an upgrade (a backend's version changed here, and so on the nodes
+// that run the same collage), the target remembered for the old versions is
+// not used: its measurements are the old versions', and a job measures the
+// kernels again; the tasks report the new versions' fingerprint.
+TEST_F(TargetMeasurementTest, AnUpgradedBackendIsMeasuredAgainNotReadFromTheOldVersion) {
+  options_.versions = {{"native", "9"}};
+  MeasurementDb db(":memory:");
+  const TargetMeasurementResult first =
+      measureOnTarget(graph_, candidates_, {}, db, options_, nullptr, nullptr);
+  ASSERT_TRUE(first.fingerprint);
+  for (size_t c = 0; c < candidates_.size(); ++c) {
+    MeasurementRecord rec;
+    rec.fingerprint = *first.fingerprint;
+    rec.key = MeasurementKey{"native", "9", candidateSignature(graph_, candidates_[c].nodes).hash};
+    rec.measurement.status = MeasurementStatus::Ok;
+    rec.measurement.medianNs = 1000;
+    rec.measurement.samples = 7;
+    db.store(rec);
+  }
+  // The same versions: everything is known, no job.
+  EXPECT_TRUE(measureOnTarget(graph_, candidates_, {}, db, options_, nullptr, nullptr).jobId.empty());
+  EXPECT_EQ(submissions(), 1);
+  options_.versions = {{"native", "10"}};  // upgraded
+  const TargetMeasurementResult upgraded =
+      measureOnTarget(graph_, candidates_, {}, db, options_, nullptr, nullptr);
+  EXPECT_EQ(upgraded.jobId, "99");
+  EXPECT_EQ(upgraded.kernels, 3);
+  EXPECT_EQ(submissions(), 2);
+}
+
 TEST_F(TargetMeasurementTest, ATaskThatFailedIsNamedWithItsNodeAndReason) {
   setenv("FAIL", "0", 1);
   MeasurementDb db(":memory:");
@@ -226,6 +256,62 @@ TEST_F(TargetMeasurementTest, CancelRunsScancel) {
   std::string id;
   in >> id;
   EXPECT_EQ(id, "99");
+}
+
+// A job that never ends (a task hung on its node) or never starts (the
+// constraint's nodes drained: its tasks pending for ever) used to keep
+// `optimize` waiting until Ctrl-C. At the deadline it is cancelled and the
+// error says why, and what squeue last said.
+TEST_F(TargetMeasurementTest, AHungJobIsCancelledAtTheDeadline) {
+  std::ofstream(dir_ / "running") << "";
+  options_.deadlineSeconds = 0.3;
+  MeasurementDb db(":memory:");
+  try {
+    measureOnTarget(graph_, candidates_, {}, db, options_, nullptr, nullptr);
+    ADD_FAILURE() << "the wait ended without an error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("Slurm job 99"), std::string::npos) << what;
+    EXPECT_NE(what.find("--target-timeout"), std::string::npos) << what;
+    EXPECT_NE(what.find("cancelled (scancel)"), std::string::npos) << what;
+    EXPECT_NE(what.find("1 running"), std::string::npos) << what;
+  }
+  std::ifstream in(dir_ / "cancelled");
+  std::string id;
+  in >> id;
+  EXPECT_EQ(id, "99");
+}
+
+TEST_F(TargetMeasurementTest, ADrainedConstraintIsCancelledAtTheDeadline) {
+  write("squeue", "#!/bin/sh\necho '[0-1] PENDING'\n");
+  options_.deadlineSeconds = 0.3;
+  MeasurementDb db(":memory:");
+  try {
+    measureOnTarget(graph_, candidates_, {}, db, options_, nullptr, nullptr);
+    ADD_FAILURE() << "the wait ended without an error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("no task had started"), std::string::npos) << what;
+    EXPECT_NE(what.find("drained"), std::string::npos) << what;
+    EXPECT_NE(what.find("2 pending"), std::string::npos) << what;
+  }
+  EXPECT_TRUE(fs::exists(dir_ / "cancelled"));
+}
+
+// squeue failing (the controller gone) ends the wait with its error, and the
+// job is cancelled rather than left to run on unobserved.
+TEST_F(TargetMeasurementTest, ASqueueThatFailsCancelsTheJob) {
+  write("squeue", "#!/bin/sh\necho 'slurm_load_jobs error: Unable to contact slurm controller'\nexit 1\n");
+  MeasurementDb db(":memory:");
+  try {
+    measureOnTarget(graph_, candidates_, {}, db, options_, nullptr, nullptr);
+    ADD_FAILURE() << "the wait ended without an error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("Unable to contact slurm controller"), std::string::npos) << what;
+    EXPECT_NE(what.find("was cancelled (scancel)"), std::string::npos) << what;
+  }
+  EXPECT_TRUE(fs::exists(dir_ / "cancelled"));
 }
 
 TEST(TargetTaskReport, RoundTripsThroughItsFile) {

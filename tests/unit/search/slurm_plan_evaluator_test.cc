@@ -11,7 +11,11 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
+#include <future>
+#include <set>
+#include <thread>
 #include <fstream>
 #include <sstream>
 
@@ -44,6 +48,7 @@ TEST(PlanPairJob, RoundTripsAndRefusesOtherFiles) {
   job.runs.maxRounds = 7;
   job.incumbentKey = "inc";
   job.incumbentFile = "incumbent.json";
+  job.runId = "plans-abc-17";
   job.plans = {{"p0", "0110", "plan-0.json"}, {"p1", "2200", "plan-1.json"}};
   const PlanPairJob back = PlanPairJob::fromJson(job.toJson(), "job.json");
   EXPECT_EQ(back.modelPath, job.modelPath);
@@ -53,6 +58,7 @@ TEST(PlanPairJob, RoundTripsAndRefusesOtherFiles) {
   EXPECT_EQ(back.runs.minRounds, 3);
   EXPECT_EQ(back.runs.maxRounds, 7);
   EXPECT_EQ(back.incumbentKey, "inc");
+  EXPECT_EQ(back.runId, "plans-abc-17");
   ASSERT_EQ(back.plans.size(), 2u);
   EXPECT_EQ(back.plans[1].key, "p1");
   EXPECT_EQ(back.plans[1].genome, "2200");
@@ -101,6 +107,42 @@ class SlurmPlanEvaluatorTest : public ::testing::Test {
   void write(const std::string& name, const std::string& text) {
     std::ofstream(dir_ / name) << text;
     fs::permissions(dir_ / name, fs::perms::owner_all);
+  }
+
+  // Runs evaluator.recheck on a thread and plays its task: once the job's
+  // folder appears, appends `runs` under the job's run id, and the job
+  // leaves the queue.
+  PairedPlanRuns recheckWithTheTask(SlurmPlanEvaluator& evaluator, const Plan& best, const Plan& start,
+                                    const PairedRunOptions& finalRuns, const PairedPlanRuns& runs) {
+    write("squeue", "#!/bin/sh\n[ -e " + (dir_ / "done").string() + " ] && exit 0\n[ -e " +
+                        (dir_ / "running").string() + " ] && echo '0 RUNNING n0'\nexit 0\n");
+    std::set<fs::path> before;
+    for (const auto& e : fs::directory_iterator(options_.workDir)) before.insert(e.path());
+    auto waiting =
+        std::async(std::launch::async, [&] { return evaluator.recheck(best, start, finalRuns, nullptr); });
+    fs::path folder;
+    for (int i = 0; i < 2000 && folder.empty(); ++i) {
+      for (const auto& e : fs::directory_iterator(options_.workDir))
+        if (!before.count(e.path()) && fs::exists(e.path() / "job.json")) folder = e.path();
+      if (folder.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_FALSE(folder.empty());
+    if (!folder.empty()) {
+      const PlanPairJob job = PlanPairJob::fromJson(slurp(folder / "job.json"), "job.json");
+      SharedMeasurementStore node(pg_->url(), "n0");
+      SharedMeasurementStore::PlanRunRow row;
+      row.modelKey = options_.modelKey;
+      row.planKey = job.plans.at(0).key;
+      row.incumbentKey = job.incumbentKey;
+      row.status = "ok";
+      row.runsJson = toJson(runs).dump();
+      row.runId = job.runId;
+      EXPECT_TRUE(node.appendPlanRun(kTarget, row));
+    }
+    std::ofstream(dir_ / "done") << "";  // the task is done: the job leaves the queue
+    const PairedPlanRuns back = waiting.get();
+    fs::remove(dir_ / "done");
+    return back;
   }
 
   static test_support::ScratchPostgres* pg_;
@@ -156,6 +198,7 @@ TEST_F(SlurmPlanEvaluatorTest, PlansStillOutAtTheDeadlineAreCollectedByALaterCal
     row.status = "ok";
     row.medianRatio = 0.5;
     row.runsJson = toJson(runs).dump();
+    row.runId = job.runId;  // the task's row carries its submission's run id
     ASSERT_TRUE(node.appendPlanRun(kTarget, row));
     const std::vector<TimedPlan> later = evaluator.timeGeneration({}, "inc", incumbent, nullptr);
     ASSERT_EQ(later.size(), 1u);
@@ -186,6 +229,9 @@ TEST_F(SlurmPlanEvaluatorTest, TheBestIsRecheckedAsAOneTaskJob) {
   const PairedPlanRuns none = evaluator.recheck(best, start, finalRuns, nullptr);
   EXPECT_FALSE(none.ok());
   EXPECT_NE(none.message.find("did not come back"), std::string::npos) << none.message;
+  // Nothing reads the re-check after its deadline: its job is cancelled
+  // there and then, not left to run.
+  EXPECT_NE(slurp(dir_ / "cancelled").find("4242"), std::string::npos);
   const std::string submitted = slurp(dir_ / "submissions");
   EXPECT_NE(submitted.find("--array=0-0"), std::string::npos) << submitted;
   std::vector<fs::path> folders;
@@ -198,10 +244,12 @@ TEST_F(SlurmPlanEvaluatorTest, TheBestIsRecheckedAsAOneTaskJob) {
   ASSERT_EQ(job.plans.size(), 1u);
   EXPECT_EQ(job.plans[0].key, placementKey(best));
 
-  // A row under the pair's ordinary key is not the re-check; one under the
-  // re-check's key is.
-  PairedPlanRuns runs;
-  runs.status = MeasurementStatus::Ok;
+  // Rows of the pair under the ordinary key, or of an earlier re-check, are
+  // not this re-check's; its own row (its run id) is, once its task appends it.
+  PairedPlanRuns earlier, runs;
+  earlier.status = runs.status = MeasurementStatus::Ok;
+  earlier.aMs = {3, 3, 3, 3};
+  earlier.bMs = {2, 2, 2, 2};
   runs.aMs = {1, 1, 1, 1};
   runs.bMs = {2, 2, 2, 2};
   SharedMeasurementStore node(pg_->url(), "n0");
@@ -210,15 +258,74 @@ TEST_F(SlurmPlanEvaluatorTest, TheBestIsRecheckedAsAOneTaskJob) {
   row.planKey = placementKey(best);
   row.incumbentKey = placementKey(start);
   row.status = "ok";
-  row.runsJson = toJson(runs).dump();
+  row.runsJson = toJson(earlier).dump();
   ASSERT_TRUE(node.appendPlanRun(kTarget, row));
-  EXPECT_FALSE(evaluator.recheck(best, start, finalRuns, nullptr).ok());
   row.incumbentKey = job.incumbentKey;
+  row.runId = job.runId;  // the first re-check's, arrived too late
   ASSERT_TRUE(node.appendPlanRun(kTarget, row));
-  const PairedPlanRuns back = evaluator.recheck(best, start, finalRuns, nullptr);
+  options_.recheckSeconds = 30;
+  SlurmPlanEvaluator patient(options_, nullptr);
+  const PairedPlanRuns back = recheckWithTheTask(patient, best, start, finalRuns, runs);
   ASSERT_TRUE(back.ok()) << back.message;
   EXPECT_EQ(back.aMs.size(), 4u);
   EXPECT_DOUBLE_EQ(back.medianRatio(), 0.5);
+}
+
+// A pair timed again (the same plan against the same incumbent, on the same
+// node) is a run of its own: the re-timing reads its own fresh row, not the
+// earlier run's (which the store's unique key kept as the only one).
+TEST_F(SlurmPlanEvaluatorTest, ARetimingReadsItsOwnFreshRow) {
+  Plan incumbent, a;
+  incumbent.modelPath = a.modelPath = options_.modelPath;
+  PairedPlanRuns earlier;
+  earlier.status = MeasurementStatus::Ok;
+  earlier.aMs = {1, 1, 1};
+  earlier.bMs = {2, 2, 2};
+  SharedMeasurementStore node(pg_->url(), "n0");
+  SharedMeasurementStore::PlanRunRow row;
+  row.modelKey = options_.modelKey;
+  row.planKey = "plan-a";
+  row.incumbentKey = "inc";
+  row.status = "ok";
+  row.runsJson = toJson(earlier).dump();
+  row.runId = "an-earlier-run";
+  ASSERT_TRUE(node.appendPlanRun(kTarget, row));
+
+  SlurmPlanEvaluator evaluator(options_, nullptr);
+  EXPECT_TRUE(evaluator.timeGeneration({{"plan-a", &a, "01"}}, "inc", incumbent, nullptr).empty());
+  std::vector<fs::path> folders;
+  for (const auto& e : fs::directory_iterator(options_.workDir)) folders.push_back(e.path());
+  ASSERT_EQ(folders.size(), 1u);
+  const PlanPairJob job = PlanPairJob::fromJson(slurp(folders.front() / "job.json"), "job.json");
+  EXPECT_FALSE(job.runId.empty());
+  EXPECT_NE(job.runId, row.runId);
+  PairedPlanRuns fresh;
+  fresh.status = MeasurementStatus::Ok;
+  fresh.aMs = {4, 4, 4};
+  fresh.bMs = {5, 5, 5};
+  row.runsJson = toJson(fresh).dump();
+  row.runId = job.runId;
+  ASSERT_TRUE(node.appendPlanRun(kTarget, row));  // the same node and pair: appended all the same
+  const std::vector<TimedPlan> later = evaluator.timeGeneration({}, "inc", incumbent, nullptr);
+  ASSERT_EQ(later.size(), 1u);
+  EXPECT_DOUBLE_EQ(later[0].runs.medianRatio(), 0.8);
+}
+
+// squeue failing while a generation waits ends the search with its error,
+// and the generation's job is cancelled, not left to run on unobserved.
+TEST_F(SlurmPlanEvaluatorTest, ASqueueThatFailsCancelsTheGenerationsJob) {
+  write("squeue", "#!/bin/sh\necho 'slurm_load_jobs error: Socket timed out'\nexit 1\n");
+  Plan incumbent, a;
+  incumbent.modelPath = a.modelPath = options_.modelPath;
+  SlurmPlanEvaluator evaluator(options_, nullptr);
+  try {
+    evaluator.timeGeneration({{"plan-a", &a, "01"}}, "inc", incumbent, nullptr);
+    ADD_FAILURE() << "the generation ended without an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Socket timed out"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cancelled (scancel)"), std::string::npos) << e.what();
+  }
+  EXPECT_NE(slurp(dir_ / "cancelled").find("4242"), std::string::npos);
 }
 
 }  // namespace
