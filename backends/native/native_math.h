@@ -8,6 +8,8 @@
 #include <bit>
 #include <cstdint>
 
+#include "core/ops/logistic.h"
+
 namespace collage::native {
 
 __attribute__((always_inline)) inline float fastExp(float x) {
@@ -84,7 +86,9 @@ __attribute__((always_inline)) inline float fastTanh(float x) {
   return ax < 0.625f ? small : big;
 }
 
-__attribute__((always_inline)) inline float fastSigmoid(float x) { return 1.0f / (1.0f + fastExp(-x)); }
+// ONNX Runtime's Sigmoid, the reference's (core/ops/logistic.h): bit for bit,
+// so that a SiLU fused before a DynamicQuantizeLinear rounds as both do.
+__attribute__((always_inline)) inline float fastSigmoid(float x) { return ortLogistic(x); }
 
 __attribute__((always_inline)) inline float fastErf(float x) {
   const float ax = x < 0.0f ? -x : x;

@@ -216,7 +216,7 @@ class DynamicQuantizeStep : public Step {
       lo = std::min(lo, l);
       hi = std::max(hi, h);
     }
-    const float scale = (hi - lo) / 255.0f;
+    const float scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;  // the reference's: 1 for all zeros
     const float zeroPoint =
         scale != 0 ? std::nearbyint(std::min(std::max(0.0f - lo / scale, 0.0f), 255.0f)) : 0.0f;
     if (b_.outputs[0] >= 0) {

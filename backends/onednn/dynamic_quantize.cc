@@ -99,7 +99,7 @@ DynamicQuantization dynamicQuantizationOf(const float* x, int64_t n) {
     hi = std::max(hi, h);
   }
   DynamicQuantization q;
-  q.scale = (hi - lo) / 255.0f;
+  q.scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;  // the reference's: 1 for all zeros
   // The reference's expression: nearbyint(clamp(0 - lo / scale, 0, 255)).
   q.zeroPoint = q.scale != 0
                     ? static_cast<uint8_t>(std::nearbyint(std::min(std::max(0.0f - lo / q.scale, 0.0f), 255.0f)))

@@ -37,7 +37,7 @@ std::vector<bool> nearRoundingTies(const Graph& graph, NodeId id, const std::vec
   std::vector<bool> near(x.size(), false);
   if (node.op == "DynamicQuantizeLinear") {
     const float scale = values[static_cast<size_t>(node.outputs[1])]->toFloats()[0];
-    if (scale == 0) return near;  // all zeros: y is 0 whatever the order
+    if (scale == 0) return near;  // a range too narrow for float32 (all zeros give scale 1): y is 0
     float min = 0;
     for (float v : x) min = std::min(min, v);
     const float zeroPoint = std::nearbyint(std::min(std::max(-min / scale, 0.0f), 255.0f));

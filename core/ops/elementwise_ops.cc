@@ -12,6 +12,7 @@
 #include "core/ops/op_registry.h"
 #include "core/ops/elementwise_kernels.h"
 #include "core/ops/half_float.h"
+#include "core/ops/logistic.h"
 #include "core/ops/op_helpers.h"
 #include "core/ops/type_dispatch.h"
 
@@ -102,9 +103,14 @@ void addUnary(OpRegistry& r, const std::string& name, std::vector<AttributeSpec>
   r.add(std::move(s));
 }
 
+// float32 (and float16, computed through it) as ONNX Runtime rounds it
+// (logistic.h); double exactly.
 template <class T>
 T sigmoid(T x) {
-  return T(1) / (T(1) + std::exp(-x));
+  if constexpr (std::is_same_v<T, float>)
+    return ortLogistic(x);
+  else
+    return T(1) / (T(1) + std::exp(-x));
 }
 
 void registerUnaryOps(OpRegistry& r) {

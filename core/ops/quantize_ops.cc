@@ -173,8 +173,10 @@ void addDynamicQuantizeLinear(OpRegistry& r) {
       lo = std::min(lo, x[i]);
       hi = std::max(hi, x[i]);
     }
-    const float scale = (hi - lo) / 255.0f;
-    // All zeros: any scale works; 0 would divide by zero, so the zero point is 0 and y is 0.
+    // All zeros: the spec's scale, 0, would divide by zero; any other gives
+    // y = 0 and zero point 0. 1 is ONNX Runtime's (its scale output is 1).
+    const float scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
+    // A range too narrow for float32 once divided (denormal): the spec's 0 again, y 0.
     const float zeroPoint = scale != 0 ? std::nearbyint(std::min(std::max(0.0f - lo / scale, 0.0f), 255.0f)) : 0.0f;
     if (out[0]) {
       uint8_t* y = out[0]->data<uint8_t>();

@@ -184,6 +184,23 @@ TEST(NativeBackend, UnaryOpsOverWideRanges) {
   }
 }
 
+// Sigmoid is the reference's (ONNX Runtime's, core/ops/logistic.h) bit for
+// bit, vectorised or not, past the clamp at +-18 too: a SiLU fused before
+// a DynamicQuantizeLinear must round as the reference does.
+TEST(NativeBackend, SigmoidIsTheReferencesBitForBit) {
+  ThreadCountGuard guard;
+  auto backend = native();
+  for (const Shape& shape : {Shape{4, 1000}, Shape{7}}) {
+    SCOPED_TRACE(shapeToString(shape));
+    Builder b;
+    const ValueId x = b.op("Mul", {b.input(shape), b.constant({shape.back()}, -30.0f, 30.0f)});
+    const Graph g = b.finish(b.op("Sigmoid", {x}));
+    const KernelCheckResult r = checkKernelAgainstReference(*backend, g, allNodes(g), 11, Tolerance{0.0, 0.0});
+    ASSERT_TRUE(r.compiled) << r.refusal;
+    EXPECT_TRUE(r.ok) << r.message;
+  }
+}
+
 TEST(NativeBackend, BinaryOpsWithBroadcasting) {
   const std::vector<std::pair<Shape, Shape>> shapes = {
       {{2, 3, 4, 5}, {5}}, {{2, 1, 4, 1}, {3, 1, 5}}, {{1}, {6, 7}}, {{4, 5}, {4, 5}},

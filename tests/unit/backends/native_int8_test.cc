@@ -529,7 +529,7 @@ TEST(NativeInt8, DynamicQuantizeLinearMatchesTheReferenceBitForBit) {
   std::vector<float> mixed(100003);
   for (float& v : mixed) v = d(rng);
   inputs.push_back(mixed);
-  inputs.push_back(std::vector<float>(45, 0.0f));  // all zero: scale 0
+  inputs.push_back(std::vector<float>(45, 0.0f));  // all zero: scale 1
   std::vector<float> positive(333);
   for (size_t i = 0; i < positive.size(); ++i) positive[i] = 0.01f * static_cast<float>(i);
   inputs.push_back(positive);  // min clamps to 0

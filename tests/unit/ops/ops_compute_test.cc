@@ -418,6 +418,24 @@ TEST(QLinearMatMulKernel, RequantizesInFloat32AsOnnxRuntimeDoes) {
   EXPECT_EQ(y[0].data<int8_t>()[0], -6);
 }
 
+// DynamicQuantizeLinear of all zeros: the spec's scale (0 - 0) / 255 would
+// divide by zero; ONNX Runtime 1.30 writes scale 1, zero point 0, y 0.
+TEST(DynamicQuantizeLinearKernel, AllZerosGiveOnnxRuntimesScaleOfOne) {
+  for (float zero : {0.0f, -0.0f}) {
+    Tensor x = Tensor::fromFloats({4}, {0.0f, zero, 0.0f, 0.0f});
+    std::vector<Tensor> y = eval("DynamicQuantizeLinear", {&x}, {}, 3);
+    EXPECT_EQ(y[0].toInts(), (std::vector<int64_t>{0, 0, 0, 0}));
+    EXPECT_EQ(y[1].data<float>()[0], 1.0f);
+    EXPECT_EQ(y[2].data<uint8_t>()[0], 0);
+  }
+  // And a range: ONNX Runtime's values for {-3, -2, -1, -0.5}.
+  Tensor x = Tensor::fromFloats({4}, {-3.0f, -2.0f, -1.0f, -0.5f});
+  std::vector<Tensor> y = eval("DynamicQuantizeLinear", {&x}, {}, 3);
+  EXPECT_EQ(y[0].toInts(), (std::vector<int64_t>{0, 85, 170, 213}));
+  EXPECT_EQ(y[1].data<float>()[0], 3.0f / 255.0f);
+  EXPECT_EQ(y[2].data<uint8_t>()[0], 255);
+}
+
 TEST(MatMulKernel, NumpySemantics) {
   // Batched with broadcasting of batch dims: [2,1,3,4] x [3,4,2] -> [2,3,3,2].
   Tensor A = randomTensor({2, 1, 3, 4}, 8), B = randomTensor({3, 4, 2}, 9);

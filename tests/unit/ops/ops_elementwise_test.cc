@@ -2,6 +2,7 @@
 // evaluated one node at a time.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -145,6 +146,28 @@ TEST(OpsElementwise, UnaryMathAndClip) {
   std::vector<float> g = eval("Gelu", {x})[0].toFloats();
   EXPECT_NEAR(g[3], 2.99595f, 1e-4);
   EXPECT_EQ(eval("Sign", {ints32({3}, {-4, 0, 9})})[0].toInts(), (Ints{-1, 0, 1}));
+}
+
+// Sigmoid in float32 gives ONNX Runtime's bits (logistic.h): inputs from a
+// detector's first SiLU where 1 / (1 + exp(-x)) is a step or more off, each
+// with ONNX Runtime 1.30's output, and the clamped ends.
+TEST(OpsElementwise, SigmoidFloat32MatchesOnnxRuntimeBits) {
+  const std::vector<uint32_t> in = {3207521447u, 3222828536u, 1074186527u, 3208778052u, 3236699525u};
+  const std::vector<uint32_t> ort = {1051446674u, 1034756964u, 1063532678u, 1050893409u, 975411200u};
+  std::vector<float> x(in.size());
+  for (size_t i = 0; i < in.size(); ++i) std::memcpy(&x[i], &in[i], sizeof(float));
+  x.insert(x.end(), {-20.0f, 0.0f, 18.0f, 25.0f});
+  const Tensor y = eval("Sigmoid", {Tensor::fromFloats({static_cast<int64_t>(x.size())}, x)})[0];
+  for (size_t i = 0; i < in.size(); ++i) {
+    uint32_t bits = 0;
+    std::memcpy(&bits, y.data<float>() + i, sizeof(float));
+    EXPECT_EQ(bits, ort[i]) << "Sigmoid(" << x[i] << ")";
+  }
+  EXPECT_EQ(y.data<float>()[5], 0.0f);
+  EXPECT_EQ(y.data<float>()[6], 0.5f);
+  EXPECT_EQ(y.data<float>()[7], 1.0f);
+  EXPECT_EQ(y.data<float>()[8], 1.0f);
+  EXPECT_TRUE(std::isnan(eval("Sigmoid", {Tensor::fromFloats({1}, {std::nanf("")})})[0].data<float>()[0]));
 }
 
 TEST(OpsElementwise, UnsupportedElementTypeIsUnsupported) {
