@@ -160,9 +160,11 @@ Action addRunCommand(CLI::App& app) {
       const PlanCheck check = checkPlan(*session, inputs, checkOptions);
       for (size_t i = 0; i < check.comparisons.size(); ++i) {
         const CompareResult& c = check.comparisons[i];
-        std::printf("verify: output '%s': max abs error %.3g, %.3g of its largest value%s\n",
-                    graph.value(graph.outputs()[i]).name.c_str(), c.maxAbsError, c.scaledError,
-                    c.ok ? "" : (" (" + std::to_string(c.mismatches) + " elements beyond the bound)").c_str());
+        std::printf(
+            "verify: output '%s': max abs error %.3g, %.3g of its largest value%s\n",
+            graph.value(graph.outputs()[i]).name.c_str(), c.maxAbsError, c.scaledError,
+            c.ok ? ""
+                 : (" (" + std::to_string(c.mismatches) + " elements beyond the bound)").c_str());
       }
       const std::vector<GroupError>& errors = check.groups;
       auto worst = std::max_element(errors.begin(), errors.end(), [](const auto& a, const auto& b) {

@@ -86,9 +86,10 @@ PlanTolerance planTolerance(const Plan& plan) {
   out.bound = std::max(kFloat32Bound, scaledBound(out.tolerance));
   char bound[96];
   std::snprintf(bound, sizeof bound, "%g of each output's largest value", out.bound);
-  out.why = reduced ? std::string(bound) + ": the plan's loosest declared tolerance, for " + joined(parts) +
-                          "; each group alone within its own backend's bound"
-                    : std::string(bound) + ": float32, every group on a backend that computes in float32";
+  out.why =
+      reduced ? std::string(bound) + ": the plan's loosest declared tolerance, for " +
+                    joined(parts) + "; each group alone within its own backend's bound"
+              : std::string(bound) + ": float32, every group on a backend that computes in float32";
   return out;
 }
 

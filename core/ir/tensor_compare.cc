@@ -87,8 +87,9 @@ CompareResult compareScaled(const Tensor& actual, const Tensor& expected, double
     const size_t i = static_cast<size_t>(r.firstBadIndex);
     std::ostringstream os;
     os << r.mismatches << " of " << a.size() << " elements differ by more than " << bound
-       << " of the largest |expected value| (" << r.scale << "): max abs error " << r.maxAbsError << ", "
-       << r.scaledError << " of that; first: element " << i << ": got " << a[i] << ", expected " << e[i];
+       << " of the largest |expected value| (" << r.scale << "): max abs error " << r.maxAbsError
+       << ", " << r.scaledError << " of that; first: element " << i << ": got " << a[i]
+       << ", expected " << e[i];
     r.message = os.str();
   }
   return r;

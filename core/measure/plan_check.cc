@@ -38,7 +38,8 @@ Tensor readPlain(const TensorType& type, const std::optional<NativeLayout>& layo
   const size_t size = elementSize(type.elementType), n = static_cast<size_t>(type.numElements());
   auto* to = static_cast<uint8_t*>(plain.raw());
   const auto* from = static_cast<const uint8_t*>(data);
-  for (size_t i = 0; i < n; ++i) std::memcpy(to + i * size, from + channelsLastIndex(type.shape, i) * size, size);
+  for (size_t i = 0; i < n; ++i)
+    std::memcpy(to + i * size, from + channelsLastIndex(type.shape, i) * size, size);
   return plain;
 }
 
@@ -46,19 +47,22 @@ Tensor readPlain(const TensorType& type, const std::optional<NativeLayout>& layo
 Tensor inLayout(const Tensor& plain, const std::optional<NativeLayout>& layout) {
   if (!layout) return plain.clone();
   Tensor out(plain.type());
-  const size_t size = elementSize(plain.elementType()), n = static_cast<size_t>(plain.numElements());
+  const size_t size = elementSize(plain.elementType()),
+               n = static_cast<size_t>(plain.numElements());
   auto* to = static_cast<uint8_t*>(out.raw());
   const auto* from = static_cast<const uint8_t*>(plain.raw());
-  for (size_t i = 0; i < n; ++i) std::memcpy(to + channelsLastIndex(plain.shape(), i) * size, from + i * size, size);
+  for (size_t i = 0; i < n; ++i)
+    std::memcpy(to + channelsLastIndex(plain.shape(), i) * size, from + i * size, size);
   return out;
 }
 
 // Writes plain element i of a value the Session holds (see readPlain).
-void writeElement(const TensorType& type, const std::optional<NativeLayout>& layout, void* data, size_t i,
-                  const Tensor& from) {
+void writeElement(const TensorType& type, const std::optional<NativeLayout>& layout, void* data,
+                  size_t i, const Tensor& from) {
   const size_t size = elementSize(type.elementType);
   const size_t at = layout ? channelsLastIndex(type.shape, i) : i;
-  std::memcpy(static_cast<uint8_t*>(data) + at * size, static_cast<const uint8_t*>(from.raw()) + i * size, size);
+  std::memcpy(static_cast<uint8_t*>(data) + at * size,
+              static_cast<const uint8_t*>(from.raw()) + i * size, size);
 }
 
 // Compares one output of a group rerun alone with the reference's value,
@@ -77,8 +81,8 @@ void compareGroupOutput(const std::string& name, const Tensor& got, const Tensor
     }
     if (e.wrong.empty() && !c.ok)
       e.wrong = "output '" + name + "': max abs error " + figure("%.3g", c.maxAbsError) + ", " +
-                figure("%.3g", c.scaledError) + " of its largest value, beyond the " + figure("%g", e.bound) +
-                " its backend is held to";
+                figure("%.3g", c.scaledError) + " of its largest value, beyond the " +
+                figure("%g", e.bound) + " its backend is held to";
     return;
   }
   if (got.type() != expected.type()) {
@@ -116,7 +120,8 @@ struct ReferenceValues {
         owned(static_cast<size_t>(g.numValues())),
         at(static_cast<size_t>(g.numValues()), nullptr),
         readers(static_cast<size_t>(g.numValues()), 0) {
-    for (size_t i = 0; i < g.inputs().size(); ++i) at[static_cast<size_t>(g.inputs()[i])] = &inputs.at(i);
+    for (size_t i = 0; i < g.inputs().size(); ++i)
+      at[static_cast<size_t>(g.inputs()[i])] = &inputs.at(i);
     for (ValueId v = 0; v < g.numValues(); ++v)
       if (g.value(v).isConstant()) at[static_cast<size_t>(v)] = &*g.value(v).constant;
     for (NodeId n = 0; n < g.numNodes(); ++n)
@@ -126,7 +131,8 @@ struct ReferenceValues {
   void evaluate(NodeId n) {
     const Node& node = graph.node(n);
     std::vector<const Tensor*> in;
-    for (ValueId v : node.inputs) in.push_back(v == kNoValue ? nullptr : at[static_cast<size_t>(v)]);
+    for (ValueId v : node.inputs)
+      in.push_back(v == kNoValue ? nullptr : at[static_cast<size_t>(v)]);
     std::vector<Tensor> out = evaluateNode(node, in);
     for (size_t i = 0; i < node.outputs.size(); ++i) {
       const ValueId v = node.outputs[i];
@@ -161,8 +167,8 @@ struct ReferenceWalk {
 // The reference node by node, each group rerun alone as soon as its last
 // node has been evaluated, each value freed after its last reader.
 // `known`: groups whose verdict the caller has (not rerun; left default).
-ReferenceWalk walkReference(const Session& session, const std::vector<Tensor>& inputs, double planBound,
-                            const std::vector<bool>& known = {}) {
+ReferenceWalk walkReference(const Session& session, const std::vector<Tensor>& inputs,
+                            double planBound, const std::vector<bool>& known = {}) {
   const Graph& graph = session.graph();
   const size_t numGroups = session.plan().groups.size();
   ReferenceValues ref(graph, inputs);
@@ -242,18 +248,21 @@ ReferenceWalk walkReference(const Session& session, const std::vector<Tensor>& i
           if (outLayouts[o]) compiled.kernel->useNativeOutputLayout(o);
         std::vector<Tensor> kernelInputs;
         for (size_t i = 0; i < request.inputs.size(); ++i)
-          kernelInputs.push_back(inLayout(*ref.at[static_cast<size_t>(request.inputs[i])], inLayouts[i]));
+          kernelInputs.push_back(
+              inLayout(*ref.at[static_cast<size_t>(request.inputs[i])], inLayouts[i]));
         std::vector<Tensor> outputs = runKernel(*compiled.kernel, request, kernelInputs);
         static const std::vector<bool> kNoTies;
         for (size_t i = 0; i < outputs.size(); ++i) {
           const ValueId v = request.outputs[i];
-          if (outLayouts[i]) outputs[i] = readPlain(graph.value(v).type, outLayouts[i], outputs[i].raw());
+          if (outLayouts[i])
+            outputs[i] = readPlain(graph.value(v).type, outLayouts[i], outputs[i].raw());
           auto mask = tieMasks.find(v);
           compareGroupOutput(graph.value(v).name, outputs[i], *ref.at[static_cast<size_t>(v)],
                              mask == tieMasks.end() ? kNoTies : mask->second, e);
         }
-        if (!e.wrong.empty() && (std::any_of(inLayouts.begin(), inLayouts.end(), [](auto& l) { return l.has_value(); }) ||
-                                 std::any_of(outLayouts.begin(), outLayouts.end(), [](auto& l) { return l.has_value(); })))
+        auto switched = [](const std::optional<NativeLayout>& l) { return l.has_value(); };
+        if (!e.wrong.empty() && (std::any_of(inLayouts.begin(), inLayouts.end(), switched) ||
+                                 std::any_of(outLayouts.begin(), outLayouts.end(), switched)))
           e.wrong += " (run in the layouts it runs in within the plan: channels last)";
       }
       for (ValueId v : request.inputs) ref.release(v);
@@ -293,7 +302,8 @@ Replay replay(Session& session, const std::vector<Tensor>& inputs, double planBo
   const size_t numGroups = session.plan().groups.size();
   std::vector<int> groupOf(static_cast<size_t>(graph.numNodes()), -1);
   for (size_t g = 0; g < numGroups; ++g)
-    for (NodeId n : session.request(g).members()) groupOf[static_cast<size_t>(n)] = static_cast<int>(g);
+    for (NodeId n : session.request(g).members())
+      groupOf[static_cast<size_t>(n)] = static_cast<int>(g);
   // The graph outputs are kept to the end; each group's outputs until compared.
   for (ValueId v : graph.outputs()) ++ref.readers[static_cast<size_t>(v)];
 
@@ -311,8 +321,10 @@ Replay replay(Session& session, const std::vector<Tensor>& inputs, double planBo
       ref.evaluate(n);
       const Node& node = graph.node(n);
       if (quantizesComputedFloats(graph, node) &&
-          groupOf[static_cast<size_t>(graph.value(node.inputs[0]).producer)] == static_cast<int>(g) &&
-          std::find(request.outputs.begin(), request.outputs.end(), node.outputs[0]) == request.outputs.end()) {
+          groupOf[static_cast<size_t>(graph.value(node.inputs[0]).producer)] ==
+              static_cast<int>(g) &&
+          std::find(request.outputs.begin(), request.outputs.end(), node.outputs[0]) ==
+              request.outputs.end()) {
         const std::vector<bool> near = nearRoundingTies(graph, n, ref.at, planBound);
         internalTie = internalTie || std::count(near.begin(), near.end(), true) > 0;
       }
@@ -339,21 +351,27 @@ Replay replay(Session& session, const std::vector<Tensor>& inputs, double planBo
       }
     }
     // Inputs x of quantizers in later groups, that this group hands over.
-    for (size_t o = 0; o < request.outputs.size() && session.groupDevice(g).type == DeviceType::CPU; ++o) {
+    for (size_t o = 0; o < request.outputs.size() && session.groupDevice(g).type == DeviceType::CPU;
+         ++o) {
       const ValueId x = request.outputs[o];
       for (NodeId q : graph.value(x).consumers) {
         const Node& node = graph.node(q);
         const int qg = groupOf[static_cast<size_t>(q)];
-        if (!quantizesComputedFloats(graph, node) || node.inputs[0] != x || qg == static_cast<int>(g)) continue;
+        if (!quantizesComputedFloats(graph, node) || node.inputs[0] != x ||
+            qg == static_cast<int>(g))
+          continue;
         const KernelRequest& later = session.request(static_cast<size_t>(qg));
-        if (std::find(later.outputs.begin(), later.outputs.end(), node.outputs[0]) != later.outputs.end())
+        if (std::find(later.outputs.begin(), later.outputs.end(), node.outputs[0]) !=
+            later.outputs.end())
           continue;  // put back at its output instead
         // The quantizer's reference outputs, for its ties (a
         // DynamicQuantizeLinear's scale is one).
         std::vector<const Tensor*> in;
-        for (ValueId v : node.inputs) in.push_back(v == kNoValue ? nullptr : ref.at[static_cast<size_t>(v)]);
+        for (ValueId v : node.inputs)
+          in.push_back(v == kNoValue ? nullptr : ref.at[static_cast<size_t>(v)]);
         bool missing = false;
-        for (size_t i = 0; i < in.size(); ++i) missing = missing || (node.inputs[i] != kNoValue && !in[i]);
+        for (size_t i = 0; i < in.size(); ++i)
+          missing = missing || (node.inputs[i] != kNoValue && !in[i]);
         if (missing) continue;  // its scale is computed elsewhere: not put back
         std::vector<Tensor> qOut = evaluateNode(node, in);
         std::vector<const Tensor*> at = ref.at;
@@ -394,10 +412,12 @@ Replay replay(Session& session, const std::vector<Tensor>& inputs, double planBo
           continue;
         }
         if (result.departs.empty())
-          result.departs = "group " + std::to_string(g + 1) + " on " + session.plan().groups[g].backend + " (" +
-                           request.toString() + "): its output '" + graph.value(v).name +
-                           "' departs from the reference's though its inputs matched (the reference's values "
-                           "put back at rounding ties): " + c.message;
+          result.departs =
+              "group " + std::to_string(g + 1) + " on " + session.plan().groups[g].backend + " (" +
+              request.toString() + "): its output '" + graph.value(v).name +
+              "' departs from the reference's though its inputs matched (the reference's values "
+              "put back at rounding ties): " +
+              c.message;
       }
     }
     for (NodeId n : members) ref.releaseInputsOf(n);
@@ -528,21 +548,25 @@ PlanCheck checkPlan(Session& session, const std::vector<Tensor>& inputs, const P
   if (replayOk) {
     check.ok = true;
     check.problems.clear();
-    check.tiesNote = "the outputs differ from the reference's beyond the plan's bound, yet every kernel rerun "
-                     "alone on the reference's inputs matches it (integers exactly), and the plan replayed with "
-                     "the reference's values put back at " + std::to_string(r.substituted) +
-                     " value(s) near rounding ties matches it too: " + std::to_string(nearTies) + " of " +
-                     std::to_string(quantized) + " values quantized at " + std::to_string(atTies) +
-                     " quantizer(s) of computed floats lie near a tie, where another summation order rounds to "
-                     "the neighbouring step and the layers after inherit it (docs/quantized.md)";
+    check.tiesNote =
+        "the outputs differ from the reference's beyond the plan's bound, yet every kernel rerun "
+        "alone on the reference's inputs matches it (integers exactly), and the plan replayed with "
+        "the reference's values put back at " +
+        std::to_string(r.substituted) +
+        " value(s) near rounding ties matches it too: " + std::to_string(nearTies) + " of " +
+        std::to_string(quantized) + " values quantized at " + std::to_string(atTies) +
+        " quantizer(s) of computed floats lie near a tie, where another summation order rounds to "
+        "the neighbouring step and the layers after inherit it (docs/quantized.md)";
     return check;
   }
-  check.problems.push_back(
-      r.departs.empty()
-          ? "every kernel alone matches the reference, but the plan replayed with the reference's values put "
-            "back at " + std::to_string(r.substituted) + " value(s) near rounding ties still differs: the "
-            "ties do not explain the difference"
-          : "the ties do not explain the difference: " + r.departs);
+  check.problems.push_back(r.departs.empty()
+                               ? "every kernel alone matches the reference, but the plan replayed "
+                                 "with the reference's values put "
+                                 "back at " +
+                                     std::to_string(r.substituted) +
+                                     " value(s) near rounding ties still differs: the "
+                                     "ties do not explain the difference"
+                               : "the ties do not explain the difference: " + r.departs);
   return check;
 }
 

@@ -96,8 +96,8 @@ struct PlanCheck {
   std::string tiesNote;                    // ok though the outputs differ: why, with figures
   double outputBound = 0;                  // what the outputs were held to
   // The replay, when the outputs differed and every group alone was right:
-  int64_t substituted = 0;                 // values put back at rounding ties
-  std::vector<CompareResult> replayed;     // per graph output, after those
+  int64_t substituted = 0;              // values put back at rounding ties
+  std::vector<CompareResult> replayed;  // per graph output, after those
 };
 
 PlanCheck checkPlan(Session& session, const std::vector<Tensor>& inputs, const PlanCheckOptions& options);

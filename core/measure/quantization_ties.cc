@@ -31,8 +31,8 @@ bool quantizesComputedFloats(const Graph& graph, const Node& node) {
   return x.producer != kNoNode && x.type.elementType == ElementType::Float32;
 }
 
-std::vector<bool> nearRoundingTies(const Graph& graph, NodeId id, const std::vector<const Tensor*>& values,
-                                   double bound) {
+std::vector<bool> nearRoundingTies(const Graph& graph, NodeId id,
+                                   const std::vector<const Tensor*>& values, double bound) {
   const Node& node = graph.node(id);
   const Tensor& xt = *values[static_cast<size_t>(node.inputs[0])];
   const std::vector<float> x = xt.toFloats();
@@ -50,7 +50,8 @@ std::vector<bool> nearRoundingTies(const Graph& graph, NodeId id, const std::vec
     // The scale itself moves by about `bound` relative: x / scale by bound |x/scale|.
     const double within = 2 * moves / std::fabs(scale);
     if (nearTie(-min / scale, 0, within, 0, 255)) return std::vector<bool>(x.size(), true);
-    for (size_t i = 0; i < x.size(); ++i) near[i] = nearTie(x[i] / scale, zeroPoint, within, 0, 255);
+    for (size_t i = 0; i < x.size(); ++i)
+      near[i] = nearTie(x[i] / scale, zeroPoint, within, 0, 255);
     return near;
   }
   // QuantizeLinear: a scalar scale or one per index of `axis`.

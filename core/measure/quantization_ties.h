@@ -32,8 +32,8 @@ bool isQuantizer(const Node& node);
 // reference's x / scale lies within `bound` (above) of a rounding tie whose two
 // neighbours do not saturate to the same value. `values` holds the reference's
 // values of the node's inputs and outputs (indexed by ValueId).
-std::vector<bool> nearRoundingTies(const Graph& graph, NodeId node, const std::vector<const Tensor*>& values,
-                                   double bound);
+std::vector<bool> nearRoundingTies(const Graph& graph, NodeId node,
+                                   const std::vector<const Tensor*>& values, double bound);
 
 // A quantizer whose x is computed by another node (not a graph input or a
 // constant): a place where the plan's own summation order reaches an integer.

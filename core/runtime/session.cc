@@ -388,7 +388,8 @@ void Session::copy(size_t e) {
 
 std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs) { return run(inputs, nullptr); }
 
-std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs, const AfterKernel& afterKernel) {
+std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs,
+                                 const AfterKernel& afterKernel) {
   const auto& graphInputs = graph_.inputs();
   if (inputs.size() != graphInputs.size()) {
     std::string names;

@@ -102,7 +102,9 @@ class Session {
   int nativeLayoutValues() const { return nativeLayoutValues_; }
   // The layout a value passes between kernels in, when handed over in a
   // backend's own (nullopt: plain memory).
-  const std::optional<NativeLayout>& valueLayout(ValueId v) const { return layouts_.at(static_cast<size_t>(v)); }
+  const std::optional<NativeLayout>& valueLayout(ValueId v) const {
+    return layouts_.at(static_cast<size_t>(v));
+  }
 
   // The device each group's backend runs on.
   const Device& groupDevice(size_t group) const { return groupDevices_.at(group); }

@@ -40,7 +40,8 @@ TEST(NativeChannelsLast, DISABLED_AQdqJoinWritesEveryElementOfItsChannelsLastOut
   const ValueId z = b.graph().addConstant("zp", zp);
   const ValueId q = b.op("QuantizeLinear", {x, b.scalar(0.05f), z});
   const ValueId d = b.op("DequantizeLinear", {q, b.scalar(0.05f), z});
-  const ValueId y = b.op("QuantizeLinear", {b.op("Relu", {b.op("Add", {d, r})}), b.scalar(0.04f), z});
+  const ValueId y =
+      b.op("QuantizeLinear", {b.op("Relu", {b.op("Add", {d, r})}), b.scalar(0.04f), z});
   const NodeSet nodes = b.finish(y);
   const Graph& g = b.graph();
   const KernelRequest request = KernelRequest::of(g, nodes, "test");

@@ -79,9 +79,11 @@ class ReorderingBackend : public Backend {
           if (y.elementType() == ElementType::Float32) {
             for (int64_t i = 0; i < y.numElements(); ++i) y.data<float>()[i] *= 1 + backend->nudge;
             if (backend->driftAfterFirstRun != 0 && runs > 0)
-              for (int64_t i = 0; i < y.numElements(); ++i) y.data<float>()[i] *= 1 + backend->driftAfterFirstRun;
+              for (int64_t i = 0; i < y.numElements(); ++i)
+                y.data<float>()[i] *= 1 + backend->driftAfterFirstRun;
             if (node.name == backend->faultNode) {
-              for (int64_t i = 0; i < y.numElements(); ++i) y.data<float>()[i] *= backend->faultScale;
+              for (int64_t i = 0; i < y.numElements(); ++i)
+                y.data<float>()[i] *= backend->faultScale;
               if (backend->flipIndex >= 0) y.data<float>()[backend->flipIndex] *= -1;
             }
           }
@@ -111,7 +113,9 @@ class ReorderingBackend : public Backend {
 class LowPrecisionBackend final : public ReorderingBackend {
  public:
   std::string name() const override { return "lowprec"; }
-  std::optional<Tolerance> reducedPrecisionTolerance() const override { return Tolerance{0.25, 0.25}; }
+  std::optional<Tolerance> reducedPrecisionTolerance() const override {
+    return Tolerance{0.25, 0.25};
+  }
   double reducedPrecisionKernelError() const override { return 3e-2; }
 };
 
@@ -316,7 +320,8 @@ TEST(PlanCheck, AFloat32GroupTenPercentOffFailsInsideAReducedPrecisionPlan) {
   Fixture f;
   f.lowprec.nudge = 0;
   f.reordering.nudge = 0.1f;  // the float32 group: 10 % off
-  Session session(m.b.graph(), placedOn(m.b.graph(), {{m.mul, "lowprec"}, {m.add, "reordering"}}), f.lookup());
+  Session session(m.b.graph(), placedOn(m.b.graph(), {{m.mul, "lowprec"}, {m.add, "reordering"}}),
+                  f.lookup());
   const PlanCheck check = checkPlan(session, randomInputs(m.b.graph(), 1), {});
   // The outputs are within the plan's loosest declared bound (0.25)...
   EXPECT_EQ(check.outputBound, 0.25);
@@ -397,7 +402,8 @@ TEST(PlanCheck, PlantedFaultsFailAndNameTheGroup) {
     float scale;
     int64_t flip;
   };
-  for (const Fault& fault : {Fault{"1 %", 1.01f, -1}, Fault{"10 %", 1.1f, -1}, Fault{"one element flipped", 1, median}}) {
+  for (const Fault& fault : {Fault{"1 %", 1.01f, -1}, Fault{"10 %", 1.1f, -1},
+                             Fault{"one element flipped", 1, median}}) {
     SCOPED_TRACE(fault.what);
     Fixture f;
     f.reordering.nudge = 0;
@@ -435,13 +441,16 @@ TEST(PlanCheck, ATieDoesNotExcuseADifferenceElsewhere) {
   Fixture f;
   f.drifting.nudge = 0;
   f.drifting.driftAfterFirstRun = 0.5f;
-  Session session(b.graph(), placedOn(b.graph(), {{nodeOf(b.graph(), m), "reordering"}, {nodeOf(b.graph(), z), "drifting"}}),
+  Session session(b.graph(),
+                  placedOn(b.graph(), {{nodeOf(b.graph(), m), "reordering"},
+                                       {nodeOf(b.graph(), z), "drifting"}}),
                   f.lookup());
   session.run(QuantizedChain::inputs(true));  // the Add's kernel goes wrong from now on
   const PlanCheck check = checkPlan(session, QuantizedChain::inputs(true), {});
   for (const GroupError& e : check.groups) EXPECT_EQ(e.wrong, "") << e.what;
   EXPECT_FALSE(check.ok) << check.tiesNote;
-  EXPECT_TRUE(anyLineHas(check.problems, {"ties do not explain", "on drifting", nodeOf(b.graph(), z).c_str()}))
+  EXPECT_TRUE(anyLineHas(check.problems,
+                         {"ties do not explain", "on drifting", nodeOf(b.graph(), z).c_str()}))
       << testing::PrintToString(check.problems);
 }
 
@@ -473,12 +482,17 @@ class ChannelsLastFaultBackend final : public Backend {
     struct K : Kernel {
       std::unique_ptr<Kernel> inner;
       bool switched = false;
-      void run(const std::vector<const DLTensor*>& inputs, const std::vector<DLTensor*>& outputs) override {
+      void run(const std::vector<const DLTensor*>& inputs,
+               const std::vector<DLTensor*>& outputs) override {
         inner->run(inputs, outputs);
         if (switched) static_cast<float*>(outputs[0]->data)[1] *= 1.5f;
       }
-      std::optional<NativeLayout> nativeOutputLayout(size_t o) const override { return inner->nativeOutputLayout(o); }
-      std::optional<NativeLayout> nativeInputLayout(size_t i) const override { return inner->nativeInputLayout(i); }
+      std::optional<NativeLayout> nativeOutputLayout(size_t o) const override {
+        return inner->nativeOutputLayout(o);
+      }
+      std::optional<NativeLayout> nativeInputLayout(size_t i) const override {
+        return inner->nativeInputLayout(i);
+      }
       void useNativeOutputLayout(size_t o) override {
         inner->useNativeOutputLayout(o);
         switched = true;
@@ -500,8 +514,9 @@ TEST(PlanCheck, AKernelWrongOnlyInChannelsLastIsNamedByItsRerunAlone) {
   b.finish(y);
   const std::unique_ptr<Backend> native = createBackend("native");
   ChannelsLastFaultBackend faulty;
-  Session session(b.graph(), placedOn(b.graph(), {{nodeOf(b.graph(), t), "faulty"}}),
-                  [&](const std::string& n) -> Backend* { return n == "faulty" ? &faulty : native.get(); });
+  Session session(
+      b.graph(), placedOn(b.graph(), {{nodeOf(b.graph(), t), "faulty"}}),
+      [&](const std::string& n) -> Backend* { return n == "faulty" ? &faulty : native.get(); });
   // The two native passes hand `t` over in channels last.
   ASSERT_EQ(session.nativeLayoutValues(), 1);
   ASSERT_TRUE(session.valueLayout(t).has_value());
