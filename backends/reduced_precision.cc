@@ -63,7 +63,8 @@ std::vector<std::string> withAllowedPrecisions(std::vector<std::string> names,
 }
 
 PlanTolerance planTolerance(const Plan& plan) {
-  PlanTolerance out{kPlanTolerance, {}, ""};
+  PlanTolerance out;
+  out.tolerance = kPlanTolerance;
   std::vector<std::string> parts;
   bool reduced = false;
   for (const PlanGroup& g : plan.groups) {
@@ -82,10 +83,13 @@ PlanTolerance planTolerance(const Plan& plan) {
                     " (" + r->arithmetic + "; declared " + toleranceText(r->tolerance) + ")");
     reduced = true;
   }
-  out.why = reduced ? toleranceText(out.tolerance) + ": the plan's loosest declared tolerance, for " +
-                          joined(parts)
-                    : toleranceText(out.tolerance) +
-                          ": float32, every group on a backend that computes in float32";
+  out.bound = std::max(kFloat32Bound, scaledBound(out.tolerance));
+  char bound[96];
+  std::snprintf(bound, sizeof bound, "%g of each output's largest value", out.bound);
+  out.why =
+      reduced ? std::string(bound) + ": the plan's loosest declared tolerance, for " +
+                    joined(parts) + "; each group alone within its own backend's bound"
+              : std::string(bound) + ": float32, every group on a backend that computes in float32";
   return out;
 }
 

@@ -4,7 +4,8 @@
 // (`collage optimize --allow-precision bf16`, the app's Optimize dialog,
 // the API's OptimizeOptions::allowPrecisions); a plan that uses one is then
 // verified within the loosest tolerance its reduced-precision groups
-// declare, and a plan that uses none within float32's (kPlanTolerance).
+// declare, and a plan that uses none within float32's (kFloat32Bound); each
+// group alone within its own backend's bound (groupBound).
 #pragma once
 
 #include <string>
@@ -30,6 +31,7 @@ struct PlanTolerance {
   Tolerance tolerance;
   std::vector<std::string> reducedBackends;  // the plan's reduced-precision backends, plan order
   std::string why;  // "float32 (...)" or "bf16 on onednn_bf16 (...): its declared tolerance"
+  double bound = kFloat32Bound;  // as the plan check applies it (planBound, session.h)
 };
 // The plan's loosest declared tolerance: each bound (rtol, atol) the largest
 // over its reduced-precision backends'; kPlanTolerance for a plan of float32

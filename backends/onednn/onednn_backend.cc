@@ -199,6 +199,9 @@ class OneDnnBackend final : public Backend {
     if (context_->precision == onednn::Precision::F32) return std::nullopt;
     return onednn::precisionTolerance(context_->precision);
   }
+  double reducedPrecisionKernelError() const override {
+    return onednn::precisionKernelError(context_->precision);
+  }
 
   // Region mode: any region whose nodes read as chains (each an anchor and
   // its post-ops, or elementwise ops alone) runs as one kernel that keeps

@@ -1,5 +1,6 @@
 #include "core/ir/tensor_compare.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -53,6 +54,42 @@ CompareResult compareTensors(const Tensor& actual, const Tensor& expected, Toler
     std::ostringstream os;
     os << r.mismatches << " of " << n << " elements differ (max abs error " << r.maxAbsError
        << ", max rel error " << r.maxRelError << "); first: " << r.message;
+    r.message = os.str();
+  }
+  return r;
+}
+
+CompareResult compareScaled(const Tensor& actual, const Tensor& expected, double bound) {
+  if (actual.type() != expected.type() || !isFloatingPoint(expected.elementType()))
+    return compareTensors(actual, expected, Tolerance{0, 0});
+  const std::vector<double> a = actual.toDoubles(), e = expected.toDoubles();
+  CompareResult r;
+  for (double x : e)
+    if (std::isfinite(x)) r.scale = std::max(r.scale, std::fabs(x));
+  std::vector<double> diff(a.size(), 0);
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) && std::isnan(e[i])) continue;
+    if (std::isinf(e[i]) && a[i] == e[i]) continue;
+    diff[i] = std::fabs(a[i] - e[i]);
+    if (std::isnan(diff[i]) || !std::isfinite(e[i])) diff[i] = INFINITY;
+    r.maxAbsError = std::max(r.maxAbsError, diff[i]);
+    if (e[i] != 0) r.maxRelError = std::max(r.maxRelError, diff[i] / std::fabs(e[i]));
+  }
+  r.scaledError = r.scale > 0 ? r.maxAbsError / r.scale : r.maxAbsError;
+  const double allowed = bound * r.scale;
+  for (size_t i = 0; i < diff.size(); ++i) {
+    if (diff[i] <= allowed) continue;
+    if (r.firstBadIndex < 0) r.firstBadIndex = static_cast<int64_t>(i);
+    ++r.mismatches;
+  }
+  if (r.mismatches) {
+    r.ok = false;
+    const size_t i = static_cast<size_t>(r.firstBadIndex);
+    std::ostringstream os;
+    os << r.mismatches << " of " << a.size() << " elements differ by more than " << bound
+       << " of the largest |expected value| (" << r.scale << "): max abs error " << r.maxAbsError
+       << ", " << r.scaledError << " of that; first: element " << i << ": got " << a[i]
+       << ", expected " << e[i];
     r.message = os.str();
   }
   return r;

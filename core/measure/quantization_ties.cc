@@ -1,5 +1,6 @@
 #include "core/measure/quantization_ties.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/ops/op_helpers.h"
@@ -7,12 +8,13 @@
 namespace collage {
 namespace {
 
-// Whether q = x / scale, plus the zero point, lies within `tolerance` of a
-// tie whose neighbours stay distinct after saturation into [lo, hi].
-bool nearTie(float q, float zeroPoint, float scale, Tolerance tolerance, float lo, float hi) {
+// Whether q = x / scale, plus the zero point, lies within `within` (in
+// steps) of a tie whose neighbours stay distinct after saturation into
+// [lo, hi].
+bool nearTie(float q, float zeroPoint, double within, float lo, float hi) {
   const float below = std::floor(q);
   const double distance = std::fabs(static_cast<double>(q) - below - 0.5);
-  if (distance > tolerance.rtol * std::fabs(q) + tolerance.atol / std::fabs(scale)) return false;
+  if (distance > within) return false;
   const float a = below + zeroPoint, b = a + 1;
   return !(b <= lo || a >= hi);  // both neighbours saturate to one value: no flip
 }
@@ -29,20 +31,27 @@ bool quantizesComputedFloats(const Graph& graph, const Node& node) {
   return x.producer != kNoNode && x.type.elementType == ElementType::Float32;
 }
 
-std::vector<bool> nearRoundingTies(const Graph& graph, NodeId id, const std::vector<const Tensor*>& values,
-                                   Tolerance tolerance) {
+std::vector<bool> nearRoundingTies(const Graph& graph, NodeId id,
+                                   const std::vector<const Tensor*>& values, double bound) {
   const Node& node = graph.node(id);
   const Tensor& xt = *values[static_cast<size_t>(node.inputs[0])];
   const std::vector<float> x = xt.toFloats();
   std::vector<bool> near(x.size(), false);
+  double largest = 0;  // how far the plan may move any x: bound * largest
+  for (float v : x)
+    if (std::isfinite(v)) largest = std::max(largest, static_cast<double>(std::fabs(v)));
+  const double moves = bound * largest;
   if (node.op == "DynamicQuantizeLinear") {
     const float scale = values[static_cast<size_t>(node.outputs[1])]->toFloats()[0];
     if (scale == 0) return near;  // a range too narrow for float32 (all zeros give scale 1): y is 0
     float min = 0;
     for (float v : x) min = std::min(min, v);
     const float zeroPoint = std::nearbyint(std::min(std::max(-min / scale, 0.0f), 255.0f));
-    if (nearTie(-min / scale, 0, scale, tolerance, 0, 255)) return std::vector<bool>(x.size(), true);
-    for (size_t i = 0; i < x.size(); ++i) near[i] = nearTie(x[i] / scale, zeroPoint, scale, tolerance, 0, 255);
+    // The scale itself moves by about `bound` relative: x / scale by bound |x/scale|.
+    const double within = 2 * moves / std::fabs(scale);
+    if (nearTie(-min / scale, 0, within, 0, 255)) return std::vector<bool>(x.size(), true);
+    for (size_t i = 0; i < x.size(); ++i)
+      near[i] = nearTie(x[i] / scale, zeroPoint, within, 0, 255);
     return near;
   }
   // QuantizeLinear: a scalar scale or one per index of `axis`.
@@ -64,7 +73,7 @@ std::vector<bool> nearRoundingTies(const Graph& graph, NodeId id, const std::vec
   for (size_t i = 0; i < x.size(); ++i) {
     const size_t p = scale.size() > 1 ? static_cast<size_t>((static_cast<int64_t>(i) / inner) % len) : 0;
     const float z = static_cast<float>(zeroPoint[zeroPoint.size() > 1 ? p : 0]);
-    near[i] = nearTie(x[i] / scale[p], z, scale[p], tolerance, lo, hi);
+    near[i] = nearTie(x[i] / scale[p], z, moves / std::fabs(scale[p]), lo, hi);
   }
   return near;
 }

@@ -7,12 +7,14 @@
 // result is wrong: ONNX leaves the summation order open, and ONNX Runtime's
 // fused and unfused runs of one QDQ ResNet-50 differ by 0.156 this way.
 //
-// "That close" is the plan's float tolerance applied to x / scale, the bound
-// every float value of the plan is held to: |x/s - (k + 1/2)| <= rtol |x/s|
-// + atol / s. A DynamicQuantizeLinear also takes its scale from x's range,
-// so a reordered x moves every x / scale by that relative amount (the same
-// bound covers it), and its zero point, -min / scale rounded, may itself sit
-// at a tie (then every element may move).
+// "That close" is the plan's bound (every float value of a plan may be off
+// the reference's by bound x its tensor's largest |value|, compareScaled,
+// docs/measurement.md), applied to x / scale: |x/s - (k + 1/2)| <= bound
+// max|x| / |s|. A DynamicQuantizeLinear also takes its scale from x's range,
+// so a reordered x moves every x / scale by about that much too, and its
+// zero point, -min / scale rounded, may itself sit at a tie (then every
+// element may move). Being near a tie excuses nothing by itself: the plan
+// check replays the plan with the reference's values there (plan_check.h).
 #pragma once
 
 #include <cstdint>
@@ -27,11 +29,11 @@ namespace collage {
 bool isQuantizer(const Node& node);
 
 // Per element of quantizer `node`'s quantized output: whether the
-// reference's x / scale lies within `tolerance` of a rounding tie whose two
+// reference's x / scale lies within `bound` (above) of a rounding tie whose two
 // neighbours do not saturate to the same value. `values` holds the reference's
 // values of the node's inputs and outputs (indexed by ValueId).
-std::vector<bool> nearRoundingTies(const Graph& graph, NodeId node, const std::vector<const Tensor*>& values,
-                                   Tolerance tolerance);
+std::vector<bool> nearRoundingTies(const Graph& graph, NodeId node,
+                                   const std::vector<const Tensor*>& values, double bound);
 
 // A quantizer whose x is computed by another node (not a graph input or a
 // constant): a place where the plan's own summation order reaches an integer.
@@ -39,7 +41,7 @@ bool quantizesComputedFloats(const Graph& graph, const Node& node);
 
 struct QuantizerTies {
   NodeId node = kNoNode;
-  int64_t nearTies = 0;  // elements within tolerance of a rounding tie
+  int64_t nearTies = 0;  // elements within the bound of a rounding tie
   int64_t elements = 0;
 };
 

@@ -131,6 +131,12 @@ class Backend {
   // (declaredTolerance, session.h). nullopt: float32, checked as the
   // reference is.
   virtual std::optional<Tolerance> reducedPrecisionTolerance() const { return std::nullopt; }
+  // How far one of its kernels alone, on the reference's inputs, may err, as
+  // a fraction of each output's largest |value| (the plan check holds each
+  // group to its own backend's bound, groupBound in session.h). 0: not
+  // declared (a reduced-precision backend's kernels are then held to its
+  // whole-plan bound; a float32 backend's to float32's).
+  virtual double reducedPrecisionKernelError() const { return 0; }
 
   // Graph libraries (the graph-level search, core/search/graph_level_search.h):
   // a backend that compiles a *region* (any convex set of nodes, not a

@@ -93,6 +93,7 @@ bool layoutHandoverEnabled() {
 
 void Session::handOverNativeLayouts() {
   nativeBytes_.assign(static_cast<size_t>(graph_.numValues()), 0);
+  layouts_.assign(nativeBytes_.size(), std::nullopt);
   if (!layoutHandoverEnabled()) return;
   // Who reads each value: (group, input position).
   std::vector<std::vector<std::pair<size_t, size_t>>> readers(nativeBytes_.size());
@@ -120,6 +121,7 @@ void Session::handOverNativeLayouts() {
       nativeOut[p].push_back(o);
       for (const auto& [g, i] : consumers) nativeIn[g].push_back(i);
       nativeBytes_[static_cast<size_t>(v)] = layout->bytes;
+      layouts_[static_cast<size_t>(v)] = layout;
       ++nativeLayoutValues_;
     }
   }
@@ -384,7 +386,10 @@ void Session::copy(size_t e) {
   }
 }
 
-std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs) {
+std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs) { return run(inputs, nullptr); }
+
+std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs,
+                                 const AfterKernel& afterKernel) {
   const auto& graphInputs = graph_.inputs();
   if (inputs.size() != graphInputs.size()) {
     std::string names;
@@ -453,6 +458,7 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs) {
           {g, std::chrono::duration<double, std::micro>(start - epoch_).count(),
            std::chrono::duration<double, std::micro>(end - start).count(), runs_});
     }
+    if (afterKernel) afterKernel(g, k.outputs);
     for (size_t e : copiesAfter_[s]) copy(e);
   }
   for (DeviceRuntime* runtime : deviceRuntimes_) runtime->synchronize();
@@ -486,6 +492,27 @@ Tolerance declaredTolerance(const Plan& plan, const BackendLookup& backends) {
     }
   }
   return t;
+}
+
+double scaledBound(const Tolerance& declared) { return std::max(declared.rtol, declared.atol); }
+
+double groupBound(const Backend* backend) {
+  if (!backend) return kFloat32Bound;
+  const std::optional<Tolerance> declared = backend->reducedPrecisionTolerance();
+  if (!declared) return kFloat32Bound;
+  const double kernel = backend->reducedPrecisionKernelError();
+  return std::max(kFloat32Bound, kernel > 0 ? kernel : scaledBound(*declared));
+}
+
+double planBound(const Plan& plan, const BackendLookup& backends) {
+  double bound = kFloat32Bound;
+  for (const PlanGroup& g : plan.groups) {
+    const Backend* backend = backends ? backends(g.backend) : nullptr;
+    if (!backend) continue;
+    if (const std::optional<Tolerance> declared = backend->reducedPrecisionTolerance())
+      bound = std::max(bound, scaledBound(*declared));
+  }
+  return bound;
 }
 
 SessionVerification verifySession(Session& session, const std::vector<Tensor>& inputs,

@@ -81,6 +81,12 @@ class Session {
   // graph.outputs(). Error naming the input whose type differs from the graph's.
   // A kernel that throws is reported as an Error naming its group.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+  // The same, calling `afterKernel` after each kernel with its outputs (in
+  // the layout valueLayout says), before any later kernel reads them: the
+  // plan check reads them, and may overwrite them (replaying the plan with
+  // the reference's values at rounding ties, core/measure/plan_check.h).
+  using AfterKernel = std::function<void(size_t group, const std::vector<DLTensor*>& outputs)>;
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs, const AfterKernel& afterKernel);
 
   // The most bytes of intermediate values and graph outputs alive at once
   // over a run (graph inputs and constants not counted): what an ideal
@@ -94,6 +100,11 @@ class Session {
   size_t totalValueBytes() const { return totalValueBytes_; }
   // How many intermediate values pass between kernels in a backend's own layout.
   int nativeLayoutValues() const { return nativeLayoutValues_; }
+  // The layout a value passes between kernels in, when handed over in a
+  // backend's own (nullopt: plain memory).
+  const std::optional<NativeLayout>& valueLayout(ValueId v) const {
+    return layouts_.at(static_cast<size_t>(v));
+  }
 
   // The device each group's backend runs on.
   const Device& groupDevice(size_t group) const { return groupDevices_.at(group); }
@@ -178,6 +189,7 @@ class Session {
   size_t arenaBytes_ = 0;
   size_t totalValueBytes_ = 0;
   std::vector<size_t> nativeBytes_;  // per value: its native layout's size, 0 if plain
+  std::vector<std::optional<NativeLayout>> layouts_;  // per value: its native layout, if any
   int nativeLayoutValues_ = 0;
 
   bool profiling_ = false;
@@ -207,6 +219,22 @@ inline constexpr Tolerance kPlanTolerance{1e-4, 1e-5};
 // backends declare (Backend::reducedPrecisionTolerance), so a plan of
 // float32 backends is never held to less.
 Tolerance declaredTolerance(const Plan& plan, const BackendLookup& backends);
+
+// The plan check's bounds (core/measure/plan_check.h; the rule and its
+// derivation: docs/measurement.md, "The tolerance rule"), each a fraction of
+// an output's largest |reference value| (compareScaled).
+//
+// Float32: a plan's outputs, and each kernel alone, within 1e-4 of that.
+inline constexpr double kFloat32Bound = 1e-4;
+// A declared Tolerance read as such a bound: its larger of rtol and atol.
+double scaledBound(const Tolerance& declared);
+// What one group alone is held to: its backend's declared kernel bound
+// (reducedPrecisionKernelError), else its declared whole-plan bound, else
+// (float32) kFloat32Bound. Never looser because of another group.
+double groupBound(const Backend* backend);
+// What a plan's outputs are held to: the loosest bound its groups' backends
+// declare for whole plans, kFloat32Bound for a plan of float32 backends.
+double planBound(const Plan& plan, const BackendLookup& backends);
 
 // Runs the session and the reference executor on `inputs` and compares every
 // graph output (compareTensors with `tolerance`).

@@ -295,8 +295,13 @@ TEST_F(OneDnnBf16, TheBackendDeclaresTheListedToleranceAndCheckedPlansUseIt) {
   ASSERT_TRUE(declared.has_value());
   EXPECT_EQ(declared->rtol, reducedPrecisionOf("onednn_bf16")->tolerance.rtol);
   EXPECT_EQ(declared->atol, reducedPrecisionOf("onednn_bf16")->tolerance.atol);
+  // And its kernel bound, which the plan check holds each of its groups to.
+  EXPECT_EQ(backend_->reducedPrecisionKernelError(),
+            reducedPrecisionOf("onednn_bf16")->kernelError);
+  EXPECT_EQ(groupBound(backend_.get()), reducedPrecisionOf("onednn_bf16")->kernelError);
   const std::unique_ptr<Backend> f32 = createBackend("onednn");
   EXPECT_FALSE(f32->reducedPrecisionTolerance().has_value());
+  EXPECT_EQ(groupBound(f32.get()), kFloat32Bound);
 
   GraphBuilder b;
   b.finish(b.op("Relu", {b.op("MatMul", {b.input({4, 8}), b.constant({8, 8})})}));

@@ -1,0 +1,75 @@
+// A known fault, found by the plan check's solo rerun in plan layouts
+// (core/measure/plan_check.h): a native elementwise pass writing its u8
+// output channels last (a QDQ residual join: Q -> DQ -> Add -> Relu -> Q)
+// now and then leaves one spatial position's channels (64 bytes, one cache
+// line) unwritten. Measured on 2026-11-28: 1 of 300 runs with 1 thread, 8
+// with 2, 42 with 3. Disabled until the native pass is fixed; run with
+// --gtest_also_run_disabled_tests.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "backends/backend_list.h"
+#include "core/ir/threading.h"
+#include "core/measure/kernel_check.h"
+#include "core/ops/reference_executor.h"
+#include "tests/unit/graph_builder.h"
+
+namespace collage {
+namespace {
+
+Tensor channelsLast(const Tensor& t) {
+  const Shape& s = t.shape();
+  Tensor out(t.type());
+  const size_t size = elementSize(t.elementType());
+  const int64_t c = s[1], spatial = t.numElements() / (s[0] * c);
+  for (int64_t i = 0; i < t.numElements(); ++i) {
+    const int64_t n = i / (c * spatial), ch = (i / spatial) % c, p = i % spatial;
+    std::memcpy(static_cast<uint8_t*>(out.raw()) + ((n * spatial + p) * c + ch) * size,
+                static_cast<const uint8_t*>(t.raw()) + i * size, size);
+  }
+  return out;
+}
+
+TEST(NativeChannelsLast, DISABLED_AQdqJoinWritesEveryElementOfItsChannelsLastOutput) {
+  GraphBuilder b;
+  const ValueId x = b.input({1, 64, 8, 8});
+  const ValueId r = b.input({1, 64, 8, 8});
+  Tensor zp(ElementType::UInt8, {});
+  zp.data<uint8_t>()[0] = 0;
+  const ValueId z = b.graph().addConstant("zp", zp);
+  const ValueId q = b.op("QuantizeLinear", {x, b.scalar(0.05f), z});
+  const ValueId d = b.op("DequantizeLinear", {q, b.scalar(0.05f), z});
+  const ValueId y =
+      b.op("QuantizeLinear", {b.op("Relu", {b.op("Add", {d, r})}), b.scalar(0.04f), z});
+  const NodeSet nodes = b.finish(y);
+  const Graph& g = b.graph();
+  const KernelRequest request = KernelRequest::of(g, nodes, "test");
+  const std::unique_ptr<Backend> backend = createBackend("native");
+  const std::vector<Tensor> values = referenceValues(g, randomInputs(g, 5));
+  const Tensor want = channelsLast(values[static_cast<size_t>(y)]);
+  for (int threads : {1, 2, 3}) {
+    setThreadCount(threads);
+    int bad = 0;
+    for (int run = 0; run < 300; ++run) {
+      CompileResult k = backend->compile(request);
+      ASSERT_TRUE(k) << k.refusal;
+      std::vector<Tensor> given;
+      for (size_t i = 0; i < request.inputs.size(); ++i) {
+        const Tensor& v = values[static_cast<size_t>(request.inputs[i])];
+        const bool switched = request.inputs[i] == r && k.kernel->nativeInputLayout(i).has_value();
+        if (switched) k.kernel->useNativeInputLayout(i);
+        given.push_back(switched ? channelsLast(v) : v.clone());
+      }
+      ASSERT_TRUE(k.kernel->nativeOutputLayout(0).has_value());
+      k.kernel->useNativeOutputLayout(0);
+      const std::vector<Tensor> out = runKernel(*k.kernel, request, given);
+      bad += std::memcmp(out[0].raw(), want.raw(), want.byteSize()) != 0 ? 1 : 0;
+    }
+    EXPECT_EQ(bad, 0) << threads << " thread(s)";
+  }
+  setThreadCount(0);
+}
+
+}  // namespace
+}  // namespace collage
