@@ -529,7 +529,15 @@ void CompiledPass::Impl::storeBlock(const LoopPlan& loop, int n, ThreadState& ts
     const Store& st = prog.stores[s];
     const Operand src = ts.opnd[st.node];
     const int32_t f = storeForm[s];
-    if (src.p == static_cast<float*>(buffers.ptr[st.buffer]) + ts.off[f] && src.vec) continue;
+    // Computed in place (an entry that writes its float store directly):
+    // nothing to copy. Only a float32 store can be: for an 8-bit store the
+    // float pointer arithmetic below names no element of it, and once
+    // pointed by chance at the thread's scratch block, so that block's store
+    // was skipped (one channels-last position of a u8 output left unwritten,
+    // in a few runs out of a hundred, wherever the heap put the scratch).
+    if (st.type == ElementType::Float32 && src.vec &&
+        src.p == static_cast<float*>(buffers.ptr[st.buffer]) + ts.off[f])
+      continue;
     storeValues(buffers.ptr[st.buffer], st.type, ts.off[f], formInner[f].back(), src, n, stream);
   }
 }
