@@ -17,11 +17,13 @@
 #include "core/measure/measurement_db.h"
 #include "core/patterns/candidate_signature.h"
 #include "tests/unit/graph_builder.h"
+#include "tests/unit/test_support.h"
 
 namespace collage {
 namespace {
 
 namespace fs = std::filesystem;
+using test_support::expectError;
 
 // Every task but those in $SKIP (never ran), $FAIL (failed) and $KILLED
 // (started, never finished) reports "done" on a target whose CPU
@@ -266,16 +268,8 @@ TEST_F(TargetMeasurementTest, AHungJobIsCancelledAtTheDeadline) {
   std::ofstream(dir_ / "running") << "";
   options_.deadlineSeconds = 0.3;
   MeasurementDb db(":memory:");
-  try {
-    measureOnTarget(graph_, candidates_, {}, db, options_, nullptr, nullptr);
-    ADD_FAILURE() << "the wait ended without an error";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("Slurm job 99"), std::string::npos) << what;
-    EXPECT_NE(what.find("--target-timeout"), std::string::npos) << what;
-    EXPECT_NE(what.find("cancelled (scancel)"), std::string::npos) << what;
-    EXPECT_NE(what.find("1 running"), std::string::npos) << what;
-  }
+  expectError([&] { measureOnTarget(graph_, candidates_, {}, db, options_, nullptr, nullptr); },
+              {"Slurm job 99", "--target-timeout", "cancelled (scancel)", "1 running"});
   std::ifstream in(dir_ / "cancelled");
   std::string id;
   in >> id;
@@ -286,15 +280,8 @@ TEST_F(TargetMeasurementTest, ADrainedConstraintIsCancelledAtTheDeadline) {
   write("squeue", "#!/bin/sh\necho '[0-1] PENDING'\n");
   options_.deadlineSeconds = 0.3;
   MeasurementDb db(":memory:");
-  try {
-    measureOnTarget(graph_, candidates_, {}, db, options_, nullptr, nullptr);
-    ADD_FAILURE() << "the wait ended without an error";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("no task had started"), std::string::npos) << what;
-    EXPECT_NE(what.find("drained"), std::string::npos) << what;
-    EXPECT_NE(what.find("2 pending"), std::string::npos) << what;
-  }
+  expectError([&] { measureOnTarget(graph_, candidates_, {}, db, options_, nullptr, nullptr); },
+              {"no task had started", "drained", "2 pending"});
   EXPECT_TRUE(fs::exists(dir_ / "cancelled"));
 }
 
@@ -303,14 +290,8 @@ TEST_F(TargetMeasurementTest, ADrainedConstraintIsCancelledAtTheDeadline) {
 TEST_F(TargetMeasurementTest, ASqueueThatFailsCancelsTheJob) {
   write("squeue", "#!/bin/sh\necho 'slurm_load_jobs error: Unable to contact slurm controller'\nexit 1\n");
   MeasurementDb db(":memory:");
-  try {
-    measureOnTarget(graph_, candidates_, {}, db, options_, nullptr, nullptr);
-    ADD_FAILURE() << "the wait ended without an error";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("Unable to contact slurm controller"), std::string::npos) << what;
-    EXPECT_NE(what.find("was cancelled (scancel)"), std::string::npos) << what;
-  }
+  expectError([&] { measureOnTarget(graph_, candidates_, {}, db, options_, nullptr, nullptr); },
+              {"Unable to contact slurm controller", "was cancelled (scancel)"});
   EXPECT_TRUE(fs::exists(dir_ / "cancelled"));
 }
 
