@@ -158,6 +158,19 @@ PairedPlanRuns PairedPlanRunner::run(const Plan& a, const Plan& b, const PairedR
   } catch (const std::exception& e) {
     return finish(MeasurementStatus::Failed, std::string(kReferencePlanFailed) + e.what());
   }
+  // The incumbent is checked too (once per placement): the plan the
+  // end-to-end check pairs every baseline with, and the graph-level search
+  // every candidate, is the one written when nothing beats it.
+  if (options.verify) {
+    std::string problem;
+    try {
+      problem = verify(*sb);
+    } catch (const std::exception& e) {
+      problem = e.what();
+    }
+    if (!problem.empty())
+      return finish(MeasurementStatus::Invalid, std::string(kReferencePlanFailed) + "wrong result: " + problem);
+  }
   try {
     sa = &sessionFor(a);
     if (options.verify) {

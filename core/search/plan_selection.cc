@@ -89,6 +89,31 @@ EndToEndSelection selectPlanByEndToEnd(const std::vector<Plan>& plans,
       out.timings[0].error = runs.message;
     }
   }
+  // plans[0] runs but computes wrong results: it is never written. The
+  // others, each timed alone (and so checked as plan A), stand in its place;
+  // the fastest that passes is chosen. With none, the error names the
+  // kernel at fault.
+  const std::string wrongPrefix = std::string(kReferencePlanFailed) + "wrong result: ";
+  if (ownFailure.rfind(wrongPrefix, 0) == 0 && !cancelled) {
+    out.timings[0].error = ownFailure.substr(std::strlen(kReferencePlanFailed));
+    for (size_t i = 1; i < plans.size(); ++i) {
+      if (cancel && cancel->cancelled()) break;
+      const PairedPlanRuns runs = timePair(plans[i], plans[i], runOptions);
+      PlanRunTiming& t = out.timings[i];
+      if (!runs.ok()) {
+        t.error = runs.message.rfind(kReferencePlanFailed, 0) == 0
+                      ? runs.message.substr(std::strlen(kReferencePlanFailed))
+                      : runs.message;
+        continue;
+      }
+      t.runs = static_cast<int>(runs.aMs.size());
+      t.medianMs = runs.aMedianMs();
+      t.spread = relativeSpreadOf(runs.aMs);
+      t.note = "timed alone: the op-level plan computes wrong results";
+      if (out.chosen == 0 || t.medianMs < out.timings[out.chosen].medianMs) out.chosen = i;
+    }
+    if (out.chosen != 0) return out;
+  }
   if (!ownFailure.empty()) {
     // The plan must run wherever the model runs; where the model itself does
     // not run on random inputs, there is nothing to compare.
@@ -97,7 +122,10 @@ EndToEndSelection selectPlanByEndToEnd(const std::vector<Plan>& plans,
       out.chosen = 0;
       return out;
     }
-    throw Error("the " + labels[0] + " plan cannot run: " + ownFailure.substr(std::strlen(kReferencePlanFailed)));
+    const bool wrong = ownFailure.rfind(wrongPrefix, 0) == 0;
+    throw Error("the " + labels[0] + (wrong ? " plan computes wrong results, and no other plan passed: "
+                                            : " plan cannot run: ") +
+                ownFailure.substr(std::strlen(kReferencePlanFailed)));
   }
   PlanRunTiming& own = out.timings[0];
   own.note = ownNote;

@@ -119,6 +119,29 @@ TEST(PairedPlanRuns, WrongResultsAndRefusalsAreInvalidPlansWithTheReason) {
   EXPECT_NE(m.message.find("'nowhere' is not available"), std::string::npos) << m.message;
 }
 
+// The incumbent (plan B) is checked as well: a wrong plan that every other
+// is paired with (the op-level plan in the end-to-end check, the starting
+// plan in the graph-level search) is written when nothing beats it, so it
+// is reported as the reference plan's failure, naming its kernel.
+TEST(PairedPlanRuns, AWrongIncumbentIsTheReferencePlansFailure) {
+  Diamond d;
+  Backends backends;
+  PairedPlanRunner runner(d.g(), backends.lookup());
+  const Plan good = singleNodePlan(d.g(), "native");
+  Plan wrong = good;
+  wrong.groups[3].backend = "zeros";  // the Add writes zeros
+  const PairedPlanRuns r = runner.run(good, wrong, PairedRunOptions{});
+  EXPECT_EQ(r.status, MeasurementStatus::Invalid);
+  EXPECT_EQ(r.message.rfind(kReferencePlanFailed, 0), 0u) << r.message;
+  EXPECT_NE(r.message.find("wrong result: output"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("group 4 on zeros"), std::string::npos) << r.message;
+  EXPECT_TRUE(r.aMs.empty());
+  // Unchecked (the reference cannot run in time): timed as before.
+  PairedRunOptions unchecked;
+  unchecked.verify = false;
+  EXPECT_TRUE(runner.run(good, wrong, unchecked).ok());
+}
+
 // The worker's side of the pipe: a "pair" request gets a JSON reply line.
 TEST(PairedPlanRuns, TheWorkerAnswersAPairRequest) {
   Diamond d;

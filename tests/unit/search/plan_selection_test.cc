@@ -11,9 +11,12 @@
 #include "core/onnx/onnx_import.h"
 #include "core/ops/reference_executor.h"
 #include "core/search/plan_selection.h"
+#include "tests/unit/test_support.h"
 
 namespace collage {
 namespace {
+
+using test_support::expectError;
 
 const std::string kModel = std::string(COLLAGE_SOURCE_DIR) + "/resources/models/dcgan_small.onnx";
 
@@ -222,6 +225,49 @@ TEST(PlanSelection, WhenEveryOtherPlanIsRejectedTheSearchsPlanIsTimedAloneAndChe
 // A model that does not run on random inputs (an If branch that cannot run
 // at the bound sizes, taken by a random condition): nothing is compared, the
 // search's plan is kept and the reason said.
+
+// The op-level plan is checked as the incumbent of every pairing (plan B):
+// when it computes wrong results it is never written. Each other plan is
+// then timed alone (so checked as plan A), and the fastest that passes is
+// chosen; with none passing, the error names the kernel at fault.
+TEST(PlanSelection, AWrongOpLevelPlanIsReplacedByTheFastestPlanThatPasses) {
+  Graph g = importOnnx(kModel);
+  std::vector<Plan> plans(4, singleNodePlan(g, "native"));
+  for (size_t i = 0; i < plans.size(); ++i) plans[i].createdBy = std::to_string(i);
+  const std::string wrong = "wrong result: output 'y': 12 of 16 elements differ; group 2 on onednn";
+  for (bool anyPasses : {true, false}) {
+    std::vector<std::string> pairs;
+    const PlanPairTimer timer = [&](const Plan& a, const Plan& b, const PairedRunOptions& o) {
+      pairs.push_back(a.createdBy + b.createdBy);
+      PairedPlanRuns r;
+      r.status = MeasurementStatus::Invalid;
+      if (o.verify && b.createdBy == "0") {
+        r.message = std::string(kReferencePlanFailed) + wrong;
+      } else if (a.createdBy == "2" || !anyPasses) {
+        r.message = wrong;
+      } else {
+        const double ms = a.createdBy == "1" ? 120 : 110;
+        r = rounds({ms, ms, ms, ms, ms}, {ms, ms, ms, ms, ms});
+      }
+      return r;
+    };
+    if (!anyPasses) {
+      expectError([&] { selectPlanByEndToEnd(plans, {"op-level", "only onednn", "only native", "priority"}, timer); },
+                  {"op-level plan computes wrong results", "group 2 on onednn"});
+      continue;
+    }
+    const EndToEndSelection s =
+        selectPlanByEndToEnd(plans, {"op-level", "only onednn", "only native", "priority"}, timer);
+    EXPECT_EQ(pairs, (std::vector<std::string>{"10", "11", "22", "33"}));
+    EXPECT_EQ(s.chosen, 3u);  // 110 ms, the faster of the two that pass
+    EXPECT_EQ(s.timings[0].error, wrong);
+    const std::string text = describeSelection(s);
+    EXPECT_NE(text.find("op-level: rejected (wrong result"), std::string::npos) << text;
+    EXPECT_NE(text.find("only native: rejected (wrong result"), std::string::npos) << text;
+    EXPECT_NE(text.find("priority: 110.000 ms"), std::string::npos) << text;
+    EXPECT_NE(text.find("the op-level plan computes wrong results)  <- chosen"), std::string::npos) << text;
+  }
+}
 TEST(PlanSelection, AModelThatFailsOnRandomInputsIsNotCompared) {
   ImportOptions bind;
   bind.inputShapes["x"] = {1, 8};
