@@ -47,7 +47,7 @@ while read -r elf; do
       { echo "FAIL: ${elf#"$root"} needs $lib, which no Debian package provides"; exit 1; }
   done
 done < <(find "$root/usr" -type f \( -perm -u+x -o -name '*.so*' \) -exec sh -c \
-           'head -c 4 "$1" | grep -q ELF && echo "$1"' _ {} \;)
+           '[ "$(head -c 4 "$1")" = "$(printf "\177ELF")" ] && echo "$1"' _ {} \;)
 
 # Relocated: the extracted binaries use the extracted spec files. The output
 # is read whole before grep looks at it: grep -q stops at its first match, and

@@ -4,7 +4,7 @@
 # builds (nothing to do here), optimizes the bundled example, explains the
 # plan, runs it checked against the reference and writes the exports. It
 # must run to the end: a step that dies half way (SIGPIPE under pipefail,
-# as `explain | head` once did) fails here.
+# as explain piped into head once did) fails here.
 # Usage: example_headless.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 source_dir=$1
