@@ -4,6 +4,7 @@
 // writes the per-kernel trace and node-data exports.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -159,9 +160,17 @@ Action addRunCommand(CLI::App& app) {
       if (session->nativeLayoutValues() > 0)
         std::printf("%d tensor(s) passed between kernels in a backend's own layout (no reorders)\n",
                     session->nativeLayoutValues());
+      // Like with like: a plan the optimizer timed whole is predicted by
+      // that time; the sum of its kernels timed alone is shown beside it.
+      const bool timedWhole = std::isfinite(plan->kernelsAloneNs) && plan->kernelsAloneNs > 0;
       if (plan->predictedNs > 0)
-        std::printf("predicted: %.3f ms (measured/predicted %.2f)\n", plan->predictedNs / 1e6,
+        std::printf("predicted: %.3f ms, %s (measured/predicted %.2f)\n", plan->predictedNs / 1e6,
+                    timedWhole ? "the plan timed whole by the optimizer" : "its kernels timed alone, added",
                     median / (plan->predictedNs / 1e6));
+      if (timedWhole)
+        std::printf("kernels timed alone add up to %.3f ms (measured/that %.2f: in a run, kernels "
+                    "go slower than back to back alone; docs/measurement.md)\n",
+                    plan->kernelsAloneNs / 1e6, median / (plan->kernelsAloneNs / 1e6));
     }
 
     int status = 0;

@@ -176,7 +176,8 @@ bool PlanGroup::operator==(const PlanGroup& o) const {
 bool Plan::operator==(const Plan& o) const {
   return version == o.version && modelPath == o.modelPath && modelSha256 == o.modelSha256 &&
          inputShapes == o.inputShapes && fingerprint == o.fingerprint && backends == o.backends &&
-         groups == o.groups && sameCost(predictedNs, o.predictedNs) && createdBy == o.createdBy &&
+         groups == o.groups && sameCost(predictedNs, o.predictedNs) &&
+         sameCost(kernelsAloneNs, o.kernelsAloneNs) && createdBy == o.createdBy &&
          createdAt == o.createdAt && graphLevel == o.graphLevel && substitutions == o.substitutions &&
          substitutionRules.size() == o.substitutionRules.size() &&
          std::equal(substitutionRules.begin(), substitutionRules.end(), o.substitutionRules.begin(),
@@ -200,6 +201,13 @@ Cost Plan::sumOfGroupCosts() const {
   Cost total = 0;
   for (const auto& g : groups) total += g.costNs;
   return total;
+}
+
+void Plan::predictByWholeRun(double ms) {
+  if (!std::isfinite(ms) || ms <= 0) return;
+  if (!std::isfinite(kernelsAloneNs))
+    kernelsAloneNs = std::isfinite(predictedNs) ? predictedNs : sumOfGroupCosts();
+  predictedNs = ms * 1e6;
 }
 
 // ---- JSON -----------------------------------------------------------------
@@ -233,6 +241,7 @@ std::string planToJson(const Plan& plan) {
     backends.push_back({{"name", name}, {"version", version}});
   j["backends"] = backends;
   j["predicted_ns"] = costToJson(plan.predictedNs);
+  if (std::isfinite(plan.kernelsAloneNs)) j["kernels_alone_ns"] = costToJson(plan.kernelsAloneNs);
   if (plan.graphLevel.ran) {
     const GraphLevelSummary& s = plan.graphLevel;
     j["graph_level"] = {{"start_ms", s.startMs}, {"ms", s.ms},           {"gain", s.gain},
@@ -367,6 +376,7 @@ Plan planFromJson(const std::string& text, const std::string& displayPath) {
     }
   }
   if (const json* p = r.find(j, "predicted_ns")) plan.predictedNs = r.cost(*p, "predicted_ns");
+  if (const json* p = r.find(j, "kernels_alone_ns")) plan.kernelsAloneNs = r.cost(*p, "kernels_alone_ns");
   if (const json* gl = r.find(j, "graph_level")) {
     r.object(*gl, "graph_level");
     GraphLevelSummary& s = plan.graphLevel;

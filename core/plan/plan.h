@@ -115,7 +115,16 @@ struct Plan {
   HardwareFingerprint fingerprint;           // the machine the costs were measured on
   std::vector<BackendVersion> backends;      // the backends the groups use, with versions
   std::vector<PlanGroup> groups;
-  Cost predictedNs = kUnknownCost;           // the optimizer's estimate for the whole model
+  // The optimizer's estimate for one run of the whole model: the plan's own
+  // median when the optimizer timed it whole (the end-to-end check, the
+  // graph-level search), else the sum the op-level DP added.
+  Cost predictedNs = kUnknownCost;
+  // The sum of its kernels' costs timed one kernel at a time (with the DP's
+  // layout and switching charges), when predictedNs is a whole-plan time
+  // ("kernels_alone_ns", absent when unknown). In a run kernels go slower
+  // than back to back alone (docs/measurement.md), so this sum is the
+  // smaller; `collage run` reports both.
+  Cost kernelsAloneNs = kUnknownCost;
   std::string createdBy;                     // "collage optimize (op-level)"
   std::string createdAt;                     // ISO 8601 UTC, "2024-05-01T12:00:00Z"
   GraphLevelSummary graphLevel;              // set when the graph-level search made it
@@ -137,6 +146,10 @@ struct Plan {
   std::string describeGroup(size_t group) const;
   // Sum of the groups' costs (NaN if any is unknown, +inf if any is invalid).
   Cost sumOfGroupCosts() const;
+  // The plan was timed whole (median `ms`): that becomes its prediction, and
+  // the kernels' sum it replaces (or, where it had none, sumOfGroupCosts)
+  // stays as kernelsAloneNs. A time that is not finite and positive is ignored.
+  void predictByWholeRun(double ms);
 
   bool operator==(const Plan&) const;  // ignores sourcePath; NaN costs compare equal
 };

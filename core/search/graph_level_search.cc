@@ -389,7 +389,7 @@ GraphLevelResult searchAndCheck(const Graph& graph, const Plan& start, const std
   // Its prediction is its own measured time: the plan was measured whole,
   // and a region's isolated time (caches flushed before each run) says
   // little about it in sequence.
-  result.plan.predictedNs = result.bestMs * 1e6;
+  result.plan.predictByWholeRun(result.bestMs);
   result.changes = describeRegionChanges(start, result.plan);
   return result;
 }
@@ -402,7 +402,9 @@ GraphLevelResult runGraphLevelSearch(const Graph& graph, const Plan& start,
                                      const CancellationToken* cancel) {
   GraphLevelResult result =
       searchAndCheck(graph, start, libraries, measurer, db, fingerprint, options, observer, cancel);
-  // The plan says what the search did, even when it changed nothing.
+  // The plan says what the search did, even when it changed nothing; a
+  // plan it kept was timed whole too (in the final paired check).
+  if (!result.improved) result.plan.predictByWholeRun(result.baseMs);
   GraphLevelSummary& s = result.plan.graphLevel;
   s.ran = true;
   s.startMs = result.baseMs;

@@ -517,6 +517,7 @@ OptimizationResult runOptimizationJob(const Graph& model, const OptimizationJobO
       referenceCheckSkipped(endToEndOptions.referenceSeconds, endToEndOptions.timeLimitSeconds);
   // Pins and forbids constrain the op-level plan only (the baselines ignore
   // them), so with constraints the op-level plan is kept as it is.
+  double wholeRunMs = 0;  // the written plan's end-to-end median, when it was timed
   if (options.endToEnd && options.constraints.empty() && !result.cancelled) {
     EndToEndSelection selection;
     const PlanPairTimer timePair = [&](const Plan& a, const Plan& b, const PairedRunOptions& o) {
@@ -526,6 +527,7 @@ OptimizationResult runOptimizationJob(const Graph& model, const OptimizationJobO
     int chosen = choosePlacementByEndToEnd(opLevel, result.baselines, planOf, timePair, &selection, cancel,
                                            endToEndOptions);
     result.endToEnd = describeSelection(selection);
+    wholeRunMs = chosenPlanMs(selection);
     std::snprintf(line, sizeof line,
                   "\nend to end (the sum of isolated kernel costs misses cache and layout effects "
                   "between kernels), %.1f s:",
@@ -541,6 +543,7 @@ OptimizationResult runOptimizationJob(const Graph& model, const OptimizationJobO
     }
   }
   if (result.plan.groups.empty()) result.plan = planOf(opLevel);
+  result.plan.predictByWholeRun(wholeRunMs);
   if (options.graphLevel && options.backends && !result.cancelled) {
     std::vector<Backend*> backends;
     for (const auto& [name, version] : options.versions)

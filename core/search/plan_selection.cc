@@ -137,6 +137,12 @@ EndToEndSelection selectPlanByEndToEnd(const std::vector<Plan>& plans,
   return out;
 }
 
+double chosenPlanMs(const EndToEndSelection& selection) {
+  if (!selection.skipped.empty() || selection.chosen >= selection.timings.size()) return 0;
+  const PlanRunTiming& t = selection.timings[selection.chosen];
+  return t.error.empty() && std::isfinite(t.medianMs) ? t.medianMs : 0;
+}
+
 std::vector<NamedPlacement> baselinePlacements(const OpLevelProblem& problem,
                                                const std::vector<std::string>& order,
                                                std::vector<std::string>* uncovered) {

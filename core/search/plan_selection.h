@@ -115,6 +115,11 @@ EndToEndSelection selectPlanByEndToEnd(const std::vector<Plan>& plans,
                                        const EndToEndOptions& options = {},
                                        const CancellationToken* cancel = nullptr);
 
+// The chosen plan's median when it was timed and passed the check (a
+// prediction of what it runs in: collage run measures the same thing), else
+// 0: nothing compared (`skipped`), or the plan kept was rejected.
+double chosenPlanMs(const EndToEndSelection& selection);
+
 // The baselines the plan is compared with, from the same measurements: each
 // single backend that can cover the graph ("only onednn", with the first
 // backend in `order` that runs every node alone covering the rest: see

@@ -38,7 +38,8 @@ RegionEncoding::Decoded RegionEncoding::decode(const Genome& genome) const {
   d.canonical.assign(length(), 0);
   d.plan = base_;
   d.plan.groups.clear();
-  d.plan.predictedNs = kUnknownCost;
+  d.plan.predictedNs = kUnknownCost;  // other groups: neither the base's time nor its sum
+  d.plan.kernelsAloneNs = kUnknownCost;
   auto keep = [&](size_t gene) { d.plan.groups.push_back(base_.groups[order_[gene]]); };
   size_t i = 0;
   while (i < length()) {

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <unistd.h>
@@ -108,6 +109,7 @@ TEST(Plan, JsonRoundTripKeepsEveryField) {
   p.fingerprint.libraryVersions = "onednn=3.0;native=0.1";
   p.backends = {{"onednn", "3.0.0"}, {"native", "0.1"}};
   p.predictedNs = 123456.5;
+  p.kernelsAloneNs = 98765.25;
   p.createdBy = "collage optimize";
   p.createdAt = "2024-05-01T12:00:00Z";
   PlanGroup a = group({"conv1", "relu1"}, "onednn");
@@ -144,10 +146,41 @@ TEST(Plan, JsonRoundTripKeepsEveryField) {
   EXPECT_EQ(j["groups"][2]["cost_ns"], "invalid");
   EXPECT_EQ(j["model"]["input_shapes"]["input"][3], 224);
   EXPECT_EQ(j["graph_level"]["plans_run"], 120);
+  EXPECT_EQ(j["kernels_alone_ns"], 98765.25);
   EXPECT_EQ(j["graph_level"]["changes"][0], "onednn region of 2 nodes (conv1 .. relu1)");
   // A plan the graph-level search did not make has no such object.
   p.graphLevel = GraphLevelSummary{};
   EXPECT_FALSE(json::parse(planToJson(p)).contains("graph_level"));
+  // Nor a plan predicted by its kernels' sum a second sum.
+  p.kernelsAloneNs = kUnknownCost;
+  EXPECT_FALSE(json::parse(planToJson(p)).contains("kernels_alone_ns"));
+}
+
+// A plan timed whole is predicted by that time, like `collage run` measures
+// it; the kernels' sum it replaces is kept, once, whatever times it after.
+TEST(Plan, AWholeRunBecomesThePredictionAndTheKernelsSumIsKept) {
+  Plan p = diamondPlan();
+  p.groups[0].costNs = 1000;
+  p.groups[1].costNs = 2000;
+  p.groups[2].costNs = 500;
+  p.predictedNs = 3600;  // the DP's sum with a switching charge
+  p.predictByWholeRun(0.0052);
+  EXPECT_DOUBLE_EQ(p.predictedNs, 5200);
+  EXPECT_DOUBLE_EQ(p.kernelsAloneNs, 3600);
+  p.predictByWholeRun(0.0049);  // the graph-level search kept it, timed again
+  EXPECT_DOUBLE_EQ(p.predictedNs, 4900);
+  EXPECT_DOUBLE_EQ(p.kernelsAloneNs, 3600);
+  // A run that did not happen changes nothing.
+  p.predictByWholeRun(0);
+  p.predictByWholeRun(std::numeric_limits<double>::infinity());
+  EXPECT_DOUBLE_EQ(p.predictedNs, 4900);
+  // A plan the search built from regions has no sum yet: its groups' costs.
+  Plan q = diamondPlan();
+  q.groups[0].costNs = 1000;
+  q.groups[1].costNs = 2000;
+  q.groups[2].costNs = 500;
+  q.predictByWholeRun(0.004);
+  EXPECT_DOUBLE_EQ(q.kernelsAloneNs, 3500);
 }
 
 TEST(Plan, MinimalHandWrittenPlanLoads) {

@@ -261,6 +261,8 @@ TEST(PlanSelection, AWrongOpLevelPlanIsReplacedByTheFastestPlanThatPasses) {
     EXPECT_EQ(pairs, (std::vector<std::string>{"10", "11", "22", "33"}));
     EXPECT_EQ(s.chosen, 3u);  // 110 ms, the faster of the two that pass
     EXPECT_EQ(s.timings[0].error, wrong);
+    // What the written plan is predicted to run in: the chosen plan's median.
+    EXPECT_DOUBLE_EQ(chosenPlanMs(s), 110);
     const std::string text = describeSelection(s);
     EXPECT_NE(text.find("op-level: rejected (wrong result"), std::string::npos) << text;
     EXPECT_NE(text.find("only native: rejected (wrong result"), std::string::npos) << text;
@@ -268,6 +270,23 @@ TEST(PlanSelection, AWrongOpLevelPlanIsReplacedByTheFastestPlanThatPasses) {
     EXPECT_NE(text.find("the op-level plan computes wrong results)  <- chosen"), std::string::npos) << text;
   }
 }
+// Nothing timed whole, nothing to predict by: the kept plan's own failure,
+// or no comparison at all.
+TEST(PlanSelection, ARejectedOrUncomparedPlanHasNoWholeRunTime) {
+  EndToEndSelection s;
+  s.timings = {PlanRunTiming{"op-level", 2.0}, PlanRunTiming{"priority", 1.5}};
+  s.chosen = 1;
+  EXPECT_DOUBLE_EQ(chosenPlanMs(s), 1.5);
+  s.timings[1].error = "wrong result: output 'y'";
+  EXPECT_EQ(chosenPlanMs(s), 0);
+  s.timings[1].error.clear();
+  s.skipped = "the model fails on random inputs";
+  EXPECT_EQ(chosenPlanMs(s), 0);
+  s.skipped.clear();
+  s.timings[1].medianMs = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(chosenPlanMs(s), 0);
+}
+
 TEST(PlanSelection, AModelThatFailsOnRandomInputsIsNotCompared) {
   ImportOptions bind;
   bind.inputShapes["x"] = {1, 8};

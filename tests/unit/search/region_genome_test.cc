@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 
 #include "core/ir/sub_graph.h"
@@ -64,9 +65,14 @@ TEST(RegionGenome, ZerosAreTheStartingPlan) {
 // Exp), so the Exp stays where it was and the two sides become regions.
 TEST(RegionGenome, RefusedRunsAreSplitIntoAcceptedRegions) {
   Branches t;
+  t.base.predictByWholeRun(0.004);  // the starting plan, timed whole
+  t.base.kernelsAloneNs = 3000;
   const RegionEncoding enc(t.g(), t.base, libraries(t.g()));
   const RegionEncoding::Decoded d = enc.decode(enc.uniform(1));
   ASSERT_EQ(d.regions, 2);
+  // Other groups than the starting plan's: neither its time nor its sum.
+  EXPECT_TRUE(std::isnan(d.plan.predictedNs));
+  EXPECT_TRUE(std::isnan(d.plan.kernelsAloneNs));
   int regionNodes = 0;
   for (const PlanGroup& g : d.plan.groups) {
     if (g.origin != PlanOrigin::GraphLevel) {
