@@ -5,6 +5,7 @@
 #include <queue>
 
 #include "core/ir/error.h"
+#include "core/ir/graph.h"
 
 namespace collage {
 
@@ -56,6 +57,18 @@ std::vector<int> PipeGraph::topologicalOrder() const {
 std::string PipeGraph::names(const std::vector<int>& nodes) const {
   std::string out;
   for (size_t i = 0; i < nodes.size(); ++i) out += (i ? ", " : "") + name(nodes[i]);
+  return out;
+}
+
+PipeGraph pipeGraphOf(const Graph& graph, int64_t batch) {
+  if (batch < 1) throw Error("pipeline: the batch of " + graph.name + " must be at least 1");
+  PipeGraph out;
+  for (const Node& n : graph.nodes()) out.addNode(n.name);
+  for (const Value& v : graph.values()) {
+    if (v.producer == kNoNode || v.isConstant()) continue;
+    const double bytes = static_cast<double>(v.type.byteSize()) / static_cast<double>(batch);
+    for (NodeId c : v.consumers) out.addEdge(v.producer, c, bytes);
+  }
   return out;
 }
 

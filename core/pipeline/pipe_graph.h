@@ -6,15 +6,18 @@
 // It is deliberately smaller than core/ir's Graph: the partitioner needs only
 // who feeds whom and how many bytes cross an edge for one sample (what a
 // stage boundary there costs on a link). Times and memory come from a
-// StageCostModel (stage_cost.h), keyed by the same node ids. An adapter from a
-// model's Graph and its plan (one node per plan group, bytes from the value
-// shapes) belongs to the CLI piece of the pipeline work, not here.
+// StageCostModel (stage_cost.h), keyed by the same node ids. pipeGraphOf
+// derives one from a model's Graph (one node per operator); planning on a
+// plan's groups instead (one node per group) is for the CLI piece.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace collage {
+
+class Graph;
 
 struct PipeEdge {
   int from = 0;
@@ -46,5 +49,12 @@ class PipeGraph {
   std::vector<PipeEdge> edges_;
   std::vector<std::vector<int>> preds_, succs_;  // node ids, each edge once
 };
+
+// The operators of `graph` and the values between them. A value's bytes per
+// sample are its bytes over `batch`, the batch the model's static shapes were
+// made for (activations scale with the batch; a value that does not, such as
+// a shape, is small). Constants are weights, which the cost model counts, and
+// graph inputs arrive at whichever stage reads them: neither is an edge.
+PipeGraph pipeGraphOf(const Graph& graph, int64_t batch);
 
 }  // namespace collage
