@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -18,9 +19,9 @@ namespace {
 class Partitioner {
  public:
   Partitioner(const PipeGraph& graph, const Topology& topology, const StageCostModel& cost,
-              const PartitionOptions& options, SeriesParallelTree tree, bool chain)
+              const PartitionOptions& options, SeriesParallelTree tree, bool relay)
       : g_(graph), topo_(topology), cost_(cost), opt_(options), tree_(std::move(tree)),
-        chain_(chain) {
+        relay_(relay) {
     if (opt_.batch < 1) throw Error("pipeline: the batch must be at least 1 sample");
     if (opt_.inFlight < 1) throw Error("pipeline: a stage holds at least 1 micro-batch in flight");
     micro_ = opt_.microBatches;
@@ -37,7 +38,7 @@ class Partitioner {
     for (DeviceKind k : kinds_) caps_.push_back(topo_.count(k));
     budgets_ = 1;
     for (int c : caps_) budgets_ *= c + 1;
-    if (chain_) {
+    if (relay_) {
       position_.assign(g_.size(), 0);
       const auto order = g_.topologicalOrder();
       for (int i = 0; i < g_.size(); ++i) position_[order[i]] = i;
@@ -116,7 +117,7 @@ class Partitioner {
     for (size_t i = 0; i < intervals_.size(); ++i) {
       const auto& nodes = intervals_[i].nodes;
       const double received =
-          chain_ ? chainReceivedBytesPerSample(g_, position_, firstPosition(nodes))
+          relay_ ? chainReceivedBytesPerSample(g_, position_, firstPosition(nodes))
                  : receivedBytesPerSample(g_, nodes);
       for (int k = 0; k < static_cast<int>(kinds_.size()); ++k)
         for (int d = 1; d <= caps_[k]; ++d)
@@ -320,7 +321,7 @@ class Partitioner {
     for (int v = 0; v < g_.size(); ++v) COLLAGE_CHECK(stageOf[v] >= 0, "a node in no stage");
     COLLAGE_CHECK(plan.bottleneckTimePerSample == target, "the plan's bottleneck is the target");
     std::set<std::pair<int, int>> edges;
-    if (chain_) {
+    if (relay_) {
       for (int s = 0; s + 1 < static_cast<int>(plan.stages.size()); ++s) edges.insert({s, s + 1});
     } else {
       for (const auto& e : g_.edges())
@@ -378,8 +379,8 @@ class Partitioner {
   const StageCostModel& cost_;
   PartitionOptions opt_;
   SeriesParallelTree tree_;
-  bool chain_;
-  std::vector<int> position_;  // chain only: each node's place in the chain
+  bool relay_;                 // SPP: tensors relayed down a chain (`tree_` is one)
+  std::vector<int> position_;  // relay only: each node's place in the chain
   std::vector<int> micro_;
   std::vector<DeviceKind> kinds_;
   std::vector<int> caps_;
@@ -397,7 +398,22 @@ class Partitioner {
 
 StageGraph partitionGraphPipeline(const PipeGraph& graph, const Topology& topology,
                                   const StageCostModel& cost, const PartitionOptions& options) {
-  return Partitioner(graph, topology, cost, options, decomposeSeriesParallel(graph), false).run();
+  // Two exact searches, the better plan wins (header comment): the
+  // series-parallel tree, and runs of the chain with tensors sent directly.
+  std::optional<StageGraph> best;
+  std::optional<Error> refusal;
+  for (bool onTree : {true, false}) {
+    try {
+      SeriesParallelTree tree = onTree ? decomposeSeriesParallel(graph)
+                                       : chainDecomposition(graph, graph.topologicalOrder());
+      StageGraph plan = Partitioner(graph, topology, cost, options, std::move(tree), false).run();
+      if (!best || plan.bottleneckTimePerSample < best->bottleneckTimePerSample) best = std::move(plan);
+    } catch (const Error& e) {
+      if (!refusal) refusal = e;
+    }
+  }
+  if (!best) throw *refusal;
+  return *best;
 }
 
 StageGraph partitionSequentialPipeline(const PipeGraph& graph, const Topology& topology,

@@ -32,9 +32,17 @@
 //    which is larger where a branch waits for a longer one at a join.
 //  - One micro-batch size for the whole pipeline, chosen among the options.
 //
-// The baseline SPP (sequential pipeline, as PipeDream and Piper) is the same
-// search on the graph linearised into a chain: stages are runs of the chain,
-// and a stage receives everything live across the cut in front of it.
+// The series-parallel space cuts a block of parallel branches only between
+// its branches (each its own stage); a chain cuts anywhere in a topological
+// order, which balances finer when there are fewer devices than branches.
+// So GPP also runs the same search over runs of the chain, each stage
+// receiving its tensors straight from their producers, and keeps the better
+// plan: a graph of stages is never slower than the chain it contains, and
+// GPP is never slower than SPP under the same costs.
+//
+// The baseline SPP (sequential pipeline, as PipeDream and Piper) is the
+// search on the chain alone, with tensors relayed: a stage receives
+// everything live across the cut in front of it.
 //
 // Pure planning: no I/O; measured costs in (StageCostModel), plan out.
 #pragma once
@@ -72,7 +80,8 @@ struct StageGraph {
   std::string toString(const PipeGraph& graph) const;
 };
 
-// Graph pipeline parallelism (GPP) on the series-parallel decomposition.
+// Graph pipeline parallelism (GPP): the better of the searches on the
+// series-parallel decomposition and on the chain's runs (ties: the former).
 // Throws collage::Error when no partition fits the memory limits, naming
 // the node or the need that does not fit.
 StageGraph partitionGraphPipeline(const PipeGraph& graph, const Topology& topology,
