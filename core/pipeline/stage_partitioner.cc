@@ -70,7 +70,7 @@ class Partitioner {
 
  private:
   // A candidate stage: the nodes of one tree node, or of a run of two or
-  // more consecutive children of a Series.
+  // more consecutive children of a Series or of a Parallel.
   struct Interval {
     std::vector<int> nodes;
   };
@@ -86,7 +86,7 @@ class Partitioner {
     for (size_t t = 0; t < tree_.nodes.size(); ++t) whole_[t] = addInterval(tree_.nodes[t].nodes);
     for (size_t t = 0; t < tree_.nodes.size(); ++t) {
       const SpNode& s = tree_.nodes[t];
-      if (s.kind != SpNode::Kind::Series) continue;
+      if (s.kind == SpNode::Kind::Leaf) continue;  // runs of a Series' or a Parallel's children
       const int m = static_cast<int>(s.children.size());
       for (int i = 0; i < m; ++i) {
         std::vector<int> nodes;
@@ -217,6 +217,18 @@ class Partitioner {
     auto key = std::make_tuple(t, m + i, budget);  // m + i: apart from seriesFrom's keys
     if (auto it = memo_.find(key); it != memo_.end()) return it->second;
     bool ok = false;
+    // Children i..j (two or more) side by side in one stage: fewer devices
+    // than branches can still split the block.
+    for (int j = i + 1; j < m && !ok; ++j) {
+      const int interval = run_.at({t, i, j});
+      for (const Option& o : priced_[interval])
+        if (stageFits(o) && o.devices <= devicesOf(budget, o.kind) &&
+            parallelFrom(t, j + 1, minus(budget, o.devices * stride(o.kind)))) {
+          ok = true;
+          break;
+        }
+    }
+    // Child i on its own share of the devices.
     for (int part = 1; part <= budget && !ok; ++part)
       ok = within(part, budget) && whole(s.children[i], part) &&
            parallelFrom(t, i + 1, minus(budget, part));
@@ -280,7 +292,17 @@ class Partitioner {
 
   void emitParallel(int t, int i, int budget, std::vector<Chosen>& out) {
     const SpNode& s = tree_.nodes[t];
-    if (i == static_cast<int>(s.children.size())) return;
+    const int m = static_cast<int>(s.children.size());
+    if (i == m) return;
+    for (int j = i + 1; j < m; ++j) {
+      const int interval = run_.at({t, i, j});
+      for (const Option& o : priced_[interval])
+        if (stageFits(o) && o.devices <= devicesOf(budget, o.kind) &&
+            parallelFrom(t, j + 1, minus(budget, o.devices * stride(o.kind)))) {
+          out.push_back({interval, o});
+          return emitParallel(t, j + 1, minus(budget, o.devices * stride(o.kind)), out);
+        }
+    }
     for (int part = 1; part <= budget; ++part)
       if (within(part, budget) && whole(s.children[i], part) &&
           parallelFrom(t, i + 1, minus(budget, part))) {

@@ -20,8 +20,10 @@
 //        inside: each device runs the whole stage on micro-batch/d samples);
 //      * a Series can be split into runs of consecutive children, each run one
 //        stage, or a single child planned on its own (recursively);
-//      * a Parallel can give each child its own share of the devices, so its
-//        branches run side by side: the graph pipeline that a chain cannot be.
+//      * a Parallel can be split into runs of consecutive children (in the
+//        tree's order), each run one stage or a single child planned on its
+//        own share of the devices, so branches run side by side: the graph
+//        pipeline that a chain cannot be.
 //  - A stage's time per sample is its compute plus receiving its inputs
 //    (stage_cost.h), over its micro-batch. Its memory per device is its
 //    weights plus `inFlight` micro-batches of activations; it must fit the
@@ -33,7 +35,7 @@
 //  - One micro-batch size for the whole pipeline, chosen among the options.
 //
 // The series-parallel space cuts a block of parallel branches only between
-// its branches (each its own stage); a chain cuts anywhere in a topological
+// whole branches; a chain cuts anywhere in a topological
 // order, which balances finer when there are fewer devices than branches.
 // So GPP also runs the same search over runs of the chain, each stage
 // receiving its tensors straight from their producers, and keeps the better

@@ -118,13 +118,14 @@ bool stagesAcyclic(const PipeGraph& g, const std::vector<std::vector<int>>& bloc
   return done == k;
 }
 
-// The stages the GPP search may form: a tree node's nodes, or a run of two
-// or more consecutive children of a Series (stage_partitioner.h).
+// The stages the GPP search may form on the tree: a tree node's nodes, or a
+// run of two or more consecutive children of a Series or a Parallel
+// (stage_partitioner.h).
 std::set<std::vector<int>> seriesParallelIntervals(const SeriesParallelTree& t) {
   std::set<std::vector<int>> out;
   for (const SpNode& n : t.nodes) {
     out.insert(n.nodes);
-    if (n.kind != SpNode::Kind::Series) continue;
+    if (n.kind == SpNode::Kind::Leaf) continue;
     for (size_t i = 0; i < n.children.size(); ++i) {
       std::vector<int> run;
       for (size_t j = i; j < n.children.size(); ++j) {
@@ -376,6 +377,31 @@ TEST(StagePartitioner, GraphPipelineBeatsTheChainOnBranches) {
   // The graph of stages: a and b side by side between x and j.
   ASSERT_EQ(gpp.stages.size(), 4u);
   EXPECT_EQ(gpp.edges, (std::vector<std::pair<int, int>>{{0, 1}, {0, 2}, {1, 3}, {2, 3}}));
+}
+
+// Four independent towers u_i -> v_i (every node 1 ms a sample, every edge
+// 1 ms on the link), numbered u0..u3 then v0..v3, on two devices where data
+// parallel gains nothing. Two towers per device, side by side: 4 ms, no
+// transfer. A chain (u0 u1 u2 u3 v0 v1 v2 v3) must cut between some u_i and
+// v_i: at best 6 ms. One stage: 8 ms.
+TEST(StagePartitioner, BranchesShareDevicesWhenThereAreFewer) {
+  PipeGraph g;
+  for (int i = 0; i < 4; ++i) g.addNode("u" + std::to_string(i));
+  for (int i = 0; i < 4; ++i) g.addNode("v" + std::to_string(i));
+  for (int i = 0; i < 4; ++i) g.addEdge(i, 4 + i, 1e6);
+  FakeStageCost cost;
+  cost.nodes.assign(8, FakeNodeCost{1e-3});
+  cost.dataParallelEfficiency = 0.5;
+  const LinkCost link{1e9, 0};
+  const Topology topo({{"c0", DeviceKind::Cpu, 1}, {"c1", DeviceKind::Cpu, 1}}, {}, &link, "t");
+  PartitionOptions opt;
+  const StageGraph gpp = partitionGraphPipeline(g, topo, cost, opt);
+  const StageGraph spp = partitionSequentialPipeline(g, topo, cost, opt);
+  EXPECT_DOUBLE_EQ(gpp.bottleneckTimePerSample, 4e-3) << gpp.toString(g);
+  EXPECT_DOUBLE_EQ(spp.bottleneckTimePerSample, 6e-3) << spp.toString(g);
+  ASSERT_EQ(gpp.stages.size(), 2u);
+  EXPECT_EQ(g.names(gpp.stages[0].nodes), "u0, u1, v0, v1");
+  EXPECT_TRUE(gpp.edges.empty());
 }
 
 TEST(StagePartitioner, GraphPipelineNeverSlowerThanTheChain) {
