@@ -43,13 +43,15 @@ MicroBatchSchedule scheduleMicroBatches(const StageGraph& plan, const Topology& 
     // exactly two periods must need 2, not 3).
     slot.neededInFlight =
         out.fullPeriodSeconds > 0
-            ? std::max(1, static_cast<int>(std::ceil(slot.holdSeconds / out.fullPeriodSeconds - 1e-9)))
+            ? std::max(1,
+                       static_cast<int>(std::ceil(slot.holdSeconds / out.fullPeriodSeconds - 1e-9)))
             : 1;
     slot.memoryLimitBytes = std::numeric_limits<double>::infinity();
     for (const auto& id : st.devices) {
       const PipeDevice* d = topology.find(id);
-      if (!d) throw Error("pipeline: stage " + std::to_string(s) + " runs on \"" + id +
-                          "\", which the topology does not list");
+      if (!d)
+        throw Error("pipeline: stage " + std::to_string(s) + " runs on \"" + id +
+                    "\", which the topology does not list");
       slot.memoryLimitBytes = std::min(slot.memoryLimitBytes, d->memoryLimitBytes);
     }
     const double weights = st.estimate.weightBytes, perMicroBatch = st.estimate.activationBytes;

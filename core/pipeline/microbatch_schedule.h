@@ -42,9 +42,9 @@ struct StageSlots {
 
 struct MicroBatchSchedule {
   int microBatch = 1;
-  double fullPeriodSeconds = 0;  // between micro-batches when every stage has what it needs
-  double periodSeconds = 0;      // between micro-batches with the in-flight counts memory allows
-  double fillSeconds = 0;        // micro-batch 0 from the first start to the last finish
+  double fullPeriodSeconds = 0;    // between micro-batches when every stage has what it needs
+  double periodSeconds = 0;        // between micro-batches with the in-flight counts memory allows
+  double fillSeconds = 0;          // micro-batch 0 from the first start to the last finish
   std::vector<StageSlots> stages;  // by stage index of the StageGraph
 
   bool full() const { return periodSeconds == fullPeriodSeconds; }

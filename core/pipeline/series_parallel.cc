@@ -92,7 +92,8 @@ class Decomposer {
       return add(std::move(par));
     }
     std::vector<int> order = set;
-    std::sort(order.begin(), order.end(), [&](int a, int b) { return position_[a] < position_[b]; });
+    std::sort(order.begin(), order.end(),
+              [&](int a, int b) { return position_[a] < position_[b]; });
     const int n = static_cast<int>(order.size());
 
     // Natural series cuts: a cut before order[p] is one when every node
@@ -134,7 +135,8 @@ class Decomposer {
     int maxDepth = 0;
     for (int v : order) {
       for (int p : g_.predecessors(v))
-        if (std::binary_search(set.begin(), set.end(), p)) depth[v] = std::max(depth[v], depth[p] + 1);
+        if (std::binary_search(set.begin(), set.end(), p))
+          depth[v] = std::max(depth[v], depth[p] + 1);
       maxDepth = std::max(maxDepth, depth[v]);
     }
     COLLAGE_CHECK(maxDepth >= 1, "a connected sub-graph of two or more nodes has an edge");

@@ -20,7 +20,11 @@ class Partitioner {
  public:
   Partitioner(const PipeGraph& graph, const Topology& topology, const StageCostModel& cost,
               const PartitionOptions& options, SeriesParallelTree tree, bool relay)
-      : g_(graph), topo_(topology), cost_(cost), opt_(options), tree_(std::move(tree)),
+      : g_(graph),
+        topo_(topology),
+        cost_(cost),
+        opt_(options),
+        tree_(std::move(tree)),
         relay_(relay) {
     if (opt_.batch < 1) throw Error("pipeline: the batch must be at least 1 sample");
     if (opt_.inFlight < 1) throw Error("pipeline: a stage holds at least 1 micro-batch in flight");
@@ -32,8 +36,8 @@ class Partitioner {
     micro_.erase(std::unique(micro_.begin(), micro_.end()), micro_.end());
     for (int b : micro_)
       if (b < 1 || opt_.batch % b != 0)
-        throw Error("pipeline: micro-batch " + std::to_string(b) + " does not divide the batch of " +
-                    std::to_string(opt_.batch));
+        throw Error("pipeline: micro-batch " + std::to_string(b) +
+                    " does not divide the batch of " + std::to_string(opt_.batch));
     kinds_ = topo_.kinds();
     for (DeviceKind k : kinds_) caps_.push_back(topo_.count(k));
     budgets_ = 1;
@@ -74,7 +78,7 @@ class Partitioner {
   struct Interval {
     std::vector<int> nodes;
   };
-  struct Option {  // an interval on d devices of a kind at a micro-batch
+  struct Option {                          // an interval on d devices of a kind at a micro-batch
     int kind = 0, devices = 0, micro = 0;  // kind index, count, index into micro_
     StageEstimate estimate;
     bool fits = false;  // finite time and within the kind's memory limit
@@ -116,9 +120,9 @@ class Partitioner {
     priced_.resize(intervals_.size());
     for (size_t i = 0; i < intervals_.size(); ++i) {
       const auto& nodes = intervals_[i].nodes;
-      const double received =
-          relay_ ? chainReceivedBytesPerSample(g_, position_, firstPosition(nodes))
-                 : receivedBytesPerSample(g_, nodes);
+      const double received = relay_
+                                  ? chainReceivedBytesPerSample(g_, position_, firstPosition(nodes))
+                                  : receivedBytesPerSample(g_, nodes);
       for (int k = 0; k < static_cast<int>(kinds_.size()); ++k)
         for (int d = 1; d <= caps_[k]; ++d)
           for (int b = 0; b < static_cast<int>(micro_.size()); ++b) {
@@ -330,7 +334,8 @@ class Partitioner {
       st.nodes = intervals_[c.interval].nodes;
       st.kind = kinds_[c.option.kind];
       const auto ids = topo_.idsOf(st.kind);
-      for (int d = 0; d < c.option.devices; ++d) st.devices.push_back(ids.at(next[c.option.kind]++));
+      for (int d = 0; d < c.option.devices; ++d)
+        st.devices.push_back(ids.at(next[c.option.kind]++));
       st.estimate = c.option.estimate;
       for (int v : st.nodes) {
         COLLAGE_CHECK(stageOf[v] < 0, "a node in two stages");
@@ -386,14 +391,16 @@ class Partitioner {
             need = w.str();
           }
         }
-      if (!runs) throw Error("pipeline: node " + g_.name(v) + " runs on no device kind of the topology");
+      if (!runs)
+        throw Error("pipeline: node " + g_.name(v) + " runs on no device kind of the topology");
       if (!fits)
         throw Error("pipeline: no partition fits the memory limits: node " + g_.name(v) +
                     " alone does not fit; " + need);
     }
-    throw Error("pipeline: no partition of the graph into stages fits the devices' memory limits (" +
-                std::to_string(topo_.devices().size()) +
-                " devices): every node fits alone, but the stages need more devices than there are");
+    throw Error(
+        "pipeline: no partition of the graph into stages fits the devices' memory limits (" +
+        std::to_string(topo_.devices().size()) +
+        " devices): every node fits alone, but the stages need more devices than there are");
   }
 
   const PipeGraph& g_;
@@ -408,9 +415,9 @@ class Partitioner {
   std::vector<int> caps_;
   int budgets_ = 1;
   std::vector<Interval> intervals_;
-  std::vector<int> whole_;                       // tree node -> interval
-  std::map<std::tuple<int, int, int>, int> run_; // (series node, i, j) -> interval
-  std::vector<std::vector<Option>> priced_;      // interval -> its options
+  std::vector<int> whole_;                        // tree node -> interval
+  std::map<std::tuple<int, int, int>, int> run_;  // (series node, i, j) -> interval
+  std::vector<std::vector<Option>> priced_;       // interval -> its options
   double target_ = 0;
   int micro_index_ = 0;
   std::map<std::tuple<int, int, int>, bool> memo_;  // (tree node, child or -1, budget)
@@ -429,7 +436,8 @@ StageGraph partitionGraphPipeline(const PipeGraph& graph, const Topology& topolo
       SeriesParallelTree tree = onTree ? decomposeSeriesParallel(graph)
                                        : chainDecomposition(graph, graph.topologicalOrder());
       StageGraph plan = Partitioner(graph, topology, cost, options, std::move(tree), false).run();
-      if (!best || plan.bottleneckTimePerSample < best->bottleneckTimePerSample) best = std::move(plan);
+      if (!best || plan.bottleneckTimePerSample < best->bottleneckTimePerSample)
+        best = std::move(plan);
     } catch (const Error& e) {
       if (!refusal) refusal = e;
     }
@@ -439,7 +447,8 @@ StageGraph partitionGraphPipeline(const PipeGraph& graph, const Topology& topolo
 }
 
 StageGraph partitionSequentialPipeline(const PipeGraph& graph, const Topology& topology,
-                                       const StageCostModel& cost, const PartitionOptions& options) {
+                                       const StageCostModel& cost,
+                                       const PartitionOptions& options) {
   return Partitioner(graph, topology, cost, options,
                      chainDecomposition(graph, graph.topologicalOrder()), true)
       .run();

@@ -61,9 +61,9 @@
 namespace collage {
 
 struct PartitionOptions {
-  int batch = 1;                 // samples per batch
-  std::vector<int> microBatches; // sizes to consider; empty: every divisor of `batch`
-  int inFlight = 2;              // micro-batches of activations each stage is sized for
+  int batch = 1;                  // samples per batch
+  std::vector<int> microBatches;  // sizes to consider; empty: every divisor of `batch`
+  int inFlight = 2;               // micro-batches of activations each stage is sized for
 };
 
 struct PipelineStage {
@@ -74,11 +74,11 @@ struct PipelineStage {
 };
 
 struct StageGraph {
-  std::vector<PipelineStage> stages;        // in a topological order
-  std::vector<std::pair<int, int>> edges;   // (producer stage, consumer stage), each once
+  std::vector<PipelineStage> stages;       // in a topological order
+  std::vector<std::pair<int, int>> edges;  // (producer stage, consumer stage), each once
   int microBatch = 1;
-  int inFlight = 2;                         // what the memory check assumed per stage
-  double bottleneckTimePerSample = 0;       // the largest stage time per sample
+  int inFlight = 2;                    // what the memory check assumed per stage
+  double bottleneckTimePerSample = 0;  // the largest stage time per sample
   std::string toString(const PipeGraph& graph) const;
 };
 

@@ -42,7 +42,8 @@ Topology::Topology(std::vector<PipeDevice> devices, std::vector<PipeLink> links,
       if (priced.count({key.first, key.second})) continue;
       if (!defaultLink)
         throw Error(origin + ": no link between \"" + devices_[i].id + "\" and \"" +
-                    devices_[j].id + "\" and no \"default_link\"; every pair of devices needs a price");
+                    devices_[j].id +
+                    "\" and no \"default_link\"; every pair of devices needs a price");
       links_.push_back({devices_[i].id, devices_[j].id, *defaultLink});
     }
 }
@@ -187,7 +188,8 @@ Topology topologyFromJson(const std::string& text, const std::string& displayPat
       d.kind = DeviceKind::Cpu;
       const double cores = r.number("cores", false);
       if (cores != std::floor(cores) || cores > 1 << 20)
-        throw Error(where + ": \"cores\" is " + r.at("cores").dump() + "; it must be a whole number");
+        throw Error(where + ": \"cores\" is " + r.at("cores").dump() +
+                    "; it must be a whole number");
       d.cores = static_cast<int>(cores);
     } else if (kind == "gpu") {
       d.kind = DeviceKind::Gpu;
@@ -212,7 +214,8 @@ Topology topologyFromJson(const std::string& text, const std::string& displayPat
       if (!between.is_array() || between.size() != 2 || !between[0].is_string() ||
           !between[1].is_string())
         throw Error(where + ": \"between\" must be two device ids, [\"a\", \"b\"]");
-      links.push_back({between[0].get<std::string>(), between[1].get<std::string>(), readLinkCost(r)});
+      links.push_back(
+          {between[0].get<std::string>(), between[1].get<std::string>(), readLinkCost(r)});
     }
   }
   LinkCost fallback;
@@ -220,7 +223,8 @@ Topology topologyFromJson(const std::string& text, const std::string& displayPat
   if (hasDefault)
     fallback = readLinkCost(ObjectReader(top.at("default_link"), displayPath + ": default_link",
                                          {"bandwidth_bytes_per_s", "latency_s"}));
-  return Topology(std::move(devices), std::move(links), hasDefault ? &fallback : nullptr, displayPath);
+  return Topology(std::move(devices), std::move(links), hasDefault ? &fallback : nullptr,
+                  displayPath);
 }
 
 Topology loadTopologyFile(const std::string& path) {

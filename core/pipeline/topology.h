@@ -33,7 +33,9 @@ struct LinkCost {
   double bandwidthBytesPerS = std::numeric_limits<double>::infinity();
   double latencyS = 0;
   // Latency plus bytes over the bandwidth; 0 for nothing to move.
-  double seconds(double bytes) const { return bytes > 0 ? latencyS + bytes / bandwidthBytesPerS : 0; }
+  double seconds(double bytes) const {
+    return bytes > 0 ? latencyS + bytes / bandwidthBytesPerS : 0;
+  }
 };
 
 struct PipeLink {
@@ -46,8 +48,8 @@ class Topology {
   Topology() = default;
   // Checks what a file could get wrong (ids unique, links between known
   // devices, every pair priced); throws collage::Error naming `origin`.
-  Topology(std::vector<PipeDevice> devices, std::vector<PipeLink> links, const LinkCost* defaultLink,
-           const std::string& origin);
+  Topology(std::vector<PipeDevice> devices, std::vector<PipeLink> links,
+           const LinkCost* defaultLink, const std::string& origin);
 
   const std::vector<PipeDevice>& devices() const { return devices_; }
   const PipeDevice* find(const std::string& id) const;  // nullptr if absent

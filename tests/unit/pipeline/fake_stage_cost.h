@@ -22,7 +22,7 @@ class FakeStageCost : public StageCostModel {
  public:
   std::vector<FakeNodeCost> nodes;
   double overheadSecondsPerMicroBatch = 0;  // a launch cost, so micro-batch size matters
-  double dataParallelEfficiency = 1;         // d devices run d * efficiency times faster (d > 1)
+  double dataParallelEfficiency = 1;        // d devices run d * efficiency times faster (d > 1)
 
   StageRunCost stage(const std::vector<int>& ids, DeviceKind kind, int devices,
                      int microBatch) const override {

@@ -104,7 +104,8 @@ TEST(MicroBatchSchedule, NoRoomForOneMicroBatchNamesTheStageAndBytes) {
     FAIL() << "scheduled over the memory limit";
   } catch (const Error& e) {
     const std::string what = e.what();
-    for (const char* part : {"stage 1 [s1]", "d1", "needs 110 B", "100 B of weights", "limit is 105 B"})
+    for (const char* part :
+         {"stage 1 [s1]", "d1", "needs 110 B", "100 B of weights", "limit is 105 B"})
       EXPECT_NE(what.find(part), std::string::npos) << what << " lacks " << part;
   }
 }
@@ -125,12 +126,14 @@ TEST(MicroBatchSchedule, PartitionerPlansScheduleWithinMemory) {
     FakeStageCost cost;
     double total = 0;
     for (int i = 0; i < n; ++i) {
-      cost.nodes.push_back({1e-3 * (1 + rng() % 5), kInf, 1e4 * (rng() % 5), 1e4 * (1 + rng() % 5)});
+      cost.nodes.push_back(
+          {1e-3 * (1 + rng() % 5), kInf, 1e4 * (rng() % 5), 1e4 * (1 + rng() % 5)});
       total += cost.nodes.back().weightBytes + 4 * cost.nodes.back().activationBytesPerSample;
     }
     const double memory = total * (0.2 + 0.1 * (rng() % 5));
     std::vector<PipeDevice> devices;
-    for (int i = 0; i < 3; ++i) devices.push_back({"c" + std::to_string(i), DeviceKind::Cpu, 1, memory});
+    for (int i = 0; i < 3; ++i)
+      devices.push_back({"c" + std::to_string(i), DeviceKind::Cpu, 1, memory});
     const LinkCost link{1e7, 1e-5};
     const Topology topo(devices, {}, &link, "t");
     PartitionOptions opt;
@@ -152,7 +155,8 @@ TEST(MicroBatchSchedule, PartitionerPlansScheduleWithinMemory) {
       capped += !s.full();
       EXPECT_GE(s.periodSeconds, s.fullPeriodSeconds);
     } catch (const Error& e) {
-      ADD_FAILURE() << "the partitioner's plan fits 2 micro-batches per stage, so 1 fits: " << e.what();
+      ADD_FAILURE() << "the partitioner's plan fits 2 micro-batches per stage, so 1 fits: "
+                    << e.what();
     }
   }
   EXPECT_GT(scheduled, 50);

@@ -24,7 +24,8 @@ TEST(PipeGraph, FromAModelGraph) {
   const PipeGraph p = pipeGraphOf(g, 4);
   ASSERT_EQ(p.size(), g.numNodes());
   ASSERT_EQ(p.edges().size(), 4u);  // relu->sigmoid, relu->mul, sigmoid->add, mul->add
-  for (const auto& e : p.edges()) EXPECT_EQ(e.bytesPerSample, 8 * 4);  // float32[4x8] over 4 samples
+  for (const auto& e : p.edges())
+    EXPECT_EQ(e.bytesPerSample, 8 * 4);  // float32[4x8] over 4 samples
   const auto tree = decomposeSeriesParallel(p);
   EXPECT_EQ(tree.nodes[tree.root].kind, SpNode::Kind::Series);
   EXPECT_EQ(tree.nodes[tree.root].children.size(), 3u);  // relu, P(sigmoid, mul), add

@@ -13,7 +13,8 @@
 namespace collage {
 namespace {
 
-PipeGraph graphOf(const std::vector<std::string>& names, const std::vector<std::pair<int, int>>& edges) {
+PipeGraph graphOf(const std::vector<std::string>& names,
+                  const std::vector<std::pair<int, int>>& edges) {
   PipeGraph g;
   for (const auto& n : names) g.addNode(n);
   for (const auto& [a, b] : edges) g.addEdge(a, b, 1);
@@ -23,7 +24,8 @@ PipeGraph graphOf(const std::vector<std::string>& names, const std::vector<std::
 // The invariants of series_parallel.h; "" when they hold.
 std::string violation(const PipeGraph& g, const SeriesParallelTree& t) {
   if (t.root < 0) return g.size() == 0 ? "" : "no root";
-  std::vector<int> leafOf(g.size(), -1), parent(t.nodes.size(), -1), indexInParent(t.nodes.size(), -1);
+  std::vector<int> leafOf(g.size(), -1), parent(t.nodes.size(), -1),
+      indexInParent(t.nodes.size(), -1);
   std::vector<int> seen(t.nodes.size(), 0);
   std::function<std::string(int)> walk = [&](int i) -> std::string {
     if (seen[i]++) return "tree node reached twice";
@@ -64,7 +66,8 @@ std::string violation(const PipeGraph& g, const SeriesParallelTree& t) {
     // pu[k-1] is the lowest common ancestor; pu[k], pv[k] its children on each side.
     const SpNode& lca = t.nodes[pu[k - 1]];
     if (lca.kind != SpNode::Kind::Series || indexInParent[pu[k]] >= indexInParent[pv[k]])
-      return "edge " + g.name(e.from) + " -> " + g.name(e.to) + " does not point forward in a series";
+      return "edge " + g.name(e.from) + " -> " + g.name(e.to) +
+             " does not point forward in a series";
   }
   return "";
 }
@@ -87,8 +90,7 @@ TEST(SeriesParallel, SkipEdgeKeepsTheSeries) {
 
 TEST(SeriesParallel, TowersAndDisconnectedInputs) {
   // Two towers from two inputs into one head: P(S(a1, a2), S(b1, b2)) then head.
-  const PipeGraph g =
-      graphOf({"a1", "b1", "a2", "b2", "head"}, {{0, 2}, {1, 3}, {2, 4}, {3, 4}});
+  const PipeGraph g = graphOf({"a1", "b1", "a2", "b2", "head"}, {{0, 2}, {1, 3}, {2, 4}, {3, 4}});
   const auto t = decomposeSeriesParallel(g);
   EXPECT_EQ(t.toString(g), "S(P(S(a1, a2), S(b1, b2)), head)");
   EXPECT_EQ(violation(g, t), "");

@@ -35,7 +35,9 @@ std::vector<Shape> shapes() {
       {"residual+heads",
        {"in", "c1", "c2", "add", "h1", "h2", "cat"},
        {{0, 1}, {1, 2}, {2, 3}, {0, 3}, {3, 4}, {3, 5}, {4, 6}, {5, 6}}},
-      {"bridge", {"s", "a", "b", "c", "d", "t"}, {{0, 1}, {0, 2}, {1, 3}, {1, 4}, {2, 4}, {3, 5}, {4, 5}}},
+      {"bridge",
+       {"s", "a", "b", "c", "d", "t"},
+       {{0, 1}, {0, 2}, {1, 3}, {1, 4}, {2, 4}, {3, 5}, {4, 5}}},
       {"three-branches",
        {"x", "p", "q1", "q2", "r", "y", "z"},
        {{0, 1}, {0, 2}, {2, 3}, {0, 4}, {1, 5}, {3, 5}, {4, 5}, {5, 6}}},
@@ -66,11 +68,13 @@ FakeStageCost randomCost(int n, std::mt19937& rng) {
 
 Topology machine(int cpus, int gpus, double cpuMemory, double gpuMemory) {
   std::vector<PipeDevice> devices;
-  for (int i = 0; i < cpus; ++i) devices.push_back({"cpu" + std::to_string(i), DeviceKind::Cpu, 1, cpuMemory});
-  for (int i = 0; i < gpus; ++i) devices.push_back({"gpu" + std::to_string(i), DeviceKind::Gpu, 0, gpuMemory});
+  for (int i = 0; i < cpus; ++i)
+    devices.push_back({"cpu" + std::to_string(i), DeviceKind::Cpu, 1, cpuMemory});
+  for (int i = 0; i < gpus; ++i)
+    devices.push_back({"gpu" + std::to_string(i), DeviceKind::Gpu, 0, gpuMemory});
   std::vector<PipeLink> links;
   if (cpus >= 2) links.push_back({"cpu0", "cpu1", {2e7, 1e-5}});  // one fast pair...
-  const LinkCost slow{5e6, 5e-5};                                  // ...the rest slower
+  const LinkCost slow{5e6, 5e-5};                                 // ...the rest slower
   return Topology(devices, links, &slow, "test");
 }
 
@@ -162,7 +166,8 @@ struct Problem {
 // The least bottleneck over every partition `allowed` admits, every
 // (kind, device count) per stage within the topology, every micro-batch.
 // `received` prices a block's inputs. +inf when nothing fits.
-double bruteForce(const Problem& p, const std::function<bool(const std::vector<std::vector<int>>&)>& allowed,
+double bruteForce(const Problem& p,
+                  const std::function<bool(const std::vector<std::vector<int>>&)>& allowed,
                   const std::function<double(const std::vector<int>&)>& received) {
   const auto kinds = p.topo.kinds();
   double best = kInf;
@@ -216,8 +221,9 @@ void expectConsistent(const Problem& p, const StageGraph& plan, bool chain) {
     for (int v : st.nodes) first = std::min(first, position[v]);
     const double received = chain ? chainReceivedBytesPerSample(p.g, position, first)
                                   : receivedBytesPerSample(p.g, st.nodes);
-    const StageEstimate e = estimateStage(p.cost, p.topo, st.nodes, st.kind,
-                                          static_cast<int>(st.devices.size()), plan.microBatch, received);
+    const StageEstimate e =
+        estimateStage(p.cost, p.topo, st.nodes, st.kind, static_cast<int>(st.devices.size()),
+                      plan.microBatch, received);
     EXPECT_EQ(e.timePerSample(), st.estimate.timePerSample());
     EXPECT_LE(e.memoryBytes(plan.inFlight), p.topo.memoryLimit(st.kind));
     worst = std::max(worst, e.timePerSample());
@@ -234,8 +240,8 @@ struct Setting {
 };
 
 TEST(StagePartitioner, GraphPipelineEqualsBruteForceOnSmallGraphs) {
-  const std::vector<Setting> settings = {{2, 0, false}, {3, 0, false}, {2, 1, false},
-                                         {3, 0, true},  {2, 1, true}};
+  const std::vector<Setting> settings = {
+      {2, 0, false}, {3, 0, false}, {2, 1, false}, {3, 0, true}, {2, 1, true}};
   int compared = 0, infeasible = 0, multiStage = 0;
   for (const Shape& shape : shapes())
     for (const Setting& s : settings)
@@ -245,7 +251,8 @@ TEST(StagePartitioner, GraphPipelineEqualsBruteForceOnSmallGraphs) {
         const FakeStageCost cost = randomCost(g.size(), rng);
         // Tight: about a third of the graph's weights and activations per device.
         double total = 0;
-        for (const auto& n : cost.nodes) total += n.weightBytes + 2 * 4 * n.activationBytesPerSample;
+        for (const auto& n : cost.nodes)
+          total += n.weightBytes + 2 * 4 * n.activationBytesPerSample;
         const double memory = s.tightMemory ? total / 3 : kInf;
         const Topology topo = machine(s.cpus, s.gpus, memory, memory);
         Problem p{g, topo, cost, {}};
@@ -418,7 +425,8 @@ TEST(StagePartitioner, GraphPipelineNeverSlowerThanTheChain) {
       for (int c = a + 1; c < std::min(n, a + 5); ++c)
         if (rng() % 100 < 40) g.addEdge(a, c, 1000.0 * (1 + rng() % 8));
     const FakeStageCost cost = randomCost(n, rng);
-    const Topology topo = machine(2 + static_cast<int>(rng() % 3), static_cast<int>(rng() % 2), kInf, kInf);
+    const Topology topo =
+        machine(2 + static_cast<int>(rng() % 3), static_cast<int>(rng() % 2), kInf, kInf);
     PartitionOptions opt;
     opt.batch = 4;
     const StageGraph gpp = partitionGraphPipeline(g, topo, cost, opt);
@@ -439,8 +447,10 @@ TEST(StagePartitioner, MemoryLimitForcesASplit) {
   FakeStageCost cost;
   cost.nodes = {{1e-3, kInf, 3e6, 0}, {1e-3, kInf, 3e6, 0}};
   const LinkCost link{1e3, 1e-3};  // a slow link: one stage would be faster
-  const Topology roomy({{"c0", DeviceKind::Cpu, 1, 1e9}, {"c1", DeviceKind::Cpu, 1, 1e9}}, {}, &link, "t");
-  const Topology tight({{"c0", DeviceKind::Cpu, 1, 4e6}, {"c1", DeviceKind::Cpu, 1, 4e6}}, {}, &link, "t");
+  const Topology roomy({{"c0", DeviceKind::Cpu, 1, 1e9}, {"c1", DeviceKind::Cpu, 1, 1e9}}, {},
+                       &link, "t");
+  const Topology tight({{"c0", DeviceKind::Cpu, 1, 4e6}, {"c1", DeviceKind::Cpu, 1, 4e6}}, {},
+                       &link, "t");
   PartitionOptions opt;
   EXPECT_EQ(partitionGraphPipeline(g, roomy, cost, opt).stages.size(), 1u);
   EXPECT_EQ(partitionGraphPipeline(g, tight, cost, opt).stages.size(), 2u);
@@ -454,7 +464,8 @@ TEST(StagePartitioner, NothingFitsNamesTheNodeAndTheBytes) {
   FakeStageCost cost;
   cost.nodes = {{1e-3, kInf, 1e3, 10}, {1e-3, kInf, 5e6, 100}};
   const LinkCost link{1e9, 0};
-  const Topology topo({{"c0", DeviceKind::Cpu, 1, 1e6}, {"c1", DeviceKind::Cpu, 1, 1e6}}, {}, &link, "t");
+  const Topology topo({{"c0", DeviceKind::Cpu, 1, 1e6}, {"c1", DeviceKind::Cpu, 1, 1e6}}, {}, &link,
+                      "t");
   try {
     partitionGraphPipeline(g, topo, cost, PartitionOptions{});
     FAIL() << "a plan over the memory limit";

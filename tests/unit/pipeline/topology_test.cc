@@ -43,7 +43,7 @@ TEST(PipelineTopology, ReadsDevicesLinksAndTheDefault) {
   EXPECT_TRUE(std::isinf(t.find("cpu1")->memoryLimitBytes));  // no limit given
   EXPECT_EQ(t.find("gpu0")->kind, DeviceKind::Gpu);
   EXPECT_EQ(t.count(DeviceKind::Cpu), 2);
-  EXPECT_EQ(t.memoryLimit(DeviceKind::Cpu), 8e9);  // the tightest of the kind
+  EXPECT_EQ(t.memoryLimit(DeviceKind::Cpu), 8e9);                // the tightest of the kind
   EXPECT_EQ(t.link("cpu1", "cpu0").bandwidthBytesPerS, 2.5e10);  // links are symmetric
   EXPECT_EQ(t.link("gpu0", "cpu1").bandwidthBytesPerS, 1e9);     // the default fills the gap
   // The slowest link touching a gpu: the default one to cpu1.
@@ -128,7 +128,8 @@ TEST(PipelineTopology, BadFilesSayWhatAndWhere) {
   for (const auto& c : cases) {
     const std::string what = errorOf(c.text);
     for (const char* part : c.mustSay)
-      EXPECT_NE(what.find(part), std::string::npos) << c.name << ": \"" << what << "\" lacks \"" << part << "\"";
+      EXPECT_NE(what.find(part), std::string::npos)
+          << c.name << ": \"" << what << "\" lacks \"" << part << "\"";
   }
 }
 
