@@ -1,0 +1,472 @@
+#include "core/pipeline/stage_partitioner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+#include "core/ir/error.h"
+
+namespace collage {
+
+namespace {
+
+// The search of stage_partitioner.h on one series-parallel tree.
+class Partitioner {
+ public:
+  Partitioner(const PipeGraph& graph, const Topology& topology, const StageCostModel& cost,
+              const PartitionOptions& options, SeriesParallelTree tree, bool relay)
+      : g_(graph),
+        topo_(topology),
+        cost_(cost),
+        opt_(options),
+        tree_(std::move(tree)),
+        relay_(relay) {
+    if (opt_.batch < 1) throw Error("pipeline: the batch must be at least 1 sample");
+    if (opt_.inFlight < 1) throw Error("pipeline: a stage holds at least 1 micro-batch in flight");
+    micro_ = opt_.microBatches;
+    if (micro_.empty())
+      for (int b = 1; b <= opt_.batch; ++b)
+        if (opt_.batch % b == 0) micro_.push_back(b);
+    std::sort(micro_.begin(), micro_.end());
+    micro_.erase(std::unique(micro_.begin(), micro_.end()), micro_.end());
+    for (int b : micro_)
+      if (b < 1 || opt_.batch % b != 0)
+        throw Error("pipeline: micro-batch " + std::to_string(b) +
+                    " does not divide the batch of " + std::to_string(opt_.batch));
+    kinds_ = topo_.kinds();
+    for (DeviceKind k : kinds_) caps_.push_back(topo_.count(k));
+    budgets_ = 1;
+    for (int c : caps_) budgets_ *= c + 1;
+    if (relay_) {
+      position_.assign(g_.size(), 0);
+      const auto order = g_.topologicalOrder();
+      for (int i = 0; i < g_.size(); ++i) position_[order[i]] = i;
+    }
+    collectIntervals();
+    priceIntervals();
+  }
+
+  StageGraph run() {
+    if (g_.size() == 0) throw Error("pipeline: the graph has no nodes");
+    std::vector<double> targets;
+    for (const auto& options : priced_)
+      for (const auto& o : options)
+        if (o.fits) targets.push_back(o.estimate.timePerSample());
+    std::sort(targets.begin(), targets.end());
+    targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
+    if (targets.empty() || !feasible(targets.back())) explainInfeasible();
+    // The least feasible target: feasibility is monotone in the target.
+    size_t lo = 0, hi = targets.size() - 1;
+    while (lo < hi) {
+      const size_t mid = (lo + hi) / 2;
+      if (feasible(targets[mid]))
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    return reconstruct(targets[lo]);
+  }
+
+ private:
+  // A candidate stage: the nodes of one tree node, or of a run of two or
+  // more consecutive children of a Series or of a Parallel.
+  struct Interval {
+    std::vector<int> nodes;
+  };
+  struct Option {                          // an interval on d devices of a kind at a micro-batch
+    int kind = 0, devices = 0, micro = 0;  // kind index, count, index into micro_
+    StageEstimate estimate;
+    bool fits = false;  // finite time and within the kind's memory limit
+  };
+
+  // ---- candidates -------------------------------------------------------
+  void collectIntervals() {
+    whole_.assign(tree_.nodes.size(), -1);
+    for (size_t t = 0; t < tree_.nodes.size(); ++t) whole_[t] = addInterval(tree_.nodes[t].nodes);
+    for (size_t t = 0; t < tree_.nodes.size(); ++t) {
+      const SpNode& s = tree_.nodes[t];
+      if (s.kind == SpNode::Kind::Leaf) continue;  // runs of a Series' or a Parallel's children
+      const int m = static_cast<int>(s.children.size());
+      for (int i = 0; i < m; ++i) {
+        std::vector<int> nodes;
+        for (int j = i; j < m; ++j) {
+          const auto& c = tree_.nodes[s.children[j]].nodes;
+          nodes.insert(nodes.end(), c.begin(), c.end());
+          if (j == i) {
+            run_[{static_cast<int>(t), i, j}] = whole_[s.children[j]];
+          } else if (i == 0 && j == m - 1) {
+            run_[{static_cast<int>(t), i, j}] = whole_[t];
+          } else {
+            std::vector<int> sorted = nodes;
+            std::sort(sorted.begin(), sorted.end());
+            run_[{static_cast<int>(t), i, j}] = addInterval(sorted);
+          }
+        }
+      }
+    }
+  }
+
+  int addInterval(std::vector<int> nodes) {
+    intervals_.push_back({std::move(nodes)});
+    return static_cast<int>(intervals_.size()) - 1;
+  }
+
+  void priceIntervals() {
+    priced_.resize(intervals_.size());
+    for (size_t i = 0; i < intervals_.size(); ++i) {
+      const auto& nodes = intervals_[i].nodes;
+      const double received = relay_
+                                  ? chainReceivedBytesPerSample(g_, position_, firstPosition(nodes))
+                                  : receivedBytesPerSample(g_, nodes);
+      for (int k = 0; k < static_cast<int>(kinds_.size()); ++k)
+        for (int d = 1; d <= caps_[k]; ++d)
+          for (int b = 0; b < static_cast<int>(micro_.size()); ++b) {
+            if (micro_[b] % d != 0) continue;  // the micro-batch splits evenly over the devices
+            Option o;
+            o.kind = k;
+            o.devices = d;
+            o.micro = b;
+            o.estimate = estimateStage(cost_, topo_, nodes, kinds_[k], d, micro_[b], received);
+            o.fits = std::isfinite(o.estimate.timePerSample()) &&
+                     o.estimate.memoryBytes(opt_.inFlight) <= topo_.memoryLimit(kinds_[k]);
+            priced_[i].push_back(o);
+          }
+    }
+  }
+
+  int firstPosition(const std::vector<int>& nodes) const {
+    int first = g_.size();
+    for (int v : nodes) first = std::min(first, position_[v]);
+    return first;
+  }
+
+  // ---- budgets: devices still free per kind, as one mixed-radix index ----
+  int devicesOf(int budget, int kind) const {
+    for (int k = 0; k < kind; ++k) budget /= caps_[k] + 1;
+    return budget % (caps_[kind] + 1);
+  }
+  int stride(int kind) const {
+    int s = 1;
+    for (int k = 0; k < kind; ++k) s *= caps_[k] + 1;
+    return s;
+  }
+  bool within(int part, int budget) const {
+    for (int k = 0; k < static_cast<int>(caps_.size()); ++k)
+      if (devicesOf(part, k) > devicesOf(budget, k)) return false;
+    return true;
+  }
+  // `budget` less `part` (part within budget): the digits never borrow.
+  static int minus(int budget, int part) { return budget - part; }
+
+  // ---- the DP for one (target, micro-batch) ------------------------------
+  // Each answer is memoised per (tree node, child index or -1, budget) for
+  // the current (target, micro-batch); the memo is cleared between them.
+  bool stageFits(const Option& o) const {
+    return o.fits && o.micro == micro_index_ && o.estimate.timePerSample() <= target_;
+  }
+
+  bool whole(int t, int budget) {
+    const auto key = std::make_tuple(t, -1, budget);
+    if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+    bool ok = false;
+    for (const Option& o : priced_[whole_[t]])
+      if (stageFits(o) && o.devices <= devicesOf(budget, o.kind)) {
+        ok = true;
+        break;
+      }
+    const SpNode& s = tree_.nodes[t];
+    if (!ok && s.kind == SpNode::Kind::Series) ok = seriesFrom(t, 0, budget);
+    if (!ok && s.kind == SpNode::Kind::Parallel) ok = parallelFrom(t, 0, budget);
+    memo_[key] = ok;
+    return ok;
+  }
+
+  // Children i.. of Series t within `budget`.
+  bool seriesFrom(int t, int i, int budget) {
+    const SpNode& s = tree_.nodes[t];
+    const int m = static_cast<int>(s.children.size());
+    if (i == m) return true;
+    auto key = std::make_tuple(t, i, budget);
+    if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+    bool ok = false;
+    // Children i..j as one stage.
+    for (int j = i; j < m && !ok; ++j) {
+      const int interval = run_.at({t, i, j});
+      for (const Option& o : priced_[interval])
+        if (stageFits(o) && o.devices <= devicesOf(budget, o.kind) &&
+            seriesFrom(t, j + 1, minus(budget, o.devices * stride(o.kind)))) {
+          ok = true;
+          break;
+        }
+    }
+    // Child i planned on its own, on part of the budget.
+    if (!ok && tree_.nodes[s.children[i]].kind != SpNode::Kind::Leaf)
+      for (int part = 1; part <= budget && !ok; ++part)
+        ok = within(part, budget) && whole(s.children[i], part) &&
+             seriesFrom(t, i + 1, minus(budget, part));
+    memo_[key] = ok;
+    return ok;
+  }
+
+  // Children i.. of Parallel t, each with its own share of `budget`.
+  bool parallelFrom(int t, int i, int budget) {
+    const SpNode& s = tree_.nodes[t];
+    const int m = static_cast<int>(s.children.size());
+    if (i == m) return true;
+    auto key = std::make_tuple(t, m + i, budget);  // m + i: apart from seriesFrom's keys
+    if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+    bool ok = false;
+    // Children i..j (two or more) side by side in one stage: fewer devices
+    // than branches can still split the block.
+    for (int j = i + 1; j < m && !ok; ++j) {
+      const int interval = run_.at({t, i, j});
+      for (const Option& o : priced_[interval])
+        if (stageFits(o) && o.devices <= devicesOf(budget, o.kind) &&
+            parallelFrom(t, j + 1, minus(budget, o.devices * stride(o.kind)))) {
+          ok = true;
+          break;
+        }
+    }
+    // Child i on its own share of the devices.
+    for (int part = 1; part <= budget && !ok; ++part)
+      ok = within(part, budget) && whole(s.children[i], part) &&
+           parallelFrom(t, i + 1, minus(budget, part));
+    memo_[key] = ok;
+    return ok;
+  }
+
+  int fullBudget() const { return budgets_ - 1; }
+
+  bool feasibleAt(double target, int micro) {
+    target_ = target;
+    micro_index_ = micro;
+    memo_.clear();
+    return whole(tree_.root, fullBudget());
+  }
+  bool feasible(double target) {
+    for (int b = 0; b < static_cast<int>(micro_.size()); ++b)
+      if (feasibleAt(target, b)) return true;
+    return false;
+  }
+
+  // ---- rebuilding the plan from the memo ---------------------------------
+  struct Chosen {
+    int interval;
+    Option option;
+  };
+
+  void emitWhole(int t, int budget, std::vector<Chosen>& out) {
+    for (const Option& o : priced_[whole_[t]])
+      if (stageFits(o) && o.devices <= devicesOf(budget, o.kind)) {
+        out.push_back({whole_[t], o});
+        return;
+      }
+    const SpNode& s = tree_.nodes[t];
+    if (s.kind == SpNode::Kind::Series) return emitSeries(t, 0, budget, out);
+    if (s.kind == SpNode::Kind::Parallel) return emitParallel(t, 0, budget, out);
+    COLLAGE_CHECK(false, "rebuilding a plan the DP found feasible");
+  }
+
+  void emitSeries(int t, int i, int budget, std::vector<Chosen>& out) {
+    const SpNode& s = tree_.nodes[t];
+    const int m = static_cast<int>(s.children.size());
+    if (i == m) return;
+    for (int j = i; j < m; ++j) {
+      const int interval = run_.at({t, i, j});
+      for (const Option& o : priced_[interval])
+        if (stageFits(o) && o.devices <= devicesOf(budget, o.kind) &&
+            seriesFrom(t, j + 1, minus(budget, o.devices * stride(o.kind)))) {
+          out.push_back({interval, o});
+          return emitSeries(t, j + 1, minus(budget, o.devices * stride(o.kind)), out);
+        }
+    }
+    for (int part = 1; part <= budget; ++part)
+      if (within(part, budget) && whole(s.children[i], part) &&
+          seriesFrom(t, i + 1, minus(budget, part))) {
+        emitWhole(s.children[i], part, out);
+        return emitSeries(t, i + 1, minus(budget, part), out);
+      }
+    COLLAGE_CHECK(false, "rebuilding a series the DP found feasible");
+  }
+
+  void emitParallel(int t, int i, int budget, std::vector<Chosen>& out) {
+    const SpNode& s = tree_.nodes[t];
+    const int m = static_cast<int>(s.children.size());
+    if (i == m) return;
+    for (int j = i + 1; j < m; ++j) {
+      const int interval = run_.at({t, i, j});
+      for (const Option& o : priced_[interval])
+        if (stageFits(o) && o.devices <= devicesOf(budget, o.kind) &&
+            parallelFrom(t, j + 1, minus(budget, o.devices * stride(o.kind)))) {
+          out.push_back({interval, o});
+          return emitParallel(t, j + 1, minus(budget, o.devices * stride(o.kind)), out);
+        }
+    }
+    for (int part = 1; part <= budget; ++part)
+      if (within(part, budget) && whole(s.children[i], part) &&
+          parallelFrom(t, i + 1, minus(budget, part))) {
+        emitWhole(s.children[i], part, out);
+        return emitParallel(t, i + 1, minus(budget, part), out);
+      }
+    COLLAGE_CHECK(false, "rebuilding a parallel node the DP found feasible");
+  }
+
+  StageGraph reconstruct(double target) {
+    int micro = -1;
+    for (int b = 0; b < static_cast<int>(micro_.size()) && micro < 0; ++b)
+      if (feasibleAt(target, b)) micro = b;
+    COLLAGE_CHECK(micro >= 0, "the least feasible target is feasible");
+    std::vector<Chosen> chosen;
+    emitWhole(tree_.root, fullBudget(), chosen);
+
+    StageGraph plan;
+    plan.microBatch = micro_[micro];
+    plan.inFlight = opt_.inFlight;
+    std::vector<size_t> next(kinds_.size(), 0);
+    std::vector<int> stageOf(g_.size(), -1);
+    for (const Chosen& c : chosen) {
+      PipelineStage st;
+      st.nodes = intervals_[c.interval].nodes;
+      st.kind = kinds_[c.option.kind];
+      const auto ids = topo_.idsOf(st.kind);
+      for (int d = 0; d < c.option.devices; ++d)
+        st.devices.push_back(ids.at(next[c.option.kind]++));
+      st.estimate = c.option.estimate;
+      for (int v : st.nodes) {
+        COLLAGE_CHECK(stageOf[v] < 0, "a node in two stages");
+        stageOf[v] = static_cast<int>(plan.stages.size());
+      }
+      plan.bottleneckTimePerSample =
+          std::max(plan.bottleneckTimePerSample, st.estimate.timePerSample());
+      plan.stages.push_back(std::move(st));
+    }
+    for (int v = 0; v < g_.size(); ++v) COLLAGE_CHECK(stageOf[v] >= 0, "a node in no stage");
+    COLLAGE_CHECK(plan.bottleneckTimePerSample == target, "the plan's bottleneck is the target");
+    std::set<std::pair<int, int>> edges;
+    if (relay_) {
+      for (int s = 0; s + 1 < static_cast<int>(plan.stages.size()); ++s) edges.insert({s, s + 1});
+    } else {
+      for (const auto& e : g_.edges())
+        if (stageOf[e.from] != stageOf[e.to]) {
+          COLLAGE_CHECK(stageOf[e.from] < stageOf[e.to], "stages are emitted in topological order");
+          edges.insert({stageOf[e.from], stageOf[e.to]});
+        }
+    }
+    plan.edges.assign(edges.begin(), edges.end());
+    return plan;
+  }
+
+  // No target is feasible: say what does not fit. A node that fits on no
+  // device kind alone (one device, any micro-batch) is named with its need;
+  // otherwise the graph fits only on more devices than the topology has.
+  [[noreturn]] void explainInfeasible() const {
+    for (int v = 0; v < g_.size(); ++v) {
+      bool runs = false, fits = false;
+      double least = std::numeric_limits<double>::infinity();
+      std::string need;
+      for (int k = 0; k < static_cast<int>(kinds_.size()) && !fits; ++k)
+        for (int b : micro_) {
+          const StageEstimate e = estimateStage(cost_, topo_, {v}, kinds_[k], 1, b, 0);
+          if (!std::isfinite(e.timePerSample())) continue;
+          runs = true;
+          const double bytes = e.memoryBytes(opt_.inFlight);
+          if (bytes <= topo_.memoryLimit(kinds_[k])) {
+            fits = true;
+            break;
+          }
+          if (bytes < least) {
+            least = bytes;
+            std::ostringstream w;
+            w << "on a " << deviceKindName(kinds_[k]) << " device (limit "
+              << static_cast<long long>(topo_.memoryLimit(kinds_[k])) << " B) it needs "
+              << static_cast<long long>(bytes) << " B: " << static_cast<long long>(e.weightBytes)
+              << " B of weights and " << opt_.inFlight << " x "
+              << static_cast<long long>(e.activationBytes) << " B of activations at micro-batch "
+              << b;
+            need = w.str();
+          }
+        }
+      if (!runs)
+        throw Error("pipeline: node " + g_.name(v) + " runs on no device kind of the topology");
+      if (!fits)
+        throw Error("pipeline: no partition fits the memory limits: node " + g_.name(v) +
+                    " alone does not fit; " + need);
+    }
+    throw Error(
+        "pipeline: no partition of the graph into stages fits the devices' memory limits (" +
+        std::to_string(topo_.devices().size()) +
+        " devices): every node fits alone, but the stages need more devices than there are");
+  }
+
+  const PipeGraph& g_;
+  const Topology& topo_;
+  const StageCostModel& cost_;
+  PartitionOptions opt_;
+  SeriesParallelTree tree_;
+  bool relay_;                 // SPP: tensors relayed down a chain (`tree_` is one)
+  std::vector<int> position_;  // relay only: each node's place in the chain
+  std::vector<int> micro_;
+  std::vector<DeviceKind> kinds_;
+  std::vector<int> caps_;
+  int budgets_ = 1;
+  std::vector<Interval> intervals_;
+  std::vector<int> whole_;                        // tree node -> interval
+  std::map<std::tuple<int, int, int>, int> run_;  // (series node, i, j) -> interval
+  std::vector<std::vector<Option>> priced_;       // interval -> its options
+  double target_ = 0;
+  int micro_index_ = 0;
+  std::map<std::tuple<int, int, int>, bool> memo_;  // (tree node, child or -1, budget)
+};
+
+}  // namespace
+
+StageGraph partitionGraphPipeline(const PipeGraph& graph, const Topology& topology,
+                                  const StageCostModel& cost, const PartitionOptions& options) {
+  // Two exact searches, the better plan wins (header comment): the
+  // series-parallel tree, and runs of the chain with tensors sent directly.
+  std::optional<StageGraph> best;
+  std::optional<Error> refusal;
+  for (bool onTree : {true, false}) {
+    try {
+      SeriesParallelTree tree = onTree ? decomposeSeriesParallel(graph)
+                                       : chainDecomposition(graph, graph.topologicalOrder());
+      StageGraph plan = Partitioner(graph, topology, cost, options, std::move(tree), false).run();
+      if (!best || plan.bottleneckTimePerSample < best->bottleneckTimePerSample)
+        best = std::move(plan);
+    } catch (const Error& e) {
+      if (!refusal) refusal = e;
+    }
+  }
+  if (!best) throw *refusal;
+  return *best;
+}
+
+StageGraph partitionSequentialPipeline(const PipeGraph& graph, const Topology& topology,
+                                       const StageCostModel& cost,
+                                       const PartitionOptions& options) {
+  return Partitioner(graph, topology, cost, options,
+                     chainDecomposition(graph, graph.topologicalOrder()), true)
+      .run();
+}
+
+std::string StageGraph::toString(const PipeGraph& graph) const {
+  std::ostringstream out;
+  out << "micro-batch " << microBatch << ", bottleneck " << bottleneckTimePerSample
+      << " s/sample\n";
+  for (size_t s = 0; s < stages.size(); ++s) {
+    const auto& st = stages[s];
+    out << "  stage " << s << ": [" << graph.names(st.nodes) << "] on " << deviceKindName(st.kind)
+        << " {";
+    for (size_t d = 0; d < st.devices.size(); ++d) out << (d ? ", " : "") << st.devices[d];
+    out << "}, " << st.estimate.timePerSample() << " s/sample\n";
+  }
+  for (const auto& [a, b] : edges) out << "  " << a << " -> " << b << "\n";
+  return out.str();
+}
+
+}  // namespace collage
