@@ -180,62 +180,37 @@ class Partitioner {
         break;
       }
     const SpNode& s = tree_.nodes[t];
-    if (!ok && s.kind == SpNode::Kind::Series) ok = seriesFrom(t, 0, budget);
-    if (!ok && s.kind == SpNode::Kind::Parallel) ok = parallelFrom(t, 0, budget);
+    if (!ok && s.kind != SpNode::Kind::Leaf) ok = runsFrom(t, 0, budget);
     memo_[key] = ok;
     return ok;
   }
 
-  // Children i.. of Series t within `budget`.
-  bool seriesFrom(int t, int i, int budget) {
+  // Whether children i.. of Series or Parallel node t can be planned on
+  // `budget`: a run of children i..j as one stage (in a Parallel node two
+  // or more side by side: fewer devices than branches can still split the
+  // block), or child i planned on its own on part of the budget (in a
+  // Series node, only a child that is not a leaf: a leaf alone is the run
+  // i..i).
+  bool runsFrom(int t, int i, int budget) {
     const SpNode& s = tree_.nodes[t];
+    const bool parallel = s.kind == SpNode::Kind::Parallel;
     const int m = static_cast<int>(s.children.size());
     if (i == m) return true;
     auto key = std::make_tuple(t, i, budget);
     if (auto it = memo_.find(key); it != memo_.end()) return it->second;
     bool ok = false;
-    // Children i..j as one stage.
-    for (int j = i; j < m && !ok; ++j) {
+    for (int j = i + (parallel ? 1 : 0); j < m && !ok; ++j) {
       const int interval = run_.at({t, i, j});
       for (const Option& o : priced_[interval])
         if (stageFits(o) && o.devices <= devicesOf(budget, o.kind) &&
-            seriesFrom(t, j + 1, minus(budget, o.devices * stride(o.kind)))) {
+            runsFrom(t, j + 1, minus(budget, o.devices * stride(o.kind)))) {
           ok = true;
           break;
         }
     }
-    // Child i planned on its own, on part of the budget.
-    if (!ok && tree_.nodes[s.children[i]].kind != SpNode::Kind::Leaf)
+    if (!ok && (parallel || tree_.nodes[s.children[i]].kind != SpNode::Kind::Leaf))
       for (int part = 1; part <= budget && !ok; ++part)
-        ok = within(part, budget) && whole(s.children[i], part) &&
-             seriesFrom(t, i + 1, minus(budget, part));
-    memo_[key] = ok;
-    return ok;
-  }
-
-  // Children i.. of Parallel t, each with its own share of `budget`.
-  bool parallelFrom(int t, int i, int budget) {
-    const SpNode& s = tree_.nodes[t];
-    const int m = static_cast<int>(s.children.size());
-    if (i == m) return true;
-    auto key = std::make_tuple(t, m + i, budget);  // m + i: apart from seriesFrom's keys
-    if (auto it = memo_.find(key); it != memo_.end()) return it->second;
-    bool ok = false;
-    // Children i..j (two or more) side by side in one stage: fewer devices
-    // than branches can still split the block.
-    for (int j = i + 1; j < m && !ok; ++j) {
-      const int interval = run_.at({t, i, j});
-      for (const Option& o : priced_[interval])
-        if (stageFits(o) && o.devices <= devicesOf(budget, o.kind) &&
-            parallelFrom(t, j + 1, minus(budget, o.devices * stride(o.kind)))) {
-          ok = true;
-          break;
-        }
-    }
-    // Child i on its own share of the devices.
-    for (int part = 1; part <= budget && !ok; ++part)
-      ok = within(part, budget) && whole(s.children[i], part) &&
-           parallelFrom(t, i + 1, minus(budget, part));
+        ok = within(part, budget) && whole(s.children[i], part) && runsFrom(t, i + 1, minus(budget, part));
     memo_[key] = ok;
     return ok;
   }
@@ -267,53 +242,31 @@ class Partitioner {
         return;
       }
     const SpNode& s = tree_.nodes[t];
-    if (s.kind == SpNode::Kind::Series) return emitSeries(t, 0, budget, out);
-    if (s.kind == SpNode::Kind::Parallel) return emitParallel(t, 0, budget, out);
-    COLLAGE_CHECK(false, "rebuilding a plan the DP found feasible");
+    COLLAGE_CHECK(s.kind != SpNode::Kind::Leaf, "rebuilding a plan the DP found feasible");
+    emitRuns(t, 0, budget, out);
   }
 
-  void emitSeries(int t, int i, int budget, std::vector<Chosen>& out) {
+  // Rebuilds the choice runsFrom found feasible, in the same order.
+  void emitRuns(int t, int i, int budget, std::vector<Chosen>& out) {
     const SpNode& s = tree_.nodes[t];
+    const bool parallel = s.kind == SpNode::Kind::Parallel;
     const int m = static_cast<int>(s.children.size());
     if (i == m) return;
-    for (int j = i; j < m; ++j) {
+    for (int j = i + (parallel ? 1 : 0); j < m; ++j) {
       const int interval = run_.at({t, i, j});
       for (const Option& o : priced_[interval])
         if (stageFits(o) && o.devices <= devicesOf(budget, o.kind) &&
-            seriesFrom(t, j + 1, minus(budget, o.devices * stride(o.kind)))) {
+            runsFrom(t, j + 1, minus(budget, o.devices * stride(o.kind)))) {
           out.push_back({interval, o});
-          return emitSeries(t, j + 1, minus(budget, o.devices * stride(o.kind)), out);
+          return emitRuns(t, j + 1, minus(budget, o.devices * stride(o.kind)), out);
         }
     }
     for (int part = 1; part <= budget; ++part)
-      if (within(part, budget) && whole(s.children[i], part) &&
-          seriesFrom(t, i + 1, minus(budget, part))) {
+      if (within(part, budget) && whole(s.children[i], part) && runsFrom(t, i + 1, minus(budget, part))) {
         emitWhole(s.children[i], part, out);
-        return emitSeries(t, i + 1, minus(budget, part), out);
+        return emitRuns(t, i + 1, minus(budget, part), out);
       }
-    COLLAGE_CHECK(false, "rebuilding a series the DP found feasible");
-  }
-
-  void emitParallel(int t, int i, int budget, std::vector<Chosen>& out) {
-    const SpNode& s = tree_.nodes[t];
-    const int m = static_cast<int>(s.children.size());
-    if (i == m) return;
-    for (int j = i + 1; j < m; ++j) {
-      const int interval = run_.at({t, i, j});
-      for (const Option& o : priced_[interval])
-        if (stageFits(o) && o.devices <= devicesOf(budget, o.kind) &&
-            parallelFrom(t, j + 1, minus(budget, o.devices * stride(o.kind)))) {
-          out.push_back({interval, o});
-          return emitParallel(t, j + 1, minus(budget, o.devices * stride(o.kind)), out);
-        }
-    }
-    for (int part = 1; part <= budget; ++part)
-      if (within(part, budget) && whole(s.children[i], part) &&
-          parallelFrom(t, i + 1, minus(budget, part))) {
-        emitWhole(s.children[i], part, out);
-        return emitParallel(t, i + 1, minus(budget, part), out);
-      }
-    COLLAGE_CHECK(false, "rebuilding a parallel node the DP found feasible");
+    COLLAGE_CHECK(false, "rebuilding a node the DP found feasible");
   }
 
   StageGraph reconstruct(double target) {

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/ir/error.h"
+#include "core/ir/json_text.h"
 
 namespace collage {
 
@@ -161,15 +162,7 @@ LinkCost readLinkCost(const ObjectReader& r) {
 }  // namespace
 
 Topology topologyFromJson(const std::string& text, const std::string& displayPath) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    std::string what = e.what();
-    if (auto p = what.find("] "); p != std::string::npos && what.rfind("[json.", 0) == 0)
-      what = what.substr(p + 2);
-    throw Error(displayPath + ": not valid JSON: " + what);
-  }
+  const json j = parseJsonText(text, displayPath);
   ObjectReader top(j, displayPath, {"devices", "links", "default_link"});
   const json& devs = top.at("devices");
   if (!devs.is_array()) throw Error(displayPath + ": \"devices\" must be an array");

@@ -13,6 +13,7 @@
 
 #include "core/ir/error.h"
 #include "core/ir/hashing.h"
+#include "core/ir/json_text.h"
 #include "core/ir/sub_graph.h"
 #include "core/rewrite/substitution_spec_file.h"
 
@@ -300,17 +301,7 @@ std::string planToJson(const Plan& plan) {
 }
 
 Plan planFromJson(const std::string& text, const std::string& displayPath) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    // parse_error, and out_of_range for a number no double holds (1e400).
-    std::string what = e.what();
-    // Drop nlohmann's "[json.exception.parse_error.101] " prefix.
-    if (auto p = what.find("] "); p != std::string::npos && what.rfind("[json.", 0) == 0)
-      what = what.substr(p + 2);
-    throw Error(displayPath + ": not valid JSON: " + what);
-  }
+  const json j = parseJsonText(text, displayPath);
   if (!j.is_object())
     throw Error(displayPath + ": not a Collage plan (the top level is " + jsonTypeName(j) +
                 ", expected an object)");
