@@ -202,6 +202,27 @@ TEST(NativeDecodeAttention, FewQueriesWithCausalSelectAndTileRepeat) {
   EXPECT_NE(d[0].find("scale on Q 0.25, 3 score op(s)"), std::string::npos) << d[0];
 }
 
+TEST(NativeDecodeAttention, CachesStoredColumnMajorArePackedPerBlock) {
+  // K stored as Kᵀ [B, Hkv, D, L] (read as is, no Transpose) and V as
+  // [B, Hkv, Dv, L] transposed: neither has unit stride along its columns,
+  // so each 64-key block is copied to rows first; L = 150 is three blocks.
+  SmallParts parts;
+  const int64_t B = 1, H = 4, Hkv = 2, L = 150, D = 12, Dv = 10;
+  GraphBuilder b;
+  ValueId kt = b.input({B, Hkv, D, L});
+  ValueId u = b.op("Unsqueeze", {kt}, attrs({{"axes", Ints{2}}}));
+  u = b.op("Expand", {u}, attrs({{"shape", Ints{B, Hkv, 2, D, L}}}));
+  kt = b.op("Reshape", {u}, attrs({{"shape", Ints{B, H, D, L}}}));
+  ValueId v = b.op("Transpose", {b.input({B, Hkv, Dv, L})}, attrs({{"perm", Ints{0, 1, 3, 2}}}));
+  v = repeatHeads(b, v, 2, false);
+  ValueId p = b.op("Softmax", {b.op("MatMul", {b.input({B, H, 1, D}), kt})},
+                   attrs({{"axis", int64_t{-1}}}));
+  const NodeSet all = b.finish(b.op("MatMul", {p, v}));
+  const std::vector<std::string> d = expectDecodeMatches(b.graph(), all);
+  ASSERT_EQ(d.size(), 3u);
+  EXPECT_NE(d[2].find("H=4 Hkv=2 Sq=1 L=150 D=12 Dv=10, 4 part(s)"), std::string::npos) << d[2];
+}
+
 TEST(NativeDecodeAttention, OneKvHeadBroadcastIsOneGroup) {
   // Multi-query attention: one KV head expanded to every query head is a
   // plain broadcast (stride 0); the kernel reads it once for all heads.
