@@ -17,8 +17,10 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "backends/native/native_attention_gemm.h"
+#include "backends/native/native_decode_attention.h"
 #include "backends/native/native_math.h"
 #include "backends/native/native_strided_view.h"
 #include "core/ir/tensor.h"
@@ -87,8 +89,9 @@ std::optional<ScoreChain> scoreChainTo(const Graph& g, ValueId v, const Member& 
   return std::nullopt;
 }
 
-// The nodes that make a Q, K or V operand from its source: views and
-// (for Q and K) a scale, walked back from `v` while each is the sole user.
+// The nodes that make a Q, K or V operand from its source: views, the
+// repeat of KV heads for grouped-query attention (Expand, Tile) and (for Q
+// and K) a scale, walked back from `v` while each is the sole user.
 template <class Member>
 std::vector<NodeId> operandChain(const Graph& g, ValueId v, NodeId user, bool allowScale,
                                  const Member& member) {
@@ -97,7 +100,7 @@ std::vector<NodeId> operandChain(const Graph& g, ValueId v, NodeId user, bool al
     const NodeId n = g.value(v).producer;
     if (n == kNoNode || !member(n) || soleConsumer(g, v) != user) break;
     const Node& node = g.node(n);
-    if (node.op == "Transpose" || isReshapeLike(node.op)) {
+    if (node.op == "Transpose" || isReshapeLike(node.op) || node.op == "Expand" || node.op == "Tile") {
       if (node.op != "Transpose" && node.inputs.size() > 1 && node.inputs[1] != kNoValue &&
           !g.value(node.inputs[1]).isConstant())
         break;
@@ -171,17 +174,6 @@ std::optional<Found> findAround(const Graph& g, NodeId s, const Member& member) 
 // ---------------------------------------------------------------------------
 // The compiled kernel.
 
-// One operation on the scores between the MatMul and the Softmax.
-struct ScoreOp {
-  enum Kind { Scale, Add, Select } kind = Scale;
-  float scale = 1.0f;
-  int slot = -1;  // Add: the addend; Select: the condition
-  StridedView view;
-  int fillSlot = -1;  // Select: the value taken where the scores are not
-  StridedView fillView;
-  bool scoresWhereTrue = true;
-};
-
 // Query rows per task and keys per block. A task keeps its scores
 // transposed (keys × queries, 256 × 64 floats, 64 KiB), its packed Qᵀ and
 // its output rows in L2 (2 MiB per core on Zen 4) while it streams K and V
@@ -195,6 +187,9 @@ class AttentionKernel : public Kernel {
  public:
   // Shapes: [B, H] batch, Sq queries, Sk keys, D (Q·K) and Dv (V) widths.
   int64_t B = 1, H = 1, Sq = 0, Sk = 0, D = 0, Dv = 0;
+  // Query heads per KV head (grouped-query attention): head h reads K and V
+  // of head h / kvGroup, whose views' head dim is H / kvGroup.
+  int64_t kvGroup = 1;
   float qScale = 1.0f;
   int qSlot = -1, kSlot = -1, vSlot = -1;
   StridedView q, k, v, o;  // 4-d [b, h, row, col]; k as [b, h, key, d]
@@ -247,8 +242,8 @@ class AttentionKernel : public Kernel {
           for (int64_t d = 0; d < D; ++d) w.qt[d * ld + i] = qb[i * q.strides[2] + d * q.strides[3]] * qScale;
         std::fill(w.rowMax, w.rowMax + ld, -std::numeric_limits<float>::infinity());
         std::fill(w.rowSum, w.rowSum + ld, 0.0f);
-        const float* kbh = K + b * k.strides[0] + h * k.strides[1];
-        const float* vbh = V + b * v.strides[0] + h * v.strides[1];
+        const float* kbh = K + b * k.strides[0] + (h / kvGroup) * k.strides[1];
+        const float* vbh = V + b * v.strides[0] + (h / kvGroup) * v.strides[1];
         for (int64_t j0 = 0; j0 < Sk; j0 += kb) {
           const int64_t nk = std::min(kb, Sk - j0);
           if (!skippable.empty() && skippable[static_cast<size_t>((t % qBlocks) * kBlocks + j0 / kb)] &&
@@ -419,7 +414,7 @@ class AttentionCompiler {
  public:
   AttentionCompiler(const KernelRequest& req, int threads) : req_(req), g_(*req.graph), threads_(threads) {}
 
-  std::unique_ptr<AttentionKernel> compile() {
+  std::unique_ptr<Kernel> compile() {
     std::vector<NodeId> softmaxes, matmuls;
     for (NodeId n : req_.members()) {
       if (g_.node(n).op == "Softmax") softmaxes.push_back(n);
@@ -468,11 +463,24 @@ class AttentionCompiler {
     std::vector<int64_t> dims4 = {batch[0], batch[1], k_->Sq, k_->Sk};
 
     float scale = 1.0f;
-    StridedView qv = operand(first.inputs.at(0), f->scores.first, true, scale, k_->qSlot);
-    StridedView kv = operand(first.inputs.at(1), f->scores.first, true, scale, k_->kSlot);
-    StridedView vv = operand(second.inputs.at(1), f->second, false, scale, k_->vSlot);
+    Repeat qr, kr, vr;
+    StridedView qv = operand(first.inputs.at(0), f->scores.first, true, scale, k_->qSlot, qr);
+    StridedView kv = operand(first.inputs.at(1), f->scores.first, true, scale, k_->kSlot, kr);
+    StridedView vv = operand(second.inputs.at(1), f->second, false, scale, k_->vSlot, vr);
     if (qv.dims.size() < 2 || kv.dims.size() < 2 || vv.dims.size() < 2)
       throw Refusal{"attention: a MatMul operand of rank 1"};
+    // Grouped-query attention: K and V read KV head h / group for query
+    // head h, the group repeated on the head axis by the same factor.
+    if (qr.group != 1) throw Refusal{"attention: Q's heads are repeated (only K and V may be)"};
+    if (kr.group != vr.group)
+      throw Refusal{"attention: K and V repeat their heads differently (K " + std::to_string(kr.group) + "x, V " +
+                    std::to_string(vr.group) + "x)"};
+    for (const auto& [rep, view, what] : {std::tuple{kr, &kv, "K"}, std::tuple{vr, &vv, "V"}})
+      if (rep.group != 1 && (r < 3 || rep.axis != static_cast<int64_t>(view->dims.size()) - 3))
+        throw Refusal{std::string("attention: ") + what + "'s heads are repeated on axis " + std::to_string(rep.axis) +
+                      ", not on the head axis of the scores"};
+    k_->kvGroup = kr.group;
+    if (batch[1] % k_->kvGroup != 0) throw Refusal{"attention: the KV heads do not divide the query heads"};
     std::swap(kv.dims[kv.dims.size() - 1], kv.dims[kv.dims.size() - 2]);
     std::swap(kv.strides[kv.strides.size() - 1], kv.strides[kv.strides.size() - 2]);
     k_->qScale = scale;
@@ -482,8 +490,20 @@ class AttentionCompiler {
       return *b;
     };
     k_->q = batched(qv, "Q");
-    k_->k = batched(kv, "K");
-    k_->v = batched(vv, "V");
+    const int64_t kvBatch[2] = {batch[0], batch[1] / k_->kvGroup};
+    auto kvBatched = [&](StridedView v, const char* what) {
+      auto b = asBatched4d(std::move(v), kvBatch);
+      if (!b) throw Refusal{std::string("attention: ") + what + "'s batch dims do not broadcast to the scores'"};
+      return *b;
+    };
+    k_->k = kvBatched(kv, "K");
+    k_->v = kvBatched(vv, "V");
+    // One KV head broadcast to every query head (multi-query attention):
+    // a group of all heads, so that the decode kernel reads it once.
+    if (k_->kvGroup == 1 && k_->H > 1 && k_->k.strides[1] == 0 && k_->v.strides[1] == 0) {
+      k_->kvGroup = k_->H;
+      k_->k.dims[1] = k_->v.dims[1] = 1;
+    }
     k_->D = k_->q.dims[3];
     if (k_->k.dims[3] != k_->D || k_->q.dims[2] != k_->Sq || k_->k.dims[2] != k_->Sk ||
         k_->v.dims[2] != k_->Sk || k_->v.dims[3] != k_->Dv)
@@ -491,9 +511,9 @@ class AttentionCompiler {
     if (k_->B * k_->H * k_->Sq * k_->Sk * k_->D * k_->Dv == 0) throw Refusal{"attention: an empty tensor"};
 
     for (NodeId n : f->scores.ops) scoreOp(n, f->scores, dims4);
-    markSkippableTiles();
-
     outputView(f->second, member, batch);
+    if (k_->Sq <= kDecodeMaxQueries) return decodeKernel();
+    markSkippableTiles();
     return std::move(k_);
   }
 
@@ -553,8 +573,46 @@ class AttentionCompiler {
     return static_cast<int>(req_.inputs.size() + k_->constants.size() - 1);
   }
 
-  // Q, K or V: the view of its source through the group's views and scales.
-  StridedView operand(ValueId v, NodeId user, bool allowScale, float& scale, int& slot) {
+  // A few query rows: the same attention on the decode kernel
+  // (native_decode_attention.h), the keys split across threads.
+  std::unique_ptr<Kernel> decodeKernel() {
+    auto d = std::make_unique<DecodeAttentionKernel>();
+    d->B = k_->B;
+    d->H = k_->H;
+    d->kvGroup = k_->kvGroup;
+    d->Hkv = k_->H / k_->kvGroup;
+    d->Sq = k_->Sq;
+    d->L = k_->Sk;
+    d->D = k_->D;
+    d->Dv = k_->Dv;
+    d->qScale = k_->qScale;
+    d->qSlot = k_->qSlot;
+    d->kSlot = k_->kSlot;
+    d->vSlot = k_->vSlot;
+    d->q = k_->q;
+    d->k = k_->k;
+    d->v = k_->v;
+    d->o = k_->o;
+    d->ops = std::move(k_->ops);
+    d->constants = std::move(k_->constants);
+    d->numInputs = k_->numInputs;
+    d->threads = threads_;
+    d->minKeysPerPart = decodeMinKeysFromEnvironment();
+    return d;
+  }
+
+  // How an operand's heads are repeated: `group` copies of each head
+  // (KV head h / group read by query head h), on axis `axis` of its view.
+  struct Repeat {
+    int64_t group = 1, axis = -1;
+  };
+
+  // Q, K or V: the view of its source through the group's views, scales
+  // and head repeats. A repeat of the heads (Unsqueeze -> Expand|Tile ->
+  // Reshape, as exporters write grouped-query attention) is a broadcast
+  // (stride 0) merged into the head axis, which no stride says: `rep`
+  // records it and the view keeps the KV heads.
+  StridedView operand(ValueId v, NodeId user, bool allowScale, float& scale, int& slot, Repeat& rep) {
     auto member = [&](NodeId n) { return req_.nodes.contains(n); };
     const std::vector<NodeId> chain = operandChain(g_, v, user, allowScale, member);
     const ValueId source = chain.empty() ? v : g_.node(chain.front()).inputs.at(0);
@@ -571,11 +629,22 @@ class AttentionCompiler {
       used_.insert(n);
       const Shape& outShape = g_.value(node.outputs.at(0)).type.shape;
       if (node.op == "Transpose") {
-        view = transposeView(view, transposePerm(node, static_cast<int64_t>(view.dims.size())));
+        const std::vector<int64_t> perm = transposePerm(node, static_cast<int64_t>(view.dims.size()));
+        view = transposeView(view, perm);
+        if (rep.axis >= 0)
+          rep.axis = std::find(perm.begin(), perm.end(), rep.axis) - perm.begin();
+      } else if (node.op == "Expand" || node.op == "Tile") {
+        view = broadcastView(node, view, outShape);
       } else if (isReshapeLike(node.op)) {
-        auto out = reshapeView(view, outShape);
-        if (!out) throw Refusal{"attention: " + label(node) + " is not a view of its input (it would need a copy)"};
-        view = *out;
+        if (rep.axis >= 0)
+          throw Refusal{"attention: " + label(node) + " reshapes the repeated heads (a Transpose may follow, no more)"};
+        if (auto out = reshapeView(view, outShape)) {
+          view = *out;
+        } else if (auto grouped = repeatedHeads(view, outShape, rep)) {
+          view = *grouped;
+        } else {
+          throw Refusal{"attention: " + label(node) + " is not a view of its input (it would need a copy)"};
+        }
       } else {
         const bool c1 = isScalarConstant(g_.value(node.inputs.at(1)));
         const float c = scalarOf(g_.value(node.inputs.at(c1 ? 1 : 0)));
@@ -583,6 +652,50 @@ class AttentionCompiler {
       }
     }
     return view;
+  }
+
+  // Expand, or a Tile that repeats only axes of size 1: a broadcast view.
+  // A Tile that repeats a longer axis (heads in blocks, KV head h % Hkv) is
+  // refused.
+  StridedView broadcastView(const Node& node, StridedView view, const Shape& outShape) {
+    if (outShape.size() < view.dims.size())
+      throw Refusal{"attention: " + label(node) + " lowers the rank"};
+    while (view.dims.size() < outShape.size()) {
+      view.dims.insert(view.dims.begin(), 1);
+      view.strides.insert(view.strides.begin(), 0);
+    }
+    for (size_t a = 0; a < outShape.size(); ++a) {
+      if (view.dims[a] == outShape[a]) continue;
+      if (view.dims[a] != 1)
+        throw Refusal{"attention: " + label(node) + " repeats axis " + std::to_string(a) + " of size " +
+                      std::to_string(view.dims[a]) +
+                      " in blocks (only a broadcast of a size-1 axis, as Unsqueeze -> Expand|Tile -> Reshape "
+                      "repeats KV heads, is taken)"};
+      view.dims[a] = outShape[a];
+      view.strides[a] = 0;
+    }
+    return view;
+  }
+
+  // [.., Hkv, r (stride 0), ..] reshaped to [.., Hkv * r, ..]: the heads
+  // repeated r times each, query head h reading KV head h / r. The view
+  // keeps [.., Hkv, ..]; `rep` says r and the axis.
+  static std::optional<StridedView> repeatedHeads(const StridedView& in, const Shape& out, Repeat& rep) {
+    if (in.dims.size() != out.size() + 1) return std::nullopt;
+    for (size_t a = 0; a + 1 < in.dims.size(); ++a) {
+      if (in.strides[a + 1] != 0 || in.dims[a + 1] <= 1 || out[a] != in.dims[a] * in.dims[a + 1]) continue;
+      bool same = true;
+      for (size_t b = 0; b < out.size(); ++b)
+        if (b != a) same = same && out[b] == in.dims[b < a ? b : b + 1];
+      if (!same) continue;
+      StridedView v = in;
+      v.dims.erase(v.dims.begin() + static_cast<int64_t>(a) + 1);
+      v.strides.erase(v.strides.begin() + static_cast<int64_t>(a) + 1);
+      rep.group = in.dims[a + 1];
+      rep.axis = static_cast<int64_t>(a);
+      return v;
+    }
+    return std::nullopt;
   }
 
   void scoreOp(NodeId n, const ScoreChain& chain, const std::vector<int64_t>& dims4) {
@@ -737,7 +850,11 @@ std::vector<std::pair<NodeSet, std::string>> attentionGroups(const Graph& graph)
     for (NodeId n : f->scores.ops) core.insert(n);
     core.insert(s);
     core.insert(f->second);
-    out.emplace_back(core, "attention");
+    // A few query rows against the keys: the decode kernel's.
+    const Shape& scores = graph.value(graph.node(f->scores.first).outputs.at(0)).type.shape;
+    const bool decode = scores.size() >= 2 && scores[scores.size() - 2] <= kDecodeMaxQueries;
+    const std::string name = decode ? "decode_attention" : "attention";
+    out.emplace_back(core, name);
     NodeSet views = core;
     const Node& first = graph.node(f->scores.first);
     for (NodeId n : operandChain(graph, first.inputs.at(0), f->scores.first, true, any)) views.insert(n);
@@ -745,12 +862,13 @@ std::vector<std::pair<NodeSet, std::string>> attentionGroups(const Graph& graph)
     for (NodeId n : operandChain(graph, graph.node(f->second).inputs.at(1), f->second, false, any))
       views.insert(n);
     for (NodeId n : outputChain(graph, f->second, any)) views.insert(n);
-    if (!(views == core)) out.emplace_back(views, "attention_views");
+    if (!(views == core)) out.emplace_back(views, name + "_views");
   }
   return out;
 }
 
 std::string describeAttentionKernel(const Kernel& kernel) {
+  if (const auto* d = dynamic_cast<const DecodeAttentionKernel*>(&kernel)) return d->describe();
   const auto* k = dynamic_cast<const AttentionKernel*>(&kernel);
   if (!k) return {};
   std::ostringstream s;

@@ -51,7 +51,11 @@ CompileResult compileAttention(const KernelRequest& request, int threads);
 // The groups the native rule names for each attention found in the graph:
 // the core (MatMul ... MatMul) and the core with the Q/K/V head split and
 // the output's head merge (the views and a scale folded into Q or K).
-// Labels: "attention" and "attention_views".
+// Labels: "attention" and "attention_views"; "decode_attention" and
+// "decode_attention_views" where the scores have at most kDecodeMaxQueries
+// rows, which compile to the decode kernel (native_decode_attention.h).
+// K and V may repeat their heads for grouped-query attention
+// (Unsqueeze -> Expand|Tile -> Reshape): query head h reads KV head h / r.
 std::vector<std::pair<NodeSet, std::string>> attentionGroups(const Graph& graph);
 
 // "attention B=1 H=12 Sq=197 Sk=197 D=64 Dv=64, ..." for an attention

@@ -30,8 +30,10 @@ bool anyTouchesSequence(const Graph& g, const NodeSet& group) {
 // (SequenceEmpty -> Loop -> ConcatFromSequence), as one whole group, since a
 // sequence cannot cross a kernel boundary (native_reference_group.h).
 // Attention: each MatMul -> [scale] -> [additive mask | select] -> Softmax
-// (last axis) -> MatMul, alone and with its head split/merge views
-// (native_attention.h), which the fused attention kernel runs.
+// (last axis) -> MatMul, alone and with its head split/merge views and KV
+// head repeats (native_attention.h), which the fused attention kernel runs,
+// or with at most 4 query rows (a decode step against its cache) the decode
+// attention kernel (native_decode_attention.h).
 class NativeCodeRule : public PatternRule {
  public:
   std::string name() const override { return "native"; }
@@ -60,9 +62,10 @@ class NativeBackend : public Backend {
   // 0.3: an elementwise pass streams the longest run of contiguous dims;
   // 0.4: attention as one kernel; 0.5: int8 products on a blocked int8
   // GEMM, vectorised quantise / dequantise; 0.6: QuantizeLinear and
-  // DequantizeLinear fused into elementwise passes).
+  // DequantizeLinear fused into elementwise passes; 0.7: attention with at
+  // most 4 query rows on the decode kernel, KV heads repeated in place).
   std::string version() const override {
-    return "native 0.6 (OpenMP " + std::to_string(_OPENMP) + ")";
+    return "native 0.7 (OpenMP " + std::to_string(_OPENMP) + ")";
   }
   BackendKind kind() const override { return BackendKind::GraphLibrary; }
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# End to end on a small control-flow model (tests/models/control_flow): the
+# End to end on a small model with numpy's outputs (tests/models/control_flow,
+# tests/models/decoder): the
 # reference executor reproduces numpy's outputs, `collage optimize` places
 # the model (the If/Loop/Scan and sequence nodes on native, the rest by the
 # search), and the plan runs in a Session with --verify and numpy's outputs.

@@ -1,0 +1,256 @@
+// The decode attention kernel (native_decode_attention.h): the keys split
+// into parts across threads, an online softmax per part, the parts merged
+// by log-sum-exp.
+#include "backends/native/native_decode_attention.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <sstream>
+
+#include "backends/native/native_math.h"
+
+namespace collage::native {
+
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+// Keys per block within a part: the block's scores (rows x 64 floats) stay
+// in L1 between the products, the softmax update and the V accumulation.
+constexpr int64_t kKeyBlock = 64;
+// Multiply-adds below which one unsplit head group per task runs on one
+// thread: the threads' start and barrier cost more (the fused passes'
+// threshold, native_pass.cc). A split cache always runs in parallel.
+constexpr int64_t kParallelMinWork = int64_t{1} << 15;
+
+}  // namespace
+
+int64_t decodeMinKeysFromEnvironment() {
+  const char* e = std::getenv("COLLAGE_NATIVE_DECODE_MIN_KEYS");
+  if (!e) return kDecodeMinKeysPerPart;
+  const long long n = std::atoll(e);
+  return n >= 1 ? n : kDecodeMinKeysPerPart;
+}
+
+void AttentionPartials::resize(int64_t p, int64_t r, int64_t d) {
+  parts = p;
+  rows = r;
+  dv = d;
+  max.assign(static_cast<size_t>(p * r), kNegInf);
+  sum.assign(static_cast<size_t>(p * r), 0.0f);
+  acc.assign(static_cast<size_t>(p * r * d), 0.0f);
+}
+
+void mergeAttentionPartials(const AttentionPartials& p, int64_t first, int64_t count, int64_t row,
+                            float* out, int64_t colStride) {
+  float m = kNegInf;
+  for (int64_t q = first; q < first + count; ++q) m = std::max(m, p.maxAt(q, row));
+  float l = 0.0f;
+  for (int64_t q = first; q < first + count; ++q)
+    if (p.maxAt(q, row) != kNegInf) l += p.sumAt(q, row) * std::exp(p.maxAt(q, row) - m);
+  // Every score -inf: 0 / 0, as the reference's softmax.
+  const float inv = l > 0.0f ? 1.0f / l : std::numeric_limits<float>::quiet_NaN();
+  for (int64_t d = 0; d < p.dv; ++d) out[d * colStride] = 0.0f;
+  for (int64_t q = first; q < first + count; ++q) {
+    if (p.maxAt(q, row) == kNegInf) continue;
+    const float w = std::exp(p.maxAt(q, row) - m) * inv;
+    const float* a = p.accAt(q, row);
+    for (int64_t d = 0; d < p.dv; ++d) out[d * colStride] += a[d] * w;
+  }
+  if (!(l > 0.0f))
+    for (int64_t d = 0; d < p.dv; ++d) out[d * colStride] = inv;
+}
+
+int64_t DecodeAttentionKernel::parts() const {
+  const int64_t groups = B * Hkv;
+  const int64_t nt = std::max(1, threads);
+  const int64_t wanted = (nt + groups - 1) / groups;
+  const int64_t most = std::max<int64_t>(1, L / std::max<int64_t>(1, minKeysPerPart));
+  return std::max<int64_t>(1, std::min(wanted, most));
+}
+
+DecodeAttentionKernel::Scratch& DecodeAttentionKernel::scratch(int thread) {
+  return scratch_[static_cast<size_t>(thread)];
+}
+
+void DecodeAttentionKernel::run(const std::vector<const DLTensor*>& inputs,
+                                const std::vector<DLTensor*>& outputs) {
+  std::vector<const void*> slots(numInputs + constants.size());
+  for (size_t i = 0; i < numInputs; ++i)
+    slots[i] = static_cast<const char*>(inputs.at(i)->data) + inputs[i]->byte_offset;
+  for (size_t i = 0; i < constants.size(); ++i) slots[numInputs + i] = constants[i].raw();
+  float* out =
+      reinterpret_cast<float*>(static_cast<char*>(outputs.at(0)->data) + outputs[0]->byte_offset);
+  const float* Q = static_cast<const float*>(slots[static_cast<size_t>(qSlot)]);
+  const float* K = static_cast<const float*>(slots[static_cast<size_t>(kSlot)]);
+  const float* V = static_cast<const float*>(slots[static_cast<size_t>(vSlot)]);
+
+  const int nt = std::max(1, threads);
+  const int64_t P = parts();
+  const int64_t R = kvGroup * Sq;  // rows of one KV head: its query heads x queries
+  const int64_t groups = B * Hkv;
+  const int64_t tasks = groups * P;
+  const bool packK = k.strides[3] != 1, packV = v.strides[3] != 1;
+  if (scratch_.size() < static_cast<size_t>(nt)) scratch_.resize(static_cast<size_t>(nt));
+  for (Scratch& w : scratch_) {
+    w.qr.resize(static_cast<size_t>(R * D));
+    w.s.resize(static_cast<size_t>(R * kKeyBlock));
+    if (packK) w.kp.resize(static_cast<size_t>(kKeyBlock * D));
+    if (packV) w.vp.resize(static_cast<size_t>(kKeyBlock * Dv));
+  }
+  partials_.resize(tasks, R, Dv);  // indexed [group * P + part][row]
+
+  const int64_t work = B * H * Sq * L * (D + Dv);
+  const bool parallel = nt > 1 && tasks > 1 && (P > 1 || work >= kParallelMinWork);
+#pragma omp parallel num_threads(nt) if (parallel)
+  {
+    Scratch& w = scratch(omp_get_thread_num());
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t t = 0; t < tasks; ++t) {
+      const int64_t grp = t / P, part = t % P, b = grp / Hkv, g = grp % Hkv;
+      const int64_t j0 = part * L / P, j1 = (part + 1) * L / P;
+      // The group's query rows, scaled, contiguous: row r is query r % Sq
+      // of head g * kvGroup + r / Sq.
+      for (int64_t r = 0; r < R; ++r) {
+        const int64_t h = g * kvGroup + r / Sq, i = r % Sq;
+        const float* qrow = Q + b * q.strides[0] + h * q.strides[1] + i * q.strides[2];
+        for (int64_t d = 0; d < D; ++d)
+          w.qr[static_cast<size_t>(r * D + d)] = qrow[d * q.strides[3]] * qScale;
+      }
+      float* rowMax = &partials_.maxAt(t, 0);
+      float* rowSum = &partials_.sumAt(t, 0);
+      float* acc = partials_.accAt(t, 0);
+      const float* kg = K + b * k.strides[0] + g * k.strides[1];
+      const float* vg = V + b * v.strides[0] + g * v.strides[1];
+      for (int64_t jb = j0; jb < j1; jb += kKeyBlock) {
+        const int64_t nk = std::min(kKeyBlock, j1 - jb);
+        // K rows of the block, contiguous along D.
+        const float* kb = kg + jb * k.strides[2];
+        int64_t ldk = k.strides[2];
+        if (packK) {
+          for (int64_t j = 0; j < nk; ++j)
+            for (int64_t d = 0; d < D; ++d)
+              w.kp[static_cast<size_t>(j * D + d)] = kb[j * k.strides[2] + d * k.strides[3]];
+          kb = w.kp.data();
+          ldk = D;
+        }
+        // S [R][nk] = Q rows . K rows: each K row read once for every row of the group.
+        float* s = w.s.data();
+        for (int64_t j = 0; j < nk; ++j) {
+          const float* krow = kb + j * ldk;
+          for (int64_t r = 0; r < R; ++r) {
+            const float* qr = w.qr.data() + r * D;
+            float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+            for (int64_t d = 0; d < D; ++d) dot += qr[d] * krow[d];
+            s[r * kKeyBlock + j] = dot;
+          }
+        }
+        applyScoreOps(slots, s, kKeyBlock, b, g, jb, nk);
+        // Online softmax: new max, old terms rescaled, exp(s - max) in place.
+        for (int64_t r = 0; r < R; ++r) {
+          float* sr = s + r * kKeyBlock;
+          float m = rowMax[r];
+          for (int64_t j = 0; j < nk; ++j) m = sr[j] > m ? sr[j] : m;
+          const float alpha = rowMax[r] == kNegInf ? 0.0f : fastExp(rowMax[r] - m);
+          float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+          for (int64_t j = 0; j < nk; ++j) {
+            const float e = m == kNegInf ? 0.0f : fastExp(sr[j] - m);
+            sr[j] = e;
+            sum += e;
+          }
+          rowSum[r] = rowSum[r] * alpha + sum;
+          rowMax[r] = m;
+          if (alpha != 1.0f) {
+            float* a = acc + r * Dv;
+            for (int64_t d = 0; d < Dv; ++d) a[d] *= alpha;
+          }
+        }
+        // acc [R][Dv] += P [R][nk] . V rows: each V row read once for every row.
+        const float* vb = vg + jb * v.strides[2];
+        int64_t ldv = v.strides[2];
+        if (packV) {
+          for (int64_t j = 0; j < nk; ++j)
+            for (int64_t d = 0; d < Dv; ++d)
+              w.vp[static_cast<size_t>(j * Dv + d)] = vb[j * v.strides[2] + d * v.strides[3]];
+          vb = w.vp.data();
+          ldv = Dv;
+        }
+        for (int64_t j = 0; j < nk; ++j) {
+          const float* vrow = vb + j * ldv;
+          for (int64_t r = 0; r < R; ++r) {
+            const float e = s[r * kKeyBlock + j];
+            float* a = acc + r * Dv;
+#pragma omp simd
+            for (int64_t d = 0; d < Dv; ++d) a[d] += e * vrow[d];
+          }
+        }
+      }
+    }
+    // The merge: every (group, row) from its P parts, into the output.
+#pragma omp for schedule(static)
+    for (int64_t x = 0; x < groups * R; ++x) {
+      const int64_t grp = x / R, r = x % R, b = grp / Hkv, g = grp % Hkv;
+      const int64_t h = g * kvGroup + r / Sq, i = r % Sq;
+      float* orow = out + b * o.strides[0] + h * o.strides[1] + i * o.strides[2];
+      mergeAttentionPartials(partials_, grp * P, P, r, orow, o.strides[3]);
+    }
+  }
+}
+
+// The score ops on S [R][nk] (row r: head g * kvGroup + r / Sq, query r % Sq;
+// keys jb..jb+nk), in the graph's order, through each operand's view
+// broadcast to the scores [b, h, query, key].
+void DecodeAttentionKernel::applyScoreOps(const std::vector<const void*>& slots, float* s,
+                                          int64_t ld, int64_t b, int64_t g, int64_t jb,
+                                          int64_t nk) const {
+  const int64_t R = kvGroup * Sq;
+  for (const ScoreOp& op : ops) {
+    for (int64_t r = 0; r < R; ++r) {
+      float* sr = s + r * ld;
+      const int64_t h = g * kvGroup + r / Sq, i = r % Sq;
+      if (op.kind == ScoreOp::Scale) {
+#pragma omp simd
+        for (int64_t j = 0; j < nk; ++j) sr[j] *= op.scale;
+        continue;
+      }
+      const StridedView& w = op.view;
+      const int64_t base =
+          b * w.strides[0] + h * w.strides[1] + i * w.strides[2] + jb * w.strides[3];
+      const int64_t sj = w.strides[3];
+      if (op.kind == ScoreOp::Add) {
+        const float* m = static_cast<const float*>(slots[static_cast<size_t>(op.slot)]) + base;
+        if (sj == 1) {
+#pragma omp simd
+          for (int64_t j = 0; j < nk; ++j) sr[j] += m[j];
+        } else {
+          for (int64_t j = 0; j < nk; ++j) sr[j] += m[j * sj];
+        }
+        continue;
+      }
+      const bool* c = static_cast<const bool*>(slots[static_cast<size_t>(op.slot)]) + base;
+      const StridedView& fw = op.fillView;
+      const float* f = static_cast<const float*>(slots[static_cast<size_t>(op.fillSlot)]) +
+                       b * fw.strides[0] + h * fw.strides[1] + i * fw.strides[2] +
+                       jb * fw.strides[3];
+      for (int64_t j = 0; j < nk; ++j)
+        if (c[j * sj] != op.scoresWhereTrue) sr[j] = f[j * fw.strides[3]];
+    }
+  }
+}
+
+std::string DecodeAttentionKernel::describe() const {
+  std::ostringstream s;
+  s << "decode attention B=" << B << " H=" << H << " Hkv=" << Hkv << " Sq=" << Sq << " L=" << L
+    << " D=" << D << " Dv=" << Dv << ", " << parts() << " part(s) of >= " << minKeysPerPart
+    << " keys on " << threads << " thread(s), scale on Q " << qScale << ", " << ops.size()
+    << " score op(s), q " << q.toString() << " k " << k.toString() << " v " << v.toString() << " o "
+    << o.toString();
+  return s.str();
+}
+
+}  // namespace collage::native

@@ -1,0 +1,116 @@
+// Decode attention: a few query rows (one new token, or a handful) against
+// a K/V cache of length L, as flash-decoding runs it.
+//
+// The attention compiler (native_attention.h) finds the pattern, folds the
+// views into strides and the scale into Q, and hands the decode kernel the
+// shapes when the scores have at most kDecodeMaxQueries rows: with so few
+// queries, the (batch x head x query block) tasks of the flash kernel are
+// too few to keep the threads busy and each reads K and V once per query
+// head, while the step's cost is reading the cache.
+//
+// How it runs: the keys are split into P parts of at least `minKeysPerPart`
+// keys, P chosen so that (batch x KV head x part) tasks cover the threads.
+// Each task reads its part of one KV head's K and V once for all the query
+// heads that share that KV head (grouped-query attention: Q head h reads KV
+// head h / kvGroup) and all queries, keeping per row its running max m,
+// sum l of exp(s - m) and unnormalised output acc = sum exp(s - m) v (an
+// online softmax). The parts are then merged by log-sum-exp
+// (mergeAttentionPartials): M = max m_p, l = sum l_p e^(m_p - M),
+// y = sum acc_p e^(m_p - M) / l. The score ops (scale, additive mask,
+// select) apply between Q.Kᵀ and the softmax, in the graph's order.
+//
+// The cache it expects (the next piece, a Session-owned cache, hands it
+// that): K and V as strided views [batch, KV head, key, column], any
+// strides, so a cache preallocated to a maximum length and filled to L is
+// read in place (the head stride is the maximum length's, the keys the
+// first L). It neither writes nor copies the cache; the exported graphs'
+// present.* outputs are written by their Concat, outside the kernel.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backends/native/native_strided_view.h"
+#include "core/ir/tensor.h"
+#include "core/runtime/backend.h"
+
+namespace collage::native {
+
+// Queries at most, for the decode kernel (more: the flash kernel). Not
+// measured yet: one token, or the few of speculative decoding.
+constexpr int64_t kDecodeMaxQueries = 4;
+// Keys per part at least, unless COLLAGE_NATIVE_DECODE_MIN_KEYS says
+// otherwise (the tests split short caches with it). Not measured yet: a
+// part's merge costs a few rows, its task's start more (#42 asks for the
+// measured threshold).
+constexpr int64_t kDecodeMinKeysPerPart = 256;
+int64_t decodeMinKeysFromEnvironment();
+
+// One operation on the scores between Q.Kᵀ and the Softmax (both attention
+// kernels): a scale by a constant, an addend read through a view broadcast
+// to the scores [b, h, query, key], or a select of the scores or a fill by
+// a bool condition.
+struct ScoreOp {
+  enum Kind { Scale, Add, Select } kind = Scale;
+  float scale = 1.0f;
+  int slot = -1;  // Add: the addend; Select: the condition
+  StridedView view;
+  int fillSlot = -1;  // Select: the value taken where the scores are not
+  StridedView fillView;
+  bool scoresWhereTrue = true;
+};
+
+// Partial attention results of `rows` rows over P parts of the keys: per
+// part and row the running max, the sum of exp(s - max) and the
+// unnormalised output row of Dv floats.
+struct AttentionPartials {
+  int64_t parts = 0, rows = 0, dv = 0;
+  std::vector<float> max, sum, acc;  // [part][row], [part][row], [part][row][dv]
+  void resize(int64_t p, int64_t r, int64_t d);
+  float& maxAt(int64_t p, int64_t r) { return max[static_cast<size_t>(p * rows + r)]; }
+  float& sumAt(int64_t p, int64_t r) { return sum[static_cast<size_t>(p * rows + r)]; }
+  float* accAt(int64_t p, int64_t r) { return acc.data() + (p * rows + r) * dv; }
+  float maxAt(int64_t p, int64_t r) const { return max[static_cast<size_t>(p * rows + r)]; }
+  float sumAt(int64_t p, int64_t r) const { return sum[static_cast<size_t>(p * rows + r)]; }
+  const float* accAt(int64_t p, int64_t r) const { return acc.data() + (p * rows + r) * dv; }
+};
+
+// Merges row `row` of parts [first, first + count) by log-sum-exp into
+// out[d * colStride]. A row whose every score was -inf (its sum 0 in every
+// part) is NaN, as the reference's softmax of it.
+void mergeAttentionPartials(const AttentionPartials& p, int64_t first, int64_t count, int64_t row,
+                            float* out, int64_t colStride);
+
+class DecodeAttentionKernel : public Kernel {
+ public:
+  // [B, H] batch and query heads, Hkv KV heads (H = Hkv * kvGroup), Sq
+  // queries, L keys, D (Q.K) and Dv (V) widths.
+  int64_t B = 1, H = 1, Hkv = 1, kvGroup = 1, Sq = 1, L = 0, D = 0, Dv = 0;
+  float qScale = 1.0f;
+  int qSlot = -1, kSlot = -1, vSlot = -1;
+  StridedView q, k, v, o;  // q, o: [b, h, query, col]; k, v: [b, KV head, key, col]
+  std::vector<ScoreOp> ops;
+  std::vector<Tensor> constants;  // slots numInputs.. are these
+  size_t numInputs = 0;
+  int threads = 1;
+  int64_t minKeysPerPart = kDecodeMinKeysPerPart;
+
+  // The parts the keys are split into at `threads` threads.
+  int64_t parts() const;
+  void run(const std::vector<const DLTensor*>& inputs,
+           const std::vector<DLTensor*>& outputs) override;
+  std::string describe() const;
+
+ private:
+  struct Scratch {
+    std::vector<float> qr, s, kp, vp;
+  };
+  Scratch& scratch(int thread);
+  void applyScoreOps(const std::vector<const void*>& slots, float* s, int64_t ld, int64_t b,
+                     int64_t g, int64_t j0, int64_t nk) const;
+  std::vector<Scratch> scratch_;
+  AttentionPartials partials_;
+};
+
+}  // namespace collage::native

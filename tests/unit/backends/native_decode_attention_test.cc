@@ -1,0 +1,390 @@
+// The native decode attention kernel (native_decode_attention.h) against
+// the reference executor, held to the plan check's float32 bound
+// (compareScaled, kFloat32Bound): one or a few query rows against caches of
+// several lengths (L = 1, L not divisible by the parts, L over several key
+// blocks), the keys split into parts at 1, 3 and 8 threads, grouped-query
+// attention at 1, 2 and 4 query heads per KV head (repeated by Expand and by
+// Tile, as exporters write it), padded and causal masks, the log-sum-exp
+// merge alone, the refusals, and the rule finding the kernel in the
+// generated decoder models (tests/models/decoder).
+#include "backends/native/native_decode_attention.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <random>
+
+#include "backends/backend_list.h"
+#include "backends/native/native_attention.h"
+#include "backends/native/native_backend.h"
+#include "core/ir/tensor_compare.h"
+#include "core/ir/threading.h"
+#include "core/measure/kernel_check.h"
+#include "core/onnx/onnx_import.h"
+#include "core/ops/reference_executor.h"
+#include "core/runtime/session.h"
+#include "tests/unit/graph_builder.h"
+#include "tests/unit/test_support.h"
+
+namespace collage {
+namespace {
+
+using test_support::ThreadCountGuard;
+
+constexpr float kMin = std::numeric_limits<float>::lowest();
+
+std::unique_ptr<Backend> native() {
+  std::unique_ptr<Backend> b = createBackend("native");
+  EXPECT_NE(b, nullptr);
+  return b;
+}
+
+// Splits caches of a few keys into parts of 8 (the default, 256, would
+// leave every test cache whole) for the scope of a test.
+struct SmallParts {
+  SmallParts() { setenv("COLLAGE_NATIVE_DECODE_MIN_KEYS", "8", 1); }
+  ~SmallParts() { unsetenv("COLLAGE_NATIVE_DECODE_MIN_KEYS"); }
+};
+
+// Compiles `group` at 1, 3 and 8 threads; expects the decode kernel and the
+// reference executor's output within the plan check's float32 bound, on
+// `inputs` (random where empty). Returns the descriptions, one per thread
+// count.
+std::vector<std::string> expectDecodeMatches(const Graph& g, const NodeSet& group,
+                                             std::vector<Tensor> inputs = {}) {
+  ThreadCountGuard guard;
+  auto backend = native();
+  if (inputs.empty()) inputs = randomInputs(g, 5);
+  const std::vector<Tensor> env = referenceValues(g, inputs);
+  std::vector<std::string> out;
+  for (int threads : {1, 3, 8}) {
+    SCOPED_TRACE("threads " + std::to_string(threads));
+    setThreadCount(threads);
+    KernelRequest request = KernelRequest::of(g, group, "test");
+    CompileResult c = backend->compile(request);
+    EXPECT_TRUE(c) << c.refusal;
+    if (!c) return out;
+    const std::string d = describeNativeKernel(*c.kernel);
+    EXPECT_EQ(d.rfind("decode attention ", 0), 0u) << d;
+    out.push_back(d);
+    std::vector<Tensor> kernelInputs;
+    for (ValueId v : request.inputs) kernelInputs.push_back(env[v].clone());
+    std::vector<Tensor> y = runKernel(*c.kernel, request, kernelInputs);
+    for (size_t i = 0; i < y.size(); ++i) {
+      const CompareResult r = compareScaled(y[i], env[request.outputs[i]], kFloat32Bound);
+      EXPECT_TRUE(r.ok) << d << ": " << r.message;
+    }
+  }
+  return out;
+}
+
+std::string refusalOf(const Graph& g, const NodeSet& group) {
+  CompileResult c = native()->compile(KernelRequest::of(g, group, "test"));
+  EXPECT_FALSE(c) << "compiled: " << (c ? describeNativeKernel(*c.kernel) : "");
+  std::printf("refused: %s\n", c.refusal.c_str());
+  return c.refusal;
+}
+
+// KV heads [B, Hkv, L, D] repeated to [B, Hkv * r, L, D] as exporters write
+// it: Unsqueeze(2) -> Expand|Tile -> Reshape.
+ValueId repeatHeads(GraphBuilder& b, ValueId kv, int64_t r, bool tile) {
+  if (r == 1) return kv;
+  const Shape s = b.shape(kv);
+  ValueId u = b.op("Unsqueeze", {kv}, attrs({{"axes", Ints{2}}}));
+  u = tile ? b.op("Tile", {u}, attrs({{"repeats", Ints{1, 1, r, 1, 1}}}))
+           : b.op("Expand", {u}, attrs({{"shape", Ints{s[0], s[1], r, s[2], s[3]}}}));
+  return b.op("Reshape", {u}, attrs({{"shape", Ints{s[0], s[1] * r, s[2], s[3]}}}));
+}
+
+// A left-padded additive mask [B, 1, 1, L]: row b's first pad[b] keys at
+// the float minimum (as (1 - attention_mask) * min), the rest 0.
+ValueId paddingMask(GraphBuilder& b, int64_t B, int64_t L, const std::vector<int64_t>& pad) {
+  Tensor t(ElementType::Float32, {B, 1, 1, L});
+  for (int64_t i = 0; i < B; ++i)
+    for (int64_t j = 0; j < L; ++j)
+      t.data<float>()[i * L + j] = j < pad[static_cast<size_t>(i)] ? kMin : 0.0f;
+  static int count = 0;
+  return b.graph().addConstant("pad" + std::to_string(count++), std::move(t));
+}
+
+struct DecodeShape {
+  int64_t B, H, Hkv, Sq, L, D;
+};
+
+// One decode step's attention on a cache: Q [B, H, Sq, D], the cache K, V
+// [B, Hkv, L, D] repeated to H heads, Kᵀ by Transpose, the scale a Div,
+// the padding mask added; the whole group from Q and the cache to Y.
+NodeSet decodeGraph(GraphBuilder& b, const DecodeShape& s, bool tile,
+                    const std::vector<int64_t>& pad) {
+  const int64_t r = s.H / s.Hkv;
+  ValueId q = b.input({s.B, s.H, s.Sq, s.D});
+  ValueId k = repeatHeads(b, b.input({s.B, s.Hkv, s.L, s.D}), r, tile);
+  ValueId v = repeatHeads(b, b.input({s.B, s.Hkv, s.L, s.D}), r, tile);
+  ValueId kt = b.op("Transpose", {k}, attrs({{"perm", Ints{0, 1, 3, 2}}}));
+  ValueId scores =
+      b.op("Div", {b.op("MatMul", {q, kt}), b.scalar(std::sqrt(static_cast<float>(s.D)))});
+  scores = b.op("Add", {scores, paddingMask(b, s.B, s.L, pad)});
+  ValueId p = b.op("Softmax", {scores}, attrs({{"axis", int64_t{-1}}}));
+  return b.finish(b.op("MatMul", {p, v}));
+}
+
+TEST(NativeDecodeAttention, OneTokenAgainstCachesOfSeveralLengthsAndGroupRatios) {
+  SmallParts parts;
+  for (int64_t L : {1, 7, 37, 300}) {
+    for (int64_t ratio : {1, 2, 4}) {
+      SCOPED_TRACE("L " + std::to_string(L) + ", " + std::to_string(ratio) +
+                   " query heads per KV head");
+      const DecodeShape s{2, 4, 4 / ratio, 1, L, 20};
+      GraphBuilder b;
+      // Row 1 left-padded (a third of its keys), row 0 not.
+      const NodeSet all = decodeGraph(b, s, false, {0, L / 3});
+      const std::vector<std::string> d = expectDecodeMatches(b.graph(), all);
+      ASSERT_EQ(d.size(), 3u);
+      EXPECT_NE(d[0].find("H=4 Hkv=" + std::to_string(4 / ratio) + " Sq=1 L=" + std::to_string(L)),
+                std::string::npos)
+          << d[0];
+      EXPECT_NE(d[0].find(" 1 part(s)"), std::string::npos) << d[0];  // one thread: never split
+      // At 8 threads the keys are split where the (batch x KV head) tasks
+      // are fewer than the threads and the cache holds 2 parts of 8 keys.
+      const int64_t groups = 2 * (4 / ratio),
+                    expected = std::max<int64_t>(1, std::min((8 + groups - 1) / groups, L / 8));
+      EXPECT_NE(d[2].find(" " + std::to_string(expected) + " part(s)"), std::string::npos) << d[2];
+    }
+  }
+}
+
+TEST(NativeDecodeAttention, PartsOfUnequalLengthAndSeveralKeyBlocksEach) {
+  // One KV head, one batch: 3 threads split L = 1000 into 3 parts of 333
+  // and 334 keys (each several 64-key blocks, the last partial); L = 37
+  // into 12, 12 and 13.
+  SmallParts parts;
+  for (int64_t L : {37, 1000}) {
+    SCOPED_TRACE(L);
+    const DecodeShape s{1, 2, 1, 1, L, 24};
+    GraphBuilder b;
+    const NodeSet all = decodeGraph(b, s, false, {5});
+    const std::vector<std::string> d = expectDecodeMatches(b.graph(), all);
+    ASSERT_EQ(d.size(), 3u);
+    EXPECT_NE(d[1].find(" 3 part(s)"), std::string::npos) << d[1];
+    EXPECT_NE(d[1].find("Hkv=1"), std::string::npos) << d[1];
+  }
+}
+
+TEST(NativeDecodeAttention, FewQueriesWithCausalSelectAndTileRepeat) {
+  // Three new tokens (query i sees keys <= L - 3 + i), GPT-2's
+  // Where(causal, scores, min) over a constant buffer, then the padding
+  // mask and a per-head bias; heads repeated by Tile; the scale a Mul on Q
+  // and on Kᵀ.
+  SmallParts parts;
+  const int64_t B = 2, H = 6, Hkv = 3, Sq = 3, L = 41, D = 16;
+  GraphBuilder b;
+  ValueId q = b.op("Mul", {b.input({B, H, Sq, D}), b.scalar(0.5f)});
+  ValueId k = repeatHeads(b, b.input({B, Hkv, L, D}), H / Hkv, true);
+  ValueId v = repeatHeads(b, b.input({B, Hkv, L, D}), H / Hkv, true);
+  ValueId kt =
+      b.op("Mul", {b.op("Transpose", {k}, attrs({{"perm", Ints{0, 1, 3, 2}}})), b.scalar(0.5f)});
+  Tensor causal(ElementType::Bool, {1, 1, Sq, L});
+  for (int64_t i = 0; i < Sq; ++i)
+    for (int64_t j = 0; j < L; ++j) causal.data<bool>()[i * L + j] = j <= L - Sq + i;
+  ValueId w = b.op("Where", {b.graph().addConstant("causal", std::move(causal)),
+                             b.op("MatMul", {q, kt}), b.scalar(kMin)});
+  // A per-head bias [1, H, Sq, L] (ALiBi's form) read at run time, too.
+  ValueId biased =
+      b.op("Add", {b.op("Add", {w, paddingMask(b, B, L, {9, 0})}), b.input({1, H, Sq, L})});
+  ValueId p = b.op("Softmax", {biased}, attrs({{"axis", int64_t{-1}}}));
+  const NodeSet all = b.finish(b.op("MatMul", {p, v}));
+  const std::vector<std::string> d = expectDecodeMatches(b.graph(), all);
+  ASSERT_EQ(d.size(), 3u);
+  EXPECT_NE(d[0].find("H=6 Hkv=3 Sq=3 L=41"), std::string::npos) << d[0];
+  EXPECT_NE(d[0].find("scale on Q 0.25, 3 score op(s)"), std::string::npos) << d[0];
+}
+
+TEST(NativeDecodeAttention, CachesStoredColumnMajorArePackedPerBlock) {
+  // K stored as Kᵀ [B, Hkv, D, L] (read as is, no Transpose) and V as
+  // [B, Hkv, Dv, L] transposed: neither has unit stride along its columns,
+  // so each 64-key block is copied to rows first; L = 150 is three blocks.
+  SmallParts parts;
+  const int64_t B = 1, H = 4, Hkv = 2, L = 150, D = 12, Dv = 10;
+  GraphBuilder b;
+  ValueId kt = b.input({B, Hkv, D, L});
+  ValueId u = b.op("Unsqueeze", {kt}, attrs({{"axes", Ints{2}}}));
+  u = b.op("Expand", {u}, attrs({{"shape", Ints{B, Hkv, 2, D, L}}}));
+  kt = b.op("Reshape", {u}, attrs({{"shape", Ints{B, H, D, L}}}));
+  ValueId v = b.op("Transpose", {b.input({B, Hkv, Dv, L})}, attrs({{"perm", Ints{0, 1, 3, 2}}}));
+  v = repeatHeads(b, v, 2, false);
+  ValueId p = b.op("Softmax", {b.op("MatMul", {b.input({B, H, 1, D}), kt})},
+                   attrs({{"axis", int64_t{-1}}}));
+  const NodeSet all = b.finish(b.op("MatMul", {p, v}));
+  const std::vector<std::string> d = expectDecodeMatches(b.graph(), all);
+  ASSERT_EQ(d.size(), 3u);
+  EXPECT_NE(d[2].find("H=4 Hkv=2 Sq=1 L=150 D=12 Dv=10, 4 part(s)"), std::string::npos) << d[2];
+}
+
+TEST(NativeDecodeAttention, OneKvHeadBroadcastIsOneGroup) {
+  // Multi-query attention: one KV head expanded to every query head is a
+  // plain broadcast (stride 0); the kernel reads it once for all heads.
+  SmallParts parts;
+  const DecodeShape s{1, 4, 1, 1, 50, 8};
+  GraphBuilder b;
+  const NodeSet all = decodeGraph(b, s, false, {0});
+  const std::vector<std::string> d = expectDecodeMatches(b.graph(), all);
+  ASSERT_FALSE(d.empty());
+  EXPECT_NE(d[0].find("H=4 Hkv=1"), std::string::npos) << d[0];
+}
+
+TEST(NativeDecodeAttention, GroupedHeadsInAPrefillRunOnTheFlashKernel) {
+  // More queries than the decode kernel takes: the flash kernel reads KV
+  // head h / group too.
+  const int64_t B = 1, H = 4, Hkv = 2, S = 19, D = 8;
+  GraphBuilder b;
+  ValueId k = repeatHeads(b, b.input({B, Hkv, S, D}), H / Hkv, false);
+  ValueId kt = b.op("Transpose", {k}, attrs({{"perm", Ints{0, 1, 3, 2}}}));
+  ValueId p = b.op("Softmax", {b.op("MatMul", {b.input({B, H, S, D}), kt})},
+                   attrs({{"axis", int64_t{-1}}}));
+  const NodeSet all =
+      b.finish(b.op("MatMul", {p, repeatHeads(b, b.input({B, Hkv, S, D}), H / Hkv, false)}));
+  auto backend = native();
+  CompileResult c = backend->compile(KernelRequest::of(b.graph(), all, "test"));
+  ASSERT_TRUE(c) << c.refusal;
+  EXPECT_EQ(describeNativeKernel(*c.kernel).rfind("attention B=1 H=4 Sq=19", 0), 0u)
+      << describeNativeKernel(*c.kernel);
+  KernelCheckResult r = checkKernelAgainstReference(*backend, b.graph(), all, 3);
+  EXPECT_TRUE(r.ok) << r.message;
+}
+
+TEST(NativeDecodeAttention, LogSumExpMergeOfPartsIsTheSoftmaxOfTheWhole) {
+  // Scores split into 3 parts of 5, 1 and 11 keys, each reduced to (max,
+  // sum, unnormalised output) on its own; the merge equals softmax . V
+  // computed over all 17 keys in double. A row of -inf scores is NaN.
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-6.0f, 6.0f);
+  const int64_t dv = 5, n = 17;
+  std::vector<float> s(n), v(n * dv);
+  for (float& x : s) x = u(rng);
+  for (float& x : v) x = u(rng);
+  native::AttentionPartials p;
+  p.resize(3, 2, dv);
+  const int64_t bounds[4] = {0, 5, 6, 17};
+  for (int64_t part = 0; part < 3; ++part) {
+    float m = -std::numeric_limits<float>::infinity();
+    for (int64_t j = bounds[part]; j < bounds[part + 1]; ++j) m = std::max(m, s[j]);
+    p.maxAt(part, 0) = m;
+    for (int64_t j = bounds[part]; j < bounds[part + 1]; ++j) {
+      const float e = std::exp(s[j] - m);
+      p.sumAt(part, 0) += e;
+      for (int64_t d = 0; d < dv; ++d) p.accAt(part, 0)[d] += e * v[j * dv + d];
+    }
+    // Row 1: every score -inf (max -inf, sum 0).
+  }
+  double m = -1e300, l = 0;
+  for (float x : s) m = std::max(m, static_cast<double>(x));
+  for (float x : s) l += std::exp(x - m);
+  float y[dv * 2];
+  native::mergeAttentionPartials(p, 0, 3, 0, y, 2);
+  for (int64_t d = 0; d < dv; ++d) {
+    double expected = 0;
+    for (int64_t j = 0; j < n; ++j) expected += std::exp(s[j] - m) / l * v[j * dv + d];
+    EXPECT_NEAR(y[d * 2], expected, 1e-5 * 6) << d;
+  }
+  native::mergeAttentionPartials(p, 0, 3, 1, y, 1);
+  for (int64_t d = 0; d < dv; ++d) EXPECT_TRUE(std::isnan(y[d])) << d;
+}
+
+// ---- refusals: each form the kernel does not take, with its reason.
+
+TEST(NativeDecodeAttention, RefusesHeadsTiledInBlocks) {
+  // Tile(K, [1, r, 1, 1]) repeats the KV heads as blocks (query head h
+  // reads KV head h % Hkv): no stride and no group says that.
+  GraphBuilder b;
+  ValueId k = b.op("Tile", {b.input({1, 2, 9, 8})}, attrs({{"repeats", Ints{1, 2, 1, 1}}}));
+  ValueId kt = b.op("Transpose", {k}, attrs({{"perm", Ints{0, 1, 3, 2}}}));
+  ValueId p = b.op("Softmax", {b.op("MatMul", {b.input({1, 4, 1, 8}), kt})},
+                   attrs({{"axis", int64_t{-1}}}));
+  const NodeSet all = b.finish(b.op("MatMul", {p, b.input({1, 4, 9, 8})}));
+  EXPECT_NE(refusalOf(b.graph(), all).find("in blocks"), std::string::npos);
+}
+
+TEST(NativeDecodeAttention, RefusesKAndVRepeatedDifferently) {
+  GraphBuilder b;
+  ValueId k = repeatHeads(b, b.input({1, 2, 9, 8}), 2, false);
+  ValueId kt = b.op("Transpose", {k}, attrs({{"perm", Ints{0, 1, 3, 2}}}));
+  ValueId p = b.op("Softmax", {b.op("MatMul", {b.input({1, 4, 1, 8}), kt})},
+                   attrs({{"axis", int64_t{-1}}}));
+  const NodeSet all = b.finish(b.op("MatMul", {p, b.input({1, 4, 9, 8})}));
+  EXPECT_NE(refusalOf(b.graph(), all).find("K and V repeat their heads differently (K 2x, V 1x)"),
+            std::string::npos);
+}
+
+TEST(NativeDecodeAttention, RefusesRepeatedQueryHeads) {
+  GraphBuilder b;
+  ValueId q = repeatHeads(b, b.input({1, 2, 1, 8}), 2, false);
+  ValueId kt = b.op("Transpose", {b.input({1, 4, 9, 8})}, attrs({{"perm", Ints{0, 1, 3, 2}}}));
+  ValueId p = b.op("Softmax", {b.op("MatMul", {q, kt})}, attrs({{"axis", int64_t{-1}}}));
+  const NodeSet all = b.finish(b.op("MatMul", {p, b.input({1, 4, 9, 8})}));
+  EXPECT_NE(refusalOf(b.graph(), all).find("Q's heads are repeated"), std::string::npos);
+}
+
+TEST(NativeDecodeAttention, RefusesAReshapeOfTheRepeatedHeads) {
+  // Heads repeated, then folded into the batch ([B * H, L, D]): the group
+  // is no longer on a head axis the kernel walks.
+  GraphBuilder b;
+  ValueId k = b.op("Reshape", {repeatHeads(b, b.input({1, 2, 9, 8}), 2, false)},
+                   attrs({{"shape", Ints{4, 9, 8}}}));
+  ValueId kt = b.op("Transpose", {k}, attrs({{"perm", Ints{0, 2, 1}}}));
+  ValueId p =
+      b.op("Softmax", {b.op("MatMul", {b.input({4, 1, 8}), kt})}, attrs({{"axis", int64_t{-1}}}));
+  const NodeSet all = b.finish(b.op("MatMul", {p, b.input({4, 9, 8})}));
+  EXPECT_NE(refusalOf(b.graph(), all).find("reshapes the repeated heads"), std::string::npos);
+}
+
+// ---- the rule on the generated decoder models (tests/models/decoder).
+
+TEST(NativeDecodeAttention, RuleFindsDecodeAttentionInTheGeneratedDecoders) {
+  SmallParts parts;
+  for (const char* model : {"mha_where_two_layers", "gqa_expand_padded", "gqa_tile_two_tokens"}) {
+    SCOPED_TRACE(model);
+    const std::string base = std::string(COLLAGE_SOURCE_DIR) + "/tests/models/decoder/" + model;
+    const Graph g = importOnnx(base + ".onnx");
+    // The committed inputs: the padded rows' masks are the float minimum.
+    std::vector<Tensor> inputs;
+    for (size_t i = 0; i < g.inputs().size(); ++i)
+      inputs.push_back(readTensorProtoFile(base + ".input_" + std::to_string(i) + ".pb"));
+    int softmaxes = 0;
+    for (const Node& n : g.nodes()) softmaxes += n.op == "Softmax";
+    ASSERT_GE(softmaxes, 1);
+    int core = 0, views = 0;
+    for (const auto& [group, label] : native::attentionGroups(g)) {
+      SCOPED_TRACE(label);
+      if (label == "decode_attention")
+        ++core;
+      else if (label == "decode_attention_views")
+        ++views;
+      else
+        ADD_FAILURE() << "label " << label;
+      // The present.* Concat stays outside: the group reads the cache.
+      group.forEach([&](NodeId n) { EXPECT_NE(g.node(n).op, "Concat") << g.node(n).name; });
+      expectDecodeMatches(g, group, inputs);
+    }
+    EXPECT_EQ(core, softmaxes);
+    EXPECT_EQ(views, softmaxes);
+    // The views group holds the head repeat (Expand or Tile) where there is one.
+    int repeats = 0;
+    for (const Node& n : g.nodes()) repeats += n.op == "Expand" || n.op == "Tile";
+    int repeatsInGroups = 0;
+    for (const auto& [group, label] : native::attentionGroups(g))
+      group.forEach(
+          [&](NodeId n) { repeatsInGroups += g.node(n).op == "Expand" || g.node(n).op == "Tile"; });
+    EXPECT_EQ(repeatsInGroups, repeats);
+    // The code rule names them as candidates.
+    int named = 0;
+    for (const auto& [group, label] : native()->codeRule()->wholeGroups(g))
+      named += label.rfind("decode_attention", 0) == 0;
+    EXPECT_EQ(named, core + views);
+  }
+}
+
+}  // namespace
+}  // namespace collage
