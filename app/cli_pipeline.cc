@@ -1,0 +1,235 @@
+// `collage pipeline model.onnx --devices cpu:2 -o pipeline.json`: plans a
+// graph pipeline (core/pipeline/) from node times profiled on one device's
+// cores at each micro-batch size, and writes the pipeline file.
+// `collage run model.onnx --pipeline pipeline.json` (runPipeline, called by
+// cli_run.cc): streams a batch through the stages in this process and
+// reports throughput, latency and each stage's busy share.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <memory>
+
+#include "app/cli_common.h"
+#include "backends/backend_list.h"
+#include "core/ir/error.h"
+#include "core/ir/tensor_compare.h"
+#include "core/ops/reference_executor.h"
+#include "core/pipeline/microbatch_schedule.h"
+#include "core/pipeline/pipe_graph.h"
+#include "core/pipeline/pipeline_file.h"
+#include "core/pipeline/pipeline_runtime.h"
+#include "core/pipeline/profiled_stage_cost.h"
+#include "core/pipeline/stage_partitioner.h"
+#include "core/plan/plan.h"
+
+namespace collage::cli {
+namespace {
+
+// The model with every input's first dimension bound to `microBatch` (a
+// dynamic one; a static one must equal it), other dynamic dimensions as
+// --input-shape binds them (else 1).
+Graph loadAtMicroBatch(const ModelOptions& model, int microBatch, bool quiet) {
+  ImportOptions options = model.importOptions();
+  for (const DeclaredInput& d : readDeclaredInputs(model.modelPath)) {
+    if (!d.rankKnown || d.dims.empty()) continue;
+    Shape shape = d.dims;
+    auto bound = options.inputShapes.find(d.name);
+    if (bound != options.inputShapes.end()) shape = bound->second;
+    if (d.dims[0] >= 0 && d.dims[0] != microBatch)
+      throw Error(model.modelPath + ": input '" + d.name + "' has a static batch of " +
+                  std::to_string(d.dims[0]) + "; the micro-batch must be " +
+                  std::to_string(d.dims[0]));
+    shape[0] = microBatch;
+    for (int64_t& dim : shape)
+      if (dim < 0) dim = 1;
+    if (d.isDynamic()) options.inputShapes[d.name] = shape;
+  }
+  std::vector<std::string> notes;
+  if (!quiet) options.notes = &notes;
+  return importOnnx(model.modelPath, options);
+}
+
+// In-process copy bandwidth: the best of a few 8 MiB copies. A link between
+// core groups of one process is a copy through memory.
+double measuredCopyBandwidth() {
+  const size_t bytes = 8u << 20;
+  std::vector<char> a(bytes, 1), b(bytes, 0);
+  double best = 0;
+  for (int r = 0; r < 5; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::memcpy(b.data(), a.data(), bytes);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (s > 0) best = std::max(best, static_cast<double>(bytes) / s);
+    a[static_cast<size_t>(r)] = b[bytes - 1 - static_cast<size_t>(r)];  // keep the copy
+  }
+  return best > 0 ? best : 1e9;
+}
+
+// "cpu:N": N devices of one core each, linked by an in-process copy.
+Topology topologyFromDevices(const std::string& spec) {
+  const std::string prefix = "cpu:";
+  int n = 0;
+  if (spec.rfind(prefix, 0) == 0) {
+    try {
+      n = std::stoi(spec.substr(prefix.size()));
+    } catch (const std::exception&) {
+      n = 0;
+    }
+  }
+  if (n < 1) throw Error("--devices " + spec + ": expected cpu:N (N one-core devices), e.g. cpu:2");
+  std::vector<PipeDevice> devices;
+  for (int i = 0; i < n; ++i) devices.push_back({"cpu" + std::to_string(i), DeviceKind::Cpu, 1});
+  // The latency of a hand-over between threads is not measured yet: 10 us,
+  // a condition variable's wake-up.
+  const LinkCost link{measuredCopyBandwidth(), 1e-5};
+  return Topology(devices, {}, &link, "--devices " + spec);
+}
+
+StageBackendsFactory backendsNamed(const std::vector<std::string>& names) {
+  return [names] {
+    auto set = std::make_shared<BackendSet>(loadBackendSet(names));
+    return BackendLookup([set](const std::string& name) { return set->find(name); });
+  };
+}
+
+}  // namespace
+
+Action addPipelineCommand(CLI::App& app) {
+  struct PipelineOptions : ModelOptions {
+    std::string devices = "cpu:2";
+    std::string topology;
+    int batch = 8;
+    std::vector<int> microBatches;
+    std::string backend = "native";
+    int runs = 3;
+    std::string output = "pipeline.json";
+  };
+  auto* command = app.add_subcommand(
+      "pipeline", "plan a graph pipeline of a model's stages over several devices");
+  auto options = std::make_shared<PipelineOptions>();
+  options->addTo(*command);
+  command->add_option("--devices", options->devices,
+                      "cpu:N: N one-core devices (ignored with --topology)");
+  command->add_option("--topology", options->topology, "a topology file (docs/pipeline.md)");
+  command->add_option("--batch", options->batch, "samples per batch")->check(CLI::PositiveNumber);
+  command->add_option(
+      "--micro-batch", options->microBatches,
+      "micro-batch sizes to consider (default: the powers of two that divide --batch, up to 8)");
+  command->add_option("--backend", options->backend,
+                      "the backend the nodes are profiled and run on");
+  command->add_option("--runs", options->runs, "profiled runs per micro-batch size")
+      ->check(CLI::PositiveNumber);
+  command->add_option("-o,--output", options->output, "the pipeline file to write");
+  return [options]() {
+    const Topology topology = options->topology.empty() ? topologyFromDevices(options->devices)
+                                                        : loadTopologyFile(options->topology);
+    assignCores(topology);  // a device this machine lacks is refused now, not at run time
+    std::vector<int> sizes = options->microBatches;
+    if (sizes.empty())
+      for (int b = 1; b <= std::min(8, options->batch); b *= 2)
+        if (options->batch % b == 0) sizes.push_back(b);
+    for (int b : sizes)
+      if (b < 1 || options->batch % b != 0)
+        throw Error("--micro-batch " + std::to_string(b) + " does not divide --batch " +
+                    std::to_string(options->batch));
+    std::sort(sizes.begin(), sizes.end());
+    // Profiled shares: a stage on d devices runs micro-batch / d on each.
+    std::vector<int> shares;
+    for (int b : sizes)
+      for (const auto kind : topology.kinds())
+        for (int d = 1; d <= topology.count(kind); ++d)
+          if (b % d == 0) shares.push_back(b / d);
+    std::sort(shares.begin(), shares.end());
+    shares.erase(std::unique(shares.begin(), shares.end()), shares.end());
+
+    const Graph graph = loadAtMicroBatch(*options, sizes.front(), false);
+    ProfiledStageCost cost(graph);
+    const BackendLookup backends = backendsNamed({options->backend})();
+    int threads = 1;
+    for (const PipeDevice& d : topology.devices())
+      threads = d.kind == DeviceKind::Cpu ? d.cores : threads;
+    for (int share : shares) {
+      const Graph at = loadAtMicroBatch(*options, share, true);
+      std::fprintf(stderr, "profiling %d node(s) at micro-batch %d on %d thread(s)...\n",
+                   at.numNodes(), share, threads);
+      cost.add(share, profileNodes(at, options->backend, backends, threads, options->runs));
+    }
+    const PipeGraph pipe = pipeGraphOf(graph, sizes.front());
+    PartitionOptions po;
+    po.batch = options->batch;
+    po.microBatches = sizes;
+    const auto t0 = std::chrono::steady_clock::now();
+    const StageGraph gpp = partitionGraphPipeline(pipe, topology, cost, po);
+    const double searchS =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const StageGraph spp = partitionSequentialPipeline(pipe, topology, cost, po);
+    const MicroBatchSchedule schedule = scheduleMicroBatches(gpp, topology, pipe);
+    std::printf("%s", gpp.toString(pipe).c_str());
+    std::printf("schedule: %s\n", schedule.toString().c_str());
+    std::printf("predicted: GPP %.3f ms per sample (search %.3f s), SPP %.3f ms per sample\n",
+                gpp.bottleneckTimePerSample * 1e3, searchS, spp.bottleneckTimePerSample * 1e3);
+    const Graph atMicroBatch = loadAtMicroBatch(*options, gpp.microBatch, true);
+    const PipelineFile file =
+        pipelineFileOf(gpp, &schedule, atMicroBatch, topology, options->modelPath, options->batch);
+    savePipelineFile(file, options->output);
+    std::printf("pipeline written to %s: %zu stage(s), micro-batch %d\n", options->output.c_str(),
+                file.stages.size(), file.microBatch);
+    return 0;
+  };
+}
+
+int runPipeline(const ModelOptions& model, const PipelineRunRequest& request) {
+  PipelineFile file = loadPipelineFile(request.pipelinePath);
+  checkPipelineModel(file, model.modelPath);
+  if (!request.topologyPath.empty())
+    checkPipelineTopology(file, loadTopologyFile(request.topologyPath), request.topologyPath);
+  const int batch = request.batch > 0 ? request.batch : file.batch;
+  if (batch % file.microBatch != 0)
+    throw Error("--batch " + std::to_string(batch) + " is not a multiple of " + file.displayName() +
+                "'s micro-batch " + std::to_string(file.microBatch));
+  const Graph graph = loadAtMicroBatch(model, file.microBatch, false);
+  const StageGraph stages = stageGraphOf(file, graph);
+  PipelineRuntimeOptions options;
+  options.backend = request.backend;
+  for (const auto& s : file.stages) options.inFlight.push_back(s.inFlight);
+  const StageBackendsFactory backends = backendsNamed({request.backend});
+  PipelineRuntime runtime(graph, stages, file.topology, backends, options);
+  std::vector<std::vector<Tensor>> batches;
+  for (int m = 0; m < batch / file.microBatch; ++m)
+    batches.push_back(randomInputs(graph, request.seed + static_cast<uint64_t>(m)));
+  PipelineRunReport report;
+  const std::vector<std::vector<Tensor>> outputs = runtime.run(batches, &report);
+  std::printf("%s", report.toString().c_str());
+  if (file.bottleneckSecondsPerSample > 0)
+    std::printf("predicted: %.1f samples/s (the slowest stage's profiled time)\n",
+                1 / file.bottleneckSecondsPerSample);
+  if (!request.verify) return 0;
+  // The same kernels in one Session on the whole model.
+  const BackendLookup lookup = backends();
+  Session whole(graph, singleNodePlan(graph, request.backend), lookup);
+  int bad = 0;
+  double most = 0;
+  for (size_t m = 0; m < batches.size(); ++m) {
+    const std::vector<Tensor> expected = whole.run(batches[m]);
+    for (size_t o = 0; o < expected.size(); ++o) {
+      const CompareResult c = compareScaled(outputs[m][o], expected[o], kFloat32Bound);
+      most = std::max(most, c.scaledError);
+      if (!c.ok) {
+        ++bad;
+        std::printf("verify: MISMATCH: micro-batch %zu, output '%s': %s\n", m,
+                    graph.value(graph.outputs()[o]).name.c_str(), c.message.c_str());
+      }
+    }
+  }
+  if (bad) return 3;
+  std::printf(
+      "verify: every output of %zu micro-batch(es) matches the whole model's Session (largest "
+      "error %.3g "
+      "of the output's largest value)\n",
+      batches.size(), most);
+  return 0;
+}
+
+}  // namespace collage::cli
