@@ -15,7 +15,10 @@
 #include "backends/backend_list.h"
 #include "core/ir/error.h"
 #include "core/ir/tensor_compare.h"
+#include "core/ir/threading.h"
+#include "core/measure/measurer.h"
 #include "core/ops/reference_executor.h"
+#include "core/pipeline/measured_stage_cost.h"
 #include "core/pipeline/microbatch_schedule.h"
 #include "core/pipeline/pipe_graph.h"
 #include "core/pipeline/pipeline_file.h"
@@ -25,6 +28,9 @@
 #include "core/plan/plan.h"
 
 namespace collage::cli {
+
+std::string selfExecutable();  // cli_optimize.cc
+
 namespace {
 
 // The model with every input's first dimension bound to `microBatch` (a
@@ -51,23 +57,8 @@ Graph loadAtMicroBatch(const ModelOptions& model, int microBatch, bool quiet) {
   return importOnnx(model.modelPath, options);
 }
 
-// In-process copy bandwidth: the best of a few 8 MiB copies. A link between
-// core groups of one process is a copy through memory.
-double measuredCopyBandwidth() {
-  const size_t bytes = 8u << 20;
-  std::vector<char> a(bytes, 1), b(bytes, 0);
-  double best = 0;
-  for (int r = 0; r < 5; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    std::memcpy(b.data(), a.data(), bytes);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (s > 0) best = std::max(best, static_cast<double>(bytes) / s);
-    a[static_cast<size_t>(r)] = b[bytes - 1 - static_cast<size_t>(r)];  // keep the copy
-  }
-  return best > 0 ? best : 1e9;
-}
-
-// "cpu:N": N devices of one core each, linked by an in-process copy.
+// "cpu:N": N devices of one core each, linked in this process (a measured
+// hand-over between threads and copy through memory).
 Topology topologyFromDevices(const std::string& spec) {
   const std::string prefix = "cpu:";
   int n = 0;
@@ -81,9 +72,10 @@ Topology topologyFromDevices(const std::string& spec) {
   if (n < 1) throw Error("--devices " + spec + ": expected cpu:N (N one-core devices), e.g. cpu:2");
   std::vector<PipeDevice> devices;
   for (int i = 0; i < n; ++i) devices.push_back({"cpu" + std::to_string(i), DeviceKind::Cpu, 1});
-  // The latency of a hand-over between threads is not measured yet: 10 us,
-  // a condition variable's wake-up.
-  const LinkCost link{measuredCopyBandwidth(), 1e-5};
+  const LinkCost link = measureInProcessLink();
+  std::fprintf(stderr,
+               "link between the cpu devices (measured in process): %.3g B/s, %.3g s latency\n",
+               link.bandwidthBytesPerS, link.latencyS);
   return Topology(devices, {}, &link, "--devices " + spec);
 }
 
@@ -104,6 +96,9 @@ Action addPipelineCommand(CLI::App& app) {
     std::vector<int> microBatches;
     std::string backend = "native";
     int runs = 3;
+    std::string measure = "worker";
+    std::string db = MeasurementDb::defaultPath();
+    bool noDb = false;
     std::string output = "pipeline.json";
   };
   auto* command = app.add_subcommand(
@@ -119,8 +114,18 @@ Action addPipelineCommand(CLI::App& app) {
       "micro-batch sizes to consider (default: the powers of two that divide --batch, up to 8)");
   command->add_option("--backend", options->backend,
                       "the backend the nodes are profiled and run on");
-  command->add_option("--runs", options->runs, "profiled runs per micro-batch size")
+  command
+      ->add_option(
+          "--measure", options->measure,
+          "worker: each node's kernel timed alone in the measurement worker, through the database; "
+          "in-process: a quick profiled run of the whole model (--runs runs)")
+      ->check(CLI::IsMember({"worker", "in-process"}));
+  command
+      ->add_option("--runs", options->runs,
+                   "with --measure in-process: profiled runs per micro-batch size")
       ->check(CLI::PositiveNumber);
+  command->add_option("--db", options->db, "the measurement database (default: this machine's)");
+  command->add_flag("--no-db", options->noDb, "measure every node, store nothing");
   command->add_option("-o,--output", options->output, "the pipeline file to write");
   return [options]() {
     const Topology topology = options->topology.empty() ? topologyFromDevices(options->devices)
@@ -150,11 +155,47 @@ Action addPipelineCommand(CLI::App& app) {
     int threads = 1;
     for (const PipeDevice& d : topology.devices())
       threads = d.kind == DeviceKind::Cpu ? d.cores : threads;
+    std::unique_ptr<MeasurementDb> db;
+    if (options->measure == "worker" && !options->noDb)
+      db = std::make_unique<MeasurementDb>(options->db);
     for (int share : shares) {
       const Graph at = loadAtMicroBatch(*options, share, true);
-      std::fprintf(stderr, "profiling %d node(s) at micro-batch %d on %d thread(s)...\n",
-                   at.numNodes(), share, threads);
-      cost.add(share, profileNodes(at, options->backend, backends, threads, options->runs));
+      std::fprintf(stderr, "%s %d node(s) at micro-batch %d on %d thread(s)...\n",
+                   options->measure == "worker" ? "measuring" : "profiling", at.numNodes(), share,
+                   threads);
+      if (options->measure == "in-process") {
+        cost.add(share, profileNodes(at, options->backend, backends, threads, options->runs));
+        continue;
+      }
+      // The worker, its fingerprint and the database key at one device's
+      // thread count: kernels are timed as a stage runs them.
+      setThisThreadCount(threads);
+      struct Reset {
+        ~Reset() { setThisThreadCount(0); }
+      } reset;
+      const BackendSet set = loadBackendSet({options->backend});
+      const HardwareFingerprint fingerprint = set.fingerprint(at);
+      std::vector<std::string> shapes;
+      for (const DeclaredInput& d : readDeclaredInputs(options->modelPath)) {
+        if (!d.isDynamic()) continue;
+        auto v = at.findValue(d.name);
+        if (!v) continue;
+        std::string dims;
+        for (int64_t x : at.value(*v).type.shape)
+          dims += (dims.empty() ? "" : "x") + std::to_string(x);
+        shapes.push_back(d.name + "=" + dims);
+      }
+      IsolatedMeasurer measurer(
+          measurementWorkerCommand(selfExecutable(), options->modelPath, shapes),
+          MeasurerOptions::forModel(at));
+      CostingReport report;
+      cost.add(
+          share,
+          measureNodes(
+              at, options->backend, set.versions().front().second, db.get(), fingerprint,
+              [&](const Candidate& c) { return measurer.measure(c.backend, c.nodes); }, &report));
+      std::fprintf(stderr, "  %d kernel(s) measured, %d from the database\n", report.measured,
+                   report.cached);
     }
     const PipeGraph pipe = pipeGraphOf(graph, sizes.front());
     PartitionOptions po;

@@ -16,7 +16,7 @@ model="$models/inception_v3_small.onnx"
 
 # Micro-batch 1: no stage can split it over both devices, so the pipeline
 # has stages of its own on each core (or, if one core is best, one stage).
-"$collage" pipeline "$model" --devices cpu:2 --batch 4 --micro-batch 1 -o p.json | tee plan.txt
+"$collage" pipeline "$model" --devices cpu:2 --batch 4 --micro-batch 1 --measure in-process -o p.json | tee plan.txt
 grep -q "pipeline written to p.json" plan.txt
 grep -q '"format": "collage-pipeline"' p.json
 
