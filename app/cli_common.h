@@ -47,6 +47,7 @@ struct PipelineRunRequest {
   std::string topologyPath;  // optional: refused when not the file's
   int batch = 0;             // 0: the file's
   std::string backend = "native";
+  std::string planPath;  // optional: each stage runs this plan's groups (restricted to it)
   uint64_t seed = 0;
   bool verify = false;
 };

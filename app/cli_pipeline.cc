@@ -10,6 +10,7 @@
 #include <cstring>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "app/cli_common.h"
 #include "backends/backend_list.h"
@@ -235,7 +236,28 @@ int runPipeline(const ModelOptions& model, const PipelineRunRequest& request) {
   PipelineRuntimeOptions options;
   options.backend = request.backend;
   for (const auto& s : file.stages) options.inFlight.push_back(s.inFlight);
-  const StageBackendsFactory backends = backendsNamed({request.backend});
+  StageBackendsFactory backends = backendsNamed({request.backend});
+  // With a plan: each stage runs its groups (restricted to the stage), on
+  // the backends it names, checked against the model at the micro-batch.
+  std::optional<Plan> plan;
+  if (!request.planPath.empty()) {
+    plan = loadPlan(request.planPath);
+    if (!plan->substitutions.empty())
+      throw Error(plan->displayName() + " rewrites the model (" +
+                  std::to_string(plan->substitutions.size()) +
+                  " substitution(s)); a pipeline runs the model's own nodes, so far");
+    std::vector<std::string> warnings;
+    loadBackendsForPlan(*plan, graph, model.modelPath, {}, &warnings);
+    for (const auto& w : warnings) std::cerr << "warning: " << w << "\n";
+    const Plan* p = &*plan;
+    const std::string modelPath = model.modelPath;
+    backends = [p, &graph, modelPath] {
+      auto set =
+          std::make_shared<BackendSet>(loadBackendsForPlan(*p, graph, modelPath, {}, nullptr));
+      return BackendLookup([set](const std::string& name) { return set->find(name); });
+    };
+    options.plan = p;
+  }
   PipelineRuntime runtime(graph, stages, file.topology, backends, options);
   std::vector<std::vector<Tensor>> batches;
   for (int m = 0; m < batch / file.microBatch; ++m)
@@ -249,13 +271,14 @@ int runPipeline(const ModelOptions& model, const PipelineRunRequest& request) {
   if (!request.verify) return 0;
   // The same kernels in one Session on the whole model.
   const BackendLookup lookup = backends();
-  Session whole(graph, singleNodePlan(graph, request.backend), lookup);
+  Session whole(graph, plan ? *plan : singleNodePlan(graph, request.backend), lookup);
+  const double bound = plan ? planBound(*plan, lookup) : kFloat32Bound;
   int bad = 0;
   double most = 0;
   for (size_t m = 0; m < batches.size(); ++m) {
     const std::vector<Tensor> expected = whole.run(batches[m]);
     for (size_t o = 0; o < expected.size(); ++o) {
-      const CompareResult c = compareScaled(outputs[m][o], expected[o], kFloat32Bound);
+      const CompareResult c = compareScaled(outputs[m][o], expected[o], bound);
       most = std::max(most, c.scaledError);
       if (!c.ok) {
         ++bad;

@@ -71,7 +71,7 @@ Action addRunCommand(CLI::App& app) {
   return [options]() {
     if (!options->pipeline.empty())
       return runPipeline(*options, {options->pipeline, options->topology, options->batch, options->pipelineBackend,
-                                    options->seed, options->verify});
+                                    options->plan, options->seed, options->verify});
     std::vector<Tensor> inputs;
     for (const auto& f : options->inputFiles) inputs.push_back(readTensorProtoFile(f));
     // A dynamic input given as a file is bound to the file's shape, unless

@@ -26,6 +26,29 @@ grep -q "^  stage 0 \[cpu" run.txt
 grep -q "busy" run.txt
 grep -q "verify: every output of 6 micro-batch(es) matches" run.txt
 
+# With a plan: each stage runs the plan's groups restricted to it (Conv+Relu
+# fused on oneDNN, the rest one native kernel per node); outputs equal the
+# whole plan's Session.
+/usr/bin/python3 - <<'PY'
+import json
+f = json.load(open("p.json"))
+nodes = [n for s in f["stages"] for n in s["nodes"]]
+groups, i = [], 0
+while i < len(nodes):
+    n = nodes[i]
+    if n.endswith("/Conv") and i + 1 < len(nodes) and nodes[i + 1] == n.rsplit("/", 2)[0] + "/Relu":
+        groups.append({"backend": "onednn", "pattern": "rule:fusion:post_ops", "origin": "op-level", "nodes": [n, nodes[i + 1]]})
+        i += 2
+    else:
+        groups.append({"backend": "native", "pattern": "rule:op", "origin": "op-level", "nodes": [n]})
+        i += 1
+assert any(g["backend"] == "onednn" for g in groups)
+json.dump({"format": "collage-plan", "version": 1, "model": f["model"], "backends": [], "groups": groups},
+          open("plan.json", "w"))
+PY
+"$collage" run "$model" --pipeline p.json --plan plan.json --batch 4 --verify | tee planrun.txt
+grep -q "verify: every output of 4 micro-batch(es) matches" planrun.txt
+
 # Another model: refused, naming the file and the hashes.
 if "$collage" run "$models/mobilenet_v2_small.onnx" --pipeline p.json 2> other.txt; then
   echo "a pipeline for another model was accepted" >&2

@@ -155,6 +155,36 @@ TEST(PipelineRuntime, PartitionedMultiBranchModelMatchesTheWholeModel) {
   expectMatchesWholeModel(g, batches, runtime.run(batches));
 }
 
+TEST(PipelineRuntime, AStagesPlanIsTheModelsPlanRestrictedToIt) {
+  if (allowedCpus() < 2) GTEST_SKIP() << "needs 2 cores";
+  Branches m;
+  const Graph& g = m.b.graph();
+  // Fused groups: {relu, sigmoid} (cut by the stages below) and
+  // {mul, tanh, add} (inside one stage).
+  auto name = [&](int n) { return g.node(n).name; };
+  Plan plan;
+  plan.groups = {{{name(0), name(1)}, "native", "test"},
+                 {{name(2), name(3), name(4)}, "native", "test"}};
+  const StageGraph stages = stagesOf({{{0}, "c0"}, {{1}, "c1"}, {{2, 3, 4}, "c0"}});
+  PipelineRuntimeOptions options;
+  options.plan = &plan;
+  PipelineRuntime runtime(g, stages, twoCores(), nativeBackends(), options);
+  EXPECT_EQ(runtime.stagePlan(0).groups.size(), 1u);
+  EXPECT_EQ(runtime.stagePlan(1).groups.size(), 1u);
+  ASSERT_EQ(runtime.stagePlan(2).groups.size(), 1u);
+  EXPECT_EQ(runtime.stagePlan(2).groups[0].nodes.size(), 3u);  // still fused
+  const auto batches = randomBatches(g, 4);
+  const auto outputs = runtime.run(batches);
+  // Against the whole model's Session of the same plan.
+  const BackendLookup lookup = nativeBackends()();
+  Session whole(g, plan, lookup);
+  for (size_t b = 0; b < batches.size(); ++b) {
+    const std::vector<Tensor> expected = whole.run(batches[b]);
+    for (size_t o = 0; o < expected.size(); ++o)
+      EXPECT_TRUE(compareScaled(outputs[b][o], expected[o], kFloat32Bound).ok) << b << ", " << o;
+  }
+}
+
 // A backend whose kernels throw: a planted failing kernel.
 class ThrowingBackend : public Backend {
  public:
