@@ -336,6 +336,22 @@ TEST(PipelineRuntime, RefusesStagesThatDoNotCoverTheModel) {
       {"stage 0", "\"gpu9\"", "does not list"});
 }
 
+TEST(PipelineRuntime, AStageThatCannotCompileNamesTheStage) {
+  if (allowedCpus() < 2) GTEST_SKIP() << "needs 2 cores";
+  Branches m;
+  const Graph& g = m.b.graph();
+  Plan plan = singleNodePlan(g, "native");
+  plan.groups[1].backend = "nosuch";  // sigmoid's group, in stage 1
+  PipelineRuntimeOptions options;
+  options.plan = &plan;
+  expectError(
+      [&] {
+        PipelineRuntime(g, stagesOf({{{0}, "c0"}, {{1}, "c1"}, {{2, 3, 4}, "c0"}}), twoCores(),
+                        nativeBackends(), options);
+      },
+      {"pipeline: stage 1 [c1]", "'nosuch'", "not available"});
+}
+
 TEST(PipelineRuntime, ADeviceThisMachineLacksIsRefused) {
   const LinkCost link{1e10, 1e-6};
   const Topology big({{"c0", DeviceKind::Cpu, 1}, {"c1", DeviceKind::Cpu, 4096}}, {}, &link,
