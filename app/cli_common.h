@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -38,5 +39,18 @@ Action addMeasurePlanPairCommand(CLI::App& app);
 Action addDbCommand(CLI::App& app);
 Action addExplainCommand(CLI::App& app);
 Action addLayoutWorkerCommand(CLI::App& app);
+Action addPipelineCommand(CLI::App& app);
+
+// `collage run --pipeline` (cli_pipeline.cc): the run options it reads.
+struct PipelineRunRequest {
+  std::string pipelinePath;
+  std::string topologyPath;  // optional: refused when not the file's
+  int batch = 0;             // 0: the file's
+  std::string backend = "native";
+  std::string planPath;  // optional: each stage runs this plan's groups (restricted to it)
+  uint64_t seed = 0;
+  bool verify = false;
+};
+int runPipeline(const ModelOptions& model, const PipelineRunRequest& request);
 
 }  // namespace collage::cli

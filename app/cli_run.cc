@@ -37,6 +37,9 @@ Action addRunCommand(CLI::App& app) {
     uint64_t seed = 0;
     std::string trace, nodeData, annotated;
     std::string nodeDataKind = "backend";
+    std::string pipeline, topology;
+    int batch = 0;
+    std::string pipelineBackend = "native";
   };
   auto* command = app.add_subcommand("run", "run a model (reference or a plan) and report latency");
   auto options = std::make_shared<RunOptions>();
@@ -59,7 +62,16 @@ Action addRunCommand(CLI::App& app) {
   command->add_option("--node-data-kind", options->nodeDataKind, "backend | latency | group-latency");
   command->add_option("--annotated-onnx", options->annotated,
                       "write the model with each node's backend and group in its metadata");
+  command->add_option("--pipeline", options->pipeline,
+                      "stream a batch through this pipeline's stages (from collage pipeline), in this process");
+  command->add_option("--topology", options->topology, "with --pipeline: refuse it unless made for this topology file");
+  command->add_option("--batch", options->batch, "with --pipeline: samples (default: the pipeline's batch)")
+      ->check(CLI::PositiveNumber);
+  command->add_option("--pipeline-backend", options->pipelineBackend, "with --pipeline: the backend of every stage");
   return [options]() {
+    if (!options->pipeline.empty())
+      return runPipeline(*options, {options->pipeline, options->topology, options->batch, options->pipelineBackend,
+                                    options->plan, options->seed, options->verify});
     std::vector<Tensor> inputs;
     for (const auto& f : options->inputFiles) inputs.push_back(readTensorProtoFile(f));
     // A dynamic input given as a file is bound to the file's shape, unless

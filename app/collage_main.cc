@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
   add(cli::addDbCommand);
   add(cli::addExplainCommand);
   add(cli::addLayoutWorkerCommand);
+  add(cli::addPipelineCommand);
 
   CLI11_PARSE(app, argc, argv);
   setThreadCount(threads);

@@ -8,7 +8,8 @@
 namespace collage {
 namespace {
 std::atomic<int> gThreads{0};
-}
+thread_local int tThreads = 0;
+}  // namespace
 
 // Read once: glibc answers hardware_concurrency() by reading sysfs (an open,
 // a read and a close), and threadCount() is asked by every kernel run. Asked
@@ -23,11 +24,13 @@ int hardwareCores() {
 }
 
 int threadCount() {
+  if (tThreads > 0) return tThreads;
   int t = gThreads.load();
   return t > 0 ? t : hardwareCores();
 }
 
 void setThreadCount(int threads) { gThreads.store(threads > 0 ? threads : 0); }
+void setThisThreadCount(int threads) { tThreads = threads > 0 ? threads : 0; }
 
 std::string busyMachineWarning() {
   double load = 0;

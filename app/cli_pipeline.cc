@@ -1,0 +1,299 @@
+// `collage pipeline model.onnx --devices cpu:2 -o pipeline.json`: plans a
+// graph pipeline (core/pipeline/) from node times profiled on one device's
+// cores at each micro-batch size, and writes the pipeline file.
+// `collage run model.onnx --pipeline pipeline.json` (runPipeline, called by
+// cli_run.cc): streams a batch through the stages in this process and
+// reports throughput, latency and each stage's busy share.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include "app/cli_common.h"
+#include "backends/backend_list.h"
+#include "core/ir/error.h"
+#include "core/ir/tensor_compare.h"
+#include "core/ir/threading.h"
+#include "core/measure/measurer.h"
+#include "core/ops/reference_executor.h"
+#include "core/pipeline/measured_stage_cost.h"
+#include "core/pipeline/microbatch_schedule.h"
+#include "core/pipeline/pipe_graph.h"
+#include "core/pipeline/pipeline_file.h"
+#include "core/pipeline/pipeline_runtime.h"
+#include "core/pipeline/profiled_stage_cost.h"
+#include "core/pipeline/stage_partitioner.h"
+#include "core/plan/plan.h"
+
+namespace collage::cli {
+
+std::string selfExecutable();  // cli_optimize.cc
+
+namespace {
+
+// The model with every input's first dimension bound to `microBatch` (a
+// dynamic one; a static one must equal it), other dynamic dimensions as
+// --input-shape binds them (else 1).
+Graph loadAtMicroBatch(const ModelOptions& model, int microBatch, bool quiet) {
+  ImportOptions options = model.importOptions();
+  for (const DeclaredInput& d : readDeclaredInputs(model.modelPath)) {
+    if (!d.rankKnown || d.dims.empty()) continue;
+    Shape shape = d.dims;
+    auto bound = options.inputShapes.find(d.name);
+    if (bound != options.inputShapes.end()) shape = bound->second;
+    if (d.dims[0] >= 0 && d.dims[0] != microBatch)
+      throw Error(model.modelPath + ": input '" + d.name + "' has a static batch of " +
+                  std::to_string(d.dims[0]) + "; the micro-batch must be " +
+                  std::to_string(d.dims[0]));
+    shape[0] = microBatch;
+    for (int64_t& dim : shape)
+      if (dim < 0) dim = 1;
+    if (d.isDynamic()) options.inputShapes[d.name] = shape;
+  }
+  std::vector<std::string> notes;
+  if (!quiet) options.notes = &notes;
+  return importOnnx(model.modelPath, options);
+}
+
+// "cpu:N": N devices of one core each, linked in this process (a measured
+// hand-over between threads and copy through memory).
+Topology topologyFromDevices(const std::string& spec) {
+  const std::string prefix = "cpu:";
+  int n = 0;
+  if (spec.rfind(prefix, 0) == 0) {
+    try {
+      n = std::stoi(spec.substr(prefix.size()));
+    } catch (const std::exception&) {
+      n = 0;
+    }
+  }
+  if (n < 1) throw Error("--devices " + spec + ": expected cpu:N (N one-core devices), e.g. cpu:2");
+  std::vector<PipeDevice> devices;
+  for (int i = 0; i < n; ++i) devices.push_back({"cpu" + std::to_string(i), DeviceKind::Cpu, 1});
+  const LinkCost link = measureInProcessLink();
+  std::fprintf(stderr,
+               "link between the cpu devices (measured in process): %.3g B/s, %.3g s latency\n",
+               link.bandwidthBytesPerS, link.latencyS);
+  return Topology(devices, {}, &link, "--devices " + spec);
+}
+
+StageBackendsFactory backendsNamed(const std::vector<std::string>& names) {
+  return [names] {
+    auto set = std::make_shared<BackendSet>(loadBackendSet(names));
+    return BackendLookup([set](const std::string& name) { return set->find(name); });
+  };
+}
+
+}  // namespace
+
+Action addPipelineCommand(CLI::App& app) {
+  struct PipelineOptions : ModelOptions {
+    std::string devices = "cpu:2";
+    std::string topology;
+    int batch = 8;
+    std::vector<int> microBatches;
+    std::string backend = "native";
+    int runs = 3;
+    std::string measure = "worker";
+    std::string db = MeasurementDb::defaultPath();
+    bool noDb = false;
+    std::string output = "pipeline.json";
+  };
+  auto* command = app.add_subcommand(
+      "pipeline", "plan a graph pipeline of a model's stages over several devices");
+  auto options = std::make_shared<PipelineOptions>();
+  options->addTo(*command);
+  command->add_option("--devices", options->devices,
+                      "cpu:N: N one-core devices (ignored with --topology)");
+  command->add_option("--topology", options->topology, "a topology file (docs/pipeline.md)");
+  command->add_option("--batch", options->batch, "samples per batch")->check(CLI::PositiveNumber);
+  command->add_option(
+      "--micro-batch", options->microBatches,
+      "micro-batch sizes to consider (default: the powers of two that divide --batch, up to 8)");
+  command->add_option("--backend", options->backend,
+                      "the backend the nodes are profiled and run on");
+  command
+      ->add_option(
+          "--measure", options->measure,
+          "worker: each node's kernel timed alone in the measurement worker, through the database; "
+          "in-process: a quick profiled run of the whole model (--runs runs)")
+      ->check(CLI::IsMember({"worker", "in-process"}));
+  command
+      ->add_option("--runs", options->runs,
+                   "with --measure in-process: profiled runs per micro-batch size")
+      ->check(CLI::PositiveNumber);
+  command->add_option("--db", options->db, "the measurement database (default: this machine's)");
+  command->add_flag("--no-db", options->noDb, "measure every node, store nothing");
+  command->add_option("-o,--output", options->output, "the pipeline file to write");
+  return [options]() {
+    const Topology topology = options->topology.empty() ? topologyFromDevices(options->devices)
+                                                        : loadTopologyFile(options->topology);
+    assignCores(topology);  // a device this machine lacks is refused now, not at run time
+    std::vector<int> sizes = options->microBatches;
+    if (sizes.empty())
+      for (int b = 1; b <= std::min(8, options->batch); b *= 2)
+        if (options->batch % b == 0) sizes.push_back(b);
+    for (int b : sizes)
+      if (b < 1 || options->batch % b != 0)
+        throw Error("--micro-batch " + std::to_string(b) + " does not divide --batch " +
+                    std::to_string(options->batch));
+    std::sort(sizes.begin(), sizes.end());
+    // Profiled shares: a stage on d devices runs micro-batch / d on each.
+    std::vector<int> shares;
+    for (int b : sizes)
+      for (const auto kind : topology.kinds())
+        for (int d = 1; d <= topology.count(kind); ++d)
+          if (b % d == 0) shares.push_back(b / d);
+    std::sort(shares.begin(), shares.end());
+    shares.erase(std::unique(shares.begin(), shares.end()), shares.end());
+
+    const Graph graph = loadAtMicroBatch(*options, sizes.front(), false);
+    ProfiledStageCost cost(graph);
+    const BackendLookup backends = backendsNamed({options->backend})();
+    int threads = 1;
+    for (const PipeDevice& d : topology.devices())
+      threads = d.kind == DeviceKind::Cpu ? d.cores : threads;
+    std::unique_ptr<MeasurementDb> db;
+    if (options->measure == "worker" && !options->noDb)
+      db = std::make_unique<MeasurementDb>(options->db);
+    for (int share : shares) {
+      const Graph at = loadAtMicroBatch(*options, share, true);
+      std::fprintf(stderr, "%s %d node(s) at micro-batch %d on %d thread(s)...\n",
+                   options->measure == "worker" ? "measuring" : "profiling", at.numNodes(), share,
+                   threads);
+      if (options->measure == "in-process") {
+        cost.add(share, profileNodes(at, options->backend, backends, threads, options->runs));
+        continue;
+      }
+      // The worker, its fingerprint and the database key at one device's
+      // thread count: kernels are timed as a stage runs them.
+      setThisThreadCount(threads);
+      struct Reset {
+        ~Reset() { setThisThreadCount(0); }
+      } reset;
+      const BackendSet set = loadBackendSet({options->backend});
+      const HardwareFingerprint fingerprint = set.fingerprint(at);
+      std::vector<std::string> shapes;
+      for (const DeclaredInput& d : readDeclaredInputs(options->modelPath)) {
+        if (!d.isDynamic()) continue;
+        auto v = at.findValue(d.name);
+        if (!v) continue;
+        std::string dims;
+        for (int64_t x : at.value(*v).type.shape)
+          dims += (dims.empty() ? "" : "x") + std::to_string(x);
+        shapes.push_back(d.name + "=" + dims);
+      }
+      IsolatedMeasurer measurer(
+          measurementWorkerCommand(selfExecutable(), options->modelPath, shapes),
+          MeasurerOptions::forModel(at));
+      CostingReport report;
+      cost.add(
+          share,
+          measureNodes(
+              at, options->backend, set.versions().front().second, db.get(), fingerprint,
+              [&](const Candidate& c) { return measurer.measure(c.backend, c.nodes); }, &report));
+      std::fprintf(stderr, "  %d kernel(s) measured, %d from the database\n", report.measured,
+                   report.cached);
+    }
+    const PipeGraph pipe = pipeGraphOf(graph, sizes.front());
+    PartitionOptions po;
+    po.batch = options->batch;
+    po.microBatches = sizes;
+    const auto t0 = std::chrono::steady_clock::now();
+    const StageGraph gpp = partitionGraphPipeline(pipe, topology, cost, po);
+    const double searchS =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const StageGraph spp = partitionSequentialPipeline(pipe, topology, cost, po);
+    const MicroBatchSchedule schedule = scheduleMicroBatches(gpp, topology, pipe);
+    std::printf("%s", gpp.toString(pipe).c_str());
+    std::printf("schedule: %s\n", schedule.toString().c_str());
+    std::printf("predicted: GPP %.3f ms per sample (search %.3f s), SPP %.3f ms per sample\n",
+                gpp.bottleneckTimePerSample * 1e3, searchS, spp.bottleneckTimePerSample * 1e3);
+    const Graph atMicroBatch = loadAtMicroBatch(*options, gpp.microBatch, true);
+    const PipelineFile file =
+        pipelineFileOf(gpp, &schedule, atMicroBatch, topology, options->modelPath, options->batch);
+    savePipelineFile(file, options->output);
+    std::printf("pipeline written to %s: %zu stage(s), micro-batch %d\n", options->output.c_str(),
+                file.stages.size(), file.microBatch);
+    return 0;
+  };
+}
+
+int runPipeline(const ModelOptions& model, const PipelineRunRequest& request) {
+  PipelineFile file = loadPipelineFile(request.pipelinePath);
+  checkPipelineModel(file, model.modelPath);
+  if (!request.topologyPath.empty())
+    checkPipelineTopology(file, loadTopologyFile(request.topologyPath), request.topologyPath);
+  const int batch = request.batch > 0 ? request.batch : file.batch;
+  if (batch % file.microBatch != 0)
+    throw Error("--batch " + std::to_string(batch) + " is not a multiple of " + file.displayName() +
+                "'s micro-batch " + std::to_string(file.microBatch));
+  const Graph graph = loadAtMicroBatch(model, file.microBatch, false);
+  const StageGraph stages = stageGraphOf(file, graph);
+  PipelineRuntimeOptions options;
+  options.backend = request.backend;
+  for (const auto& s : file.stages) options.inFlight.push_back(s.inFlight);
+  StageBackendsFactory backends = backendsNamed({request.backend});
+  // With a plan: each stage runs its groups (restricted to the stage), on
+  // the backends it names, checked against the model at the micro-batch.
+  std::optional<Plan> plan;
+  if (!request.planPath.empty()) {
+    plan = loadPlan(request.planPath);
+    if (!plan->substitutions.empty())
+      throw Error(plan->displayName() + " rewrites the model (" +
+                  std::to_string(plan->substitutions.size()) +
+                  " substitution(s)); a pipeline runs the model's own nodes, so far");
+    std::vector<std::string> warnings;
+    loadBackendsForPlan(*plan, graph, model.modelPath, {}, &warnings);
+    for (const auto& w : warnings) std::cerr << "warning: " << w << "\n";
+    const Plan* p = &*plan;
+    const std::string modelPath = model.modelPath;
+    backends = [p, &graph, modelPath] {
+      auto set =
+          std::make_shared<BackendSet>(loadBackendsForPlan(*p, graph, modelPath, {}, nullptr));
+      return BackendLookup([set](const std::string& name) { return set->find(name); });
+    };
+    options.plan = p;
+  }
+  PipelineRuntime runtime(graph, stages, file.topology, backends, options);
+  std::vector<std::vector<Tensor>> batches;
+  for (int m = 0; m < batch / file.microBatch; ++m)
+    batches.push_back(randomInputs(graph, request.seed + static_cast<uint64_t>(m)));
+  PipelineRunReport report;
+  const std::vector<std::vector<Tensor>> outputs = runtime.run(batches, &report);
+  std::printf("%s", report.toString().c_str());
+  if (file.bottleneckSecondsPerSample > 0)
+    std::printf("predicted: %.1f samples/s (the slowest stage's profiled time)\n",
+                1 / file.bottleneckSecondsPerSample);
+  if (!request.verify) return 0;
+  // The same kernels in one Session on the whole model.
+  const BackendLookup lookup = backends();
+  Session whole(graph, plan ? *plan : singleNodePlan(graph, request.backend), lookup);
+  const double bound = plan ? planBound(*plan, lookup) : kFloat32Bound;
+  int bad = 0;
+  double most = 0;
+  for (size_t m = 0; m < batches.size(); ++m) {
+    const std::vector<Tensor> expected = whole.run(batches[m]);
+    for (size_t o = 0; o < expected.size(); ++o) {
+      const CompareResult c = compareScaled(outputs[m][o], expected[o], bound);
+      most = std::max(most, c.scaledError);
+      if (!c.ok) {
+        ++bad;
+        std::printf("verify: MISMATCH: micro-batch %zu, output '%s': %s\n", m,
+                    graph.value(graph.outputs()[o]).name.c_str(), c.message.c_str());
+      }
+    }
+  }
+  if (bad) return 3;
+  std::printf(
+      "verify: every output of %zu micro-batch(es) matches the whole model's Session (largest "
+      "error %.3g "
+      "of the output's largest value)\n",
+      batches.size(), most);
+  return 0;
+}
+
+}  // namespace collage::cli
