@@ -232,5 +232,29 @@ class Optimize(Fixture):
             collage.optimize(DCGAN, backends=["native"], db="", progress=fail)
 
 
+
+class Generate(unittest.TestCase):
+    """The runtime's decode loop (docs/decoding.md) on a tiny decoder whose
+    greedy ids numpy computed without a cache (make_generate_model.py)."""
+    DECODERS = os.path.join(os.environ["COLLAGE_SOURCE_DIR"], "tests", "models", "decoder")
+
+    def test_greedy_ids_match_the_uncached_recompute_and_sampling_is_seeded(self):
+        g = collage.Generator(os.path.join(self.DECODERS, "tiny_decoder.onnx"), 16)
+        out = g.generate([1, 2, 3], max_new_tokens=10)
+        self.assertEqual(out["tokens"], [4, 30, 4, 0, 26, 27, 31, 27, 31, 16])
+        self.assertEqual(out["stop"], "max-new-tokens")
+        self.assertEqual(len(out["step_ms"]), 9)
+        self.assertEqual(g.generate([1, 2, 3], max_new_tokens=10, eos=0)["tokens"], [4, 30, 4, 0])
+        a = g.generate([1, 2, 3], max_new_tokens=12, temperature=1.5, seed=3)["tokens"]
+        self.assertEqual(g.generate([1, 2, 3], max_new_tokens=12, temperature=1.5, seed=3)["tokens"], a)
+        self.assertIn("input_ids=1x1", g.step_bindings)
+
+    def test_errors_name_the_tensor(self):
+        with self.assertRaisesRegex(collage.Error, "'hidden_states'"):
+            collage.Generator(os.path.join(self.DECODERS, "mha_where_two_layers.onnx"), 8)
+        g = collage.Generator(os.path.join(self.DECODERS, "tiny_decoder.onnx"), 4)
+        with self.assertRaisesRegex(collage.Error, "longer than the cache"):
+            g.generate([1, 2, 3, 4, 5], max_new_tokens=1)
+
 if __name__ == "__main__":
     unittest.main()
