@@ -26,10 +26,13 @@ Generator::Generator(const std::string& model, int64_t maxLength, const std::str
   translateErrors([&] {
     if (options.threads > 0) setThreadCount(options.threads);
     Impl* impl = impl_.get();
-    impl->model = importDecodeModel(model, maxLength);
+    const DecoderSignature signature = probeDecoderSignature(model);
+    if (!plan.empty()) impl->plan = std::make_unique<collage::Plan>(loadPlan(plan));
+    // No length given: the one the plan was made for.
+    if (maxLength <= 0 && impl->plan) maxLength = planCapacity(signature, impl->plan->inputShapes);
+    impl->model = importDecodeModel(model, maxLength, &signature);
     collage::Decoder::Step step;
-    if (!plan.empty()) {
-      impl->plan = std::make_unique<collage::Plan>(loadPlan(plan));
+    if (impl->plan) {
       if (!impl->plan->substitutions.empty())
         throw api::Error(plan + ": a plan with graph substitutions is not supported by the Generator yet");
       std::vector<std::string> warnings;

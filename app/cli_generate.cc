@@ -39,7 +39,7 @@ Action addGenerateCommand(CLI::App& app) {
   command->add_option("--max-new-tokens", o->generate.maxNewTokens, "stop after this many new ids")
       ->check(CLI::PositiveNumber);
   command->add_option("--max-length", o->maxLength,
-                      "the cache's rows (default: the prompt plus the new tokens)");
+                      "the cache's rows (default: those --plan was made for, else the prompt plus the new tokens)");
   command->add_option("--plan", o->plan,
                       "run the steps with this plan's Session (optimize the model with the bindings "
                       "--print-bindings shows)");
@@ -53,32 +53,39 @@ Action addGenerateCommand(CLI::App& app) {
                     "print the --input-shape bindings of the step graph (what a plan must be optimized with)");
   return [o]() {
     if (o->eos >= 0) o->generate.eos = o->eos;
-    const int64_t capacity = o->maxLength > 0 ? o->maxLength
-                                              : static_cast<int64_t>(o->promptIds.size()) + o->generate.maxNewTokens;
-    const DecodeModel model = importDecodeModel(o->modelPath, capacity);
+    const DecoderSignature signature = probeDecoderSignature(o->modelPath);
+    std::unique_ptr<Plan> plan;
+    if (!o->plan.empty()) plan = std::make_unique<Plan>(loadPlan(o->plan));
+    // The cache's rows: as asked, else those the plan was made for, else
+    // the prompt and the new tokens.
+    int64_t capacity = o->maxLength;
+    if (capacity <= 0 && plan) capacity = planCapacity(signature, plan->inputShapes);
+    if (capacity <= 0) capacity = static_cast<int64_t>(o->promptIds.size()) + o->generate.maxNewTokens;
+    const DecodeModel model = importDecodeModel(o->modelPath, capacity, &signature);
     if (o->printBindings) {
       for (const std::string& b : model.bindings) std::cout << "--input-shape " << b << "\n";
       return 0;
     }
-    std::unique_ptr<Plan> plan;
     std::unique_ptr<BackendSet> backends;
     std::unique_ptr<Session> session;
     Decoder::Step step;
-    if (!o->plan.empty()) {
-      plan = std::make_unique<Plan>(loadPlan(o->plan));
+    if (plan) {
       if (!plan->substitutions.empty())
         throw Error(o->plan + ": a plan with graph substitutions is not supported by generate yet");
       std::vector<std::string> warnings;
-      backends = std::make_unique<BackendSet>(loadBackendsForPlan(*plan, model.graph, o->modelPath, {}, &warnings));
-      for (const auto& w : warnings) std::cerr << "warning: " << w << "\n";
+      // A plan made for other bindings is refused with them; say which
+      // bindings this cache needs (and that --max-length sets them).
       try {
+        backends = std::make_unique<BackendSet>(loadBackendsForPlan(*plan, model.graph, o->modelPath, {}, &warnings));
         session = std::make_unique<Session>(model.graph, *plan,
                                             [&](const std::string& n) { return backends->find(n); });
       } catch (const Error& e) {
         std::string hint;
         for (const std::string& b : model.bindings) hint += " --input-shape " + b;
-        throw Error(std::string(e.what()) + " (a plan for generate is optimized on the step graph:" + hint + ")");
+        throw Error(std::string(e.what()) + " (generate runs a plan made for the step graph of a " +
+                    std::to_string(capacity) + "-row cache:" + hint + "; --max-length sets the rows)");
       }
+      for (const auto& w : warnings) std::cerr << "warning: " << w << "\n";
       step = [&](const std::vector<Tensor>& in) { return session->run(in); };
     }
     Decoder decoder(model, step);

@@ -43,8 +43,7 @@ Shape boundShape(const DeclaredInput& in, int sequenceAxis, int64_t sequence, co
 
 }  // namespace
 
-DecodeModel importDecodeModel(const std::string& path, int64_t capacity) {
-  if (capacity < 1) throw Error(path + ": the cache needs at least one row (capacity " + std::to_string(capacity) + ")");
+DecoderSignature probeDecoderSignature(const std::string& path) {
   // The roles, on the model imported for one token after one past row: the
   // dynamic dims at 1, but the mask's sequence (by its name) at 2, so that
   // a model checking the mask against past + new imports.
@@ -58,8 +57,18 @@ DecodeModel importDecodeModel(const std::string& path, int64_t capacity) {
       if (s[i] < 0) s[i] = (i == 1 && s.size() == 2 && lower.find("mask") != std::string::npos) ? 2 : 1;
     probe.inputShapes[in.name] = s;
   }
+  return decoderSignature(importOnnx(path, probe), path);
+}
+
+int64_t planCapacity(const DecoderSignature& signature, const std::map<std::string, Shape>& planInputShapes) {
+  auto mask = planInputShapes.find(signature.attentionMask);
+  return mask == planInputShapes.end() || mask->second.size() != 2 ? 0 : mask->second[1] - 1;
+}
+
+DecodeModel importDecodeModel(const std::string& path, int64_t capacity, const DecoderSignature* signature) {
+  if (capacity < 1) throw Error(path + ": the cache needs at least one row (capacity " + std::to_string(capacity) + ")");
   DecodeModel model;
-  model.signature = decoderSignature(importOnnx(path, probe), path);
+  model.signature = signature ? *signature : probeDecoderSignature(path);
   model.capacity = capacity;
   const DecoderSignature& sig = model.signature;
   ImportOptions options;

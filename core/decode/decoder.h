@@ -30,6 +30,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -66,7 +67,15 @@ struct DecodeModel {
   // plan for the loop must be optimized with.
   std::vector<std::string> bindings;
 };
-DecodeModel importDecodeModel(const std::string& path, int64_t capacity);
+// With `signature` (probeDecoderSignature's), the roles are not found again.
+DecodeModel importDecodeModel(const std::string& path, int64_t capacity,
+                              const DecoderSignature* signature = nullptr);
+// The roles alone (decoderSignature on the model imported for one token
+// after one past row).
+DecoderSignature probeDecoderSignature(const std::string& path);
+// The capacity a plan for the step graph was made for: its attention mask's
+// length minus the new token; 0 when the plan does not record the mask.
+int64_t planCapacity(const DecoderSignature& signature, const std::map<std::string, Shape>& planInputShapes);
 
 class Decoder {
  public:

@@ -40,9 +40,9 @@ struct Generation {
 class COLLAGE_API Generator {
  public:
   // `model`: a decoder with past/present KV tensors; `maxLength`: the cache's
-  // rows (the prompt plus the new tokens, minus one, must fit); `plan`: a plan
-  // for the step graph (optimized with stepBindings()), or "" for the
-  // reference executor.
+  // rows (the prompt plus the new tokens, minus one, must fit; 0 with a plan:
+  // the rows the plan was made for); `plan`: a plan for the step graph
+  // (made with stepBindings()), or "" for the reference executor.
   Generator(const std::string& model, int64_t maxLength, const std::string& plan = "",
             const SessionOptions& options = {});
   Generator(Generator&&) noexcept;

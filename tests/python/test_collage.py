@@ -249,6 +249,33 @@ class Generate(unittest.TestCase):
         self.assertEqual(g.generate([1, 2, 3], max_new_tokens=12, temperature=1.5, seed=3)["tokens"], a)
         self.assertIn("input_ids=1x1", g.step_bindings)
 
+    def test_a_plan_for_the_step_graph_runs_the_steps(self):
+        # Every node on native, for the step graph of a 13-row cache; the
+        # Generator and `collage generate --plan` take the rows from the plan.
+        path = os.path.join(self.DECODERS, "tiny_decoder.onnx")
+        shapes = {b.split("=")[0]: [int(d) for d in b.split("=")[1].split("x")]
+                  for b in collage.Generator(path, 13).step_bindings}
+        with tempfile.TemporaryDirectory() as tmp:
+            plan = os.path.join(tmp, "native.json")
+            collage.Plan.single_backend(collage.Model(path, shapes), "native").save(plan)
+            g = collage.Generator(path, 0, plan)
+            self.assertEqual(g.max_length, 13)
+            self.assertEqual(g.generate([1, 2, 3], max_new_tokens=10)["tokens"],
+                             [4, 30, 4, 0, 26, 27, 31, 27, 31, 16])
+            out = subprocess.run([os.environ["COLLAGE_CLI"], "generate", path, "--prompt-ids", "1,2,3",
+                                  "--max-new-tokens", "10", "--plan", plan],
+                                 capture_output=True, text=True)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            self.assertIn("generated: 4,30,4,0,26,27,31,27,31,16", out.stdout)
+            self.assertIn("plan " + plan, out.stdout)
+            # Asked for another length, the plan is refused with the bindings to use.
+            out = subprocess.run([os.environ["COLLAGE_CLI"], "generate", path, "--prompt-ids", "1,2,3",
+                                  "--max-new-tokens", "10", "--plan", plan, "--max-length", "20"],
+                                 capture_output=True, text=True)
+            self.assertNotEqual(out.returncode, 0)
+            self.assertIn("20-row cache", out.stderr)
+            self.assertIn("--input-shape past_key_values.0.key=1x2x20x8", out.stderr)
+
     def test_errors_name_the_tensor(self):
         with self.assertRaisesRegex(collage.Error, "'hidden_states'"):
             collage.Generator(os.path.join(self.DECODERS, "mha_where_two_layers.onnx"), 8)

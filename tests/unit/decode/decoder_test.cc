@@ -98,6 +98,15 @@ TEST(DecoderSignature, RefusesAnAppendWhoseResultIsNotReturned) {
               {"'past.0.key'", "Concat 'concat'", "'k_all' is not a graph output"});
 }
 
+TEST(Decoder, TakesTheCapacityAPlanWasMadeFor) {
+  const DecoderSignature sig = probeDecoderSignature(kTiny);
+  EXPECT_EQ(planCapacity(sig, {{"attention_mask", {1, 14}}, {"input_ids", {1, 1}}}), 13);
+  EXPECT_EQ(planCapacity(sig, {{"input_ids", {1, 1}}}), 0);
+  const DecodeModel model = importDecodeModel(kTiny, 13, &sig);
+  EXPECT_EQ(model.bindings.front(), "input_ids=1x1");
+  EXPECT_EQ(model.graph.value(*model.graph.findValue("past_key_values.1.value")).type.shape, (Shape{1, 2, 13, 8}));
+}
+
 TEST(Decoder, GreedyTokensEqualTheUncachedRecompute) {
   const DecodeModel model = importDecodeModel(kTiny, 16);
   Decoder decoder(model);
