@@ -34,16 +34,20 @@ Generator::Generator(const std::string& model, int64_t maxLength, const std::str
     collage::Decoder::Step step;
     if (impl->plan) {
       if (!impl->plan->substitutions.empty())
-        throw api::Error(plan + ": a plan with graph substitutions is not supported by the Generator yet");
+        throw api::Error(plan +
+                         ": a plan with graph substitutions is not supported by the Generator yet");
       std::vector<std::string> warnings;
-      impl->backends = loadBackendsForPlan(*impl->plan, impl->model.graph, model, options.backends, &warnings);
+      impl->backends =
+          loadBackendsForPlan(*impl->plan, impl->model.graph, model, options.backends, &warnings);
       if (!warnings.empty() && !options.acceptStalePlan) {
         std::string why;
         for (const auto& w : warnings) why += (why.empty() ? "" : "; ") + w;
-        throw api::Error("refused: " + why + " (or accept the plan with SessionOptions::acceptStalePlan)");
+        throw api::Error("refused: " + why +
+                         " (or accept the plan with SessionOptions::acceptStalePlan)");
       }
       impl->session = std::make_unique<collage::Session>(
-          impl->model.graph, *impl->plan, [impl](const std::string& n) { return impl->backends.find(n); });
+          impl->model.graph, *impl->plan,
+          [impl](const std::string& n) { return impl->backends.find(n); });
       step = [impl](const std::vector<collage::Tensor>& in) { return impl->session->run(in); };
     }
     impl->decoder = std::make_unique<collage::Decoder>(impl->model, step);

@@ -29,28 +29,35 @@ Action addGenerateCommand(CLI::App& app) {
     bool printBindings = false;
   };
   auto* command = app.add_subcommand(
-      "generate", "generate token ids with a decoder model that has a KV cache (prefill, then decode steps)");
+      "generate",
+      "generate token ids with a decoder model that has a KV cache (prefill, then decode steps)");
   auto o = std::make_shared<GenerateCommandOptions>();
-  command->add_option("model", o->modelPath, "ONNX decoder with past_key_values inputs and present outputs")
+  command
+      ->add_option("model", o->modelPath,
+                   "ONNX decoder with past_key_values inputs and present outputs")
       ->required();
   command->add_option("--prompt-ids", o->promptIds, "the prompt's token ids, e.g. 1,2,3")
       ->delimiter(',')
       ->required();
   command->add_option("--max-new-tokens", o->generate.maxNewTokens, "stop after this many new ids")
       ->check(CLI::PositiveNumber);
-  command->add_option("--max-length", o->maxLength,
-                      "the cache's rows (default: those --plan was made for, else the prompt plus the new tokens)");
-  command->add_option("--plan", o->plan,
-                      "run the steps with this plan's Session (optimize the model with the bindings "
-                      "--print-bindings shows)");
+  command->add_option(
+      "--max-length", o->maxLength,
+      "the cache's rows (default: those --plan was made for, else the prompt plus the new tokens)");
+  command->add_option(
+      "--plan", o->plan,
+      "run the steps with this plan's Session (optimize the model with the bindings "
+      "--print-bindings shows)");
   command->add_option("--seed", o->generate.seed, "seed of the sampling");
-  command->add_option("--temperature", o->generate.temperature, "0: greedy (default); more: sampled")
+  command
+      ->add_option("--temperature", o->generate.temperature, "0: greedy (default); more: sampled")
       ->check(CLI::NonNegativeNumber);
   command->add_option("--top-k", o->generate.topK, "sample from the K most likely ids (0: all)")
       ->check(CLI::NonNegativeNumber);
   command->add_option("--eos", o->eos, "stop after generating this id");
-  command->add_flag("--print-bindings", o->printBindings,
-                    "print the --input-shape bindings of the step graph (what a plan must be optimized with)");
+  command->add_flag(
+      "--print-bindings", o->printBindings,
+      "print the --input-shape bindings of the step graph (what a plan must be optimized with)");
   return [o]() {
     if (o->eos >= 0) o->generate.eos = o->eos;
     const DecoderSignature signature = probeDecoderSignature(o->modelPath);
@@ -60,7 +67,8 @@ Action addGenerateCommand(CLI::App& app) {
     // the prompt and the new tokens.
     int64_t capacity = o->maxLength;
     if (capacity <= 0 && plan) capacity = planCapacity(signature, plan->inputShapes);
-    if (capacity <= 0) capacity = static_cast<int64_t>(o->promptIds.size()) + o->generate.maxNewTokens;
+    if (capacity <= 0)
+      capacity = static_cast<int64_t>(o->promptIds.size()) + o->generate.maxNewTokens;
     const DecodeModel model = importDecodeModel(o->modelPath, capacity, &signature);
     if (o->printBindings) {
       for (const std::string& b : model.bindings) std::cout << "--input-shape " << b << "\n";
@@ -76,14 +84,16 @@ Action addGenerateCommand(CLI::App& app) {
       // A plan made for other bindings is refused with them; say which
       // bindings this cache needs (and that --max-length sets them).
       try {
-        backends = std::make_unique<BackendSet>(loadBackendsForPlan(*plan, model.graph, o->modelPath, {}, &warnings));
-        session = std::make_unique<Session>(model.graph, *plan,
-                                            [&](const std::string& n) { return backends->find(n); });
+        backends = std::make_unique<BackendSet>(
+            loadBackendsForPlan(*plan, model.graph, o->modelPath, {}, &warnings));
+        session = std::make_unique<Session>(
+            model.graph, *plan, [&](const std::string& n) { return backends->find(n); });
       } catch (const Error& e) {
         std::string hint;
         for (const std::string& b : model.bindings) hint += " --input-shape " + b;
         throw Error(std::string(e.what()) + " (generate runs a plan made for the step graph of a " +
-                    std::to_string(capacity) + "-row cache:" + hint + "; --max-length sets the rows)");
+                    std::to_string(capacity) + "-row cache:" + hint +
+                    "; --max-length sets the rows)");
       }
       for (const auto& w : warnings) std::cerr << "warning: " << w << "\n";
       step = [&](const std::vector<Tensor>& in) { return session->run(in); };
@@ -96,7 +106,8 @@ Action addGenerateCommand(CLI::App& app) {
     std::printf("stopped: %s after %zu new token(s)\n", g.stop.c_str(), g.tokens.size());
     std::vector<double> steps = g.stepMs;
     std::sort(steps.begin(), steps.end());
-    std::printf("prefill: %.3f ms for %zu token(s) (one step each)\n", g.prefillMs, o->promptIds.size());
+    std::printf("prefill: %.3f ms for %zu token(s) (one step each)\n", g.prefillMs,
+                o->promptIds.size());
     if (steps.empty())
       std::printf("decode step: none run\n");
     else
@@ -104,7 +115,8 @@ Action addGenerateCommand(CLI::App& app) {
                   steps[steps.size() / 2], steps.size(), steps.front(), steps.back(),
                   session ? ("plan " + o->plan).c_str() : "reference executor");
     std::printf("cache: %lld rows, %zu bytes preallocated, %zu bytes appended\n",
-                static_cast<long long>(decoder.capacity()), decoder.cacheBytes(), decoder.bytesAppended());
+                static_cast<long long>(decoder.capacity()), decoder.cacheBytes(),
+                decoder.bytesAppended());
     return 0;
   };
 }

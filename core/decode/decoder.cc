@@ -22,19 +22,21 @@ std::string dimsText(const Shape& s) {
 
 // The declared shape with batch 1 and the sequence dim `sequence` (-1: no
 // sequence dim, every dynamic dim but the batch is an Error).
-Shape boundShape(const DeclaredInput& in, int sequenceAxis, int64_t sequence, const std::string& path) {
+Shape boundShape(const DeclaredInput& in, int sequenceAxis, int64_t sequence,
+                 const std::string& path) {
   if (!in.rankKnown) throw Error(path + ": input '" + in.name + "' has no declared rank");
   Shape s(in.dims.begin(), in.dims.end());
   for (size_t i = 0; i < s.size(); ++i) {
     if (static_cast<int>(i) == sequenceAxis) {
       if (s[i] >= 0 && s[i] != sequence)
-        throw Error(path + ": input '" + in.name + "' has a fixed sequence size " + std::to_string(s[i]) +
-                    ": the decode loop needs it dynamic");
+        throw Error(path + ": input '" + in.name + "' has a fixed sequence size " +
+                    std::to_string(s[i]) + ": the decode loop needs it dynamic");
       s[i] = sequence;
     } else if (s[i] < 0) {
       if (i != 0)
-        throw Error(path + ": input '" + in.name + "' has dynamic dim " + std::to_string(i) + " ('" +
-                    in.symbols[i] + "'): the decode loop binds only the batch and the sequence");
+        throw Error(path + ": input '" + in.name + "' has dynamic dim " + std::to_string(i) +
+                    " ('" + in.symbols[i] +
+                    "'): the decode loop binds only the batch and the sequence");
       s[i] = 1;
     }
   }
@@ -52,21 +54,27 @@ DecoderSignature probeDecoderSignature(const std::string& path) {
     if (!in.rankKnown) continue;
     Shape s(in.dims.begin(), in.dims.end());
     std::string lower = in.name;
-    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+    std::transform(lower.begin(), lower.end(), lower.begin(),
+                   [](unsigned char c) { return std::tolower(c); });
     for (size_t i = 0; i < s.size(); ++i)
-      if (s[i] < 0) s[i] = (i == 1 && s.size() == 2 && lower.find("mask") != std::string::npos) ? 2 : 1;
+      if (s[i] < 0)
+        s[i] = (i == 1 && s.size() == 2 && lower.find("mask") != std::string::npos) ? 2 : 1;
     probe.inputShapes[in.name] = s;
   }
   return decoderSignature(importOnnx(path, probe), path);
 }
 
-int64_t planCapacity(const DecoderSignature& signature, const std::map<std::string, Shape>& planInputShapes) {
+int64_t planCapacity(const DecoderSignature& signature,
+                     const std::map<std::string, Shape>& planInputShapes) {
   auto mask = planInputShapes.find(signature.attentionMask);
   return mask == planInputShapes.end() || mask->second.size() != 2 ? 0 : mask->second[1] - 1;
 }
 
-DecodeModel importDecodeModel(const std::string& path, int64_t capacity, const DecoderSignature* signature) {
-  if (capacity < 1) throw Error(path + ": the cache needs at least one row (capacity " + std::to_string(capacity) + ")");
+DecodeModel importDecodeModel(const std::string& path, int64_t capacity,
+                              const DecoderSignature* signature) {
+  if (capacity < 1)
+    throw Error(path + ": the cache needs at least one row (capacity " + std::to_string(capacity) +
+                ")");
   DecodeModel model;
   model.signature = signature ? *signature : probeDecoderSignature(path);
   model.capacity = capacity;
@@ -84,8 +92,10 @@ DecodeModel importDecodeModel(const std::string& path, int64_t capacity, const D
       if (pair == sig.cache.end()) continue;  // decoderSignature refused anything else
       shape = boundShape(in, pair->sequenceAxis, capacity, path);
     }
-    if ((in.name == sig.inputIds || in.name == sig.attentionMask || in.name == sig.positionIds) && shape.size() != 2)
-      throw Error(path + ": input '" + in.name + "' is " + dimsText(shape) + ", not [batch, sequence]");
+    if ((in.name == sig.inputIds || in.name == sig.attentionMask || in.name == sig.positionIds) &&
+        shape.size() != 2)
+      throw Error(path + ": input '" + in.name + "' is " + dimsText(shape) +
+                  ", not [batch, sequence]");
     options.inputShapes[in.name] = shape;
     model.bindings.push_back(in.name + "=" + dimsText(shape));
   }
@@ -93,7 +103,8 @@ DecodeModel importDecodeModel(const std::string& path, int64_t capacity, const D
   return model;
 }
 
-Decoder::Decoder(const DecodeModel& model, Step step) : model_(model), step_(std::move(step)), capacity_(model.capacity) {
+Decoder::Decoder(const DecodeModel& model, Step step)
+    : model_(model), step_(std::move(step)), capacity_(model.capacity) {
   const Graph& g = model.graph;
   const DecoderSignature& sig = model.signature;
   if (!step_) {
@@ -111,7 +122,8 @@ Decoder::Decoder(const DecodeModel& model, Step step) : model_(model), step_(std
     } else {
       auto pair = std::find_if(sig.cache.begin(), sig.cache.end(),
                                [&](const KvCachePair& p) { return p.past == value.name; });
-      if (pair == sig.cache.end()) throw Error("input '" + value.name + "' has no role in the decode loop");
+      if (pair == sig.cache.end())
+        throw Error("input '" + value.name + "' has no role in the decode loop");
       inputs_.push_back({Role::Cache, static_cast<size_t>(pair - sig.cache.begin())});
     }
   }
@@ -150,8 +162,12 @@ std::vector<float> Decoder::step(int64_t token, int64_t row) {
       return t;
     };
     switch (inputs_[i].first) {
-      case Role::Ids: in.push_back(ints({token})); break;
-      case Role::Positions: in.push_back(ints({row})); break;
+      case Role::Ids:
+        in.push_back(ints({token}));
+        break;
+      case Role::Positions:
+        in.push_back(ints({row}));
+        break;
       case Role::Mask: {
         // Rows 0..row-1 of the cache, and the new token after the last row.
         std::vector<int64_t> mask(static_cast<size_t>(capacity_ + 1), 0);
@@ -161,7 +177,9 @@ std::vector<float> Decoder::step(int64_t token, int64_t row) {
         break;
       }
       // The buffer itself: Tensor shares its storage, nothing is copied.
-      case Role::Cache: in.push_back(cache_[inputs_[i].second]); break;
+      case Role::Cache:
+        in.push_back(cache_[inputs_[i].second]);
+        break;
     }
   }
   std::vector<Tensor> out = step_(in);
@@ -174,8 +192,9 @@ std::vector<float> Decoder::step(int64_t token, int64_t row) {
     const Shape& ps = present.shape();
     const Shape& cs = cache.shape();
     if (ps.size() != cs.size() || ps[static_cast<size_t>(axis)] != capacity_ + 1)
-      throw Error("output '" + model_.signature.cache[i].present + "' is " + present.type().toString() +
-                  ": expected the cache '" + model_.signature.cache[i].past + "' (" + cache.type().toString() +
+      throw Error("output '" + model_.signature.cache[i].present + "' is " +
+                  present.type().toString() + ": expected the cache '" +
+                  model_.signature.cache[i].past + "' (" + cache.type().toString() +
                   ") with one more row on axis " + std::to_string(axis));
     int64_t outer = 1, inner = 1;
     for (int a = 0; a < axis; ++a) outer *= cs[static_cast<size_t>(a)];
@@ -184,8 +203,8 @@ std::vector<float> Decoder::step(int64_t token, int64_t row) {
     const char* src = static_cast<const char*>(present.raw());
     char* dst = static_cast<char*>(cache.raw());
     for (int64_t o = 0; o < outer; ++o)
-      std::memcpy(dst + (o * capacity_ + row) * rowBytes, src + (o * (capacity_ + 1) + capacity_) * rowBytes,
-                  rowBytes);
+      std::memcpy(dst + (o * capacity_ + row) * rowBytes,
+                  src + (o * (capacity_ + 1) + capacity_) * rowBytes, rowBytes);
     bytesAppended_ += static_cast<size_t>(outer) * rowBytes;
   }
   const Tensor& logits = out.at(logitsOutput_);
@@ -195,19 +214,22 @@ std::vector<float> Decoder::step(int64_t token, int64_t row) {
 
 namespace {
 
-int64_t pick(const std::vector<float>& logits, const GenerateOptions& options, std::mt19937_64& rng) {
+int64_t pick(const std::vector<float>& logits, const GenerateOptions& options,
+             std::mt19937_64& rng) {
   if (options.temperature <= 0)
     return std::max_element(logits.begin(), logits.end()) - logits.begin();
   std::vector<int64_t> ids(logits.size());
   std::iota(ids.begin(), ids.end(), 0);
   // Most likely first, the lower id first on a tie: the order is the same on
   // every machine, so a seed gives the same tokens.
-  std::stable_sort(ids.begin(), ids.end(), [&](int64_t a, int64_t b) { return logits[a] > logits[b]; });
+  std::stable_sort(ids.begin(), ids.end(),
+                   [&](int64_t a, int64_t b) { return logits[a] > logits[b]; });
   if (options.topK > 0 && options.topK < static_cast<int64_t>(ids.size())) ids.resize(options.topK);
   std::vector<double> p(ids.size());
   const double top = logits[ids[0]];
   double sum = 0;
-  for (size_t i = 0; i < ids.size(); ++i) sum += p[i] = std::exp((logits[ids[i]] - top) / options.temperature);
+  for (size_t i = 0; i < ids.size(); ++i)
+    sum += p[i] = std::exp((logits[ids[i]] - top) / options.temperature);
   // 53 random bits, not std::uniform_real_distribution (its algorithm is the
   // library's own).
   const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53 * sum;
@@ -228,7 +250,8 @@ Generation Decoder::generate(const std::vector<int64_t>& prompt, const GenerateO
   for (int64_t id : prompt)
     if (id < 0 || id >= vocabulary_)
       throw Error("prompt token id " + std::to_string(id) + " is outside the vocabulary (0.." +
-                  std::to_string(vocabulary_ - 1) + ", the size of output '" + model_.signature.logits + "')");
+                  std::to_string(vocabulary_ - 1) + ", the size of output '" +
+                  model_.signature.logits + "')");
   if (options.maxNewTokens < 1) throw Error("max-new-tokens must be at least 1");
   const int64_t n = static_cast<int64_t>(prompt.size());
   if (n > capacity_)
@@ -236,8 +259,9 @@ Generation Decoder::generate(const std::vector<int64_t>& prompt, const GenerateO
                 std::to_string(capacity_) + " rows)");
   // The last new token is never run, so the cache holds n + new - 1 rows.
   if (n + options.maxNewTokens - 1 > capacity_)
-    throw Error("the prompt's " + std::to_string(n) + " tokens and " + std::to_string(options.maxNewTokens) +
-                " new ones need a cache of " + std::to_string(n + options.maxNewTokens - 1) + " rows; it has " +
+    throw Error("the prompt's " + std::to_string(n) + " tokens and " +
+                std::to_string(options.maxNewTokens) + " new ones need a cache of " +
+                std::to_string(n + options.maxNewTokens - 1) + " rows; it has " +
                 std::to_string(capacity_));
   if (options.temperature < 0) throw Error("the temperature must be 0 (greedy) or more");
   std::mt19937_64 rng(options.seed);

@@ -75,7 +75,8 @@ DecodeModel importDecodeModel(const std::string& path, int64_t capacity,
 DecoderSignature probeDecoderSignature(const std::string& path);
 // The capacity a plan for the step graph was made for: its attention mask's
 // length minus the new token; 0 when the plan does not record the mask.
-int64_t planCapacity(const DecoderSignature& signature, const std::map<std::string, Shape>& planInputShapes);
+int64_t planCapacity(const DecoderSignature& signature,
+                     const std::map<std::string, Shape>& planInputShapes);
 
 class Decoder {
  public:

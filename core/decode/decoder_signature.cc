@@ -18,7 +18,8 @@ bool contains(const std::string& text, const std::string& part) {
 
 std::string namesOf(const Graph& graph, const std::vector<NodeId>& nodes) {
   std::string s;
-  for (NodeId n : nodes) s += (s.empty() ? "" : ", ") + graph.node(n).op + " '" + graph.node(n).name + "'";
+  for (NodeId n : nodes)
+    s += (s.empty() ? "" : ", ") + graph.node(n).op + " '" + graph.node(n).name + "'";
   return s.empty() ? "none" : s;
 }
 
@@ -44,8 +45,8 @@ std::optional<KvCachePair> pairOf(const Graph& graph, ValueId input, std::string
   }
   const Value& present = graph.value(concat.outputs[0]);
   if (!present.isGraphOutput) {
-    why = name + " is appended to by Concat '" + concat.name + "', but its result '" + present.name +
-          "' is not a graph output (no present to pair it with)";
+    why = name + " is appended to by Concat '" + concat.name + "', but its result '" +
+          present.name + "' is not a graph output (no present to pair it with)";
     return std::nullopt;
   }
   int64_t axis = concat.attrs.getInt("axis");
@@ -74,47 +75,60 @@ DecoderSignature decoderSignature(const Graph& graph, const std::string& model) 
     }
   }
   if (sig.cache.empty())
-    throw Error(model + ": not a decoder with a KV cache: no graph input is appended to on the "
-                "sequence axis by a Concat whose result is a graph output (past_key_values.N.key -> "
-                "present.N.key)" + (firstWhy.empty() ? std::string() : ": " + firstWhy));
+    throw Error(
+        model +
+        ": not a decoder with a KV cache: no graph input is appended to on the "
+        "sequence axis by a Concat whose result is a graph output (past_key_values.N.key -> "
+        "present.N.key)" +
+        (firstWhy.empty() ? std::string() : ": " + firstWhy));
   if (!unknown.empty())
-    throw Error(model + ": " + firstWhy + "; the decode loop feeds only the token ids, the attention "
+    throw Error(model + ": " + firstWhy +
+                "; the decode loop feeds only the token ids, the attention "
                 "mask, the positions and the cache");
   // Pairs of the same cache must agree on the sequence axis.
   for (const KvCachePair& p : sig.cache)
     if (p.sequenceAxis != sig.cache[0].sequenceAxis)
-      throw Error(model + ": input '" + p.past + "' is appended to on axis " + std::to_string(p.sequenceAxis) +
-                  ", input '" + sig.cache[0].past + "' on axis " + std::to_string(sig.cache[0].sequenceAxis));
+      throw Error(model + ": input '" + p.past + "' is appended to on axis " +
+                  std::to_string(p.sequenceAxis) + ", input '" + sig.cache[0].past + "' on axis " +
+                  std::to_string(sig.cache[0].sequenceAxis));
 
   for (ValueId v : ints) {
     const std::string& n = graph.value(v).name;
     std::string lower = n;
-    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
-    std::string* role = contains(lower, "mask")                                  ? &sig.attentionMask
-                        : contains(lower, "position")                            ? &sig.positionIds
+    std::transform(lower.begin(), lower.end(), lower.begin(),
+                   [](unsigned char c) { return std::tolower(c); });
+    std::string* role = contains(lower, "mask")                              ? &sig.attentionMask
+                        : contains(lower, "position")                        ? &sig.positionIds
                         : contains(lower, "ids") || contains(lower, "token") ? &sig.inputIds
-                                                                                 : nullptr;
+                                                                             : nullptr;
     if (!role) {
       // An unnamed role: the token ids if it indexes a Gather (the embedding).
       const Value& value = graph.value(v);
-      const bool indexes = std::any_of(value.consumers.begin(), value.consumers.end(), [&](NodeId c) {
-        const Node& node = graph.node(c);
-        return node.op == "Gather" && node.inputs.size() > 1 && node.inputs[1] == v;
-      });
+      const bool indexes =
+          std::any_of(value.consumers.begin(), value.consumers.end(), [&](NodeId c) {
+            const Node& node = graph.node(c);
+            return node.op == "Gather" && node.inputs.size() > 1 && node.inputs[1] == v;
+          });
       if (indexes) role = &sig.inputIds;
     }
     if (!role)
-      throw Error(model + ": integer input '" + n + "' has no role the decode loop knows (token ids, "
+      throw Error(model + ": integer input '" + n +
+                  "' has no role the decode loop knows (token ids, "
                   "attention mask, positions)");
     if (!role->empty())
       throw Error(model + ": inputs '" + *role + "' and '" + n + "' both look like the " +
-                  (role == &sig.inputIds ? "token ids" : role == &sig.attentionMask ? "attention mask" : "positions"));
+                  (role == &sig.inputIds        ? "token ids"
+                   : role == &sig.attentionMask ? "attention mask"
+                                                : "positions"));
     *role = n;
   }
-  if (sig.inputIds.empty()) throw Error(model + ": no token ids input (an integer input named like input_ids)");
+  if (sig.inputIds.empty())
+    throw Error(model + ": no token ids input (an integer input named like input_ids)");
   if (sig.attentionMask.empty())
-    throw Error(model + ": no attention mask input (an integer input named like attention_mask): the decode "
-                "loop masks the cache's unused rows with it");
+    throw Error(
+        model +
+        ": no attention mask input (an integer input named like attention_mask): the decode "
+        "loop masks the cache's unused rows with it");
 
   std::vector<std::string> others;
   for (ValueId v : graph.outputs()) {
@@ -128,8 +142,8 @@ DecoderSignature decoderSignature(const Graph& graph, const std::string& model) 
     if (others.size() != 1) {
       std::string list;
       for (const auto& o : others) list += (list.empty() ? "'" : ", '") + o + "'";
-      throw Error(model + ": cannot tell the logits among the outputs " + (list.empty() ? "(none)" : list) +
-                  " (name it 'logits')");
+      throw Error(model + ": cannot tell the logits among the outputs " +
+                  (list.empty() ? "(none)" : list) + " (name it 'logits')");
     }
     sig.logits = others[0];
   }

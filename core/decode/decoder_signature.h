@@ -23,9 +23,9 @@
 namespace collage {
 
 struct KvCachePair {
-  std::string past;     // the graph input: [.., sequence, ..]
-  std::string present;  // the Concat's output, a graph output
-  int sequenceAxis = 0; // the Concat's axis, non-negative
+  std::string past;      // the graph input: [.., sequence, ..]
+  std::string present;   // the Concat's output, a graph output
+  int sequenceAxis = 0;  // the Concat's axis, non-negative
 };
 
 struct DecoderSignature {

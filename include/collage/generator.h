@@ -24,10 +24,10 @@ namespace collage::api {
 
 struct GenerateOptions {
   int64_t maxNewTokens = 16;
-  int64_t eos = -1;          // stop after generating this id; -1: none
-  double temperature = 0;    // 0: greedy; more: sampled from softmax(logits / T)
-  int64_t topK = 0;          // sample from the K most likely ids; 0: all
-  uint64_t seed = 0;         // the same seed, the same ids
+  int64_t eos = -1;        // stop after generating this id; -1: none
+  double temperature = 0;  // 0: greedy; more: sampled from softmax(logits / T)
+  int64_t topK = 0;        // sample from the K most likely ids; 0: all
+  uint64_t seed = 0;       // the same seed, the same ids
 };
 
 struct Generation {

@@ -8,13 +8,13 @@
 #include <fstream>
 #include <sstream>
 
+#include "../test_support.h"
+#include "backends/backend_list.h"
 #include "core/decode/decoder_signature.h"
 #include "core/onnx/onnx_import.h"
 #include "core/ops/reference_executor.h"
 #include "core/plan/plan.h"
 #include "core/runtime/session.h"
-#include "backends/backend_list.h"
-#include "../test_support.h"
 
 namespace collage {
 namespace {
@@ -104,7 +104,8 @@ TEST(Decoder, TakesTheCapacityAPlanWasMadeFor) {
   EXPECT_EQ(planCapacity(sig, {{"input_ids", {1, 1}}}), 0);
   const DecodeModel model = importDecodeModel(kTiny, 13, &sig);
   EXPECT_EQ(model.bindings.front(), "input_ids=1x1");
-  EXPECT_EQ(model.graph.value(*model.graph.findValue("past_key_values.1.value")).type.shape, (Shape{1, 2, 13, 8}));
+  EXPECT_EQ(model.graph.value(*model.graph.findValue("past_key_values.1.value")).type.shape,
+            (Shape{1, 2, 13, 8}));
 }
 
 TEST(Decoder, GreedyTokensEqualTheUncachedRecompute) {
@@ -128,7 +129,8 @@ TEST(Decoder, AppendsTheNewRowsInPlaceWithoutCopyingTheCache) {
   std::vector<const void*> seen;
   std::vector<size_t> cacheInputs;
   for (size_t i = 0; i < model.graph.inputs().size(); ++i)
-    if (model.graph.value(model.graph.inputs()[i]).name.rfind("past_key_values.", 0) == 0) cacheInputs.push_back(i);
+    if (model.graph.value(model.graph.inputs()[i]).name.rfind("past_key_values.", 0) == 0)
+      cacheInputs.push_back(i);
   auto executor = std::make_shared<ReferenceExecutor>(model.graph);
   Decoder decoder(model, [&](const std::vector<Tensor>& in) {
     for (size_t i : cacheInputs) seen.push_back(in[i].raw());
@@ -208,11 +210,18 @@ TEST(Decoder, RefusesPromptsItCannotRun) {
   Decoder decoder(model);
   GenerateOptions options;
   options.maxNewTokens = 1;
-  expectError([&] { decoder.generate({1, 2, 3, 4, 5}, options); },
-              {"prompt's 5 tokens are longer than the cache (4 rows)"});
+  expectError(
+      [&] {
+        decoder.generate({1, 2, 3, 4, 5}, options);
+      },
+      {"prompt's 5 tokens are longer than the cache (4 rows)"});
   options.maxNewTokens = 3;
   expectError([&] { decoder.generate({1, 2, 3}, options); }, {"need a cache of 5 rows; it has 4"});
-  expectError([&] { decoder.generate({1, 32}, options); }, {"token id 32 is outside the vocabulary", "'logits'"});
+  expectError(
+      [&] {
+        decoder.generate({1, 32}, options);
+      },
+      {"token id 32 is outside the vocabulary", "'logits'"});
   expectError([&] { decoder.generate({}, options); }, {"prompt is empty"});
 }
 
