@@ -30,6 +30,7 @@ struct ModelOptions {
 using Action = std::function<int()>;
 Action addInspectCommand(CLI::App& app);
 Action addRunCommand(CLI::App& app);
+Action addGenerateCommand(CLI::App& app);
 Action addCandidatesCommand(CLI::App& app);
 Action addSpecCommand(CLI::App& app);
 Action addOptimizeCommand(CLI::App& app);

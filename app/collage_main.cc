@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
   };
   add(cli::addInspectCommand);
   add(cli::addRunCommand);
+  add(cli::addGenerateCommand);
   add(cli::addCandidatesCommand);
   add(cli::addSpecCommand);
   add(cli::addOptimizeCommand);

@@ -297,6 +297,46 @@ PYBIND11_MODULE(collage, m) {
       .def_property_readonly("plan", [](PySession& s) { return s.session().plan(); })
       .def_property_readonly("model", [](PySession& s) { return s.session().model(); });
 
+  // The runtime's decode loop (docs/decoding.md): ids in, ids out.
+  py::class_<api::Generator>(m, "Generator")
+      .def(py::init([](const std::string& model, int64_t maxLength, const std::string& plan, int threads) {
+             api::SessionOptions options;
+             options.threads = threads;
+             return api::Generator(model, maxLength, plan, options);
+           }),
+           py::arg("model"), py::arg("max_length"), py::arg("plan") = "", py::kw_only(),
+           py::arg("threads") = 0,
+           "A decoder with past/present KV tensors; max_length: the cache's rows; plan: a plan "
+           "for the step graph (see step_bindings), or '' for the reference executor.")
+      .def(
+          "generate",
+          [](api::Generator& g, const std::vector<int64_t>& prompt, int64_t maxNewTokens, int64_t eos,
+             double temperature, int64_t topK, uint64_t seed) {
+            api::GenerateOptions o;
+            o.maxNewTokens = maxNewTokens;
+            o.eos = eos;
+            o.temperature = temperature;
+            o.topK = topK;
+            o.seed = seed;
+            api::Generation r;
+            {
+              py::gil_scoped_release unlocked;
+              r = g.generate(prompt, o);
+            }
+            py::dict d;
+            d["tokens"] = r.tokens;
+            d["stop"] = r.stop;
+            d["prefill_ms"] = r.prefillMs;
+            d["step_ms"] = r.stepMs;
+            return d;
+          },
+          py::arg("prompt"), py::kw_only(), py::arg("max_new_tokens") = 16, py::arg("eos") = -1,
+          py::arg("temperature") = 0.0, py::arg("top_k") = 0, py::arg("seed") = 0,
+          "Prefill, then one step per new id: {'tokens', 'stop', 'prefill_ms', 'step_ms'}.")
+      .def_property_readonly("max_length", &api::Generator::maxLength)
+      .def_property_readonly("vocabulary", &api::Generator::vocabulary)
+      .def_property_readonly("step_bindings", &api::Generator::stepBindings);
+
   m.def("optimize", &optimize, py::arg("model"), py::kw_only(),
         py::arg("backends") = std::vector<std::string>{}, py::arg("db") = py::none(),
         py::arg("timeout") = 60.0, py::arg("progress") = py::none(), py::arg("output") = py::none(),

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "collage/error.h"
+#include "collage/generator.h"
 #include "collage/model.h"
 #include "collage/optimize.h"
 #include "collage/plan.h"

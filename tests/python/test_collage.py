@@ -232,5 +232,56 @@ class Optimize(Fixture):
             collage.optimize(DCGAN, backends=["native"], db="", progress=fail)
 
 
+
+class Generate(unittest.TestCase):
+    """The runtime's decode loop (docs/decoding.md) on a tiny decoder whose
+    greedy ids numpy computed without a cache (make_generate_model.py)."""
+    DECODERS = os.path.join(os.environ["COLLAGE_SOURCE_DIR"], "tests", "models", "decoder")
+
+    def test_greedy_ids_match_the_uncached_recompute_and_sampling_is_seeded(self):
+        g = collage.Generator(os.path.join(self.DECODERS, "tiny_decoder.onnx"), 16)
+        out = g.generate([1, 2, 3], max_new_tokens=10)
+        self.assertEqual(out["tokens"], [4, 30, 4, 0, 26, 27, 31, 27, 31, 16])
+        self.assertEqual(out["stop"], "max-new-tokens")
+        self.assertEqual(len(out["step_ms"]), 9)
+        self.assertEqual(g.generate([1, 2, 3], max_new_tokens=10, eos=0)["tokens"], [4, 30, 4, 0])
+        a = g.generate([1, 2, 3], max_new_tokens=12, temperature=1.5, seed=3)["tokens"]
+        self.assertEqual(g.generate([1, 2, 3], max_new_tokens=12, temperature=1.5, seed=3)["tokens"], a)
+        self.assertIn("input_ids=1x1", g.step_bindings)
+
+    def test_a_plan_for_the_step_graph_runs_the_steps(self):
+        # Every node on native, for the step graph of a 13-row cache; the
+        # Generator and `collage generate --plan` take the rows from the plan.
+        path = os.path.join(self.DECODERS, "tiny_decoder.onnx")
+        shapes = {b.split("=")[0]: [int(d) for d in b.split("=")[1].split("x")]
+                  for b in collage.Generator(path, 13).step_bindings}
+        with tempfile.TemporaryDirectory() as tmp:
+            plan = os.path.join(tmp, "native.json")
+            collage.Plan.single_backend(collage.Model(path, shapes), "native").save(plan)
+            g = collage.Generator(path, 0, plan)
+            self.assertEqual(g.max_length, 13)
+            self.assertEqual(g.generate([1, 2, 3], max_new_tokens=10)["tokens"],
+                             [4, 30, 4, 0, 26, 27, 31, 27, 31, 16])
+            out = subprocess.run([os.environ["COLLAGE_CLI"], "generate", path, "--prompt-ids", "1,2,3",
+                                  "--max-new-tokens", "10", "--plan", plan],
+                                 capture_output=True, text=True)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            self.assertIn("generated: 4,30,4,0,26,27,31,27,31,16", out.stdout)
+            self.assertIn("plan " + plan, out.stdout)
+            # Asked for another length, the plan is refused with the bindings to use.
+            out = subprocess.run([os.environ["COLLAGE_CLI"], "generate", path, "--prompt-ids", "1,2,3",
+                                  "--max-new-tokens", "10", "--plan", plan, "--max-length", "20"],
+                                 capture_output=True, text=True)
+            self.assertNotEqual(out.returncode, 0)
+            self.assertIn("20-row cache", out.stderr)
+            self.assertIn("--input-shape past_key_values.0.key=1x2x20x8", out.stderr)
+
+    def test_errors_name_the_tensor(self):
+        with self.assertRaisesRegex(collage.Error, "'hidden_states'"):
+            collage.Generator(os.path.join(self.DECODERS, "mha_where_two_layers.onnx"), 8)
+        g = collage.Generator(os.path.join(self.DECODERS, "tiny_decoder.onnx"), 4)
+        with self.assertRaisesRegex(collage.Error, "longer than the cache"):
+            g.generate([1, 2, 3, 4, 5], max_new_tokens=1)
+
 if __name__ == "__main__":
     unittest.main()

@@ -28,7 +28,8 @@ const fs::path kRoot = COLLAGE_SOURCE_DIR;
 
 // Lowest first: a folder may include the folders before it, never after.
 const std::vector<std::string> kCoreOrder = {"ir",   "ops",     "onnx",    "patterns", "rewrite",
-                                             "plan", "runtime", "measure", "search", "pipeline"};
+                                             "plan", "runtime", "measure", "search", "pipeline",
+                                             "decode"};
 
 int rankOf(const std::string& folder) {
   auto it = std::find(kCoreOrder.begin(), kCoreOrder.end(), folder);

@@ -1,0 +1,79 @@
+#include "collage/generator.h"
+
+#include <mutex>
+
+#include "api/api_internal.h"
+#include "backends/backend_list.h"
+#include "core/decode/decoder.h"
+#include "core/ir/threading.h"
+#include "core/plan/plan.h"
+#include "core/runtime/session.h"
+
+namespace collage::api {
+
+struct Generator::Impl {
+  collage::DecodeModel model;
+  std::unique_ptr<collage::Plan> plan;
+  BackendSet backends;
+  std::unique_ptr<collage::Session> session;
+  std::unique_ptr<collage::Decoder> decoder;
+  std::mutex running;  // one generation at a time: the cache is shared
+};
+
+Generator::Generator(const std::string& model, int64_t maxLength, const std::string& plan,
+                     const SessionOptions& options)
+    : impl_(std::make_unique<Impl>()) {
+  translateErrors([&] {
+    if (options.threads > 0) setThreadCount(options.threads);
+    Impl* impl = impl_.get();
+    const DecoderSignature signature = probeDecoderSignature(model);
+    if (!plan.empty()) impl->plan = std::make_unique<collage::Plan>(loadPlan(plan));
+    // No length given: the one the plan was made for.
+    if (maxLength <= 0 && impl->plan) maxLength = planCapacity(signature, impl->plan->inputShapes);
+    impl->model = importDecodeModel(model, maxLength, &signature);
+    collage::Decoder::Step step;
+    if (impl->plan) {
+      if (!impl->plan->substitutions.empty())
+        throw api::Error(plan +
+                         ": a plan with graph substitutions is not supported by the Generator yet");
+      std::vector<std::string> warnings;
+      impl->backends =
+          loadBackendsForPlan(*impl->plan, impl->model.graph, model, options.backends, &warnings);
+      if (!warnings.empty() && !options.acceptStalePlan) {
+        std::string why;
+        for (const auto& w : warnings) why += (why.empty() ? "" : "; ") + w;
+        throw api::Error("refused: " + why +
+                         " (or accept the plan with SessionOptions::acceptStalePlan)");
+      }
+      impl->session = std::make_unique<collage::Session>(
+          impl->model.graph, *impl->plan,
+          [impl](const std::string& n) { return impl->backends.find(n); });
+      step = [impl](const std::vector<collage::Tensor>& in) { return impl->session->run(in); };
+    }
+    impl->decoder = std::make_unique<collage::Decoder>(impl->model, step);
+  });
+}
+
+Generator::Generator(Generator&&) noexcept = default;
+Generator& Generator::operator=(Generator&&) noexcept = default;
+Generator::~Generator() = default;
+
+Generation Generator::generate(const std::vector<int64_t>& prompt, const GenerateOptions& options) {
+  return translateErrors([&] {
+    std::lock_guard<std::mutex> lock(impl_->running);
+    collage::GenerateOptions o;
+    o.maxNewTokens = options.maxNewTokens;
+    if (options.eos >= 0) o.eos = options.eos;
+    o.temperature = options.temperature;
+    o.topK = options.topK;
+    o.seed = options.seed;
+    collage::Generation g = impl_->decoder->generate(prompt, o);
+    return Generation{std::move(g.tokens), std::move(g.stop), g.prefillMs, std::move(g.stepMs)};
+  });
+}
+
+int64_t Generator::maxLength() const { return impl_->decoder->capacity(); }
+int64_t Generator::vocabulary() const { return impl_->decoder->vocabulary(); }
+std::vector<std::string> Generator::stepBindings() const { return impl_->model.bindings; }
+
+}  // namespace collage::api

@@ -1,0 +1,122 @@
+// The decode loop the runtime owns: prefill, then one step per new token,
+// greedy or sampled with a seed, until max-new-tokens or an EOS id, over a
+// KV cache the Decoder owns.
+//
+// The cache. One buffer per past input (decoderSignature's pairs), shaped as
+// the input with its sequence axis at `capacity` rows, allocated once, when
+// the Decoder is made; its address never changes. Shapes are static in this
+// tree (a Graph is imported for one binding of the dynamic dims), so the
+// Decoder imports the model once for one new token against a past of exactly
+// `capacity` rows (importDecodeModel) and runs every step, prefill included,
+// on that one graph (one Session, compiled once):
+//  - each past input is the cache buffer itself (a view: no copy in);
+//  - the attention mask is 1 for the rows filled so far and for the new
+//    token (the Concat's last row), 0 for the unused rows, so the model's
+//    own padding mask hides them (their scores get the mask's minimum);
+//  - the positions input, when the model has one, is the row count (a model
+//    without it must derive positions from the mask, as exporters' cumsum
+//    does);
+//  - after the step the new token's K and V rows, the last row of each
+//    present output, are written into the cache at the next free row: the
+//    Decoder appends in place and never copies the cache (bytesAppended()).
+// What is not yet avoided: the exported graph's Concat(past, new) still
+// writes the whole past into the present output inside the step (an O(L)
+// copy a step, in the Session or the reference executor), and every step
+// attends over all `capacity` rows, masked. Removing that copy needs the
+// step to append into the cache buffer itself (an in-place append op the
+// runtime provides, or the Concat's output bound to the cache buffer); see
+// docs/decoding.md. Prefill runs the prompt one token a step.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/decode/decoder_signature.h"
+#include "core/ir/graph.h"
+#include "core/ir/tensor.h"
+
+namespace collage {
+
+struct GenerateOptions {
+  int64_t maxNewTokens = 16;
+  std::optional<int64_t> eos;  // stop after generating this id
+  double temperature = 0;      // 0: greedy (argmax, the lowest id on a tie)
+  int64_t topK = 0;            // sampling from the K most likely ids; 0: all
+  uint64_t seed = 0;           // sampling: the same seed, the same tokens
+};
+
+struct Generation {
+  std::vector<int64_t> tokens;  // the generated ids, after the prompt
+  std::string stop;             // "max-new-tokens" or "eos"
+  double prefillMs = 0;         // the prompt's steps, all together
+  std::vector<double> stepMs;   // each decode step after the prefill
+};
+
+// The model at `path` imported for decode steps: one new token, batch 1,
+// a past of `capacity` rows. Error naming the input whose dims the loop
+// cannot bind (a dynamic dim other than batch and sequence).
+struct DecodeModel {
+  Graph graph;
+  DecoderSignature signature;
+  int64_t capacity = 0;
+  // The --input-shape bindings this import used ("name=1x2x64x8"): what a
+  // plan for the loop must be optimized with.
+  std::vector<std::string> bindings;
+};
+// With `signature` (probeDecoderSignature's), the roles are not found again.
+DecodeModel importDecodeModel(const std::string& path, int64_t capacity,
+                              const DecoderSignature* signature = nullptr);
+// The roles alone (decoderSignature on the model imported for one token
+// after one past row).
+DecoderSignature probeDecoderSignature(const std::string& path);
+// The capacity a plan for the step graph was made for: its attention mask's
+// length minus the new token; 0 when the plan does not record the mask.
+int64_t planCapacity(const DecoderSignature& signature,
+                     const std::map<std::string, Shape>& planInputShapes);
+
+class Decoder {
+ public:
+  // Runs the step graph: inputs in graph.inputs() order, outputs in
+  // graph.outputs() order (a Session's run, or the reference executor's).
+  using Step = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+
+  // `model` must outlive the Decoder. Without `step`, the reference executor
+  // runs the steps.
+  explicit Decoder(const DecodeModel& model, Step step = {});
+
+  // Error for an empty prompt, a token id outside the vocabulary, or a
+  // prompt (with the new tokens) longer than the cache.
+  Generation generate(const std::vector<int64_t>& prompt, const GenerateOptions& options);
+
+  int64_t capacity() const { return capacity_; }
+  int64_t vocabulary() const { return vocabulary_; }
+  // The cache buffer of pair i (decoderSignature order).
+  const Tensor& cache(size_t i) const { return cache_.at(i); }
+  // The bytes all cache buffers hold, and the bytes the last generate()
+  // wrote into them (the new rows only).
+  size_t cacheBytes() const;
+  size_t bytesAppended() const { return bytesAppended_; }
+
+ private:
+  // Runs the token at row `row` (the rows before it are in the cache);
+  // appends its K and V rows; returns its logits.
+  std::vector<float> step(int64_t token, int64_t row);
+
+  const DecodeModel& model_;
+  Step step_;
+  int64_t capacity_ = 0;
+  int64_t vocabulary_ = 0;
+  std::vector<Tensor> cache_;
+  // Per graph input: what it is (a cache pair's index, or a role).
+  enum class Role { Ids, Mask, Positions, Cache };
+  std::vector<std::pair<Role, size_t>> inputs_;
+  size_t logitsOutput_ = 0;
+  std::vector<size_t> presentOutput_;  // per pair
+  size_t bytesAppended_ = 0;
+};
+
+}  // namespace collage

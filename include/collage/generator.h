@@ -1,0 +1,65 @@
+// A Generator runs a decoder model with a KV cache token by token: the
+// runtime's decode loop (docs/decoding.md), as `collage generate` runs it.
+//
+//   collage::api::Generator generator("decoder.onnx", /*maxLength=*/256);
+//   collage::api::GenerateOptions options;
+//   options.maxNewTokens = 32;
+//   auto g = generator.generate({1, 2, 3}, options);  // g.tokens: the new ids
+//
+// Ids in and out (no tokenizer). The cache is the Generator's, allocated to
+// maxLength rows once and appended in place. Errors (api::Error) name the
+// tensor of a model that is not such a decoder, and refuse a prompt longer
+// than the cache or an id outside the vocabulary.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collage/export.h"
+#include "collage/session.h"
+
+namespace collage::api {
+
+struct GenerateOptions {
+  int64_t maxNewTokens = 16;
+  int64_t eos = -1;        // stop after generating this id; -1: none
+  double temperature = 0;  // 0: greedy; more: sampled from softmax(logits / T)
+  int64_t topK = 0;        // sample from the K most likely ids; 0: all
+  uint64_t seed = 0;       // the same seed, the same ids
+};
+
+struct Generation {
+  std::vector<int64_t> tokens;  // the new ids, after the prompt
+  std::string stop;             // "max-new-tokens" or "eos"
+  double prefillMs = 0;         // the prompt's steps
+  std::vector<double> stepMs;   // each decode step after them
+};
+
+class COLLAGE_API Generator {
+ public:
+  // `model`: a decoder with past/present KV tensors; `maxLength`: the cache's
+  // rows (the prompt plus the new tokens, minus one, must fit; 0 with a plan:
+  // the rows the plan was made for); `plan`: a plan for the step graph
+  // (made with stepBindings()), or "" for the reference executor.
+  Generator(const std::string& model, int64_t maxLength, const std::string& plan = "",
+            const SessionOptions& options = {});
+  Generator(Generator&&) noexcept;
+  Generator& operator=(Generator&&) noexcept;
+  ~Generator();
+
+  // Runs the prompt, then one step per new id. Generations take turns.
+  Generation generate(const std::vector<int64_t>& prompt, const GenerateOptions& options = {});
+
+  int64_t maxLength() const;
+  int64_t vocabulary() const;
+  // The --input-shape bindings of the step graph ("input_ids=1x1", ...).
+  std::vector<std::string> stepBindings() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace collage::api

@@ -1,0 +1,229 @@
+// The decode loop (core/decode/): recognising a decoder with a KV cache, the
+// cache appended in place, greedy tokens equal to numpy's uncached
+// recompute, seeded sampling, EOS, and the refusals.
+#include "core/decode/decoder.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "../test_support.h"
+#include "backends/backend_list.h"
+#include "core/decode/decoder_signature.h"
+#include "core/onnx/onnx_import.h"
+#include "core/ops/reference_executor.h"
+#include "core/plan/plan.h"
+#include "core/runtime/session.h"
+
+namespace collage {
+namespace {
+
+using test_support::expectError;
+
+const std::string kDir = std::string(COLLAGE_SOURCE_DIR) + "/tests/models/decoder/";
+const std::string kTiny = kDir + "tiny_decoder.onnx";
+
+// The ids after `label: ` on that line of tiny_decoder.greedy.txt (numpy's,
+// the whole sequence recomputed each step, no cache).
+std::vector<int64_t> greedyFile(const std::string& label) {
+  std::ifstream in(kDir + "tiny_decoder.greedy.txt");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(label + ": ", 0) != 0) continue;
+    std::istringstream ids(line.substr(label.size() + 2));
+    std::vector<int64_t> out;
+    for (int64_t id; ids >> id;) out.push_back(id);
+    return out;
+  }
+  ADD_FAILURE() << "no '" << label << "' line";
+  return {};
+}
+
+TEST(DecoderSignature, PairsEachPastWithItsPresentByStructure) {
+  const DecoderSignature sig = decoderSignature(importOnnx(kTiny), kTiny);
+  EXPECT_EQ(sig.inputIds, "input_ids");
+  EXPECT_EQ(sig.attentionMask, "attention_mask");
+  EXPECT_EQ(sig.positionIds, "position_ids");
+  EXPECT_EQ(sig.logits, "logits");
+  ASSERT_EQ(sig.cache.size(), 4u);
+  EXPECT_EQ(sig.cache[0].past, "past_key_values.0.key");
+  EXPECT_EQ(sig.cache[0].present, "present.0.key");
+  EXPECT_EQ(sig.cache[3].past, "past_key_values.1.value");
+  EXPECT_EQ(sig.cache[3].present, "present.1.value");
+  EXPECT_EQ(sig.cache[0].sequenceAxis, 2);
+}
+
+TEST(DecoderSignature, RefusesAnInputTheLoopCannotFeedNamingIt) {
+  // A one-step decoder fed hidden states, not token ids: the cache pairs are
+  // found, the float input 'hidden_states' is named.
+  const std::string path = kDir + "mha_where_two_layers.onnx";
+  expectError([&] { decoderSignature(importOnnx(path), path); },
+              {"mha_where_two_layers.onnx", "'hidden_states'", "not read by one Concat"});
+}
+
+TEST(DecoderSignature, RefusesAModelWithoutACache) {
+  Graph g;
+  ValueId ids = g.addInput("input_ids", {ElementType::Int64, {1, 1}});
+  ValueId table = g.addConstant("wte", Tensor::fromFloats({4, 2}, {0, 1, 2, 3, 4, 5, 6, 7}));
+  ValueId logits = g.addValue("logits", {ElementType::Float32, {1, 1, 2}});
+  g.addNode(Node{"gather", "Gather", {}, {table, ids}, {logits}});
+  g.markOutput(logits);
+  g.finalize();
+  expectError([&] { decoderSignature(g, "m.onnx"); }, {"m.onnx", "not a decoder with a KV cache"});
+}
+
+TEST(DecoderSignature, RefusesAnAppendWhoseResultIsNotReturned) {
+  Graph g;
+  ValueId ids = g.addInput("input_ids", {ElementType::Int64, {1, 1}});
+  g.addInput("attention_mask", {ElementType::Int64, {1, 4}});
+  ValueId past = g.addInput("past.0.key", {ElementType::Float32, {1, 2, 3, 8}});
+  ValueId c = g.addConstant("c", Tensor::fromFloats({1, 2, 1, 8}, std::vector<float>(16, 1.0f)));
+  ValueId fresh = g.addValue("k_new", {ElementType::Float32, {1, 2, 1, 8}});
+  g.addNode(Node{"relu", "Relu", {}, {c}, {fresh}});
+  ValueId all = g.addValue("k_all", {ElementType::Float32, {1, 2, 4, 8}});
+  AttributeMap axis;
+  axis.set("axis", int64_t{2});
+  g.addNode(Node{"concat", "Concat", axis, {past, fresh}, {all}});
+  ValueId table = g.addConstant("wte", Tensor::fromFloats({4, 2}, {0, 1, 2, 3, 4, 5, 6, 7}));
+  ValueId logits = g.addValue("logits", {ElementType::Float32, {1, 1, 2}});
+  g.addNode(Node{"gather", "Gather", {}, {table, ids}, {logits}});
+  ValueId sum = g.addValue("sum", {ElementType::Float32, {1, 2, 1, 1}});
+  AttributeMap keep;
+  g.addNode(Node{"reduce", "ReduceSum", keep, {all}, {sum}});
+  g.markOutput(logits);
+  g.markOutput(sum);
+  g.finalize();
+  expectError([&] { decoderSignature(g, "m.onnx"); },
+              {"'past.0.key'", "Concat 'concat'", "'k_all' is not a graph output"});
+}
+
+TEST(Decoder, TakesTheCapacityAPlanWasMadeFor) {
+  const DecoderSignature sig = probeDecoderSignature(kTiny);
+  EXPECT_EQ(planCapacity(sig, {{"attention_mask", {1, 14}}, {"input_ids", {1, 1}}}), 13);
+  EXPECT_EQ(planCapacity(sig, {{"input_ids", {1, 1}}}), 0);
+  const DecodeModel model = importDecodeModel(kTiny, 13, &sig);
+  EXPECT_EQ(model.bindings.front(), "input_ids=1x1");
+  EXPECT_EQ(model.graph.value(*model.graph.findValue("past_key_values.1.value")).type.shape,
+            (Shape{1, 2, 13, 8}));
+}
+
+TEST(Decoder, GreedyTokensEqualTheUncachedRecompute) {
+  const DecodeModel model = importDecodeModel(kTiny, 16);
+  Decoder decoder(model);
+  GenerateOptions options;
+  options.maxNewTokens = 10;
+  const Generation g = decoder.generate(greedyFile("prompt"), options);
+  EXPECT_EQ(g.tokens, greedyFile("generated"));
+  EXPECT_EQ(g.stop, "max-new-tokens");
+  EXPECT_EQ(g.stepMs.size(), 9u);
+  // The same on a cache exactly as long as the run needs (3 + 10 - 1 rows):
+  // no row beyond the filled ones matters.
+  const DecodeModel exact = importDecodeModel(kTiny, 12);
+  EXPECT_EQ(Decoder(exact).generate(greedyFile("prompt"), options).tokens, greedyFile("generated"));
+}
+
+TEST(Decoder, AppendsTheNewRowsInPlaceWithoutCopyingTheCache) {
+  const DecodeModel model = importDecodeModel(kTiny, 32);
+  // A step that records where its cache inputs live.
+  std::vector<const void*> seen;
+  std::vector<size_t> cacheInputs;
+  for (size_t i = 0; i < model.graph.inputs().size(); ++i)
+    if (model.graph.value(model.graph.inputs()[i]).name.rfind("past_key_values.", 0) == 0)
+      cacheInputs.push_back(i);
+  auto executor = std::make_shared<ReferenceExecutor>(model.graph);
+  Decoder decoder(model, [&](const std::vector<Tensor>& in) {
+    for (size_t i : cacheInputs) seen.push_back(in[i].raw());
+    return executor->run(in);
+  });
+  std::vector<const void*> before;
+  for (size_t i = 0; i < 4; ++i) before.push_back(decoder.cache(i).raw());
+  GenerateOptions options;
+  options.maxNewTokens = 10;
+  const Generation g = decoder.generate({1, 2, 3}, options);
+  ASSERT_EQ(g.tokens, greedyFile("generated"));
+  // Every step read the cache buffers themselves, and they never moved.
+  ASSERT_EQ(seen.size(), 4u * 12);
+  for (size_t s = 0; s < seen.size(); ++s) EXPECT_EQ(seen[s], before[s % 4]) << "step " << s / 4;
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(decoder.cache(i).raw(), before[i]);
+  // 12 tokens ran; each appended one row (2 heads x 8 floats) to 4 buffers.
+  EXPECT_EQ(decoder.bytesAppended(), 12u * 4 * 2 * 8 * sizeof(float));
+  EXPECT_EQ(decoder.cacheBytes(), 4u * 2 * 32 * 8 * sizeof(float));
+  // The rows after the 12 filled ones were never written.
+  for (size_t i = 0; i < 4; ++i) {
+    const std::vector<float> c = decoder.cache(i).toFloats();  // [1, 2, 32, 8]
+    for (size_t head = 0; head < 2; ++head)
+      for (size_t r = 0; r < 32; ++r) {
+        bool zero = true;
+        for (size_t d = 0; d < 8; ++d) zero = zero && c[(head * 32 + r) * 8 + d] == 0.0f;
+        EXPECT_EQ(zero, r >= 12) << "cache " << i << " head " << head << " row " << r;
+      }
+  }
+}
+
+TEST(Decoder, RunsItsStepsOnAPlansSession) {
+  // Every node on the native backend, compiled once for the step graph.
+  const DecodeModel model = importDecodeModel(kTiny, 16);
+  std::unique_ptr<Backend> native = createBackend("native");
+  Session session(model.graph, singleNodePlan(model.graph, "native"),
+                  [&](const std::string& n) { return n == "native" ? native.get() : nullptr; });
+  Decoder decoder(model, [&](const std::vector<Tensor>& in) { return session.run(in); });
+  GenerateOptions options;
+  options.maxNewTokens = 10;
+  EXPECT_EQ(decoder.generate({1, 2, 3}, options).tokens, greedyFile("generated"));
+  EXPECT_EQ(session.runsDone(), 12);
+}
+
+TEST(Decoder, SeededSamplingIsReproducibleAndTheSeedMatters) {
+  const DecodeModel model = importDecodeModel(kTiny, 24);
+  Decoder decoder(model);
+  GenerateOptions options;
+  options.maxNewTokens = 12;
+  options.temperature = 1.5;
+  options.topK = 8;
+  options.seed = 11;
+  const std::vector<int64_t> a = decoder.generate({1, 2, 3}, options).tokens;
+  EXPECT_EQ(decoder.generate({1, 2, 3}, options).tokens, a);
+  options.seed = 12;
+  const std::vector<int64_t> b = decoder.generate({1, 2, 3}, options).tokens;
+  EXPECT_NE(a, b);
+  // Top-1 sampling is greedy whatever the temperature.
+  options.topK = 1;
+  options.maxNewTokens = 10;
+  EXPECT_EQ(decoder.generate({1, 2, 3}, options).tokens, greedyFile("generated"));
+}
+
+TEST(Decoder, StopsAfterTheEosId) {
+  const DecodeModel model = importDecodeModel(kTiny, 16);
+  Decoder decoder(model);
+  const std::vector<int64_t> greedy = greedyFile("generated");  // 4 30 4 0 26 ...
+  GenerateOptions options;
+  options.maxNewTokens = 10;
+  options.eos = greedy[3];
+  const Generation g = decoder.generate({1, 2, 3}, options);
+  EXPECT_EQ(g.tokens, std::vector<int64_t>(greedy.begin(), greedy.begin() + 4));
+  EXPECT_EQ(g.stop, "eos");
+}
+
+TEST(Decoder, RefusesPromptsItCannotRun) {
+  const DecodeModel model = importDecodeModel(kTiny, 4);
+  Decoder decoder(model);
+  GenerateOptions options;
+  options.maxNewTokens = 1;
+  expectError(
+      [&] {
+        decoder.generate({1, 2, 3, 4, 5}, options);
+      },
+      {"prompt's 5 tokens are longer than the cache (4 rows)"});
+  options.maxNewTokens = 3;
+  expectError([&] { decoder.generate({1, 2, 3}, options); }, {"need a cache of 5 rows; it has 4"});
+  expectError(
+      [&] {
+        decoder.generate({1, 32}, options);
+      },
+      {"token id 32 is outside the vocabulary", "'logits'"});
+  expectError([&] { decoder.generate({}, options); }, {"prompt is empty"});
+}
+
+}  // namespace
+}  // namespace collage
