@@ -17,18 +17,22 @@
 // freed once taken: only a trail of (parent, candidate) stays for the plan.
 //
 // The walk order (core/search/dp_order.h) is the graph's or a depth-first
-// one, whichever keeps fewer nodes ahead of the frontier: with the branches
-// of a wide stage interleaved, the states at a frontier multiply with the
-// number of branches; walked branch by branch they do not.
+// one, whichever keeps fewer nodes and pending values open at the frontier:
+// with the branches of a wide stage interleaved, the states at a frontier
+// multiply with the number of branches; walked branch by branch they do not.
 //
-// Two rules drop states. Both keep the result exact:
+// Two rules drop states and keep the result exact:
 //  - a state whose cost plus a lower bound of what is left (each uncovered
 //    node's cheapest share of a candidate's cost) exceeds a complete plan
 //    found before the search (greedy) cannot lead to the optimum;
-//  - nothing else is dropped unless the live states would exceed the memory
-//    budget. Then the frontiers keep their most promising states (cost plus
-//    the lower bound), the result says `bounded`, and its note names the
-//    cost of the plan found and the lower bound of an optimum.
+//  - of states with one covered set that differ only in pending layout
+//    hand-overs, one that costs more than the cheapest by at least what
+//    those hand-overs can still save (LayoutCharges::pendingSpread) cannot
+//    do better than it.
+// Nothing else is dropped unless the live states would exceed the memory
+// budget. Then the frontiers keep their most promising states (cost plus
+// the lower bound), the result says `bounded`, and its note names the cost
+// of the plan found and a lower bound of the optimum.
 //
 // Groups with one exit that every member reaches (pattern matches, generated
 // groups) cannot form a cycle between them, so such a cover can always be
