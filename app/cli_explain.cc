@@ -53,6 +53,7 @@ Action addExplainCommand(CLI::App& app) {
 
     std::printf("%s: %zu groups, predicted %s\n", options->plan.c_str(), plan.groups.size(),
                 costToString(plan.predictedNs).c_str());
+    if (!plan.createdBy.empty()) std::printf("made by %s\n", plan.createdBy.c_str());
     if (const GraphLevelSummary& gl = plan.graphLevel; gl.ran) {
       // What the second level changed, and what it measured doing so.
       if (gl.changes.empty())

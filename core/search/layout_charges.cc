@@ -180,6 +180,37 @@ Cost LayoutCharges::add(const NodeSet& covered, const std::vector<Pending>& pend
   return cost;
 }
 
+Cost LayoutCharges::pendingSpread(const NodeSet& covered, const std::vector<Pending>& ref,
+                                  const std::vector<Pending>& other) const {
+  // A value's future reorders: none pending = one per later kernel that
+  // offers a layout; pending with k deferred = none if every later kernel
+  // offers its layout, else k more than that, at most.
+  Cost spread = 0;
+  size_t i = 0, j = 0;
+  while (i < ref.size() || j < other.size()) {
+    const ValueId a = i < ref.size() ? valueOf(ref[i]) : kNoValue;
+    const ValueId b = j < other.size() ? valueOf(other[j]) : kNoValue;
+    if (j == other.size() || (i < ref.size() && a < b)) {
+      spread += reorderNs(a) * placedOf(ref[i]);  // `other` has paid them already
+      ++i;
+    } else if (i == ref.size() || b < a) {
+      int left = 0;  // `ref` pays one per later kernel where `other` may hand over
+      for (NodeId n : participants_[static_cast<size_t>(b)]) left += covered.contains(n) ? 0 : 1;
+      spread += reorderNs(b) * left;
+      ++j;
+    } else {
+      if (ref[i] != other[j]) {
+        int left = placedOf(ref[i]);
+        for (NodeId n : participants_[static_cast<size_t>(a)]) left += covered.contains(n) ? 0 : 1;
+        spread += reorderNs(a) * left;
+      }
+      ++i;
+      ++j;
+    }
+  }
+  return spread;
+}
+
 Cost LayoutCharges::coverCost(const std::vector<int32_t>& chosen) const {
   if (!active_) return 0;
   // Per value: the layouts of its producer's and consumers' kernels.

@@ -102,6 +102,15 @@ class LayoutCharges {
   Cost add(const NodeSet& covered, const std::vector<Pending>& pending, int32_t candidate,
            std::vector<Pending>* next) const;
 
+  // How much more than a state with pending values `other` a state with
+  // `ref` (the same covered set) can pay in reorders, at most, on any
+  // completion: per value whose entries differ, the reorders `ref` has
+  // deferred on it, and where `other` has it pending too, one per
+  // participant not yet covered. So a state costing more than `ref`'s by at
+  // least this cannot lead to a cheaper plan, and the DP drops it.
+  Cost pendingSpread(const NodeSet& covered, const std::vector<Pending>& ref,
+                     const std::vector<Pending>& other) const;
+
   // The reorders a complete cover pays, as the Session would make them.
   Cost coverCost(const std::vector<int32_t>& chosen) const;
 

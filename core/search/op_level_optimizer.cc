@@ -2,25 +2,18 @@
 
 #include <algorithm>
 #include <chrono>
-#include <queue>
+#include <cstdio>
+#include <tuple>
 #include <unordered_map>
 
 #include "core/ir/error.h"
+#include "core/search/dp_order.h"
 
 namespace collage {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct State {
-  Cost cost = kInvalidCost;
-  int32_t parent = -1;     // index into states
-  int32_t candidate = -1;  // the candidate that led here
-  bool done = false;
-};
-
-// A search state: the covered nodes and, when some backend runs off the host,
-// the open values and where they are (DeviceCopyCharges).
 struct StateKey {
   NodeSet set;
   std::vector<DeviceCopyCharges::OpenValue> open;
@@ -109,112 +102,339 @@ Cost greedyCompletionCost(const OpLevelProblem& p, NodeSet covered, Cost cost) {
 
 }  // namespace
 
+namespace {
+
+// A state of a frontier: how it was reached and a lower bound of what is left.
+struct Entry {
+  Cost cost = kInvalidCost;
+  Cost left = 0;           // no cover of the uncovered nodes costs less
+  int32_t parent = -1;     // into the trail; -1 = the start
+  int32_t candidate = -1;  // the candidate that led here; -1 = the start
+};
+struct TrailStep {
+  int32_t parent;
+  int32_t candidate;
+};
+using Frontier = std::unordered_map<StateKey, Entry, StateKeyHash>;
+
+// What a live state takes: its key's heap parts, the map's node and bucket.
+size_t stateBytes(const StateKey& k) {
+  return sizeof(StateKey) + sizeof(Entry) + 48 + static_cast<size_t>(k.set.capacity() + 63) / 64 * 8 +
+         (k.open.size() + k.pending.size()) * 8;
+}
+
+// The step from `here` by candidate c as the DP charges it; `next` receives
+// the key after it. Unknown when a copy it needs is unmeasured.
+Cost stepCost(const OpLevelProblem& p, const LayoutCharges* layouts, const DeviceCopyCharges& copies,
+              const StateKey& here, int32_t c, StateKey* next) {
+  next->set = here.set | (*p.candidates)[c].nodes;
+  next->open.clear();
+  next->pending.clear();
+  Cost step = kernelCost(p, c);
+  if (layouts) {
+    step = layouts->kernelNs(c, p.costs[c]);
+    if (p.epsilon) step += p.epsilon((*p.candidates)[c].backend);
+    step += layouts->add(here.set, here.pending, c, &next->pending);
+  }
+  if (copies.active()) {
+    const Cost copy = copies.add(here.set, here.open, c, &next->open);
+    if (!isKnown(copy)) return kUnknownCost;
+    step += copy;
+  }
+  return step;
+}
+
+}  // namespace
+
 OpLevelResult optimizeOpLevel(const OpLevelProblem& p, SearchObserver* observer,
                               const CancellationToken* cancel) {
   COLLAGE_CHECK(p.graph && p.candidates && p.costs.size() == p.candidates->size(),
                 "malformed op-level problem");
   auto start = Clock::now();
   const int32_t n = p.graph->numNodes();
+  const CandidateSet& cs = *p.candidates;
   OpLevelResult r;
-  const DeviceCopyCharges copies(*p.graph, *p.candidates, p.device, p.copyCost);
+  const DeviceCopyCharges copies(*p.graph, cs, p.device, p.copyCost);
   const LayoutCharges* layouts = p.layouts && p.layouts->active() ? p.layouts : nullptr;
-  std::vector<State> states;
-  std::vector<StateKey> keys;
-  std::unordered_map<StateKey, int32_t, StateKeyHash> index;
-  using Entry = std::pair<Cost, int32_t>;
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> queue;  // lazy deletion
+  COLLAGE_CHECK(p.placed.capacity() == 0 || p.placed.capacity() == n,
+                "op-level problem: `placed` is a NodeSet of another graph");
+  const NodeSet placed = p.placed.capacity() == 0 ? NodeSet(n) : p.placed;
 
-  auto push = [&](StateKey key, Cost cost, int32_t parent, int32_t cand) {
-    auto [it, inserted] = index.emplace(key, static_cast<int32_t>(states.size()));
+  // The walk order and each candidate's first position in it.
+  std::vector<bool> usableMask(cs.size());
+  for (size_t c = 0; c < cs.size(); ++c) usableMask[c] = usable(p, static_cast<int32_t>(c));
+  DpOrder order;
+  if (p.order.empty()) {
+    order = chooseDpOrder(*p.graph, cs, usableMask, layouts || copies.active());
+  } else {
+    order.order = p.order;
+    order.name = "given";
+    std::vector<bool> seen(static_cast<size_t>(n), false);
+    COLLAGE_CHECK(static_cast<int32_t>(p.order.size()) == n, "op-level problem: `order` is not a permutation of the nodes");
+    for (NodeId m : p.order) {
+      COLLAGE_CHECK(m >= 0 && m < n && !seen[static_cast<size_t>(m)],
+                    "op-level problem: `order` is not a permutation of the nodes");
+      seen[static_cast<size_t>(m)] = true;
+    }
+    order.width = dpOrderWidth(*p.graph, cs, usableMask, order.order, layouts || copies.active());
+  }
+  r.order = order.name;
+  r.orderWidth = order.width.max;
+  std::vector<int32_t> pos(static_cast<size_t>(n));
+  for (int32_t i = 0; i < n; ++i) pos[static_cast<size_t>(order.order[static_cast<size_t>(i)])] = i;
+  std::vector<std::vector<int32_t>> startAt(static_cast<size_t>(n));
+  // Each node's cheapest share of a candidate's kernel cost: what remains
+  // costs at least the shares of its nodes (layout and copy charges only add).
+  std::vector<Cost> share(static_cast<size_t>(n), kInvalidCost);
+  for (size_t ci = 0; ci < cs.size(); ++ci) {
+    if (!usableMask[ci]) continue;
+    const auto c = static_cast<int32_t>(ci);
+    int32_t first = n;
+    cs[ci].nodes.forEach([&](NodeId m) { first = std::min(first, pos[static_cast<size_t>(m)]); });
+    startAt[static_cast<size_t>(first)].push_back(c);
+    Cost kernel = layouts ? layouts->kernelNs(c, p.costs[ci]) : p.costs[ci];
+    if (p.epsilon) kernel += p.epsilon(cs[ci].backend);
+    const Cost each = kernel / cs[ci].nodes.count();
+    cs[ci].nodes.forEach([&](NodeId m) { share[static_cast<size_t>(m)] = std::min(share[static_cast<size_t>(m)], each); });
+  }
+  Cost leftAtStart = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    const NodeId m = order.order[static_cast<size_t>(i)];
+    if (placed.contains(m)) continue;
+    if (!isKnown(share[static_cast<size_t>(m)])) noCover(p, m);
+    leftAtStart += share[static_cast<size_t>(m)];
+  }
+  auto firstUncovered = [&](const NodeSet& set, int32_t from) {
+    while (from < n && set.contains(order.order[static_cast<size_t>(from)])) ++from;
+    return from;
+  };
+
+  // A complete plan before the search, by the DP's own arithmetic: the
+  // cheapest step at each frontier. Its cost bounds the optimum from above.
+  std::vector<int32_t> greedyChosen;
+  Cost greedyTotal = 0;
+  {
+    StateKey here{placed, {}, {}}, next, best;
+    for (int32_t q = firstUncovered(here.set, 0); q < n; q = firstUncovered(here.set, q)) {
+      int32_t pick = -1;
+      Cost pickCost = kInvalidCost;
+      for (int32_t c : startAt[static_cast<size_t>(q)]) {
+        if (cs[c].nodes.intersects(here.set)) continue;
+        const Cost step = stepCost(p, layouts, copies, here, c, &next);
+        if (isKnown(step) && step < pickCost) {
+          pick = c;
+          pickCost = step;
+          std::swap(best, next);
+        }
+      }
+      if (pick < 0) {
+        greedyTotal = kInvalidCost;
+        break;
+      }
+      greedyChosen.push_back(pick);
+      greedyTotal += pickCost;
+      std::swap(here, best);
+    }
+  }
+  // Dropping states above the greedy plan is safe where every charge is a
+  // time (never negative): the lower bound then holds.
+  const bool prune = isKnown(greedyTotal) && !copies.active() &&
+                     (!layouts || (layouts->model().fixedNs >= 0 && layouts->model().perByteNs >= 0));
+  const Cost ceiling = greedyTotal + 1e-9 * std::max(1.0, greedyTotal);  // rounding of the sums
+
+  const size_t budget = p.memoryBudgetBytes ? p.memoryBudgetBytes : kDefaultOpLevelMemoryBudget;
+  std::vector<Frontier> frontiers(static_cast<size_t>(n) + 1);
+  std::vector<TrailStep> trail;
+  size_t liveStates = 0, liveBytes = 0;
+  Cost droppedBound = kInvalidCost;  // the least cost + left of a state dropped for memory
+  int32_t boundedAt = -1;
+
+  auto push = [&](StateKey key, const Entry& e, int32_t q) {
+    if (prune && e.cost + e.left > ceiling) return;
+    const size_t bytes = stateBytes(key);
+    auto [it, inserted] = frontiers[static_cast<size_t>(q)].try_emplace(std::move(key), e);
     if (inserted) {
-      states.push_back(State{cost, parent, cand, false});
-      keys.push_back(std::move(key));
-    } else if (cost < states[it->second].cost && !states[it->second].done) {
-      states[it->second] = State{cost, parent, cand, false};
+      ++liveStates;
+      liveBytes += bytes;
+      r.peakStates = std::max<int64_t>(r.peakStates, static_cast<int64_t>(liveStates));
+    } else if (e.cost < it->second.cost) {
+      it->second = e;
     } else {
       return;
     }
     ++r.statesPushed;
-    queue.emplace(cost, it->second);
   };
-  COLLAGE_CHECK(p.placed.capacity() == 0 || p.placed.capacity() == n,
-                "op-level problem: `placed` is a NodeSet of another graph");
-  push(StateKey{p.placed.capacity() == 0 ? NodeSet(n) : p.placed, {}, {}}, 0.0, -1, -1);
-  int32_t goal = -1;
-  int32_t deepest = 0;  // the popped state with most nodes, for a cancelled search
+  // Over the budget: every frontier ahead keeps its states with the lowest
+  // cost + left, half the budget's worth in all.
+  auto shrink = [&](int32_t from, int32_t current) {
+    const size_t trailBytes = trail.capacity() * sizeof(TrailStep);
+    const size_t room = budget > trailBytes ? (budget - trailBytes) / 2 : 0;
+    const size_t each = std::max<size_t>(1, liveBytes / std::max<size_t>(1, liveStates));
+    const size_t keep = std::max<size_t>(1, room / each);
+    if (liveStates <= keep) return;
+    std::vector<Cost> f;
+    f.reserve(liveStates);
+    for (size_t q = static_cast<size_t>(from); q <= static_cast<size_t>(n); ++q)
+      for (const auto& [key, e] : frontiers[q]) f.push_back(e.cost + e.left);
+    if (f.size() <= keep) return;
+    std::nth_element(f.begin(), f.begin() + static_cast<std::ptrdiff_t>(keep - 1), f.end());
+    const Cost limit = f[keep - 1];
+    size_t kept = 0;
+    for (size_t q = static_cast<size_t>(from); q <= static_cast<size_t>(n); ++q) {
+      Frontier& front = frontiers[q];
+      for (auto it = front.begin(); it != front.end();) {
+        const Cost fe = it->second.cost + it->second.left;
+        if (fe < limit || (fe == limit && kept < keep)) {
+          ++kept;
+          ++it;
+          continue;
+        }
+        droppedBound = std::min(droppedBound, fe);
+        liveBytes -= std::min(liveBytes, stateBytes(it->first));
+        --liveStates;
+        it = front.erase(it);
+      }
+      if (front.empty()) Frontier().swap(front);  // give its buckets back
+    }
+    r.bounded = true;
+    if (boundedAt < 0) boundedAt = current;
+  };
+  auto unwind = [&](const Entry& e) {
+    std::vector<int32_t> chosen;
+    if (e.candidate >= 0) chosen.push_back(e.candidate);
+    for (int32_t t = e.parent; t >= 0 && trail[static_cast<size_t>(t)].candidate >= 0;
+         t = trail[static_cast<size_t>(t)].parent)
+      chosen.push_back(trail[static_cast<size_t>(t)].candidate);
+    return std::vector<int32_t>(chosen.rbegin(), chosen.rend());
+  };
+
+  const int32_t first = firstUncovered(placed, 0);
+  push(StateKey{placed, {}, {}}, Entry{0.0, leftAtStart, -1, -1}, first);
   const int64_t stepPeriod = std::clamp<int64_t>(n / 64, 1, 2048);
   int steps = 0;
   Cost bestSample = kInvalidCost;  // cheapest greedy completion seen, for the events
-  while (!queue.empty()) {
-    auto [cost, s] = queue.top();
-    queue.pop();
-    if (states[s].done || cost > states[s].cost) continue;
-    states[s].done = true;
-    ++r.statesExpanded;
-    if (keys[s].set.count() > keys[deepest].set.count()) deepest = s;
-    NodeId low = keys[s].set.firstMissing();
-    if (low >= n) {
-      goal = s;
-      break;
-    }
+  int32_t deepest = first;         // the last frontier with states
+  StateKey next;
+  for (int32_t q = first; q < n; ++q) {
+    Frontier here;
+    here.swap(frontiers[static_cast<size_t>(q)]);
+    if (here.empty()) continue;
+    deepest = q;
     if (cancel && cancel->cancelled()) {
+      // The most promising state here, completed greedily.
+      const auto best = std::min_element(here.begin(), here.end(), [](const auto& a, const auto& b) {
+        return a.second.cost + a.second.left < b.second.cost + b.second.left;
+      });
       r.cancelled = true;
+      r.chosen = unwind(best->second);
+      r.total = best->second.cost;
+      completeGreedily(p, best->first.set, r);
       break;
     }
-    // About 64 events over a search (states expanded are of the order of the
-    // node count): enough for a chart, cheap next to the search itself.
-    if (observer && r.statesExpanded % stepPeriod == 0) {
-      Cost sample = greedyCompletionCost(p, keys[s].set, cost);
-      if (sample < bestSample) bestSample = sample;
-      observer->onSearchStep(SearchStepEvent{
-          "op-level", ++steps, static_cast<int>(r.statesExpanded),
-          isKnown(bestSample) ? bestSample : cost, isKnown(sample) ? sample : cost,
-          std::chrono::duration<double>(Clock::now() - start).count()});
-    }
-    bool any = false;
-    const StateKey here = keys[s];  // push() may move keys
-    for (int32_t c : p.candidates->startingAt(low)) {
-      if (!usable(p, c)) continue;
-      const NodeSet& nodes = (*p.candidates)[c].nodes;
-      if (nodes.intersects(here.set)) continue;
-      StateKey next{here.set | nodes, {}, {}};
-      Cost step = kernelCost(p, c);
-      if (layouts) {
-        step = layouts->kernelNs(c, p.costs[c]);
-        if (p.epsilon) step += p.epsilon((*p.candidates)[c].backend);
-        step += layouts->add(here.set, here.pending, c, &next.pending);
+    if (layouts && here.size() > 1) {
+      // Per covered set (and open values), the cheapest state; any other
+      // that costs more by at least what the pending values can make a
+      // difference (LayoutCharges::pendingSpread) cannot do better.
+      std::unordered_map<StateKey, Frontier::iterator, StateKeyHash> cheapest;
+      for (auto it = here.begin(); it != here.end(); ++it) {
+        auto [at, inserted] = cheapest.try_emplace(StateKey{it->first.set, it->first.open, {}}, it);
+        if (!inserted && it->second.cost < at->second->second.cost) at->second = it;
       }
-      if (copies.active()) {
-        const Cost copy = copies.add(here.set, here.open, c, &next.open);
-        if (!isKnown(copy)) continue;  // an unmeasured copy is not free: never taken
-        step += copy;
+      if (cheapest.size() < here.size()) {
+        for (auto it = here.begin(); it != here.end();) {
+          const Frontier::iterator ref = cheapest.at(StateKey{it->first.set, it->first.open, {}});
+          if (ref != it && ref->second.cost + layouts->pendingSpread(it->first.set, ref->first.pending,
+                                                                     it->first.pending) <= it->second.cost) {
+            liveBytes -= std::min(liveBytes, stateBytes(it->first));
+            --liveStates;
+            ++r.statesDominated;
+            it = here.erase(it);
+          } else {
+            ++it;
+          }
+        }
       }
-      any = true;
-      push(std::move(next), cost + step, s, c);
     }
-    if (!any && r.statesExpanded == 1 && queue.empty()) noCover(p, low);
+    // Cheapest first, so that of two paths to one state at the same cost
+    // the one cheaper earlier is kept, as a Dijkstra search would.
+    std::vector<const Frontier::value_type*> ranked;
+    ranked.reserve(here.size());
+    for (const auto& state : here) ranked.push_back(&state);
+    std::sort(ranked.begin(), ranked.end(), [](const auto* a, const auto* b) {
+      return std::tie(a->second.cost, a->second.parent, a->second.candidate) <
+             std::tie(b->second.cost, b->second.parent, b->second.candidate);
+    });
+    for (const auto* state : ranked) {
+      const StateKey& key = state->first;
+      const Entry& e = state->second;
+      trail.push_back(TrailStep{e.parent, e.candidate});
+      const auto t = static_cast<int32_t>(trail.size() - 1);
+      ++r.statesExpanded;
+      // About 64 events over a search (states expanded are of the order of
+      // the node count): enough for a chart, cheap next to the search itself.
+      if (observer && r.statesExpanded % stepPeriod == 0) {
+        Cost sample = greedyCompletionCost(p, key.set, e.cost);
+        if (sample < bestSample) bestSample = sample;
+        observer->onSearchStep(SearchStepEvent{
+            "op-level", ++steps, static_cast<int>(r.statesExpanded),
+            isKnown(bestSample) ? bestSample : e.cost, isKnown(sample) ? sample : e.cost,
+            std::chrono::duration<double>(Clock::now() - start).count()});
+      }
+      for (int32_t c : startAt[static_cast<size_t>(q)]) {
+        const NodeSet& nodes = cs[c].nodes;
+        if (nodes.intersects(key.set)) continue;
+        const Cost step = stepCost(p, layouts, copies, key, c, &next);
+        if (!isKnown(step)) continue;  // an unmeasured copy is not free: never taken
+        Cost left = e.left;
+        nodes.forEach([&](NodeId m) { left -= share[static_cast<size_t>(m)]; });
+        const int32_t to = firstUncovered(next.set, q + 1);
+        push(std::move(next), Entry{e.cost + step, std::max<Cost>(0.0, left), t, c}, to);
+        next = StateKey{};
+      }
+      if (liveBytes + trail.capacity() * sizeof(TrailStep) > budget) shrink(q + 1, q);
+    }
+    liveStates -= here.size();
+    for (const auto& [key, e] : here) liveBytes -= std::min(liveBytes, stateBytes(key));
   }
-  auto unwind = [&](int32_t s) {
-    std::vector<int32_t> chosen;
-    for (; s >= 0 && states[s].candidate >= 0; s = states[s].parent) chosen.push_back(states[s].candidate);
-    return std::vector<int32_t>(chosen.rbegin(), chosen.rend());
-  };
-  if (goal >= 0) {
-    r.chosen = unwind(goal);
-    r.total = states[goal].cost;
-  } else {
-    if (!r.cancelled) {
-      // Every path died: find a node with no usable candidate to name it.
-      NodeId low = keys[deepest].set.firstMissing();
-      noCover(p, low < n ? low : 0);
+  if (!r.cancelled) {
+    const Frontier& goals = frontiers[static_cast<size_t>(n)];
+    const auto best = std::min_element(goals.begin(), goals.end(), [](const auto& a, const auto& b) {
+      return a.second.cost < b.second.cost;
+    });
+    if (best != goals.end()) {
+      r.chosen = unwind(best->second);
+      r.total = best->second.cost;
     }
-    r.chosen = unwind(deepest);
-    r.total = states[deepest].cost;
-    completeGreedily(p, keys[deepest].set, r);
-    // The greedy part ignores devices: charge the cover's copies as a whole.
-    if (copies.active()) {
-      r.total = copies.coverCost(r.chosen);
-      for (int32_t c : r.chosen) r.total += kernelCost(p, c);
+    // Dropped for memory: the greedy plan may still be the better one.
+    if ((r.bounded || best == goals.end()) && isKnown(greedyTotal) && greedyTotal < r.total) {
+      r.chosen = greedyChosen;
+      r.total = greedyTotal;
+    }
+    if (!isKnown(r.total)) {
+      // Every path died: name the node where the last of them stopped.
+      noCover(p, order.order[static_cast<size_t>(deepest)]);
+    }
+    if (r.bounded) {
+      r.lowerBound = std::min(r.total, droppedBound);
+      char line[400];
+      std::snprintf(line, sizeof line,
+                    "op-level search bounded: its states outgrew the memory budget (%zu MiB) at node '%s' "
+                    "(%d of %d in the walk order, width %d); the plan is the best found, %.3f ms "
+                    "predicted, and no plan costs less than %.3f ms",
+                    budget >> 20, p.graph->node(order.order[static_cast<size_t>(boundedAt)]).name.c_str(),
+                    boundedAt + 1, n, order.width.max, r.total / 1e6, r.lowerBound / 1e6);
+      r.note = line;
+    } else {
+      r.lowerBound = r.total;
+    }
+  } else {
+    // The greedy part ignores devices and layouts: charge the cover as a whole.
+    if (copies.active() || layouts) {
+      r.total = copies.active() ? copies.coverCost(r.chosen) : 0.0;
+      if (layouts) r.total += layouts->coverCost(r.chosen);
+      for (int32_t c : r.chosen)
+        r.total += (layouts ? layouts->kernelNs(c, p.costs[c]) : p.costs[c]) +
+                   (p.epsilon ? p.epsilon(cs[c].backend) : 0.0);
     }
   }
   r.seconds = std::chrono::duration<double>(Clock::now() - start).count();

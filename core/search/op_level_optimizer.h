@@ -7,15 +7,36 @@
 // changes it makes at kernel boundaries (core/search/layout_charges.h: a
 // kernel in its library's layout next to one that needs plain memory).
 //
-// It is Dijkstra over covered NodeSets (as the TVM Collage RFC does; the
-// paper's Algorithm 1 is the same idea): from a state, only candidates whose
-// lowest node is the state's lowest uncovered node are tried. Every cover is
-// reached this way exactly once (its kernels sorted by lowest node), so the
-// search is exact over the candidate set, and states stay few because covered
-// sets are nearly prefixes of the topological order. Groups with one exit that
-// every member reaches (pattern matches, generated groups) cannot form a cycle
-// between them, so such a cover can always be scheduled; a Session checks
-// the order anyway (planExecutionOrder).
+// It is a DP over covered NodeSets (as the TVM Collage RFC's Dijkstra, and the
+// paper's Algorithm 1, which walks frontiers): from a state, only candidates
+// whose first node in the walk order is the state's first uncovered node are
+// tried. Every cover is reached this way exactly once (its kernels sorted by
+// first node), so the search is exact over the candidate set, in any order of
+// the nodes. Each step moves the frontier (the first uncovered node) forward,
+// so the states are taken frontier by frontier, and a frontier's states are
+// freed once taken: only a trail of (parent, candidate) stays for the plan.
+//
+// The walk order (core/search/dp_order.h) is the graph's or a depth-first
+// one, whichever keeps fewer nodes and pending values open at the frontier:
+// with the branches of a wide stage interleaved, the states at a frontier
+// multiply with the number of branches; walked branch by branch they do not.
+//
+// Two rules drop states and keep the result exact:
+//  - a state whose cost plus a lower bound of what is left (each uncovered
+//    node's cheapest share of a candidate's cost) exceeds a complete plan
+//    found before the search (greedy) cannot lead to the optimum;
+//  - of states with one covered set that differ only in pending layout
+//    hand-overs, one that costs more than the cheapest by at least what
+//    those hand-overs can still save (LayoutCharges::pendingSpread) cannot
+//    do better than it.
+// Nothing else is dropped unless the live states would exceed the memory
+// budget. Then the frontiers keep their most promising states (cost plus
+// the lower bound), the result says `bounded`, and its note names the cost
+// of the plan found and a lower bound of the optimum.
+//
+// Groups with one exit that every member reaches (pattern matches, generated
+// groups) cannot form a cycle between them, so such a cover can always be
+// scheduled; a Session checks the order anyway (planExecutionOrder).
 #pragma once
 
 #include <functional>
@@ -51,7 +72,14 @@ struct OpLevelProblem {
   // Layout hand-over between kernels (core/search/layout_charges.h): null =
   // every kernel at its measured cost, plain at its boundary.
   const LayoutCharges* layouts = nullptr;
+  // The order the DP walks the nodes in (a permutation of the graph's
+  // nodes); empty = chooseDpOrder's. The optimum is the same in any order.
+  std::vector<NodeId> order{};
+  // Memory for the search's states, bytes; 0 = kDefaultOpLevelMemoryBudget.
+  size_t memoryBudgetBytes = 0;
 };
+
+inline constexpr size_t kDefaultOpLevelMemoryBudget = size_t{1} << 30;
 
 struct OpLevelResult {
   std::vector<int32_t> chosen;  // candidate indices, by lowest node
@@ -61,6 +89,16 @@ struct OpLevelResult {
   bool cancelled = false;  // stopped early: `chosen` was completed greedily
   int steps = 0;           // SearchStepEvents sent (the last one's step number)
   double seconds = 0;
+  int64_t peakStates = 0;  // the most states held at once
+  int64_t statesDominated = 0;  // dropped as no better than a cheaper one (see above)
+  int32_t orderWidth = 0;  // the walk order's width (dp_order.h)
+  std::string order;       // which order was walked: "graph", "depth-first", "given"
+  // States were dropped to stay within the memory budget: `chosen` is the
+  // best plan the search found, which may not be the optimum. `note` says so,
+  // with its cost and a lower bound of the optimum.
+  bool bounded = false;
+  Cost lowerBound = 0;  // of any cover's cost (meaningful when bounded)
+  std::string note;
 };
 
 // Throws Error when no cover exists (some node has no allowed candidate with

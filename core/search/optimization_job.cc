@@ -467,9 +467,11 @@ OptimizationResult runOptimizationJob(const Graph& model, const OptimizationJobO
     chargeKernelsAsTheDp(layoutCharges, p.groups);
     p.predictedNs = r.total;
     p.createdBy = "collage-studio (op-level)";
+    if (r.bounded) p.createdBy += "; " + r.note;  // so the plan and `collage explain` say so
     return p;
   };
   result.opLevel = opLevel;
+  if (opLevel.bounded) say(opLevel.note);
   if (!result.cancelled) {
     // Where the time goes, by backend.
     std::map<std::string, std::pair<int, double>> perBackend;

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <random>
 
@@ -251,6 +252,11 @@ TEST(LayoutCharges, EqualsBruteForceOnRandomGraphs) {
     Cost sum = charges.coverCost(r.chosen);
     for (int32_t c : r.chosen) sum += charges.kernelNs(c, costs[static_cast<size_t>(c)]);
     EXPECT_NEAR(sum, r.total, 1e-9) << "trial " << trial;
+    // The DP walks the nodes in any order to the same optimum (dp_order.h).
+    p.order.resize(static_cast<size_t>(g.numNodes()));
+    for (NodeId n = 0; n < g.numNodes(); ++n) p.order[static_cast<size_t>(n)] = n;
+    std::shuffle(p.order.begin(), p.order.end(), rng);
+    EXPECT_NEAR(optimizeOpLevel(p).total, best, 1e-9) << "trial " << trial << " in a shuffled order";
     ++checked;
   }
   EXPECT_EQ(checked, 40);

@@ -3,6 +3,7 @@
 // the product).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <random>
 
@@ -114,6 +115,35 @@ TEST(OpLevelOptimizer, EqualsBruteForceOnRandomGraphs) {
     ++checked;
   }
   EXPECT_EQ(checked, 40);
+}
+
+// The DP walks the nodes in an order of its choosing (dp_order.h); any
+// permutation of the nodes, topological or not, gives the brute-force optimum.
+TEST(OpLevelOptimizer, AnyWalkOrderEqualsBruteForce) {
+  std::mt19937 rng(23);
+  for (int trial = 0; trial < 40; ++trial) {
+    Graph g = randomGraph(rng, 3 + trial % 10);
+    CandidateSet set = randomCandidates(g, rng);
+    std::vector<Cost> costs = deterministicCosts(set, rng);
+    for (NodeId n = 0; n < g.numNodes(); ++n) costs[n] = 100;
+    const double epsilon = trial % 2 ? 3.0 : 0.0;
+    OpLevelProblem p{&g, &set, costs, [&](const std::string&) { return epsilon; }, {}};
+    const Cost expected = bruteForce(g, set, costs, {}, epsilon);
+    p.order.resize(static_cast<size_t>(g.numNodes()));
+    for (NodeId n = 0; n < g.numNodes(); ++n) p.order[static_cast<size_t>(n)] = n;
+    for (int shuffle = 0; shuffle < 3; ++shuffle) {
+      if (shuffle == 1) std::reverse(p.order.begin(), p.order.end());
+      if (shuffle == 2) std::shuffle(p.order.begin(), p.order.end(), rng);
+      const OpLevelResult r = optimizeOpLevel(p);
+      ASSERT_DOUBLE_EQ(r.total, expected) << "trial " << trial << " order " << shuffle;
+      NodeSet covered(g.numNodes());
+      for (int32_t c : r.chosen) {
+        ASSERT_FALSE(set[c].nodes.intersects(covered));
+        covered |= set[c].nodes;
+      }
+      EXPECT_EQ(covered.count(), g.numNodes());
+    }
+  }
 }
 
 TEST(OpLevelOptimizer, PinsAndForbidsAreHonoured) {
