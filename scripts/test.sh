@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # Sets everything up (scripts/setup.sh), then runs the whole test suite:
 # unit tests, the ONNX conformance suite and the end-to-end tests, one test
-# per core at a time (CTEST_PARALLEL_LEVEL to change it). Timing is safe in
-# parallel: whatever times kernels or plans takes the machine's timing lock
-# (core/measure/machine_timing_lock.h), so timed work still runs alone; the
-# rest (reference runs, checks, Python, servers starting) overlaps.
+# per core at a time (CTEST_PARALLEL_LEVEL to change it). The tests that
+# time kernels or plans are RUN_SERIAL (tests/CMakeLists.txt): they run
+# alone, as a user's optimisation does; the rest overlaps.
 #   scripts/test.sh [ctest arguments, e.g. -L unit]
 set -euo pipefail
 cd "$(dirname "$0")/.."
