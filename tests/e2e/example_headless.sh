@@ -5,12 +5,24 @@
 # plan, runs it checked against the reference and writes the exports. It
 # must run to the end: a step that dies half way (SIGPIPE under pipefail,
 # as explain piped into head once did) fails here.
-# Usage: example_headless.sh SOURCE_DIR BUILD_DIR
+# The user's default database is the one under $XDG_CACHE_HOME: here a
+# folder of the test's own (never the machine user's, which other runs write
+# to), seeded with STORE when given (resnet50_small's warm store,
+# tests/e2e/warm_store.sh), as a user's is after a first run.
+# Usage: example_headless.sh SOURCE_DIR BUILD_DIR [STORE.sqlite]
 set -euo pipefail
 source_dir=$1
 build_dir=$2
+store=${3:-}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+# ccache finds its cache under XDG_CACHE_HOME too: keep it where it was.
+if command -v ccache >/dev/null && [[ -z ${CCACHE_DIR:-} ]]; then
+  CCACHE_DIR=$(ccache -k cache_dir) && export CCACHE_DIR
+fi
+export XDG_CACHE_HOME="$out/cache"
+mkdir -p "$XDG_CACHE_HOME/collage-studio"
+[[ -z $store ]] || cp "$store" "$XDG_CACHE_HOME/collage-studio/measurements.sqlite"
 
 status=0
 BUILD_DIR=$build_dir COLLAGE_EXAMPLE_OUT=$out "$source_dir/scripts/example.sh" --headless \

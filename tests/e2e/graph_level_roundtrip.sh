@@ -3,13 +3,17 @@
 # --graph-level prints a line per generation and writes a plan that
 # records the search and verifies against the reference; a second search
 # with the same database reads the first one's plan runs; explain says what
-# the search did. Usage: graph_level_roundtrip.sh COLLAGE MODEL.onnx
+# the search did. With STORE (the model's warm store, tests/e2e/warm_store.sh)
+# the kernels' costs come from a copy of it and the budget goes to the search.
+# Usage: graph_level_roundtrip.sh COLLAGE MODEL.onnx [STORE.sqlite]
 set -euo pipefail
 collage=$1
 model=$2
+store=${3:-}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 db="$work/measurements.sqlite"
+[[ -z $store ]] || cp "$store" "$db"
 # --no-end-to-end: the search starts from the op-level plan, which a warm
 # database makes the same both times. Plan runs are stored per starting plan
 # (their times are ratios to it), and the end-to-end check may pick another

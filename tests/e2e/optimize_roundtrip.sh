@@ -3,17 +3,25 @@
 # plan alone), optimize it again as a user does by default (warm: measures no
 # kernel, then runs the graph-level search), run both plans with --verify
 # against the reference, explain them, and export everything; then the same
-# with graph substitutions.
-# Usage: optimize_roundtrip.sh COLLAGE MODEL.onnx
+# with graph substitutions. With STORE (a warm store of the model that
+# tests/e2e/warm_store.sh measured, with the cold run's checks), the first
+# optimize starts from a copy of it and measures nothing.
+# Usage: optimize_roundtrip.sh COLLAGE MODEL.onnx [STORE.sqlite]
 set -euo pipefail
 collage=$1
 model=$2
+store=${3:-}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 db="$work/measurements.sqlite"
+[[ -z $store ]] || cp "$store" "$db"
 
 "$collage" optimize "$model" --db "$db" -o "$work/plan.json" --baselines --op-level | tee "$work/cold.txt"
-grep -q "^measured [1-9][0-9]* kernels" "$work/cold.txt"
+if [[ -z $store ]]; then
+  grep -q "^measured [1-9][0-9]* kernels" "$work/cold.txt"
+else
+  grep -q "warm database: nothing measured" "$work/cold.txt"
+fi
 ! grep -q "^graph-level: " "$work/cold.txt"
 
 "$collage" optimize "$model" --db "$db" -o "$work/plan2.json" --budget 20s --saturation 2 | tee "$work/warm.txt"

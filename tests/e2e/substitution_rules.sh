@@ -4,14 +4,18 @@
 # one at FILE:LINE:COLUMN; optimize --substitution-rules with a rule forced
 # writes a plan that carries the rule's text; run --verify replays it WITHOUT
 # the file and matches the reference executor; explain lists it; a wrong rule
-# forced is dropped by the equivalence check, never in the plan. Usage:
-# substitution_rules.sh COLLAGE MODEL.onnx   (a model with Erf(x / constant), GELU: bert_small)
+# forced is dropped by the equivalence check, never in the plan. With STORE
+# (the model's warm store, tests/e2e/warm_store.sh) only the rewritten
+# kernels are measured. Usage:
+# substitution_rules.sh COLLAGE MODEL.onnx [STORE.sqlite]   (a model with Erf(x / constant), GELU: bert_small)
 set -euo pipefail
 collage=$1
 model=$2
+store=${3:-}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 db="$work/measurements.sqlite"
+[[ -z $store ]] || cp "$store" "$db"
 
 cat > "$work/my.toml" <<'TOML'
 # erf(x / c) == erf(x * (1 / c)): GELU's scale as a multiply

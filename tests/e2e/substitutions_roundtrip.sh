@@ -3,15 +3,19 @@
 # forced, so the replay is exercised even where no rewrite pays) writes a
 # plan that carries its substitutions; run --verify replays them on the
 # original model and matches the reference executor; explain lists them;
-# the plan on another model is refused. Usage:
-# substitutions_roundtrip.sh COLLAGE MODEL.onnx OTHER_MODEL.onnx
+# the plan on another model is refused. With STORE (the model's warm store,
+# tests/e2e/warm_store.sh) only the rewritten graph's new kernels are
+# measured. Usage:
+# substitutions_roundtrip.sh COLLAGE MODEL.onnx OTHER_MODEL.onnx [STORE.sqlite]
 set -euo pipefail
 collage=$1
 model=$2
 other=$3
+store=${4:-}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 db="$work/measurements.sqlite"
+[[ -z $store ]] || cp "$store" "$db"
 
 "$collage" optimize "$model" --db "$db" -o "$work/plan.json" --no-end-to-end --op-level \
   --substitute all \

@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include <unistd.h>
+
 #include "backends/backend_list.h"
 #include "core/measure/measurer.h"
 #include "tests/unit/graph_builder.h"
@@ -156,7 +158,8 @@ TEST(PairedPlanRuns, TheWorkerAnswersAPairRequest) {
   std::ostringstream out;
   // A timing lock of its own: another test run on this machine holding the
   // machine's would add "waiting" lines to the replies checked here.
-  const std::string lock = ::testing::TempDir() + "paired_plan_runs_test.lock";
+  const std::string lock =
+      ::testing::TempDir() + "paired_plan_runs_test_" + std::to_string(getpid()) + ".lock";
   setenv("COLLAGE_TIMING_LOCK", lock.c_str(), 1);
   runMeasurementWorker(d.g(), backends.lookup(), MeasurerOptions{}, in, out);
   unsetenv("COLLAGE_TIMING_LOCK");

@@ -9,6 +9,8 @@
 #include <random>
 #include <set>
 
+#include <unistd.h>
+
 #include "core/ir/tensor_compare.h"
 #include "core/onnx/onnx_import.h"
 #include "core/ops/reference_executor.h"
@@ -535,9 +537,10 @@ TEST(SpecSubstitution, TheSearchTriesSpecRulesWithTheCxxOnes) {
 }
 
 TEST(SpecSubstitutionFile, AUsersFileIsRegisteredAndToldFromABackendSpec) {
-  const std::string dir = ::testing::TempDir();
-  const std::string rules = dir + "/spec_rules_test_rules.toml",
-                    backend = dir + "/spec_rules_test_backend.toml";
+  // Named by the process: ctest -j runs other tests (and other checkouts' runs) beside it.
+  const std::string dir = ::testing::TempDir(), pid = std::to_string(getpid());
+  const std::string rules = dir + "/spec_rules_test_rules_" + pid + ".toml",
+                    backend = dir + "/spec_rules_test_backend_" + pid + ".toml";
   std::ofstream(rules)
       << "[rules.users-neg-tanh]\nsource = \"Neg(Tanh(x))\"\ntarget = \"Tanh(Neg(x))\"\n"
          "[rules.users-bad]\nsource = \"Neg(x)\"\ntarget = \"Negg(x)\"\n";
