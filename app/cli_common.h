@@ -51,6 +51,7 @@ struct PipelineRunRequest {
   std::string planPath;  // optional: each stage runs this plan's groups (restricted to it)
   uint64_t seed = 0;
   bool verify = false;
+  std::string baseline;  // "", "one-device" or "data-parallel" (cli_pipeline.cc's runBaseline)
 };
 int runPipeline(const ModelOptions& model, const PipelineRunRequest& request);
 

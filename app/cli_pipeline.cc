@@ -6,11 +6,15 @@
 // reports throughput, latency and each stage's busy share.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <map>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <set>
+#include <thread>
 
 #include "app/cli_common.h"
 #include "backends/backend_list.h"
@@ -24,6 +28,7 @@
 #include "core/pipeline/pipe_graph.h"
 #include "core/pipeline/pipeline_file.h"
 #include "core/pipeline/pipeline_runtime.h"
+#include "core/pipeline/pipeline_simulator.h"
 #include "core/pipeline/profiled_stage_cost.h"
 #include "core/pipeline/stage_partitioner.h"
 #include "core/plan/plan.h"
@@ -87,6 +92,153 @@ StageBackendsFactory backendsNamed(const std::vector<std::string>& names) {
   };
 }
 
+// The bytes of the constants (weights) `nodes` read, each once.
+double weightBytesOf(const Graph& graph, const std::vector<int>& nodes) {
+  std::set<ValueId> seen;
+  double bytes = 0;
+  for (int n : nodes)
+    for (ValueId v : graph.node(n).inputs)
+      if (v != kNoValue && graph.value(v).isConstant() && seen.insert(v).second)
+        bytes += static_cast<double>(graph.value(v).type.byteSize());
+  return bytes;
+}
+
+// The baselines of docs/pipeline.md, run for real on the pipeline file's
+// devices:
+//  - one-device: the whole model as one stage on one device holding every
+//    CPU core of the topology (one Session, all cores as its threads);
+//  - data-parallel: one replica of the whole model per CPU device, each a
+//    stage pinned to that device's cores, the micro-batches dealt round
+//    robin, every replica running at once.
+// Returns each micro-batch's outputs in order; prints a run report.
+std::vector<std::vector<Tensor>> runBaseline(const Graph& graph, const Topology& topology,
+                                             const std::string& baseline,
+                                             const StageBackendsFactory& backends,
+                                             PipelineRuntimeOptions options, int microBatch,
+                                             const std::vector<std::vector<Tensor>>& batches) {
+  PipelineStage whole;
+  for (int n = 0; n < graph.numNodes(); ++n) whole.nodes.push_back(n);
+  options.inFlight.clear();
+  std::vector<std::string> ids = topology.idsOf(DeviceKind::Cpu);
+  if (ids.empty()) throw Error("--baseline " + baseline + ": the topology has no CPU device");
+  std::vector<std::unique_ptr<Topology>> topologies;
+  std::vector<StageGraph> replicas;
+  if (baseline == "one-device") {
+    int cores = 0;
+    for (const auto& id : ids) cores += topology.find(id)->cores;
+    topologies.push_back(std::make_unique<Topology>(
+        std::vector<PipeDevice>{{"all", DeviceKind::Cpu, cores}}, std::vector<PipeLink>{},
+        nullptr, "--baseline one-device"));
+    ids = {"all"};
+  } else if (baseline == "data-parallel") {
+    for (size_t r = 0; r < ids.size(); ++r) topologies.push_back(std::make_unique<Topology>(topology));
+  } else {
+    throw Error("--baseline " + baseline + ": expected one-device or data-parallel");
+  }
+  std::vector<std::unique_ptr<PipelineRuntime>> runtimes;
+  for (size_t r = 0; r < ids.size(); ++r) {
+    StageGraph g;
+    g.microBatch = microBatch;
+    g.stages.push_back(whole);
+    g.stages.back().devices = {ids[r]};
+    runtimes.push_back(
+        std::make_unique<PipelineRuntime>(graph, g, *topologies[r], backends, options));
+  }
+  const size_t replicaCount = runtimes.size();
+  std::vector<std::vector<std::vector<Tensor>>> in(replicaCount), out(replicaCount);
+  for (size_t m = 0; m < batches.size(); ++m) in[m % replicaCount].push_back(batches[m]);
+  std::vector<PipelineRunReport> reports(replicaCount);
+  std::vector<std::string> errors(replicaCount);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < replicaCount; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        if (!in[r].empty()) out[r] = runtimes[r]->run(in[r], &reports[r]);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (size_t r = 0; r < replicaCount; ++r)
+    if (!errors[r].empty())
+      throw Error("--baseline " + baseline + ": replica " + std::to_string(r) + " on " + ids[r] +
+                  ": " + errors[r]);
+  double medianLatency = 0, maxLatency = 0;
+  for (const auto& rep : reports) {
+    medianLatency = std::max(medianLatency, rep.medianLatencySeconds);
+    maxLatency = std::max(maxLatency, rep.maxLatencySeconds);
+  }
+  std::printf(
+      "baseline %s: %zu replica(s), %zu micro-batch(es) in %.3f s: %.1f samples/s, latency per "
+      "sample median %.3f ms (the slowest replica's), max %.3f ms\n",
+      baseline.c_str(), replicaCount, batches.size(), wall,
+      wall > 0 ? static_cast<double>(batches.size()) * microBatch / wall : 0, medianLatency * 1e3,
+      maxLatency * 1e3);
+  for (size_t r = 0; r < replicaCount; ++r)
+    if (!reports[r].stages.empty())
+      std::printf("  replica %zu [%s] %d thread(s): busy %.1f%% (%.3f s)\n", r, ids[r].c_str(),
+                  reports[r].stages[0].threads,
+                  wall > 0 ? reports[r].stages[0].busySeconds / wall * 100 : 0,
+                  reports[r].stages[0].busySeconds);
+  std::vector<std::vector<Tensor>> outputs(batches.size());
+  for (size_t m = 0; m < batches.size(); ++m)
+    outputs[m] = std::move(out[m % replicaCount][m / replicaCount]);
+  return outputs;
+}
+
+// GPP, SPP and data parallel planned and simulated on N one-core devices
+// linked like the measured ones (`--simulate`): the projection to machines
+// this one is not. Data parallel is N replicas of the whole model, each at
+// the best one-device rate (no link, no memory contention: an upper bound).
+void project(const PipeGraph& pipe, const Graph& graph, const Topology& measured,
+             const StageCostModel& cost, const PartitionOptions& po, const std::vector<int>& counts) {
+  const LinkCost link = measured.slowestLinkInto(DeviceKind::Cpu);
+  std::vector<int> all;
+  for (int n = 0; n < pipe.size(); ++n) all.push_back(n);
+  const double modelWeights = weightBytesOf(graph, all);
+  double oneDevice = 0;  // samples/s, the best micro-batch
+  for (int b : po.microBatches) {
+    const double s = cost.stage(all, DeviceKind::Cpu, 1, b).seconds;
+    if (s > 0 && std::isfinite(s)) oneDevice = std::max(oneDevice, b / s);
+  }
+  std::printf("projection (simulated, 64 micro-batches; samples/s in steady state):\n");
+  for (int n : counts) {
+    std::vector<PipeDevice> devices;
+    for (int i = 0; i < n; ++i) devices.push_back({"cpu" + std::to_string(i), DeviceKind::Cpu, 1});
+    const Topology topology(devices, {}, &link, "--simulate " + std::to_string(n));
+    auto simulateOne = [&](const StageGraph& g, double* weights) {
+      const MicroBatchSchedule schedule = scheduleMicroBatches(g, topology, pipe);
+      SimulationOptions so;
+      for (const auto& s : schedule.stages) so.inFlight.push_back(s.inFlight);
+      std::map<std::string, double> perDevice;
+      for (const auto& s : g.stages)
+        for (const auto& d : s.devices) perDevice[d] += weightBytesOf(graph, s.nodes);
+      *weights = 0;
+      for (const auto& [d, w] : perDevice) *weights = std::max(*weights, w);
+      return simulatePipeline(g, pipe, topology, so);
+    };
+    auto t0 = std::chrono::steady_clock::now();
+    const StageGraph gpp = partitionGraphPipeline(pipe, topology, cost, po);
+    const double gppSearch = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    t0 = std::chrono::steady_clock::now();
+    const StageGraph spp = partitionSequentialPipeline(pipe, topology, cost, po);
+    const double sppSearch = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    double gppWeights = 0, sppWeights = 0;
+    const SimulationReport g = simulateOne(gpp, &gppWeights);
+    const SimulationReport q = simulateOne(spp, &sppWeights);
+    std::printf(
+        "  %d devices: GPP %.1f (%zu stages, micro-batch %d, search %.3f s, weights %.0f B per "
+        "device), SPP %.1f (%zu stages, search %.3f s, weights %.0f B), data parallel %.1f "
+        "(weights %.0f B), one device %.1f; GPP/SPP %.2f\n",
+        n, g.steadySamplesPerSecond, gpp.stages.size(), gpp.microBatch, gppSearch, gppWeights,
+        q.steadySamplesPerSecond, spp.stages.size(), sppSearch, sppWeights, n * oneDevice,
+        modelWeights, oneDevice,
+        q.steadySamplesPerSecond > 0 ? g.steadySamplesPerSecond / q.steadySamplesPerSecond : 0);
+  }
+}
+
 }  // namespace
 
 Action addPipelineCommand(CLI::App& app) {
@@ -101,6 +253,8 @@ Action addPipelineCommand(CLI::App& app) {
     std::string db = MeasurementDb::defaultPath();
     bool noDb = false;
     std::string output = "pipeline.json";
+    std::vector<int> simulate;
+    std::string strategy = "gpp";
   };
   auto* command = app.add_subcommand(
       "pipeline", "plan a graph pipeline of a model's stages over several devices");
@@ -128,6 +282,16 @@ Action addPipelineCommand(CLI::App& app) {
   command->add_option("--db", options->db, "the measurement database (default: this machine's)");
   command->add_flag("--no-db", options->noDb, "measure every node, store nothing");
   command->add_option("-o,--output", options->output, "the pipeline file to write");
+  command
+      ->add_option("--strategy", options->strategy,
+                   "the plan written: gpp (a graph of stages) or spp (the chain baseline)")
+      ->check(CLI::IsMember({"gpp", "spp"}));
+  command
+      ->add_option("--simulate", options->simulate,
+                   "also plan and simulate on N one-core devices (like cpu:N, with the measured "
+                   "link), e.g. --simulate 8,16,32")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 4096));
   return [options]() {
     const Topology topology = options->topology.empty() ? topologyFromDevices(options->devices)
                                                         : loadTopologyFile(options->topology);
@@ -142,10 +306,13 @@ Action addPipelineCommand(CLI::App& app) {
                     std::to_string(options->batch));
     std::sort(sizes.begin(), sizes.end());
     // Profiled shares: a stage on d devices runs micro-batch / d on each.
+    int simulated = 0;
+    for (int n : options->simulate) simulated = std::max(simulated, n);
     std::vector<int> shares;
     for (int b : sizes)
       for (const auto kind : topology.kinds())
-        for (int d = 1; d <= topology.count(kind); ++d)
+        for (int d = 1; d <= std::max(topology.count(kind), kind == DeviceKind::Cpu ? simulated : 0);
+             ++d)
           if (b % d == 0) shares.push_back(b / d);
     std::sort(shares.begin(), shares.end());
     shares.erase(std::unique(shares.begin(), shares.end()), shares.end());
@@ -206,18 +373,25 @@ Action addPipelineCommand(CLI::App& app) {
     const StageGraph gpp = partitionGraphPipeline(pipe, topology, cost, po);
     const double searchS =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const auto t1 = std::chrono::steady_clock::now();
     const StageGraph spp = partitionSequentialPipeline(pipe, topology, cost, po);
-    const MicroBatchSchedule schedule = scheduleMicroBatches(gpp, topology, pipe);
-    std::printf("%s", gpp.toString(pipe).c_str());
+    const double sppSearchS =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+    const StageGraph& chosen = options->strategy == "spp" ? spp : gpp;
+    const MicroBatchSchedule schedule = scheduleMicroBatches(chosen, topology, pipe);
+    std::printf("%s", chosen.toString(pipe).c_str());
     std::printf("schedule: %s\n", schedule.toString().c_str());
-    std::printf("predicted: GPP %.3f ms per sample (search %.3f s), SPP %.3f ms per sample\n",
-                gpp.bottleneckTimePerSample * 1e3, searchS, spp.bottleneckTimePerSample * 1e3);
-    const Graph atMicroBatch = loadAtMicroBatch(*options, gpp.microBatch, true);
+    std::printf(
+        "predicted: GPP %.3f ms per sample (search %.3f s), SPP %.3f ms per sample (search %.3f "
+        "s)\n",
+        gpp.bottleneckTimePerSample * 1e3, searchS, spp.bottleneckTimePerSample * 1e3, sppSearchS);
+    const Graph atMicroBatch = loadAtMicroBatch(*options, chosen.microBatch, true);
     const PipelineFile file =
-        pipelineFileOf(gpp, &schedule, atMicroBatch, topology, options->modelPath, options->batch);
+        pipelineFileOf(chosen, &schedule, atMicroBatch, topology, options->modelPath, options->batch);
     savePipelineFile(file, options->output);
     std::printf("pipeline written to %s: %zu stage(s), micro-batch %d\n", options->output.c_str(),
                 file.stages.size(), file.microBatch);
+    if (!options->simulate.empty()) project(pipe, graph, topology, cost, po, options->simulate);
     return 0;
   };
 }
@@ -258,16 +432,47 @@ int runPipeline(const ModelOptions& model, const PipelineRunRequest& request) {
     };
     options.plan = p;
   }
-  PipelineRuntime runtime(graph, stages, file.topology, backends, options);
   std::vector<std::vector<Tensor>> batches;
   for (int m = 0; m < batch / file.microBatch; ++m)
     batches.push_back(randomInputs(graph, request.seed + static_cast<uint64_t>(m)));
-  PipelineRunReport report;
-  const std::vector<std::vector<Tensor>> outputs = runtime.run(batches, &report);
-  std::printf("%s", report.toString().c_str());
-  if (file.bottleneckSecondsPerSample > 0)
-    std::printf("predicted: %.1f samples/s (the slowest stage's profiled time)\n",
-                1 / file.bottleneckSecondsPerSample);
+  std::vector<int> all;
+  for (int n = 0; n < graph.numNodes(); ++n) all.push_back(n);
+  const double modelWeights = weightBytesOf(graph, all);
+  std::vector<std::vector<Tensor>> outputs;
+  if (request.baseline.empty()) {
+    PipelineRuntime runtime(graph, stages, file.topology, backends, options);
+    PipelineRunReport report;
+    outputs = runtime.run(batches, &report);
+    std::printf("%s", report.toString().c_str());
+    if (file.bottleneckSecondsPerSample > 0)
+      std::printf("predicted: %.1f samples/s (the slowest stage's profiled time)\n",
+                  1 / file.bottleneckSecondsPerSample);
+    // The simulator given this run's measured stage times: how well it
+    // models the run (docs/pipeline.md, "The simulator").
+    SimulationOptions so;
+    so.microBatches = report.microBatches;
+    so.inFlight = options.inFlight;
+    for (const auto& s : report.stages)
+      so.computeSeconds.push_back(s.microBatches > 0 ? s.busySeconds / s.microBatches : 0);
+    const SimulationReport sim =
+        simulatePipeline(stages, pipeGraphOf(graph, file.microBatch), file.topology, so);
+    std::printf(
+        "simulated from this run's stage times: %.1f samples/s, latency per sample median %.3f "
+        "ms; measured/simulated throughput %.3f\n",
+        sim.samplesPerSecond, sim.medianLatencySeconds * 1e3,
+        sim.samplesPerSecond > 0 ? report.samplesPerSecond / sim.samplesPerSecond : 0);
+    std::map<std::string, double> perDevice;
+    for (const auto& s : stages.stages)
+      for (const auto& d : s.devices) perDevice[d] += weightBytesOf(graph, s.nodes);
+    double most = 0;
+    for (const auto& [d, w] : perDevice) most = std::max(most, w);
+    std::printf("weights: %.0f B on the busiest device (the whole model: %.0f B)\n", most,
+                modelWeights);
+  } else {
+    outputs = runBaseline(graph, file.topology, request.baseline, backends, options,
+                          file.microBatch, batches);
+    std::printf("weights: %.0f B per device (the whole model on each)\n", modelWeights);
+  }
   if (!request.verify) return 0;
   // The same kernels in one Session on the whole model.
   const BackendLookup lookup = backends();

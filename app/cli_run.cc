@@ -40,6 +40,7 @@ Action addRunCommand(CLI::App& app) {
     std::string pipeline, topology;
     int batch = 0;
     std::string pipelineBackend = "native";
+    std::string baseline;
   };
   auto* command = app.add_subcommand("run", "run a model (reference or a plan) and report latency");
   auto options = std::make_shared<RunOptions>();
@@ -68,10 +69,13 @@ Action addRunCommand(CLI::App& app) {
   command->add_option("--batch", options->batch, "with --pipeline: samples (default: the pipeline's batch)")
       ->check(CLI::PositiveNumber);
   command->add_option("--pipeline-backend", options->pipelineBackend, "with --pipeline: the backend of every stage");
+  command->add_option("--baseline", options->baseline,
+                      "with --pipeline: run a baseline on its devices instead: one-device or data-parallel")
+      ->check(CLI::IsMember({"one-device", "data-parallel"}));
   return [options]() {
     if (!options->pipeline.empty())
       return runPipeline(*options, {options->pipeline, options->topology, options->batch, options->pipelineBackend,
-                                    options->plan, options->seed, options->verify});
+                                    options->plan, options->seed, options->verify, options->baseline});
     std::vector<Tensor> inputs;
     for (const auto& f : options->inputFiles) inputs.push_back(readTensorProtoFile(f));
     // A dynamic input given as a file is bound to the file's shape, unless

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# End to end on the small multi-branch models (tests/models/pipeline/, made by
+# bench/models/make_multibranch.py): for each, plan a graph pipeline on two
+# one-core devices, run it in process, and check that
+#  - every output equals the whole model's Session (--verify), for the
+#    pipeline and for both baselines (one device, data parallel);
+#  - the run reports the simulator's throughput from its measured stage
+#    times, and the weights per device;
+#  - `--simulate` projects GPP, SPP and data parallel to more devices;
+#  - over a near-free link, GPP and SPP (--strategy) split the model and
+#    still match.
+# No timing is checked. Usage: pipeline_multibranch.sh COLLAGE MODELS_DIR
+set -euo pipefail
+collage=$1
+models=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+cat > fast.json <<'JSON'
+{"devices": [{"id": "cpu0", "kind": "cpu", "cores": 1}, {"id": "cpu1", "kind": "cpu", "cores": 1}],
+ "default_link": {"bandwidth_bytes_per_s": 1e12, "latency_s": 0}}
+JSON
+for name in two_tower dlrm uno; do
+  model="$models/${name}_small.onnx"
+  echo "== $name"
+  "$collage" pipeline "$model" --devices cpu:2 --batch 4 --micro-batch 1 --micro-batch 2 --measure in-process \
+    --runs 2 --simulate 8,16,32 -o p.json | tee plan.txt
+  grep -q "pipeline written to p.json" plan.txt
+  grep -q "predicted: GPP .* ms per sample (search .* s), SPP" plan.txt
+  for n in 8 16 32; do grep -q "^  $n devices: GPP .* SPP .* data parallel" plan.txt; done
+
+  "$collage" run "$model" --pipeline p.json --batch 8 --verify | tee run.txt
+  grep -q "samples/s, latency per sample" run.txt
+  grep -q "simulated from this run's stage times: .* measured/simulated throughput" run.txt
+  grep -q "^weights: .* B on the busiest device" run.txt
+  grep -q "verify: every output of [0-9]* micro-batch(es) matches" run.txt
+
+  for baseline in one-device data-parallel; do
+    "$collage" run "$model" --pipeline p.json --batch 8 --baseline "$baseline" --verify | tee base.txt
+    grep -q "^baseline $baseline: .* samples/s" base.txt
+    grep -q "^weights: .* B per device (the whole model on each)" base.txt
+    grep -q "verify: every output of [0-9]* micro-batch(es) matches" base.txt
+  done
+
+  # A link priced near free: the planner splits the model over both devices
+  # (a graph of stages, and the chain for SPP); each still matches.
+  for strategy in gpp spp; do
+    "$collage" pipeline "$model" --topology "$work/fast.json" --batch 4 --micro-batch 1 \
+      --measure in-process --runs 2 --strategy $strategy -o $strategy.json | tee fast.txt
+    grep -q "pipeline written to $strategy.json" fast.txt
+    "$collage" run "$model" --pipeline $strategy.json --batch 4 --verify | tee fastrun.txt
+    grep -q "verify: every output of 4 micro-batch(es) matches" fastrun.txt
+  done
+done
+grep -q "replica 1 \[cpu1\]" base.txt  # data parallel: one replica per device
+echo "pipeline multi-branch: ok"
