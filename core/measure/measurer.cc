@@ -412,6 +412,8 @@ Measurement measureKernel(Backend& backend, const KernelRequest& request,
   return m;
 }
 
+constexpr double kSwitchMinTotalSeconds = 0.05;
+
 Measurement measureSwitch(Backend& first, const KernelRequest& firstRequest, Backend& second,
                           const KernelRequest& secondRequest, const MeasurerOptions& options) {
   Measurement m;
@@ -433,8 +435,10 @@ Measurement measureSwitch(Backend& first, const KernelRequest& firstRequest, Bac
     } while (secondsSince(warm) < options.warmupSeconds);
     std::vector<double> ta, tb, tab;
     auto timed = Clock::now();
+    // A boundary's cost is a difference of medians, noisier than one: it
+    // keeps at least 50 ms of timed runs (there are a few backend pairs).
     while (static_cast<int>(tab.size()) < std::max(options.minSamples, 31) ||
-           secondsSince(timed) < options.minTotalSeconds) {
+           secondsSince(timed) < std::max(options.minTotalSeconds, kSwitchMinTotalSeconds)) {
       const TimedRun ra = timeRun([&] { a.run(); });
       const TimedRun rb = timeRun([&] { b.run(); });
       const TimedRun rab = timeRun([&] {
