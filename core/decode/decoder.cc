@@ -211,7 +211,8 @@ std::vector<Tensor> Decoder::runReferenceInPlace(const std::vector<Tensor>& inpu
         in.push_back(v == kNoValue ? nullptr : &env[static_cast<size_t>(v)]);
       std::vector<Tensor> out = evaluateNode(node, in);
       for (size_t o = 0; o < node.outputs.size(); ++o)
-        if (node.outputs[o] != kNoValue) env[static_cast<size_t>(node.outputs[o])] = std::move(out[o]);
+        if (node.outputs[o] != kNoValue)
+          env[static_cast<size_t>(node.outputs[o])] = std::move(out[o]);
     }
     for (ValueId v : node.inputs)
       if (v != kNoValue && lastUse_[static_cast<size_t>(v)] == n && !g.value(v).isConstant())
