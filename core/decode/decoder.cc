@@ -10,6 +10,7 @@
 #include "core/ir/error.h"
 #include "core/onnx/onnx_import.h"
 #include "core/ops/reference_executor.h"
+#include "core/runtime/session.h"
 
 namespace collage {
 namespace {
@@ -105,12 +106,18 @@ DecodeModel importDecodeModel(const std::string& path, int64_t capacity,
 
 Decoder::Decoder(const DecodeModel& model, Step step)
     : model_(model), step_(std::move(step)), capacity_(model.capacity) {
-  const Graph& g = model.graph;
-  const DecoderSignature& sig = model.signature;
-  if (!step_) {
-    auto reference = std::make_shared<ReferenceExecutor>(g);
-    step_ = [reference](const std::vector<Tensor>& in) { return reference->run(in); };
-  }
+  init(!step_);
+}
+
+Decoder::Decoder(const DecodeModel& model, Session& session)
+    : model_(model), session_(&session), capacity_(model.capacity) {
+  init(true);
+}
+
+void Decoder::init(bool inPlace) {
+  inPlace_ = inPlace;
+  const Graph& g = model_.graph;
+  const DecoderSignature& sig = model_.signature;
   for (ValueId v : g.inputs()) {
     const Value& value = g.value(v);
     if (value.name == sig.inputIds) {
@@ -127,8 +134,6 @@ Decoder::Decoder(const DecodeModel& model, Step step)
       inputs_.push_back({Role::Cache, static_cast<size_t>(pair - sig.cache.begin())});
     }
   }
-  // The cache: allocated once, here.
-  for (const KvCachePair& p : sig.cache) cache_.emplace_back(g.value(*g.findValue(p.past)).type);
   presentOutput_.assign(sig.cache.size(), 0);
   for (size_t o = 0; o < g.outputs().size(); ++o) {
     const std::string& n = g.value(g.outputs()[o]).name;
@@ -137,6 +142,85 @@ Decoder::Decoder(const DecodeModel& model, Step step)
       if (sig.cache[i].present == n) presentOutput_[i] = o;
   }
   vocabulary_ = g.value(g.outputs()[logitsOutput_]).type.shape.back();
+  // The cache: allocated once, here; in place, shaped as the present.
+  for (size_t i = 0; i < sig.cache.size(); ++i) {
+    const ValueId past = *g.findValue(sig.cache[i].past);
+    if (!inPlace_) {
+      cache_.emplace_back(g.value(past).type);
+      continue;
+    }
+    cache_.emplace_back(g.value(g.outputs()[presentOutput_[i]]).type);
+    // What the step is given for the past: a tensor of its type over the
+    // buffer's storage, which neither the Session nor runReferenceInPlace
+    // reads (the rows are in place in the present).
+    pastViews_.push_back(Tensor::view(g.value(past).type, cache_.back().raw()));
+    concatOf_.push_back(g.value(past).consumers.at(0));
+    if (session_) session_->appendInPlace(presentOutput_[i], cache_.back());
+  }
+  if (inPlace_ && !session_) {
+    lastUse_.assign(static_cast<size_t>(g.numValues()), -1);
+    for (NodeId n = 0; n < g.numNodes(); ++n)
+      for (ValueId v : g.node(n).inputs)
+        if (v != kNoValue) lastUse_[static_cast<size_t>(v)] = n;
+    for (ValueId v : g.outputs()) lastUse_[static_cast<size_t>(v)] = g.numNodes();
+  }
+}
+
+namespace {
+
+// Rows [row, row + n) of `to` along `axis` from the rows [from, from + n) of
+// `src` (same shape but on the axis): one block per index before the axis.
+size_t copyRows(const Tensor& src, int64_t from, Tensor& to, int64_t row, int64_t n, int axis) {
+  const Shape& ss = src.shape();
+  const Shape& ts = to.shape();
+  int64_t outer = 1, inner = 1;
+  for (int a = 0; a < axis; ++a) outer *= ts[static_cast<size_t>(a)];
+  for (size_t a = static_cast<size_t>(axis) + 1; a < ts.size(); ++a) inner *= ts[a];
+  const size_t rowBytes = static_cast<size_t>(inner) * elementSize(to.elementType());
+  const int64_t srcRows = ss[static_cast<size_t>(axis)], toRows = ts[static_cast<size_t>(axis)];
+  const char* s = static_cast<const char*>(src.raw());
+  char* d = static_cast<char*>(to.raw());
+  for (int64_t o = 0; o < outer; ++o)
+    std::memmove(d + (o * toRows + row) * rowBytes, s + (o * srcRows + from) * rowBytes,
+                 static_cast<size_t>(n) * rowBytes);
+  return static_cast<size_t>(outer * n) * rowBytes;
+}
+
+}  // namespace
+
+std::vector<Tensor> Decoder::runReferenceInPlace(const std::vector<Tensor>& inputs) {
+  const Graph& g = model_.graph;
+  std::vector<Tensor> env(static_cast<size_t>(g.numValues()));
+  for (size_t i = 0; i < inputs.size(); ++i) env[static_cast<size_t>(g.inputs()[i])] = inputs[i];
+  for (ValueId v = 0; v < g.numValues(); ++v)
+    if (g.value(v).isConstant()) env[static_cast<size_t>(v)] = *g.value(v).constant;
+  for (NodeId n = 0; n < g.numNodes(); ++n) {
+    const Node& node = g.node(n);
+    auto pair = std::find(concatOf_.begin(), concatOf_.end(), n);
+    if (pair != concatOf_.end()) {
+      // The past's rows are in place: only the new ones are written.
+      const size_t i = static_cast<size_t>(pair - concatOf_.begin());
+      const Tensor& fresh = env[static_cast<size_t>(node.inputs[1])];
+      const int axis = model_.signature.cache[i].sequenceAxis;
+      presentBytesWritten_ +=
+          copyRows(fresh, 0, cache_[i], capacity_, fresh.shape()[static_cast<size_t>(axis)], axis);
+      env[static_cast<size_t>(node.outputs[0])] = cache_[i];
+    } else {
+      std::vector<const Tensor*> in;
+      for (ValueId v : node.inputs)
+        in.push_back(v == kNoValue ? nullptr : &env[static_cast<size_t>(v)]);
+      std::vector<Tensor> out = evaluateNode(node, in);
+      for (size_t o = 0; o < node.outputs.size(); ++o)
+        if (node.outputs[o] != kNoValue)
+          env[static_cast<size_t>(node.outputs[o])] = std::move(out[o]);
+    }
+    for (ValueId v : node.inputs)
+      if (v != kNoValue && lastUse_[static_cast<size_t>(v)] == n && !g.value(v).isConstant())
+        env[static_cast<size_t>(v)] = Tensor();
+  }
+  std::vector<Tensor> outputs;
+  for (ValueId v : g.outputs()) outputs.push_back(env[static_cast<size_t>(v)]);
+  return outputs;
 }
 
 size_t Decoder::cacheBytes() const {
@@ -178,11 +262,17 @@ std::vector<float> Decoder::step(int64_t token, int64_t row) {
       }
       // The buffer itself: Tensor shares its storage, nothing is copied.
       case Role::Cache:
-        in.push_back(cache_[inputs_[i].second]);
+        in.push_back(inPlace_ ? pastViews_[inputs_[i].second] : cache_[inputs_[i].second]);
         break;
     }
   }
-  std::vector<Tensor> out = step_(in);
+  std::vector<Tensor> out;
+  if (session_) {
+    out = session_->run(in);
+    presentBytesWritten_ += session_->appendedBytes();  // this run's
+  } else {
+    out = inPlace_ ? runReferenceInPlace(in) : step_(in);
+  }
   // Append: the present's last row along the sequence axis (the new token's)
   // goes to row `row` of the cache; each (outer index) block is one row.
   for (size_t i = 0; i < cache_.size(); ++i) {
@@ -196,16 +286,11 @@ std::vector<float> Decoder::step(int64_t token, int64_t row) {
                   present.type().toString() + ": expected the cache '" +
                   model_.signature.cache[i].past + "' (" + cache.type().toString() +
                   ") with one more row on axis " + std::to_string(axis));
-    int64_t outer = 1, inner = 1;
-    for (int a = 0; a < axis; ++a) outer *= cs[static_cast<size_t>(a)];
-    for (size_t a = static_cast<size_t>(axis) + 1; a < cs.size(); ++a) inner *= cs[a];
-    const size_t rowBytes = static_cast<size_t>(inner) * elementSize(cache.elementType());
-    const char* src = static_cast<const char*>(present.raw());
-    char* dst = static_cast<char*>(cache.raw());
-    for (int64_t o = 0; o < outer; ++o)
-      std::memcpy(dst + (o * capacity_ + row) * rowBytes,
-                  src + (o * (capacity_ + 1) + capacity_) * rowBytes, rowBytes);
-    bytesAppended_ += static_cast<size_t>(outer) * rowBytes;
+    if (inPlace_ && present.raw() != cache.raw())
+      throw Error("output '" + model_.signature.cache[i].present +
+                  "' was not written into its cache buffer");
+    if (!inPlace_) presentBytesWritten_ += present.byteSize();
+    bytesAppended_ += copyRows(present, capacity_, cache, row, 1, axis);
   }
   const Tensor& logits = out.at(logitsOutput_);
   std::vector<float> all = logits.toFloats();
@@ -267,6 +352,7 @@ Generation Decoder::generate(const std::vector<int64_t>& prompt, const GenerateO
   std::mt19937_64 rng(options.seed);
   Generation g;
   bytesAppended_ = 0;
+  presentBytesWritten_ = 0;
   auto t0 = std::chrono::steady_clock::now();
   std::vector<float> logits;
   for (int64_t i = 0; i < n; ++i) logits = step(prompt[static_cast<size_t>(i)], i);

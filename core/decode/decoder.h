@@ -19,13 +19,21 @@
 //  - after the step the new token's K and V rows, the last row of each
 //    present output, are written into the cache at the next free row: the
 //    Decoder appends in place and never copies the cache (bytesAppended()).
-// What is not yet avoided: the exported graph's Concat(past, new) still
-// writes the whole past into the present output inside the step (an O(L)
-// copy a step, in the Session or the reference executor), and every step
-// attends over all `capacity` rows, masked. Removing that copy needs the
-// step to append into the cache buffer itself (an in-place append op the
-// runtime provides, or the Concat's output bound to the cache buffer); see
-// docs/decoding.md. Prefill runs the prompt one token a step.
+//
+// In place (a Session given, or no step: the reference path): the exported
+// graph's Concat(past, new) -> present would copy the whole past into a
+// fresh present every step. Instead each cache buffer is shaped as the
+// present (`capacity` + 1 rows on the sequence axis: the cache's rows, then
+// the step's new row), the present is that buffer (Session::appendInPlace;
+// the reference path runs the graph node by node and does the same), so the
+// past rows are already in place and the Concat writes only the new row; the
+// past input is never read. After the step the new row is appended at the
+// next free row as above. Per step the cache Concats write the new rows
+// only (presentBytesWritten()).
+// With any other Step (a function of the inputs), the step gets the past as
+// a plain tensor of `capacity` rows, and its Concat copies it (the old path).
+// Still not avoided: every step attends over all `capacity` rows, masked;
+// see docs/decoding.md. Prefill runs the prompt one token a step.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +48,8 @@
 #include "core/ir/tensor.h"
 
 namespace collage {
+
+class Session;
 
 struct GenerateOptions {
   int64_t maxNewTokens = 16;
@@ -84,9 +94,13 @@ class Decoder {
   // graph.outputs() order (a Session's run, or the reference executor's).
   using Step = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 
-  // `model` must outlive the Decoder. Without `step`, the reference executor
-  // runs the steps.
+  // `model` must outlive the Decoder. Without `step`, the reference executor's
+  // kernels run the steps, the cache appended in place.
   explicit Decoder(const DecodeModel& model, Step step = {});
+  // The steps on `session` (made for model.graph; it must outlive the
+  // Decoder), the cache appended in place (Session::appendInPlace): Error
+  // naming the present the Session cannot write in place.
+  Decoder(const DecodeModel& model, Session& session);
 
   // Error for an empty prompt, a token id outside the vocabulary, or a
   // prompt (with the new tokens) longer than the cache.
@@ -94,20 +108,36 @@ class Decoder {
 
   int64_t capacity() const { return capacity_; }
   int64_t vocabulary() const { return vocabulary_; }
-  // The cache buffer of pair i (decoderSignature order).
+  // The cache buffer of pair i (decoderSignature order): the past's shape,
+  // or in place the present's (one more row, the step's new one).
   const Tensor& cache(size_t i) const { return cache_.at(i); }
+  bool inPlace() const { return inPlace_; }
   // The bytes all cache buffers hold, and the bytes the last generate()
   // wrote into them (the new rows only).
   size_t cacheBytes() const;
   size_t bytesAppended() const { return bytesAppended_; }
+  // The bytes the steps' cache Concats wrote into the presents over the last
+  // generate(): in place, the new rows only; with another Step, the whole
+  // present each step (a fresh tensor, the past copied in).
+  size_t presentBytesWritten() const { return presentBytesWritten_; }
 
  private:
   // Runs the token at row `row` (the rows before it are in the cache);
   // appends its K and V rows; returns its logits.
   std::vector<float> step(int64_t token, int64_t row);
+  // The graph's nodes by the reference kernels, each cache Concat writing
+  // its new rows into its buffer (the present) in place.
+  std::vector<Tensor> runReferenceInPlace(const std::vector<Tensor>& in);
+  void init(bool inPlace);
 
   const DecodeModel& model_;
   Step step_;
+  Session* session_ = nullptr;
+  bool inPlace_ = false;
+  std::vector<Tensor> pastViews_;  // in place: per pair, the past input (never read)
+  std::vector<NodeId> concatOf_;   // per pair: its Concat
+  std::vector<int32_t> lastUse_;   // per value: the last node reading it
+  size_t presentBytesWritten_ = 0;
   int64_t capacity_ = 0;
   int64_t vocabulary_ = 0;
   std::vector<Tensor> cache_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <utility>
 
@@ -370,6 +371,82 @@ void Session::planMemory() {
   }
 }
 
+void Session::appendInPlace(size_t output, Tensor buffer) {
+  const auto& outs = graph_.outputs();
+  if (output >= outs.size())
+    throw Error("appendInPlace: output " + std::to_string(output) + " of " +
+                std::to_string(outs.size()));
+  const ValueId v = outs[output];
+  const Value& value = graph_.value(v);
+  const std::string label = "output '" + value.name + "' cannot be written in place: ";
+  if (!(buffer.type() == value.type) || !buffer.raw())
+    throw Error(label + "the buffer is " + buffer.type().toString() + ", not " +
+                value.type.toString());
+  if (std::count(outs.begin(), outs.end(), v) != 1) throw Error(label + "it is returned twice");
+  if (value.producer == kNoNode || graph_.node(value.producer).op != "Concat")
+    throw Error(label + "it is not made by a Concat");
+  const Node& concat = graph_.node(value.producer);
+  const Value& head = graph_.value(concat.inputs.at(0));
+  if (!head.isGraphInput || head.consumers.size() != 1 || head.isGraphOutput)
+    throw Error(label + "the first input of Concat '" + concat.name +
+                "' is not a graph input that only it reads");
+  inPlaceOutput_.resize(kernels_.size(), -1);
+  inPlaceBuffers_.resize(outs.size());
+  for (size_t g = 0; g < kernels_.size(); ++g) {
+    const Kernel_& k = *kernels_[g];
+    if (!k.request.nodes.contains(value.producer)) continue;
+    if (k.request.nodes.count() != 1)
+      throw Error(label + "Concat '" + concat.name + "' shares " + plan_.describeGroup(g) +
+                  " with other nodes");
+    if (groupDevices_[g].type != DeviceType::CPU)
+      throw Error(label + "Concat '" + concat.name + "' runs on " + groupDevices_[g].toString());
+    for (ValueId in : concat.inputs)
+      if (layouts_[static_cast<size_t>(in)])
+        throw Error(label + "'" + graph_.value(in).name + "' reaches Concat '" + concat.name +
+                    "' in a backend's own layout");
+    inPlaceOutput_[g] = static_cast<int>(output);
+    inPlaceBuffers_[output] = std::move(buffer);
+    return;
+  }
+  throw Error(label + "no group holds Concat '" + concat.name + "'");
+}
+
+// The group's Concat, its first input already at the head of the output:
+// each other input's rows go after it, one block per index before the axis.
+void Session::runInPlaceConcat(size_t group) {
+  const Kernel_& k = *kernels_[group];
+  const Node& concat = graph_.node(k.request.nodes.first());
+  const Shape& out = graph_.value(concat.outputs[0]).type.shape;
+  const int64_t rank = static_cast<int64_t>(out.size());
+  int64_t axis = concat.attrs.getInt("axis");
+  if (axis < 0) axis += rank;
+  int64_t outer = 1, inner = 1;
+  for (int64_t a = 0; a < axis; ++a) outer *= out[static_cast<size_t>(a)];
+  for (int64_t a = axis + 1; a < rank; ++a) inner *= out[static_cast<size_t>(a)];
+  const size_t rowBytes =
+      static_cast<size_t>(inner) * elementSize(graph_.value(concat.outputs[0]).type.elementType);
+  char* dst = static_cast<char*>(k.outputs.front()->data);
+  int64_t row = graph_.value(concat.inputs[0]).type.shape[static_cast<size_t>(axis)];
+  for (size_t i = 1; i < concat.inputs.size(); ++i) {
+    const ValueId v = concat.inputs[i];
+    const int64_t rows = graph_.value(v).type.shape[static_cast<size_t>(axis)];
+    const void* data = nullptr;
+    if (graph_.value(v).isConstant()) {
+      data = graph_.value(v).constant->raw();
+    } else {
+      auto it = std::find(k.request.inputs.begin(), k.request.inputs.end(), v);
+      data = k.inputs[static_cast<size_t>(it - k.request.inputs.begin())]->data;
+    }
+    const char* src = static_cast<const char*>(data);
+    const size_t bytes = static_cast<size_t>(rows) * rowBytes;
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(dst + (o * out[static_cast<size_t>(axis)] + row) * rowBytes, src + o * bytes,
+                  bytes);
+    appendedBytes_ += static_cast<size_t>(outer) * bytes;
+    row += rows;
+  }
+}
+
 void Session::copy(size_t e) {
   const DeviceEdge& edge = deviceEdges_[e];
   void* destination = dl_[static_cast<size_t>(graph_.numValues()) + e].data;
@@ -421,13 +498,15 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs,
     bool first = std::find(graphOutputs.begin(), graphOutputs.begin() + static_cast<std::ptrdiff_t>(i),
                            graphOutputs[i]) == graphOutputs.begin() + static_cast<std::ptrdiff_t>(i);
     if (!first) continue;
-    outputs[i] = Tensor(value.type);
+    outputs[i] = i < inPlaceBuffers_.size() && inPlaceBuffers_[i].raw() ? inPlaceBuffers_[i]
+                                                                        : Tensor(value.type);
     // Where the kernel writes it, or where its copy back from a device lands.
     dl_[outputLocation_[i]].data = outputs[i].raw();
     producedByKernel[i] = true;
   }
 
   timings_.clear();
+  appendedBytes_ = 0;
   KernelActivity::Scope running;  // tests check that no two threads run kernels at once
   for (size_t s = 0; s < order_.size(); ++s) {
     const size_t g = order_[s];
@@ -446,7 +525,10 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs,
       std::fflush(stdout);
     }
     try {
-      k.kernel->run(k.inputs, k.outputs);
+      if (g < inPlaceOutput_.size() && inPlaceOutput_[g] >= 0)
+        runInPlaceConcat(g);
+      else
+        k.kernel->run(k.inputs, k.outputs);
     } catch (const std::exception& e) {
       rethrowWith(plan_.describeGroup(g) + ": " + plan_.groups[g].backend + " kernel failed: ", e);
     }

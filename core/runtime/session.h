@@ -88,6 +88,21 @@ class Session {
   using AfterKernel = std::function<void(size_t group, const std::vector<DLTensor*>& outputs)>;
   std::vector<Tensor> run(const std::vector<Tensor>& inputs, const AfterKernel& afterKernel);
 
+  // Graph output `output` (its index in graph.outputs()) written in place
+  // into `buffer`, a tensor of its type that the caller owns and that run()
+  // returns as that output (sharing its storage). The output must be made by
+  // a group that is one Concat on the host whose first input is a graph
+  // input read by nothing else: the caller keeps that input's rows already
+  // in place at the head of `buffer`, so run() does not run the group's
+  // kernel but writes only the Concat's other inputs' rows after them, and
+  // never reads the first input (pass any tensor of its type). Why: a decode
+  // step's Concat(past, new) -> present would otherwise copy the whole KV
+  // cache every step (core/decode/decoder.h, docs/decoding.md). Error naming
+  // the output when it is not such a Concat.
+  void appendInPlace(size_t output, Tensor buffer);
+  // The bytes the in-place Concats wrote in the last run (their new rows).
+  size_t appendedBytes() const { return appendedBytes_; }
+
   // The most bytes of intermediate values and graph outputs alive at once
   // over a run (graph inputs and constants not counted): what an ideal
   // allocator needs.
@@ -191,6 +206,13 @@ class Session {
   std::vector<size_t> nativeBytes_;  // per value: its native layout's size, 0 if plain
   std::vector<std::optional<NativeLayout>> layouts_;  // per value: its native layout, if any
   int nativeLayoutValues_ = 0;
+
+  // appendInPlace: per group, the graph output it writes in place (or -1),
+  // and per graph output, the caller's buffer (empty: a fresh tensor).
+  std::vector<int> inPlaceOutput_;
+  std::vector<Tensor> inPlaceBuffers_;
+  void runInPlaceConcat(size_t group);
+  size_t appendedBytes_ = 0;
 
   bool profiling_ = false;
   std::vector<KernelTiming> timings_;

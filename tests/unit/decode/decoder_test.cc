@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -172,6 +173,80 @@ TEST(Decoder, RunsItsStepsOnAPlansSession) {
   options.maxNewTokens = 10;
   EXPECT_EQ(decoder.generate({1, 2, 3}, options).tokens, greedyFile("generated"));
   EXPECT_EQ(session.runsDone(), 12);
+}
+
+// In place, the step's Concat(past, new) writes the new rows only, into the
+// cache buffer that is the present: the reference path and a plan's Session.
+TEST(Decoder, TheStepsConcatWritesOnlyTheNewRowsIntoTheCache) {
+  const DecodeModel model = importDecodeModel(kTiny, 32);
+  std::unique_ptr<Backend> native = createBackend("native");
+  Session session(model.graph, singleNodePlan(model.graph, "native"),
+                  [&](const std::string& n) { return n == "native" ? native.get() : nullptr; });
+  for (bool onSession : {false, true}) {
+    SCOPED_TRACE(onSession ? "session" : "reference");
+    Decoder decoder = onSession ? Decoder(model, session) : Decoder(model);
+    ASSERT_TRUE(decoder.inPlace());
+    std::vector<const void*> before;
+    for (size_t i = 0; i < 4; ++i) {
+      before.push_back(decoder.cache(i).raw());
+      EXPECT_EQ(decoder.cache(i).shape(), (Shape{1, 2, 33, 8}));  // the present's
+    }
+    GenerateOptions options;
+    options.maxNewTokens = 10;
+    EXPECT_EQ(decoder.generate({1, 2, 3}, options).tokens, greedyFile("generated"));
+    for (size_t i = 0; i < 4; ++i) EXPECT_EQ(decoder.cache(i).raw(), before[i]);
+    // 12 steps, 4 presents, one row (2 heads x 8 floats) each: not 33 rows.
+    const size_t rows = 12u * 4 * 2 * 8 * sizeof(float);
+    EXPECT_EQ(decoder.presentBytesWritten(), rows);
+    EXPECT_EQ(decoder.bytesAppended(), rows);
+  }
+}
+
+// Session::appendInPlace: the Concat's output is the caller's buffer, the
+// past rows there are not rewritten (the past input is not even read: here
+// it holds zeros, the buffer's head a sentinel), and only the new row is.
+TEST(Decoder, TheSessionWritesAPresentInPlaceWithoutReadingThePast) {
+  const DecodeModel model = importDecodeModel(kTiny, 8);
+  const Graph& g = model.graph;
+  std::unique_ptr<Backend> native = createBackend("native");
+  Session session(g, singleNodePlan(g, "native"),
+                  [&](const std::string& n) { return n == "native" ? native.get() : nullptr; });
+  size_t present = 0, logits = 0;
+  for (size_t o = 0; o < g.outputs().size(); ++o) {
+    if (g.value(g.outputs()[o]).name == "present.0.key") present = o;
+    if (g.value(g.outputs()[o]).name == "logits") logits = o;
+  }
+  Tensor buffer(g.value(g.outputs()[present]).type);  // [1, 2, 9, 8]
+  std::vector<float> sentinel(static_cast<size_t>(buffer.numElements()), 7.5f);
+  std::memcpy(buffer.raw(), sentinel.data(), buffer.byteSize());
+  session.appendInPlace(present, buffer);
+  std::vector<Tensor> in;
+  for (ValueId v : g.inputs()) {
+    Tensor t(g.value(v).type);
+    std::memset(t.raw(), 0, t.byteSize());
+    const std::string& name = g.value(v).name;
+    if (name == "input_ids") t.data<int64_t>()[0] = 5;
+    if (name == "attention_mask") t.data<int64_t>()[8] = 1;  // the new token only
+    in.push_back(t);
+  }
+  const std::vector<Tensor> out = session.run(in);
+  const std::vector<Tensor> expected = ReferenceExecutor(g).run(in);
+  EXPECT_EQ(out[present].raw(), buffer.raw());
+  EXPECT_EQ(session.appendedBytes(), 2u * 8 * sizeof(float));
+  const std::vector<float> got = buffer.toFloats(), want = expected[present].toFloats();
+  for (size_t head = 0; head < 2; ++head)
+    for (size_t r = 0; r < 9; ++r)
+      for (size_t d = 0; d < 8; ++d) {
+        const size_t k = (head * 9 + r) * 8 + d;
+        if (r < 8)
+          ASSERT_EQ(got[k], 7.5f) << "head " << head << " row " << r << " was rewritten";
+        else
+          EXPECT_NEAR(got[k], want[k], 1e-5) << "head " << head;
+      }
+  // The logits do not depend on the masked past rows.
+  EXPECT_TRUE(compareTensors(out[logits], expected[logits], kPlanTolerance).ok);
+  expectError([&] { session.appendInPlace(logits, Tensor(g.value(g.outputs()[logits]).type)); },
+              {"output 'logits' cannot be written in place", "not made by a Concat"});
 }
 
 TEST(Decoder, SeededSamplingIsReproducibleAndTheSeedMatters) {
