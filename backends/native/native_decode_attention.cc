@@ -17,6 +17,17 @@ namespace collage::native {
 
 namespace {
 
+// Copies `rows` rows of `cols` floats, strided by (`ld`, `colStride`), into
+// `packed` as contiguous rows, and points `data`/`ld` at the copy: a cache
+// stored with its head dimension strided is read along rows like any other.
+void packRows(const float*& data, int64_t& ld, int64_t colStride, int64_t rows, int64_t cols,
+              std::vector<float>& packed) {
+  for (int64_t j = 0; j < rows; ++j)
+    for (int64_t d = 0; d < cols; ++d) packed[static_cast<size_t>(j * cols + d)] = data[j * ld + d * colStride];
+  data = packed.data();
+  ld = cols;
+}
+
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // Keys per block within a part: the block's scores (rows x 64 floats) stay
 // in L1 between the products, the softmax update and the V accumulation.
@@ -130,13 +141,7 @@ void DecodeAttentionKernel::run(const std::vector<const DLTensor*>& inputs,
         // K rows of the block, contiguous along D.
         const float* kb = kg + jb * k.strides[2];
         int64_t ldk = k.strides[2];
-        if (packK) {
-          for (int64_t j = 0; j < nk; ++j)
-            for (int64_t d = 0; d < D; ++d)
-              w.kp[static_cast<size_t>(j * D + d)] = kb[j * k.strides[2] + d * k.strides[3]];
-          kb = w.kp.data();
-          ldk = D;
-        }
+        if (packK) packRows(kb, ldk, k.strides[3], nk, D, w.kp);
         // S [R][nk] = Q rows . K rows: each K row read once for every row of the group.
         float* s = w.s.data();
         for (int64_t j = 0; j < nk; ++j) {
@@ -173,13 +178,7 @@ void DecodeAttentionKernel::run(const std::vector<const DLTensor*>& inputs,
         // acc [R][Dv] += P [R][nk] . V rows: each V row read once for every row.
         const float* vb = vg + jb * v.strides[2];
         int64_t ldv = v.strides[2];
-        if (packV) {
-          for (int64_t j = 0; j < nk; ++j)
-            for (int64_t d = 0; d < Dv; ++d)
-              w.vp[static_cast<size_t>(j * Dv + d)] = vb[j * v.strides[2] + d * v.strides[3]];
-          vb = w.vp.data();
-          ldv = Dv;
-        }
+        if (packV) packRows(vb, ldv, v.strides[3], nk, Dv, w.vp);
         for (int64_t j = 0; j < nk; ++j) {
           const float* vrow = vb + j * ldv;
           for (int64_t r = 0; r < R; ++r) {
