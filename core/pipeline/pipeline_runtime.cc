@@ -17,7 +17,6 @@
 
 #include "core/ir/error.h"
 #include "core/ir/threading.h"
-#include "core/rewrite/equivalence_check.h"
 
 namespace collage {
 namespace {
@@ -86,34 +85,14 @@ class ScopedThreads {
 
 }  // namespace
 
-// Where a stage's input comes from: the model's input `index`, or the
-// `slot`-th tensor of what producer stage `stage` sends it.
-struct InputSource {
-  int graphInput = -1;
-  size_t edge = 0;  // index into the stage's inEdges
-  size_t slot = 0;
-};
-
 struct PipelineRuntime::Stage {
-  size_t index = 0;
-  std::vector<std::string> devices;
+  WiredStage wired;
   std::vector<int> cpus;
   int threads = 1;
-  std::unique_ptr<Graph> graph;
-  Plan plan;
   BackendLookup backends;
   std::unique_ptr<Session> session;
-  std::vector<InputSource> inputs;  // per stage graph input
-  // Edges out: (consumer stage, the stage-graph output positions it gets).
-  struct OutEdge {
-    size_t consumer = 0;
-    std::vector<size_t> outputs;
-    BoundedQueue* queue = nullptr;
-  };
-  std::vector<OutEdge> outEdges;
-  std::vector<BoundedQueue*> inEdges;
-  // Model outputs made here: (stage output position, model output index).
-  std::vector<std::pair<size_t, size_t>> modelOutputs;
+  std::vector<BoundedQueue*> inEdges;   // per wired.inEdges
+  std::vector<BoundedQueue*> outQueues;  // per wired.outEdges
   std::vector<std::unique_ptr<BoundedQueue>> ownedQueues;  // the queues into it
   size_t capacity = 2;
 };
@@ -146,76 +125,24 @@ std::map<std::string, std::vector<int>> assignCores(const Topology& topology) {
   return out;
 }
 
-Plan restrictPlan(const Plan& plan, const std::vector<std::string>& nodes) {
-  const std::set<std::string> inside(nodes.begin(), nodes.end());
-  Plan out;
-  out.modelPath = plan.modelPath;
-  out.modelSha256 = plan.modelSha256;
-  out.backends = plan.backends;
-  for (const PlanGroup& g : plan.groups) {
-    std::vector<std::string> in;
-    for (const std::string& n : g.nodes)
-      if (inside.count(n)) in.push_back(n);
-    if (in.empty()) continue;
-    if (in.size() == g.nodes.size()) {
-      out.groups.push_back(g);
-      out.groups.back().candidate.reset();
-      continue;
-    }
-    for (const std::string& n : in) {
-      PlanGroup one;
-      one.nodes = {n};
-      one.backend = g.backend;
-      one.pattern = "rule:op";
-      one.origin = PlanOrigin::User;
-      out.groups.push_back(std::move(one));
-    }
-  }
-  return out;
-}
-
 std::string PipelineRuntime::stageName(size_t stage) const {
-  std::string devices;
-  for (const auto& d : stages_.at(stage)->devices) devices += (devices.empty() ? "" : ", ") + d;
-  return "stage " + std::to_string(stage) + " [" + devices + "]";
+  return stageDisplayName(stage, stages_.at(stage)->wired.devices);
 }
 
-const Graph& PipelineRuntime::stageGraph(size_t stage) const { return *stages_.at(stage)->graph; }
-const Plan& PipelineRuntime::stagePlan(size_t stage) const { return stages_.at(stage)->plan; }
+const Graph& PipelineRuntime::stageGraph(size_t stage) const { return *stages_.at(stage)->wired.graph; }
+const Plan& PipelineRuntime::stagePlan(size_t stage) const { return stages_.at(stage)->wired.plan; }
 
 PipelineRuntime::PipelineRuntime(const Graph& graph, const StageGraph& stageGraph,
                                  const Topology& topology, const StageBackendsFactory& backends,
                                  PipelineRuntimeOptions options)
     : graph_(graph), microBatch_(std::max(1, stageGraph.microBatch)), options_(std::move(options)) {
-  if (stageGraph.stages.empty()) throw Error("pipeline: the stage graph has no stages");
-  if (!options_.plan && options_.backend.empty())
-    throw Error("pipeline: give a plan or a backend for the stages");
-  const size_t numNodes = static_cast<size_t>(graph.numNodes());
-  // Which stage runs each node.
-  std::vector<int> stageOf(numNodes, -1);
-  for (size_t s = 0; s < stageGraph.stages.size(); ++s)
-    for (int n : stageGraph.stages[s].nodes) {
-      if (n < 0 || static_cast<size_t>(n) >= numNodes)
-        throw Error("pipeline: stage " + std::to_string(s) + " names node " + std::to_string(n) +
-                    ", but " + graph.name + " has " + std::to_string(numNodes) + " nodes");
-      if (stageOf[static_cast<size_t>(n)] >= 0)
-        throw Error("pipeline: node " + graph.node(n).name + " is in stage " +
-                    std::to_string(stageOf[static_cast<size_t>(n)]) + " and in stage " +
-                    std::to_string(s));
-      stageOf[static_cast<size_t>(n)] = static_cast<int>(s);
-    }
-  for (size_t n = 0; n < numNodes; ++n)
-    if (stageOf[n] < 0)
-      throw Error("pipeline: node " + graph.node(static_cast<NodeId>(n)).name + " is in no stage");
-
+  std::vector<WiredStage> wired =
+      wireStages(graph, stageGraph, options_.plan, options_.backend);
   const std::map<std::string, std::vector<int>> cores = assignCores(topology);
-  for (size_t s = 0; s < stageGraph.stages.size(); ++s) {
+  for (size_t s = 0; s < wired.size(); ++s) {
     auto stage = std::make_unique<Stage>();
-    stage->index = s;
-    stage->devices = stageGraph.stages[s].devices;
-    if (stage->devices.empty())
-      throw Error("pipeline: stage " + std::to_string(s) + " has no device");
-    for (const std::string& d : stage->devices) {
+    stage->wired = std::move(wired[s]);
+    for (const std::string& d : stage->wired.devices) {
       auto it = cores.find(d);
       if (it == cores.end())
         throw Error("pipeline: stage " + std::to_string(s) + " runs on device \"" + d +
@@ -229,89 +156,21 @@ PipelineRuntime::PipelineRuntime(const Graph& graph, const StageGraph& stageGrap
     stages_.push_back(std::move(stage));
   }
 
-  // Each stage's sub-graph: its nodes, with the values other stages or the
-  // caller read as outputs.
-  std::vector<bool> isModelOutput(static_cast<size_t>(graph.numValues()), false);
-  for (ValueId v : graph.outputs()) isModelOutput[static_cast<size_t>(v)] = true;
-  for (ValueId v : graph.outputs())
-    if (graph.value(v).producer == kNoNode)
-      throw Error("pipeline: output '" + graph.value(v).name +
-                  "' is a model input or constant; no stage makes it");
-  std::vector<std::vector<std::string>> outputNames(stages_.size());
-  for (size_t s = 0; s < stages_.size(); ++s) {
-    std::vector<std::string> names;
-    for (int n : stageGraph.stages[s].nodes) names.push_back(graph.node(n).name);
-    std::vector<int> sorted = stageGraph.stages[s].nodes;
-    std::sort(sorted.begin(), sorted.end());
-    for (int n : sorted)
-      for (ValueId v : graph.node(n).outputs) {
-        if (v == kNoValue) continue;
-        bool readOutside = isModelOutput[static_cast<size_t>(v)];
-        for (NodeId c : graph.value(v).consumers)
-          if (stageOf[static_cast<size_t>(c)] != static_cast<int>(s)) readOutside = true;
-        if (readOutside) outputNames[s].push_back(graph.value(v).name);
-      }
-    Stage& stage = *stages_[s];
-    try {
-      stage.graph = std::make_unique<Graph>(extractRegion(graph, names, outputNames[s]));
-    } catch (const Error& e) {
-      throw Error("pipeline: " + stageName(s) + ": its sub-graph: " + e.what());
+  // One queue per stage edge, owned by its consumer and sized by its
+  // in-flight count.
+  for (auto& stage : stages_)
+    for (size_t e = 0; e < stage->wired.inEdges.size(); ++e) {
+      stage->ownedQueues.push_back(std::make_unique<BoundedQueue>(stage->capacity));
+      stage->inEdges.push_back(stage->ownedQueues.back().get());
     }
-    stage.graph->name = graph.name + " (" + stageName(s) + ")";
-    stage.plan = options_.plan ? restrictPlan(*options_.plan, names)
-                               : singleNodePlan(*stage.graph, options_.backend);
-  }
-
-  // Wiring: where each stage input comes from, one queue per stage edge.
-  for (size_t s = 0; s < stages_.size(); ++s) {
-    Stage& stage = *stages_[s];
-    std::map<size_t, size_t> edgeOf;  // producer stage -> index into inEdges
-    for (ValueId rv : stage.graph->inputs()) {
-      const std::string& name = stage.graph->value(rv).name;
-      const std::optional<ValueId> v = graph.findValue(name);
-      if (!v)
-        throw Error("pipeline: " + stageName(s) + " reads '" + name + "', which " + graph.name +
-                    " lacks");
-      InputSource src;
-      const NodeId producer = graph.value(*v).producer;
-      if (producer == kNoNode) {
-        const auto& ins = graph.inputs();
-        auto at = std::find(ins.begin(), ins.end(), *v);
-        if (at == ins.end())
-          throw Error("pipeline: " + stageName(s) + " reads '" + name +
-                      "', which is neither made by a node nor an input");
-        src.graphInput = static_cast<int>(at - ins.begin());
-      } else {
-        const size_t from = static_cast<size_t>(stageOf[static_cast<size_t>(producer)]);
-        Stage& prod = *stages_[from];
-        auto e = edgeOf.find(from);
-        if (e == edgeOf.end()) {
-          stage.ownedQueues.push_back(std::make_unique<BoundedQueue>(stage.capacity));
-          stage.inEdges.push_back(stage.ownedQueues.back().get());
-          prod.outEdges.push_back({s, {}, stage.inEdges.back()});
-          e = edgeOf.emplace(from, stage.inEdges.size() - 1).first;
-        }
-        Stage::OutEdge* out = nullptr;
-        for (auto& oe : prod.outEdges)
-          if (oe.consumer == s) out = &oe;
-        const auto& pnames = outputNames[from];
-        const size_t position =
-            static_cast<size_t>(std::find(pnames.begin(), pnames.end(), name) - pnames.begin());
-        src.edge = e->second;
-        src.slot = out->outputs.size();
-        out->outputs.push_back(position);
-      }
-      stage.inputs.push_back(src);
+  for (auto& stage : stages_)
+    for (const StageSend& oe : stage->wired.outEdges) {
+      const Stage& consumer = *stages_[oe.consumer];
+      const auto& from = consumer.wired.inEdges;
+      const size_t e = static_cast<size_t>(
+          std::find(from.begin(), from.end(), stage->wired.index) - from.begin());
+      stage->outQueues.push_back(consumer.inEdges.at(e));
     }
-  }
-  for (size_t i = 0; i < graph.outputs().size(); ++i) {
-    const ValueId v = graph.outputs()[i];
-    const size_t s = static_cast<size_t>(stageOf[static_cast<size_t>(graph.value(v).producer)]);
-    const auto& names = outputNames[s];
-    const size_t position = static_cast<size_t>(
-        std::find(names.begin(), names.end(), graph.value(v).name) - names.begin());
-    stages_[s]->modelOutputs.push_back({position, i});
-  }
 
   // The Sessions, compiled with each stage's thread count (native kernels
   // size their work for it when compiled).
@@ -319,9 +178,10 @@ PipelineRuntime::PipelineRuntime(const Graph& graph, const StageGraph& stageGrap
     stage->backends = backends();
     ScopedThreads threads(stage->threads);
     try {
-      stage->session = std::make_unique<Session>(*stage->graph, stage->plan, stage->backends);
+      stage->session =
+          std::make_unique<Session>(*stage->wired.graph, stage->wired.plan, stage->backends);
     } catch (const Error& e) {
-      throw Error("pipeline: " + stageName(stage->index) + ": " + e.what());
+      throw Error("pipeline: " + stageName(stage->wired.index) + ": " + e.what());
     }
   }
 }
@@ -345,8 +205,8 @@ std::vector<std::vector<Tensor>> PipelineRuntime::run(
       for (auto& in : stage->inEdges)
         if (in == old) in = fresh;
       for (auto& other : stages_)
-        for (auto& oe : other->outEdges)
-          if (oe.queue == old) oe.queue = fresh;
+        for (auto& q : other->outQueues)
+          if (q == old) q = fresh;
     }
 
   std::vector<std::vector<Tensor>> results(count, std::vector<Tensor>(graph_.outputs().size()));
@@ -382,12 +242,12 @@ std::vector<std::vector<Tensor>> PipelineRuntime::run(
       setThisThreadCount(stage.threads);
       omp_set_num_threads(stage.threads);
       std::vector<std::vector<Tensor>> received(stage.inEdges.size());
-      std::vector<Tensor> inputs(stage.inputs.size());
+      std::vector<Tensor> inputs(stage.wired.inputs.size());
       for (; m < count; ++m) {
         for (size_t e = 0; e < stage.inEdges.size(); ++e)
           if (!stage.inEdges[e]->pop(received[e])) return;  // stopped elsewhere
-        for (size_t i = 0; i < stage.inputs.size(); ++i) {
-          const InputSource& src = stage.inputs[i];
+        for (size_t i = 0; i < stage.wired.inputs.size(); ++i) {
+          const StageInputSource& src = stage.wired.inputs[i];
           inputs[i] = src.graphInput >= 0 ? microBatches[m][static_cast<size_t>(src.graphInput)]
                                           : received[src.edge][src.slot];
         }
@@ -396,13 +256,14 @@ std::vector<std::vector<Tensor>> PipelineRuntime::run(
         finishes[s][m] = Clock::now();
         busy[s] += std::chrono::duration<double>(finishes[s][m] - starts[s][m]).count();
         ++done[s];
-        for (const auto& [position, index] : stage.modelOutputs)
+        for (const auto& [position, index] : stage.wired.modelOutputs)
           results[m][index] = outputs[position];
-        for (auto& oe : stage.outEdges) {
+        for (size_t e = 0; e < stage.wired.outEdges.size(); ++e) {
+          const StageSend& oe = stage.wired.outEdges[e];
           std::vector<Tensor> send;
           send.reserve(oe.outputs.size());
           for (size_t p : oe.outputs) send.push_back(outputs[p]);
-          if (!oe.queue->push(std::move(send))) return;
+          if (!stage.outQueues[e]->push(std::move(send))) return;
         }
       }
     } catch (const std::exception& e) {
@@ -445,10 +306,10 @@ std::vector<std::vector<Tensor>> PipelineRuntime::run(
     }
     for (size_t s = 0; s < n; ++s) {
       StageRunReport sr;
-      sr.devices = stages_[s]->devices;
+      sr.devices = stages_[s]->wired.devices;
       sr.cpus = options_.pin ? stages_[s]->cpus : std::vector<int>{};
       sr.threads = stages_[s]->threads;
-      sr.groups = static_cast<int>(stages_[s]->plan.groups.size());
+      sr.groups = static_cast<int>(stages_[s]->wired.plan.groups.size());
       sr.busySeconds = busy[s];
       sr.busyShare = wall > 0 ? busy[s] / wall : 0;
       sr.microBatches = done[s];

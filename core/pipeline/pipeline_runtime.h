@@ -6,12 +6,9 @@
 //                         └─▶ [stage 1: cpu 1] ─queue─┘
 //
 // How (and why this way):
-//  - A stage's nodes are cut out of the model as a graph of their own
-//    (extractRegion: the values it reads from other stages or the model's
-//    inputs become its inputs, the values other stages or the caller read its
-//    outputs). Its plan is the model's plan restricted to those nodes (a
-//    group the stage boundary cuts runs as one group per node, on the same
-//    backend), or, without a plan, one kernel per node on one backend.
+//  - A stage's nodes are cut out of the model as a graph of their own, with
+//    the model's plan restricted to them (wireStages, stage_wiring.h: the
+//    MPI runtime, mpi_pipeline_runtime.h, wires the same way).
 //  - Each stage runs on its own std::thread, pinned (pthread_setaffinity_np)
 //    to its devices' cores before any kernel runs, so the OpenMP pool libgomp
 //    gives that thread inherits the pinning; its thread count is its cores
@@ -43,6 +40,7 @@
 #include "core/ir/graph.h"
 #include "core/ir/tensor.h"
 #include "core/pipeline/stage_partitioner.h"
+#include "core/pipeline/stage_wiring.h"
 #include "core/pipeline/topology.h"
 #include "core/plan/plan.h"
 #include "core/runtime/session.h"
@@ -131,10 +129,5 @@ class PipelineRuntime {
   std::vector<std::unique_ptr<Stage>> stages_;
   PipelineRuntimeOptions options_;
 };
-
-// The StageGraph's stages as a plan restricted to each: the groups of `plan`
-// whose nodes all lie in `nodes` as they are, a group the set cuts as one
-// group per node inside it (same backend, origin User). `nodes` by name.
-Plan restrictPlan(const Plan& plan, const std::vector<std::string>& nodes);
 
 }  // namespace collage
