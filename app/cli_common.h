@@ -52,6 +52,8 @@ struct PipelineRunRequest {
   uint64_t seed = 0;
   bool verify = false;
   std::string baseline;  // "", "one-device" or "data-parallel" (cli_pipeline.cc's runBaseline)
+  bool mpi = false;      // one MPI rank per stage (core/pipeline/mpi_pipeline_runtime.h)
+  double mpiTimeoutSeconds = 120;  // with mpi: the longest wait for another rank
 };
 int runPipeline(const ModelOptions& model, const PipelineRunRequest& request);
 

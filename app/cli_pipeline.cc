@@ -2,8 +2,9 @@
 // graph pipeline (core/pipeline/) from node times profiled on one device's
 // cores at each micro-batch size, and writes the pipeline file.
 // `collage run model.onnx --pipeline pipeline.json` (runPipeline, called by
-// cli_run.cc): streams a batch through the stages in this process and
-// reports throughput, latency and each stage's busy share.
+// cli_run.cc): streams a batch through the stages in this process, or with
+// --mpi through one MPI rank per stage, and reports throughput, latency and
+// each stage's busy share.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -25,6 +26,9 @@
 #include "core/ops/reference_executor.h"
 #include "core/pipeline/measured_stage_cost.h"
 #include "core/pipeline/microbatch_schedule.h"
+#ifdef COLLAGE_HAVE_MPI
+#include "core/pipeline/mpi_pipeline_runtime.h"
+#endif
 #include "core/pipeline/pipe_graph.h"
 #include "core/pipeline/pipeline_file.h"
 #include "core/pipeline/pipeline_runtime.h"
@@ -396,92 +400,109 @@ Action addPipelineCommand(CLI::App& app) {
   };
 }
 
-int runPipeline(const ModelOptions& model, const PipelineRunRequest& request) {
-  PipelineFile file = loadPipelineFile(request.pipelinePath);
-  checkPipelineModel(file, model.modelPath);
+namespace {
+
+// What both runtimes start from: the pipeline file checked against the
+// model (and the topology, when given), the model at the micro-batch, the
+// stages, their backends (or the plan's), and the batch's micro-batches of
+// seeded random inputs (equal on every MPI rank). Not movable: `backends`
+// points into it.
+struct PreparedRun {
+  PipelineFile file;
+  Graph graph;
+  StageGraph stages;
+  std::vector<int> inFlight;
+  std::optional<Plan> plan;
+  StageBackendsFactory backends;
+  std::vector<std::vector<Tensor>> batches;
+};
+
+// `quiet`: no import notes, no plan warnings (every MPI rank but rank 0).
+std::unique_ptr<PreparedRun> prepareRun(const ModelOptions& model, const PipelineRunRequest& request,
+                                        PipelineFile file, bool quiet) {
+  auto run = std::make_unique<PreparedRun>();
+  run->file = std::move(file);
+  checkPipelineModel(run->file, model.modelPath);
   if (!request.topologyPath.empty())
-    checkPipelineTopology(file, loadTopologyFile(request.topologyPath), request.topologyPath);
-  const int batch = request.batch > 0 ? request.batch : file.batch;
-  if (batch % file.microBatch != 0)
-    throw Error("--batch " + std::to_string(batch) + " is not a multiple of " + file.displayName() +
-                "'s micro-batch " + std::to_string(file.microBatch));
-  const Graph graph = loadAtMicroBatch(model, file.microBatch, false);
-  const StageGraph stages = stageGraphOf(file, graph);
-  PipelineRuntimeOptions options;
-  options.backend = request.backend;
-  for (const auto& s : file.stages) options.inFlight.push_back(s.inFlight);
-  StageBackendsFactory backends = backendsNamed({request.backend});
+    checkPipelineTopology(run->file, loadTopologyFile(request.topologyPath), request.topologyPath);
+  const int batch = request.batch > 0 ? request.batch : run->file.batch;
+  if (batch % run->file.microBatch != 0)
+    throw Error("--batch " + std::to_string(batch) + " is not a multiple of " +
+                run->file.displayName() + "'s micro-batch " + std::to_string(run->file.microBatch));
+  run->graph = loadAtMicroBatch(model, run->file.microBatch, quiet);
+  const Graph& graph = run->graph;
+  run->stages = stageGraphOf(run->file, graph);
+  for (const auto& s : run->file.stages) run->inFlight.push_back(s.inFlight);
+  run->backends = backendsNamed({request.backend});
   // With a plan: each stage runs its groups (restricted to the stage), on
   // the backends it names, checked against the model at the micro-batch.
-  std::optional<Plan> plan;
   if (!request.planPath.empty()) {
-    plan = loadPlan(request.planPath);
-    if (!plan->substitutions.empty())
-      throw Error(plan->displayName() + " rewrites the model (" +
-                  std::to_string(plan->substitutions.size()) +
+    run->plan = loadPlan(request.planPath);
+    if (!run->plan->substitutions.empty())
+      throw Error(run->plan->displayName() + " rewrites the model (" +
+                  std::to_string(run->plan->substitutions.size()) +
                   " substitution(s)); a pipeline runs the model's own nodes, so far");
     std::vector<std::string> warnings;
-    loadBackendsForPlan(*plan, graph, model.modelPath, {}, &warnings);
-    for (const auto& w : warnings) std::cerr << "warning: " << w << "\n";
-    const Plan* p = &*plan;
+    loadBackendsForPlan(*run->plan, graph, model.modelPath, {}, &warnings);
+    if (!quiet)
+      for (const auto& w : warnings) std::cerr << "warning: " << w << "\n";
+    const Plan* p = &*run->plan;
     const std::string modelPath = model.modelPath;
-    backends = [p, &graph, modelPath] {
+    run->backends = [p, &graph, modelPath] {
       auto set =
           std::make_shared<BackendSet>(loadBackendsForPlan(*p, graph, modelPath, {}, nullptr));
       return BackendLookup([set](const std::string& name) { return set->find(name); });
     };
-    options.plan = p;
   }
-  std::vector<std::vector<Tensor>> batches;
-  for (int m = 0; m < batch / file.microBatch; ++m)
-    batches.push_back(randomInputs(graph, request.seed + static_cast<uint64_t>(m)));
+  for (int m = 0; m < batch / run->file.microBatch; ++m)
+    run->batches.push_back(randomInputs(graph, request.seed + static_cast<uint64_t>(m)));
+  return run;
+}
+
+// A pipeline run's report, the simulator given its measured stage times
+// (how well it models the run: docs/pipeline.md, "The simulator"), and the
+// weights on the busiest device.
+void printPipelineReport(const PreparedRun& run, const PipelineRunReport& report) {
+  std::printf("%s", report.toString().c_str());
+  if (run.file.bottleneckSecondsPerSample > 0)
+    std::printf("predicted: %.1f samples/s (the slowest stage's profiled time)\n",
+                1 / run.file.bottleneckSecondsPerSample);
+  SimulationOptions so;
+  so.microBatches = report.microBatches;
+  so.inFlight = run.inFlight;
+  for (const auto& s : report.stages)
+    so.computeSeconds.push_back(s.microBatches > 0 ? s.busySeconds / s.microBatches : 0);
+  const SimulationReport sim = simulatePipeline(
+      run.stages, pipeGraphOf(run.graph, run.file.microBatch), run.file.topology, so);
+  std::printf(
+      "simulated from this run's stage times: %.1f samples/s, latency per sample median %.3f "
+      "ms; measured/simulated throughput %.3f\n",
+      sim.samplesPerSecond, sim.medianLatencySeconds * 1e3,
+      sim.samplesPerSecond > 0 ? report.samplesPerSecond / sim.samplesPerSecond : 0);
   std::vector<int> all;
-  for (int n = 0; n < graph.numNodes(); ++n) all.push_back(n);
-  const double modelWeights = weightBytesOf(graph, all);
-  std::vector<std::vector<Tensor>> outputs;
-  if (request.baseline.empty()) {
-    PipelineRuntime runtime(graph, stages, file.topology, backends, options);
-    PipelineRunReport report;
-    outputs = runtime.run(batches, &report);
-    std::printf("%s", report.toString().c_str());
-    if (file.bottleneckSecondsPerSample > 0)
-      std::printf("predicted: %.1f samples/s (the slowest stage's profiled time)\n",
-                  1 / file.bottleneckSecondsPerSample);
-    // The simulator given this run's measured stage times: how well it
-    // models the run (docs/pipeline.md, "The simulator").
-    SimulationOptions so;
-    so.microBatches = report.microBatches;
-    so.inFlight = options.inFlight;
-    for (const auto& s : report.stages)
-      so.computeSeconds.push_back(s.microBatches > 0 ? s.busySeconds / s.microBatches : 0);
-    const SimulationReport sim =
-        simulatePipeline(stages, pipeGraphOf(graph, file.microBatch), file.topology, so);
-    std::printf(
-        "simulated from this run's stage times: %.1f samples/s, latency per sample median %.3f "
-        "ms; measured/simulated throughput %.3f\n",
-        sim.samplesPerSecond, sim.medianLatencySeconds * 1e3,
-        sim.samplesPerSecond > 0 ? report.samplesPerSecond / sim.samplesPerSecond : 0);
-    std::map<std::string, double> perDevice;
-    for (const auto& s : stages.stages)
-      for (const auto& d : s.devices) perDevice[d] += weightBytesOf(graph, s.nodes);
-    double most = 0;
-    for (const auto& [d, w] : perDevice) most = std::max(most, w);
-    std::printf("weights: %.0f B on the busiest device (the whole model: %.0f B)\n", most,
-                modelWeights);
-  } else {
-    outputs = runBaseline(graph, file.topology, request.baseline, backends, options,
-                          file.microBatch, batches);
-    std::printf("weights: %.0f B per device (the whole model on each)\n", modelWeights);
-  }
-  if (!request.verify) return 0;
-  // The same kernels in one Session on the whole model.
-  const BackendLookup lookup = backends();
-  Session whole(graph, plan ? *plan : singleNodePlan(graph, request.backend), lookup);
-  const double bound = plan ? planBound(*plan, lookup) : kFloat32Bound;
+  for (int n = 0; n < run.graph.numNodes(); ++n) all.push_back(n);
+  std::map<std::string, double> perDevice;
+  for (const auto& s : run.stages.stages)
+    for (const auto& d : s.devices) perDevice[d] += weightBytesOf(run.graph, s.nodes);
+  double most = 0;
+  for (const auto& [d, w] : perDevice) most = std::max(most, w);
+  std::printf("weights: %.0f B on the busiest device (the whole model: %.0f B)\n", most,
+              weightBytesOf(run.graph, all));
+}
+
+// --verify: every output against the same kernels in one Session on the
+// whole model, within the plan's bound (float32's without a plan). 0 when
+// all match, 3 otherwise.
+int verifyAgainstWhole(const PreparedRun& run, const std::string& backend,
+                       const std::vector<std::vector<Tensor>>& outputs) {
+  const Graph& graph = run.graph;
+  const BackendLookup lookup = run.backends();
+  Session whole(graph, run.plan ? *run.plan : singleNodePlan(graph, backend), lookup);
+  const double bound = run.plan ? planBound(*run.plan, lookup) : kFloat32Bound;
   int bad = 0;
   double most = 0;
-  for (size_t m = 0; m < batches.size(); ++m) {
-    const std::vector<Tensor> expected = whole.run(batches[m]);
+  for (size_t m = 0; m < run.batches.size(); ++m) {
+    const std::vector<Tensor> expected = whole.run(run.batches[m]);
     for (size_t o = 0; o < expected.size(); ++o) {
       const CompareResult c = compareScaled(outputs[m][o], expected[o], bound);
       most = std::max(most, c.scaledError);
@@ -497,8 +518,98 @@ int runPipeline(const ModelOptions& model, const PipelineRunRequest& request) {
       "verify: every output of %zu micro-batch(es) matches the whole model's Session (largest "
       "error %.3g "
       "of the output's largest value)\n",
-      batches.size(), most);
+      run.batches.size(), most);
   return 0;
+}
+
+#ifdef COLLAGE_HAVE_MPI
+// `collage run --pipeline P --mpi` in each rank that mpirun (or srun)
+// starts: rank r runs stage r (core/pipeline/mpi_pipeline_runtime.h); rank 0
+// prints the report and verifies. A rank that fails stops the run
+// (abortMpiRun), naming itself; a rank count that is not the stage count is
+// refused by rank 0, and every rank exits.
+int runPipelineMpi(const ModelOptions& model, const PipelineRunRequest& request) {
+  MpiScope mpi;
+  const bool lead = mpi.rank() == 0;
+  const std::string rankName = "rank " + std::to_string(mpi.rank());
+  auto fail = [&](const std::string& what) {
+    const bool named = what.find("(rank ") != std::string::npos;
+    abortMpiRun("error: " + (named ? "" : rankName + ": ") + what, 1);
+  };
+  std::optional<PipelineFile> file;
+  try {
+    file = loadPipelineFile(request.pipelinePath);
+  } catch (const std::exception& e) {
+    fail(e.what());
+  }
+  // Every rank sees the same file and the same rank count, so every rank
+  // returns here: no rank is left waiting.
+  try {
+    checkRankCount(file->stages.size(), mpi.size(), file->displayName());
+  } catch (const Error& e) {
+    if (lead) std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+  try {
+    std::unique_ptr<PreparedRun> run = prepareRun(model, request, std::move(*file), !lead);
+    MpiPipelineOptions options;
+    options.plan = run->plan ? &*run->plan : nullptr;
+    options.backend = request.backend;
+    options.inFlight = run->inFlight;
+    options.timeoutSeconds = request.mpiTimeoutSeconds;
+    MpiPipelineRuntime runtime(run->graph, run->stages, run->file.topology, run->backends,
+                               options);
+    PipelineRunReport report;
+    const std::vector<std::vector<Tensor>> outputs = runtime.run(run->batches, &report);
+    if (!lead) return 0;
+    std::printf("MPI: %d rank(s), one stage each\n", mpi.size());
+    printPipelineReport(*run, report);
+    if (!request.verify) return 0;
+    std::fflush(stdout);
+    return verifyAgainstWhole(*run, request.backend, outputs);
+  } catch (const std::exception& e) {
+    fail(e.what());
+  }
+  return 1;
+}
+#endif
+
+}  // namespace
+
+int runPipeline(const ModelOptions& model, const PipelineRunRequest& request) {
+  if (request.mpi) {
+    if (!request.baseline.empty())
+      throw Error("--baseline runs in one process; --mpi runs the pipeline's stages as ranks: give one");
+#ifdef COLLAGE_HAVE_MPI
+    return runPipelineMpi(model, request);
+#else
+    throw Error(
+        "--mpi: this collage was built without MPI (CMake found none); install Open MPI "
+        "(Debian's openmpi-bin and libopenmpi-dev) and build again");
+#endif
+  }
+  std::unique_ptr<PreparedRun> run =
+      prepareRun(model, request, loadPipelineFile(request.pipelinePath), false);
+  PipelineRuntimeOptions options;
+  options.backend = request.backend;
+  options.inFlight = run->inFlight;
+  options.plan = run->plan ? &*run->plan : nullptr;
+  std::vector<std::vector<Tensor>> outputs;
+  if (request.baseline.empty()) {
+    PipelineRuntime runtime(run->graph, run->stages, run->file.topology, run->backends, options);
+    PipelineRunReport report;
+    outputs = runtime.run(run->batches, &report);
+    printPipelineReport(*run, report);
+  } else {
+    std::vector<int> all;
+    for (int n = 0; n < run->graph.numNodes(); ++n) all.push_back(n);
+    outputs = runBaseline(run->graph, run->file.topology, request.baseline, run->backends, options,
+                          run->file.microBatch, run->batches);
+    std::printf("weights: %.0f B per device (the whole model on each)\n",
+                weightBytesOf(run->graph, all));
+  }
+  if (!request.verify) return 0;
+  return verifyAgainstWhole(*run, request.backend, outputs);
 }
 
 }  // namespace collage::cli

@@ -41,6 +41,8 @@ Action addRunCommand(CLI::App& app) {
     int batch = 0;
     std::string pipelineBackend = "native";
     std::string baseline;
+    bool mpi = false;
+    double mpiTimeout = 120;
   };
   auto* command = app.add_subcommand("run", "run a model (reference or a plan) and report latency");
   auto options = std::make_shared<RunOptions>();
@@ -64,7 +66,8 @@ Action addRunCommand(CLI::App& app) {
   command->add_option("--annotated-onnx", options->annotated,
                       "write the model with each node's backend and group in its metadata");
   command->add_option("--pipeline", options->pipeline,
-                      "stream a batch through this pipeline's stages (from collage pipeline), in this process");
+                      "stream a batch through this pipeline's stages (from collage pipeline), in this process "
+                      "(with --mpi: one MPI rank per stage)");
   command->add_option("--topology", options->topology, "with --pipeline: refuse it unless made for this topology file");
   command->add_option("--batch", options->batch, "with --pipeline: samples (default: the pipeline's batch)")
       ->check(CLI::PositiveNumber);
@@ -72,10 +75,18 @@ Action addRunCommand(CLI::App& app) {
   command->add_option("--baseline", options->baseline,
                       "with --pipeline: run a baseline on its devices instead: one-device or data-parallel")
       ->check(CLI::IsMember({"one-device", "data-parallel"}));
+  command->add_flag("--mpi", options->mpi,
+                    "with --pipeline: run each stage in its own MPI rank (start with mpirun -n STAGES)");
+  command->add_option("--mpi-timeout", options->mpiTimeout,
+                      "with --mpi: seconds a rank waits for another before the run fails (default 120)")
+      ->check(CLI::PositiveNumber);
   return [options]() {
+    if (options->mpi && options->pipeline.empty())
+      throw Error("--mpi runs a pipeline's stages as MPI ranks: give --pipeline too");
     if (!options->pipeline.empty())
       return runPipeline(*options, {options->pipeline, options->topology, options->batch, options->pipelineBackend,
-                                    options->plan, options->seed, options->verify, options->baseline});
+                                    options->plan, options->seed, options->verify, options->baseline,
+                                    options->mpi, options->mpiTimeout});
     std::vector<Tensor> inputs;
     for (const auto& f : options->inputFiles) inputs.push_back(readTensorProtoFile(f));
     // A dynamic input given as a file is bound to the file's shape, unless

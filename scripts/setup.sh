@@ -16,6 +16,9 @@ packages=(
   # and measurement on target machines through Slurm. Their tests start the
   # daemons themselves and are skipped where they cannot.
   libpq-dev postgresql slurm-wlm munge
+  # MPI, optional too: `collage run --pipeline P --mpi` under mpirun
+  # (docs/pipeline.md); the build leaves it out where CMake finds no MPI.
+  openmpi-bin libopenmpi-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   qtbase5-dev libqt5charts5-dev libqt5svg5-dev libgraphviz-dev
   pybind11-dev python3-dev python3-numpy python3-onnx
