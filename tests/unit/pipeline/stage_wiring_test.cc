@@ -16,25 +16,27 @@ namespace {
 
 using test_support::expectError;
 
-// in -> relu -> {sigmoid, tanh(mul(relu, in))} -> add; relu is also an
-// output. Stages: {relu} {sigmoid} {mul, tanh, add}: stage 2 reads relu from
-// stage 0, the sigmoid from stage 1, and the model input itself.
+// in -> relu r -> sigmoid s; mul m = r * in; a1 = s + m; a2 = a1 + r; r is
+// also an output. Stages: {relu, mul} {sigmoid} {a1, a2}: stage 2 reads m
+// and r from stage 0 (two tensors on one edge, in the other order than
+// stage 0 makes them), s from stage 1; stages 0 and 2 read the model input.
 struct Diamond {
   GraphBuilder b;
   Diamond() {
     const ValueId in = b.input({2, 4});
     const ValueId r = b.op("Relu", {in});
     const ValueId s = b.op("Sigmoid", {r});
-    const ValueId t = b.op("Tanh", {b.op("Mul", {r, in})});
+    const ValueId m = b.op("Mul", {r, in});
+    const ValueId a1 = b.op("Add", {s, m});
     b.graph().markOutput(r);
-    b.finish(b.op("Add", {s, t}));
+    b.finish(b.op("Add", {a1, r}));
   }
 };
 
 StageGraph threeStages() {
   StageGraph g;
   for (const auto& [nodes, device] : std::vector<std::pair<std::vector<int>, std::string>>{
-           {{0}, "c0"}, {{1}, "c1"}, {{2, 3, 4}, "c0"}}) {
+           {{0, 2}, "c0"}, {{1}, "c1"}, {{3, 4}, "c0"}}) {
     PipelineStage s;
     s.nodes = nodes;
     s.devices = {device};
@@ -68,10 +70,12 @@ TEST(StageWiring, EachSlotIsTheValueItsProducerSendsThere) {
       EXPECT_EQ(producer.graph->value(producer.graph->outputs()[position]).name, name);
     }
   }
-  EXPECT_EQ(fromStages, 3);  // relu into 1 and 2, the sigmoid into 2
-  EXPECT_EQ(fromModel, 2);   // the input into 0 and 2
-  // Stage 2 has two in-edges (from 0 and 1), one tensor each.
-  EXPECT_EQ(stages[2].inEdges, (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(fromStages, 4);  // r into 1; m, r and s into 2
+  EXPECT_EQ(fromModel, 1);   // the input into 0 (mul is stage 0's too)
+  // Stage 2's in-edges: from 1 (s, read first) and from 0 (m then r).
+  EXPECT_EQ(stages[2].inEdges, (std::vector<size_t>{1, 0}));
+  for (const StageSend& send : stages[0].outEdges)
+    if (send.consumer == 2) EXPECT_EQ(send.outputs.size(), 2u);
   // relu (stage 0) and add (stage 2) are the model's outputs.
   ASSERT_EQ(stages[0].modelOutputs.size(), 1u);
   ASSERT_EQ(stages[2].modelOutputs.size(), 1u);
@@ -95,7 +99,7 @@ TEST(StageWiring, WiringTwiceNumbersAlike) {
 TEST(StageWiring, RefusesANodeInNoStageAndAStageWithNoDevice) {
   Diamond d;
   StageGraph missing = threeStages();
-  missing.stages[2].nodes = {2, 3};
+  missing.stages[2].nodes = {3};
   expectError([&] { wireStages(d.b.graph(), missing, nullptr, "native"); }, {"is in no stage"});
   StageGraph bare = threeStages();
   bare.stages[1].devices.clear();
