@@ -74,8 +74,11 @@ TEST(StageWiring, EachSlotIsTheValueItsProducerSendsThere) {
   EXPECT_EQ(fromModel, 1);   // the input into 0 (mul is stage 0's too)
   // Stage 2's in-edges: from 1 (s, read first) and from 0 (m then r).
   EXPECT_EQ(stages[2].inEdges, (std::vector<size_t>{1, 0}));
-  for (const StageSend& send : stages[0].outEdges)
-    if (send.consumer == 2) EXPECT_EQ(send.outputs.size(), 2u);
+  for (const StageSend& send : stages[0].outEdges) {
+    if (send.consumer == 2) {
+      EXPECT_EQ(send.outputs.size(), 2u);
+    }
+  }
   // relu (stage 0) and add (stage 2) are the model's outputs.
   ASSERT_EQ(stages[0].modelOutputs.size(), 1u);
   ASSERT_EQ(stages[2].modelOutputs.size(), 1u);
