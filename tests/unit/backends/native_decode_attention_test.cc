@@ -215,8 +215,8 @@ TEST(NativeDecodeAttention, RowsTheMaskHidesFromEveryQueryAreNotRead) {
   ValueId q = b.input({B, H, 1, D});
   ValueId kIn = b.input({B, Hkv, L, D}), vIn = b.input({B, Hkv, L, D});
   ValueId mask = b.input({B, 1, 1, L});
-  ValueId kt = b.op("Transpose", {repeatHeads(b, kIn, H / Hkv, false)},
-                    attrs({{"perm", Ints{0, 1, 3, 2}}}));
+  ValueId kt =
+      b.op("Transpose", {repeatHeads(b, kIn, H / Hkv, false)}, attrs({{"perm", Ints{0, 1, 3, 2}}}));
   ValueId scores = b.op("Div", {b.op("MatMul", {q, kt}), b.scalar(4.0f)});
   ValueId p = b.op("Softmax", {b.op("Add", {scores, mask})}, attrs({{"axis", int64_t{-1}}}));
   const NodeSet all = b.finish(b.op("MatMul", {p, repeatHeads(b, vIn, H / Hkv, false)}));
