@@ -4,6 +4,7 @@
 
 #include "api/api_internal.h"
 #include "backends/backend_list.h"
+#include "core/decode/cache_plan.h"
 #include "core/decode/decoder.h"
 #include "core/ir/threading.h"
 #include "core/plan/plan.h"
@@ -15,8 +16,9 @@ struct Generator::Impl {
   collage::DecodeModel model;
   std::unique_ptr<collage::Plan> plan;
   BackendSet backends;
-  std::unique_ptr<collage::Session> session;
-  std::unique_ptr<collage::Decoder> decoder;
+  // The Session (with a plan) and the Decoder; in place unless the plan's
+  // cache Concats cannot be split out (planned.fallback).
+  collage::PlannedDecoder planned;
   std::mutex running;  // one generation at a time: the cache is shared
 };
 
@@ -31,7 +33,6 @@ Generator::Generator(const std::string& model, int64_t maxLength, const std::str
     // No length given: the one the plan was made for.
     if (maxLength <= 0 && impl->plan) maxLength = planCapacity(signature, impl->plan->inputShapes);
     impl->model = importDecodeModel(model, maxLength, &signature);
-    collage::Decoder::Step step;
     if (impl->plan) {
       if (!impl->plan->substitutions.empty())
         throw api::Error(plan +
@@ -45,12 +46,12 @@ Generator::Generator(const std::string& model, int64_t maxLength, const std::str
         throw api::Error("refused: " + why +
                          " (or accept the plan with SessionOptions::acceptStalePlan)");
       }
-      impl->session = std::make_unique<collage::Session>(
-          impl->model.graph, *impl->plan,
-          [impl](const std::string& n) { return impl->backends.find(n); });
-      step = [impl](const std::vector<collage::Tensor>& in) { return impl->session->run(in); };
+      impl->planned =
+          collage::plannedDecoder(impl->model, *impl->plan,
+                                  [impl](const std::string& n) { return impl->backends.find(n); });
+    } else {
+      impl->planned.decoder = std::make_unique<collage::Decoder>(impl->model);
     }
-    impl->decoder = std::make_unique<collage::Decoder>(impl->model, step);
   });
 }
 
@@ -67,13 +68,13 @@ Generation Generator::generate(const std::vector<int64_t>& prompt, const Generat
     o.temperature = options.temperature;
     o.topK = options.topK;
     o.seed = options.seed;
-    collage::Generation g = impl_->decoder->generate(prompt, o);
+    collage::Generation g = impl_->planned.decoder->generate(prompt, o);
     return Generation{std::move(g.tokens), std::move(g.stop), g.prefillMs, std::move(g.stepMs)};
   });
 }
 
-int64_t Generator::maxLength() const { return impl_->decoder->capacity(); }
-int64_t Generator::vocabulary() const { return impl_->decoder->vocabulary(); }
+int64_t Generator::maxLength() const { return impl_->planned.decoder->capacity(); }
+int64_t Generator::vocabulary() const { return impl_->planned.decoder->vocabulary(); }
 std::vector<std::string> Generator::stepBindings() const { return impl_->model.bindings; }
 
 }  // namespace collage::api

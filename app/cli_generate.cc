@@ -11,6 +11,7 @@
 
 #include "app/cli_common.h"
 #include "backends/backend_list.h"
+#include "core/decode/cache_plan.h"
 #include "core/decode/decoder.h"
 #include "core/ir/error.h"
 #include "core/plan/plan.h"
@@ -75,8 +76,7 @@ Action addGenerateCommand(CLI::App& app) {
       return 0;
     }
     std::unique_ptr<BackendSet> backends;
-    std::unique_ptr<Session> session;
-    Decoder::Step step;
+    PlannedDecoder planned;
     if (plan) {
       if (!plan->substitutions.empty())
         throw Error(o->plan + ": a plan with graph substitutions is not supported by generate yet");
@@ -86,8 +86,8 @@ Action addGenerateCommand(CLI::App& app) {
       try {
         backends = std::make_unique<BackendSet>(
             loadBackendsForPlan(*plan, model.graph, o->modelPath, {}, &warnings));
-        session = std::make_unique<Session>(
-            model.graph, *plan, [&](const std::string& n) { return backends->find(n); });
+        planned =
+            plannedDecoder(model, *plan, [&](const std::string& n) { return backends->find(n); });
       } catch (const Error& e) {
         std::string hint;
         for (const std::string& b : model.bindings) hint += " --input-shape " + b;
@@ -96,9 +96,13 @@ Action addGenerateCommand(CLI::App& app) {
                     "; --max-length sets the rows)");
       }
       for (const auto& w : warnings) std::cerr << "warning: " << w << "\n";
-      step = [&](const std::vector<Tensor>& in) { return session->run(in); };
+      if (!planned.fallback.empty())
+        std::cerr << "warning: the cache is copied into each step's present: " << planned.fallback
+                  << "\n";
+    } else {
+      planned.decoder = std::make_unique<Decoder>(model);
     }
-    Decoder decoder(model, step);
+    Decoder& decoder = *planned.decoder;
     const Generation g = decoder.generate(o->promptIds, o->generate);
     std::string ids;
     for (int64_t t : g.tokens) ids += (ids.empty() ? "" : ",") + std::to_string(t);
@@ -106,17 +110,25 @@ Action addGenerateCommand(CLI::App& app) {
     std::printf("stopped: %s after %zu new token(s)\n", g.stop.c_str(), g.tokens.size());
     std::vector<double> steps = g.stepMs;
     std::sort(steps.begin(), steps.end());
-    std::printf("prefill: %.3f ms for %zu token(s) (one step each)\n", g.prefillMs,
-                o->promptIds.size());
+    if (decoder.promptRuns() == 1 && o->promptIds.size() > 1)
+      std::printf("prefill: %.3f ms for %zu token(s) (one pass)\n", g.prefillMs,
+                  o->promptIds.size());
+    else
+      std::printf("prefill: %.3f ms for %zu token(s) (one step each: %s)\n", g.prefillMs,
+                  o->promptIds.size(), decoder.promptOneTokenAStepWhy().c_str());
     if (steps.empty())
       std::printf("decode step: none run\n");
     else
       std::printf("decode step: median %.3f ms over %zu step(s) (min %.3f, max %.3f), %s\n",
                   steps[steps.size() / 2], steps.size(), steps.front(), steps.back(),
-                  session ? ("plan " + o->plan).c_str() : "reference executor");
+                  plan ? ("plan " + o->plan).c_str() : "reference executor");
     std::printf("cache: %lld rows, %zu bytes preallocated, %zu bytes appended\n",
                 static_cast<long long>(decoder.capacity()), decoder.cacheBytes(),
                 decoder.bytesAppended());
+    // What the steps' Concat(past, new) wrote: the new rows only in place,
+    // the whole present each step when copied.
+    std::printf("cache concats: %zu bytes written (%s)\n", decoder.presentBytesWritten(),
+                decoder.inPlace() ? "in place" : "copied each step");
     return 0;
   };
 }

@@ -23,7 +23,8 @@ namespace {
 void packRows(const float*& data, int64_t& ld, int64_t colStride, int64_t rows, int64_t cols,
               std::vector<float>& packed) {
   for (int64_t j = 0; j < rows; ++j)
-    for (int64_t d = 0; d < cols; ++d) packed[static_cast<size_t>(j * cols + d)] = data[j * ld + d * colStride];
+    for (int64_t d = 0; d < cols; ++d)
+      packed[static_cast<size_t>(j * cols + d)] = data[j * ld + d * colStride];
   data = packed.data();
   ld = cols;
 }
@@ -36,6 +37,15 @@ constexpr int64_t kKeyBlock = 64;
 // thread: the threads' start and barrier cost more (the fused passes'
 // threshold, native_pass.cc). A split cache always runs in parallel.
 constexpr int64_t kParallelMinWork = int64_t{1} << 15;
+// Key skipping (DecodeAttentionKernel::visibleKeys): raw scores Q.Kᵀ are
+// taken to be within +-kRawScoreBound (a softmax over larger scores is
+// already meaningless in float32); a key whose score the ops bring to
+// kHiddenBelow or lower is hidden (the masks' float minimum, -inf); a row
+// with a key whose score stays above kShownAbove has its max there, so a
+// hidden key's exp(s - max) is below any float: skipping it changes nothing.
+constexpr double kRawScoreBound = 1e20;
+constexpr double kHiddenBelow = -1e30;
+constexpr double kShownAbove = -1e29;
 
 }  // namespace
 
@@ -113,16 +123,25 @@ void DecodeAttentionKernel::run(const std::vector<const DLTensor*>& inputs,
     if (packV) w.vp.resize(static_cast<size_t>(kKeyBlock * Dv));
   }
   partials_.resize(tasks, R, Dv);  // indexed [group * P + part][row]
+  visible_.resize(static_cast<size_t>(groups));
 
   const int64_t work = B * H * Sq * L * (D + Dv);
   const bool parallel = nt > 1 && tasks > 1 && (P > 1 || work >= kParallelMinWork);
 #pragma omp parallel num_threads(nt) if (parallel)
   {
     Scratch& w = scratch(omp_get_thread_num());
+    // Per group, the keys some row can see (the rest are skipped unread).
+#pragma omp for schedule(static)
+    for (int64_t grp = 0; grp < groups; ++grp)
+      visibleKeys(slots, grp / Hkv, grp % Hkv, visible_[static_cast<size_t>(grp)]);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < tasks; ++t) {
       const int64_t grp = t / P, part = t % P, b = grp / Hkv, g = grp % Hkv;
-      const int64_t j0 = part * L / P, j1 = (part + 1) * L / P;
+      // The part's share of the group's visible keys, as key ranges.
+      const std::vector<std::pair<int64_t, int64_t>>& runs = visible_[static_cast<size_t>(grp)];
+      int64_t n = 0;
+      for (const auto& run : runs) n += run.second - run.first;
+      const int64_t o0 = part * n / P, o1 = (part + 1) * n / P;
       // The group's query rows, scaled, contiguous: row r is query r % Sq
       // of head g * kvGroup + r / Sq.
       for (int64_t r = 0; r < R; ++r) {
@@ -136,56 +155,62 @@ void DecodeAttentionKernel::run(const std::vector<const DLTensor*>& inputs,
       float* acc = partials_.accAt(t, 0);
       const float* kg = K + b * k.strides[0] + g * k.strides[1];
       const float* vg = V + b * v.strides[0] + g * v.strides[1];
-      for (int64_t jb = j0; jb < j1; jb += kKeyBlock) {
-        const int64_t nk = std::min(kKeyBlock, j1 - jb);
-        // K rows of the block, contiguous along D.
-        const float* kb = kg + jb * k.strides[2];
-        int64_t ldk = k.strides[2];
-        if (packK) packRows(kb, ldk, k.strides[3], nk, D, w.kp);
-        // S [R][nk] = Q rows . K rows: each K row read once for every row of the group.
-        float* s = w.s.data();
-        for (int64_t j = 0; j < nk; ++j) {
-          const float* krow = kb + j * ldk;
-          for (int64_t r = 0; r < R; ++r) {
-            const float* qr = w.qr.data() + r * D;
-            float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-            for (int64_t d = 0; d < D; ++d) dot += qr[d] * krow[d];
-            s[r * kKeyBlock + j] = dot;
-          }
-        }
-        applyScoreOps(slots, s, kKeyBlock, b, g, jb, nk);
-        // Online softmax: new max, old terms rescaled, exp(s - max) in place.
-        for (int64_t r = 0; r < R; ++r) {
-          float* sr = s + r * kKeyBlock;
-          float m = rowMax[r];
-          for (int64_t j = 0; j < nk; ++j) m = sr[j] > m ? sr[j] : m;
-          const float alpha = rowMax[r] == kNegInf ? 0.0f : fastExp(rowMax[r] - m);
-          float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
+      int64_t ordinal = 0;  // visible keys before the current run
+      for (const auto& run : runs) {
+        const int64_t j0 = run.first + std::max<int64_t>(0, o0 - ordinal);
+        const int64_t j1 = run.first + std::min(run.second - run.first, o1 - ordinal);
+        ordinal += run.second - run.first;
+        for (int64_t jb = j0; jb < j1; jb += kKeyBlock) {
+          const int64_t nk = std::min(kKeyBlock, j1 - jb);
+          // K rows of the block, contiguous along D.
+          const float* kb = kg + jb * k.strides[2];
+          int64_t ldk = k.strides[2];
+          if (packK) packRows(kb, ldk, k.strides[3], nk, D, w.kp);
+          // S [R][nk] = Q rows . K rows: each K row read once for every row of the group.
+          float* s = w.s.data();
           for (int64_t j = 0; j < nk; ++j) {
-            const float e = m == kNegInf ? 0.0f : fastExp(sr[j] - m);
-            sr[j] = e;
-            sum += e;
+            const float* krow = kb + j * ldk;
+            for (int64_t r = 0; r < R; ++r) {
+              const float* qr = w.qr.data() + r * D;
+              float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+              for (int64_t d = 0; d < D; ++d) dot += qr[d] * krow[d];
+              s[r * kKeyBlock + j] = dot;
+            }
           }
-          rowSum[r] = rowSum[r] * alpha + sum;
-          rowMax[r] = m;
-          if (alpha != 1.0f) {
-            float* a = acc + r * Dv;
-            for (int64_t d = 0; d < Dv; ++d) a[d] *= alpha;
-          }
-        }
-        // acc [R][Dv] += P [R][nk] . V rows: each V row read once for every row.
-        const float* vb = vg + jb * v.strides[2];
-        int64_t ldv = v.strides[2];
-        if (packV) packRows(vb, ldv, v.strides[3], nk, Dv, w.vp);
-        for (int64_t j = 0; j < nk; ++j) {
-          const float* vrow = vb + j * ldv;
+          applyScoreOps(slots, s, kKeyBlock, b, g, jb, nk);
+          // Online softmax: new max, old terms rescaled, exp(s - max) in place.
           for (int64_t r = 0; r < R; ++r) {
-            const float e = s[r * kKeyBlock + j];
-            float* a = acc + r * Dv;
+            float* sr = s + r * kKeyBlock;
+            float m = rowMax[r];
+            for (int64_t j = 0; j < nk; ++j) m = sr[j] > m ? sr[j] : m;
+            const float alpha = rowMax[r] == kNegInf ? 0.0f : fastExp(rowMax[r] - m);
+            float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+            for (int64_t j = 0; j < nk; ++j) {
+              const float e = m == kNegInf ? 0.0f : fastExp(sr[j] - m);
+              sr[j] = e;
+              sum += e;
+            }
+            rowSum[r] = rowSum[r] * alpha + sum;
+            rowMax[r] = m;
+            if (alpha != 1.0f) {
+              float* a = acc + r * Dv;
+              for (int64_t d = 0; d < Dv; ++d) a[d] *= alpha;
+            }
+          }
+          // acc [R][Dv] += P [R][nk] . V rows: each V row read once for every row.
+          const float* vb = vg + jb * v.strides[2];
+          int64_t ldv = v.strides[2];
+          if (packV) packRows(vb, ldv, v.strides[3], nk, Dv, w.vp);
+          for (int64_t j = 0; j < nk; ++j) {
+            const float* vrow = vb + j * ldv;
+            for (int64_t r = 0; r < R; ++r) {
+              const float e = s[r * kKeyBlock + j];
+              float* a = acc + r * Dv;
 #pragma omp simd
-            for (int64_t d = 0; d < Dv; ++d) a[d] += e * vrow[d];
+              for (int64_t d = 0; d < Dv; ++d) a[d] += e * vrow[d];
+            }
           }
         }
       }
@@ -198,6 +223,71 @@ void DecodeAttentionKernel::run(const std::vector<const DLTensor*>& inputs,
       float* orow = out + b * o.strides[0] + h * o.strides[1] + i * o.strides[2];
       mergeAttentionPartials(partials_, grp * P, P, r, orow, o.strides[3]);
     }
+  }
+}
+
+// The keys of group (b, KV head g) that some row of it can see, as ranges
+// [first, end): a key is skipped, its K and V rows never read, when the
+// score ops hide it from every row (bounds through the ops: its score at
+// kHiddenBelow or lower whatever Q.Kᵀ is) and every row has a key the ops
+// keep above kShownAbove (so its max is there and a hidden key's term
+// exp(s - max) is 0). In a decode step on a cache preallocated to capacity,
+// the padding mask hides the unfilled rows: the step reads the filled rows
+// and the new token's, not the capacity. Without masks, or when some row
+// sees nothing, every key.
+void DecodeAttentionKernel::visibleKeys(const std::vector<const void*>& slots, int64_t b, int64_t g,
+                                        std::vector<std::pair<int64_t, int64_t>>& runs) const {
+  runs.assign(1, {0, L});
+  const bool masked = std::any_of(ops.begin(), ops.end(),
+                                  [](const ScoreOp& op) { return op.kind != ScoreOp::Scale; });
+  if (!masked || L == 0) return;
+  const int64_t R = kvGroup * Sq;
+  std::vector<char> skip(static_cast<size_t>(L), 1);
+  for (int64_t r = 0; r < R; ++r) {
+    const int64_t h = g * kvGroup + r / Sq, i = r % Sq;
+    bool shown = false;
+    for (int64_t j = 0; j < L; ++j) {
+      double lo = -kRawScoreBound, hi = kRawScoreBound;
+      for (const ScoreOp& op : ops) {
+        if (op.kind == ScoreOp::Scale) {
+          const double a = lo * op.scale, c = hi * op.scale;
+          lo = std::min(a, c);
+          hi = std::max(a, c);
+          continue;
+        }
+        const StridedView& w = op.view;
+        const int64_t at =
+            b * w.strides[0] + h * w.strides[1] + i * w.strides[2] + j * w.strides[3];
+        if (op.kind == ScoreOp::Add) {
+          const double a = static_cast<const float*>(slots[static_cast<size_t>(op.slot)])[at];
+          lo += a;
+          hi += a;
+          continue;
+        }
+        const bool c = static_cast<const bool*>(slots[static_cast<size_t>(op.slot)])[at];
+        if (c != op.scoresWhereTrue) {
+          const StridedView& fw = op.fillView;
+          lo = hi = static_cast<const float*>(
+              slots[static_cast<size_t>(op.fillSlot)])[b * fw.strides[0] + h * fw.strides[1] +
+                                                       i * fw.strides[2] + j * fw.strides[3]];
+        }
+      }
+      // NaN bounds (an inf minus an inf) neither hide nor show.
+      if (!(hi <= kHiddenBelow)) skip[static_cast<size_t>(j)] = 0;
+      if (lo > kShownAbove) shown = true;
+    }
+    if (!shown) return;  // this row's max may be among the hidden keys
+  }
+  runs.clear();
+  for (int64_t j = 0; j < L;) {
+    if (skip[static_cast<size_t>(j)]) {
+      ++j;
+      continue;
+    }
+    int64_t e = j;
+    while (e < L && !skip[static_cast<size_t>(e)]) ++e;
+    runs.emplace_back(j, e);
+    j = e;
   }
 }
 

@@ -8,6 +8,10 @@
 // too few to keep the threads busy and each reads K and V once per query
 // head, while the step's cost is reading the cache.
 //
+// Keys the masks hide from every row are not read (visibleKeys): a decode
+// step on a cache preallocated to capacity reads the filled rows and the
+// new token's, not the capacity; the parts split the keys that are read.
+//
 // How it runs: the keys are split into P parts of at least `minKeysPerPart`
 // keys, P chosen so that (batch x KV head x part) tasks cover the threads.
 // Each task reads its part of one KV head's K and V once for all the query
@@ -29,6 +33,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/native/native_strided_view.h"
@@ -109,8 +114,11 @@ class DecodeAttentionKernel : public Kernel {
   Scratch& scratch(int thread);
   void applyScoreOps(const std::vector<const void*>& slots, float* s, int64_t ld, int64_t b,
                      int64_t g, int64_t j0, int64_t nk) const;
+  void visibleKeys(const std::vector<const void*>& slots, int64_t b, int64_t g,
+                   std::vector<std::pair<int64_t, int64_t>>& runs) const;
   std::vector<Scratch> scratch_;
   AttentionPartials partials_;
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> visible_;  // per group: key ranges read
 };
 
 }  // namespace collage::native

@@ -71,22 +71,19 @@ int64_t planCapacity(const DecoderSignature& signature,
   return mask == planInputShapes.end() || mask->second.size() != 2 ? 0 : mask->second[1] - 1;
 }
 
-DecodeModel importDecodeModel(const std::string& path, int64_t capacity,
-                              const DecoderSignature* signature) {
-  if (capacity < 1)
-    throw Error(path + ": the cache needs at least one row (capacity " + std::to_string(capacity) +
-                ")");
-  DecodeModel model;
-  model.signature = signature ? *signature : probeDecoderSignature(path);
-  model.capacity = capacity;
-  const DecoderSignature& sig = model.signature;
+namespace {
+
+// The model imported for `sequence` new tokens against a past of `capacity`
+// rows; `bindings` gets the --input-shape bindings.
+Graph importFor(const std::string& path, const DecoderSignature& sig, int64_t capacity,
+                int64_t sequence, std::vector<std::string>& bindings) {
   ImportOptions options;
   for (const DeclaredInput& in : readDeclaredInputs(path)) {
     Shape shape;
     if (in.name == sig.attentionMask) {
-      shape = boundShape(in, 1, capacity + 1, path);
+      shape = boundShape(in, 1, capacity + sequence, path);
     } else if (in.name == sig.inputIds || in.name == sig.positionIds) {
-      shape = boundShape(in, 1, 1, path);
+      shape = boundShape(in, 1, sequence, path);
     } else {
       auto pair = std::find_if(sig.cache.begin(), sig.cache.end(),
                                [&](const KvCachePair& p) { return p.past == in.name; });
@@ -98,15 +95,60 @@ DecodeModel importDecodeModel(const std::string& path, int64_t capacity,
       throw Error(path + ": input '" + in.name + "' is " + dimsText(shape) +
                   ", not [batch, sequence]");
     options.inputShapes[in.name] = shape;
-    model.bindings.push_back(in.name + "=" + dimsText(shape));
+    bindings.push_back(in.name + "=" + dimsText(shape));
   }
-  model.graph = importOnnx(path, options);
+  return importOnnx(path, options);
+}
+
+}  // namespace
+
+DecodeModel importDecodeModel(const std::string& path, int64_t capacity,
+                              const DecoderSignature* signature) {
+  if (capacity < 1)
+    throw Error(path + ": the cache needs at least one row (capacity " + std::to_string(capacity) +
+                ")");
+  DecodeModel model;
+  model.signature = signature ? *signature : probeDecoderSignature(path);
+  model.capacity = capacity;
+  model.path = path;
+  model.graph = importFor(path, model.signature, capacity, 1, model.bindings);
   return model;
+}
+
+std::optional<Graph> importPrefillGraph(const DecodeModel& model, int64_t tokens,
+                                        std::string* why) {
+  std::vector<std::string> bindings;
+  try {
+    if (model.path.empty()) throw Error("the model's file is not known");
+    Graph g = importFor(model.path, model.signature, model.capacity, tokens, bindings);
+    // The outputs the loop reads: the logits of every token, the presents
+    // grown by `tokens` rows.
+    for (ValueId v : g.outputs()) {
+      const Value& out = g.value(v);
+      for (const KvCachePair& p : model.signature.cache)
+        if (p.present == out.name &&
+            (out.type.rank() <= p.sequenceAxis ||
+             out.type.shape[static_cast<size_t>(p.sequenceAxis)] != model.capacity + tokens))
+          throw Error("output '" + out.name + "' is " + out.type.toString() + ", not " +
+                      std::to_string(model.capacity + tokens) + " rows on axis " +
+                      std::to_string(p.sequenceAxis));
+    }
+    return g;
+  } catch (const Error& e) {
+    if (why) *why = e.what();
+    return std::nullopt;
+  }
 }
 
 Decoder::Decoder(const DecodeModel& model, Step step)
     : model_(model), step_(std::move(step)), capacity_(model.capacity) {
   init(!step_);
+  // The reference executor runs the step graph: it runs a prefill graph too.
+  if (!step_)
+    prefillRunner_ = [](const Graph& prefill, std::string&) -> Step {
+      auto executor = std::make_shared<ReferenceExecutor>(prefill);
+      return [executor](const std::vector<Tensor>& in) { return executor->run(in); };
+    };
 }
 
 Decoder::Decoder(const DecodeModel& model, Session& session)
@@ -229,12 +271,15 @@ size_t Decoder::cacheBytes() const {
   return n;
 }
 
-std::vector<float> Decoder::step(int64_t token, int64_t row) {
-  const Graph& g = model_.graph;
+std::vector<Tensor> Decoder::inputsFor(const Graph& g, const std::vector<int64_t>& tokens,
+                                       int64_t row) {
+  const DecoderSignature& sig = model_.signature;
+  const int64_t n = static_cast<int64_t>(tokens.size());
   std::vector<Tensor> in;
-  in.reserve(inputs_.size());
-  for (size_t i = 0; i < inputs_.size(); ++i) {
-    const TensorType& type = g.value(g.inputs()[i]).type;
+  in.reserve(g.inputs().size());
+  for (ValueId v : g.inputs()) {
+    const Value& value = g.value(v);
+    const TensorType& type = value.type;
     auto ints = [&](const std::vector<int64_t>& values) {
       Tensor t(type);
       for (size_t k = 0; k < values.size(); ++k) {
@@ -245,27 +290,32 @@ std::vector<float> Decoder::step(int64_t token, int64_t row) {
       }
       return t;
     };
-    switch (inputs_[i].first) {
-      case Role::Ids:
-        in.push_back(ints({token}));
-        break;
-      case Role::Positions:
-        in.push_back(ints({row}));
-        break;
-      case Role::Mask: {
-        // Rows 0..row-1 of the cache, and the new token after the last row.
-        std::vector<int64_t> mask(static_cast<size_t>(capacity_ + 1), 0);
-        std::fill(mask.begin(), mask.begin() + row, 1);
-        mask.back() = 1;
-        in.push_back(ints(mask));
-        break;
-      }
+    if (value.name == sig.inputIds) {
+      in.push_back(ints(tokens));
+    } else if (value.name == sig.positionIds) {
+      std::vector<int64_t> positions(tokens.size());
+      std::iota(positions.begin(), positions.end(), row);
+      in.push_back(ints(positions));
+    } else if (value.name == sig.attentionMask) {
+      // Rows 0..row-1 of the cache, and the new tokens after its last row.
+      std::vector<int64_t> mask(static_cast<size_t>(capacity_ + n), 0);
+      std::fill(mask.begin(), mask.begin() + row, 1);
+      std::fill(mask.end() - n, mask.end(), 1);
+      in.push_back(ints(mask));
+    } else {
       // The buffer itself: Tensor shares its storage, nothing is copied.
-      case Role::Cache:
-        in.push_back(inPlace_ ? pastViews_[inputs_[i].second] : cache_[inputs_[i].second]);
-        break;
+      const size_t i = static_cast<size_t>(
+          std::find_if(sig.cache.begin(), sig.cache.end(),
+                       [&](const KvCachePair& p) { return p.past == value.name; }) -
+          sig.cache.begin());
+      in.push_back(inPlace_ ? pastViews_.at(i) : cache_.at(i));
     }
   }
+  return in;
+}
+
+std::vector<float> Decoder::step(int64_t token, int64_t row) {
+  std::vector<Tensor> in = inputsFor(model_.graph, {token}, row);
   std::vector<Tensor> out;
   if (session_) {
     out = session_->run(in);
@@ -295,6 +345,48 @@ std::vector<float> Decoder::step(int64_t token, int64_t row) {
   const Tensor& logits = out.at(logitsOutput_);
   std::vector<float> all = logits.toFloats();
   return std::vector<float>(all.end() - vocabulary_, all.end());
+}
+
+bool Decoder::prefill(const std::vector<int64_t>& prompt, std::vector<float>& logits) {
+  const int64_t n = static_cast<int64_t>(prompt.size());
+  if (n == 1) {
+    prefillWhy_ = "a one-token prompt is a decode step";
+    return false;
+  }
+  if (!prefillRunner_) {
+    prefillWhy_ = "no runner for a prefill graph (a step function runs only the step graph)";
+    return false;
+  }
+  if (prefillTokens_ != n) {
+    // Another length: import the model for it (the Step first, it may hold
+    // a Session on the old graph).
+    prefillStep_ = {};
+    prefillGraph_.reset();
+    prefillTokens_ = n;
+    prefillWhy_.clear();
+    if (std::optional<Graph> g = importPrefillGraph(model_, n, &prefillWhy_)) {
+      prefillGraph_ = std::make_unique<Graph>(std::move(*g));
+      prefillStep_ = prefillRunner_(*prefillGraph_, prefillWhy_);
+    }
+  }
+  if (!prefillStep_) return false;
+  const std::vector<Tensor> out = prefillStep_(inputsFor(*prefillGraph_, prompt, 0));
+  const Graph& g = *prefillGraph_;
+  for (size_t i = 0; i < cache_.size(); ++i) {
+    const KvCachePair& pair = model_.signature.cache[i];
+    size_t o = 0;
+    while (g.value(g.outputs()[o]).name != pair.present) ++o;
+    const Tensor& present = out.at(o);
+    // Its Concat copied the past (all masked) once; the prompt's rows are
+    // the last n.
+    presentBytesWritten_ += present.byteSize();
+    bytesAppended_ += copyRows(present, capacity_, cache_[i], 0, n, pair.sequenceAxis);
+  }
+  size_t o = 0;
+  while (g.value(g.outputs()[o]).name != model_.signature.logits) ++o;
+  const std::vector<float> all = out.at(o).toFloats();
+  logits.assign(all.end() - vocabulary_, all.end());
+  return true;
 }
 
 namespace {
@@ -355,7 +447,12 @@ Generation Decoder::generate(const std::vector<int64_t>& prompt, const GenerateO
   presentBytesWritten_ = 0;
   auto t0 = std::chrono::steady_clock::now();
   std::vector<float> logits;
-  for (int64_t i = 0; i < n; ++i) logits = step(prompt[static_cast<size_t>(i)], i);
+  if (prefill(prompt, logits)) {
+    promptRuns_ = 1;
+  } else {
+    for (int64_t i = 0; i < n; ++i) logits = step(prompt[static_cast<size_t>(i)], i);
+    promptRuns_ = n;
+  }
   g.prefillMs = msSince(t0);
   int64_t row = n;
   for (;;) {

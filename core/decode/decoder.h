@@ -33,12 +33,24 @@
 // With any other Step (a function of the inputs), the step gets the past as
 // a plain tensor of `capacity` rows, and its Concat copies it (the old path).
 // Still not avoided: every step attends over all `capacity` rows, masked;
-// see docs/decoding.md. Prefill runs the prompt one token a step.
+// see docs/decoding.md.
+//
+// The prompt (prefill) runs as ONE pass when the model takes a sequence of
+// new tokens: a second graph, the model imported for the prompt's n tokens
+// against the same past of `capacity` rows (importPrefillGraph), fed the n
+// ids, the positions 0..n-1 and a mask of 0 over the cache's rows and 1 over
+// the n new ones; the model's own causal mask (exporters build it from the
+// shapes: query i sees the past and new tokens 0..i) keeps each token from
+// seeing later ones. Its presents' last n rows go into the cache's rows
+// 0..n-1. Its Concat copies the (empty) past once per generate(), not per
+// step. A model whose sequence is fixed at 1, or that does not import for
+// n tokens, runs the prompt one token a step, as a decode step.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -62,7 +74,7 @@ struct GenerateOptions {
 struct Generation {
   std::vector<int64_t> tokens;  // the generated ids, after the prompt
   std::string stop;             // "max-new-tokens" or "eos"
-  double prefillMs = 0;         // the prompt's steps, all together
+  double prefillMs = 0;         // the prompt: one pass, or its steps together
   std::vector<double> stepMs;   // each decode step after the prefill
 };
 
@@ -76,10 +88,17 @@ struct DecodeModel {
   // The --input-shape bindings this import used ("name=1x2x64x8"): what a
   // plan for the loop must be optimized with.
   std::vector<std::string> bindings;
+  std::string path;  // the model file (importPrefillGraph imports it again)
 };
 // With `signature` (probeDecoderSignature's), the roles are not found again.
 DecodeModel importDecodeModel(const std::string& path, int64_t capacity,
                               const DecoderSignature* signature = nullptr);
+// The model imported for a prefill of `tokens` new tokens (batch 1) against
+// a past of model.capacity rows: the ids and positions [1, tokens], the mask
+// [1, capacity + tokens]. nullopt, with the reason in `why`, when the model
+// cannot take them (its sequence fixed at 1, a shape that does not import).
+std::optional<Graph> importPrefillGraph(const DecodeModel& model, int64_t tokens,
+                                        std::string* why = nullptr);
 // The roles alone (decoderSignature on the model imported for one token
 // after one past row).
 DecoderSignature probeDecoderSignature(const std::string& path);
@@ -93,6 +112,10 @@ class Decoder {
   // Runs the step graph: inputs in graph.inputs() order, outputs in
   // graph.outputs() order (a Session's run, or the reference executor's).
   using Step = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+  // What runs a prefill graph (importPrefillGraph's, which the Decoder owns
+  // and keeps while the Step lives): a Step, or an empty one to run the
+  // prompt one token a step (`why` says why, for the caller's messages).
+  using PrefillRunner = std::function<Step(const Graph& prefill, std::string& why)>;
 
   // `model` must outlive the Decoder. Without `step`, the reference executor's
   // kernels run the steps, the cache appended in place.
@@ -101,6 +124,16 @@ class Decoder {
   // Decoder), the cache appended in place (Session::appendInPlace): Error
   // naming the present the Session cannot write in place.
   Decoder(const DecodeModel& model, Session& session);
+
+  // How the prompt runs in one pass: the default is the reference executor
+  // for a Decoder without a step or Session, and one token a step for the
+  // others (a Step given for the step graph says nothing of other graphs);
+  // an empty runner: one token a step.
+  void setPrefillRunner(PrefillRunner runner) { prefillRunner_ = std::move(runner); }
+  // The runs the last generate() spent on the prompt: 1 in one pass, else
+  // one per token; and, if not in one pass, why.
+  int64_t promptRuns() const { return promptRuns_; }
+  const std::string& promptOneTokenAStepWhy() const { return prefillWhy_; }
 
   // Error for an empty prompt, a token id outside the vocabulary, or a
   // prompt (with the new tokens) longer than the cache.
@@ -125,6 +158,13 @@ class Decoder {
   // Runs the token at row `row` (the rows before it are in the cache);
   // appends its K and V rows; returns its logits.
   std::vector<float> step(int64_t token, int64_t row);
+  // The whole prompt in one run of the prefill graph; false (nothing run)
+  // when it cannot be (prefillWhy_ says why).
+  bool prefill(const std::vector<int64_t>& prompt, std::vector<float>& logits);
+  // The inputs of a run of `graph` (the step graph or a prefill graph):
+  // `tokens` at rows `row`.. of the cache.
+  std::vector<Tensor> inputsFor(const Graph& graph, const std::vector<int64_t>& tokens,
+                                int64_t row);
   // The graph's nodes by the reference kernels, each cache Concat writing
   // its new rows into its buffer (the present) in place.
   std::vector<Tensor> runReferenceInPlace(const std::vector<Tensor>& in);
@@ -147,6 +187,14 @@ class Decoder {
   size_t logitsOutput_ = 0;
   std::vector<size_t> presentOutput_;  // per pair
   size_t bytesAppended_ = 0;
+  // The prefill graph for the last prompt length tried (declared before its
+  // Step, which may hold a Session on it: destroyed after it).
+  PrefillRunner prefillRunner_;
+  int64_t prefillTokens_ = 0;  // its length; 0: none tried
+  std::unique_ptr<Graph> prefillGraph_;
+  Step prefillStep_;
+  std::string prefillWhy_;
+  int64_t promptRuns_ = 0;
 };
 
 }  // namespace collage

@@ -33,7 +33,7 @@ struct GenerateOptions {
 struct Generation {
   std::vector<int64_t> tokens;  // the new ids, after the prompt
   std::string stop;             // "max-new-tokens" or "eos"
-  double prefillMs = 0;         // the prompt's steps
+  double prefillMs = 0;         // the prompt (one pass where the model takes a sequence)
   std::vector<double> stepMs;   // each decode step after them
 };
 

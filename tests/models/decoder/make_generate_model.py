@@ -7,7 +7,10 @@ sequence recomputed each step): the cached loop must give the same tokens.
     /usr/bin/python3 tests/models/decoder/make_generate_model.py [OUT_DIR]
 
 Writes tiny_decoder.onnx and tiny_decoder.greedy.txt ("prompt: 1 2 3" then
-"generated: ..."), beside this script unless OUT_DIR is given.
+"generated: ..."), beside this script unless OUT_DIR is given, and
+tiny_decoder_one_token.onnx: the same model with input_ids and position_ids
+fixed at one token ([batch, 1]), as some exporters write a decode-only
+graph (the decode loop must then run the prompt one token a step).
 
 The model (two layers, H = 2 heads of D = 8, vocabulary 32):
   inputs   input_ids [batch, sequence] int64, attention_mask [batch,
@@ -120,6 +123,14 @@ model = helper.make_model(helper.make_graph(nodes, "tiny_decoder", graph_inputs,
 model.ir_version = 8
 onnx.checker.check_model(model)
 onnx.save(model, os.path.join(OUT, "tiny_decoder.onnx"))
+one = onnx.ModelProto()
+one.CopyFrom(model)
+for i in one.graph.input:
+    if i.name in ("input_ids", "position_ids"):
+        i.type.tensor_type.shape.dim[1].ClearField("dim_param")
+        i.type.tensor_type.shape.dim[1].dim_value = 1
+onnx.checker.check_model(one)
+onnx.save(one, os.path.join(OUT, "tiny_decoder_one_token.onnx"))
 
 
 def softmax(x):

@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -200,6 +201,69 @@ TEST(NativeDecodeAttention, FewQueriesWithCausalSelectAndTileRepeat) {
   ASSERT_EQ(d.size(), 3u);
   EXPECT_NE(d[0].find("H=6 Hkv=3 Sq=3 L=41"), std::string::npos) << d[0];
   EXPECT_NE(d[0].find("scale on Q 0.25, 3 score op(s)"), std::string::npos) << d[0];
+}
+
+// A cache preallocated to L rows and filled to a few (the decode loop's):
+// the padding mask, read at run time, hides the unfilled rows but the last
+// (the new token's). The kernel must not read them: they hold NaN here, and
+// the output equals the reference's on the same cache with zeros there.
+TEST(NativeDecodeAttention, RowsTheMaskHidesFromEveryQueryAreNotRead) {
+  SmallParts parts;
+  const int64_t B = 2, H = 4, Hkv = 2, L = 300, D = 16;
+  const std::vector<int64_t> filled = {5, 200};
+  GraphBuilder b;
+  ValueId q = b.input({B, H, 1, D});
+  ValueId kIn = b.input({B, Hkv, L, D}), vIn = b.input({B, Hkv, L, D});
+  ValueId mask = b.input({B, 1, 1, L});
+  ValueId kt =
+      b.op("Transpose", {repeatHeads(b, kIn, H / Hkv, false)}, attrs({{"perm", Ints{0, 1, 3, 2}}}));
+  ValueId scores = b.op("Div", {b.op("MatMul", {q, kt}), b.scalar(4.0f)});
+  ValueId p = b.op("Softmax", {b.op("Add", {scores, mask})}, attrs({{"axis", int64_t{-1}}}));
+  const NodeSet all = b.finish(b.op("MatMul", {p, repeatHeads(b, vIn, H / Hkv, false)}));
+  const Graph& g = b.graph();
+  std::vector<Tensor> clean = randomInputs(g, 7);
+  std::vector<Tensor> poisoned;
+  for (const Tensor& t : clean) poisoned.push_back(t.clone());
+  auto hidden = [&](int64_t batch, int64_t j) { return j >= filled[batch] && j != L - 1; };
+  for (size_t i = 0; i < g.inputs().size(); ++i) {
+    const ValueId v = g.inputs()[i];
+    if (v == mask)
+      for (int64_t x = 0; x < B; ++x)
+        for (int64_t j = 0; j < L; ++j)
+          clean[i].data<float>()[x * L + j] = poisoned[i].data<float>()[x * L + j] =
+              hidden(x, j) ? kMin : 0.0f;
+    if (v != kIn && v != vIn) continue;
+    for (int64_t x = 0; x < B; ++x)
+      for (int64_t h = 0; h < Hkv; ++h)
+        for (int64_t j = 0; j < L; ++j)
+          if (hidden(x, j))
+            for (int64_t d = 0; d < D; ++d) {
+              const int64_t at = ((x * Hkv + h) * L + j) * D + d;
+              clean[i].data<float>()[at] = 0.0f;
+              poisoned[i].data<float>()[at] = std::numeric_limits<float>::quiet_NaN();
+            }
+  }
+  const std::vector<Tensor> env = referenceValues(g, clean);
+  ThreadCountGuard guard;
+  auto backend = native();
+  for (int threads : {1, 3, 8}) {
+    SCOPED_TRACE("threads " + std::to_string(threads));
+    setThreadCount(threads);
+    KernelRequest request = KernelRequest::of(g, all, "test");
+    CompileResult c = backend->compile(request);
+    ASSERT_TRUE(c) << c.refusal;
+    ASSERT_EQ(describeNativeKernel(*c.kernel).rfind("decode attention ", 0), 0u);
+    std::vector<Tensor> kernelInputs;
+    for (ValueId v : request.inputs) {
+      const auto input = std::find(g.inputs().begin(), g.inputs().end(), v);
+      kernelInputs.push_back(input == g.inputs().end()
+                                 ? env[v].clone()
+                                 : poisoned[static_cast<size_t>(input - g.inputs().begin())]);
+    }
+    const std::vector<Tensor> y = runKernel(*c.kernel, request, kernelInputs);
+    const CompareResult r = compareScaled(y[0], env[request.outputs[0]], kFloat32Bound);
+    EXPECT_TRUE(r.ok) << r.message;
+  }
 }
 
 TEST(NativeDecodeAttention, CachesStoredColumnMajorArePackedPerBlock) {

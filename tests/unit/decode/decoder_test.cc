@@ -5,12 +5,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "../test_support.h"
 #include "backends/backend_list.h"
+#include "core/decode/cache_plan.h"
 #include "core/decode/decoder_signature.h"
 #include "core/onnx/onnx_import.h"
 #include "core/ops/reference_executor.h"
@@ -124,6 +127,47 @@ TEST(Decoder, GreedyTokensEqualTheUncachedRecompute) {
   EXPECT_EQ(Decoder(exact).generate(greedyFile("prompt"), options).tokens, greedyFile("generated"));
 }
 
+// The prompt as one run of the model imported for its length (the model's
+// own causal mask keeps each token from the later ones): the same tokens,
+// and the same cache rows, as the prompt run one token a step.
+TEST(Decoder, RunsThePromptInOnePassWhenTheModelTakesASequence) {
+  const DecodeModel model = importDecodeModel(kTiny, 16);
+  Decoder onePass(model), tokenByToken(model);
+  tokenByToken.setPrefillRunner({});
+  GenerateOptions options;
+  options.maxNewTokens = 10;
+  const std::vector<int64_t> prompt = greedyFile("prompt");
+  const Generation g = onePass.generate(prompt, options);
+  EXPECT_EQ(onePass.promptRuns(), 1) << onePass.promptOneTokenAStepWhy();
+  EXPECT_EQ(g.tokens, greedyFile("generated"));
+  EXPECT_EQ(g.stepMs.size(), 9u);
+  EXPECT_EQ(tokenByToken.generate(prompt, options).tokens, g.tokens);
+  EXPECT_EQ(tokenByToken.promptRuns(), 3);
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_TRUE(compareTensors(onePass.cache(i), tokenByToken.cache(i), kPlanTolerance).ok)
+        << model.signature.cache[i].past;
+  // Another prompt length imports the model again for it.
+  const std::vector<int64_t> longer = {1, 2, 3, 4, 30};
+  options.maxNewTokens = 8;
+  EXPECT_EQ(onePass.generate(longer, options).tokens,
+            tokenByToken.generate(longer, options).tokens);
+  EXPECT_EQ(onePass.promptRuns(), 1);
+}
+
+// A model whose token inputs are fixed at one token ([batch, 1]) cannot
+// take the prompt at once: it runs one token a step, and says why.
+TEST(Decoder, RunsThePromptOneTokenAStepWhenTheModelFixesOneToken) {
+  const DecodeModel model = importDecodeModel(kDir + "tiny_decoder_one_token.onnx", 16);
+  Decoder decoder(model);
+  GenerateOptions options;
+  options.maxNewTokens = 10;
+  EXPECT_EQ(decoder.generate(greedyFile("prompt"), options).tokens, greedyFile("generated"));
+  EXPECT_EQ(decoder.promptRuns(), 3);
+  EXPECT_NE(decoder.promptOneTokenAStepWhy().find("'input_ids' has a fixed sequence size 1"),
+            std::string::npos)
+      << decoder.promptOneTokenAStepWhy();
+}
+
 TEST(Decoder, AppendsTheNewRowsInPlaceWithoutCopyingTheCache) {
   const DecodeModel model = importDecodeModel(kTiny, 32);
   // A step that records where its cache inputs live.
@@ -195,11 +239,97 @@ TEST(Decoder, TheStepsConcatWritesOnlyTheNewRowsIntoTheCache) {
     options.maxNewTokens = 10;
     EXPECT_EQ(decoder.generate({1, 2, 3}, options).tokens, greedyFile("generated"));
     for (size_t i = 0; i < 4; ++i) EXPECT_EQ(decoder.cache(i).raw(), before[i]);
-    // 12 steps, 4 presents, one row (2 heads x 8 floats) each: not 33 rows.
-    const size_t rows = 12u * 4 * 2 * 8 * sizeof(float);
-    EXPECT_EQ(decoder.presentBytesWritten(), rows);
-    EXPECT_EQ(decoder.bytesAppended(), rows);
+    // 12 tokens, 4 presents, one row (2 heads x 8 floats) each: not 33 rows.
+    // The reference runs the prompt in one pass, whose presents (32 + 3
+    // rows) are written once; the Session given alone runs it token by token.
+    const size_t row = 4u * 2 * 8 * sizeof(float);
+    EXPECT_EQ(decoder.promptRuns(), onSession ? 3 : 1);
+    EXPECT_EQ(decoder.presentBytesWritten(),
+              onSession ? 12 * row : 4u * 2 * 35 * 8 * sizeof(float) + 9 * row);
+    EXPECT_EQ(decoder.bytesAppended(), 12 * row);
   }
+}
+
+// The placement `collage optimize` makes for the tiny decoder: each cache
+// Concat in one native group with what makes its new rows (the Reshape and
+// Transpose of K or V) and, for the keys, the Kᵀ Transpose that reads the
+// present; every other node alone.
+Plan fusedCacheConcatPlan(const Graph& g, const DecoderSignature& sig) {
+  std::vector<NodeId> groupOf(static_cast<size_t>(g.numNodes()));
+  for (NodeId n = 0; n < g.numNodes(); ++n) groupOf[static_cast<size_t>(n)] = n;
+  for (const KvCachePair& pair : sig.cache) {
+    const NodeId concat = g.value(*g.findValue(pair.present)).producer;
+    const NodeId transpose = g.value(g.node(concat).inputs[1]).producer;
+    const NodeId reshape = g.value(g.node(transpose).inputs[0]).producer;
+    for (NodeId n : {transpose, reshape}) groupOf[static_cast<size_t>(n)] = concat;
+    for (NodeId reader : g.value(g.node(concat).outputs[0]).consumers)
+      if (g.node(reader).op == "Transpose") groupOf[static_cast<size_t>(reader)] = concat;
+  }
+  Plan plan = singleNodePlan(g, "native");
+  plan.groups.clear();
+  std::map<NodeId, size_t> index;
+  for (NodeId n = 0; n < g.numNodes(); ++n) {
+    const NodeId key = groupOf[static_cast<size_t>(n)];
+    if (!index.count(key)) {
+      index[key] = plan.groups.size();
+      PlanGroup group;
+      group.backend = "native";
+      group.pattern = "rule:op";
+      plan.groups.push_back(group);
+    }
+    plan.groups[index[key]].nodes.push_back(g.node(n).name);
+  }
+  return plan;
+}
+
+// With an optimized plan the cache Concat shares a group, which
+// appendInPlace refuses; planWithCacheConcatsAlone takes it out and the
+// steps append in place on that plan's Session: per step one row per
+// present is written, not the L + 1 rows a copying step writes.
+TEST(Decoder, APlanWithFusedCacheConcatsRunsInPlaceOnceTheyAreTakenOut) {
+  const DecodeModel model = importDecodeModel(kTiny, 32);
+  const Graph& g = model.graph;
+  std::unique_ptr<Backend> native = createBackend("native");
+  auto lookup = [&](const std::string& n) { return n == "native" ? native.get() : nullptr; };
+  const Plan fused = fusedCacheConcatPlan(g, model.signature);
+  GenerateOptions options;
+  options.maxNewTokens = 10;
+  {
+    // As the plan was made: in place is refused, and the copying step
+    // writes each whole present (33 rows) every step.
+    Session session(g, fused, lookup);
+    expectError([&] { Decoder decoder(model, session); },
+                {"output 'present.0.key' cannot be written in place", "with other nodes"});
+    Decoder copying(model, [&](const std::vector<Tensor>& in) { return session.run(in); });
+    EXPECT_EQ(copying.generate({1, 2, 3}, options).tokens, greedyFile("generated"));
+    EXPECT_EQ(copying.presentBytesWritten(), 12u * 4 * 2 * 33 * 8 * sizeof(float));
+  }
+  std::vector<std::string> split;
+  const Plan alone = planWithCacheConcatsAlone(fused, g, model.signature, &split);
+  ASSERT_EQ(split.size(), 4u);
+  EXPECT_NE(split[0].find("Concat '"), std::string::npos) << split[0];
+  // Keys: Reshape + Transpose, Concat, Kᵀ; values: Reshape + Transpose, Concat.
+  EXPECT_EQ(alone.groups.size(), fused.groups.size() + 2 * 2 + 2 * 1);
+  for (const PlanGroup& group : alone.groups)
+    for (const KvCachePair& pair : model.signature.cache)
+      if (std::find(group.nodes.begin(), group.nodes.end(),
+                    g.node(g.value(*g.findValue(pair.present)).producer).name) !=
+          group.nodes.end()) {
+        EXPECT_EQ(group.nodes.size(), 1u) << pair.present;
+      }
+  PlannedDecoder planned = plannedDecoder(model, fused, lookup);
+  ASSERT_EQ(planned.fallback, "");
+  Decoder& decoder = *planned.decoder;
+  ASSERT_TRUE(decoder.inPlace());
+  std::vector<const void*> before;
+  for (size_t i = 0; i < 4; ++i) before.push_back(decoder.cache(i).raw());
+  EXPECT_EQ(decoder.generate({1, 2, 3}, options).tokens, greedyFile("generated"));
+  // The prompt in one pass on the plan (its presents, 32 + 3 rows, written
+  // once), then 9 steps of one row (2 heads x 8 floats) per present.
+  EXPECT_EQ(decoder.promptRuns(), 1) << decoder.promptOneTokenAStepWhy();
+  EXPECT_EQ(decoder.presentBytesWritten(), (4u * 2 * 35 * 8 + 9u * 4 * 2 * 8) * sizeof(float));
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(decoder.cache(i).raw(), before[i]);
+  EXPECT_EQ(planned.session->runsDone(), 9);
 }
 
 // Session::appendInPlace: the Concat's output is the caller's buffer, the

@@ -1,0 +1,57 @@
+// A plan for the decode step graph whose cache Concats can run in place.
+//
+// The decode loop appends in place (Session::appendInPlace) only when a
+// cache pair's Concat(past, new) -> present is a group of its own: then the
+// Session skips its kernel and writes the new rows into the cache buffer.
+// The optimizer does not know the Concat is special and, on the exported
+// graphs, fuses it with the new K's or V's Reshape and Transpose into one
+// native group: run as measured, every step would copy the whole cache into
+// a fresh present. This rewrite keeps the measured plan and only takes each
+// cache Concat (found by the decoder signature, never by a name) out of its
+// group: the group's nodes that feed the Concat become one group, the Concat
+// one, the rest (nodes that read its output, if any) a third, all on the
+// group's backend. Each part of a convex group is convex (a path between two
+// nodes of a part stays in the group, and cannot pass through the Concat
+// without making one end an ancestor of it and the other a descendant).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/decode/decoder.h"
+#include "core/decode/decoder_signature.h"
+#include "core/ir/graph.h"
+#include "core/plan/plan.h"
+#include "core/runtime/session.h"
+
+namespace collage {
+
+// `plan` (for `graph`, the step graph) with every cache pair's Concat in a
+// group of its own. The parts' costs are unknown (NaN): they were not
+// measured apart. `split` (optional) gets one line per group split ("group 3
+// (native ...): Concat 'x' taken out"). Error naming the present whose
+// Concat the plan does not hold.
+Plan planWithCacheConcatsAlone(const Plan& plan, const Graph& graph,
+                               const DecoderSignature& signature,
+                               std::vector<std::string>* split = nullptr);
+
+// The decode loop on a plan for model.graph: a Session on
+// planWithCacheConcatsAlone's plan and a Decoder appending in place on it.
+// When that cannot be (a backend refuses a part of a split group, a Concat's
+// input reaches it in a backend's own layout), the plan as given with its
+// Session as the Decoder's step function (the cache copied into each
+// present, as before), and `fallback` says why. Errors of the plan itself
+// (a backend missing, a group it refuses) are thrown as the Session's.
+// The prompt runs in one pass on a Session of `plan` for the model imported
+// for its length (Decoder::setPrefillRunner), or one token a step where the
+// plan does not compile for that graph.
+struct PlannedDecoder {
+  std::unique_ptr<Session> session;
+  std::unique_ptr<Decoder> decoder;
+  std::vector<std::string> split;  // planWithCacheConcatsAlone's lines
+  std::string fallback;            // empty: in place
+};
+PlannedDecoder plannedDecoder(const DecodeModel& model, const Plan& plan, BackendLookup backends);
+
+}  // namespace collage
