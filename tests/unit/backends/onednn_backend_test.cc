@@ -16,6 +16,7 @@
 #include "core/patterns/backend_spec.h"
 #include "core/measure/kernel_check.h"
 #include "core/measure/measurer.h"
+#include "core/ops/op_helpers.h"
 #include "core/ops/op_registry.h"
 #include "core/patterns/pattern_generator.h"
 #include "core/patterns/pattern_matcher.h"
@@ -881,6 +882,21 @@ TEST_F(OneDnn, PadFoldsIntoConvAndAveragePool) {
                                                      {"count_include_pad", int64_t{1}}})),
                   "Pad + AveragePool(count_include_pad)");
   }
+  // Depthwise convolutions (group == channels) as mobile exporters write
+  // them: tf2onnx's SAME with stride 2 pads only the end of H and W, with
+  // an explicit Pad before a Conv that has none; odd channels, batch 2.
+  for (const Ints& pads :
+       {Ints{0, 0, 0, 0, 0, 0, 1, 1}, Ints{0, 0, 1, 1, 0, 0, 1, 1}, Ints{0, 0, 0, 1, 0, 0, 1, 0}}) {
+    for (int64_t stride : {1, 2}) {
+      GraphBuilder b;
+      ValueId x = b.input({2, 7, 9, 8});
+      ValueId p = b.op("Pad", {x}, attrs({{"pads", pads}}));
+      ValueId c = b.op("Conv", {p, b.constant({7, 1, 3, 3}), b.constant({7})},
+                       attrs({{"group", int64_t{7}}, {"strides", Ints{stride, stride}}}));
+      expectMatches(b, b.op("Relu", {c}), "Pad " + intsToString(pads) + " + depthwise Conv, stride " +
+                                              std::to_string(stride));
+    }
+  }
   {  // strided
     GraphBuilder b;
     ValueId x = b.input({1, 8, 10, 10});
@@ -897,13 +913,19 @@ TEST_F(OneDnn, RefusesAPadThatDoesNotFold) {
     std::string next;
     AttributeMap nextAttrs;
     std::string mention;
+    Shape weight = {};  // a Conv's
   };
   const AttributeMap pool = attrs({{"kernel_shape", Ints{3, 3}}});
   const std::vector<Case> cases = {
       {attrs({{"pads", Ints{0, 0, 1, 1, 0, 0, 1, 1}}, {"mode", std::string("reflect")}}),
        "AveragePool", pool, "constant-zero"},
+      {attrs({{"pads", Ints{0, 0, 1, 1, 0, 0, 1, 1}}, {"mode", std::string("edge")}}),
+       "AveragePool", pool, "constant-zero"},
       {attrs({{"pads", Ints{0, 0, 1, 1, 0, 0, 1, 1}}, {"constant_value", 0.5f}}), "AveragePool",
        pool, "constant-zero"},
+      {attrs({{"pads", Ints{0, 0, 0, 0, 0, 0, 1, 1}}, {"mode", std::string("reflect")}}), "Conv",
+       attrs({{"group", int64_t{8}}}), "constant-zero", {8, 1, 3, 3}},
+      {attrs({{"pads", Ints{0, 0, 0, 0, 0, 4, 0, 0}}}), "Conv", AttributeMap{}, "spatial", {4, 12, 1, 1}},
       {attrs({{"pads", Ints{0, 1, 1, 1, 0, 0, 1, 1}}}), "AveragePool", pool, "spatial"},
       {attrs({{"pads", Ints{0, 0, -1, 1, 0, 0, 1, 1}}}), "AveragePool", pool, "non-negative"},
       {attrs({{"pads", Ints{0, 0, 1, 1, 0, 0, 1, 1}}}), "AveragePool",
@@ -914,7 +936,9 @@ TEST_F(OneDnn, RefusesAPadThatDoesNotFold) {
     SCOPED_TRACE(c.mention);
     GraphBuilder b;
     ValueId x = b.input({1, 8, 6, 6});
-    expectRefusal(b, b.op(c.next, {b.op("Pad", {x}, c.pad)}, c.nextAttrs), c.mention);
+    std::vector<ValueId> ins{b.op("Pad", {x}, c.pad)};
+    if (!c.weight.empty()) ins.push_back(b.constant(c.weight));
+    expectRefusal(b, b.op(c.next, ins, c.nextAttrs), c.mention);
   }
 }
 
