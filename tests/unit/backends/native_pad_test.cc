@@ -140,6 +140,31 @@ TEST(NativePad, SpatialAndCroppingPadsFuse) {
   }
 }
 
+TEST(NativePad, PadsOfComputedValuesInsideLargerGroups) {
+  {
+    SCOPED_TRACE("Pad of a value the group computes, joined and clipped (Relu6)");
+    GraphBuilder b;
+    const ValueId x = b.op("Sigmoid", {b.input({2, 5, 4, 3})});
+    const ValueId p = b.op("Pad", {x}, attrs({{"pads", Ints{0, 1, 0, 0, 0, 3, 0, 0}}}));
+    const ValueId y = b.op("Add", {p, b.input({2, 9, 4, 3})});
+    expectPassesOnly(expectMatches(b, b.finish(b.op("Clip", {y}, attrs({{"min", 0.0f}, {"max", 6.0f}})))), 3);
+  }
+  {
+    SCOPED_TRACE("a padded value concatenated: each input's pass cut apart");
+    GraphBuilder b;
+    const ValueId p = b.op("Pad", {b.input({2, 3, 4})}, attrs({{"pads", Ints{0, 0, 1, 0, 0, 2}}}));
+    const ValueId c = b.op("Concat", {b.op("Relu", {b.input({2, 5, 7})}), p}, attrs({{"axis", int64_t{1}}}));
+    expectPassesOnly(expectMatches(b, b.finish(c)), 1 + 3);
+  }
+  {
+    SCOPED_TRACE("a Pad feeding a PRelu with a slope per padded channel");
+    GraphBuilder b;
+    const ValueId p = b.op("Pad", {b.input({3, 7, 5, 5})}, attrs({{"pads", Ints{0, 0, 0, 0, 0, 1, 0, 0}}}));
+    const ValueId y = b.op("PRelu", {b.op("Add", {p, b.input({3, 8, 5, 5})}), b.constant({8, 1, 1})});
+    expectPassesOnly(expectMatches(b, b.finish(y)), 2);
+  }
+}
+
 // Reflect and edge padding read the input where the pass reads padding, and
 // a non-zero constant is not zero padding: each is refused, with the reason,
 // in a fused group (alone, it runs on the reference kernel).
