@@ -907,6 +907,77 @@ TEST_F(OneDnn, PadFoldsIntoConvAndAveragePool) {
   }
 }
 
+// The rule names the Pad with the depthwise Conv after it and its
+// activation as one group (growth from the Conv never reaches back to the
+// Pad, and the spec's pattern names only the pair), and it compiles with
+// the Pad as the Conv's padding: the padded tensor is never made.
+TEST_F(OneDnn, RuleOffersAPadWithTheDepthwiseConvAfterIt) {
+  std::shared_ptr<const PatternRule> rule = backend_->codeRule();
+  ASSERT_TRUE(rule);
+  GraphBuilder b;
+  b.endGroup();
+  ValueId x = b.op("Relu", {b.input({2, 24, 16, 16})});
+  b.beginGroup();
+  ValueId p = b.op("Pad", {x}, attrs({{"pads", Ints{0, 0, 0, 0, 0, 0, 1, 1}}}));
+  ValueId c = b.op("Conv", {p, b.constant({24, 1, 3, 3}), b.constant({24})},
+                   attrs({{"group", int64_t{24}}, {"strides", Ints{2, 2}}}));
+  const NodeSet group = b.finish(b.op("Relu", {c}));
+  const Graph& g = b.graph();
+  bool named = false;
+  for (const auto& [nodes, label] : rule->wholeGroups(g)) named = named || nodes == group;
+  EXPECT_TRUE(named) << "the rule does not name " << KernelRequest::of(g, group).toString();
+  const CompileResult k = backend_->compile(KernelRequest::of(g, group));
+  ASSERT_TRUE(k) << k.refusal;
+  const std::string d = describeOneDnnKernel(*k.kernel);
+  EXPECT_NE(d.find("Pad + Conv"), std::string::npos) << d;
+  const KernelCheckResult r = checkKernelAgainstReference(*backend_, g, group, 3);
+  EXPECT_TRUE(r.compiled && r.ok) << r.refusal << r.message;
+}
+
+// A mobile block as tf2onnx writes it: Pad -> depthwise Conv (stride 2) ->
+// Relu -> pointwise Conv -> Relu, then the residual join with the skip
+// path's MaxPool and channel Pad. Every group the rule names runs and
+// matches the reference, the series through both Convs and the join among
+// them; the channel Pad folds into no Conv, so no group starts at it.
+TEST_F(OneDnn, EveryGroupNamedFromAPadRunsCorrectly) {
+  std::shared_ptr<const PatternRule> rule = backend_->codeRule();
+  ASSERT_TRUE(rule);
+  GraphBuilder b;
+  ValueId x = b.input({2, 24, 16, 16});
+  ValueId p = b.op("Pad", {x}, attrs({{"pads", Ints{0, 0, 0, 0, 0, 0, 1, 1}}}));
+  ValueId dw = b.op("Relu", {b.op("Conv", {p, b.constant({24, 1, 3, 3}), b.constant({24})},
+                                  attrs({{"group", int64_t{24}}, {"strides", Ints{2, 2}}}))});
+  ValueId pw = b.op("Conv", {dw, b.constant({28, 24, 1, 1}), b.constant({28})});
+  ValueId skip = b.op("MaxPool", {x}, attrs({{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}}));
+  ValueId padded = b.op("Pad", {skip}, attrs({{"pads", Ints{0, 0, 0, 0, 0, 4, 0, 0}}}));
+  b.finish(b.op("Relu", {b.op("Add", {pw, padded})}));
+  const Graph& g = b.graph();
+  // Pad, Conv, Relu, Conv, then the join's Add and Relu as the second chain's post-ops.
+  const NodeSet series = NodeSet::of(g.numNodes(), {0, 1, 2, 3, 6, 7});
+  bool seriesNamed = false;
+  for (const auto& [nodes, label] : rule->wholeGroups(g)) {
+    SCOPED_TRACE(label + " " + KernelRequest::of(g, nodes).toString());
+    EXPECT_TRUE(nodes.contains(0)) << "only the Pad before the depthwise Conv folds";
+    seriesNamed = seriesNamed || nodes == series;
+    const KernelCheckResult r = checkKernelAgainstReference(*backend_, g, nodes, 3);
+    EXPECT_TRUE(r.compiled && r.ok) << r.refusal << r.message;
+  }
+  EXPECT_TRUE(seriesNamed);
+  // The zoo's Pads (a stem Pad before a Conv, branch pools as Pad +
+  // AveragePool): what the rule names there runs too.
+  int checked = 0;
+  for (auto& zb : patternZoo()) {
+    const Graph& z = zb->graph();
+    for (const auto& [nodes, label] : rule->wholeGroups(z)) {
+      SCOPED_TRACE(label + " " + KernelRequest::of(z, nodes).toString());
+      const KernelCheckResult r = checkKernelAgainstReference(*backend_, z, nodes, 3);
+      EXPECT_TRUE(r.compiled && r.ok) << r.refusal << r.message;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
 TEST_F(OneDnn, RefusesAPadThatDoesNotFold) {
   struct Case {
     AttributeMap pad;
