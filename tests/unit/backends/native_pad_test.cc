@@ -8,12 +8,15 @@
 // generator offering the fused group, so that a plan can pick it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
 #include <string>
 
 #include "backends/backend_list.h"
 #include "backends/native/native_backend.h"
 #include "core/ir/threading.h"
 #include "core/measure/kernel_check.h"
+#include "core/ops/op_helpers.h"
 #include "core/patterns/backend_spec.h"
 #include "core/patterns/pattern_generator.h"
 #include "tests/unit/graph_builder.h"
@@ -162,6 +165,54 @@ TEST(NativePad, PadsOfComputedValuesInsideLargerGroups) {
     const ValueId p = b.op("Pad", {b.input({3, 7, 5, 5})}, attrs({{"pads", Ints{0, 0, 0, 0, 0, 1, 0, 0}}}));
     const ValueId y = b.op("PRelu", {b.op("Add", {p, b.input({3, 8, 5, 5})}), b.constant({8, 1, 1})});
     expectPassesOnly(expectMatches(b, b.finish(y)), 2);
+  }
+}
+
+// Random pads (negative ones crop) of random shapes, read by an
+// elementwise op, a second input, a transpose or a sum over a random axis
+// broadcast back: each group matches the reference, whatever regions its
+// passes are cut into.
+TEST(NativePad, RandomPadsAndConsumersMatchTheReference) {
+  std::mt19937 rng(40);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  for (int trial = 0; trial < 120; ++trial) {
+    const size_t rank = static_cast<size_t>(pick(1, 4));
+    Shape in(rank), out(rank);
+    Ints begins(rank), ends(rank);
+    for (size_t d = 0; d < rank; ++d) {
+      in[d] = pick(1, 5);
+      do {
+        begins[d] = pick(-1, 3);
+        ends[d] = pick(-1, 3);
+      } while (in[d] + begins[d] + ends[d] < 1 || -begins[d] >= in[d] || -ends[d] >= in[d]);
+      out[d] = in[d] + begins[d] + ends[d];
+    }
+    Ints pads = begins;
+    pads.insert(pads.end(), ends.begin(), ends.end());
+    const int consumer = pick(0, 3);
+    SCOPED_TRACE("trial " + std::to_string(trial) + ": " + shapeToString(in) + " pads " + intsToString(pads) +
+                 " consumer " + std::to_string(consumer));
+    GraphBuilder b;
+    ValueId x = b.input(in);
+    if (pick(0, 1)) x = b.op("Sigmoid", {x});
+    const ValueId p = b.op("Pad", {x}, attrs({{"pads", pads}}));
+    ValueId y;
+    if (consumer == 0) {
+      y = b.op("Relu", {p});
+    } else if (consumer == 1) {
+      y = b.op("Add", {p, b.input(out)});
+    } else if (consumer == 2) {
+      Ints perm(rank);
+      for (size_t d = 0; d < rank; ++d) perm[d] = static_cast<int64_t>(d);
+      std::shuffle(perm.begin(), perm.end(), rng);
+      y = b.op("Neg", {b.op("Transpose", {p}, attrs({{"perm", perm}}))});
+    } else {
+      const int64_t axis = pick(0, static_cast<int>(rank) - 1);
+      const ValueId sum = b.op("ReduceSum", {p}, attrs({{"axes", Ints{axis}}, {"keepdims", int64_t{1}}}));
+      y = b.op("Mul", {sum, p});
+    }
+    const std::string d = expectMatches(b, b.finish(y));
+    EXPECT_EQ(d.find("reference kernel"), std::string::npos) << d;
   }
 }
 
