@@ -98,7 +98,7 @@ const std::set<std::string>& variadicOps() {
 const std::set<std::string>& viewOps() {
   static const std::set<std::string> s = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose",
                                           "Slice",   "Expand",  "Split",   "Gather",    "Concat",
-                                          "Identity", "Dropout"};
+                                          "Identity", "Dropout", "Pad"};
   return s;
 }
 const std::set<std::string>& reductionOps() {
@@ -443,8 +443,50 @@ void GroupCompiler::materialize(ValueId v) {
   bufferOf_[v] = addBuffer(std::move(d));
 }
 
+// The root's index space is computed region by region: one region (the
+// whole root) unless a constant Pad inside the pass reads partly its input
+// and partly its padding, in which case the region is cut where the Pad's
+// input starts and ends (NeedCut). Each region is a pass of its own with no
+// per-element test, and every element is still written once: a channel Pad
+// on a residual path costs no copy, only a loop nest per region.
 void GroupCompiler::buildPass(ValueId root, ValueId defining, ValueId storeValue, int axis,
                               int64_t offset) {
+  // Three regions per padded dim (before, input, after): 64 covers a Pad of
+  // three dims of the root; more is a Pad that runs as a pass of its own.
+  constexpr int kMaxRegions = 64;
+  const Shape& rs = shapeOf(root);
+  Region whole;
+  for (int64_t size : rs) whole.emplace_back(0, size);
+  std::vector<Region> work{whole};
+  int regions = 1;
+  while (!work.empty()) {
+    const Region region = work.back();
+    work.pop_back();
+    try {
+      buildRegion(root, defining, storeValue, axis, offset, region);
+    } catch (const NeedCut& c) {
+      const auto [begin, end] = region.at(static_cast<size_t>(c.origin));
+      std::vector<int64_t> at{begin};
+      for (int64_t cut : c.cuts)
+        if (begin + cut > at.back() && begin + cut < end) at.push_back(begin + cut);
+      at.push_back(end);
+      regions += static_cast<int>(at.size()) - 2;
+      if (at.size() < 3 || regions > kMaxRegions) {
+        if (c.pad == defining)
+          throw Refusal{"the padding of '" + g_.value(c.pad).name + "' needs too many passes"};
+        throw MaterializeRequest{c.pad};
+      }
+      for (size_t i = at.size() - 1; i-- > 0;) {  // pushed last first: built in order
+        Region piece = region;
+        piece[static_cast<size_t>(c.origin)] = {at[i], at[i + 1]};
+        work.push_back(std::move(piece));
+      }
+    }
+  }
+}
+
+void GroupCompiler::buildRegion(ValueId root, ValueId defining, ValueId storeValue, int axis,
+                                int64_t offset, const Region& region) {
   struct SplitRecord {
     int origin;
     int64_t weight, factor;
@@ -460,8 +502,10 @@ void GroupCompiler::buildPass(ValueId root, ValueId defining, ValueId storeValue
     for (size_t k = 0; k < rs.size(); ++k) order[k] = k;
     if (channelsLast_.count(storeValue) && rs == shapeOf(storeValue) && rs.size() >= 3)
       std::rotate(order.begin() + 1, order.begin() + 2, order.end());
-    for (size_t k : order)
-      if (rs[k] > 1) pb.dims.push_back(PDim{rs[k], static_cast<int>(k), 1});
+    for (size_t k : order) {
+      const int64_t size = region[k].second - region[k].first;
+      if (size > 1) pb.dims.push_back(PDim{size, static_cast<int>(k), 1});
+    }
     for (const SplitRecord& s : splits)
       for (size_t d = 0; d < pb.dims.size(); ++d)
         if (pb.dims[d].origin == s.origin && pb.dims[d].weight == s.weight) {
@@ -472,6 +516,7 @@ void GroupCompiler::buildPass(ValueId root, ValueId defining, ValueId storeValue
           break;
         }
     CoordMap rm(rs.size());
+    for (size_t k = 0; k < rs.size(); ++k) rm[k].aff.c = region[k].first;
     for (size_t d = 0; d < pb.dims.size(); ++d)
       rm[static_cast<size_t>(pb.dims[d].origin)].aff.addCoef(d, pb.dims[d].weight);
     try {
@@ -711,6 +756,30 @@ std::string quantizerInlineRefusal(const Graph& graph, const Node& node) {
   return {};
 }
 
+// A Pad fuses as a view with zeros (instPad): only constant-zero padding
+// is that. Reflect, edge and wrap read the input where the pass reads
+// padding, and a non-zero constant is not the zero a consumer's padding
+// (a Conv's, oneDNN's) would give, so they run as kernels of their own.
+std::string padInlineRefusal(const Graph& graph, const Node& node) {
+  const std::string who = label(node);
+  const std::string mode = node.attrs.getString("mode", "constant");
+  if (mode != "constant")
+    return who + ": a '" + mode + "' Pad is not zero padding; it runs as a kernel of its own";
+  const float value = node.attrs.getFloat("constant_value", 0.0f);
+  if (value != 0.0f)
+    return who + ": a Pad with constant value " + std::to_string(value) +
+           " is not zero padding; it runs as a kernel of its own";
+  for (size_t i = 1; i < node.inputs.size(); ++i)
+    if (node.inputs[i] != kNoValue)
+      return who + ": its pads, value or axes are inputs, not attributes; it runs as a kernel of its own";
+  try {
+    padAmounts(node, static_cast<int64_t>(graph.value(node.inputs[0]).type.shape.size()));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return {};
+}
+
 }  // namespace
 
 std::string inlineRefusal(const Graph& graph, NodeId n) {
@@ -730,6 +799,8 @@ std::string inlineRefusal(const Graph& graph, NodeId n) {
       return who + ": input '" + slot->attribute + "' ('" + value.name +
              "') is a run-time tensor, so it runs as a kernel of its own";
   }
+  if (op == "Pad")
+    if (std::string why = padInlineRefusal(graph, node); !why.empty()) return why;
   auto type = [&](ValueId v) { return graph.value(v).type.elementType; };
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     const ValueId v = node.inputs[i];

@@ -55,6 +55,15 @@ struct NeedSplit {
   int64_t factor;
   ValueId fallback;  // materialised instead when the dim cannot be split
 };
+// A constant Pad read over a range that is part padding, part input: the
+// pass's region is cut along root dim `origin` at `cuts` (relative to the
+// region's start), so that in each piece the Pad reads either its input or
+// its constant, never both (buildPass).
+struct NeedCut {
+  int origin;
+  std::vector<int64_t> cuts;
+  ValueId pad;  // materialised instead when the region cannot be cut
+};
 
 std::string label(const Node& node);
 
@@ -164,6 +173,10 @@ class GroupCompiler {
   void build();
   void buildRoot(ValueId v);
   void buildPass(ValueId root, ValueId defining, ValueId storeValue, int axis, int64_t offset);
+  // [begin, end) of each root dim: the part of the root one pass computes.
+  using Region = std::vector<std::pair<int64_t, int64_t>>;
+  void buildRegion(ValueId root, ValueId defining, ValueId storeValue, int axis, int64_t offset,
+                   const Region& region);
 
   // Instantiation: the program node computing value v at coordinates m.
   int32_t inst(PassBuilder& pb, ValueId v, CoordMap m);
@@ -209,6 +222,7 @@ class GroupCompiler {
   int32_t instSplit(PassBuilder& pb, const NodeAt& at);
   int32_t instGather(PassBuilder& pb, const NodeAt& at);
   int32_t instConcat(PassBuilder& pb, const NodeAt& at);
+  int32_t instPad(PassBuilder& pb, const NodeAt& at);
   // Reductions and the ops written as them.
   int32_t instReduce(PassBuilder& pb, const NodeAt& at);
   int32_t instSoftmax(PassBuilder& pb, const NodeAt& at);

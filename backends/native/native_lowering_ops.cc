@@ -4,13 +4,17 @@
 //   elementwise   program nodes over the inputs at the same coordinates
 //   layout ops    the coordinates rewritten (Transpose permutes them, Slice
 //                 scales and shifts them, Split shifts one, Gather makes one
-//                 an indirect read), the input instantiated there
+//                 an indirect read), the input instantiated there; a
+//                 constant Pad shifts them where the pass reads its input
+//                 and is its constant where it reads padding
 //   reductions    levels of the pass (GroupCompiler::reduce); Softmax and
 //                 the normalisations are written as them
 //
 // What the layout ops' attributes mean comes from core/ops/layout_attrs.h,
 // as for the reference kernels.
+#include <algorithm>
 #include <limits>
+#include <optional>
 
 #include "backends/native/native_lowering_impl.h"
 #include "core/ops/layout_attrs.h"
@@ -38,6 +42,7 @@ const std::unordered_map<std::string, GroupCompiler::Handler>& GroupCompiler::ha
     t["Split"] = &GroupCompiler::instSplit;
     t["Gather"] = &GroupCompiler::instGather;
     t["Concat"] = &GroupCompiler::instConcat;
+    t["Pad"] = &GroupCompiler::instPad;
     for (const std::string& name : reductionOps())
       if (name.rfind("Reduce", 0) == 0) t[name] = &GroupCompiler::instReduce;
     t["Softmax"] = t["LogSoftmax"] = &GroupCompiler::instSoftmax;
@@ -246,6 +251,73 @@ int32_t GroupCompiler::instGather(PassBuilder& pb, const NodeAt& at) {
 
 // A Concat inside a pass is materialised: buildRoot writes it with one pass per input.
 int32_t GroupCompiler::instConcat(PassBuilder&, const NodeAt& at) { throw MaterializeRequest{at.v}; }
+
+namespace {
+
+int64_t ceilDiv(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -(-a / b); }
+
+// Where padded output coordinate q = c + k * t (t the offset into the
+// region along one root dim) enters and leaves [begin, end): the cuts that
+// leave each piece wholly inside or wholly outside. No cut exists when q
+// mixes several root dims, runs backwards or depends on a dim a reduction
+// sweeps (cutting it would cut the sum).
+std::optional<NeedCut> cutFor(const PassBuilder& pb, const Affine& q, int64_t begin, int64_t end,
+                              ValueId pad) {
+  int origin = -1;
+  int64_t k = 0;
+  for (size_t d = 0; d < pb.dims.size(); ++d) {
+    const int64_t coef = q.coef(d);
+    if (coef == 0) continue;
+    const PDim& dim = pb.dims[d];
+    // A dim a reduction sweeps must stay whole.
+    if (std::find(pb.inner.begin(), pb.inner.end(), static_cast<int>(d)) != pb.inner.end())
+      return std::nullopt;
+    if (dim.origin < 0 || dim.weight <= 0 || coef % dim.weight != 0 || coef / dim.weight <= 0)
+      return std::nullopt;
+    if (origin < 0) origin = dim.origin, k = coef / dim.weight;
+    if (dim.origin != origin || coef / dim.weight != k) return std::nullopt;
+  }
+  if (origin < 0) return std::nullopt;
+  for (size_t d = 0; d < pb.dims.size(); ++d)
+    if (pb.dims[d].origin == origin && q.coef(d) != k * pb.dims[d].weight) return std::nullopt;
+  return NeedCut{origin, {ceilDiv(begin - q.c, k), ceilDiv(end - q.c, k)}, pad};
+}
+
+}  // namespace
+
+// A constant Pad (inlineRefusal admits only zero) as a view: where every
+// coordinate the pass reads lies in the input, the input shifted by the
+// begin pads; where one lies wholly in the padding, the constant; where
+// the pass straddles a border, its region is cut there first (NeedCut).
+int32_t GroupCompiler::instPad(PassBuilder& pb, const NodeAt& at) {
+  const Shape& in = shapeOf(at.node.inputs[0]);
+  const PadAmounts pads = padAmounts(at.node, static_cast<int64_t>(in.size()));
+  // The range each padded coordinate takes over the pass.
+  std::vector<std::pair<int64_t, int64_t>> range(in.size());
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (pads.begin[d] == 0 && pads.end[d] == 0) continue;
+    if (at.m[d].ind) throw MaterializeRequest{at.v};
+    const Affine& q = at.m[d].aff;
+    range[d] = {q.c, q.c};
+    for (size_t p = 0; p < pb.dims.size(); ++p) {
+      const int64_t span = q.coef(p) * (pb.dims[p].size - 1);
+      (span < 0 ? range[d].first : range[d].second) += span;
+    }
+    if (range[d].second < pads.begin[d] || range[d].first >= pads.begin[d] + in[d])
+      return pb.constant(at.node.attrs.getFloat("constant_value", 0.0f));
+  }
+  CoordMap mi = at.m;
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (pads.begin[d] == 0 && pads.end[d] == 0) continue;
+    const int64_t begin = pads.begin[d], end = begin + in[d];
+    if (range[d].first < begin || range[d].second >= end) {
+      if (std::optional<NeedCut> cut = cutFor(pb, at.m[d].aff, begin, end, at.v)) throw *cut;
+      throw MaterializeRequest{at.v};
+    }
+    mi[d].aff.c -= begin;
+  }
+  return inst(pb, at.node.inputs[0], mi);
+}
 
 // ---- Reductions and the ops written as them.
 

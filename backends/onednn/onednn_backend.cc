@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "backends/onednn/composite_functions.h"
@@ -75,6 +76,37 @@ class OneDnnPatternRule final : public PatternRule {
     return std::string(fromFork ? "block" : "series");
   }
   bool growsFromForks() const override { return true; }
+  // A constant-zero Pad folds into the Conv or AveragePool after it (the
+  // chain's padding), but it lowers alone to nothing, so it seeds no growth,
+  // and growth from the anchor never reaches back to it: the spec's
+  // pad_conv pattern names only the pair. The rule names the pair grown on
+  // through each node's sole consumer while the fusion rule accepts it, so
+  // the Pad before a depthwise Conv (tf2onnx's SAME with stride 2) runs
+  // with the Conv's post-ops, and as the first chain of a series.
+  std::vector<std::pair<NodeSet, std::string>> wholeGroups(const Graph& graph) const override {
+    std::vector<std::pair<NodeSet, std::string>> out;
+    for (NodeId pad = 0; pad < graph.numNodes(); ++pad) {
+      if (graph.node(pad).op != "Pad") continue;
+      NodeSet group(graph.numNodes());
+      group.insert(pad);
+      NodeId tail = pad, anchor = kNoNode;
+      for (int added = 0; added < 4 * kMaxChainsInSeries; ++added) {
+        const Node& node = graph.node(tail);
+        if (node.outputs.empty() || node.outputs[0] == kNoValue) break;
+        const Value& result = graph.value(node.outputs[0]);
+        if (result.consumers.size() != 1 || result.isGraphOutput) break;
+        const NodeId next = result.consumers[0];
+        if (!memberRule(graph, next)) break;
+        if (anchor == kNoNode) anchor = next;
+        group.insert(next);
+        const std::optional<std::string> fusion = fusionRule(graph, group, anchor, next);
+        if (!fusion) break;
+        if (emitsGroup(graph, group, anchor, next)) out.emplace_back(group, "fusion:pad_" + *fusion);
+        tail = next;
+      }
+    }
+    return out;
+  }
   // A group of several chains whose last chain could still take the next
   // node as a post-op is not measured: that node, left out, would run as a
   // kernel of its own on a reordered tensor, which the larger group saves.

@@ -16,6 +16,7 @@
 #include "core/patterns/backend_spec.h"
 #include "core/measure/kernel_check.h"
 #include "core/measure/measurer.h"
+#include "core/ops/op_helpers.h"
 #include "core/ops/op_registry.h"
 #include "core/patterns/pattern_generator.h"
 #include "core/patterns/pattern_matcher.h"
@@ -881,6 +882,21 @@ TEST_F(OneDnn, PadFoldsIntoConvAndAveragePool) {
                                                      {"count_include_pad", int64_t{1}}})),
                   "Pad + AveragePool(count_include_pad)");
   }
+  // Depthwise convolutions (group == channels) as mobile exporters write
+  // them: tf2onnx's SAME with stride 2 pads only the end of H and W, with
+  // an explicit Pad before a Conv that has none; odd channels, batch 2.
+  for (const Ints& pads :
+       {Ints{0, 0, 0, 0, 0, 0, 1, 1}, Ints{0, 0, 1, 1, 0, 0, 1, 1}, Ints{0, 0, 0, 1, 0, 0, 1, 0}}) {
+    for (int64_t stride : {1, 2}) {
+      GraphBuilder b;
+      ValueId x = b.input({2, 7, 9, 8});
+      ValueId p = b.op("Pad", {x}, attrs({{"pads", pads}}));
+      ValueId c = b.op("Conv", {p, b.constant({7, 1, 3, 3}), b.constant({7})},
+                       attrs({{"group", int64_t{7}}, {"strides", Ints{stride, stride}}}));
+      expectMatches(b, b.op("Relu", {c}), "Pad " + intsToString(pads) + " + depthwise Conv, stride " +
+                                              std::to_string(stride));
+    }
+  }
   {  // strided
     GraphBuilder b;
     ValueId x = b.input({1, 8, 10, 10});
@@ -891,19 +907,96 @@ TEST_F(OneDnn, PadFoldsIntoConvAndAveragePool) {
   }
 }
 
+// The rule names the Pad with the depthwise Conv after it and its
+// activation as one group (growth from the Conv never reaches back to the
+// Pad, and the spec's pattern names only the pair), and it compiles with
+// the Pad as the Conv's padding: the padded tensor is never made.
+TEST_F(OneDnn, RuleOffersAPadWithTheDepthwiseConvAfterIt) {
+  std::shared_ptr<const PatternRule> rule = backend_->codeRule();
+  ASSERT_TRUE(rule);
+  GraphBuilder b;
+  b.endGroup();
+  ValueId x = b.op("Relu", {b.input({2, 24, 16, 16})});
+  b.beginGroup();
+  ValueId p = b.op("Pad", {x}, attrs({{"pads", Ints{0, 0, 0, 0, 0, 0, 1, 1}}}));
+  ValueId c = b.op("Conv", {p, b.constant({24, 1, 3, 3}), b.constant({24})},
+                   attrs({{"group", int64_t{24}}, {"strides", Ints{2, 2}}}));
+  const NodeSet group = b.finish(b.op("Relu", {c}));
+  const Graph& g = b.graph();
+  bool named = false;
+  for (const auto& [nodes, label] : rule->wholeGroups(g)) named = named || nodes == group;
+  EXPECT_TRUE(named) << "the rule does not name " << KernelRequest::of(g, group).toString();
+  const CompileResult k = backend_->compile(KernelRequest::of(g, group));
+  ASSERT_TRUE(k) << k.refusal;
+  const std::string d = describeOneDnnKernel(*k.kernel);
+  EXPECT_NE(d.find("Pad + Conv"), std::string::npos) << d;
+  const KernelCheckResult r = checkKernelAgainstReference(*backend_, g, group, 3);
+  EXPECT_TRUE(r.compiled && r.ok) << r.refusal << r.message;
+}
+
+// A mobile block as tf2onnx writes it: Pad -> depthwise Conv (stride 2) ->
+// Relu -> pointwise Conv -> Relu, then the residual join with the skip
+// path's MaxPool and channel Pad. Every group the rule names runs and
+// matches the reference, the series through both Convs and the join among
+// them; the channel Pad folds into no Conv, so no group starts at it.
+TEST_F(OneDnn, EveryGroupNamedFromAPadRunsCorrectly) {
+  std::shared_ptr<const PatternRule> rule = backend_->codeRule();
+  ASSERT_TRUE(rule);
+  GraphBuilder b;
+  ValueId x = b.input({2, 24, 16, 16});
+  ValueId p = b.op("Pad", {x}, attrs({{"pads", Ints{0, 0, 0, 0, 0, 0, 1, 1}}}));
+  ValueId dw = b.op("Relu", {b.op("Conv", {p, b.constant({24, 1, 3, 3}), b.constant({24})},
+                                  attrs({{"group", int64_t{24}}, {"strides", Ints{2, 2}}}))});
+  ValueId pw = b.op("Conv", {dw, b.constant({28, 24, 1, 1}), b.constant({28})});
+  ValueId skip = b.op("MaxPool", {x}, attrs({{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}}));
+  ValueId padded = b.op("Pad", {skip}, attrs({{"pads", Ints{0, 0, 0, 0, 0, 4, 0, 0}}}));
+  b.finish(b.op("Relu", {b.op("Add", {pw, padded})}));
+  const Graph& g = b.graph();
+  // Pad, Conv, Relu, Conv, then the join's Add and Relu as the second chain's post-ops.
+  const NodeSet series = NodeSet::of(g.numNodes(), {0, 1, 2, 3, 6, 7});
+  bool seriesNamed = false;
+  for (const auto& [nodes, label] : rule->wholeGroups(g)) {
+    SCOPED_TRACE(label + " " + KernelRequest::of(g, nodes).toString());
+    EXPECT_TRUE(nodes.contains(0)) << "only the Pad before the depthwise Conv folds";
+    seriesNamed = seriesNamed || nodes == series;
+    const KernelCheckResult r = checkKernelAgainstReference(*backend_, g, nodes, 3);
+    EXPECT_TRUE(r.compiled && r.ok) << r.refusal << r.message;
+  }
+  EXPECT_TRUE(seriesNamed);
+  // The zoo's Pads (a stem Pad before a Conv, branch pools as Pad +
+  // AveragePool): what the rule names there runs too.
+  int checked = 0;
+  for (auto& zb : patternZoo()) {
+    const Graph& z = zb->graph();
+    for (const auto& [nodes, label] : rule->wholeGroups(z)) {
+      SCOPED_TRACE(label + " " + KernelRequest::of(z, nodes).toString());
+      const KernelCheckResult r = checkKernelAgainstReference(*backend_, z, nodes, 3);
+      EXPECT_TRUE(r.compiled && r.ok) << r.refusal << r.message;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
 TEST_F(OneDnn, RefusesAPadThatDoesNotFold) {
   struct Case {
     AttributeMap pad;
     std::string next;
     AttributeMap nextAttrs;
     std::string mention;
+    Shape weight = {};  // a Conv's
   };
   const AttributeMap pool = attrs({{"kernel_shape", Ints{3, 3}}});
   const std::vector<Case> cases = {
       {attrs({{"pads", Ints{0, 0, 1, 1, 0, 0, 1, 1}}, {"mode", std::string("reflect")}}),
        "AveragePool", pool, "constant-zero"},
+      {attrs({{"pads", Ints{0, 0, 1, 1, 0, 0, 1, 1}}, {"mode", std::string("edge")}}),
+       "AveragePool", pool, "constant-zero"},
       {attrs({{"pads", Ints{0, 0, 1, 1, 0, 0, 1, 1}}, {"constant_value", 0.5f}}), "AveragePool",
        pool, "constant-zero"},
+      {attrs({{"pads", Ints{0, 0, 0, 0, 0, 0, 1, 1}}, {"mode", std::string("reflect")}}), "Conv",
+       attrs({{"group", int64_t{8}}}), "constant-zero", {8, 1, 3, 3}},
+      {attrs({{"pads", Ints{0, 0, 0, 0, 0, 4, 0, 0}}}), "Conv", AttributeMap{}, "spatial", {4, 12, 1, 1}},
       {attrs({{"pads", Ints{0, 1, 1, 1, 0, 0, 1, 1}}}), "AveragePool", pool, "spatial"},
       {attrs({{"pads", Ints{0, 0, -1, 1, 0, 0, 1, 1}}}), "AveragePool", pool, "non-negative"},
       {attrs({{"pads", Ints{0, 0, 1, 1, 0, 0, 1, 1}}}), "AveragePool",
@@ -914,7 +1007,9 @@ TEST_F(OneDnn, RefusesAPadThatDoesNotFold) {
     SCOPED_TRACE(c.mention);
     GraphBuilder b;
     ValueId x = b.input({1, 8, 6, 6});
-    expectRefusal(b, b.op(c.next, {b.op("Pad", {x}, c.pad)}, c.nextAttrs), c.mention);
+    std::vector<ValueId> ins{b.op("Pad", {x}, c.pad)};
+    if (!c.weight.empty()) ins.push_back(b.constant(c.weight));
+    expectRefusal(b, b.op(c.next, ins, c.nextAttrs), c.mention);
   }
 }
 
