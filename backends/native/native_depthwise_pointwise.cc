@@ -53,7 +53,7 @@ NodeId soleConsumer(const Graph& g, ValueId v) {
 }
 
 bool isActivation(const std::string& op) {
-  return op == "Relu" || op == "Clip" || op == "LeakyRelu" || op == "PRelu";
+  return op == "Relu" || op == "Clip" || op == "LeakyRelu" || op == "PRelu" || op == "HardSwish";
 }
 
 // ---------------------------------------------------------------------------
@@ -116,9 +116,10 @@ Block walk(const Graph& g, NodeId dw, const Member& member, bool withAdd = true)
 // Checking the nodes and taking their constants.
 
 // y = x < 0 ? x * slope[c] : x, then clamped to [lo, hi]: Relu, Clip,
-// LeakyRelu and PRelu in one form.
+// LeakyRelu and PRelu in one form; or HardSwish, x * clamp(x / 6 + 0.5, 0, 1).
 struct Act {
   std::string name = "none";
+  bool hardSwish = false;
   bool sloped = false;
   std::vector<float> slope;  // per channel, when sloped
   float lo = -kInf, hi = kInf;
@@ -163,6 +164,9 @@ Act activationOf(const Graph& g, NodeId n, int64_t channels) {
         if (t.numElements() != 1) throw Refusal{label(node) + ": a bound that is not one value"};
         (i == 1 ? a.lo : a.hi) = t.data<float>()[0];
       }
+  } else if (node.op == "HardSwish") {
+    a.name = "hard_swish";
+    a.hardSwish = true;
   } else if (node.op == "LeakyRelu") {
     a.name = "leaky_relu";
     a.sloped = true;
@@ -236,6 +240,7 @@ class DepthwisePointwiseKernel : public Kernel {
   std::vector<float> dwWeights, dwBias;  // [C][KH][KW], [C]; BatchNormalization folded
   std::vector<float> pwPacked, pwBias;   // [M / 8][C][8] zero-padded, [M]
   std::vector<int64_t> owLo, owHi;       // per kw: the output columns whose tap is inside the row
+  int64_t colLo = 0, colHi = 0;          // the columns whose every tap is inside the row
   Act act1, act2, act3;
   bool residual = false;
   int xSlot = -1, rSlot = -1;  // inputs; rSlot -1 with `residual`: the constant
@@ -288,7 +293,10 @@ class DepthwisePointwiseKernel : public Kernel {
 
  private:
   // The band's depthwise output, channel by channel: rows of OW floats, then
-  // the first epilogue (the bias folded in first).
+  // the first epilogue (the bias folded in first). The columns whose every
+  // tap is inside the row (colLo..colHi) run 16 at a time in registers on
+  // AVX-512 (strides 1 and 2); the rest, and every column without it, tap
+  // by tap over the row.
   void depthwise(const float* x, int64_t n, int64_t oh0, int64_t rows, float* buf) const {
     for (int64_t c = 0; c < C; ++c) {
       const float* xc = x + (n * C + c) * H * W;
@@ -297,30 +305,83 @@ class DepthwisePointwiseKernel : public Kernel {
       const float b = dwBias[static_cast<size_t>(c)];
       for (int64_t i = 0; i < rows; ++i) {
         float* acc = bc + i * OW;
-        std::fill(acc, acc + OW, b);
         const int64_t oh = oh0 + i;
-        for (int64_t kh = 0; kh < KH; ++kh) {
-          const int64_t ih = oh * SH - PT + kh;
-          if (ih < 0 || ih >= H) continue;
-          const float* xr = xc + ih * W;
-          for (int64_t kw = 0; kw < KW; ++kw) {
-            const float wv = wc[kh * KW + kw];
-            const int64_t lo = owLo[static_cast<size_t>(kw)], hi = owHi[static_cast<size_t>(kw)];
-            const int64_t shift = kw - PL;
-            if (SW == 1) {
-#pragma omp simd
-              for (int64_t ow = lo; ow < hi; ++ow) acc[ow] += wv * xr[ow + shift];
-            } else {
-              for (int64_t ow = lo; ow < hi; ++ow) acc[ow] += wv * xr[ow * SW + shift];
-            }
-          }
+#if defined(__AVX512F__)
+        if (!portable && (SW == 1 || SW == 2) && colHi - colLo >= 16) {
+          const int64_t vHi = colLo + (colHi - colLo) / 16 * 16;
+          rowTaps(xc, wc, oh, b, acc, 0, colLo);
+          rowVectors(xc, wc, oh, b, acc, colLo, vHi);
+          rowTaps(xc, wc, oh, b, acc, vHi, OW);
+          continue;
         }
+#endif
+        rowTaps(xc, wc, oh, b, acc, 0, OW);
       }
       applyRow(act1, c, bc, rows * OW);
     }
   }
 
+  // acc[from..to) of output row oh, tap by tap.
+  void rowTaps(const float* xc, const float* wc, int64_t oh, float b, float* acc, int64_t from,
+               int64_t to) const {
+    if (from >= to) return;
+    std::fill(acc + from, acc + to, b);
+    for (int64_t kh = 0; kh < KH; ++kh) {
+      const int64_t ih = oh * SH - PT + kh;
+      if (ih < 0 || ih >= H) continue;
+      const float* xr = xc + ih * W;
+      for (int64_t kw = 0; kw < KW; ++kw) {
+        const float wv = wc[kh * KW + kw];
+        const int64_t lo = std::max(from, owLo[static_cast<size_t>(kw)]);
+        const int64_t hi = std::min(to, owHi[static_cast<size_t>(kw)]);
+        const int64_t shift = kw - PL;
+        if (SW == 1) {
+#pragma omp simd
+          for (int64_t ow = lo; ow < hi; ++ow) acc[ow] += wv * xr[ow + shift];
+        } else {
+          for (int64_t ow = lo; ow < hi; ++ow) acc[ow] += wv * xr[ow * SW + shift];
+        }
+      }
+    }
+  }
+
+#if defined(__AVX512F__)
+  // acc[from..to) of output row oh, (to - from) a multiple of 16, every tap
+  // inside the row: 16 columns in one register over all taps. At stride 2
+  // the even floats of 31 (the last one past the 16th output's tap is not
+  // read: the row may end there).
+  void rowVectors(const float* xc, const float* wc, int64_t oh, float b, float* acc, int64_t from,
+                  int64_t to) const {
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    for (int64_t o = from; o < to; o += 16) {
+      __m512 v = _mm512_set1_ps(b);
+      for (int64_t kh = 0; kh < KH; ++kh) {
+        const int64_t ih = oh * SH - PT + kh;
+        if (ih < 0 || ih >= H) continue;
+        const float* xr = xc + ih * W + o * SW - PL;
+        const float* w = wc + kh * KW;
+        for (int64_t kw = 0; kw < KW; ++kw) {
+          __m512 xv;
+          if (SW == 1) {
+            xv = _mm512_loadu_ps(xr + kw);
+          } else {
+            const __m512 lo = _mm512_loadu_ps(xr + kw);
+            const __m512 hi = _mm512_maskz_loadu_ps(__mmask16(0x7FFF), xr + kw + 16);
+            xv = _mm512_permutex2var_ps(lo, even, hi);
+          }
+          v = _mm512_fmadd_ps(_mm512_set1_ps(w[kw]), xv, v);
+        }
+      }
+      _mm512_storeu_ps(acc + o, v);
+    }
+  }
+#endif
+
   static void applyRow(const Act& a, int64_t c, float* v, int64_t count) {
+    if (a.hardSwish) {
+#pragma omp simd
+      for (int64_t i = 0; i < count; ++i) v[i] = v[i] * std::max(0.0f, std::min(1.0f, v[i] / 6.0f + 0.5f));
+    }
     if (a.sloped) {
       const float s = a.slope[static_cast<size_t>(c)];
 #pragma omp simd
@@ -334,6 +395,7 @@ class DepthwisePointwiseKernel : public Kernel {
   }
 
   static float applyOne(const Act& a, int64_t c, float v) {
+    if (a.hardSwish) return v * std::max(0.0f, std::min(1.0f, v / 6.0f + 0.5f));
     if (a.sloped && v < 0.0f) v *= a.slope[static_cast<size_t>(c)];
     return std::min(std::max(v, a.lo), a.hi);
   }
@@ -384,6 +446,10 @@ class DepthwisePointwiseKernel : public Kernel {
 
 #if defined(__AVX512F__)
   static __m512 applyVec(const Act& a, int64_t c, __m512 v) {
+    if (a.hardSwish) {
+      const __m512 t = _mm512_add_ps(_mm512_div_ps(v, _mm512_set1_ps(6.0f)), _mm512_set1_ps(0.5f));
+      return _mm512_mul_ps(v, _mm512_max_ps(_mm512_setzero_ps(), _mm512_min_ps(_mm512_set1_ps(1.0f), t)));
+    }
     if (a.sloped) {
       const __mmask16 neg = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ);
       v = _mm512_mask_mul_ps(v, neg, v, _mm512_set1_ps(a.slope[static_cast<size_t>(c)]));
@@ -517,6 +583,8 @@ class Compiler {
       k.owLo.push_back(lo);
       k.owHi.push_back(hi);
     }
+    k.colLo = *std::max_element(k.owLo.begin(), k.owLo.end());
+    k.colHi = std::max(k.colLo, *std::min_element(k.owHi.begin(), k.owHi.end()));
   }
 
   void takePointwise(const Block& b, DepthwisePointwiseKernel& k) {

@@ -9,8 +9,8 @@
 // where the depthwise Conv has group == input channels == output channels
 // (weights [C, 1, KH, KW]), any strides, any zero pads (symmetric or not,
 // auto_pad resolved), no dilation; the 1x1 Conv has group 1, stride 1, no
-// pads; an act is Relu, Clip, LeakyRelu or PRelu with one slope per channel
-// (or one for all); R is any tensor of Y's shape not computed by the group
+// pads; an act is Relu, Clip, LeakyRelu, HardSwish or PRelu with one slope
+// per channel (or one for all); R is any tensor of Y's shape not computed by the group
 // (the block's input, a skip path). Weights, biases, BatchNormalization's
 // parameters, slopes and Clip's bounds are constants: each
 // BatchNormalization is folded into its Conv's weights and bias at compile

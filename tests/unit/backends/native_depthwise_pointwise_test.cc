@@ -2,7 +2,7 @@
 // (native_depthwise_pointwise.h) against the reference executor: odd
 // channel counts (3, 17, 24 -> 40), strides 1 and 2, symmetric, asymmetric
 // and SAME_UPPER pads, batch 2, each epilogue (BatchNormalization, Relu,
-// Clip, LeakyRelu, PRelu per channel and shared; the residual Add with and
+// Clip, LeakyRelu, HardSwish, PRelu per channel and shared; the residual Add with and
 // without its activation) alone and together, bands over several rows and
 // a last partial one, at 1 and 3 threads, on the AVX-512 tiles (where the
 // build targets them) and the portable loops; the refusals, each naming its
@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <functional>
 #include <optional>
+#include <tuple>
 
 #include "backends/backend_list.h"
 #include "backends/native/native_backend.h"
@@ -78,7 +79,7 @@ std::string refusalOf(const Graph& g, const NodeSet& group) {
   return c.refusal;
 }
 
-enum class Act { None, Relu, Relu6, Leaky, PReluShared, PReluPerChannel };
+enum class Act { None, Relu, Relu6, Leaky, HardSwish, PReluShared, PReluPerChannel };
 
 const char* actName(Act a) {
   switch (a) {
@@ -86,6 +87,7 @@ const char* actName(Act a) {
     case Act::Relu: return "relu";
     case Act::Relu6: return "relu6";
     case Act::Leaky: return "leaky";
+    case Act::HardSwish: return "hard_swish";
     case Act::PReluShared: return "prelu1";
     case Act::PReluPerChannel: return "preluC";
   }
@@ -98,6 +100,7 @@ ValueId activation(GraphBuilder& b, ValueId v, Act a, int64_t channels) {
     case Act::Relu: return b.op("Relu", {v});
     case Act::Relu6: return b.op("Clip", {v}, attrs({{"min", 0.0f}, {"max", 6.0f}}));
     case Act::Leaky: return b.op("LeakyRelu", {v}, attrs({{"alpha", 0.2f}}));
+    case Act::HardSwish: return b.op("HardSwish", {v});
     case Act::PReluShared: return b.op("PRelu", {v, b.constant({1}, 0.05f, 0.5f)});
     case Act::PReluPerChannel: return b.op("PRelu", {v, b.constant({channels, 1, 1}, -0.5f, 0.5f)});
   }
@@ -204,7 +207,8 @@ TEST(NativeDepthwisePointwise, AsymmetricPadsAndSameUpper) {
 }
 
 TEST(NativeDepthwisePointwise, EachEpilogueAloneAndTogether) {
-  const Act acts[] = {Act::None, Act::Relu, Act::Relu6, Act::Leaky, Act::PReluShared, Act::PReluPerChannel};
+  const Act acts[] = {Act::None,      Act::Relu,        Act::Relu6,          Act::Leaky,
+                      Act::HardSwish, Act::PReluShared, Act::PReluPerChannel};
   for (Act a : acts)
     for (int where = 0; where < 3; ++where) {
       BlockSpec s;
@@ -251,6 +255,26 @@ TEST(NativeDepthwisePointwise, ManyBandsAndAPartialLastTile) {
   s.pads = {1, 1, 1, 1};
   s.m = 9;
   expectSpecMatches(s);
+}
+
+TEST(NativeDepthwisePointwise, WideRowsAtStridesOneAndTwo) {
+  // Rows wide enough for 16 columns in registers (AVX-512), with border
+  // columns on either side and a remainder, at stride 1 and 2, symmetric
+  // and asymmetric pads, odd widths (the last tap of a stride-2 row is
+  // its last float).
+  for (const auto& [w, k, stride, pads] : std::vector<std::tuple<int64_t, int64_t, int64_t, Ints>>{
+           {70, 3, 2, {0, 0, 1, 1}}, {81, 5, 2, {2, 2, 2, 2}}, {67, 3, 2, {1, 1, 1, 1}}, {50, 3, 1, {1, 1, 1, 1}},
+           {53, 5, 1, {0, 0, 2, 3}}, {33, 7, 2, {3, 3, 3, 3}}}) {
+    BlockSpec s;
+    s.x = {2, 5, 7, w};
+    s.k = k;
+    s.m = 11;
+    s.strides = {stride, stride};
+    s.pads = pads;
+    s.act1 = Act::Relu6;
+    SCOPED_TRACE("width " + std::to_string(w) + " k " + std::to_string(k) + " stride " + std::to_string(stride));
+    expectSpecMatches(s);
+  }
 }
 
 // ---- Refusals: at compile time, naming the node.
