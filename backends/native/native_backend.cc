@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include "backends/native/native_attention.h"
+#include "backends/native/native_depthwise_pointwise.h"
 #include "backends/native/native_lowering.h"
 #include "backends/native/native_reference_group.h"
 #include "backends/native/native_steps.h"
@@ -33,7 +34,9 @@ bool anyTouchesSequence(const Graph& g, const NodeSet& group) {
 // (last axis) -> MatMul, alone and with its head split/merge views and KV
 // head repeats (native_attention.h), which the fused attention kernel runs,
 // or with at most 4 query rows (a decode step against its cache) the decode
-// attention kernel (native_decode_attention.h).
+// attention kernel (native_decode_attention.h). Depthwise-pointwise: each
+// depthwise Conv -> 1x1 Conv with their epilogues, and with the residual Add
+// after them (native_depthwise_pointwise.h).
 class NativeCodeRule : public PatternRule {
  public:
   std::string name() const override { return "native"; }
@@ -50,6 +53,8 @@ class NativeCodeRule : public PatternRule {
     std::vector<std::pair<NodeSet, std::string>> out;
     for (NodeSet& group : native::sequenceGroups(g)) out.emplace_back(std::move(group), "sequence_group");
     for (auto& [group, label] : native::attentionGroups(g)) out.emplace_back(std::move(group), std::move(label));
+    for (auto& [group, label] : native::depthwisePointwiseGroups(g))
+      out.emplace_back(std::move(group), std::move(label));
     return out;
   }
 };
@@ -64,7 +69,8 @@ class NativeBackend : public Backend {
   // GEMM, vectorised quantise / dequantise; 0.6: QuantizeLinear and
   // DequantizeLinear fused into elementwise passes; 0.7: attention with at
   // most 4 query rows on the decode kernel, KV heads repeated in place;
-  // 0.8: a constant-zero Pad fused into passes as a view with zeros).
+  // 0.8: a constant-zero Pad fused into passes as a view with zeros,
+  // depthwise -> pointwise Conv as one kernel).
   std::string version() const override {
     return "native 0.8 (OpenMP " + std::to_string(_OPENMP) + ")";
   }
@@ -78,6 +84,9 @@ class NativeBackend : public Backend {
     // A Softmax between two MatMuls is the attention kernel's to take or refuse.
     if (native::isAttentionGroup(*request.graph, request.nodes))
       return native::compileAttention(request, threadCount());
+    // So is a Conv feeding a Conv the depthwise-pointwise kernel's.
+    if (native::isDepthwisePointwiseGroup(*request.graph, request.nodes))
+      return native::compileDepthwisePointwise(request, threadCount());
     return native::compileGroup(request, threadCount());
   }
 
@@ -90,7 +99,8 @@ class NativeBackend : public Backend {
     const Graph& g = *request.graph;
     if (anyTouchesSequence(g, request.nodes)) return request.nodes;
     NodeSet out(g.numNodes());
-    if (native::isAttentionGroup(g, request.nodes)) return out;
+    if (native::isAttentionGroup(g, request.nodes) || native::isDepthwisePointwiseGroup(g, request.nodes))
+      return out;
     request.nodes.forEach([&](NodeId n) {
       if (!native::inlineRefusal(g, n).empty() && native::runsOnReferenceLoops(g, n)) out.insert(n);
     });
@@ -127,6 +137,7 @@ std::unique_ptr<Backend> createNativeBackend() { return std::make_unique<NativeB
 
 std::string describeNativeKernel(const Kernel& kernel) {
   if (std::string a = native::describeAttentionKernel(kernel); !a.empty()) return a;
+  if (std::string d = native::describeDepthwisePointwiseKernel(kernel); !d.empty()) return d;
   return native::describeKernel(kernel);
 }
 
