@@ -63,9 +63,11 @@ class NativeBackend : public Backend {
   // 0.4: attention as one kernel; 0.5: int8 products on a blocked int8
   // GEMM, vectorised quantise / dequantise; 0.6: QuantizeLinear and
   // DequantizeLinear fused into elementwise passes; 0.7: attention with at
-  // most 4 query rows on the decode kernel, KV heads repeated in place).
+  // most 4 query rows on the decode kernel, KV heads repeated in place;
+  // 0.8: QuantizeLinear multiplies by the scale's reciprocal where that is
+  // exact, a power of two, and divides otherwise).
   std::string version() const override {
-    return "native 0.7 (OpenMP " + std::to_string(_OPENMP) + ")";
+    return "native 0.8 (OpenMP " + std::to_string(_OPENMP) + ")";
   }
   BackendKind kind() const override { return BackendKind::GraphLibrary; }
 

@@ -37,22 +37,38 @@ struct Range {
 };
 Range rangeOf(bool isSigned) { return isSigned ? Range{-128.0f, 127.0f} : Range{0.0f, 255.0f}; }
 
-// y[i] = saturate(nearbyint(x[i] / scale) + zp), as the reference writes it.
+// y[i] = saturate(nearbyint(x[i] / scale) + zp), as the reference writes it:
+// one division per vector, or, where the scale has an exact reciprocal
+// (exactReciprocal, core/ops/requantize.h: a power of two), the
+// multiplication by it, which gives the same floats for every x.
 void quantizeRun(const float* x, int64_t n, float scale, float zp, Range r, uint8_t* y) {
+  float inv = 0.0f;
+  const bool multiply = exactReciprocal(scale, inv);
   int64_t i = 0;
 #ifdef COLLAGE_QUANT_AVX512
-  const __m512 vs = _mm512_set1_ps(scale), vz = _mm512_set1_ps(zp);
+  const __m512 vs = _mm512_set1_ps(scale), vinv = _mm512_set1_ps(inv), vz = _mm512_set1_ps(zp);
   const __m512 vlo = _mm512_set1_ps(r.lo), vhi = _mm512_set1_ps(r.hi);
-  for (; i < n; i += 16) {
-    const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
-    __m512 v = _mm512_div_ps(_mm512_maskz_loadu_ps(m, x + i), vs);
+  auto store = [&](__m512 v, __mmask16 m) {
     v = _mm512_add_ps(_mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), vz);
     v = _mm512_min_ps(_mm512_max_ps(v, vlo), vhi);
     _mm512_mask_cvtepi32_storeu_epi8(y + i, m, _mm512_cvtps_epi32(v));
+  };
+  if (multiply) {
+    for (; i < n; i += 16) {
+      const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+      store(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), vinv), m);
+    }
+  } else {
+    for (; i < n; i += 16) {
+      const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+      store(_mm512_div_ps(_mm512_maskz_loadu_ps(m, x + i), vs), m);
+    }
   }
 #endif
   // The vector loop's max and min, NaN to r.lo included (requantize.h).
-  for (; i < n; ++i) y[i] = static_cast<uint8_t>(static_cast<int32_t>(quantizeValue(x[i], scale, zp, r.lo, r.hi)));
+  for (; i < n; ++i)
+    y[i] = static_cast<uint8_t>(static_cast<int32_t>(
+        multiply ? saturateToRange(std::nearbyint(x[i] * inv) + zp, r.lo, r.hi) : quantizeValue(x[i], scale, zp, r.lo, r.hi)));
 }
 
 // y[i] = float(x[i] - zp) * scale.

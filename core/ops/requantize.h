@@ -50,4 +50,23 @@ inline float quantizeValue(float x, float scale, float zeroPoint, float lo, floa
   return saturateToRange(std::nearbyint(x / scale) + zeroPoint, lo, hi);
 }
 
+// Whether x * r == x / scale bit for bit for every float32 x, and r if so.
+// It holds when scale is a power of two (normal or denormal, either sign)
+// whose reciprocal is a float too (2^-e, not past FLT_MAX): then x * r and
+// x / scale are both the correctly rounded value of the same real number,
+// x * 2^-e, so they agree on every x: ties, denormal results, overflow to
+// infinity, zeros with their sign, infinities, and NaN (propagated as the
+// division propagates it). Any other scale has no exact reciprocal, and
+// x * RN(1/scale) differs from x / scale in the last bit for some x, which
+// moves a value at a rounding tie to the other integer: the quantizers
+// divide there.
+inline bool exactReciprocal(float scale, float& r) {
+  if (!std::isfinite(scale) || scale == 0.0f) return false;
+  int e = 0;
+  if (std::frexp(scale, &e) != (scale < 0 ? -0.5f : 0.5f)) return false;  // not ±2^(e-1)
+  r = 1.0f / scale;
+  int er = 0;
+  return std::isfinite(r) && std::frexp(r, &er) == (scale < 0 ? -0.5f : 0.5f) && er == 2 - e;
+}
+
 }  // namespace collage
