@@ -65,7 +65,8 @@ class NativeBackend : public Backend {
   // DequantizeLinear fused into elementwise passes; 0.7: attention with at
   // most 4 query rows on the decode kernel, KV heads repeated in place;
   // 0.8: QuantizeLinear multiplies by the scale's reciprocal where that is
-  // exact, a power of two, and divides otherwise).
+  // exact, a power of two, else where the product decides the integer, and
+  // divides near ties).
   std::string version() const override {
     return "native 0.8 (OpenMP " + std::to_string(_OPENMP) + ")";
   }

@@ -48,6 +48,17 @@ __attribute__((target("avx512f"))) void rangeAvx512(const float* x, int64_t n, f
   rangeScalar(x + i, n - i, lo, hi);
 }
 
+// x / scale (or what stands for it) rounded to nearest even (the default
+// mode, as nearbyint), plus the zero point, clamped: max then min, NaN to lo
+// as the reference's saturateToRange; 16 values into y.
+template <bool Signed>
+__attribute__((target("avx512f"))) inline void storeQuantized(__m512 v, __m512 vzp, __m512 vlo, __m512 vhi, void* y) {
+  v = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v, vzp), vlo), vhi);
+  const __m512i q = _mm512_cvtps_epi32(v);  // integral and in range: exact
+  _mm_storeu_si128(static_cast<__m128i*>(y), Signed ? _mm512_cvtsepi32_epi8(q) : _mm512_cvtusepi32_epi8(q));
+}
+
 template <bool Signed>
 __attribute__((target("avx512f"))) void quantizeAvx512(const float* x, int64_t n, float scale, float zp,
                                                        void* out) {
@@ -59,19 +70,29 @@ __attribute__((target("avx512f"))) void quantizeAvx512(const float* x, int64_t n
   const __m512 vs = _mm512_set1_ps(scale), vinv = _mm512_set1_ps(inv), vzp = _mm512_set1_ps(zp);
   const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
   int64_t i = 0;
-  // Round to nearest even (the default mode, as nearbyint), add, clamp:
-  // max then min, NaN to lo as the reference's saturateToRange.
-  auto store = [&](__m512 v) {
-    v = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v, vzp), vlo), vhi);
-    const __m512i q = _mm512_cvtps_epi32(v);  // integral and in range: exact
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), Signed ? _mm512_cvtsepi32_epi8(q) : _mm512_cvtusepi32_epi8(q));
-  };
-  // A multiplication by the exact reciprocal, else one division per vector.
-  if (multiply)
-    for (; i + 16 <= n; i += 16) store(_mm512_mul_ps(_mm512_loadu_ps(x + i), vinv));
-  else
-    for (; i + 16 <= n; i += 16) store(_mm512_div_ps(_mm512_loadu_ps(x + i), vs));
+  // A multiplication by the exact reciprocal; else by RN(1/scale) where the
+  // product decides the integer, divided in the lanes near a tie
+  // (reciprocalDecides, core/ops/requantize.h); else one division per vector.
+  float rec = 0.0f;
+  if (multiply) {
+    for (; i + 16 <= n; i += 16) storeQuantized<Signed>(_mm512_mul_ps(_mm512_loadu_ps(x + i), vinv), vzp, vlo, vhi, y + i);
+  } else if (boundedReciprocal(scale, rec)) {
+    const __m512 vrec = _mm512_set1_ps(rec), half = _mm512_set1_ps(0.5f);
+    const __m512 margin = _mm512_set1_ps(kReciprocalTieMargin), far = _mm512_set1_ps(kReciprocalSaturates);
+    for (; i + 16 <= n; i += 16) {
+      const __m512 v = _mm512_loadu_ps(x + i);
+      __m512 q = _mm512_mul_ps(v, vrec);
+      const __m512 a = _mm512_abs_ps(q);
+      const __m512 frac = _mm512_sub_ps(q, _mm512_roundscale_ps(q, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC));
+      const __mmask16 decides =
+          _mm512_cmp_ps_mask(a, far, _CMP_GT_OQ) |
+          _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(frac, half)), _mm512_mul_ps(a, margin), _CMP_GT_OQ);
+      if (decides != 0xFFFF) q = _mm512_mask_div_ps(q, static_cast<__mmask16>(~decides), v, vs);
+      storeQuantized<Signed>(q, vzp, vlo, vhi, y + i);
+    }
+  } else {
+    for (; i + 16 <= n; i += 16) storeQuantized<Signed>(_mm512_div_ps(_mm512_loadu_ps(x + i), vs), vzp, vlo, vhi, y + i);
+  }
   for (; i < n; ++i) y[i] = static_cast<Q>(quantizeOne(x[i], scale, multiply, inv, zp, lo, hi));
 }
 

@@ -152,7 +152,8 @@ class OneDnnBackend final : public Backend {
   // shape reordered into its blocked or channels-last destination, which
   // oneDNN's JIT pooling read as plain; 13: a QDQ group may end in its
   // QuantizeLinear and write u8/s8, the quantization as post-ops; the
-  // quantizers multiply by an exact (power-of-two) reciprocal).
+  // quantizer multiplies by the reciprocal where that gives the division's
+  // integers, core/ops/requantize.h).
   std::string version() const override {
     const dnnl_version_t* v = dnnl_version();
     return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +

@@ -69,4 +69,27 @@ inline bool exactReciprocal(float scale, float& r) {
   return std::isfinite(r) && std::frexp(r, &er) == (scale < 0 ? -0.5f : 0.5f) && er == 2 - e;
 }
 
+// Any other scale: the product decides the integer wherever it lies clear of
+// a rounding tie, and only there. With scale and r = RN(1 / scale) normal
+// floats, q = RN(x * r) = (x / scale)(1 + e1)(1 + e2) and the reference's
+// RN(x / scale) = (x / scale)(1 + e3), |ei| <= 2^-24, so the two are less
+// than |q| * 2^-22 apart (below the normal range both are under 1/2 and
+// round to a zero of x's sign). Where q lies farther than
+// |q| * kReciprocalTieMargin from every half-integer k + 1/2, no tie lies
+// between them, and nearbyint gives both the same integer; where |q| > 1024
+// both saturate to the same end (|zero point| <= 255). The other lanes,
+// near a tie (a few in a million), and q = +-inf or NaN, are divided.
+inline constexpr float kReciprocalTieMargin = 0x1p-21f;
+inline constexpr float kReciprocalSaturates = 1024.0f;
+inline bool boundedReciprocal(float scale, float& r) {
+  if (!std::isnormal(scale)) return false;
+  r = 1.0f / scale;
+  return std::isnormal(r);
+}
+// Whether the product q decides nearbyint(x / scale) (the rule above).
+inline bool reciprocalDecides(float q) {
+  const float a = std::fabs(q);
+  return a > kReciprocalSaturates || std::fabs(q - std::floor(q) - 0.5f) > a * kReciprocalTieMargin;
+}
+
 }  // namespace collage

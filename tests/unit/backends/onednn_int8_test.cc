@@ -867,6 +867,29 @@ TEST_F(OneDnnInt8, QdqConvEndingInQuantizeLinearWritesItsIntegers) {
   }
 }
 
+// The residual join in the convolution's epilogue: DequantizeLinear(a) ->
+// Conv -> Add(DequantizeLinear(b), made outside) -> Relu -> QuantizeLinear
+// is one kernel writing u8, the Add a post-op reading the float residual.
+TEST_F(OneDnnInt8, QdqConvWithTheResidualJoinEndsInQuantizeLinear) {
+  GraphBuilder b;
+  b.endGroup();
+  const ValueId x = b.input({1, 16, 8, 8}), r = b.input({1, 24, 8, 8});
+  const ValueId xs = b.scalar(0.02f), xz = intValues(b, ElementType::UInt8, {}, {128});
+  const ValueId rs = b.scalar(0.03f), rz = intValues(b, ElementType::UInt8, {}, {120});
+  const ValueId xq = b.op("QuantizeLinear", {x, xs, xz});
+  const ValueId residual = b.op("DequantizeLinear", {b.op("QuantizeLinear", {r, rs, rz}), rs, rz});
+  b.beginGroup();
+  const ValueId dq = b.op("DequantizeLinear", {xq, xs, xz});
+  const ValueId conv = b.op("Conv", {dq, quantizedFloatWeights(b, {24, 16, 1, 1}, 0, true, 11), b.constant({24})});
+  const ValueId joined = b.op("Relu", {b.op("Add", {conv, residual})});
+  const ValueId out = b.op("QuantizeLinear", {joined, b.scalar(0.04f), intValues(b, ElementType::UInt8, {}, {0})});
+  const NodeSet nodes = b.finish(out);
+  const onednn::Int8Analysis a = onednn::analyzeInt8(KernelRequest::of(b.graph(), nodes));
+  ASSERT_TRUE(a.ok()) << a.refusal;
+  ASSERT_EQ(a.product.postOps.size(), 3u) << a.product.describe(b.graph());  // bias, the residual, Relu
+  expectQuantizedOutput(*backend_, b.graph(), nodes, b.graph().value(out).producer, "Conv + residual Add + Relu + QuantizeLinear");
+}
+
 // The division at ties: a convolution whose result is exactly its bias
 // (the source at its zero point), the biases the floats f whose f / scale is
 // a tie k + 1/2 in float32 where f times the rounded reciprocal of the scale
