@@ -70,7 +70,8 @@ class NativeBackend : public Backend {
   // DequantizeLinear fused into elementwise passes; 0.7: attention with at
   // most 4 query rows on the decode kernel, KV heads repeated in place;
   // 0.8: a constant-zero Pad fused into passes as a view with zeros,
-  // depthwise -> pointwise Conv as one kernel).
+  // depthwise -> pointwise Conv as one kernel, QuantizeLinear multiplying
+  // by the scale's reciprocal where the product decides the integer).
   std::string version() const override {
     return "native 0.8 (OpenMP " + std::to_string(_OPENMP) + ")";
   }

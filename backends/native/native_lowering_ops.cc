@@ -19,6 +19,7 @@
 #include "backends/native/native_lowering_impl.h"
 #include "core/ops/layout_attrs.h"
 #include "core/ops/op_helpers.h"
+#include "core/ops/requantize.h"
 
 namespace collage::native::lowering {
 
@@ -139,6 +140,7 @@ int32_t GroupCompiler::instDropout(PassBuilder& pb, const NodeAt& at) {
 // ---- Quantizers: the reference's arithmetic (core/ops/quantize_ops.cc) in
 // float32, exactly. Integers up to 2^24 are floats without loss, so
 //   QuantizeLinear    clamp(nearbyint(x / scale) + zero_point, type's range)
+//                     (x * (1 / scale) where that reciprocal is exact)
 //   DequantizeLinear  (x - zero_point) * scale
 // give the reference's values bit for bit; the store converts the clamped
 // integral floats to u8/s8.
@@ -154,7 +156,14 @@ int32_t GroupCompiler::quantParam(PassBuilder& pb, const NodeAt& at, size_t i, c
 
 int32_t GroupCompiler::instQuantize(PassBuilder& pb, const NodeAt& at) {
   const Shape& data = shapeOf(at.node.inputs[0]);
-  int32_t q = pb.op(Op::Round, pb.op(Op::Div, arg(pb, at, 0), quantParam(pb, at, 1, data)));
+  // x / scale, or x times the scale's reciprocal where that is exact (a
+  // constant power of two: the same floats for every x, core/ops/requantize.h).
+  const Value& scale = g_.value(at.node.inputs[1]);
+  float inv = 0.0f;
+  const bool multiply = scale.isConstant() && scale.type.numElements() == 1 &&
+                        exactReciprocal(scale.constant->toFloats()[0], inv);
+  int32_t q = pb.op(Op::Round, multiply ? pb.op(Op::Mul, arg(pb, at, 0), pb.constant(inv))
+                                        : pb.op(Op::Div, arg(pb, at, 0), quantParam(pb, at, 1, data)));
   if (at.node.inputs.size() > 2 && at.node.inputs[2] != kNoValue)
     q = pb.op(Op::Add, q, quantParam(pb, at, 2, data));
   const bool u8 = typeOf(at.v) == ElementType::UInt8;

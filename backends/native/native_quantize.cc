@@ -37,22 +37,58 @@ struct Range {
 };
 Range rangeOf(bool isSigned) { return isSigned ? Range{-128.0f, 127.0f} : Range{0.0f, 255.0f}; }
 
-// y[i] = saturate(nearbyint(x[i] / scale) + zp), as the reference writes it.
+// y[i] = saturate(nearbyint(x[i] / scale) + zp), as the reference writes it:
+// where the scale has an exact reciprocal (exactReciprocal,
+// core/ops/requantize.h: a power of two), the multiplication by it, which
+// gives the same floats for every x; else the multiplication by RN(1/scale)
+// where that decides the integer (reciprocalDecides), the division in the
+// lanes where it does not (near a tie); the division alone where the scale
+// or its reciprocal is not a normal float.
 void quantizeRun(const float* x, int64_t n, float scale, float zp, Range r, uint8_t* y) {
+  float inv = 0.0f;
+  const bool multiply = exactReciprocal(scale, inv);
   int64_t i = 0;
 #ifdef COLLAGE_QUANT_AVX512
-  const __m512 vs = _mm512_set1_ps(scale), vz = _mm512_set1_ps(zp);
+  float rec = 0.0f;
+  const bool bounded = !multiply && boundedReciprocal(scale, rec);
+  const __m512 vs = _mm512_set1_ps(scale), vinv = _mm512_set1_ps(inv), vz = _mm512_set1_ps(zp);
   const __m512 vlo = _mm512_set1_ps(r.lo), vhi = _mm512_set1_ps(r.hi);
-  for (; i < n; i += 16) {
-    const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
-    __m512 v = _mm512_div_ps(_mm512_maskz_loadu_ps(m, x + i), vs);
+  auto store = [&](__m512 v, __mmask16 m) {
     v = _mm512_add_ps(_mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), vz);
     v = _mm512_min_ps(_mm512_max_ps(v, vlo), vhi);
     _mm512_mask_cvtepi32_storeu_epi8(y + i, m, _mm512_cvtps_epi32(v));
+  };
+  if (multiply) {
+    for (; i < n; i += 16) {
+      const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+      store(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), vinv), m);
+    }
+  } else if (bounded) {  // the product, divided where it does not decide (reciprocalDecides)
+    const __m512 vrec = _mm512_set1_ps(rec), half = _mm512_set1_ps(0.5f);
+    const __m512 margin = _mm512_set1_ps(kReciprocalTieMargin), far = _mm512_set1_ps(kReciprocalSaturates);
+    for (; i < n; i += 16) {
+      const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+      const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+      __m512 q = _mm512_mul_ps(v, vrec);
+      const __m512 a = _mm512_abs_ps(q);
+      const __m512 frac = _mm512_sub_ps(q, _mm512_roundscale_ps(q, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC));
+      const __mmask16 decides =
+          _mm512_cmp_ps_mask(a, far, _CMP_GT_OQ) |
+          _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(frac, half)), _mm512_mul_ps(a, margin), _CMP_GT_OQ);
+      if (const __mmask16 divide = static_cast<__mmask16>(m & ~decides)) q = _mm512_mask_div_ps(q, divide, v, vs);
+      store(q, m);
+    }
+  } else {
+    for (; i < n; i += 16) {
+      const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+      store(_mm512_div_ps(_mm512_maskz_loadu_ps(m, x + i), vs), m);
+    }
   }
 #endif
   // The vector loop's max and min, NaN to r.lo included (requantize.h).
-  for (; i < n; ++i) y[i] = static_cast<uint8_t>(static_cast<int32_t>(quantizeValue(x[i], scale, zp, r.lo, r.hi)));
+  for (; i < n; ++i)
+    y[i] = static_cast<uint8_t>(static_cast<int32_t>(
+        multiply ? saturateToRange(std::nearbyint(x[i] * inv) + zp, r.lo, r.hi) : quantizeValue(x[i], scale, zp, r.lo, r.hi)));
 }
 
 // y[i] = float(x[i] - zp) * scale.

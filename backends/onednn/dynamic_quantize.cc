@@ -6,6 +6,8 @@
 #include <cmath>
 #include <type_traits>
 
+#include "core/ops/requantize.h"
+
 namespace collage::onednn {
 
 namespace {
@@ -26,10 +28,11 @@ void rangeScalar(const float* x, int64_t n, float& lo, float& hi) {
   }
 }
 
-// The reference's saturate(nearbyint(x / scale) + zp) into [lo, hi].
-float quantizeOne(float x, float scale, float zp, float lo, float hi) {
-  const float v = std::nearbyint(x / scale) + zp;
-  return std::min(std::max(v, lo), hi);
+// The reference's saturate(nearbyint(x / scale) + zp) into [lo, hi], NaN to
+// lo (requantize.h); x * inv where `multiply` (inv the scale's exact
+// reciprocal, the same floats as the division for every x).
+float quantizeOne(float x, float scale, bool multiply, float inv, float zp, float lo, float hi) {
+  return saturateToRange(std::nearbyint(multiply ? x * inv : x / scale) + zp, lo, hi);
 }
 
 __attribute__((target("avx512f"))) void rangeAvx512(const float* x, int64_t n, float& lo, float& hi) {
@@ -45,24 +48,52 @@ __attribute__((target("avx512f"))) void rangeAvx512(const float* x, int64_t n, f
   rangeScalar(x + i, n - i, lo, hi);
 }
 
+// x / scale (or what stands for it) rounded to nearest even (the default
+// mode, as nearbyint), plus the zero point, clamped: max then min, NaN to lo
+// as the reference's saturateToRange; 16 values into y.
+template <bool Signed>
+__attribute__((target("avx512f"))) inline void storeQuantized(__m512 v, __m512 vzp, __m512 vlo, __m512 vhi, void* y) {
+  v = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v, vzp), vlo), vhi);
+  const __m512i q = _mm512_cvtps_epi32(v);  // integral and in range: exact
+  _mm_storeu_si128(static_cast<__m128i*>(y), Signed ? _mm512_cvtsepi32_epi8(q) : _mm512_cvtusepi32_epi8(q));
+}
+
 template <bool Signed>
 __attribute__((target("avx512f"))) void quantizeAvx512(const float* x, int64_t n, float scale, float zp,
                                                        void* out) {
   using Q = std::conditional_t<Signed, int8_t, uint8_t>;
   Q* y = static_cast<Q*>(out);
   const float lo = Signed ? -128.0f : 0.0f, hi = Signed ? 127.0f : 255.0f;
-  const __m512 vs = _mm512_set1_ps(scale), vzp = _mm512_set1_ps(zp);
+  float inv = 0.0f;
+  const bool multiply = exactReciprocal(scale, inv);
+  const __m512 vs = _mm512_set1_ps(scale), vinv = _mm512_set1_ps(inv), vzp = _mm512_set1_ps(zp);
   const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    // Division, round to nearest even (the default mode, as nearbyint), add, clamp.
-    __m512 v = _mm512_div_ps(_mm512_loadu_ps(x + i), vs);
-    v = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v, vzp), vlo), vhi);
-    const __m512i q = _mm512_cvtps_epi32(v);  // integral and in range: exact
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), Signed ? _mm512_cvtsepi32_epi8(q) : _mm512_cvtusepi32_epi8(q));
+  // A multiplication by the exact reciprocal; else by RN(1/scale) where the
+  // product decides the integer, divided in the lanes near a tie
+  // (reciprocalDecides, core/ops/requantize.h); else one division per vector.
+  float rec = 0.0f;
+  if (multiply) {
+    for (; i + 16 <= n; i += 16) storeQuantized<Signed>(_mm512_mul_ps(_mm512_loadu_ps(x + i), vinv), vzp, vlo, vhi, y + i);
+  } else if (boundedReciprocal(scale, rec)) {
+    const __m512 vrec = _mm512_set1_ps(rec), half = _mm512_set1_ps(0.5f);
+    const __m512 margin = _mm512_set1_ps(kReciprocalTieMargin), far = _mm512_set1_ps(kReciprocalSaturates);
+    for (; i + 16 <= n; i += 16) {
+      const __m512 v = _mm512_loadu_ps(x + i);
+      __m512 q = _mm512_mul_ps(v, vrec);
+      const __m512 a = _mm512_abs_ps(q);
+      const __m512 frac = _mm512_sub_ps(q, _mm512_roundscale_ps(q, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC));
+      const __mmask16 decides =
+          _mm512_cmp_ps_mask(a, far, _CMP_GT_OQ) |
+          _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(frac, half)), _mm512_mul_ps(a, margin), _CMP_GT_OQ);
+      if (decides != 0xFFFF) q = _mm512_mask_div_ps(q, static_cast<__mmask16>(~decides), v, vs);
+      storeQuantized<Signed>(q, vzp, vlo, vhi, y + i);
+    }
+  } else {
+    for (; i + 16 <= n; i += 16) storeQuantized<Signed>(_mm512_div_ps(_mm512_loadu_ps(x + i), vs), vzp, vlo, vhi, y + i);
   }
-  for (; i < n; ++i) y[i] = static_cast<Q>(quantizeOne(x[i], scale, zp, lo, hi));
+  for (; i < n; ++i) y[i] = static_cast<Q>(quantizeOne(x[i], scale, multiply, inv, zp, lo, hi));
 }
 
 template <bool Signed>
@@ -70,6 +101,8 @@ void quantizeRange(const float* x, int64_t n, float scale, float zp, void* out) 
   using Q = std::conditional_t<Signed, int8_t, uint8_t>;
   const float lo = Signed ? -128.0f : 0.0f, hi = Signed ? 127.0f : 255.0f;
   const bool wide = haveAvx512();
+  float inv = 0.0f;
+  const bool multiply = exactReciprocal(scale, inv);
 #pragma omp parallel for schedule(static) if (n > 4 * kChunk)
   for (int64_t c = 0; c < n; c += kChunk) {
     const int64_t len = std::min(kChunk, n - c);
@@ -77,7 +110,7 @@ void quantizeRange(const float* x, int64_t n, float scale, float zp, void* out) 
     if (wide) {
       quantizeAvx512<Signed>(x + c, len, scale, zp, y);
     } else {
-      for (int64_t i = 0; i < len; ++i) y[i] = static_cast<Q>(quantizeOne(x[c + i], scale, zp, lo, hi));
+      for (int64_t i = 0; i < len; ++i) y[i] = static_cast<Q>(quantizeOne(x[c + i], scale, multiply, inv, zp, lo, hi));
     }
   }
 }

@@ -182,11 +182,14 @@ class OneDnnBackend final : public Backend {
   // reorders between channels-last and plain memory as our own transposes,
   // channels_transpose.h; 12: a pool's post-op operands of its result's
   // shape reordered into its blocked or channels-last destination, which
-  // oneDNN's JIT pooling read as plain).
+  // oneDNN's JIT pooling read as plain; 13: a QDQ group may end in its
+  // QuantizeLinear and write u8/s8, the quantization as post-ops; the
+  // quantizer multiplies by the reciprocal where that gives the division's
+  // integers, core/ops/requantize.h).
   std::string version() const override {
     const dnnl_version_t* v = dnnl_version();
     return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-           std::to_string(v->patch) + " (" + v->hash + ") lowering 12" +
+           std::to_string(v->patch) + " (" + v->hash + ") lowering 13" +
            (context_->precision == onednn::Precision::F32
                 ? ""
                 : " " + onednn::precisionName(context_->precision));

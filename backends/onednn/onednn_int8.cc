@@ -415,6 +415,37 @@ struct Reader {
     return {};
   }
 
+  // The QuantizeLinear at the end of a float chain whose end is `result`:
+  // alone reading it, a constant per-tensor scale and zero point. `result`
+  // becomes its u8/s8 output.
+  std::string readOutputQuantizer(ValueId& result) {
+    const Node& q = g.node(p.outputQuantizer);
+    if (!p.floatOutput || !p.weightOffset.empty())
+      return nodeLabel(q) + "the int8 kernel ends in a QuantizeLinear only where its result is float (QDQ, "
+             "dynamic) and its weights fit int8";
+    if (q.inputs[0] != result || onlyConsumer(result) != p.outputQuantizer)
+      return nodeLabel(q) + "it must alone read the end of the float chain, '" + g.value(result).name + "'";
+    const Value& scale = g.value(q.inputs[1]);
+    if (!scale.isConstant() || scale.type.numElements() != 1)
+      return nodeLabel(q) + "the int8 kernel takes a constant per-tensor output scale";
+    p.outputQuantizeScale = scale.constant->toFloats()[0];
+    if (!std::isfinite(p.outputQuantizeScale) || p.outputQuantizeScale == 0.0f)
+      return nodeLabel(q) + "its scale " + std::to_string(p.outputQuantizeScale) + " is zero or not finite";
+    p.outputQuantizeZero = 0;
+    if (q.inputs.size() > 2 && q.inputs[2] != kNoValue) {
+      const Value& z = g.value(q.inputs[2]);
+      if (!z.isConstant() || z.type.numElements() != 1)
+        return nodeLabel(q) + "the int8 kernel takes a constant per-tensor output zero point";
+      p.outputQuantizeZero = static_cast<int32_t>(z.constant->toInts()[0]);
+    }
+    const ElementType t = g.value(q.outputs[0]).type.elementType;
+    if (t != ElementType::UInt8 && t != ElementType::Int8)
+      return nodeLabel(q) + "output of type " + typeName(t) + " is not u8 or s8";
+    p.outputType = t;
+    result = q.outputs[0];
+    return {};
+  }
+
   // analyzeDequantizedInput: the anchor is the group's first node.
   std::string runDequantizedInput() {
     const std::vector<NodeId> members = request.members();
@@ -435,9 +466,13 @@ struct Reader {
     p.staticZeroPoint = p.sourceZeroPoint.isConstant ? static_cast<int32_t>(p.sourceZeroPoint.constant.toInts()[0]) : 0;
     if (std::string why = readQdqProduct(members[0]); !why.empty()) return why;
     ValueId result = anchor.outputs[0];
-    const std::vector<NodeId> rest(members.begin() + 1, members.end());
+    std::vector<NodeId> rest;
+    for (size_t i = 1; i < members.size(); ++i)
+      if (members[i] != p.outputQuantizer) rest.push_back(members[i]);
     if (!rest.empty())
       if (std::string why = readFloatTail(rest, result, anchor); !why.empty()) return why;
+    if (p.outputQuantizer != kNoNode)
+      if (std::string why = readOutputQuantizer(result); !why.empty()) return why;
     if (result != request.outputs[0])
       return "the group's output '" + g.value(request.outputs[0]).name + "' is not the end of its int8 chain";
     p.output = result;
@@ -461,6 +496,11 @@ struct Reader {
         if (p.dequantizer != kNoNode) return nodeLabel(node) + "a second DequantizeLinear in one int8 group";
         p.dequantizer = n;
         used.insert(n);
+      } else if (node.op == "QuantizeLinear" && inGroup(producer(node.inputs[0]))) {
+        // Of a float computed in the group: the output's quantizer.
+        if (p.outputQuantizer != kNoNode) return nodeLabel(node) + "a second QuantizeLinear at the end of one int8 group";
+        p.outputQuantizer = n;
+        used.insert(n);
       } else if (node.op == "QuantizeLinear") {
         if (p.staticQuantizer != kNoNode) return nodeLabel(node) + "a second QuantizeLinear in one int8 group";
         p.staticQuantizer = n;
@@ -483,13 +523,14 @@ struct Reader {
       return nodeLabel(g.node(p.staticQuantizer)) + "its quantized tensor is read outside the group; the int8 "
              "kernel keeps it inside";
     if (p.staticQuantizer != kNoNode && p.dequantizer != kNoNode && !quantizedInFront)
-      // (QDQ's QuantizeLinear after the product: the reference rounds its
-      // float convolution's result, which differs from the exact integer
-      // accumulation in the last bits, so a requantized output would be off
-      // by one wherever a value lies near a rounding boundary.)
-      return nodeLabel(g.node(p.staticQuantizer)) + "a QuantizeLinear after a dequantized float product "
-             "rounds the float result, which an integer accumulation does not reproduce exactly; it runs "
-             "as a kernel of its own";
+      return nodeLabel(g.node(p.staticQuantizer)) + "the int8 kernel takes a QuantizeLinear in front of its "
+             "DequantizeLinear only, or one at its end";
+    // Conv/MatMul/Gemm -> post-ops -> QuantizeLinear, the product reading a
+    // DequantizeLinear outside the group: as analyzeDequantizedInput, with
+    // the output quantized.
+    if (p.outputQuantizer != kNoNode && p.anchor == kNoNode && p.dequantizer == kNoNode && p.quantizer == kNoNode &&
+        p.staticQuantizer == kNoNode)
+      return runDequantizedInput();
     if (p.staticQuantizer != kNoNode && p.quantizer != kNoNode)
       return nodeLabel(g.node(p.staticQuantizer)) + "a QuantizeLinear with another quantizer in one group";
     if (p.anchor == kNoNode && p.staticQuantizer != kNoNode && !quantizedInFront) {  // the quantizer alone
@@ -536,6 +577,9 @@ struct Reader {
     }
     if (p.staticQuantizer != kNoNode && !quantizedInFront && !isQLinearOp(anchor.op))
       return nodeLabel(g.node(p.staticQuantizer)) + "the int8 kernel takes a QuantizeLinear only before a QLinear op";
+    if (p.outputQuantizer != kNoNode && isQLinearOp(anchor.op))
+      return nodeLabel(g.node(p.outputQuantizer)) + "the int8 kernel takes a QuantizeLinear at the end of a group "
+             "with a float result only, not after " + anchor.op;
     if (p.outputDequantizer != kNoNode && !isQLinearOp(anchor.op))
       return nodeLabel(g.node(p.outputDequantizer)) + "the int8 kernel takes a DequantizeLinear only after a QLinear op";
     if (isQLinearOp(anchor.op)) {
@@ -588,6 +632,8 @@ struct Reader {
                "without a Cast to float32";
       if (std::string why = readFloatTail(rest, result, anchor); !why.empty()) return why;
     }
+    if (p.outputQuantizer != kNoNode)
+      if (std::string why = readOutputQuantizer(result); !why.empty()) return why;
     if (result != request.outputs[0])
       return "the group's output '" + g.value(request.outputs[0]).name + "' is not the end of its int8 chain";
     p.output = result;
@@ -612,6 +658,7 @@ std::string Int8Product::describe(const Graph& graph) const {
   if (hasScale) s += weightScale.size() > 1 ? " * scale[c]" : " * scale";
   for (const PostOp& op : postOps) s += " + " + op.node;
   if (outputDequantizer != kNoNode) s += " + DequantizeLinear";
+  if (outputQuantizer != kNoNode) s += outputType == ElementType::UInt8 ? " + QuantizeLinear -> u8" : " + QuantizeLinear -> s8";
   return s;
 }
 

@@ -9,6 +9,7 @@
 //             that is a constant or an input)
 //
 //   QDQ       [x -> QuantizeLinear ->] x_q -> DequantizeLinear -> Conv/MatMul(constant weights) -> [post-ops]
+//               [-> QuantizeLinear: the output u8/s8]
 //             (the import folds the weights' DequantizeLinear into float
 //             weights; they are taken back as int8 values times a scale
 //             where that reproduces every float weight exactly)
@@ -22,8 +23,9 @@
 //                 source zero point  from the quantizer, a constant, an input
 //                 weights  constant, shifted by their zero point into s8
 //                 scale    source scale (quantizer's / none) x weight scale per channel
-//                 output   int32 accumulator, float with float post-ops, or
-//                          requantized (round half to even, saturate)
+//                 output   int32 accumulator, float with float post-ops (then
+//                          quantized, QDQ's QuantizeLinear), or requantized
+//                          (round half to even, saturate)
 //
 // Like the float chain analysis (onednn_chain.h), it reads the nodes
 // generically in topological order; what it cannot express it refuses with a
@@ -102,6 +104,17 @@ struct Int8Product {
   NodeId outputDequantizer = kNoNode;
   float outputDequantizeScale = 1.0f;
   int32_t outputDequantizeZero = 0;
+
+  // A QuantizeLinear ending a group with a float result (QDQ: DequantizeLinear
+  // -> Conv/MatMul/Gemm -> post-ops -> QuantizeLinear), constant per-tensor
+  // scale and zero point: the kernel writes its u8/s8 (outputType) instead of
+  // the float, as saturate(round_half_even(f / scale) + zero point) of the
+  // float f it computes otherwise, f / scale a true division (or the
+  // multiplication by an exact reciprocal, core/ops/requantize.h), so the
+  // bytes are those the float kernel and a QuantizeLinear after it give.
+  NodeId outputQuantizer = kNoNode;
+  float outputQuantizeScale = 1.0f;
+  int32_t outputQuantizeZero = 0;
 
   Shape shape;  // of the output
   ValueId output = kNoValue;

@@ -634,6 +634,8 @@ class Int8Builder {
     std::vector<PostOp> ops = simplified(p_.postOps);
     const bool conv = p_.kind == Int8Product::Kind::Conv;
     const size_t rank = p_.shape.size();
+    const bool quantizeOutput = p_.outputQuantizer != kNoNode;
+    if (quantizeOutput) appendOutputQuantization(ops);
     const bool compensate = !p_.weightOffset.empty();
     k_->scaleFromQuantizer = p_.scaleFromQuantizer;
     if (p_.hasScale || (compensate && p_.floatOutput)) {
@@ -646,7 +648,9 @@ class Int8Builder {
     // Compensated: the product alone into an s32 accumulator; scale and post-ops come after.
     const std::vector<PostOp> productOps = compensate ? std::vector<PostOp>() : ops;
     const dnnl::primitive_attr attr = attrFor(productOps, !compensate && p_.hasScale);
-    const memory::desc dstPlain = plainOf(p_.shape, p_.floatOutput && !compensate ? dt::f32 : dt::s32);
+    const memory::desc dstPlain = plainOf(p_.shape, quantizeOutput                ? dnnlType(p_.outputType)
+                                                    : p_.floatOutput && !compensate ? dt::f32
+                                                                                    : dt::s32);
     k_->requantizing = p_.requantize;
     k_->weightOffset = p_.weightOffset;
     if (p_.requantize || compensate) {
@@ -680,6 +684,35 @@ class Int8Builder {
   }
 
  private:
+  // QDQ's QuantizeLinear at the end, as post-ops after the float ones:
+  // f / scale (a binary division, which oneDNN computes as one: not its
+  // eltwise linear, whose alpha would be a rounded reciprocal), or f times
+  // the scale's reciprocal where that is exact (core/ops/requantize.h);
+  // rounded half to even (eltwise round, the default rounding mode, as
+  // nearbyint); plus the zero point, an integer added to an integer. The
+  // store into u8/s8 saturates to the type's range, and converts integral
+  // floats exactly. Binary ops on scalars, not eltwise ones: oneDNN 2.6 runs
+  // a second eltwise op of an algorithm with the first one's parameters
+  // (onednn_post_ops.h), and a linear op in the chain before would merge.
+  void appendOutputQuantization(std::vector<PostOp>& ops) const {
+    const std::string& name = g_.node(p_.outputQuantizer).name;
+    auto scalar = [&](float v) {
+      Operand o;
+      o.isConstant = true;
+      o.shape = Shape(p_.shape.size(), 1);
+      o.constant = Tensor::fromFloats(o.shape, {v});
+      return o;
+    };
+    float inv = 0.0f;
+    if (exactReciprocal(p_.outputQuantizeScale, inv))
+      ops.push_back(PostOp::binary(dnnl::algorithm::binary_mul, scalar(inv), name));
+    else
+      ops.push_back(PostOp::binary(dnnl::algorithm::binary_div, scalar(p_.outputQuantizeScale), name));
+    ops.push_back(PostOp::eltwise(dnnl::algorithm::eltwise_round, 0.0f, 0.0f, name));
+    if (p_.outputQuantizeZero != 0)
+      ops.push_back(PostOp::binary(dnnl::algorithm::binary_add, scalar(static_cast<float>(p_.outputQuantizeZero)), name));
+  }
+
   std::unique_ptr<Kernel> buildDequantizerAlone() {
     const Node& dq = g_.node(p_.dequantizer);
     k_->dequantize = true;
@@ -947,7 +980,10 @@ class Int8Builder {
     args[DNNL_ARG_DST] = dst;
     addStep(pd, P(pd), std::move(args), kind);
     if (!plainDst) {
-      if (p_.floatOutput && nativeTagOf(dst.get_desc())) k_->outputReorder = static_cast<int>(k_->steps.size());
+      // (A quantized output: the integers in the convolution's layout.)
+      const bool handOver = p_.outputQuantizer != kNoNode ? handOverLayoutOf(dst.get_desc()).has_value()
+                                                          : nativeTagOf(dst.get_desc()).has_value();
+      if (p_.floatOutput && handOver) k_->outputReorder = static_cast<int>(k_->steps.size());
       addReorder(dst, result());
     }
   }

@@ -50,4 +50,46 @@ inline float quantizeValue(float x, float scale, float zeroPoint, float lo, floa
   return saturateToRange(std::nearbyint(x / scale) + zeroPoint, lo, hi);
 }
 
+// Whether x * r == x / scale bit for bit for every float32 x, and r if so.
+// It holds when scale is a power of two (normal or denormal, either sign)
+// whose reciprocal is a float too (2^-e, not past FLT_MAX): then x * r and
+// x / scale are both the correctly rounded value of the same real number,
+// x * 2^-e, so they agree on every x: ties, denormal results, overflow to
+// infinity, zeros with their sign, infinities, and NaN (propagated as the
+// division propagates it). Any other scale has no exact reciprocal, and
+// x * RN(1/scale) differs from x / scale in the last bit for some x, which
+// moves a value at a rounding tie to the other integer: the quantizers
+// divide there.
+inline bool exactReciprocal(float scale, float& r) {
+  if (!std::isfinite(scale) || scale == 0.0f) return false;
+  int e = 0;
+  if (std::frexp(scale, &e) != (scale < 0 ? -0.5f : 0.5f)) return false;  // not ±2^(e-1)
+  r = 1.0f / scale;
+  int er = 0;
+  return std::isfinite(r) && std::frexp(r, &er) == (scale < 0 ? -0.5f : 0.5f) && er == 2 - e;
+}
+
+// Any other scale: the product decides the integer wherever it lies clear of
+// a rounding tie, and only there. With scale and r = RN(1 / scale) normal
+// floats, q = RN(x * r) = (x / scale)(1 + e1)(1 + e2) and the reference's
+// RN(x / scale) = (x / scale)(1 + e3), |ei| <= 2^-24, so the two are less
+// than |q| * 2^-22 apart (below the normal range both are under 1/2 and
+// round to a zero of x's sign). Where q lies farther than
+// |q| * kReciprocalTieMargin from every half-integer k + 1/2, no tie lies
+// between them, and nearbyint gives both the same integer; where |q| > 1024
+// both saturate to the same end (|zero point| <= 255). The other lanes,
+// near a tie (a few in a million), and q = +-inf or NaN, are divided.
+inline constexpr float kReciprocalTieMargin = 0x1p-21f;
+inline constexpr float kReciprocalSaturates = 1024.0f;
+inline bool boundedReciprocal(float scale, float& r) {
+  if (!std::isnormal(scale)) return false;
+  r = 1.0f / scale;
+  return std::isnormal(r);
+}
+// Whether the product q decides nearbyint(x / scale) (the rule above).
+inline bool reciprocalDecides(float q) {
+  const float a = std::fabs(q);
+  return a > kReciprocalSaturates || std::fabs(q - std::floor(q) - 0.5f) > a * kReciprocalTieMargin;
+}
+
 }  // namespace collage

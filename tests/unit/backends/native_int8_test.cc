@@ -10,12 +10,15 @@
 // failure.
 #include <gtest/gtest.h>
 
+#include <cfloat>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
 
 #include "backends/backend_list.h"
 #include "backends/native/native_backend.h"
+#include "backends/onednn/dynamic_quantize.h"
 #include "core/measure/kernel_check.h"
 #include "core/patterns/backend_spec.h"
 #include "core/patterns/pattern_generator.h"
@@ -138,6 +141,8 @@ class Case {
     ADD_FAILURE() << "not an input";
     return 0;
   }
+
+ public:
   static std::string valueAt(const Tensor& t, int64_t i) {
     if (i < 0) return "";
     if (t.elementType() == F32) return std::to_string(t.toFloats()[static_cast<size_t>(i)]);
@@ -152,6 +157,7 @@ class Case {
     return -1;
   }
 
+ private:
   Graph g_;
   std::vector<Tensor> inputs_;
   std::mt19937 rng_;
@@ -447,6 +453,117 @@ TEST(NativeInt8, QuantizeLinearMatchesTheReferenceBitForBit) {
     Case c;
     const ValueId x = c.input(Case::floats({37}, quantizeInputs(37, 0.1f)));
     c.node("QuantizeLinear", {x, c.constant(Case::floats({}, {0.1f}))});
+    c.expectExact("vectorised quantise");
+  }
+}
+
+// Every class of float32 input a quantizer meets, for `scale` and the
+// output range [lo, hi] shifted by the zero point `zp`: signed zeros,
+// denormals, the ends of the normal range, infinities, NaNs (quiet, negative,
+// signalling payload), integer multiples of the scale and the rounding ties
+// (k + 1/2) * scale with their neighbours one ulp off, the saturation bounds
+// and their ties, and a dense sweep: random bit patterns (every exponent) and
+// random values within the type's range. Its length is no multiple of 16.
+std::vector<float> everyFloatClass(float scale, float zp, float lo, float hi, uint32_t seed) {
+  auto bits = [](uint32_t b) {
+    float f;
+    std::memcpy(&f, &b, sizeof f);
+    return f;
+  };
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> v = {0.0f, -0.0f, bits(1), bits(0x80000001u), bits(0x007FFFFFu), bits(0x807FFFFFu),
+                          bits(0x00400000u), bits(0x80000123u), FLT_MIN, -FLT_MIN, FLT_MAX, -FLT_MAX, inf, -inf,
+                          std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(),
+                          bits(0x7F800001u), bits(0xFFC00123u), 1.0f, -1.0f};
+  auto withNeighbours = [&](float x) {
+    v.push_back(x);
+    v.push_back(std::nextafter(x, inf));
+    v.push_back(std::nextafter(x, -inf));
+  };
+  for (int k = -300; k <= 300; ++k) {
+    withNeighbours(static_cast<float>(k) * scale);
+    withNeighbours((static_cast<float>(k) + 0.5f) * scale);
+  }
+  for (float end : {lo - zp, hi - zp})
+    for (float d : {-1.5f, -1.0f, -0.5f, 0.0f, 0.5f, 1.0f, 1.5f}) withNeighbours((end + d) * scale);
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<uint32_t> anyBits;
+  std::uniform_real_distribution<float> inRange(-400.0f, 400.0f);
+  for (int i = 0; i < 40000; ++i) {
+    v.push_back(bits(anyBits(rng)));
+    v.push_back(inRange(rng) * scale);
+  }
+  v.push_back(0.5f * scale);  // an odd length: the masked tail
+  if (v.size() % 16 == 0) v.push_back(-0.5f * scale);
+  return v;
+}
+
+// Which scales the quantizers multiply by the reciprocal of: a power of two
+// whose reciprocal is a float (core/ops/requantize.h), no other.
+TEST(NativeInt8, OnlyAPowerOfTwoScaleHasAnExactReciprocal) {
+  float r = 0.0f;
+  for (float s : {0.5f, 1.0f, 0.0078125f, 1024.0f, -0.25f, FLT_MIN, 0x1p127f, 0x1p-127f}) {
+    EXPECT_TRUE(exactReciprocal(s, r)) << s;
+    EXPECT_EQ(r * s, 1.0f) << s;
+  }
+  for (float s : {1.0f / 255.0f, 0.0123f, 3.0f, 0.1f, 1e-30f, 1e30f, 0x1p-128f, 0x1p-149f, 0.0f, -0.0f,
+                  std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()})
+    EXPECT_FALSE(exactReciprocal(s, r)) << s;
+}
+
+// QuantizeLinear multiplies by 1 / scale only where that gives the spec's
+// division bit for bit: every class of float32 input (everyFloatClass), for
+// power-of-two scales (the multiplication, the smallest normal and the
+// largest included), the denormal ones whose reciprocal overflows, and scales
+// with no exact reciprocal (1/255, 0.0123, tiny, huge), u8 and s8, zero
+// points at both ends and between. Native's vectorised step, native's fused
+// pass and oneDNN's quantizer against the reference executor's division.
+TEST(NativeInt8, QuantizeLinearMultipliesOnlyWhereThatIsTheDivision) {
+  const std::vector<float> scales = {0.5f,       0.0078125f, 1024.0f, FLT_MIN, 0x1p127f, 0x1p-127f, 0x1p-149f,
+                                     1.0f / 255, 0.0123f,    1e-30f,  1e-40f,  1e30f,    3e38f,     -0.25f};
+  uint32_t seed = 1;
+  for (ElementType q : {U8, S8})
+    for (int64_t zero : q == U8 ? std::vector<int64_t>{0, 128, 255} : std::vector<int64_t>{-128, 0, 7})
+      for (float scale : scales) {
+        const float lo = q == U8 ? 0.0f : -128.0f, hi = q == U8 ? 255.0f : 127.0f;
+        SCOPED_TRACE(std::string(elementTypeName(q)) + " zero point " + std::to_string(zero) + " scale " +
+                     std::to_string(scale) + " (" + std::to_string(std::ilogb(scale)) + ")");
+        const std::vector<float> v = everyFloatClass(scale, static_cast<float>(zero), lo, hi, seed++);
+        const int64_t n = static_cast<int64_t>(v.size());
+        Tensor want;
+        {
+          Case c;
+          c.node("QuantizeLinear", {c.input(Case::floats({n}, v)), c.constant(Case::floats({}, {scale})),
+                                    c.constant(Case::ints(q, {}, {zero}))});
+          want = referenceValues(c.graph(), {Case::floats({n}, v)})[c.graph().outputs()[0]];
+          c.expectExact("vectorised quantise");
+        }
+        {  // Fused after a Mul by 1, which keeps every x as it is.
+          Case c;
+          const ValueId x =
+              c.node("Mul", {c.input(Case::floats({n}, v)), c.constant(Case::floats({}, {1.0f}))}, {}, 1, true)[0];
+          c.node("QuantizeLinear", {x, c.constant(Case::floats({}, {scale})), c.constant(Case::ints(q, {}, {zero}))});
+          c.expectExact("pass");
+        }
+        Tensor mine(q, {n});
+        onednn::quantizeLinear(v.data(), n, scale, static_cast<int32_t>(zero), q == S8, mine.raw());
+        const int64_t at = Case::firstDifference(mine, want);
+        EXPECT_EQ(at, -1) << "oneDNN's quantizer, x = " << (at < 0 ? 0.0f : v[static_cast<size_t>(at)]) << ": "
+                          << Case::valueAt(mine, at) << ", reference " << Case::valueAt(want, at);
+      }
+  {  // Per channel: a power of two next to scales without an exact reciprocal.
+    Case c;
+    const std::vector<float> v = everyFloatClass(0.5f, 0.0f, -128.0f, 127.0f, 99);
+    const int64_t rows = static_cast<int64_t>(v.size()) / 4;
+    const std::vector<float> x(v.begin(), v.begin() + rows * 4);
+    c.node("QuantizeLinear", {c.input(Case::floats({rows, 4}, x)),
+                              c.constant(Case::floats({4}, {0.5f, 0.0123f, 0x1p-149f, 2.0f})),
+                              c.constant(Case::ints(S8, {4}, {0, -3, 5, 127}))},
+           [] {
+             AttributeMap a;
+             a.set("axis", Attribute(int64_t{1}));
+             return a;
+           }());
     c.expectExact("vectorised quantise");
   }
 }

@@ -15,6 +15,8 @@
 #include "backends/onednn/onednn_int8.h"
 #include "backends/native/native_backend.h"
 #include "core/measure/kernel_check.h"
+#include "core/measure/plan_check.h"
+#include "core/measure/quantization_ties.h"
 #include "core/measure/measurer.h"
 #include "core/ops/op_registry.h"
 #include "core/patterns/pattern_generator.h"
@@ -759,19 +761,267 @@ TEST_F(OneDnnInt8, ConvAfterASharedDequantizerRunsInt8) {
   EXPECT_TRUE(backend_->compile(floatRequest));
 }
 
-// QDQ's QuantizeLinear after the product stays out of the int8 kernel,
-// with the reason.
-TEST_F(OneDnnInt8, QdqWithTrailingQuantizeLinearIsRefused) {
+// The group's u8/s8 output against (1) the float kernel of the same group
+// without its QuantizeLinear, then the spec's QuantizeLinear (the
+// reference's division) of that float: bit for bit, what the two kernels
+// gave before; (2) the reference's own float convolution quantized: exact, or
+// one step where the reference's x / scale lies at a rounding tie (the plan
+// check's rule, core/measure/quantization_ties.h; ONNX leaves the summation
+// order open). Returns the steps taken at ties.
+int64_t expectQuantizedOutput(Backend& backend, const Graph& g, const NodeSet& nodes, NodeId quantizer,
+                              const std::string& what) {
+  const KernelRequest request = KernelRequest::of(g, nodes);
+  NodeSet floatNodes = nodes;
+  floatNodes.erase(quantizer);
+  const KernelRequest floatRequest = KernelRequest::of(g, floatNodes);
+  const CompileResult c = backend.compile(request), f = backend.compile(floatRequest);
+  EXPECT_TRUE(c) << what << ": " << c.refusal;
+  EXPECT_TRUE(f) << what << ": " << f.refusal;
+  if (!c || !f) return 0;
+  const Node& q = g.node(quantizer);
+  int64_t steps = 0;
+  for (uint64_t seed : {1, 2, 3}) {
+    const std::vector<Tensor> env = referenceValues(g, randomInputs(g, seed));
+    auto inputsOf = [&](const KernelRequest& r) {
+      std::vector<Tensor> in;
+      for (ValueId v : r.inputs) in.push_back(env[v].clone());
+      return in;
+    };
+    std::vector<Tensor> in = inputsOf(request), fin = inputsOf(floatRequest);
+    const Tensor y = runKernel(*c.kernel, request, in)[0];
+    const Tensor floats = runKernel(*f.kernel, floatRequest, fin)[0];
+    const Tensor composed = evaluateNode(q, {&floats, &env[q.inputs[1]], &env[q.inputs[2]]})[0];
+    const std::vector<int64_t> a = y.toInts(), b = composed.toInts(), ref = env[q.outputs[0]].toInts();
+    int64_t firstOff = -1, firstWrong = -1;
+    std::vector<const Tensor*> values;
+    for (const Tensor& t : env) values.push_back(&t);
+    const std::vector<bool> ties = nearRoundingTies(g, quantizer, values, kFloat32Bound);
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (a[i] != b[i] && firstOff < 0) firstOff = static_cast<int64_t>(i);
+      if (a[i] == ref[i]) continue;
+      if (std::llabs(a[i] - ref[i]) == 1 && ties[i])
+        ++steps;
+      else if (firstWrong < 0)
+        firstWrong = static_cast<int64_t>(i);
+    }
+    EXPECT_EQ(firstOff, -1) << what << ", seed " << seed << ": element " << firstOff << " is "
+                            << (firstOff < 0 ? 0 : a[static_cast<size_t>(firstOff)]) << ", the float kernel then "
+                            << "QuantizeLinear give " << (firstOff < 0 ? 0 : b[static_cast<size_t>(firstOff)]);
+    EXPECT_EQ(firstWrong, -1) << what << ", seed " << seed << ": element " << firstWrong << " is "
+                              << (firstWrong < 0 ? 0 : a[static_cast<size_t>(firstWrong)]) << ", the reference "
+                              << (firstWrong < 0 ? 0 : ref[static_cast<size_t>(firstWrong)]) << ", not at a tie";
+    // Not a constant output: many values of the type.
+    std::vector<int64_t> distinct = a;
+    std::sort(distinct.begin(), distinct.end());
+    EXPECT_GT(std::unique(distinct.begin(), distinct.end()) - distinct.begin(), 20) << what;
+  }
+  return steps;
+}
+
+// QDQ's QuantizeLinear at the end of the group: DequantizeLinear -> Conv
+// (+ bias) [-> Relu] -> QuantizeLinear is one int8 kernel whose output is
+// the u8/s8 tensor (expectQuantizedOutput: the float kernel's bytes
+// quantized by the spec, and the reference's up to ties), with output
+// scales that have an exact reciprocal and scales that do not, zero points 0
+// and not, per-tensor and per-channel weights. The rule grows the whole
+// group, QuantizeLinear included.
+TEST_F(OneDnnInt8, QdqConvEndingInQuantizeLinearWritesItsIntegers) {
+  struct Case {
+    ElementType t;
+    float scale;
+    int zero;
+    bool relu, perChannel;
+  };
+  const ElementType u8 = ElementType::UInt8, s8 = ElementType::Int8;
+  for (const Case& k : {Case{u8, 0.05f, 0, true, true}, Case{u8, 0.0625f, 3, true, false},
+                        Case{s8, 0.0123f, -5, false, true}, Case{s8, 0.125f, 0, false, false},
+                        Case{u8, 1.0f / 255.0f, 128, false, true}}) {
+    const std::string what = std::string(elementTypeName(k.t)) + " scale " + std::to_string(k.scale) + " zero point " +
+                             std::to_string(k.zero) + (k.relu ? " Relu" : "") + (k.perChannel ? " per-channel" : "");
+    GraphBuilder b;
+    b.endGroup();
+    const ValueId x = b.input({2, 16, 9, 11});
+    const ValueId xs = b.scalar(0.02f), xz = intValues(b, u8, {}, {128});
+    const ValueId xq = b.op("QuantizeLinear", {x, xs, xz});
+    b.beginGroup();
+    const ValueId dq = b.op("DequantizeLinear", {xq, xs, xz});
+    const ValueId conv = b.op("Conv", {dq, quantizedFloatWeights(b, {24, 16, 3, 3}, 0, k.perChannel, 7), b.constant({24})},
+                              attrs({{"pads", Attribute(Ints{1, 1, 1, 1})}}));
+    const ValueId f = k.relu ? b.op("Relu", {conv}) : conv;
+    const ValueId out = b.op("QuantizeLinear", {f, b.scalar(k.scale), intValues(b, k.t, {}, {k.zero})});
+    const NodeSet nodes = b.finish(out);
+    const Graph& g = b.graph();
+    const onednn::Int8Analysis a = onednn::analyzeInt8(KernelRequest::of(g, nodes));
+    ASSERT_TRUE(a.ok()) << what << ": " << a.refusal;
+    EXPECT_NE(a.product.describe(g).find(k.t == u8 ? "QuantizeLinear -> u8" : "QuantizeLinear -> s8"), std::string::npos)
+        << a.product.describe(g);
+    const int64_t steps = expectQuantizedOutput(*backend_, g, nodes, g.value(out).producer, what);
+    RecordProperty(what + " tie steps", static_cast<int>(steps));
+    bool found = false;
+    for (const GeneratedGroup& gg : PatternGenerator(g).generate(*backend_->codeRule(), SubGraphLimits{}))
+      if (gg.nodes.contains(g.value(dq).producer) && gg.nodes.contains(g.value(out).producer)) {
+        found = true;
+        EXPECT_EQ(gg.label, "fusion:int8");
+      }
+    EXPECT_TRUE(found) << what;
+  }
+}
+
+// The residual join in the convolution's epilogue: DequantizeLinear(a) ->
+// Conv -> Add(DequantizeLinear(b), made outside) -> Relu -> QuantizeLinear
+// is one kernel writing u8, the Add a post-op reading the float residual.
+TEST_F(OneDnnInt8, QdqConvWithTheResidualJoinEndsInQuantizeLinear) {
   GraphBuilder b;
   b.endGroup();
-  const ValueId x = b.input({1, 8, 6, 6});
+  const ValueId x = b.input({1, 16, 8, 8}), r = b.input({1, 24, 8, 8});
   const ValueId xs = b.scalar(0.02f), xz = intValues(b, ElementType::UInt8, {}, {128});
+  const ValueId rs = b.scalar(0.03f), rz = intValues(b, ElementType::UInt8, {}, {120});
   const ValueId xq = b.op("QuantizeLinear", {x, xs, xz});
+  const ValueId residual = b.op("DequantizeLinear", {b.op("QuantizeLinear", {r, rs, rz}), rs, rz});
   b.beginGroup();
   const ValueId dq = b.op("DequantizeLinear", {xq, xs, xz});
-  const ValueId conv = b.op("Conv", {dq, quantizedFloatWeights(b, {8, 8, 1, 1}, 0, false, 2)});
-  expectRefusal(b, b.op("QuantizeLinear", {conv, b.scalar(0.05f), intValues(b, ElementType::UInt8, {}, {0})}),
-                {"QuantizeLinear", "rounds the float result"});
+  const ValueId conv = b.op("Conv", {dq, quantizedFloatWeights(b, {24, 16, 1, 1}, 0, true, 11), b.constant({24})});
+  const ValueId joined = b.op("Relu", {b.op("Add", {conv, residual})});
+  const ValueId out = b.op("QuantizeLinear", {joined, b.scalar(0.04f), intValues(b, ElementType::UInt8, {}, {0})});
+  const NodeSet nodes = b.finish(out);
+  const onednn::Int8Analysis a = onednn::analyzeInt8(KernelRequest::of(b.graph(), nodes));
+  ASSERT_TRUE(a.ok()) << a.refusal;
+  ASSERT_EQ(a.product.postOps.size(), 3u) << a.product.describe(b.graph());  // bias, the residual, Relu
+  expectQuantizedOutput(*backend_, b.graph(), nodes, b.graph().value(out).producer, "Conv + residual Add + Relu + QuantizeLinear");
+}
+
+// The division at ties: a convolution whose result is exactly its bias
+// (the source at its zero point), the biases the floats f whose f / scale is
+// a tie k + 1/2 in float32 where f times the rounded reciprocal of the scale
+// is not, so that a kernel multiplying by 1 / scale rounds them to the other
+// integer. The kernel must give the reference's bytes exactly: the tie
+// rounded to even, plus the zero point.
+TEST_F(OneDnnInt8, QuantizeLinearEndingAGroupDividesAtTies) {
+  const float scale = 0.0123f;
+  std::vector<float> biases;
+  for (int k = -100; k < 100 && biases.size() < 40; ++k) {
+    const float f = (static_cast<float>(k) + 0.5f) * scale;
+    if (f / scale == static_cast<float>(k) + 0.5f && std::nearbyint(f * (1.0f / scale)) != std::nearbyint(f / scale))
+      biases.push_back(f);
+  }
+  ASSERT_GE(biases.size(), 8u);
+  const int64_t C = static_cast<int64_t>(biases.size());
+  for (ElementType t : {ElementType::UInt8, ElementType::Int8}) {
+    const int zero = t == ElementType::UInt8 ? 110 : -3;
+    GraphBuilder b;
+    b.endGroup();
+    const ValueId x = b.input({1, 4, 5, 5});
+    const ValueId xs = b.scalar(0.02f), xz = intValues(b, ElementType::UInt8, {}, {128});
+    const ValueId xq = b.op("QuantizeLinear", {x, xs, xz});
+    b.beginGroup();
+    const ValueId dq = b.op("DequantizeLinear", {xq, xs, xz});
+    const ValueId bias = b.graph().addConstant("ties", Tensor::fromFloats({C}, biases));
+    const ValueId conv = b.op("Conv", {dq, quantizedFloatWeights(b, {C, 4, 1, 1}, 0, false, 3), bias});
+    const ValueId out = b.op("QuantizeLinear", {conv, b.scalar(scale), intValues(b, t, {}, {zero})});
+    const NodeSet nodes = b.finish(out);
+    const Graph& g = b.graph();
+    const KernelRequest request = KernelRequest::of(g, nodes);
+    const CompileResult c = backend_->compile(request);
+    ASSERT_TRUE(c) << c.refusal;
+    const std::vector<Tensor> env = referenceValues(g, {Tensor::fromFloats({1, 4, 5, 5}, std::vector<float>(100, 0.0f))});
+    std::vector<Tensor> in;
+    for (ValueId v : request.inputs) in.push_back(env[v].clone());
+    const std::vector<int64_t> y = runKernel(*c.kernel, request, in)[0].toInts(), ref = env[out].toInts();
+    for (int64_t ch = 0; ch < C; ++ch) {
+      const float tie = biases[static_cast<size_t>(ch)] / scale;
+      EXPECT_EQ(ref[static_cast<size_t>(ch * 25)], static_cast<int64_t>(std::nearbyint(tie)) + zero);
+      for (int64_t i = 0; i < 25; ++i)
+        ASSERT_EQ(y[static_cast<size_t>(ch * 25 + i)], ref[static_cast<size_t>(ch * 25 + i)])
+            << elementTypeName(t) << " channel " << ch << ": x / scale = " << tie;
+    }
+  }
+}
+
+// The same with the DequantizeLinear outside the group (shared by two
+// readers): Conv -> Relu -> QuantizeLinear quantizes its float input back
+// in the kernel and writes the u8 output.
+TEST_F(OneDnnInt8, ConvAfterASharedDequantizerEndsInQuantizeLinear) {
+  GraphBuilder b;
+  b.endGroup();
+  const ValueId x = b.input({1, 8, 10, 10});
+  const ValueId xs = b.scalar(0.02f), xz = intValues(b, ElementType::UInt8, {}, {128});
+  const ValueId dq = b.op("DequantizeLinear", {b.op("QuantizeLinear", {x, xs, xz}), xs, xz});
+  const ValueId other = b.op("Relu", {dq});
+  b.beginGroup();
+  const ValueId conv = b.op("Conv", {dq, quantizedFloatWeights(b, {16, 8, 3, 3}, 0, true, 4), b.constant({16})},
+                            attrs({{"pads", Attribute(Ints{1, 1, 1, 1})}}));
+  const ValueId out = b.op("QuantizeLinear", {b.op("Relu", {conv}), b.scalar(0.03f), intValues(b, ElementType::UInt8, {}, {0})});
+  b.graph().markOutput(other);
+  const NodeSet nodes = b.finish(out);
+  const onednn::Int8Analysis a = onednn::analyzeInt8(KernelRequest::of(b.graph(), nodes));
+  ASSERT_TRUE(a.ok()) << a.refusal;
+  EXPECT_TRUE(a.product.requantizedSource);
+  expectQuantizedOutput(*backend_, b.graph(), nodes, b.graph().value(out).producer, "Conv + Relu + QuantizeLinear");
+}
+
+// A plan with the quantized group in it passes the plan check (every kernel
+// rerun alone, ties accounted for): QuantizeLinear, then DequantizeLinear ->
+// Conv -> Relu -> QuantizeLinear -> u8, then a DequantizeLinear to the
+// float output, each a oneDNN kernel.
+TEST_F(OneDnnInt8, PlanWithAQuantizedConvGroupPassesThePlanCheck) {
+  GraphBuilder b;
+  const ValueId x = b.input({1, 16, 12, 12});
+  const ValueId xs = b.scalar(0.02f), xz = intValues(b, ElementType::UInt8, {}, {128});
+  const ValueId xq = b.op("QuantizeLinear", {x, xs, xz});
+  const ValueId dq = b.op("DequantizeLinear", {xq, xs, xz});
+  const ValueId conv = b.op("Conv", {dq, quantizedFloatWeights(b, {16, 16, 3, 3}, 0, true, 9), b.constant({16})},
+                            attrs({{"pads", Attribute(Ints{1, 1, 1, 1})}}));
+  const ValueId ys = b.scalar(0.04f), yz = intValues(b, ElementType::UInt8, {}, {0});
+  const ValueId y = b.op("QuantizeLinear", {b.op("Relu", {conv}), ys, yz});
+  const ValueId out = b.op("DequantizeLinear", {y, ys, yz});
+  b.finish(out);
+  const Graph& g = b.graph();
+  ASSERT_EQ(g.numNodes(), 6);
+  Plan plan;
+  for (const std::vector<NodeId>& nodes : {std::vector<NodeId>{0}, std::vector<NodeId>{1, 2, 3, 4}, std::vector<NodeId>{5}}) {
+    PlanGroup group;
+    group.backend = "onednn";
+    for (NodeId n : nodes) group.nodes.push_back(g.node(n).name);
+    plan.groups.push_back(group);
+  }
+  Session session(g, plan, [&](const std::string&) { return backend_.get(); });
+  for (uint64_t seed : {1, 2}) {
+    PlanCheckOptions options;
+    options.eachKernel = true;
+    const PlanCheck check = checkPlan(session, randomInputs(g, seed), options);
+    EXPECT_TRUE(check.ok) << (check.problems.empty() ? "" : check.problems[0]);
+    for (const GroupError& e : check.groups) EXPECT_TRUE(e.wrong.empty()) << e.what << ": " << e.wrong;
+  }
+}
+
+// What the QuantizeLinear at the end may not be, refused naming it: a scale
+// per channel, a float result that is read outside the group too.
+TEST_F(OneDnnInt8, QuantizeLinearEndingAGroupIsRefusedWithTheReason) {
+  {
+    GraphBuilder b;
+    b.endGroup();
+    const ValueId x = b.input({1, 8, 6, 6});
+    const ValueId xs = b.scalar(0.02f), xz = intValues(b, ElementType::UInt8, {}, {128});
+    const ValueId xq = b.op("QuantizeLinear", {x, xs, xz});
+    b.beginGroup();
+    const ValueId dq = b.op("DequantizeLinear", {xq, xs, xz});
+    const ValueId conv = b.op("Conv", {dq, quantizedFloatWeights(b, {8, 8, 1, 1}, 0, false, 2)});
+    expectRefusal(b, b.op("QuantizeLinear", {conv, b.constant({8}, 0.01f, 0.1f), intValues(b, ElementType::UInt8, {8}, {0})}),
+                  {"QuantizeLinear", "per-tensor output scale"});
+  }
+  {
+    GraphBuilder b;
+    b.endGroup();
+    const ValueId x = b.input({1, 8, 6, 6});
+    const ValueId xs = b.scalar(0.02f), xz = intValues(b, ElementType::UInt8, {}, {128});
+    const ValueId xq = b.op("QuantizeLinear", {x, xs, xz});
+    b.beginGroup();
+    const ValueId dq = b.op("DequantizeLinear", {xq, xs, xz});
+    const ValueId relu = b.op("Relu", {b.op("Conv", {dq, quantizedFloatWeights(b, {8, 8, 1, 1}, 0, false, 2)})});
+    b.graph().markOutput(relu);
+    expectRefusal(b, b.op("QuantizeLinear", {relu, b.scalar(0.05f), intValues(b, ElementType::UInt8, {}, {0})}),
+                  {"2 outputs"});
+  }
 }
 
 TEST_F(OneDnnInt8, DequantizerAloneIsExact) {
