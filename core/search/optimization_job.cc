@@ -505,7 +505,7 @@ OptimizationResult runOptimizationJob(const Graph& model, const OptimizationJobO
     }
     std::snprintf(line, sizeof line,
                   "\npredicted total %.3f ms; measuring %.1f s, search %.3f s (%lld states, %.3f s CPU, "
-                  "peak %.1f MiB), total %.1f s",
+                  "peak %.2f MiB), total %.1f s",
                   opLevel.total / 1e6, result.report.seconds, searchSeconds, static_cast<long long>(searchStates),
                   searchCpu, static_cast<double>(searchPeakBytes) / (1 << 20),
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - jobStart).count());
