@@ -194,8 +194,9 @@ def optimizer_table(results):
     L.append("## Optimizer (issue 5)")
     L.append("")
     L.append("| model | plan ms | best baseline | plan / best | predicted ms | measured / predicted | "
-             "kernels (ORT nodes) | 1st optimize s (measuring, search) | 2nd optimize wall s (search) | verdict |")
-    L.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+             "kernels (ORT nodes) | 1st optimize s (measuring, search) | 2nd optimize wall s (search) | "
+             "op-level search s (CPU s) | search peak MiB (optimize RSS MiB) | verdict |")
+    L.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for res in results:
         c = res["runners"].get("collage", {})
         base = [(n, res["runners"][n]) for n in BASELINES if res["runners"].get(n, {}).get("median_ms")]
@@ -209,7 +210,7 @@ def optimizer_table(results):
             r = cm / best[1]["median_ms"]
             noise = max(c.get("spread_pct") or 0, best[1].get("spread_pct") or 0) / 100
             verdict = "ok" if r <= 1.0 else ("within noise" if r <= 1 + noise else "LOSS: see below")
-        L.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        L.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             res["model"], fmt(cm, "%.3g"),
             ("%s %s" % (best[0], fmt(best[1]["median_ms"], "%.3g"))) if best else "—",
             fmt(cm / best[1]["median_ms"] if best and cm else None, "%.3f"),
@@ -221,7 +222,14 @@ def optimizer_table(results):
                                (" warm" if o1.get("warm") else "")),
             "%s (%s)%s" % (fmt(o2.get("wall_s"), "%.1f"), fmt(o2.get("search_s"), "%.3f"),
                            " warm" if o2.get("warm") else ""),
+            "%s (%s)" % (fmt(o1.get("search_s"), "%.3f"), fmt(o1.get("search_cpu_s"), "%.3f")),
+            "%s (%s)" % (fmt(o1.get("search_peak_mib"), "%.2f"), fmt(o1.get("optimize_peak_rss_mib"), "%.0f")),
             verdict))
+    L.append("")
+    L.append("Op-level search: its wall and CPU time and the peak memory of its states (the DP's own "
+             "accounting, which its 1 GiB budget bounds), from the 1st optimize; in parentheses the peak "
+             "resident memory of that whole `collage optimize` process with its measurement workers "
+             "(wait4, as `/usr/bin/time -v` reports it), an upper bound of the search's.")
     L.append("")
     return L
 

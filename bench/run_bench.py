@@ -46,7 +46,9 @@ FULL_MODELS = ["resnet50", "resnext50_32x4d", "mobilenet_v2", "inception_v3", "r
                "bert_base", "resnext50_32x4d@8",
                # the widened zoo (issue 13): shapes nobody tuned the backends for
                "mobilenet_v3_large", "efficientnet_b0", "shufflenet_v2_x1_0", "regnet_y_400mf",
-               "convnext_tiny", "vit_b_16", "deeplabv3_mobilenet_v3_large", "gpt2"]
+               "convnext_tiny", "vit_b_16", "deeplabv3_mobilenet_v3_large", "gpt2",
+               # issue 40: a detector whose dynamic int8 form has wide, parallel chains
+               "yolo_style_detector", "yolo_style_detector:dynamic"]
 QUICK_MODELS = ["resnet50", "bert_base"]
 
 
@@ -264,8 +266,9 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="resnet50 and bert_base, batch 1, few rounds")
     ap.add_argument("--small", action="store_true",
                     help="use the small models of resources/models/ (fast; for development)")
-    ap.add_argument("--models", help="comma-separated zoo names, NAME@BATCH for another batch "
-                                     "(default: all, plus resnext50_32x4d@8)")
+    ap.add_argument("--models", help="comma-separated zoo names, NAME@BATCH for another batch, NAME:FORM for "
+                                     "its int8 variant alone (FORM dynamic, qdq or qop) "
+                                     "(default: all, plus resnext50_32x4d@8 and yolo_style_detector:dynamic)")
     ap.add_argument("--threads", type=int, default=os.cpu_count(), help="threads for every runner (default: cores)")
     ap.add_argument("--rounds", type=int, help="interleaved rounds (default 10, --quick 5)")
     ap.add_argument("--runs", type=int, help="inferences per runner per round (default 10, --quick 5)")
@@ -320,14 +323,20 @@ def main(argv=None):
 
     models = []
     for s in specs:
+        s, _, only_form = s.partition(":")  # NAME:FORM: that model's int8 variant alone
         m = Model(s, args.small)
         if not m.ensure(args.small) and not args.small and args.quick:
             log("%s: zoo file missing, using the small variant" % m.label)
             m = Model(s, True)
-        if m.ensure(True):
-            models.append(m)
-        else:
+        if not m.ensure(True):
             log("%s: model files missing, skipped" % m.label)
+        elif only_form:
+            log("%s: int8 %s variant (bench/models/quantize_models.py)" % (m.label, only_form))
+            q = Model.quantized(m, only_form, os.path.join(zoo_dir(), "small") if args.small else zoo_dir())
+            if q is not None and q.ensure(False):
+                models.append(q)
+        else:
+            models.append(m)
 
     if args.quantized:
         forms = [f.strip() for f in args.quantized.split(",") if f.strip()]

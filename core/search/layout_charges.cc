@@ -211,6 +211,16 @@ Cost LayoutCharges::pendingSpread(const NodeSet& covered, const std::vector<Pend
   return spread;
 }
 
+NodeId LayoutCharges::lastParticipant(const NodeSet& covered, ValueId v) const {
+  NodeId last = kNoNode;
+  for (NodeId n : participants_[static_cast<size_t>(v)]) {
+    if (covered.contains(n)) continue;
+    if (last != kNoNode) return kNoNode;
+    last = n;
+  }
+  return last;
+}
+
 Cost LayoutCharges::coverCost(const std::vector<int32_t>& chosen) const {
   if (!active_) return 0;
   // Per value: the layouts of its producer's and consumers' kernels.

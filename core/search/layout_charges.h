@@ -111,6 +111,12 @@ class LayoutCharges {
   Cost pendingSpread(const NodeSet& covered, const std::vector<Pending>& ref,
                      const std::vector<Pending>& other) const;
 
+  // The one participant of v not in `covered` (kNoNode if none or several):
+  // a pending value whose hand-over is decided there, by whichever candidate
+  // covers that node, and by nothing else.
+  NodeId lastParticipant(const NodeSet& covered, ValueId v) const;
+  static ValueId pendingValue(Pending p) { return static_cast<ValueId>(p >> 24); }
+
   // The reorders a complete cover pays, as the Session would make them.
   Cost coverCost(const std::vector<int32_t>& chosen) const;
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <tuple>
 #include <unordered_map>
@@ -13,6 +14,13 @@ namespace collage {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// CPU time of the calling thread, seconds (the search runs on one).
+double threadCpuSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
 
 struct StateKey {
   NodeSet set;
@@ -144,6 +152,105 @@ Cost stepCost(const OpLevelProblem& p, const LayoutCharges* layouts, const Devic
   return step;
 }
 
+// The third exact rule (op_level_optimizer.h), for values waiting at a
+// join. A pending value whose one participant left is node J (a Concat that
+// gathers the outputs of a chain, kept while the chain goes on) is decided
+// when the candidate covering J is placed, by that candidate alone, and
+// after it the value is gone from the state. So states that differ only in such values (same
+// covered set, open values, and other pending values) have the same
+// futures but for the charges that candidate makes: for each way X_J of
+// covering each such J (any candidate containing J, not yet excluded),
+// the state with the least cost + charges is as good as any other. A state
+// that is the least for no combination of X_J cannot lead to a cheaper
+// plan, and is dropped. Without it, k values waiting at one join with
+// two layouts each make up to 3^k states; with it, at most as many as the
+// ways to cover the joins. Returns how many it dropped.
+int64_t dropUndecidedJoins(const CandidateSet& cs, const std::vector<bool>& usableMask,
+                           const LayoutCharges& layouts, Frontier& here, size_t& liveStates, size_t& liveBytes) {
+  // Enumerating the combinations costs states x combinations: past this, the
+  // group keeps its states (exact either way).
+  constexpr size_t kMaxCombinations = 256;
+  std::unordered_map<StateKey, std::vector<Frontier::iterator>, StateKeyHash> groups;
+  for (auto it = here.begin(); it != here.end(); ++it) {
+    StateKey rest{it->first.set, it->first.open, {}};
+    for (LayoutCharges::Pending e : it->first.pending)
+      if (layouts.lastParticipant(it->first.set, LayoutCharges::pendingValue(e)) == kNoNode) rest.pending.push_back(e);
+    groups[std::move(rest)].push_back(it);
+  }
+  if (groups.size() == here.size()) return 0;
+  int64_t dropped = 0;
+  std::vector<LayoutCharges::Pending> scratch;
+  for (auto& [rest, members] : groups) {
+    if (members.size() < 2) continue;
+    const NodeSet& set = rest.set;
+    // The joins these states wait at, and the candidates that can cover each.
+    std::vector<NodeId> joins;
+    for (const Frontier::iterator& it : members)
+      for (LayoutCharges::Pending e : it->first.pending) {
+        const NodeId j = layouts.lastParticipant(set, LayoutCharges::pendingValue(e));
+        if (j != kNoNode) joins.push_back(j);
+      }
+    std::sort(joins.begin(), joins.end());
+    joins.erase(std::unique(joins.begin(), joins.end()), joins.end());
+    std::vector<std::vector<int32_t>> ways;
+    size_t combinations = 1;
+    for (NodeId j : joins) {
+      std::vector<int32_t> w;
+      for (int32_t c : cs.covering(j))
+        if (usableMask[static_cast<size_t>(c)] && !cs[c].nodes.intersects(set)) w.push_back(c);
+      if (w.empty()) break;  // a dead end for all of them: left to the search
+      combinations *= w.size();
+      if (combinations > kMaxCombinations) break;
+      ways.push_back(std::move(w));
+    }
+    if (ways.size() != joins.size() || combinations > kMaxCombinations) continue;
+    // Per state, the charges of each way of covering each join: only the
+    // waiting values differ between the group's states (the rest is the same
+    // for all, and adds the same to every state).
+    const size_t n = members.size();
+    std::vector<std::vector<std::vector<Cost>>> charge(n);
+    for (size_t s = 0; s < n; ++s) {
+      charge[s].resize(ways.size());
+      for (size_t j = 0; j < ways.size(); ++j)
+        for (int32_t c : ways[j])
+          charge[s][j].push_back(layouts.add(set, members[s]->first.pending, c, &scratch));
+    }
+    std::vector<bool> keep(n, false);
+    std::vector<size_t> pick(ways.size(), 0);
+    for (size_t k = 0; k < combinations; ++k) {
+      size_t rem = k;
+      for (size_t j = 0; j < ways.size(); ++j) {
+        pick[j] = rem % ways[j].size();
+        rem /= ways[j].size();
+      }
+      size_t best = n;
+      Cost bestValue = kInvalidCost;
+      for (size_t s = 0; s < n; ++s) {
+        Cost value = members[s]->second.cost;
+        for (size_t j = 0; j < ways.size(); ++j) value += charge[s][j][pick[j]];
+        // Ties go to the earlier path, as the search's own order does.
+        const Entry& e = members[s]->second;
+        if (best == n || value < bestValue ||
+            (value == bestValue && std::tie(e.cost, e.parent, e.candidate) <
+                                       std::tie(members[best]->second.cost, members[best]->second.parent,
+                                                members[best]->second.candidate))) {
+          best = s;
+          bestValue = value;
+        }
+      }
+      keep[best] = true;
+    }
+    for (size_t s = 0; s < n; ++s) {
+      if (keep[s]) continue;
+      liveBytes -= std::min(liveBytes, stateBytes(members[s]->first));
+      --liveStates;
+      ++dropped;
+      here.erase(members[s]);
+    }
+  }
+  return dropped;
+}
+
 }  // namespace
 
 OpLevelResult optimizeOpLevel(const OpLevelProblem& p, SearchObserver* observer,
@@ -151,6 +258,7 @@ OpLevelResult optimizeOpLevel(const OpLevelProblem& p, SearchObserver* observer,
   COLLAGE_CHECK(p.graph && p.candidates && p.costs.size() == p.candidates->size(),
                 "malformed op-level problem");
   auto start = Clock::now();
+  const double cpuStart = threadCpuSeconds();
   const int32_t n = p.graph->numNodes();
   const CandidateSet& cs = *p.candidates;
   OpLevelResult r;
@@ -257,6 +365,7 @@ OpLevelResult optimizeOpLevel(const OpLevelProblem& p, SearchObserver* observer,
       ++liveStates;
       liveBytes += bytes;
       r.peakStates = std::max<int64_t>(r.peakStates, static_cast<int64_t>(liveStates));
+      r.peakBytes = std::max(r.peakBytes, liveBytes + trail.capacity() * sizeof(TrailStep));
     } else if (e.cost < it->second.cost) {
       it->second = e;
     } else {
@@ -355,6 +464,11 @@ OpLevelResult optimizeOpLevel(const OpLevelProblem& p, SearchObserver* observer,
         }
       }
     }
+    if (layouts && here.size() > 1) {
+      const int64_t dropped = dropUndecidedJoins(cs, usableMask, *layouts, here, liveStates, liveBytes);
+      r.statesDominated += dropped;
+      r.statesJoined += dropped;
+    }
     // Cheapest first, so that of two paths to one state at the same cost
     // the one cheaper earlier is kept, as a Dijkstra search would.
     std::vector<const Frontier::value_type*> ranked;
@@ -438,6 +552,7 @@ OpLevelResult optimizeOpLevel(const OpLevelProblem& p, SearchObserver* observer,
     }
   }
   r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  r.cpuSeconds = threadCpuSeconds() - cpuStart;
   if (observer) {
     observer->onSearchStep(SearchStepEvent{"op-level", steps + 1,
                                            static_cast<int>(r.statesExpanded), r.total, r.total,

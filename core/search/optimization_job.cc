@@ -434,6 +434,10 @@ OptimizationResult runOptimizationJob(const Graph& model, const OptimizationJobO
   result.reorderModel = layoutCharges.model();
   OpLevelResult opLevel = optimizeOpLevel(problem, observer, cancel);
   result.cancelled = opLevel.cancelled;
+  // The search's own figures over both of its runs (near ties run it again).
+  double searchSeconds = opLevel.seconds, searchCpu = opLevel.cpuSeconds;
+  size_t searchPeakBytes = opLevel.peakBytes;
+  int64_t searchStates = opLevel.statesExpanded;
   // Near ties the noise may have decided (core/search/near_ties.h): measured again, then the DP again.
   if (!result.cancelled) {
     NearTieReport again;
@@ -443,6 +447,10 @@ OptimizationResult runOptimizationJob(const Graph& model, const OptimizationJobO
     result.cancelled = opLevel.cancelled;
     if (again.ties > 0) {
       result.report.seconds += again.seconds;
+      searchSeconds += opLevel.seconds;
+      searchCpu += opLevel.cpuSeconds;
+      searchPeakBytes = std::max(searchPeakBytes, opLevel.peakBytes);
+      searchStates += opLevel.statesExpanded;
       if (observer) {
         // The chart gets one more step of the same search: where it ended.
         observer->onSearchStep(SearchStepEvent{
@@ -496,9 +504,10 @@ OptimizationResult runOptimizationJob(const Graph& model, const OptimizationJobO
       table += line;
     }
     std::snprintf(line, sizeof line,
-                  "\npredicted total %.3f ms; measuring %.1f s, search %.3f s (%lld states), total %.1f s",
-                  opLevel.total / 1e6, result.report.seconds, opLevel.seconds,
-                  static_cast<long long>(opLevel.statesExpanded),
+                  "\npredicted total %.3f ms; measuring %.1f s, search %.3f s (%lld states, %.3f s CPU, "
+                  "peak %.2f MiB), total %.1f s",
+                  opLevel.total / 1e6, result.report.seconds, searchSeconds, static_cast<long long>(searchStates),
+                  searchCpu, static_cast<double>(searchPeakBytes) / (1 << 20),
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - jobStart).count());
     std::string summary = table + line;
     if (result.report.skipped > 0) summary += "\n" + describeSkipped(result.report);

@@ -262,6 +262,90 @@ TEST(LayoutCharges, EqualsBruteForceOnRandomGraphs) {
   EXPECT_EQ(checked, 40);
 }
 
+// Every cover, priced as the Session would run it: the least cost.
+Cost bruteForceWithLayouts(const Graph& g, const CandidateSet& set, const std::vector<Cost>& costs,
+                           const LayoutCharges& charges) {
+  Cost best = kInvalidCost;
+  std::vector<int32_t> cover;
+  // Kernels alone are a lower bound (reorders only add): prune on them.
+  std::function<void(size_t, NodeSet, Cost)> go = [&](size_t i, NodeSet covered, Cost kernels) {
+    if (kernels >= best) return;
+    if (covered.count() == g.numNodes()) {
+      best = std::min(best, kernels + charges.coverCost(cover));
+      return;
+    }
+    if (i == set.size()) return;
+    go(i + 1, covered, kernels);
+    if (set[i].nodes.intersects(covered)) return;
+    cover.push_back(static_cast<int32_t>(i));
+    go(i + 1, covered | set[i].nodes, kernels + charges.kernelNs(static_cast<int32_t>(i), costs[i]));
+    cover.pop_back();
+  };
+  go(0, NodeSet(g.numNodes()), 0);
+  return best;
+}
+
+// A chain whose outputs are kept for a join at its end (a cross-stage
+// partial block: each kept value waits at the join while the chain goes
+// on), with kernels in two layouts: the states that differ only in the
+// values waiting there are pruned by the join rule (op_level_optimizer.h),
+// and the result is still the brute-force optimum.
+TEST(LayoutCharges, ValuesWaitingAtAJoinEqualBruteForce) {
+  std::mt19937 rng(41);
+  int64_t joined = 0;
+  for (int trial = 0; trial < 30; ++trial) {
+    Graph g;
+    const TensorType t{ElementType::Float32, {1, 4, 2, 2}};
+    std::vector<ValueId> chainValues{g.addInput("x", t)}, kept;
+    const int links = 4 + trial % 4;
+    for (int i = 0; i < links; ++i) {
+      const ValueId out = g.addValue("v" + std::to_string(i), t);
+      // Some links add the value before the last (a residual), as a bottleneck does.
+      if (i >= 2 && rng() % 3 == 0)
+        g.addNode(Node{"n" + std::to_string(i), "Add", {}, {chainValues.back(), chainValues[chainValues.size() - 2]}, {out}});
+      else
+        g.addNode(Node{"n" + std::to_string(i), "Relu", {}, {chainValues.back()}, {out}});
+      chainValues.push_back(out);
+      if (i + 1 < links && rng() % 3 != 0) kept.push_back(out);
+    }
+    kept.push_back(chainValues.back());
+    const ValueId joinOut = g.addValue("joined", t);
+    g.addNode(Node{"join", "Sum", {}, kept, {joinOut}});
+    g.finalize();
+    g.markOutput(joinOut);
+    g.finalize();
+
+    CandidateSet set(g.numNodes());
+    for (NodeId n = 0; n < g.numNodes(); ++n)
+      for (const char* b : {"plain", "lib"}) set.add(Candidate{NodeSet::of(g.numNodes(), {n}), b, "op", {}});
+    // Pairs along the chain, and the last link with the join.
+    for (NodeId n = 0; n + 1 < g.numNodes(); ++n)
+      if (rng() % 2) set.add(Candidate{NodeSet::of(g.numNodes(), {n, n + 1}), rng() % 2 ? "lib" : "plain", "pair", {}});
+    std::vector<Cost> costs;
+    std::vector<LayoutOffers> offers(set.size());
+    for (size_t c = 0; c < set.size(); ++c) {
+      costs.push_back(10.0 + static_cast<double>(rng() % 20));
+      if (set[c].backend != "lib") continue;
+      offers[c].nativeNs = costs[c] - static_cast<double>(rng() % 8);
+      const KernelRequest request = KernelRequest::of(g, set[c].nodes);
+      const char* layout = rng() % 2 ? "L" : "M";
+      for (ValueId v : request.inputs) offers[c].offers.push_back({v, false, layout});
+      for (ValueId v : request.outputs) offers[c].offers.push_back({v, true, layout});
+    }
+    const LayoutCharges charges(g, set, offers, ReorderModel{1.5, 0.01, 1});
+    OpLevelProblem p{&g, &set, costs, nullptr, {}};
+    p.layouts = &charges;
+    const OpLevelResult r = optimizeOpLevel(p);
+    joined += r.statesJoined;
+    const Cost best = bruteForceWithLayouts(g, set, costs, charges);
+    ASSERT_NEAR(r.total, best, 1e-9) << "trial " << trial << "\n" << g.toString();
+    Cost sum = charges.coverCost(r.chosen);
+    for (int32_t c : r.chosen) sum += charges.kernelNs(c, costs[static_cast<size_t>(c)]);
+    EXPECT_NEAR(sum, r.total, 1e-9) << "trial " << trial;
+  }
+  EXPECT_GT(joined, 0) << "the join rule never applied: the test does not exercise it";
+}
+
 // The reorder model: plain - native = 2 us per reorder + 1 ns per byte,
 // over values of four sizes, and one kernel measured on a busy machine
 // (10 ms more) that does not move the fit.

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <random>
 #include <string>
 
 #include "backends/backend_list.h"
@@ -209,6 +210,72 @@ TEST(OpLevelScale, TwoThousandNodeWideGraphWithinTwoGigabytes) {
     NodeSet covered(g.numNodes());
     for (int32_t c : r.chosen) covered |= set[c].nodes;
     EXPECT_EQ(covered.count(), g.numNodes());
+  }
+}
+
+// The detector's shape at 2,000 nodes: cross-stage partial blocks whose
+// kept outputs wait at each block's Concat, with layout hand-overs. Before
+// the join rule (op_level_optimizer.h) their states multiplied: 4.2 million
+// expanded and 96 MiB of states at once, so a 16 MiB budget bounded the
+// search; now it stays exact within it, and within 2 GB of peak resident
+// memory. A resource check: the time is printed, never compared.
+TEST(OpLevelScale, TwoThousandNodeCspGraphWithLayoutsWithinTwoGigabytes) {
+  const Graph g = cspQuantizedGraph(CspGraphShape{});
+  ASSERT_GE(g.numNodes(), 2000);
+  Specs specs;
+  const CandidateSet set = enumerateCandidates(g, specs.caps());
+  OpLevelProblem p{&g, &set, modelCosts(g, set), [](const std::string&) { return 30.0; }, {}};
+  const LayoutCharges layouts(g, set, modelOffers(g, set, p.costs), kReorders);
+  p.layouts = &layouts;
+  p.memoryBudgetBytes = size_t{16} << 20;
+  resetPeakRss();
+  const double before = peakRssMiB();
+  const OpLevelResult r = optimizeOpLevel(p);
+  const double after = peakRssMiB();
+  std::cerr << "[ note ] " << g.numNodes() << " nodes, " << set.size() << " candidates, layouts: " << r.order
+            << " order of width " << r.orderWidth << ", " << r.statesExpanded << " states expanded, "
+            << r.statesDominated << " dominated (" << r.statesJoined << " at joins), " << r.peakStates
+            << " held at most (" << r.peakBytes / 1024 << " KiB), " << r.seconds << " s (" << r.cpuSeconds
+            << " s CPU), peak RSS " << before << " -> " << after << " MiB\n";
+  EXPECT_LT(after, 2048.0);
+  EXPECT_FALSE(r.bounded) << r.note;
+  EXPECT_GT(r.statesJoined, 0);
+  EXPECT_LE(r.peakBytes, p.memoryBudgetBytes);
+  NodeSet covered(g.numNodes());
+  for (int32_t c : r.chosen) {
+    ASSERT_FALSE(set[c].nodes.intersects(covered));
+    covered |= set[c].nodes;
+  }
+  EXPECT_EQ(covered.count(), g.numNodes());
+}
+
+// On small blocks, the join rule leaves the optimum where it was: the same
+// total in every walk order (the rule applies differently in each).
+TEST(OpLevelScale, CspGraphsSameOptimumInEveryOrder) {
+  Specs specs;
+  for (int depth = 1; depth <= 3; ++depth) {
+    CspGraphShape shape;
+    shape.blocks = 1;
+    shape.depth = depth;
+    const Graph g = cspQuantizedGraph(shape);
+    const CandidateSet set = enumerateCandidates(g, specs.caps());
+    OpLevelProblem p{&g, &set, modelCosts(g, set), [](const std::string&) { return 30.0; }, {}};
+    const LayoutCharges layouts(g, set, modelOffers(g, set, p.costs), kReorders);
+    p.layouts = &layouts;
+    const OpLevelResult chosen = optimizeOpLevel(p);
+    ASSERT_FALSE(chosen.bounded);
+    for (const bool fromOutputs : {false, true}) {
+      p.order = depthFirstTopologicalOrder(g, fromOutputs);
+      EXPECT_NEAR(optimizeOpLevel(p).total, chosen.total, 1e-6) << "depth " << depth;
+    }
+    p.order.resize(static_cast<size_t>(g.numNodes()));
+    for (NodeId n = 0; n < g.numNodes(); ++n) p.order[static_cast<size_t>(n)] = n;
+    EXPECT_NEAR(optimizeOpLevel(p).total, chosen.total, 1e-6) << "depth " << depth;
+    EXPECT_NEAR(layouts.coverCost(chosen.chosen) + [&] {
+      Cost k = 0;
+      for (int32_t c : chosen.chosen) k += layouts.kernelNs(c, p.costs[static_cast<size_t>(c)]) + 30.0;
+      return k;
+    }(), chosen.total, 1e-6 * chosen.total) << "the plan costs what the DP says";
   }
 }
 

@@ -6,8 +6,18 @@
 // 8 convolutions are 2,052 nodes. The branches can be written one after the
 // other, or interleaved op by op across branches, as some exporters do;
 // the second order is the one that made the search's states multiply.
+//
+// A second family has the shape of a YOLO-style detector's dynamic int8
+// form: cross-stage partial blocks (a convolution, Split in halves, a chain
+// of residual bottlenecks whose every output is kept, Concat of them all, a
+// convolution) and a head where one DynamicQuantizeLinear feeds two
+// convolution branches. Its wide points are not parallel branches written
+// interleaved but values read far apart: each kept output waits at the
+// block's Concat while the chain goes on.
 #pragma once
 
+#include <array>
+#include <string>
 #include <vector>
 
 #include "core/ir/graph.h"
@@ -85,6 +95,61 @@ inline Graph wideQuantizedGraph(const WideGraphShape& s) {
     cin = static_cast<int64_t>(s.channels) * s.branches;
   }
   b.finish(x);
+  return std::move(b.graph());
+}
+
+struct CspGraphShape {
+  int blocks = 9;
+  int depth = 12;     // residual bottlenecks (two convolutions each) per block
+  int channels = 4;   // of each half
+  int size = 8;       // spatial
+};
+
+inline Graph cspQuantizedGraph(const CspGraphShape& s) {
+  GraphBuilder b(13);
+  b.endGroup();
+  int count = 0;
+  auto zerosU8 = [&](const Shape& shape) {
+    return b.graph().addConstant("u8_" + std::to_string(count++), Tensor(ElementType::UInt8, shape));
+  };
+  // The epilogue of a dynamically quantized convolution reading quantized
+  // `q` with scale `scale` and zero point `zp`: ConvInteger, Cast, the
+  // scales' Mul, Mul, bias Add, SiLU as x * Sigmoid(x).
+  auto convFrom = [&](ValueId q, ValueId scale, ValueId zp, int64_t cin, int64_t cout) {
+    const ValueId conv = b.op("ConvInteger", {q, zerosU8({cout, cin, 3, 3}), zp, zerosU8({})},
+                              attrs({{"pads", Ints{1, 1, 1, 1}}}));
+    const ValueId cast = b.op("Cast", {conv}, attrs({{"to", int64_t{1}}}));
+    const ValueId scales = b.op("Mul", {scale, b.scalar(0.01f)});
+    const ValueId biased = b.op("Add", {b.op("Mul", {cast, scales}), b.constant({cout, 1, 1})});
+    return b.op("Mul", {biased, b.op("Sigmoid", {biased})});
+  };
+  auto quantize = [&](ValueId x) {
+    const ValueId q = b.op("DynamicQuantizeLinear", {x}, {}, 3);
+    const Node& dq = b.graph().nodes().back();
+    return std::array<ValueId, 3>{q, dq.outputs[1], dq.outputs[2]};
+  };
+  auto unit = [&](ValueId x, int64_t cin, int64_t cout) {
+    const auto [q, scale, zp] = quantize(x);
+    return convFrom(q, scale, zp, cin, cout);
+  };
+  const int64_t c = s.channels;
+  ValueId x = b.input({1, 2 * c, s.size, s.size});
+  for (int block = 0; block < s.blocks; ++block) {
+    b.op("Split", {unit(x, 2 * c, 2 * c)}, attrs({{"axis", int64_t{1}}}), 2);
+    const Node& split = b.graph().nodes().back();
+    std::vector<ValueId> kept{split.outputs[0], split.outputs[1]};
+    ValueId at = split.outputs[1];
+    for (int d = 0; d < s.depth; ++d) {
+      at = b.op("Add", {at, unit(unit(at, c, c), c, c)});
+      kept.push_back(at);
+    }
+    x = unit(b.op("Concat", kept, attrs({{"axis", int64_t{1}}})), c * static_cast<int64_t>(kept.size()), 2 * c);
+  }
+  // The head: two convolution branches read one quantized map.
+  const auto [q, scale, zp] = quantize(x);
+  const ValueId box = unit(convFrom(q, scale, zp, 2 * c, c), c, c);
+  const ValueId cls = unit(convFrom(q, scale, zp, 2 * c, c), c, c);
+  b.finish(b.op("Concat", {box, cls}, attrs({{"axis", int64_t{1}}})));
   return std::move(b.graph());
 }
 
