@@ -208,6 +208,8 @@ std::string Builder::opsText(const std::vector<PostOp>& ops) const {
 Operand Builder::input(size_t i) const {
   const Node& node = g_.node(chain_.anchor);
   if (i == 0 && chain_.pad != kNoNode) return operandOf(request_, g_.node(chain_.pad).inputs[0]);
+  if (i == 0 && chain_.channelsLastInput != kNoNode)
+    return operandOf(request_, g_.node(chain_.channelsLastInput).inputs[0]);
   return i < node.inputs.size() ? operandOf(request_, node.inputs[i]) : Operand{};
 }
 

@@ -4,8 +4,8 @@
 #include <functional>
 #include <map>
 #include <numeric>
-#include <set>
 #include <optional>
+#include <set>
 #include <variant>
 
 #include "core/ir/error.h"
@@ -230,7 +230,6 @@ class HoistTranspose : public Substitution {
   }
 };
 
-
 // ---- cancel-transposes -----------------------------------------------------
 
 int64_t normalizedAxis(int64_t axis, size_t rank) {
@@ -250,16 +249,19 @@ bool layoutFree(const Graph& g, NodeId n) {
     if (std::holds_alternative<std::shared_ptr<const Graph>>(attr)) return false;
   if (node.op == "Pad") {
     // The importer makes constant pads and axes attributes; a computed one stays an input.
-    if (!node.attrs.has("pads") || node.inputs[0] == kNoValue || g.value(node.inputs[0]).isConstant())
+    if (!node.attrs.has("pads") || node.inputs[0] == kNoValue ||
+        g.value(node.inputs[0]).isConstant())
       return false;
     for (size_t i = 1; i < node.inputs.size(); ++i)
-      if (node.inputs[i] != kNoValue && !(g.value(node.inputs[i]).isConstant() && i == 2)) return false;
+      if (node.inputs[i] != kNoValue && !(g.value(node.inputs[i]).isConstant() && i == 2))
+        return false;
     return true;
   }
   const OpSchema* schema = OpRegistry::instance().find(node.op);
   const bool concat = node.op == "Concat";
-  if (!concat && (!schema || (schema->kind != OpKind::ElemWise && schema->kind != OpKind::Broadcast) ||
-                  node.attrs.has("axis")))
+  if (!concat &&
+      (!schema || (schema->kind != OpKind::ElemWise && schema->kind != OpKind::Broadcast) ||
+       node.attrs.has("axis")))
     return false;
   bool computed = false;
   for (ValueId v : node.inputs) {
@@ -313,7 +315,9 @@ bool transposeBy(const Graph& g, NodeId n, const std::vector<int64_t>& perm) {
 }
 
 // A value may vanish from its readers: no graph output, no subgraph reads it.
-bool replaceable(const Graph& g, ValueId v) { return !g.value(v).isGraphOutput && !readBySubgraphOwner(g, v); }
+bool replaceable(const Graph& g, ValueId v) {
+  return !g.value(v).isGraphOutput && !readBySubgraphOwner(g, v);
+}
 
 std::optional<LayoutRegion> layoutRegion(const Graph& g, NodeId seed) {
   if (!plainTranspose(g, seed)) return std::nullopt;
@@ -343,7 +347,8 @@ std::optional<LayoutRegion> layoutRegion(const Graph& g, NodeId seed) {
   // from such (a Concat of two blocks' outputs that a skip path's Add reads):
   // a few ops up, which then join too.
   std::function<bool(ValueId, int)> ready = [&](ValueId in, int depth) {
-    if (in == kNoValue || g.value(in).isConstant() || inside.count(in) || r.entries.count(in) || entryOf(in))
+    if (in == kNoValue || g.value(in).isConstant() || inside.count(in) || r.entries.count(in) ||
+        entryOf(in))
       return true;
     const NodeId p = g.value(in).producer;
     if (depth == 0 || p == kNoNode || ops.count(p) || !layoutFree(g, p)) return false;
@@ -394,7 +399,8 @@ std::optional<LayoutRegion> layoutRegion(const Graph& g, NodeId seed) {
   }
   for (const auto& [v, src] : r.entries) {
     for (NodeId c : g.value(v).consumers)
-      if (!ops.count(c) && !r.siblings.count(c) && transposeBy(g, c, inv) && replaceable(g, g.node(c).outputs[0]))
+      if (!ops.count(c) && !r.siblings.count(c) && transposeBy(g, c, inv) &&
+          replaceable(g, g.node(c).outputs[0]))
         r.exits.push_back(c);
     const NodeId p = g.value(v).producer;
     if (!transposeBy(g, p, r.perm)) continue;
@@ -431,7 +437,8 @@ RewriteEffect rewriteRegion(Graph& g, const LayoutRegion& r) {
     const TensorType& t = g.value(v).type;
     Shape shape(rank);
     for (size_t j = 0; j < rank; ++j) shape[static_cast<size_t>(p[j])] = t.shape[j];
-    source[v] = g.addValue(uniqueValueName(g, g.value(v).name + "/unpermuted"), TensorType{t.elementType, shape});
+    source[v] = g.addValue(uniqueValueName(g, g.value(v).name + "/unpermuted"),
+                           TensorType{t.elementType, shape});
   }
   for (NodeId n : r.ops) {
     Node& node = g.mutableNode(n);
@@ -461,7 +468,9 @@ RewriteEffect rewriteRegion(Graph& g, const LayoutRegion& r) {
         for (int64_t& a : axes) a = p[static_cast<size_t>(normalizedAxis(a, rank))];
         m.attrs.set("axes", axes);
       } else {
-        if (pads.size() != 2 * rank) throw Error("Pad '" + m.name + "': " + std::to_string(pads.size()) + " pads for rank " + std::to_string(rank));
+        if (pads.size() != 2 * rank)
+          throw Error("Pad '" + m.name + "': " + std::to_string(pads.size()) + " pads for rank " +
+                      std::to_string(rank));
         std::vector<int64_t> moved(pads.size());
         for (size_t j = 0; j < rank; ++j) {
           moved[static_cast<size_t>(p[j])] = pads[j];
@@ -524,7 +533,8 @@ class CancelTransposes : public Substitution {
   std::string name() const override { return "cancel-transposes"; }
   std::string describe() const override {
     return "a region entered through Transposes by p (elementwise ops, Pad, Concat; other inputs "
-           "already transposed by p^-1 elsewhere, or constants) runs un-transposed; its exits by p^-1 "
+           "already transposed by p^-1 elsewhere, or constants) runs un-transposed; its exits by "
+           "p^-1 "
            "vanish, other readers get one Transpose by p; where the graph loses Transposes";
   }
   std::vector<SubstitutionSite> find(const Graph& g) const override {
@@ -560,6 +570,8 @@ class CancelTransposes : public Substitution {
 
 std::unique_ptr<Substitution> makeSinkTranspose() { return std::make_unique<SinkTranspose>(); }
 std::unique_ptr<Substitution> makeHoistTranspose() { return std::make_unique<HoistTranspose>(); }
-std::unique_ptr<Substitution> makeCancelTransposes() { return std::make_unique<CancelTransposes>(); }
+std::unique_ptr<Substitution> makeCancelTransposes() {
+  return std::make_unique<CancelTransposes>();
+}
 
 }  // namespace collage

@@ -6,7 +6,8 @@
 # then the plan runs --verify against the reference executor on the model as
 # given, and the placed graph keeps 2 of its 9 Transposes (the input's and
 # the output's: the graph's input and output are NHWC), the only groups
-# that are Transpose copies.
+# that are Transpose copies. The input's Transpose can run inside a oneDNN
+# Conv (read as its nhwc source): that candidate is offered.
 # Usage: nhwc_transposed_blocks.sh COLLAGE
 set -euo pipefail
 collage=$1
@@ -16,6 +17,8 @@ trap 'rm -rf "$work"' EXIT
 /usr/bin/python3 "$here/nhwc_transposed_blocks_models.py" "$work"
 cd "$work"
 m=nhwc_transposed_blocks
+"$collage" candidates "$m.onnx" --backends onednn native --node Transpose_2 | tee "$m.cand.txt"
+grep -q "onednn pattern:transpose_conv_relu {Transpose_2 Transpose, Conv_6 Conv, Relu_8 Relu}" "$m.cand.txt"
 "$collage" optimize "$m.onnx" --db "$work/db.sqlite" --backends onednn native --op-level \
   --substitute cancel-transposes -o "$m.plan.json" | tee "$m.opt.txt"
 "$collage" run "$m.onnx" --plan "$m.plan.json" --verify | tee "$m.run.txt"
@@ -32,6 +35,7 @@ placed = [n for g in plan["groups"] for n in g["nodes"]]
 transposes = [n for n in placed if op(n) == "Transpose"]
 copies = [g["nodes"] for g in plan["groups"] if all(op(n) == "Transpose" for n in g["nodes"])]
 print("Transposes placed:", transposes, "; groups that only transpose:", copies)
+print("groups:", [(g["backend"], g["nodes"]) for g in plan["groups"]])
 assert len(transposes) == 2, transposes
 assert len(copies) <= 2, copies
 PY

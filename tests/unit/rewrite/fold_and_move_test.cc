@@ -394,12 +394,13 @@ const Ints kToNchw{0, 3, 1, 2}, kToNhwc{0, 2, 3, 1};
 
 // A block as tf2onnx writes one in an NHWC model: Transpose into NCHW, the
 // convs, Transpose back.
-ValueId nhwcBlock(GraphBuilder& b, ValueId x, int64_t cin, int64_t cout, int64_t k, int64_t group = 1,
-                  bool relu = true) {
+ValueId nhwcBlock(GraphBuilder& b, ValueId x, int64_t cin, int64_t cout, int64_t k,
+                  int64_t group = 1, bool relu = true) {
   const ValueId t = b.op("Transpose", {x}, attrs({{"perm", kToNchw}}));
   const int64_t p = k / 2;
-  ValueId y = b.op("Conv", {t, b.constant({cout, cin / group, k, k}), b.constant({cout})},
-                   attrs({{"kernel_shape", Ints{k, k}}, {"pads", Ints{p, p, p, p}}, {"group", group}}));
+  ValueId y =
+      b.op("Conv", {t, b.constant({cout, cin / group, k, k}), b.constant({cout})},
+           attrs({{"kernel_shape", Ints{k, k}}, {"pads", Ints{p, p, p, p}}, {"group", group}}));
   if (relu) y = b.op("Relu", {y});
   return b.op("Transpose", {y}, attrs({{"perm", kToNhwc}}));
 }
@@ -414,10 +415,12 @@ Graph exportedNhwcNet() {
   const ValueId dw = nhwcBlock(b, s1, 4, 6, 1, 1, false);
   const ValueId skip = b.op("Pad", {s1}, attrs({{"pads", Ints{0, 0, 0, 0, 0, 0, 0, 2}}}));
   const ValueId s2 = b.op("Relu", {b.op("Add", {dw, skip})});
-  const ValueId cat = b.op("Concat", {nhwcBlock(b, s2, 6, 3, 1, 1, false), nhwcBlock(b, s2, 6, 3, 3)},
-                           attrs({{"axis", int64_t{-1}}}));
+  const ValueId cat =
+      b.op("Concat", {nhwcBlock(b, s2, 6, 3, 1, 1, false), nhwcBlock(b, s2, 6, 3, 3)},
+           attrs({{"axis", int64_t{-1}}}));
   const ValueId s3 = b.op("Mul", {b.op("Add", {cat, s2}), b.constant({6})});
-  const ValueId s4 = b.op("Pad", {s3}, attrs({{"pads", Ints{0, 1, 1, 0, 0, 1, 1, 0}}, {"mode", std::string("edge")}}));
+  const ValueId s4 = b.op(
+      "Pad", {s3}, attrs({{"pads", Ints{0, 1, 1, 0, 0, 1, 1, 0}}, {"mode", std::string("edge")}}));
   b.finish(nhwcBlock(b, s4, 6, 5, 3));
   return b.graph();
 }
@@ -463,13 +466,17 @@ TEST(CancelTransposes, PadAxesConstantsAndACastFollowTheLayout) {
   GraphBuilder b;
   const ValueId x = b.input({2, 3, 4, 5});
   const ValueId t = b.op("Transpose", {x}, attrs({{"perm", kToNhwc}}));  // [2,4,5,3]
-  const ValueId p = b.op("Pad", {t}, attrs({{"pads", Ints{1, 0, 2, 1}}, {"axes", Ints{-1, 1}}, {"mode", std::string("reflect")}}));
+  const ValueId p = b.op(
+      "Pad", {t},
+      attrs({{"pads", Ints{1, 0, 2, 1}}, {"axes", Ints{-1, 1}}, {"mode", std::string("reflect")}}));
   const ValueId a = b.op("Add", {p, b.constant({5, 5, 1})});  // [2,5,5,6], broadcast over N and C
   const ValueId c = b.op("Concat", {a, b.constant({2, 5, 5, 2})}, attrs({{"axis", int64_t{3}}}));
-  const ValueId m = b.op("Mul", {b.op("Clip", {c, b.scalar(-0.5f), b.scalar(0.5f)}), b.scalar(10.0f)});
+  const ValueId m =
+      b.op("Mul", {b.op("Clip", {c, b.scalar(-0.5f), b.scalar(0.5f)}), b.scalar(10.0f)});
   const ValueId d = b.op("Cast", {m}, attrs({{"to", int64_t{6}}}));  // to int32
   const ValueId u = b.op("Transpose", {d}, attrs({{"perm", kToNchw}}));
-  b.finish(b.op("Softmax", {b.op("Cast", {u}, attrs({{"to", int64_t{1}}}))}, attrs({{"axis", int64_t{1}}})));
+  b.finish(b.op("Softmax", {b.op("Cast", {u}, attrs({{"to", int64_t{1}}}))},
+                attrs({{"axis", int64_t{1}}})));
   const Graph& g = b.graph();
   const auto sites = sitesOf(g, "cancel-transposes");
   ASSERT_EQ(sites.size(), 1u);
@@ -512,7 +519,8 @@ TEST(CancelTransposes, RefusesWhereNoTransposeVanishes) {
   const ValueId u3 = b.op("Transpose", {b.op("Relu", {t3})}, attrs({{"perm", Ints{1, 0}}}));
   // Broadcasting between two computed inputs.
   const ValueId t4 = b.op("Transpose", {x}, attrs({{"perm", kToNhwc}}));
-  const ValueId a4 = b.op("Add", {t4, b.op("Transpose", {b.input({1, 2, 1, 1})}, attrs({{"perm", kToNhwc}}))});
+  const ValueId a4 =
+      b.op("Add", {t4, b.op("Transpose", {b.input({1, 2, 1, 1})}, attrs({{"perm", kToNhwc}}))});
   const ValueId u4 = b.op("Transpose", {a4}, attrs({{"perm", kToNchw}}));
   b.graph().markOutput(a1);
   b.graph().markOutput(s2);
