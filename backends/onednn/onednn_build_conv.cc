@@ -191,7 +191,7 @@ void Builder::buildConv(bool transpose) {
       chain_.channelsLastInput == kNoNode
           ? plainDesc(x.shape)
           : memory::desc(dimsOf(anchorInputShape()), memory::data_type::f32, channelsLast[k - 1]);
-  d.dstPlain = plainDesc(chain_.shape);
+  d.dstPlain = resultDesc();
   d.wPlain = convWeightsDesc(geo, transpose);
   d.compute = computeType(context_->precision);
   const bool reduced = d.compute != memory::data_type::f32;

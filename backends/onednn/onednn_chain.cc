@@ -46,6 +46,7 @@ std::string FusedChain::describe(const Graph& graph) const {
     s += p.kind == PostOp::Kind::Sum ? "sum" : dnnl_alg_kind2str(dnnl::convert_to_c(p.alg));
     if (p.kind != PostOp::Kind::Eltwise) s += "[" + shapeToString(p.operand.shape) + "]";
   }
+  if (channelsLastOutput != kNoNode) s += " + Transpose";
   return s;
 }
 
@@ -509,6 +510,19 @@ struct Walker {
     return {};
   }
 
+  // A group that ends with a Transpose from channels first into channels
+  // last of its result: the Conv writes nhwc (checked after the walk).
+  bool endsInChannelsLastTranspose(const std::vector<NodeId>& members) const {
+    const Node& t = g.node(members.back());
+    if (members.size() < 2 || t.op != "Transpose" || t.inputs.size() != 1 || t.outputs.size() != 1)
+      return false;
+    const size_t rank = g.value(t.inputs[0]).type.shape.size();
+    std::vector<int64_t> channelsLast{0};
+    for (size_t d = 2; d < rank; ++d) channelsLast.push_back(static_cast<int64_t>(d));
+    channelsLast.push_back(1);
+    return rank >= 3 && rank <= 5 && t.attrs.getInts("perm", {}) == channelsLast;
+  }
+
   std::string run() {
     const std::vector<NodeId> members = request.members();
     if (members.empty()) return "empty group";
@@ -566,9 +580,25 @@ struct Walker {
                shapeToString(outShape) + " (oneDNN broadcasts only the second operand)";
     }
     chain.shape = g.value(result).type.shape;
+    if (endsInChannelsLastTranspose(members)) {
+      chain.channelsLastOutput = members.back();
+      done.insert(members.back());
+    }
     for (NodeId n : members) {
       if (done.count(n)) continue;
       if (std::string why = appendNode(n); !why.empty()) return why;
+    }
+    if (chain.channelsLastOutput != kNoNode) {
+      const Node& t = g.node(chain.channelsLastOutput);
+      const std::string label = nodeLabel(t);
+      if (chain.anchor == kNoNode || g.node(chain.anchor).op != "Conv")
+        return label + "only a Conv writes its result channels last into a Transpose after it";
+      if (t.inputs[0] != result || g.value(result).isGraphOutput ||
+          g.value(result).consumers.size() != 1)
+        return label +
+               "a Transpose becomes a Conv's channels-last result only where it alone "
+               "reads the end of the chain";
+      result = t.outputs[0];
     }
     if (result != request.outputs[0])
       return "the group's output '" + g.value(request.outputs[0]).name +
@@ -705,6 +735,11 @@ ChainSequence analyzeSequence(const KernelRequest& request) {
       return seq;
     }
     part.chain = a.chain;
+    if (a.chain.channelsLastInput != kNoNode || a.chain.channelsLastOutput != kNoNode) {
+      seq.refusal =
+          "a Transpose folds into a Conv of a lone chain only (" + part.request.toString() + ")";
+      return seq;
+    }
     for (ValueId v : part.request.inputs) {
       auto it = madeBy.find(v);
       if (it != madeBy.end()) {

@@ -972,6 +972,71 @@ TEST_F(OneDnn, ChannelsLastTransposeIsTheConvsSource) {
   }
 }
 
+// And at the end: the Conv writes its result channels last into the
+// Transpose's output (a whole block as tf2onnx wraps it is one kernel).
+TEST_F(OneDnn, ChannelsLastTransposeIsTheConvsResult) {
+  const Ints toNchw{0, 3, 1, 2}, toNhwc{0, 2, 3, 1};
+  {  // the whole block: NHWC in, NHWC out
+    GraphBuilder b;
+    const ValueId t = b.op("Transpose", {b.input({1, 7, 9, 6})}, attrs({{"perm", toNchw}}));
+    const ValueId c = b.op("Conv", {t, b.constant({10, 6, 3, 3}), b.constant({10})},
+                           attrs({{"pads", Ints{1, 1, 1, 1}}}));
+    const ValueId y = b.op("Transpose", {b.op("Relu", {c})}, attrs({{"perm", toNhwc}}));
+    expectMatches(b, y, "Transpose + Conv + Relu + Transpose");
+    NodeSet all(b.graph().numNodes());
+    for (NodeId n = 0; n < b.graph().numNodes(); ++n) all.insert(n);
+    const CompileResult compiled = backend_->compile(KernelRequest::of(b.graph(), all));
+    ASSERT_TRUE(compiled) << compiled.refusal;
+    const std::string text = describeOneDnnKernel(*compiled.kernel);
+    EXPECT_NE(text.find("Transpose + Conv + eltwise_relu + Transpose"), std::string::npos) << text;
+    // With AVX-512 (nhwc convolutions) the convolution is the only step.
+    const auto tag = onednn::activationTag(4);
+    if (tag && !onednn::channelBlocked(*tag))
+      EXPECT_EQ(text.find("reorder"), std::string::npos) << text;
+  }
+  {  // a residual Add (a binary post-op) before, 1-D
+    GraphBuilder b;
+    const ValueId x = b.input({2, 5, 11});
+    const ValueId c =
+        b.op("Conv", {x, b.constant({5, 5, 3}), b.constant({5})}, attrs({{"pads", Ints{1, 1}}}));
+    expectMatches(b, b.op("Transpose", {b.op("Add", {c, x})}, attrs({{"perm", Ints{0, 2, 1}}})),
+                  "Conv + Add + Transpose, NWC");
+  }
+  {  // depthwise, odd channels, no post-op
+    GraphBuilder b;
+    const ValueId c = b.op("Conv", {b.input({1, 7, 6, 6}), b.constant({7, 1, 3, 3})},
+                           attrs({{"group", int64_t{7}}, {"strides", Ints{2, 2}}}));
+    expectMatches(b, b.op("Transpose", {c}, attrs({{"perm", toNhwc}})), "depthwise + Transpose");
+  }
+  {  // a pool's result
+    GraphBuilder b;
+    const ValueId m =
+        b.op("MaxPool", {b.input({1, 4, 6, 6})}, attrs({{"kernel_shape", Ints{2, 2}}}));
+    expectRefusal(b, b.op("Transpose", {m}, attrs({{"perm", toNhwc}})), "only a Conv writes");
+  }
+  {  // the Conv's result read elsewhere too
+    GraphBuilder b;
+    const ValueId c = b.op("Conv", {b.input({1, 4, 6, 6}), b.constant({4, 4, 1, 1})});
+    b.graph().markOutput(c);
+    expectRefusal(b, b.op("Transpose", {c}, attrs({{"perm", toNhwc}})), "a oneDNN kernel has one");
+  }
+  {  // at the end of a group of two chains
+    GraphBuilder b;
+    const ValueId c = b.op("Relu", {b.op("Conv", {b.input({1, 4, 6, 6}), b.constant({4, 4, 1, 1})})});
+    const ValueId d = b.op("Conv", {c, b.constant({4, 4, 1, 1})});
+    const ValueId t = b.op("Transpose", {d}, attrs({{"perm", toNhwc}}));
+    b.finish(t);
+    const std::string why =
+        backend_->regionRefusal(KernelRequest::of(b.graph(), NodeSet::all(b.graph().numNodes())));
+    EXPECT_NE(why.find("lone chain"), std::string::npos) << why;
+  }
+  {  // another perm
+    GraphBuilder b;
+    const ValueId c = b.op("Conv", {b.input({1, 4, 6, 6}), b.constant({4, 4, 1, 1})});
+    expectRefusal(b, b.op("Transpose", {c}, attrs({{"perm", Ints{0, 3, 2, 1}}})), "Transpose");
+  }
+}
+
 TEST_F(OneDnn, RefusesATransposeThatIsNoChannelsLastSource) {
   {  // the other way round: channels first into channels last
     GraphBuilder b;
@@ -1572,7 +1637,8 @@ TEST_F(OneDnn, RegionRefusalNamesWhatOneDnnCannotRun) {
   GraphBuilder b;
   ValueId x = b.input({1, 8, 6, 6});
   ValueId c = b.op("Relu", {b.op("Conv", {x, b.constant({8, 8, 1, 1})})});
-  ValueId t = b.op("Transpose", {c}, attrs({{"perm", Ints{0, 2, 3, 1}}}));
+  // (perm 0, 2, 3, 1 folds now: the Conv writes channels last.)
+  ValueId t = b.op("Transpose", {c}, attrs({{"perm", Ints{0, 3, 2, 1}}}));
   b.finish(t);
   const std::string why = backend_->regionRefusal(KernelRequest::of(b.graph(), NodeSet::all(3)));
   EXPECT_NE(why.find("Transpose"), std::string::npos) << why;
