@@ -28,7 +28,8 @@ import json, sys
 import onnx
 ops = {n.name: n.op_type for n in onnx.load(sys.argv[1]).graph.node}
 plan = json.load(open(sys.argv[2]))
-assert [s["rule"] for s in plan.get("substitutions", [])] == ["cancel-transposes"], plan.get("substitutions")
+# Forced first; the search may go on from there (it is relaxed).
+assert [s["rule"] for s in plan.get("substitutions", [])][:1] == ["cancel-transposes"], plan.get("substitutions")
 # Nodes the rewrite made are named after their producer (".../transpose").
 op = lambda n: ops.get(n) or ("Transpose" if n.endswith("/transpose") else "?")
 placed = [n for g in plan["groups"] for n in g["nodes"]]
