@@ -183,8 +183,15 @@ void Builder::buildConv(bool transpose) {
     d.pl.push_back(geo.padsBegin[i] + foldedPadBegin(i));
     d.pr.push_back(geo.padsEnd[i] - geo.outputPadding[i] + foldedPadEnd(i));
   }
-  d.srcPlain = plainDesc(x.shape);
-  d.dstPlain = plainDesc(chain_.shape);
+  // A folded Transpose's input is the source in channels last: the
+  // Conv's dims, nhwc memory (the bytes of the NHWC tensor as stored).
+  static const memory::format_tag channelsLast[] = {
+      memory::format_tag::acb, memory::format_tag::acdb, memory::format_tag::acdeb};
+  d.srcPlain =
+      chain_.channelsLastInput == kNoNode
+          ? plainDesc(x.shape)
+          : memory::desc(dimsOf(anchorInputShape()), memory::data_type::f32, channelsLast[k - 1]);
+  d.dstPlain = resultDesc();
   d.wPlain = convWeightsDesc(geo, transpose);
   d.compute = computeType(context_->precision);
   const bool reduced = d.compute != memory::data_type::f32;

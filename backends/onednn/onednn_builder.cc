@@ -205,9 +205,20 @@ std::string Builder::opsText(const std::vector<PostOp>& ops) const {
   return c.describe(g_);
 }
 
+memory::desc Builder::resultDesc() const {
+  static const memory::format_tag channelsLast[] = {
+      memory::format_tag::acb, memory::format_tag::acdb, memory::format_tag::acdeb};
+  if (chain_.channelsLastOutput == kNoNode || chain_.shape.size() < 3 || chain_.shape.size() > 5)
+    return plainDesc(chain_.shape);
+  return memory::desc(dimsOf(chain_.shape), memory::data_type::f32,
+                      channelsLast[chain_.shape.size() - 3]);
+}
+
 Operand Builder::input(size_t i) const {
   const Node& node = g_.node(chain_.anchor);
   if (i == 0 && chain_.pad != kNoNode) return operandOf(request_, g_.node(chain_.pad).inputs[0]);
+  if (i == 0 && chain_.channelsLastInput != kNoNode)
+    return operandOf(request_, g_.node(chain_.channelsLastInput).inputs[0]);
   return i < node.inputs.size() ? operandOf(request_, node.inputs[i]) : Operand{};
 }
 

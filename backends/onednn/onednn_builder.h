@@ -94,11 +94,12 @@ class Builder {
   template <class PD>
   void addMainStep(const PD& pd, Args args, const std::vector<PostOp>& ops) {
     const memory::desc plain = plainDesc(chain_.shape);
+    const memory::desc user = resultDesc();
     kernel_->postOps += (kernel_->postOps.empty() ? "" : "; ") + opsText(ops);
     bindPostOps(ops, args);
     const memory::desc dstMd = pd.dst_desc();
     // Inside a sequence the result stays in the primitive's layout.
-    const bool keep = dstMd == plain || outputInternal();
+    const bool keep = dstMd == user || outputInternal();
     const memory dst = keep ? bound(dstMd, 0, true) : owned(dstMd);
     for (const PostOp& p : ops)
       if (p.kind == PostOp::Kind::Sum) {
@@ -110,8 +111,8 @@ class Builder {
     args[DNNL_ARG_DST] = dst;
     addStep(pd, std::move(args));
     if (keep) return;
-    memory user = bound(plain, 0, true);
-    addStep(dnnl::reorder::primitive_desc(dst, user), {{DNNL_ARG_FROM, dst}, {DNNL_ARG_TO, user}});
+    memory out = bound(user, 0, true);
+    addStep(dnnl::reorder::primitive_desc(dst, out), {{DNNL_ARG_FROM, dst}, {DNNL_ARG_TO, out}});
   }
 
   // Eltwise `ops` as JIT eltwise primitives of their own, in place on `out`
@@ -125,6 +126,10 @@ class Builder {
   dnnl::primitive_attr attrFor(const std::vector<PostOp>& ops) const;
   void bindPostOps(const std::vector<PostOp>& ops, Args& args);
   std::string opsText(const std::vector<PostOp>& ops) const;
+
+  // The result as the caller's buffer holds it: plain, or channels last
+  // where a Transpose after the Conv is folded in (FusedChain::channelsLastOutput).
+  memory::desc resultDesc() const;
 
   // ---- the anchor's inputs (onednn_builder.cc)
 

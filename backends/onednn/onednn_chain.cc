@@ -40,11 +40,13 @@ PostOp PostOp::binary(algorithm alg, Operand operand, std::string node) {
 std::string FusedChain::describe(const Graph& graph) const {
   std::string s = anchor == kNoNode ? std::string("input") : graph.node(anchor).op;
   if (pad != kNoNode) s = "Pad + " + s;
+  if (channelsLastInput != kNoNode) s = "Transpose + " + s;
   for (const PostOp& p : postOps) {
     s += " + ";
     s += p.kind == PostOp::Kind::Sum ? "sum" : dnnl_alg_kind2str(dnnl::convert_to_c(p.alg));
     if (p.kind != PostOp::Kind::Eltwise) s += "[" + shapeToString(p.operand.shape) + "]";
   }
+  if (channelsLastOutput != kNoNode) s += " + Transpose";
   return s;
 }
 
@@ -483,6 +485,44 @@ struct Walker {
     return {};
   }
 
+  // A group that starts with a Transpose from channels last into channels
+  // first feeding a Conv: the Conv reads the Transpose's input as nhwc.
+  std::string foldChannelsLastTranspose(const std::vector<NodeId>& members) {
+    const Node& t = g.node(members[0]);
+    const std::string label = nodeLabel(t);
+    if (members.size() < 2 || t.inputs.size() != 1 || t.outputs.size() != 1)
+      return label +
+             "oneDNN runs a Transpose only as the channels-last source of the Conv after it";
+    const Node& next = g.node(members[1]);
+    if (next.op != "Conv" || next.inputs.empty() || next.inputs[0] != t.outputs[0] ||
+        soleConsumer(t.outputs[0]) != members[1])
+      return label +
+             "oneDNN reads a Transpose's input only as the source of a Conv that alone reads it";
+    const size_t rank = g.value(t.inputs[0]).type.shape.size();
+    std::vector<int64_t> channelsFirst{0, static_cast<int64_t>(rank) - 1};
+    for (size_t d = 1; d + 1 < rank; ++d) channelsFirst.push_back(static_cast<int64_t>(d));
+    if (rank < 3 || rank > 5 || t.attrs.getInts("perm", {}) != channelsFirst)
+      return label +
+             "only a Transpose from channels last into channels first (perm 0, r-1, 1, ..., r-2; "
+             "rank 3 to 5) becomes a Conv's channels-last source";
+    chain.channelsLastInput = members[0];
+    done.insert(members[0]);
+    return {};
+  }
+
+  // A group that ends with a Transpose from channels first into channels
+  // last of its result: the Conv writes nhwc (checked after the walk).
+  bool endsInChannelsLastTranspose(const std::vector<NodeId>& members) const {
+    const Node& t = g.node(members.back());
+    if (members.size() < 2 || t.op != "Transpose" || t.inputs.size() != 1 || t.outputs.size() != 1)
+      return false;
+    const size_t rank = g.value(t.inputs[0]).type.shape.size();
+    std::vector<int64_t> channelsLast{0};
+    for (size_t d = 2; d < rank; ++d) channelsLast.push_back(static_cast<int64_t>(d));
+    channelsLast.push_back(1);
+    return rank >= 3 && rank <= 5 && t.attrs.getInts("perm", {}) == channelsLast;
+  }
+
   std::string run() {
     const std::vector<NodeId> members = request.members();
     if (members.empty()) return "empty group";
@@ -490,8 +530,11 @@ struct Walker {
       return "the group " + request.toString() + " has " + std::to_string(request.outputs.size()) +
              " outputs; a oneDNN kernel has one";
     if (std::string why = checkTypes(); !why.empty()) return why;
-    size_t start = 0;  // the anchor's position (1 after a folded Pad)
-    if (g.node(members[0]).op == "Pad") {
+    size_t start = 0;  // the anchor's position (1 after a folded Pad or Transpose)
+    if (g.node(members[0]).op == "Transpose") {
+      if (std::string why = foldChannelsLastTranspose(members); !why.empty()) return why;
+      start = 1;
+    } else if (g.node(members[0]).op == "Pad") {
       if (std::string why = foldPad(members); !why.empty()) return why;
       start = 1;
     }
@@ -537,9 +580,25 @@ struct Walker {
                shapeToString(outShape) + " (oneDNN broadcasts only the second operand)";
     }
     chain.shape = g.value(result).type.shape;
+    if (endsInChannelsLastTranspose(members)) {
+      chain.channelsLastOutput = members.back();
+      done.insert(members.back());
+    }
     for (NodeId n : members) {
       if (done.count(n)) continue;
       if (std::string why = appendNode(n); !why.empty()) return why;
+    }
+    if (chain.channelsLastOutput != kNoNode) {
+      const Node& t = g.node(chain.channelsLastOutput);
+      const std::string label = nodeLabel(t);
+      if (chain.anchor == kNoNode || g.node(chain.anchor).op != "Conv")
+        return label + "only a Conv writes its result channels last into a Transpose after it";
+      if (t.inputs[0] != result || g.value(result).isGraphOutput ||
+          g.value(result).consumers.size() != 1)
+        return label +
+               "a Transpose becomes a Conv's channels-last result only where it alone "
+               "reads the end of the chain";
+      result = t.outputs[0];
     }
     if (result != request.outputs[0])
       return "the group's output '" + g.value(request.outputs[0]).name +
@@ -676,6 +735,11 @@ ChainSequence analyzeSequence(const KernelRequest& request) {
       return seq;
     }
     part.chain = a.chain;
+    if (a.chain.channelsLastInput != kNoNode || a.chain.channelsLastOutput != kNoNode) {
+      seq.refusal =
+          "a Transpose folds into a Conv of a lone chain only (" + part.request.toString() + ")";
+      return seq;
+    }
     for (ValueId v : part.request.inputs) {
       auto it = madeBy.find(v);
       if (it != madeBy.end()) {

@@ -56,6 +56,18 @@ struct FusedChain {
   // dimension, to its own padding.
   NodeId pad = kNoNode;
   std::vector<int64_t> padBegin, padEnd;
+  // A Transpose from channels last into channels first (perm 0, r-1, 1, ...,
+  // r-2: what tf2onnx writes before each block of an NHWC model) that only
+  // the anchor Conv reads: the Conv reads the Transpose's input as its
+  // source in channels-last memory (nhwc), so the transposed copy is never
+  // made.
+  NodeId channelsLastInput = kNoNode;
+  // The other way at the end: a Transpose from channels first into channels
+  // last (perm 0, 2, ..., r-1, 1) of a Conv's result (after its post-ops)
+  // is the group's output: the Conv writes its result as nhwc memory into
+  // the Transpose's output, so the transposed copy is never made either.
+  // `shape` stays the Conv's (channels first); `output` is the Transpose's.
+  NodeId channelsLastOutput = kNoNode;
   std::vector<PostOp> postOps;
   Shape shape;  // of the running result (the output)
   ValueId output = kNoValue;

@@ -53,6 +53,10 @@ int OneDnnKernel::handOverStep(bool output, size_t index) const {
   for (const Binding& b : bindings) {
     if (b.isOutput != output || static_cast<size_t>(b.index) != index) continue;
     if (b.byteOffset != 0 || (output && !bound.empty())) return -1;  // a panel of the buffer
+    // A view of the buffer in another layout (a folded Transpose's input
+    // read as a Conv's nhwc source): its layout names other dims.
+    const memory::desc md = b.memory.get_desc();
+    if (md != plainDesc(md.dims(), md.data_type())) return -1;
     bound.push_back(b.memory);
   }
   if (bound.empty()) return -1;
@@ -106,6 +110,9 @@ std::optional<memory::desc> OneDnnKernel::copiedInputLayout(size_t input) const 
   for (const Binding& b : bindings) {
     if (b.isOutput || static_cast<size_t>(b.index) != input) continue;
     if (b.byteOffset != 0) return std::nullopt;
+    const memory::desc md = b.memory.get_desc();
+    if (md != plainDesc(md.dims(), md.data_type()))
+      return std::nullopt;  // a view in another layout, as above
     bound.push_back(b.memory);
   }
   if (bound.empty()) return std::nullopt;

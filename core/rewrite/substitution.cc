@@ -36,6 +36,7 @@ const std::vector<std::unique_ptr<Substitution>>& standardSubstitutions() {
     r.push_back(makeFoldScaleShift());
     r.push_back(makeSinkTranspose());
     r.push_back(makeHoistTranspose());
+    r.push_back(makeCancelTransposes());
     r.push_back(makeUnmergeSplit());
     return r;
   }();

@@ -1,7 +1,11 @@
 #include "core/rewrite/transpose_motion.h"
 
+#include <algorithm>
+#include <functional>
+#include <map>
 #include <numeric>
 #include <optional>
+#include <set>
 #include <variant>
 
 #include "core/ir/error.h"
@@ -226,9 +230,348 @@ class HoistTranspose : public Substitution {
   }
 };
 
+// ---- cancel-transposes -----------------------------------------------------
+
+int64_t normalizedAxis(int64_t axis, size_t rank) {
+  return axis < 0 ? axis + static_cast<int64_t>(rank) : axis;
+}
+
+// Whether `n` computes the same thing in any layout once its attributes
+// (Pad's pads and axes, Concat's axis) and constants follow: the region's
+// ops. Computed inputs must be of the output's shape (no broadcasting
+// between them), constants never widen the output.
+bool layoutFree(const Graph& g, NodeId n) {
+  const Node& node = g.node(n);
+  if (node.outputs.size() != 1 || node.outputs[0] == kNoValue || node.inputs.empty()) return false;
+  const TensorType& out = g.value(node.outputs[0]).type;
+  if (out.isSequence()) return false;
+  for (const auto& [name, attr] : node.attrs)
+    if (std::holds_alternative<std::shared_ptr<const Graph>>(attr)) return false;
+  if (node.op == "Pad") {
+    // The importer makes constant pads and axes attributes; a computed one stays an input.
+    if (!node.attrs.has("pads") || node.inputs[0] == kNoValue ||
+        g.value(node.inputs[0]).isConstant())
+      return false;
+    for (size_t i = 1; i < node.inputs.size(); ++i)
+      if (node.inputs[i] != kNoValue && !(g.value(node.inputs[i]).isConstant() && i == 2))
+        return false;
+    return true;
+  }
+  const OpSchema* schema = OpRegistry::instance().find(node.op);
+  const bool concat = node.op == "Concat";
+  if (!concat &&
+      (!schema || (schema->kind != OpKind::ElemWise && schema->kind != OpKind::Broadcast) ||
+       node.attrs.has("axis")))
+    return false;
+  bool computed = false;
+  for (ValueId v : node.inputs) {
+    if (v == kNoValue) continue;
+    const Value& val = g.value(v);
+    if (val.type.isSequence()) return false;
+    if (!val.isConstant()) {
+      if (!concat && val.type.shape != out.shape) return false;
+      if (concat && val.type.rank() != out.rank()) return false;
+      computed = true;
+    } else if (concat) {
+      if (val.type.rank() != out.rank()) return false;
+    } else if (schema->kind == OpKind::ElemWise) {
+      if (val.constant->numElements() != 1) return false;
+    } else if (val.type.rank() > out.rank()) {
+      return false;
+    }
+  }
+  return computed;
+}
+
+// The region a Transpose by p starts (cancel-transposes, transpose_motion.h).
+struct LayoutRegion {
+  std::vector<int64_t> perm;           // p: each region value is Transpose(its source, p)
+  std::vector<NodeId> ops;             // the layout-free ops, ascending
+  std::map<ValueId, ValueId> entries;  // an entry value -> its source (un-transposed)
+  std::set<NodeId> siblings;           // Transposes by p^-1 that give an entry's source
+  std::vector<NodeId> exits;           // Transposes by p^-1 of a region value that vanish
+  std::vector<ValueId> kept;           // region ops' outputs read elsewhere: a Transpose by p each
+  std::vector<NodeId> deadEntries;     // entry Transposes left without readers
+  std::vector<NodeId> liveEntries;     // entry Transposes something else still reads
+  int saved() const {
+    return static_cast<int>(deadEntries.size() + exits.size()) - static_cast<int>(kept.size());
+  }
+  // Every node of the site: the seed first, then in node order.
+  std::vector<NodeId> nodes(NodeId seed) const {
+    std::set<NodeId> all(ops.begin(), ops.end());
+    all.insert(siblings.begin(), siblings.end());
+    all.insert(exits.begin(), exits.end());
+    all.insert(deadEntries.begin(), deadEntries.end());
+    all.insert(liveEntries.begin(), liveEntries.end());
+    all.erase(seed);
+    std::vector<NodeId> out{seed};
+    out.insert(out.end(), all.begin(), all.end());
+    return out;
+  }
+};
+
+bool transposeBy(const Graph& g, NodeId n, const std::vector<int64_t>& perm) {
+  return n != kNoNode && plainTranspose(g, n) && permOf(g, g.node(n)) == perm;
+}
+
+// A value may vanish from its readers: no graph output, no subgraph reads it.
+bool replaceable(const Graph& g, ValueId v) {
+  return !g.value(v).isGraphOutput && !readBySubgraphOwner(g, v);
+}
+
+std::optional<LayoutRegion> layoutRegion(const Graph& g, NodeId seed) {
+  if (!plainTranspose(g, seed)) return std::nullopt;
+  LayoutRegion r;
+  r.perm = permOf(g, g.node(seed));
+  const std::vector<int64_t> inv = inverse(r.perm);
+  // A perm that is its own inverse would make one Transpose both an entry
+  // and an exit: left to collapse-transposes and sink-transpose.
+  if (inv == r.perm) return std::nullopt;
+  std::set<NodeId> ops;
+  std::set<ValueId> inside;  // region ops' outputs
+  auto entryOf = [&](ValueId v) -> std::optional<std::pair<ValueId, NodeId>> {
+    const NodeId p = g.value(v).producer;
+    if (transposeBy(g, p, r.perm)) return std::make_pair(g.node(p).inputs[0], kNoNode);
+    for (NodeId c : g.value(v).consumers)
+      if (transposeBy(g, c, inv)) return std::make_pair(g.node(c).outputs[0], c);
+    return std::nullopt;
+  };
+  auto addEntry = [&](ValueId v) {
+    if (r.entries.count(v)) return;
+    const auto e = entryOf(v);
+    r.entries[v] = e->first;
+    if (e->second != kNoNode) r.siblings.insert(e->second);
+  };
+  addEntry(g.node(seed).outputs[0]);
+  // An input is ready when it is in, an entry, or made by layout-free ops
+  // from such (a Concat of two blocks' outputs that a skip path's Add reads):
+  // a few ops up, which then join too.
+  std::function<bool(ValueId, int)> ready = [&](ValueId in, int depth) {
+    if (in == kNoValue || g.value(in).isConstant() || inside.count(in) || r.entries.count(in) ||
+        entryOf(in))
+      return true;
+    const NodeId p = g.value(in).producer;
+    if (depth == 0 || p == kNoNode || ops.count(p) || !layoutFree(g, p)) return false;
+    for (ValueId v : g.node(p).inputs)
+      if (!ready(v, depth - 1)) return false;
+    return true;
+  };
+  std::function<void(NodeId)> admit = [&](NodeId c) {
+    if (ops.count(c)) return;
+    for (ValueId in : g.node(c).inputs) {
+      if (in == kNoValue || g.value(in).isConstant() || inside.count(in)) continue;
+      if (r.entries.count(in) || entryOf(in))
+        addEntry(in);
+      else
+        admit(g.value(in).producer);
+    }
+    ops.insert(c);
+    inside.insert(g.node(c).outputs[0]);
+  };
+  constexpr int kUp = 4;
+  // Grow to a fixed point: an op joins once each of its computed inputs is ready.
+  for (bool grew = true; grew;) {
+    grew = false;
+    std::vector<ValueId> values(inside.begin(), inside.end());
+    for (const auto& [v, src] : r.entries) values.push_back(v);
+    for (ValueId v : values)
+      for (NodeId c : g.value(v).consumers) {
+        if (ops.count(c) || !layoutFree(g, c) || r.entries.count(g.node(c).outputs[0])) continue;
+        bool ok = true;
+        for (ValueId in : g.node(c).inputs) ok = ok && ready(in, kUp);
+        if (!ok) continue;
+        admit(c);
+        grew = true;
+      }
+  }
+  r.ops.assign(ops.begin(), ops.end());
+  // Readers of the region's values outside it: exits vanish, others keep a Transpose.
+  for (ValueId v : inside) {
+    bool elsewhere = g.value(v).isGraphOutput || readBySubgraphOwner(g, v);
+    for (NodeId c : g.value(v).consumers) {
+      if (ops.count(c)) continue;
+      if (transposeBy(g, c, inv) && replaceable(g, g.node(c).outputs[0]))
+        r.exits.push_back(c);
+      else
+        elsewhere = true;
+    }
+    if (elsewhere) r.kept.push_back(v);
+  }
+  for (const auto& [v, src] : r.entries) {
+    for (NodeId c : g.value(v).consumers)
+      if (!ops.count(c) && !r.siblings.count(c) && transposeBy(g, c, inv) &&
+          replaceable(g, g.node(c).outputs[0]))
+        r.exits.push_back(c);
+    const NodeId p = g.value(v).producer;
+    if (!transposeBy(g, p, r.perm)) continue;
+    bool read = !replaceable(g, v);
+    for (NodeId c : g.value(v).consumers)
+      read = read || !(ops.count(c) || std::count(r.exits.begin(), r.exits.end(), c));
+    (read ? r.liveEntries : r.deadEntries).push_back(p);
+  }
+  std::sort(r.exits.begin(), r.exits.end());
+  r.exits.erase(std::unique(r.exits.begin(), r.exits.end()), r.exits.end());
+  if (r.saved() <= 0) return std::nullopt;
+  return r;
+}
+
+// `c` (rank <= rank) transposed by `perm` at full rank.
+Tensor permuteFullRank(const Tensor& c, size_t rank, const std::vector<int64_t>& perm) {
+  Shape aligned(rank - static_cast<size_t>(c.rank()), 1);
+  aligned.insert(aligned.end(), c.shape().begin(), c.shape().end());
+  Node t{"transpose-motion/Transpose", "Transpose", {}, {0}, {1}};
+  t.attrs.set("perm", perm);
+  const Tensor a = c.reshaped(aligned);
+  return evaluateNode(t, {&a}).at(0);
+}
+
+RewriteEffect rewriteRegion(Graph& g, const LayoutRegion& r) {
+  const std::vector<int64_t>& p = r.perm;
+  const std::vector<int64_t> inv = inverse(p);
+  const size_t rank = p.size();
+  RewriteEffect effect;
+  std::map<ValueId, ValueId> source = r.entries;  // region value -> un-transposed value
+  // The region ops' outputs, un-transposed, under new names.
+  for (NodeId n : r.ops) {
+    const ValueId v = g.node(n).outputs[0];
+    const TensorType& t = g.value(v).type;
+    Shape shape(rank);
+    for (size_t j = 0; j < rank; ++j) shape[static_cast<size_t>(p[j])] = t.shape[j];
+    source[v] = g.addValue(uniqueValueName(g, g.value(v).name + "/unpermuted"),
+                           TensorType{t.elementType, shape});
+  }
+  for (NodeId n : r.ops) {
+    Node& node = g.mutableNode(n);
+    const size_t outRank = static_cast<size_t>(g.value(node.outputs[0]).type.rank());
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const ValueId in = node.inputs[i];
+      if (in == kNoValue) continue;
+      const Value& val = g.value(in);
+      if (!val.isConstant()) {
+        g.mutableNode(n).inputs[i] = source.at(in);
+        continue;
+      }
+      if (node.op == "Pad" || (val.constant->numElements() == 1 && val.type.rank() <= 1)) continue;
+      Tensor permuted = node.op == "Concat" ? permuteFullRank(*val.constant, outRank, inv)
+                                            : permuteConstant(*val.constant, outRank, inv);
+      const std::string cname = permutedName(g, val.name);
+      const ValueId c = g.addConstant(cname, std::move(permuted));
+      g.mutableNode(n).inputs[i] = c;
+    }
+    Node& m = g.mutableNode(n);
+    if (m.op == "Concat") {
+      m.attrs.set("axis", p[static_cast<size_t>(normalizedAxis(m.attrs.getInt("axis", 0), rank))]);
+    } else if (m.op == "Pad") {
+      const std::vector<int64_t> pads = m.attrs.getInts("pads", {});
+      if (m.attrs.has("axes")) {
+        std::vector<int64_t> axes = m.attrs.getInts("axes", {});
+        for (int64_t& a : axes) a = p[static_cast<size_t>(normalizedAxis(a, rank))];
+        m.attrs.set("axes", axes);
+      } else {
+        if (pads.size() != 2 * rank)
+          throw Error("Pad '" + m.name + "': " + std::to_string(pads.size()) + " pads for rank " +
+                      std::to_string(rank));
+        std::vector<int64_t> moved(pads.size());
+        for (size_t j = 0; j < rank; ++j) {
+          moved[static_cast<size_t>(p[j])] = pads[j];
+          moved[rank + static_cast<size_t>(p[j])] = pads[rank + j];
+        }
+        m.attrs.set("pads", moved);
+      }
+    }
+    const ValueId v = m.outputs[0];
+    m.outputs[0] = source.at(v);
+    effect.target.push_back(m.name);
+  }
+  // A region value read elsewhere: one Transpose by p makes it, under its name.
+  for (ValueId v : r.kept) {
+    Node t;
+    t.name = uniqueNodeName(g, g.node(g.value(v).producer).name + "/transpose");
+    t.op = "Transpose";
+    t.attrs.set("perm", p);
+    t.inputs = {source.at(v)};
+    t.outputs = {v};
+    effect.target.push_back(t.name);
+    effect.outputs.emplace_back(g.value(v).name, g.value(v).name);
+    g.addNode(std::move(t));
+  }
+  // The exits' readers read the un-transposed value.
+  for (NodeId e : r.exits) {
+    const ValueId out = g.node(e).outputs[0];
+    const ValueId to = source.at(g.node(e).inputs[0]);
+    // Two exits of one value are one value now: compared once.
+    const bool listed = std::any_of(effect.outputs.begin(), effect.outputs.end(),
+                                    [&](const auto& o) { return o.second == g.value(to).name; });
+    if (!g.value(out).consumers.empty() && !listed)
+      effect.outputs.emplace_back(g.value(out).name, g.value(to).name);
+    replaceUses(g, out, to);
+    effect.removed.push_back(g.node(e).name);
+  }
+  for (NodeId s : r.siblings) {
+    effect.target.push_back(g.node(s).name);
+    const ValueId out = g.node(s).outputs[0];
+    if (g.value(out).isGraphOutput || g.value(out).consumers.size() > 0)
+      effect.outputs.emplace_back(g.value(out).name, g.value(out).name);
+  }
+  for (NodeId e : r.liveEntries) {
+    effect.target.push_back(g.node(e).name);
+    const ValueId out = g.node(e).outputs[0];
+    effect.outputs.emplace_back(g.value(out).name, g.value(out).name);
+  }
+  std::vector<bool> dead(static_cast<size_t>(g.numNodes()), false);
+  for (NodeId e : r.exits) dead[static_cast<size_t>(e)] = true;
+  for (NodeId e : r.deadEntries) {
+    dead[static_cast<size_t>(e)] = true;
+    effect.removed.push_back(g.node(e).name);
+  }
+  g.removeNodes(dead);
+  return effect;
+}
+
+class CancelTransposes : public Substitution {
+ public:
+  std::string name() const override { return "cancel-transposes"; }
+  std::string describe() const override {
+    return "a region entered through Transposes by p (elementwise ops, Pad, Concat; other inputs "
+           "already transposed by p^-1 elsewhere, or constants) runs un-transposed; its exits by "
+           "p^-1 "
+           "vanish, other readers get one Transpose by p; where the graph loses Transposes";
+  }
+  std::vector<SubstitutionSite> find(const Graph& g) const override {
+    std::vector<SubstitutionSite> sites;
+    std::set<NodeId> covered;
+    for (NodeId t = 0; t < g.numNodes(); ++t) {
+      if (covered.count(t)) continue;
+      const auto r = layoutRegion(g, t);
+      if (!r) continue;
+      SubstitutionSite site{name(), {}};
+      for (NodeId n : r->nodes(t)) {
+        covered.insert(n);
+        site.nodes.push_back(g.node(n).name);
+      }
+      sites.push_back(std::move(site));
+    }
+    return sites;
+  }
+  RewriteEffect apply(Graph& g, const SubstitutionSite& site) const override {
+    if (site.nodes.empty()) throw Error(site.toString() + ": expected a Transpose first");
+    const NodeId seed = siteNode(g, site, 0);
+    const auto r = layoutRegion(g, seed);
+    std::vector<std::string> names;
+    if (r)
+      for (NodeId n : r->nodes(seed)) names.push_back(g.node(n).name);
+    if (!r || names != site.nodes)
+      throw Error(site.toString() + ": the Transposes there no longer cancel (the region changed)");
+    return rewriteRegion(g, *r);
+  }
+};
+
 }  // namespace
 
 std::unique_ptr<Substitution> makeSinkTranspose() { return std::make_unique<SinkTranspose>(); }
 std::unique_ptr<Substitution> makeHoistTranspose() { return std::make_unique<HoistTranspose>(); }
+std::unique_ptr<Substitution> makeCancelTransposes() {
+  return std::make_unique<CancelTransposes>();
+}
 
 }  // namespace collage

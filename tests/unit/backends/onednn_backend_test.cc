@@ -3,27 +3,27 @@
 // elementwise, each with post-op chains), over several shapes, and the
 // groups it must refuse with a reason instead of crashing.
 #include "backends/onednn/onednn_backend.h"
-#include "backends/onednn/onednn_chain.h"
 
-#include <dnnl.hpp>
 #include <gtest/gtest.h>
 
 #include <algorithm>
-
+#include <dnnl.hpp>
 #include <functional>
 #include <random>
 
-#include "core/patterns/backend_spec.h"
+#include "backends/backend_list.h"
+#include "backends/onednn/onednn_chain.h"
+#include "backends/onednn/onednn_descs.h"
 #include "core/measure/kernel_check.h"
 #include "core/measure/measurer.h"
 #include "core/ops/op_helpers.h"
 #include "core/ops/op_registry.h"
+#include "core/ops/reference_executor.h"
+#include "core/patterns/backend_spec.h"
 #include "core/patterns/pattern_generator.h"
 #include "core/patterns/pattern_matcher.h"
-#include "core/ops/reference_executor.h"
 #include "core/runtime/kernel_cache.h"
 #include "core/runtime/session.h"
-#include "backends/backend_list.h"
 #include "tests/unit/backends/every_group_runs.h"
 #include "tests/unit/backends/written_out_idioms.h"
 #include "tests/unit/graph_builder.h"
@@ -770,6 +770,19 @@ std::vector<std::unique_ptr<GraphBuilder>> patternZoo() {
   zoo.push_back(miniResNet());
   zoo.push_back(miniMobileNet());
   zoo.push_back(miniInception());
+  {  // An NHWC model as tf2onnx writes it: each block between Transposes.
+    auto b = std::make_unique<GraphBuilder>(27);
+    const ValueId x = b->input({1, 6, 6, 5});
+    const Ints toNchw{0, 3, 1, 2}, toNhwc{0, 2, 3, 1};
+    ValueId t = b->op("Transpose", {x}, attrs({{"perm", toNchw}}));
+    ValueId c =
+        b->op("Relu", {b->op("Conv", {t, b->constant({5, 5, 3, 3}), b->constant({5})}, pad1)});
+    ValueId s = b->op("Add", {b->op("Transpose", {c}, attrs({{"perm", toNhwc}})), x});
+    t = b->op("Transpose", {s}, attrs({{"perm", toNchw}}));
+    c = b->op("Conv", {t, b->constant({7, 5, 1, 1})});
+    b->finish(b->op("Transpose", {c}, attrs({{"perm", toNhwc}})));
+    zoo.push_back(std::move(b));
+  }
   return zoo;
 }
 
@@ -1010,6 +1023,142 @@ TEST_F(OneDnn, RefusesAPadThatDoesNotFold) {
     std::vector<ValueId> ins{b.op("Pad", {x}, c.pad)};
     if (!c.weight.empty()) ins.push_back(b.constant(c.weight));
     expectRefusal(b, b.op(c.next, ins, c.nextAttrs), c.mention);
+  }
+}
+
+// ---- a channels-last Transpose read as the Conv's nhwc source --------------
+
+TEST_F(OneDnn, ChannelsLastTransposeIsTheConvsSource) {
+  struct Case {
+    Shape input;  // channels last
+    Ints perm;
+    Shape weights;
+    AttributeMap conv;
+    const char* what;
+  };
+  const std::vector<Case> cases = {
+      {{1, 9, 7, 8}, {0, 3, 1, 2}, {16, 8, 3, 3}, attrs({{"pads", Ints{1, 1, 1, 1}}}), "3x3, NHWC"},
+      {{2, 10, 10, 6},
+       {0, 3, 1, 2},
+       {6, 1, 3, 3},
+       attrs({{"pads", Ints{0, 0, 1, 1}}, {"strides", Ints{2, 2}}, {"group", int64_t{6}}}),
+       "strided depthwise"},
+      {{1, 5, 5, 7}, {0, 3, 1, 2}, {5, 7, 1, 1}, {}, "1x1, odd channel counts"},
+      {{1, 12, 3}, {0, 2, 1}, {4, 3, 3}, {}, "1-D, NWC"},
+      {{1, 3, 4, 5, 4}, {0, 4, 1, 2, 3}, {2, 4, 1, 3, 3}, {}, "3-D, NDHWC"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    GraphBuilder b;
+    const ValueId t = b.op("Transpose", {b.input(c.input)}, attrs({{"perm", c.perm}}));
+    const ValueId y = b.op(
+        "Relu", {b.op("Conv", {t, b.constant(c.weights), b.constant({c.weights[0]})}, c.conv)});
+    expectMatches(b, y, c.what);
+    NodeSet all(b.graph().numNodes());
+    for (NodeId n = 0; n < b.graph().numNodes(); ++n) all.insert(n);
+    const CompileResult compiled = backend_->compile(KernelRequest::of(b.graph(), all));
+    ASSERT_TRUE(compiled) << compiled.refusal;
+    const std::string text = describeOneDnnKernel(*compiled.kernel);
+    EXPECT_NE(text.find("Transpose + Conv"), std::string::npos) << text;
+    // Where oneDNN's convolutions run channels last (AVX-512), nothing is
+    // copied before the convolution: it reads the input as stored.
+    const auto tag = onednn::activationTag(c.input.size());
+    if (tag && !onednn::channelBlocked(*tag)) EXPECT_EQ(text.rfind("convolution(", 0), 0u) << text;
+  }
+}
+
+// And at the end: the Conv writes its result channels last into the
+// Transpose's output (a whole block as tf2onnx wraps it is one kernel).
+TEST_F(OneDnn, ChannelsLastTransposeIsTheConvsResult) {
+  const Ints toNchw{0, 3, 1, 2}, toNhwc{0, 2, 3, 1};
+  {  // the whole block: NHWC in, NHWC out
+    GraphBuilder b;
+    const ValueId t = b.op("Transpose", {b.input({1, 7, 9, 6})}, attrs({{"perm", toNchw}}));
+    const ValueId c = b.op("Conv", {t, b.constant({10, 6, 3, 3}), b.constant({10})},
+                           attrs({{"pads", Ints{1, 1, 1, 1}}}));
+    const ValueId y = b.op("Transpose", {b.op("Relu", {c})}, attrs({{"perm", toNhwc}}));
+    expectMatches(b, y, "Transpose + Conv + Relu + Transpose");
+    NodeSet all(b.graph().numNodes());
+    for (NodeId n = 0; n < b.graph().numNodes(); ++n) all.insert(n);
+    const CompileResult compiled = backend_->compile(KernelRequest::of(b.graph(), all));
+    ASSERT_TRUE(compiled) << compiled.refusal;
+    const std::string text = describeOneDnnKernel(*compiled.kernel);
+    EXPECT_NE(text.find("Transpose + Conv + eltwise_relu + Transpose"), std::string::npos) << text;
+    // With AVX-512 (nhwc convolutions) the convolution is the only step.
+    const auto tag = onednn::activationTag(4);
+    if (tag && !onednn::channelBlocked(*tag))
+      EXPECT_EQ(text.find("reorder"), std::string::npos) << text;
+  }
+  {  // a residual Add (a binary post-op) before, 1-D
+    GraphBuilder b;
+    const ValueId x = b.input({2, 5, 11});
+    const ValueId c =
+        b.op("Conv", {x, b.constant({5, 5, 3}), b.constant({5})}, attrs({{"pads", Ints{1, 1}}}));
+    expectMatches(b, b.op("Transpose", {b.op("Add", {c, x})}, attrs({{"perm", Ints{0, 2, 1}}})),
+                  "Conv + Add + Transpose, NWC");
+  }
+  {  // depthwise, odd channels, no post-op
+    GraphBuilder b;
+    const ValueId c = b.op("Conv", {b.input({1, 7, 6, 6}), b.constant({7, 1, 3, 3})},
+                           attrs({{"group", int64_t{7}}, {"strides", Ints{2, 2}}}));
+    expectMatches(b, b.op("Transpose", {c}, attrs({{"perm", toNhwc}})), "depthwise + Transpose");
+  }
+  {  // a pool's result
+    GraphBuilder b;
+    const ValueId m =
+        b.op("MaxPool", {b.input({1, 4, 6, 6})}, attrs({{"kernel_shape", Ints{2, 2}}}));
+    expectRefusal(b, b.op("Transpose", {m}, attrs({{"perm", toNhwc}})), "only a Conv writes");
+  }
+  {  // the Conv's result read elsewhere too
+    GraphBuilder b;
+    const ValueId c = b.op("Conv", {b.input({1, 4, 6, 6}), b.constant({4, 4, 1, 1})});
+    b.graph().markOutput(c);
+    expectRefusal(b, b.op("Transpose", {c}, attrs({{"perm", toNhwc}})), "a oneDNN kernel has one");
+  }
+  {  // at the end of a group of two chains
+    GraphBuilder b;
+    const ValueId c = b.op("Relu", {b.op("Conv", {b.input({1, 4, 6, 6}), b.constant({4, 4, 1, 1})})});
+    const ValueId d = b.op("Conv", {c, b.constant({4, 4, 1, 1})});
+    const ValueId t = b.op("Transpose", {d}, attrs({{"perm", toNhwc}}));
+    b.finish(t);
+    const std::string why =
+        backend_->regionRefusal(KernelRequest::of(b.graph(), NodeSet::all(b.graph().numNodes())));
+    EXPECT_NE(why.find("lone chain"), std::string::npos) << why;
+  }
+  {  // another perm
+    GraphBuilder b;
+    const ValueId c = b.op("Conv", {b.input({1, 4, 6, 6}), b.constant({4, 4, 1, 1})});
+    expectRefusal(b, b.op("Transpose", {c}, attrs({{"perm", Ints{0, 3, 2, 1}}})), "Transpose");
+  }
+}
+
+TEST_F(OneDnn, RefusesATransposeThatIsNoChannelsLastSource) {
+  {  // the other way round: channels first into channels last
+    GraphBuilder b;
+    const ValueId t =
+        b.op("Transpose", {b.input({1, 4, 6, 6})}, attrs({{"perm", Ints{0, 2, 3, 1}}}));
+    expectRefusal(b, b.op("Conv", {t, b.constant({2, 6, 1, 1})}),
+                  "channels last into channels first");
+  }
+  {  // read by something else too
+    GraphBuilder b;
+    const ValueId t =
+        b.op("Transpose", {b.input({1, 6, 6, 4})}, attrs({{"perm", Ints{0, 3, 1, 2}}}));
+    b.graph().markOutput(t);
+    expectRefusal(b, b.op("Conv", {t, b.constant({2, 4, 1, 1})}), "a oneDNN kernel has one");
+  }
+  {  // before a pool
+    GraphBuilder b;
+    const ValueId t =
+        b.op("Transpose", {b.input({1, 6, 6, 4})}, attrs({{"perm", Ints{0, 3, 1, 2}}}));
+    expectRefusal(b, b.op("MaxPool", {t}, attrs({{"kernel_shape", Ints{2, 2}}})),
+                  "source of a Conv");
+  }
+  {  // alone
+    GraphBuilder b;
+    expectRefusal(b,
+                  b.op("Transpose", {b.input({1, 6, 6, 4})}, attrs({{"perm", Ints{0, 3, 1, 2}}})),
+                  "channels-last source of the Conv after it");
   }
 }
 
@@ -1583,7 +1732,8 @@ TEST_F(OneDnn, RegionRefusalNamesWhatOneDnnCannotRun) {
   GraphBuilder b;
   ValueId x = b.input({1, 8, 6, 6});
   ValueId c = b.op("Relu", {b.op("Conv", {x, b.constant({8, 8, 1, 1})})});
-  ValueId t = b.op("Transpose", {c}, attrs({{"perm", Ints{0, 2, 3, 1}}}));
+  // (perm 0, 2, 3, 1 folds now: the Conv writes channels last.)
+  ValueId t = b.op("Transpose", {c}, attrs({{"perm", Ints{0, 3, 2, 1}}}));
   b.finish(t);
   const std::string why = backend_->regionRefusal(KernelRequest::of(b.graph(), NodeSet::all(3)));
   EXPECT_NE(why.find("Transpose"), std::string::npos) << why;

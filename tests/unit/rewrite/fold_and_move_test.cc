@@ -388,6 +388,148 @@ TEST(SinkTranspose, TheSearchSinksThenCollapses) {
   EXPECT_EQ(canonicalGraphKey(replaySubstitutions(g, r1.applied)), canonicalGraphKey(r1.graph));
 }
 
+// ---- cancel-transposes ------------------------------------------------------
+
+const Ints kToNchw{0, 3, 1, 2}, kToNhwc{0, 2, 3, 1};
+
+// A block as tf2onnx writes one in an NHWC model: Transpose into NCHW, the
+// convs, Transpose back.
+ValueId nhwcBlock(GraphBuilder& b, ValueId x, int64_t cin, int64_t cout, int64_t k,
+                  int64_t group = 1, bool relu = true) {
+  const ValueId t = b.op("Transpose", {x}, attrs({{"perm", kToNchw}}));
+  const int64_t p = k / 2;
+  ValueId y =
+      b.op("Conv", {t, b.constant({cout, cin / group, k, k}), b.constant({cout})},
+           attrs({{"kernel_shape", Ints{k, k}}, {"pads", Ints{p, p, p, p}}, {"group", group}}));
+  if (relu) y = b.op("Relu", {y});
+  return b.op("Transpose", {y}, attrs({{"perm", kToNhwc}}));
+}
+
+// The model of tests/e2e/nhwc_transposed_blocks_models.py, smaller: a skip
+// path from the NHWC input, a channel Pad and a spatial Pad in NHWC, a
+// Concat on the NHWC channel axis, a per-channel scale (channels last).
+Graph exportedNhwcNet() {
+  GraphBuilder b;
+  const ValueId x = b.input({1, 6, 6, 4});
+  const ValueId s1 = b.op("Relu", {b.op("Add", {nhwcBlock(b, x, 4, 4, 3), x})});
+  const ValueId dw = nhwcBlock(b, s1, 4, 6, 1, 1, false);
+  const ValueId skip = b.op("Pad", {s1}, attrs({{"pads", Ints{0, 0, 0, 0, 0, 0, 0, 2}}}));
+  const ValueId s2 = b.op("Relu", {b.op("Add", {dw, skip})});
+  const ValueId cat =
+      b.op("Concat", {nhwcBlock(b, s2, 6, 3, 1, 1, false), nhwcBlock(b, s2, 6, 3, 3)},
+           attrs({{"axis", int64_t{-1}}}));
+  const ValueId s3 = b.op("Mul", {b.op("Add", {cat, s2}), b.constant({6})});
+  const ValueId s4 = b.op(
+      "Pad", {s3}, attrs({{"pads", Ints{0, 1, 1, 0, 0, 1, 1, 0}}, {"mode", std::string("edge")}}));
+  b.finish(nhwcBlock(b, s4, 6, 5, 3));
+  return b.graph();
+}
+
+int transposesAfter(const Graph& g, std::initializer_list<const char*> rules) {
+  Graph current = g;
+  for (const char* rule : rules) {
+    int applied = 0;
+    current = applyRuleEverywhere(current, rule, &applied);
+  }
+  expectSameOutputs(g, current);
+  return countOp(current, "Transpose");
+}
+
+TEST(CancelTransposes, AnNhwcExportRunsInOneLayoutFromItsInputTransposeOn) {
+  const Graph g = exportedNhwcNet();
+  ASSERT_EQ(countOp(g, "Transpose"), 10);
+  // One region, every block's Transposes at its edges; the input's and the
+  // output's Transposes stay (the graph's input and output are NHWC).
+  const auto sites = sitesOf(g, "cancel-transposes");
+  ASSERT_EQ(sites.size(), 1u);
+  int applied = 0;
+  const Graph after = applyRuleEverywhere(g, "cancel-transposes", &applied);
+  EXPECT_EQ(applied, 1);
+  expectSameOutputs(g, after);
+  EXPECT_EQ(countOp(after, "Transpose"), 2);
+  EXPECT_EQ(after.node(0).op, "Transpose");
+  EXPECT_TRUE(after.value(after.node(0).inputs[0]).isGraphInput);
+  EXPECT_EQ(after.node(after.numNodes() - 1).op, "Transpose");
+  EXPECT_TRUE(after.value(after.node(after.numNodes() - 1).outputs[0]).isGraphOutput);
+  // The pads and the Concat's axis follow the layout: channels are axis 1 now.
+  for (const Node& n : after.nodes()) {
+    if (n.op == "Concat") EXPECT_EQ(n.attrs.getInt("axis"), 1);
+    if (n.op == "Pad" && n.attrs.getString("mode", "constant") == "constant")
+      EXPECT_EQ(n.attrs.getInts("pads"), (Ints{0, 0, 0, 0, 0, 2, 0, 0}));
+  }
+  EXPECT_TRUE(sitesOf(after, "cancel-transposes").empty());
+  // Moving one Transpose at a time cannot: a join reads two layouts.
+  EXPECT_GT(transposesAfter(g, {"sink-transpose", "collapse-transposes"}), 2);
+}
+
+TEST(CancelTransposes, PadAxesConstantsAndACastFollowTheLayout) {
+  GraphBuilder b;
+  const ValueId x = b.input({2, 3, 4, 5});
+  const ValueId t = b.op("Transpose", {x}, attrs({{"perm", kToNhwc}}));  // [2,4,5,3]
+  const ValueId p = b.op(
+      "Pad", {t},
+      attrs({{"pads", Ints{1, 0, 2, 1}}, {"axes", Ints{-1, 1}}, {"mode", std::string("reflect")}}));
+  const ValueId a = b.op("Add", {p, b.constant({5, 5, 1})});  // [2,5,5,6], broadcast over N and C
+  const ValueId c = b.op("Concat", {a, b.constant({2, 5, 5, 2})}, attrs({{"axis", int64_t{3}}}));
+  const ValueId m =
+      b.op("Mul", {b.op("Clip", {c, b.scalar(-0.5f), b.scalar(0.5f)}), b.scalar(10.0f)});
+  const ValueId d = b.op("Cast", {m}, attrs({{"to", int64_t{6}}}));  // to int32
+  const ValueId u = b.op("Transpose", {d}, attrs({{"perm", kToNchw}}));
+  b.finish(b.op("Softmax", {b.op("Cast", {u}, attrs({{"to", int64_t{1}}}))},
+                attrs({{"axis", int64_t{1}}})));
+  const Graph& g = b.graph();
+  const auto sites = sitesOf(g, "cancel-transposes");
+  ASSERT_EQ(sites.size(), 1u);
+  const Graph after = applyOne(g, sites[0]);
+  EXPECT_EQ(countOp(after, "Transpose"), 0);
+  expectSameOutputs(g, after);
+}
+
+TEST(CancelTransposes, AValueReadElsewhereKeepsItsTranspose) {
+  // The region's value is a graph output and read by a Softmax too: it
+  // keeps one Transpose (2 -> 1 with the exit; the entry's other reader
+  // keeps the entry).
+  GraphBuilder b;
+  const ValueId x = b.input({1, 2, 3, 4});
+  const ValueId t = b.op("Transpose", {x}, attrs({{"perm", kToNhwc}}));
+  const ValueId r = b.op("Relu", {t});
+  const ValueId u = b.op("Transpose", {r}, attrs({{"perm", kToNchw}}));
+  b.graph().markOutput(r);
+  b.graph().markOutput(b.op("Softmax", {r}));
+  b.finish(b.op("Sigmoid", {u}));
+  const Graph& g = b.graph();
+  const auto sites = sitesOf(g, "cancel-transposes");
+  ASSERT_EQ(sites.size(), 1u);
+  const Graph after = applyOne(g, sites[0]);
+  EXPECT_EQ(countOp(after, "Transpose"), 1);
+  expectSameOutputs(g, after);
+}
+
+TEST(CancelTransposes, RefusesWhereNoTransposeVanishes) {
+  GraphBuilder b;
+  const ValueId x = b.input({1, 2, 3, 4});
+  // The other side of the Add has no transposed copy.
+  const ValueId t1 = b.op("Transpose", {x}, attrs({{"perm", kToNhwc}}));
+  const ValueId a1 = b.op("Add", {t1, b.input({1, 3, 4, 2})});
+  // A region read only by a non-layout op: the Transpose would move, not vanish.
+  const ValueId t2 = b.op("Transpose", {x}, attrs({{"perm", Ints{0, 1, 3, 2}}}));
+  const ValueId s2 = b.op("Softmax", {b.op("Relu", {t2})});
+  // Its own inverse: collapse-transposes' and sink-transpose's business.
+  const ValueId t3 = b.op("Transpose", {b.input({3, 4})}, attrs({{"perm", Ints{1, 0}}}));
+  const ValueId u3 = b.op("Transpose", {b.op("Relu", {t3})}, attrs({{"perm", Ints{1, 0}}}));
+  // Broadcasting between two computed inputs.
+  const ValueId t4 = b.op("Transpose", {x}, attrs({{"perm", kToNhwc}}));
+  const ValueId a4 =
+      b.op("Add", {t4, b.op("Transpose", {b.input({1, 2, 1, 1})}, attrs({{"perm", kToNhwc}}))});
+  const ValueId u4 = b.op("Transpose", {a4}, attrs({{"perm", kToNchw}}));
+  b.graph().markOutput(a1);
+  b.graph().markOutput(s2);
+  b.graph().markOutput(u3);
+  b.finish(u4);
+  const auto sites = sitesOf(b.graph(), "cancel-transposes");
+  EXPECT_TRUE(sites.empty()) << sites[0].toString();
+}
+
 // ---- unmerge-split ----------------------------------------------------------
 
 TEST(UnmergeSplit, UndoesMergeSiblings) {
@@ -606,6 +748,20 @@ TEST(FoldAndMoveProperty, RandomGraphsKeepTheirOutputsAtEverySite) {
     }
   }
   for (const char* rule : kRules) EXPECT_GT(applied[rule], 10) << rule;
+}
+
+// The random graphs' Transpose, elementwise ops, inverse Transpose: the
+// pair cancels wherever its perm is not its own inverse.
+TEST(CancelTransposes, RandomGraphsKeepTheirOutputs) {
+  int applied = 0;
+  for (uint64_t seed = 1; seed <= 30; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const Graph g = randomGraph(seed);
+    const Graph after = applyRuleEverywhere(g, "cancel-transposes", &applied);
+    expectSameOutputs(g, after, seed);
+    EXPECT_LE(countOp(after, "Transpose"), countOp(g, "Transpose"));
+  }
+  EXPECT_GT(applied, 5);
 }
 
 }  // namespace
