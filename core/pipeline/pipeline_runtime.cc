@@ -183,7 +183,8 @@ std::vector<std::vector<Tensor>> PipelineRuntime::run(
   std::vector<Clock::time_point> threadStarts(n);
   // For the wake-up (PipelineRunReport::wakeUpSeconds): when each queue got
   // each micro-batch (after its producer's push), and when its consumer's
-  // pop began and returned. Each vector is written by one thread.
+  // pop began and returned. Each vector is written by one thread; the
+  // threads only look keys up (at(): no data race on the map itself).
   std::map<const TensorQueue*, std::vector<Clock::time_point>> pushedAt, popBegan, popDone;
   for (auto& stage : stages_)
     for (auto& q : stage->ownedQueues) {
@@ -239,9 +240,9 @@ std::vector<std::vector<Tensor>> PipelineRuntime::run(
       for (; m < count; ++m) {
         for (size_t e = 0; e < stage.inEdges.size(); ++e)
           if (!timed([&] {
-                popBegan[stage.inEdges[e]][m] = Clock::now();
+                popBegan.at(stage.inEdges[e])[m] = Clock::now();
                 const bool ok = stage.inEdges[e]->pop(received[e]);
-                popDone[stage.inEdges[e]][m] = Clock::now();
+                popDone.at(stage.inEdges[e])[m] = Clock::now();
                 return ok;
               }))
             return;  // stopped elsewhere
@@ -264,7 +265,7 @@ std::vector<std::vector<Tensor>> PipelineRuntime::run(
           for (size_t p : oe.outputs) send.push_back(outputs[p]);
           if (!timed([&] {
                 const bool ok = stage.outQueues[e]->push(std::move(send));
-                pushedAt[stage.outQueues[e]][m] = Clock::now();
+                pushedAt.at(stage.outQueues[e])[m] = Clock::now();
                 return ok;
               }))
             return;
