@@ -41,6 +41,7 @@ Action addDbCommand(CLI::App& app);
 Action addExplainCommand(CLI::App& app);
 Action addLayoutWorkerCommand(CLI::App& app);
 Action addPipelineCommand(CLI::App& app);
+Action addLinkCommand(CLI::App& app);  // cli_link.cc
 
 // `collage run --pipeline` (cli_pipeline.cc): the run options it reads.
 struct PipelineRunRequest {

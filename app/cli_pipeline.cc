@@ -11,11 +11,14 @@
 #include <map>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <set>
 #include <thread>
+
+#include <unistd.h>
 
 #include "app/cli_common.h"
 #include "backends/backend_list.h"
@@ -24,6 +27,7 @@
 #include "core/ir/threading.h"
 #include "core/measure/measurer.h"
 #include "core/ops/reference_executor.h"
+#include "core/pipeline/link_measurement.h"
 #include "core/pipeline/measured_stage_cost.h"
 #include "core/pipeline/microbatch_schedule.h"
 #ifdef COLLAGE_HAVE_MPI
@@ -67,9 +71,11 @@ Graph loadAtMicroBatch(const ModelOptions& model, int microBatch, bool quiet) {
   return importOnnx(model.modelPath, options);
 }
 
-// "cpu:N": N devices of one core each, linked in this process (a measured
-// hand-over between threads and copy through memory).
-Topology topologyFromDevices(const std::string& spec) {
+// "cpu:N": N devices of one core each, linked in this process: the link
+// between the first two devices' CPUs from the measurement database when it
+// holds one (`db` may be null), else measured now and stored there
+// (link_measurement.h: the runtime's queue, 4 KiB to 16 MiB).
+Topology topologyFromDevices(const std::string& spec, MeasurementDb* db) {
   const std::string prefix = "cpu:";
   int n = 0;
   if (spec.rfind(prefix, 0) == 0) {
@@ -82,9 +88,17 @@ Topology topologyFromDevices(const std::string& spec) {
   if (n < 1) throw Error("--devices " + spec + ": expected cpu:N (N one-core devices), e.g. cpu:2");
   std::vector<PipeDevice> devices;
   for (int i = 0; i < n; ++i) devices.push_back({"cpu" + std::to_string(i), DeviceKind::Cpu, 1});
-  const LinkCost link = measureInProcessLink();
-  std::fprintf(stderr,
-               "link between the cpu devices (measured in process): %.3g B/s, %.3g s latency\n",
+  if (n < 2) return Topology(devices, {}, nullptr, "--devices " + spec);
+  const LinkCost unpriced;
+  const auto cores = assignCores(Topology(devices, {}, &unpriced, "--devices " + spec));
+  bool measured = false;
+  const LinkRecord record =
+      inProcessLink(db, cores.at("cpu0").front(), cores.at("cpu1").front(), &measured);
+  const LinkCost link = linkCostOf(record);
+  std::fprintf(stderr, "link between the cpu devices (%s, %s): %.3g B/s, %.3g s latency\n",
+               record.key.endpoints.c_str(),
+               measured ? (db ? "measured now and stored" : "measured now")
+                        : ("measured " + record.measuredAt).c_str(),
                link.bandwidthBytesPerS, link.latencyS);
   return Topology(devices, {}, &link, "--devices " + spec);
 }
@@ -284,7 +298,7 @@ Action addPipelineCommand(CLI::App& app) {
                    "with --measure in-process: profiled runs per micro-batch size")
       ->check(CLI::PositiveNumber);
   command->add_option("--db", options->db, "the measurement database (default: this machine's)");
-  command->add_flag("--no-db", options->noDb, "measure every node, store nothing");
+  command->add_flag("--no-db", options->noDb, "measure every node and the link, store nothing");
   command->add_option("-o,--output", options->output, "the pipeline file to write");
   command
       ->add_option("--strategy", options->strategy,
@@ -297,8 +311,11 @@ Action addPipelineCommand(CLI::App& app) {
       ->delimiter(',')
       ->check(CLI::Range(1, 4096));
   return [options]() {
-    const Topology topology = options->topology.empty() ? topologyFromDevices(options->devices)
-                                                        : loadTopologyFile(options->topology);
+    std::unique_ptr<MeasurementDb> db;
+    if (!options->noDb) db = std::make_unique<MeasurementDb>(options->db);
+    const Topology topology = options->topology.empty()
+                                  ? topologyFromDevices(options->devices, db.get())
+                                  : loadTopologyFile(options->topology);
     assignCores(topology);  // a device this machine lacks is refused now, not at run time
     std::vector<int> sizes = options->microBatches;
     if (sizes.empty())
@@ -327,9 +344,6 @@ Action addPipelineCommand(CLI::App& app) {
     int threads = 1;
     for (const PipeDevice& d : topology.devices())
       threads = d.kind == DeviceKind::Cpu ? d.cores : threads;
-    std::unique_ptr<MeasurementDb> db;
-    if (options->measure == "worker" && !options->noDb)
-      db = std::make_unique<MeasurementDb>(options->db);
     for (int share : shares) {
       const Graph at = loadAtMicroBatch(*options, share, true);
       std::fprintf(stderr, "%s %d node(s) at micro-batch %d on %d thread(s)...\n",
@@ -459,26 +473,82 @@ std::unique_ptr<PreparedRun> prepareRun(const ModelOptions& model, const Pipelin
   return run;
 }
 
-// A pipeline run's report, the simulator given its measured stage times
-// (how well it models the run: docs/pipeline.md, "The simulator"), and the
-// weights on the busiest device.
-void printPipelineReport(const PreparedRun& run, const PipelineRunReport& report) {
+// The link a run's stages cross, as the measurement database holds it for
+// the run's transport: in process, between the CPUs of the topology's first
+// two devices; over MPI, between two ranks on this host. Nothing when the
+// database (the default one: a run takes no --db) holds none; the run is
+// then simulated on the pipeline file's links.
+std::optional<LinkRecord> storedLinkOf(const Topology& topology, bool mpi) {
+  const std::string path = MeasurementDb::defaultPath();
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return std::nullopt;
+  try {
+    MeasurementDb db(path);
+    if (mpi) {
+      char host[256] = {};
+      if (gethostname(host, sizeof host - 1) != 0) return std::nullopt;
+      return db.findLink(linkFingerprint(), mpiLinkKey("mpi", std::string(host) + "|" + host));
+    }
+    const std::vector<std::string> ids = topology.idsOf(DeviceKind::Cpu);
+    if (ids.size() < 2) return std::nullopt;
+    const auto cores = assignCores(topology);
+    return db.findLink(linkFingerprint(),
+                       inProcessLinkKey(cores.at(ids[0]).front(), cores.at(ids[1]).front()));
+  } catch (const Error&) {
+    return std::nullopt;  // an unreadable database costs the report a line, not the run
+  }
+}
+
+// A pipeline run's report, and the simulator's prediction of it
+// (docs/pipeline.md, "The simulator"), twice: from the pipeline file's
+// stage estimates (what the planner expected), and from this run's own
+// stage costs (compute, hand-over, start), which checks the simulator's
+// model of the run; both on the measured link of the run's transport where
+// the database holds one. Then the weights on the busiest device.
+void printPipelineReport(const PreparedRun& run, const PipelineRunReport& report, bool mpi) {
   std::printf("%s", report.toString().c_str());
   if (run.file.bottleneckSecondsPerSample > 0)
     std::printf("predicted: %.1f samples/s (the slowest stage's profiled time)\n",
                 1 / run.file.bottleneckSecondsPerSample);
-  SimulationOptions so;
-  so.microBatches = report.microBatches;
-  so.inFlight = run.inFlight;
-  for (const auto& s : report.stages)
-    so.computeSeconds.push_back(s.microBatches > 0 ? s.busySeconds / s.microBatches : 0);
+  const std::optional<LinkRecord> stored = storedLinkOf(run.file.topology, mpi);
+  const Topology topology =
+      stored ? withEveryLink(run.file.topology, linkCostOf(*stored), "the measured link")
+             : run.file.topology;
+  const PipeGraph pipe = pipeGraphOf(run.graph, run.file.microBatch);
+  SimulationOptions planned;
+  planned.microBatches = report.microBatches;
+  planned.transferWhenReceiverWaits = mpi;
+  if (mpi) planned.polling = kMpiWaitPolling;
+  planned.inFlight = run.inFlight;
+  const SimulationReport fromPlan = simulatePipeline(run.stages, pipe, topology, planned);
+  SimulationOptions so = planned;
+  for (const auto& s : report.stages) {
+    const double mb = s.microBatches > 0 ? static_cast<double>(s.microBatches) : 1;
+    so.computeSeconds.push_back(s.busySeconds / mb);
+    so.computeSecondsByMicroBatch.push_back(s.microBatchSeconds);
+    so.handOverSeconds.push_back(s.handOverSeconds / mb);
+    so.startSeconds.push_back(s.startSeconds);
+  }
+  // In process, a hand-over costs a wake-up, and under load a woken thread
+  // waits for a core: the run's own wake-up is the link's latency then.
+  LinkCost seen = topology.slowestLinkInto(DeviceKind::Cpu);
+  const bool ownWakeUp = !mpi && report.wakeUps > 0 && std::isfinite(seen.bandwidthBytesPerS);
+  if (ownWakeUp) seen.latencyS = report.wakeUpSeconds;
   const SimulationReport sim = simulatePipeline(
-      run.stages, pipeGraphOf(run.graph, run.file.microBatch), run.file.topology, so);
+      run.stages, pipe, ownWakeUp ? withEveryLink(topology, seen, "this run's wake-up") : topology,
+      so);
+  const std::string link =
+      stored ? "the measured " + stored->key.transport + " link (" + stored->key.endpoints + ")"
+             : "the pipeline file's links";
+  auto ratio = [&](const SimulationReport& r) {
+    return r.samplesPerSecond > 0 ? report.samplesPerSecond / r.samplesPerSecond : 0;
+  };
   std::printf(
-      "simulated from this run's stage times: %.1f samples/s, latency per sample median %.3f "
-      "ms; measured/simulated throughput %.3f\n",
-      sim.samplesPerSecond, sim.medianLatencySeconds * 1e3,
-      sim.samplesPerSecond > 0 ? report.samplesPerSecond / sim.samplesPerSecond : 0);
+      "simulated on %s: %.1f samples/s from the plan's stage estimates (measured/simulated "
+      "%.3f); %.1f samples/s from this run's stage costs%s, latency per sample median %.3f ms "
+      "(measured/simulated throughput %.3f)\n",
+      link.c_str(), fromPlan.samplesPerSecond, ratio(fromPlan), sim.samplesPerSecond,
+      ownWakeUp ? " and wake-up" : "", sim.medianLatencySeconds * 1e3, ratio(sim));
   std::vector<int> all;
   for (int n = 0; n < run.graph.numNodes(); ++n) all.push_back(n);
   std::map<std::string, double> perDevice;
@@ -563,7 +633,7 @@ int runPipelineMpi(const ModelOptions& model, const PipelineRunRequest& request)
     const std::vector<std::vector<Tensor>> outputs = runtime.run(run->batches, &report);
     if (!lead) return 0;
     std::printf("MPI: %d rank(s), one stage each\n", mpi.size());
-    printPipelineReport(*run, report);
+    printPipelineReport(*run, report, true);
     if (!request.verify) return 0;
     std::fflush(stdout);
     return verifyAgainstWhole(*run, request.backend, outputs);
@@ -599,7 +669,7 @@ int runPipeline(const ModelOptions& model, const PipelineRunRequest& request) {
     PipelineRuntime runtime(run->graph, run->stages, run->file.topology, run->backends, options);
     PipelineRunReport report;
     outputs = runtime.run(run->batches, &report);
-    printPipelineReport(*run, report);
+    printPipelineReport(*run, report, false);
   } else {
     std::vector<int> all;
     for (int n = 0; n < run->graph.numNodes(); ++n) all.push_back(n);

@@ -63,6 +63,7 @@ int main(int argc, char** argv) {
   add(cli::addExplainCommand);
   add(cli::addLayoutWorkerCommand);
   add(cli::addPipelineCommand);
+  add(cli::addLinkCommand);
 
   CLI11_PARSE(app, argc, argv);
   setThreadCount(threads);

@@ -12,7 +12,12 @@ For each model (bench/models/make_multibranch.py, at --size):
   3. per round, the ratios of GPP's samples/s to each other's; the table
      gives their medians (ratios only: absolute figures on a loaded machine
      mean little), the weights per device of each strategy, the search
-     times and the simulator's measured/simulated ratio on the GPP runs.
+     times;
+  4. the simulator against the GPP runs: measured samples/s beside the
+     simulated ones, from the plan's stage estimates and from each run's own
+     stage costs (compute, hand-over, start), on the measured link (`collage
+     link` stores it; `collage pipeline` measures it when the database has
+     none), as medians over rounds; then the 8/16/32-device projections.
 
   bench/pipeline_bench.py --collage build/app/collage --size small --rounds 5
 """
@@ -78,7 +83,7 @@ def bench(o, work):
             if strategy == "gpp":
                 projection = [l.strip() for l in out.splitlines() if re.match(r"\s+\d+ devices: GPP", l)]
         ratios = {"spp": [], "one-device": [], "data-parallel": []}
-        sim, weights = [], {}
+        sim, weights = {"measured": [], "plan": [], "run": []}, {}
         for _ in range(o.rounds):
             rate = {}
             for strategy, extra in (("gpp", []), ("spp", []), ("one-device", ["--baseline", "one-device"]),
@@ -88,19 +93,30 @@ def bench(o, work):
                 rate[strategy] = number(r"([0-9.]+) samples/s", out, "throughput")
                 weights[strategy] = number(r"(?m)^weights: ([0-9.]+) B", out, "weights")
                 if strategy == "gpp":
-                    sim.append(number(r"measured/simulated throughput ([0-9.]+)", out, "simulator ratio"))
+                    sim["measured"].append(rate["gpp"])
+                    sim["plan"].append(number(r"([0-9.]+) samples/s from the plan's stage estimates", out,
+                                              "simulated throughput (plan)"))
+                    sim["run"].append(number(r"([0-9.]+) samples/s from this run's stage costs", out,
+                                             "simulated throughput (run)"))
             for k in ratios:
                 ratios[k].append(rate["gpp"] / rate[k])
         rows.append((name, {k: statistics.median(v) for k, v in ratios.items()}, weights, search,
-                     statistics.median(sim), projection))
+                     {k: statistics.median(v) for k, v in sim.items()}, projection))
     print(f"\n{o.devices}, {o.size} models, batch {o.batch}, {o.rounds} interleaved rounds of {o.run_batch} samples\n")
     print("| model | GPP/SPP | GPP/data parallel | GPP/one device | weights per device GPP / SPP / DP / one (B) "
-          "| search GPP / SPP (s) | measured/simulated (GPP) |")
-    print("|---|---|---|---|---|---|---|")
-    for name, r, w, s, sm, _ in rows:
+          "| search GPP / SPP (s) |")
+    print("|---|---|---|---|---|---|")
+    for name, r, w, s, _, _ in rows:
         print(f"| {name} | {r['spp']:.2f}x | {r['data-parallel']:.2f}x | {r['one-device']:.2f}x | "
               f"{w['gpp']:.0f} / {w['spp']:.0f} / {w['data-parallel']:.0f} / {w['one-device']:.0f} | "
-              f"{s['gpp']:.3f} / {s['spp']:.3f} | {sm:.2f} |")
+              f"{s['gpp']:.3f} / {s['spp']:.3f} |")
+    print("\nsimulator against the GPP runs (samples/s, medians over rounds):\n")
+    print("| model | measured | simulated from the plan | measured/simulated | simulated from the run's "
+          "stage costs | measured/simulated |")
+    print("|---|---|---|---|---|---|")
+    for name, *_, sm, _ in rows:
+        print(f"| {name} | {sm['measured']:.1f} | {sm['plan']:.1f} | {sm['measured'] / sm['plan']:.2f} | "
+              f"{sm['run']:.1f} | {sm['measured'] / sm['run']:.2f} |")
     print("\nprojection (simulated from the same costs):")
     for name, *_, projection in rows:
         for line in projection:

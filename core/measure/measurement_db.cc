@@ -71,7 +71,8 @@ std::string nowIso8601() {
 // and cached), so that `db push` sends only this machine's own. Version 6
 // adds why a failure happened when the machine, not the kernel, was at fault
 // (cause: measurement.h's FailureCause; '' for the kernel's own): such rows
-// are kept for the record but are no verdict, never found nor pushed. Every
+// are kept for the record but are no verdict, never found nor pushed.
+// Version 7 adds the measured links between devices (links). Every
 // statement creates only what is missing, so the same text brings any older
 // file up to date (origin and cause are added by migrate()).
 const char* kSchema = R"sql(
@@ -125,6 +126,18 @@ CREATE TABLE IF NOT EXISTS plan_runs (
   message        TEXT NOT NULL DEFAULT '',
   measured_at    TEXT NOT NULL DEFAULT '',
   PRIMARY KEY (fingerprint_id, model_key, base_key, plan_key)
+);
+CREATE TABLE IF NOT EXISTS links (
+  fingerprint_id  TEXT NOT NULL,
+  transport       TEXT NOT NULL,
+  protocol        TEXT NOT NULL,
+  endpoints       TEXT NOT NULL,
+  latency_s       REAL NOT NULL,
+  bandwidth_bps   REAL NOT NULL,
+  sizes           INTEGER NOT NULL DEFAULT 0,
+  worst_error     REAL NOT NULL DEFAULT 0,
+  measured_at     TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY (fingerprint_id, transport, protocol, endpoints)
 );
 )sql";
 
@@ -511,6 +524,35 @@ void MeasurementDb::storeSwitchCostLocal(const HardwareFingerprint& fp, const Ba
               path_);
   s.bind(1, fp.id()).bind(2, from.first).bind(3, from.second).bind(4, to.first).bind(5, to.second);
   s.bind(6, m.medianNs).bind(7, m.spread).bind(8, int64_t{m.samples}).bind(9, nowIso8601());
+  s.step();
+}
+
+std::optional<LinkRecord> MeasurementDb::findLink(const HardwareFingerprint& fp,
+                                                  const LinkKey& key) const {
+  Statement s(db_,
+              "SELECT latency_s, bandwidth_bps, sizes, worst_error, measured_at FROM links WHERE "
+              "fingerprint_id=? AND transport=? AND protocol=? AND endpoints=?",
+              path_);
+  s.bind(1, fp.id()).bind(2, key.transport).bind(3, key.protocol).bind(4, key.endpoints);
+  if (!s.step()) return std::nullopt;
+  LinkRecord r;
+  r.key = key;
+  r.latencySeconds = s.real(0);
+  r.bandwidthBytesPerSecond = s.real(1);
+  r.sizes = static_cast<int>(s.integer(2));
+  r.worstError = s.real(3);
+  r.measuredAt = s.text(4);
+  return r;
+}
+
+void MeasurementDb::storeLink(const HardwareFingerprint& fp, const LinkRecord& r) {
+  Statement s(db_,
+              "INSERT OR REPLACE INTO links (fingerprint_id, transport, protocol, endpoints, "
+              "latency_s, bandwidth_bps, sizes, worst_error, measured_at) VALUES (?,?,?,?,?,?,?,?,?)",
+              path_);
+  s.bind(1, fp.id()).bind(2, r.key.transport).bind(3, r.key.protocol).bind(4, r.key.endpoints);
+  s.bind(5, r.latencySeconds).bind(6, r.bandwidthBytesPerSecond).bind(7, int64_t{r.sizes});
+  s.bind(8, r.worstError).bind(9, nowIso8601());
   s.step();
 }
 

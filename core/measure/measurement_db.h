@@ -65,6 +65,28 @@ struct PlanRunRecord {
   std::string measuredAt;  // ISO 8601, UTC (set on store)
 };
 
+// A link between two devices, measured by a ping-pong of messages of several
+// sizes (core/pipeline/link_measurement.h) and fitted to latency + bytes /
+// bandwidth. Keyed like a kernel: this machine's fingerprint (its thread
+// count included), the transport in place of the backend ("in-process",
+// "mpi", "mpi-nodes"), the protocol in place of its version (the sizes and
+// rounds: a changed protocol measures again), and the endpoints in place of
+// the signature ("cpus 0|1", "hosts a|b").
+struct LinkKey {
+  std::string transport;
+  std::string protocol;
+  std::string endpoints;
+};
+
+struct LinkRecord {
+  LinkKey key;
+  double latencySeconds = 0;
+  double bandwidthBytesPerSecond = 0;
+  int sizes = 0;          // message sizes the fit used
+  double worstError = 0;  // the fit's largest relative error over them
+  std::string measuredAt; // ISO 8601, UTC (set on store)
+};
+
 struct MeasurementDbStats {
   int64_t rows = 0;
   int64_t okRows = 0;
@@ -86,7 +108,7 @@ struct MeasurementCopyReport {
 
 class MeasurementDb {
  public:
-  static constexpr int kSchemaVersion = 6;
+  static constexpr int kSchemaVersion = 7;
   // $XDG_CACHE_HOME/collage-studio/measurements.sqlite (~/.cache/... by default).
   static std::string defaultPath();
 
@@ -152,6 +174,11 @@ class MeasurementDb {
   std::vector<PlanRunRecord> findPlanRuns(const HardwareFingerprint& fp, const std::string& modelKey,
                                           const std::string& baseKey) const;
   void storePlanRun(const HardwareFingerprint& fp, const PlanRunRecord& record);
+
+  // Measured links (LinkRecord), in this file only: a link is a fact about
+  // this machine's placement of processes, not shared with a team.
+  std::optional<LinkRecord> findLink(const HardwareFingerprint& fp, const LinkKey& key) const;
+  void storeLink(const HardwareFingerprint& fp, const LinkRecord& record);
 
   std::vector<MeasurementRecord> all() const;
   MeasurementDbStats stats(const HardwareFingerprint& current) const;

@@ -5,9 +5,7 @@
 // backend's version, the measurement protocol, the thread count), so a second
 // `collage pipeline` on this machine measures nothing. The result feeds
 // ProfiledStageCost (profiled_stage_cost.h) like an in-process profile does.
-//
-// Also the in-process link between two core groups: the time of a hand-over
-// between two threads (latency) and of a copy through memory (bandwidth).
+
 #pragma once
 
 #include <functional>
@@ -32,10 +30,5 @@ NodeProfile measureNodes(const Graph& graph, const std::string& backend,
                          const std::string& backendVersion, MeasurementDb* db,
                          const HardwareFingerprint& fingerprint, const MeasureFn& measure,
                          CostingReport* report = nullptr);
-
-// A hand-over between two threads of this process (the median of `rounds`
-// round trips, halved) and a copy of `bytes` through memory (the fastest of
-// a few): what moving a tensor between two core groups costs.
-LinkCost measureInProcessLink(size_t bytes = size_t{8} << 20, int rounds = 200);
 
 }  // namespace collage

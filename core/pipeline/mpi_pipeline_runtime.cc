@@ -14,6 +14,7 @@
 
 #include "core/ir/error.h"
 #include "core/ir/threading.h"
+#include "core/pipeline/pipeline_simulator.h"
 
 namespace collage {
 namespace {
@@ -99,7 +100,9 @@ class Pending {
     return all;
   }
   void wait(std::chrono::steady_clock::time_point deadline, double timeoutSeconds) {
-    auto nap = std::chrono::microseconds(20);
+    // The simulator models this polling (kMpiWaitPolling).
+    const auto maxNap = std::chrono::duration<double>(kMpiWaitPolling.maxNapSeconds);
+    std::chrono::duration<double> nap(kMpiWaitPolling.firstNapSeconds);
     while (!test()) {
       if (std::chrono::steady_clock::now() > deadline) {
         for (size_t i = 0; i < requests_.size(); ++i) {
@@ -112,7 +115,7 @@ class Pending {
       // Sleep a little between polls: the machine's cores belong to the
       // stages computing, not to a rank waiting on them.
       std::this_thread::sleep_for(nap);
-      nap = std::min(nap * 2, std::chrono::microseconds(1000));
+      nap = std::min(nap * 2, maxNap);
     }
   }
 
@@ -353,6 +356,14 @@ std::vector<std::vector<Tensor>> MpiPipelineRuntime::run(
   const double t0 = MPI_Wtime();
   std::vector<double> starts(count, 0), finishes(count, 0);
   double busy = 0;
+  // Blocked on another rank (a receive not yet in, a consumer's window full);
+  // the rest outside Session::run is this rank's own hand-over work.
+  double waiting = 0;
+  auto timedWait = [&](Pending& p) {
+    const double w0 = MPI_Wtime();
+    p.wait(deadline(), options_.timeoutSeconds);
+    waiting += MPI_Wtime() - w0;
+  };
 
   const size_t window = inFlightOf(me);
   while (posted < count && posted < window) postReceives(posted++);
@@ -360,7 +371,7 @@ std::vector<std::vector<Tensor>> MpiPipelineRuntime::run(
   for (size_t m = 0; m < count; ++m) {
     Incoming in = std::move(incoming.front());
     incoming.pop_front();
-    in.requests.wait(deadline(), options_.timeoutSeconds);
+    timedWait(in.requests);
     if (posted < count) postReceives(posted++);
     for (size_t i = 0; i < stage.inputs.size(); ++i) {
       const StageInputSource& src = stage.inputs[i];
@@ -402,7 +413,7 @@ std::vector<std::vector<Tensor>> MpiPipelineRuntime::run(
       const StageSend& oe = stage.outEdges[e];
       // Back-pressure: at most the consumer's in-flight count unsent.
       while (outgoing[e].size() >= inFlightOf(oe.consumer)) {
-        outgoing[e].front().requests.wait(deadline(), options_.timeoutSeconds);
+        timedWait(outgoing[e].front().requests);
         outgoing[e].pop_front();
       }
       std::vector<int> tags;
@@ -429,8 +440,8 @@ std::vector<std::vector<Tensor>> MpiPipelineRuntime::run(
     outputReceives.test();
   }
   for (auto& lane : outgoing)
-    for (auto& o : lane) o.requests.wait(deadline(), options_.timeoutSeconds);
-  outputReceives.wait(deadline(), options_.timeoutSeconds);
+    for (auto& o : lane) timedWait(o.requests);
+  timedWait(outputReceives);
   const double wallMine = MPI_Wtime() - t0;
 
   // Every stage's figures, on rank 0: busy time, micro-batches, threads, the
@@ -447,6 +458,7 @@ std::vector<std::vector<Tensor>> MpiPipelineRuntime::run(
   for (size_t c = 0; c < kCpus; ++c) mine.push_back(c < cpus.size() ? cpus[c] : -1);
   mine.insert(mine.end(), starts.begin(), starts.end());
   mine.insert(mine.end(), finishes.begin(), finishes.end());
+  mine.push_back(waiting);
   std::vector<double> all(me == 0 ? mine.size() * numStages : 0);
   {
     MPI_Request r;
@@ -492,6 +504,10 @@ std::vector<std::vector<Tensor>> MpiPipelineRuntime::run(
     sr.busySeconds = f[0];
     sr.busyShare = wall > 0 ? f[0] / wall : 0;
     sr.microBatches = static_cast<int64_t>(f[1]);
+    sr.waitSeconds = f[stride - 1];
+    for (size_t m = 0; m < static_cast<size_t>(f[1]); ++m)
+      sr.microBatchSeconds.push_back(f[head + count + m] - f[head + m]);
+    sr.handOverSeconds = std::max(0.0, f[3] - f[0] - f[stride - 1]);
     rep.stages.push_back(std::move(sr));
   }
   *report = std::move(rep);

@@ -17,54 +17,20 @@
 
 #include "core/ir/error.h"
 #include "core/ir/threading.h"
+#include "core/pipeline/stage_queue.h"
 
 namespace collage {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+// One stage edge's micro-batches, in order.
+using TensorQueue = StageQueue<std::vector<Tensor>>;
 
 std::string joinInts(const std::vector<int>& v) {
   std::string s;
   for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
   return s;
 }
-
-// One stage edge's micro-batches, in order. close() wakes everyone: a
-// waiting push or pop then returns false (the pipeline is stopping).
-class BoundedQueue {
- public:
-  explicit BoundedQueue(size_t capacity) : capacity_(std::max<size_t>(1, capacity)) {}
-  bool push(std::vector<Tensor> item) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    notFull_.wait(lock, [&] { return closed_ || items_.size() < capacity_; });
-    if (closed_) return false;
-    items_.push_back(std::move(item));
-    notEmpty_.notify_one();
-    return true;
-  }
-  bool pop(std::vector<Tensor>& item) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    notEmpty_.wait(lock, [&] { return closed_ || !items_.empty(); });
-    if (closed_) return false;
-    item = std::move(items_.front());
-    items_.pop_front();
-    notFull_.notify_one();
-    return true;
-  }
-  void close() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    closed_ = true;
-    notEmpty_.notify_all();
-    notFull_.notify_all();
-  }
-
- private:
-  size_t capacity_;
-  std::mutex mutex_;
-  std::condition_variable notEmpty_, notFull_;
-  std::deque<std::vector<Tensor>> items_;
-  bool closed_ = false;
-};
 
 // Sets the calling thread's count and OpenMP team size for a scope, then
 // restores them (building a stage's kernels on the caller's thread).
@@ -91,9 +57,9 @@ struct PipelineRuntime::Stage {
   int threads = 1;
   BackendLookup backends;
   std::unique_ptr<Session> session;
-  std::vector<BoundedQueue*> inEdges;   // per wired.inEdges
-  std::vector<BoundedQueue*> outQueues;  // per wired.outEdges
-  std::vector<std::unique_ptr<BoundedQueue>> ownedQueues;  // the queues into it
+  std::vector<TensorQueue*> inEdges;   // per wired.inEdges
+  std::vector<TensorQueue*> outQueues;  // per wired.outEdges
+  std::vector<std::unique_ptr<TensorQueue>> ownedQueues;  // the queues into it
   size_t capacity = 2;
 };
 
@@ -160,7 +126,7 @@ PipelineRuntime::PipelineRuntime(const Graph& graph, const StageGraph& stageGrap
   // in-flight count.
   for (auto& stage : stages_)
     for (size_t e = 0; e < stage->wired.inEdges.size(); ++e) {
-      stage->ownedQueues.push_back(std::make_unique<BoundedQueue>(stage->capacity));
+      stage->ownedQueues.push_back(std::make_unique<TensorQueue>(stage->capacity));
       stage->inEdges.push_back(stage->ownedQueues.back().get());
     }
   for (auto& stage : stages_)
@@ -199,9 +165,9 @@ std::vector<std::vector<Tensor>> PipelineRuntime::run(
   // Fresh queues for this run (a stopped run leaves its own closed).
   for (auto& stage : stages_)
     for (size_t q = 0; q < stage->ownedQueues.size(); ++q) {
-      BoundedQueue* old = stage->ownedQueues[q].get();
-      stage->ownedQueues[q] = std::make_unique<BoundedQueue>(stage->capacity);
-      BoundedQueue* fresh = stage->ownedQueues[q].get();
+      TensorQueue* old = stage->ownedQueues[q].get();
+      stage->ownedQueues[q] = std::make_unique<TensorQueue>(stage->capacity);
+      TensorQueue* fresh = stage->ownedQueues[q].get();
       for (auto& in : stage->inEdges)
         if (in == old) in = fresh;
       for (auto& other : stages_)
@@ -213,7 +179,19 @@ std::vector<std::vector<Tensor>> PipelineRuntime::run(
   const size_t n = stages_.size();
   std::vector<std::vector<Clock::time_point>> starts(n, std::vector<Clock::time_point>(count)),
       finishes(n, std::vector<Clock::time_point>(count));
-  std::vector<double> busy(n, 0);
+  std::vector<double> busy(n, 0), waiting(n, 0), alive(n, 0);
+  std::vector<Clock::time_point> threadStarts(n);
+  // For the wake-up (PipelineRunReport::wakeUpSeconds): when each queue got
+  // each micro-batch (after its producer's push), and when its consumer's
+  // pop began and returned. Each vector is written by one thread; the
+  // threads only look keys up (at(): no data race on the map itself).
+  std::map<const TensorQueue*, std::vector<Clock::time_point>> pushedAt, popBegan, popDone;
+  for (auto& stage : stages_)
+    for (auto& q : stage->ownedQueues) {
+      pushedAt[q.get()].resize(count);
+      popBegan[q.get()].resize(count);
+      popDone[q.get()].resize(count);
+    }
   std::vector<int64_t> done(n, 0);
   std::mutex failureMutex;
   std::string failure;
@@ -241,11 +219,33 @@ std::vector<std::vector<Tensor>> PipelineRuntime::run(
       }
       setThisThreadCount(stage.threads);
       omp_set_num_threads(stage.threads);
+      // Where the thread's time goes besides Session::run: blocked in a
+      // queue (waiting for a producer, or a full consumer: the simulator
+      // models both) or its own hand-over work (the rest): see
+      // StageRunReport.
+      threadStarts[s] = Clock::now();
+      struct Alive {
+        double& seconds;
+        Clock::time_point from;
+        ~Alive() { seconds = std::chrono::duration<double>(Clock::now() - from).count(); }
+      } life{alive[s], threadStarts[s]};
+      auto timed = [&](auto&& call) {
+        const Clock::time_point t0 = Clock::now();
+        const bool ok = call();
+        waiting[s] += std::chrono::duration<double>(Clock::now() - t0).count();
+        return ok;
+      };
       std::vector<std::vector<Tensor>> received(stage.inEdges.size());
       std::vector<Tensor> inputs(stage.wired.inputs.size());
       for (; m < count; ++m) {
         for (size_t e = 0; e < stage.inEdges.size(); ++e)
-          if (!stage.inEdges[e]->pop(received[e])) return;  // stopped elsewhere
+          if (!timed([&] {
+                popBegan.at(stage.inEdges[e])[m] = Clock::now();
+                const bool ok = stage.inEdges[e]->pop(received[e]);
+                popDone.at(stage.inEdges[e])[m] = Clock::now();
+                return ok;
+              }))
+            return;  // stopped elsewhere
         for (size_t i = 0; i < stage.wired.inputs.size(); ++i) {
           const StageInputSource& src = stage.wired.inputs[i];
           inputs[i] = src.graphInput >= 0 ? microBatches[m][static_cast<size_t>(src.graphInput)]
@@ -263,7 +263,12 @@ std::vector<std::vector<Tensor>> PipelineRuntime::run(
           std::vector<Tensor> send;
           send.reserve(oe.outputs.size());
           for (size_t p : oe.outputs) send.push_back(outputs[p]);
-          if (!stage.outQueues[e]->push(std::move(send))) return;
+          if (!timed([&] {
+                const bool ok = stage.outQueues[e]->push(std::move(send));
+                pushedAt.at(stage.outQueues[e])[m] = Clock::now();
+                return ok;
+              }))
+            return;
         }
       }
     } catch (const std::exception& e) {
@@ -304,6 +309,15 @@ std::vector<std::vector<Tensor>> PipelineRuntime::run(
       r.medianLatencySeconds = latencies[latencies.size() / 2];
       r.maxLatencySeconds = latencies.back();
     }
+    std::vector<double> wakeUps;
+    for (const auto& [q, pushed] : pushedAt)
+      for (size_t m = 0; m < count; ++m)
+        if (popBegan.at(q)[m] < pushed[m])  // the consumer slept until the push
+          wakeUps.push_back(
+              std::max(0.0, std::chrono::duration<double>(popDone.at(q)[m] - pushed[m]).count()));
+    std::sort(wakeUps.begin(), wakeUps.end());
+    r.wakeUps = static_cast<int>(wakeUps.size());
+    if (!wakeUps.empty()) r.wakeUpSeconds = wakeUps[wakeUps.size() / 2];
     for (size_t s = 0; s < n; ++s) {
       StageRunReport sr;
       sr.devices = stages_[s]->wired.devices;
@@ -313,6 +327,12 @@ std::vector<std::vector<Tensor>> PipelineRuntime::run(
       sr.busySeconds = busy[s];
       sr.busyShare = wall > 0 ? busy[s] / wall : 0;
       sr.microBatches = done[s];
+      sr.waitSeconds = waiting[s];
+      for (int64_t m = 0; m < done[s]; ++m)
+        sr.microBatchSeconds.push_back(
+            std::chrono::duration<double>(finishes[s][m] - starts[s][m]).count());
+      sr.handOverSeconds = std::max(0.0, alive[s] - busy[s] - waiting[s]);
+      sr.startSeconds = std::chrono::duration<double>(threadStarts[s] - begin).count();
       r.stages.push_back(std::move(sr));
     }
     *report = std::move(r);
@@ -321,7 +341,7 @@ std::vector<std::vector<Tensor>> PipelineRuntime::run(
 }
 
 std::string PipelineRunReport::toString() const {
-  char line[256];
+  char line[512];
   std::snprintf(
       line, sizeof line,
       "pipeline: %d micro-batch(es) of %d sample(s) in %.3f s: %.1f samples/s, latency per sample "
@@ -329,14 +349,23 @@ std::string PipelineRunReport::toString() const {
       microBatches, microBatch, wallSeconds, samplesPerSecond, medianLatencySeconds * 1e3,
       maxLatencySeconds * 1e3);
   std::string out = line;
+  if (wakeUps > 0) {
+    std::snprintf(line, sizeof line, "  queues: wake-up median %.3f ms (%d pop(s) waited)\n",
+                  wakeUpSeconds * 1e3, wakeUps);
+    out += line;
+  }
   for (size_t s = 0; s < stages.size(); ++s) {
     std::string devices;
     for (const auto& d : stages[s].devices) devices += (devices.empty() ? "" : ", ") + d;
     std::snprintf(
         line, sizeof line,
-        "  stage %zu [%s] cpus %s, %d thread(s), %d kernel(s): busy %.1f%% (%.3f s)\n", s,
-        devices.c_str(), stages[s].cpus.empty() ? "(not pinned)" : joinInts(stages[s].cpus).c_str(),
-        stages[s].threads, stages[s].groups, stages[s].busyShare * 100, stages[s].busySeconds);
+        "  stage %zu [%s] cpus %s, %d thread(s), %d kernel(s): busy %.1f%% (%.3f s), blocked "
+        "%.3f s, hand-over %.3f ms per micro-batch\n",
+        s, devices.c_str(),
+        stages[s].cpus.empty() ? "(not pinned)" : joinInts(stages[s].cpus).c_str(),
+        stages[s].threads, stages[s].groups, stages[s].busyShare * 100, stages[s].busySeconds,
+        stages[s].waitSeconds,
+        stages[s].microBatches > 0 ? stages[s].handOverSeconds / stages[s].microBatches * 1e3 : 0);
     out += line;
   }
   return out;

@@ -79,6 +79,17 @@ struct StageRunReport {
   double busySeconds = 0;  // in Session::run
   double busyShare = 0;    // busySeconds over the run's wall time
   int64_t microBatches = 0;
+  // The rest of the stage thread's life: blocked in its queues (waiting for
+  // a producer or for room at a consumer), and its own hand-over work
+  // outside Session::run (taking inputs, handing outputs on, freeing the
+  // last micro-batch's tensors). startSeconds: from run() starting to the
+  // thread being ready (created and pinned).
+  double waitSeconds = 0;
+  // Each micro-batch's seconds in Session::run, in order: the trace the
+  // simulator replays (how long a stage takes varies from one to the next).
+  std::vector<double> microBatchSeconds;
+  double handOverSeconds = 0;
+  double startSeconds = 0;
 };
 
 struct PipelineRunReport {
@@ -90,6 +101,12 @@ struct PipelineRunReport {
   // the last stage finishing it.
   double medianLatencySeconds = 0;
   double maxLatencySeconds = 0;
+  // The queues' wake-up as this run saw it: from a producer's push to the
+  // return of its consumer's pop, over the pops that were waiting for it
+  // (median; 0 when none waited). The in-process link's latency under this
+  // run's conditions: on a loaded machine a woken thread waits for a core.
+  double wakeUpSeconds = 0;
+  int wakeUps = 0;  // the pops it is the median of
   std::vector<StageRunReport> stages;
   std::string toString() const;
 };

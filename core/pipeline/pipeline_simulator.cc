@@ -37,6 +37,16 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
+double PollingWait::end(double seconds) const {
+  if (!(firstNapSeconds > 0) || seconds <= 0) return std::max(0.0, seconds);
+  double t = 0, nap = firstNapSeconds;
+  while (t < seconds) {
+    t += nap;
+    nap = std::min(nap * 2, std::max(maxNapSeconds, firstNapSeconds));
+  }
+  return t;
+}
+
 SimulationReport simulatePipeline(const StageGraph& stages, const PipeGraph& graph,
                                   const Topology& topology, const SimulationOptions& options) {
   const int n = static_cast<int>(stages.stages.size());
@@ -51,7 +61,7 @@ SimulationReport simulatePipeline(const StageGraph& stages, const PipeGraph& gra
   for (int s = 0; s < n; ++s)
     for (int v : stages.stages[s].nodes)
       if (v >= 0 && v < graph.size()) stageOf[v] = s;
-  std::vector<double> compute(n), capacity(n);
+  std::vector<double> compute(n), capacity(n), handOver(n, 0), ready(n, 0);
   for (int s = 0; s < n; ++s) {
     const PipelineStage& st = stages.stages[s];
     if (st.devices.empty()) throw Error("pipeline simulator: " + stageLabel(stages, s) + " has no device");
@@ -65,6 +75,13 @@ SimulationReport simulatePipeline(const StageGraph& stages, const PipeGraph& gra
     if (!(compute[s] >= 0) || std::isinf(compute[s]))
       throw Error("pipeline simulator: " + stageLabel(stages, s) + " has compute time " +
                   std::to_string(compute[s]) + " s per micro-batch; it must be finite and >= 0");
+    if (static_cast<size_t>(s) < options.handOverSeconds.size())
+      handOver[s] = options.handOverSeconds[s];
+    if (static_cast<size_t>(s) < options.startSeconds.size()) ready[s] = options.startSeconds[s];
+    if (!(handOver[s] >= 0) || std::isinf(handOver[s]) || !(ready[s] >= 0) || std::isinf(ready[s]))
+      throw Error("pipeline simulator: " + stageLabel(stages, s) + " has hand-over " +
+                  std::to_string(handOver[s]) + " s per micro-batch and start " +
+                  std::to_string(ready[s]) + " s; both must be finite and >= 0");
     capacity[s] = static_cast<size_t>(s) < options.inFlight.size() && options.inFlight[s] > 0
                       ? options.inFlight[s]
                       : 2;
@@ -110,7 +127,7 @@ SimulationReport simulatePipeline(const StageGraph& stages, const PipeGraph& gra
   // Event times, by (edge or stage, micro-batch).
   std::vector<std::vector<double>> arrival(edges.size(), std::vector<double>(mCount, 0));
   std::vector<std::vector<double>> popped(edges.size(), std::vector<double>(mCount, 0));
-  std::vector<double> stageFree(n, 0);  // after the pushes of its previous micro-batch
+  std::vector<double> stageFree = ready;  // after the pushes of its previous micro-batch
   std::map<std::string, double> deviceFree;
   std::map<std::pair<std::string, std::string>, double> linkFree;
   for (int s = 0; s < n; ++s) {
@@ -122,26 +139,40 @@ SimulationReport simulatePipeline(const StageGraph& stages, const PipeGraph& gra
       const PipelineStage& st = stages.stages[s];
       double t = stageFree[s];
       for (int e : inEdges[s]) {  // pops in edge order
-        t = std::max(t, arrival[e][m]);
+        if (arrival[e][m] > t) t += options.polling.end(arrival[e][m] - t);
         popped[e][m] = t;
       }
       for (const auto& id : st.devices) t = std::max(t, deviceFree[id]);
-      const double finish = t + compute[s];
+      double c = compute[s];
+      if (static_cast<size_t>(s) < options.computeSecondsByMicroBatch.size() &&
+          static_cast<size_t>(m) < options.computeSecondsByMicroBatch[s].size())
+        c = options.computeSecondsByMicroBatch[s][m];
+      if (!(c >= 0) || std::isinf(c))
+        throw Error("pipeline simulator: " + stageLabel(stages, s) + " has compute time " +
+                    std::to_string(c) + " s for micro-batch " + std::to_string(m) +
+                    "; it must be finite and >= 0");
+      const double finish = t + c;
       out.stages[s].starts[m] = t;
       out.stages[s].finishes[m] = finish;
-      out.stages[s].busySeconds += compute[s];
+      out.stages[s].busySeconds += c;
       for (const auto& id : st.devices) deviceFree[id] = finish;
       // Pushes in edge order; each waits for a slot in the consumer's queue:
       // it holds `capacity` micro-batches, so m waits for m - capacity's pop.
-      double p = finish;
+      double p = finish + handOver[s];
       for (int e : outEdges[s]) {
         const SimEdge& edge = edges[e];
         const int freedBy = m - static_cast<int>(capacity[edge.to]);
-        if (freedBy >= 0) p = std::max(p, popped[e][freedBy]);
+        // A producer blocked on a full queue sleeps; the consumer's pop wakes
+        // it, which costs the link's latency (a queue's wake-up in process,
+        // the message that frees the window over MPI).
+        if (freedBy >= 0 && popped[e][freedBy] > p)
+          p += options.polling.end(popped[e][freedBy] + edge.link.latencyS - p);
         double sent = p;
         if (!edge.linkKey.first.empty() && edge.bytes > 0) {
           double& busyUntil = linkFree[edge.linkKey];
-          const double begin = std::max(p, busyUntil);
+          double begin = std::max(p, busyUntil);
+          // The consumer starts waiting for m once done with m - 1.
+          if (options.transferWhenReceiverWaits) begin = std::max(begin, stageFree[edge.to]);
           busyUntil = begin + edge.bytes / edge.link.bandwidthBytesPerS;
           sent = busyUntil + edge.link.latencyS;
         }
@@ -153,7 +184,11 @@ SimulationReport simulatePipeline(const StageGraph& stages, const PipeGraph& gra
 
   // The report.
   std::vector<double> latencies, lastFinish(mCount, 0);
-  double first = 0, last = 0;
+  // From the run's start (time 0): a stage without inputs starts there
+  // unless it is not yet ready, which the makespan counts, as a wall clock.
+  double last = 0;
+  if (mCount > 0)
+    for (int s = 0; s < n; ++s) last = std::max(last, stageFree[s]);
   for (int m = 0; m < mCount; ++m) {
     double a = 0, b = 0;
     for (int s = 0; s < n; ++s) {
@@ -164,10 +199,9 @@ SimulationReport simulatePipeline(const StageGraph& stages, const PipeGraph& gra
     if (n == 0) continue;
     latencies.push_back(b - a);
     lastFinish[m] = b;
-    first = m ? std::min(first, a) : a;
     last = std::max(last, b);
   }
-  out.makespanSeconds = last - first;
+  out.makespanSeconds = last;
   const double samples = static_cast<double>(mCount) * stages.microBatch;
   out.samplesPerSecond = out.makespanSeconds > 0 ? samples / out.makespanSeconds : 0;
   if (mCount >= 2) {

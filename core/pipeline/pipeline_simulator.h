@@ -14,12 +14,18 @@
 //    all of its producers;
 //  - it then pushes to each consumer's queue in edge order, blocking while
 //    that queue holds the consumer's in-flight count (a slot comes free when
-//    the consumer pops); it takes its next micro-batch after the pushes;
+//    the consumer pops, and a blocked producer resumes a link latency later:
+//    its wake-up); it takes its next micro-batch after the pushes;
 //  - a pushed micro-batch crosses the link between the two stages' devices
 //    (the slowest pair when a stage spans several): each link carries one
 //    transfer at a time (bytes / bandwidth), and the data arrives a latency
 //    later; stages on the same device pass it for free;
-//  - stages that share a device take turns on it.
+//  - stages that share a device take turns on it;
+//  - a stage's own hand-over work per micro-batch (options.handOverSeconds)
+//    follows its compute and delays its pushes; a stage starts when it is
+//    ready (options.startSeconds), and the makespan runs from the run's
+//    start (time 0) to the last stage's last hand-over, as a run's wall
+//    time does.
 // Every event time is a max-plus function of earlier events, so the times are
 // computed in dependency order (micro-batch, then stage order) rather than by
 // popping a priority queue; a link or a shared device serves its users in
@@ -42,6 +48,18 @@
 
 namespace collage {
 
+// A wait that polls instead of sleeping until woken: it tests at once, then
+// naps firstNapSeconds, doubling up to maxNapSeconds, so it sees what it
+// waits for at the first poll after it happened. The MPI runtime waits so
+// (mpi_pipeline_runtime.cc), to leave the cores to the stages computing.
+struct PollingWait {
+  double firstNapSeconds = 0;  // 0: not polling (woken at once)
+  double maxNapSeconds = 0;
+  // When a wait of `seconds` ends: the first poll at or after it.
+  double end(double seconds) const;
+};
+constexpr PollingWait kMpiWaitPolling{20e-6, 1e-3};
+
 struct SimulationOptions {
   int microBatches = 64;
   // Capacity of the queues into each stage (by stage; missing or < 1: 2, the
@@ -50,6 +68,29 @@ struct SimulationOptions {
   // Compute seconds per micro-batch by stage, e.g. measured by a run; empty:
   // each stage's estimate.computeSeconds. Transfers come from the topology.
   std::vector<double> computeSeconds;
+  // By stage, by micro-batch: each micro-batch's own compute seconds (a
+  // run's trace, StageRunReport::microBatchSeconds), in place of the stage's
+  // one figure where given (a stage's time varies, and a short queue turns
+  // that into waiting that a mean hides).
+  std::vector<std::vector<double>> computeSecondsByMicroBatch;
+  // Seconds per micro-batch, by stage, its thread spends outside compute on
+  // its own: taking its inputs and handing its outputs on (a queue's lock
+  // and wake-up, MPI's send and receive calls), whether or not it waited.
+  // The stage is occupied meanwhile and its outputs leave after it; empty
+  // or missing: 0. A run measures it (StageRunReport::handOverSeconds);
+  // the link measurement's latency per queue is its estimate before one.
+  std::vector<double> handOverSeconds;
+  // When each stage is ready to take its first micro-batch (thread started
+  // and pinned), from the run's start; missing: 0.
+  std::vector<double> startSeconds;
+  // A message moves only while its receiver waits for it: MPI without a
+  // progress thread, whose library moves a large message (rendezvous) inside
+  // the receiver's MPI calls, not while it computes. Off: the transfer starts
+  // when the sender pushes (the in-process queue hands over a pointer).
+  bool transferWhenReceiverWaits = false;
+  // How a stage's waits (for its inputs, for room at a consumer) end:
+  // kMpiWaitPolling for the MPI runtime; the default, woken at once.
+  PollingWait polling;
 };
 
 struct SimulatedStage {

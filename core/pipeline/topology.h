@@ -8,8 +8,8 @@
 // pool, or a GPU. A stage on d devices of one kind runs data-parallel across
 // them. Links are symmetric; a pair the file does not list takes the file's
 // "default_link", and a file with a pair that has neither is refused (a plan
-// must know what every crossing costs). The numbers are the user's (or, later,
-// the link measurements'); the planner only reads them.
+// must know what every crossing costs). The numbers are the user's, or the
+// link measurements' (link_measurement.h); the planner only reads them.
 #pragma once
 
 #include <limits>

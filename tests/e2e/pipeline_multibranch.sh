@@ -31,7 +31,7 @@ for name in two_tower dlrm uno; do
 
   "$collage" run "$model" --pipeline p.json --batch 8 --verify | tee run.txt
   grep -q "samples/s, latency per sample" run.txt
-  grep -q "simulated from this run's stage times: .* measured/simulated throughput" run.txt
+  grep -q "from this run's stage costs.*(measured/simulated throughput" run.txt
   grep -q "^weights: .* B on the busiest device" run.txt
   grep -q "verify: every output of [0-9]* micro-batch(es) matches" run.txt
 

@@ -61,11 +61,5 @@ TEST(MeasuredStageCost, NodesAreMeasuredOnceThenReadFromTheDatabase) {
               {"node " + g.node(2).name, "(Tanh)", "native", "the kernel crashed"});
 }
 
-TEST(MeasuredStageCost, InProcessLinkIsMeasured) {
-  const LinkCost link = measureInProcessLink(size_t{1} << 20, 20);
-  EXPECT_TRUE(std::isfinite(link.bandwidthBytesPerS) && link.bandwidthBytesPerS > 0);
-  EXPECT_TRUE(std::isfinite(link.latencyS) && link.latencyS >= 0);
-}
-
 }  // namespace
 }  // namespace collage

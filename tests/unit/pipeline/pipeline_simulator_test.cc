@@ -178,6 +178,117 @@ TEST(PipelineSimulator, BadInputIsNamed) {
               {"stage 1 [d1] has compute time", "-1"});
 }
 
+// A run's own costs besides compute: each stage spends 0.5 s per
+// micro-batch handing over (after computing, before its pushes), and stage 0
+// is ready only at 0.25 s. Chain a -> b, 1 s each, queues of 2: stage 0
+// cycles every 1.5 s from 0.25 (pushes at 1.75 + 1.5m), stage 1 starts on
+// arrival and is done with micro-batch 3 at 6.25 + 1 + 0.5 = 7.75 s, the
+// makespan (from time 0: the run's start, as a wall clock counts it).
+TEST(PipelineSimulator, HandOverAndStartTimesOccupyTheStage) {
+  PipeGraph g;
+  g.addNode("a");
+  g.addNode("b");
+  g.addEdge(0, 1, 4);
+  StageGraph sg;
+  sg.stages = {stage({0}, "d0", 1), stage({1}, "d1", 1)};
+  sg.edges = {{0, 1}};
+  SimulationOptions o;
+  o.microBatches = 4;
+  o.handOverSeconds = {0.5, 0.5};
+  o.startSeconds = {0.25, 0};
+  const SimulationReport r = simulatePipeline(sg, g, devices(2, kFree), o);
+  for (int m = 0; m < 4; ++m) {
+    EXPECT_NEAR(r.stages[0].starts[m], 0.25 + 1.5 * m, kEps) << m;
+    EXPECT_NEAR(r.stages[1].starts[m], 1.75 + 1.5 * m, kEps) << m;
+  }
+  EXPECT_NEAR(r.makespanSeconds, 7.75, kEps);
+  EXPECT_NEAR(r.stages[1].busySeconds, 4, kEps);  // hand-over is not compute
+  EXPECT_NEAR(r.steadySamplesPerSecond, 1 / 1.5, kEps);
+  o.handOverSeconds = {-1};
+  expectError([&] { simulatePipeline(sg, g, devices(2, kFree), o); },
+              {"hand-over -1.000000 s per micro-batch"});
+}
+
+// A run's trace in place of a stage's mean: stage 0 takes 3, 1, 3, 1 s
+// (mean 2), stage 1 2 s, one micro-batch per queue. By hand: stage 1 runs
+// 3-5, 5-7, 7-9, 9-11 (it waits for micro-batch 0's 3 s), so 11 s, where the
+// means (2 and 2) give 10.
+TEST(PipelineSimulator, ReplaysEachMicroBatchsComputeTime) {
+  PipeGraph g;
+  g.addNode("a");
+  g.addNode("b");
+  g.addEdge(0, 1, 4);
+  StageGraph sg;
+  sg.stages = {stage({0}, "d0", 2), stage({1}, "d1", 2)};
+  sg.edges = {{0, 1}};
+  SimulationOptions o;
+  o.microBatches = 4;
+  o.inFlight = {1, 1};
+  EXPECT_NEAR(simulatePipeline(sg, g, devices(2, kFree), o).makespanSeconds, 10, kEps);
+  o.computeSecondsByMicroBatch = {{3, 1, 3, 1}};
+  const SimulationReport r = simulatePipeline(sg, g, devices(2, kFree), o);
+  EXPECT_NEAR(r.makespanSeconds, 11, kEps);
+  EXPECT_NEAR(r.stages[0].busySeconds, 8, kEps);
+  EXPECT_NEAR(r.stages[1].starts[3], 9, kEps);
+  o.computeSecondsByMicroBatch = {{3, -1}};
+  expectError([&] { simulatePipeline(sg, g, devices(2, kFree), o); },
+              {"compute time -1.000000 s for micro-batch 1"});
+}
+
+// MPI without a progress thread: a message moves only once its receiver
+// waits. Chain a -> b, 1 s and 3 s, a link of 1 s per message (bandwidth
+// 4 B/s for 4 B, no latency): micro-batch 1 leaves a at 2 but b waits for
+// it only at 5 (done with 0), so it arrives at 6, not 3; b runs 2-5, 6-9
+// (eagerly: 2-5, 5-8).
+TEST(PipelineSimulator, TransferCanWaitForTheReceiver) {
+  PipeGraph g;
+  g.addNode("a");
+  g.addNode("b");
+  g.addEdge(0, 1, 4);
+  StageGraph sg;
+  sg.stages = {stage({0}, "d0", 1), stage({1}, "d1", 3)};
+  sg.edges = {{0, 1}};
+  SimulationOptions o;
+  o.microBatches = 2;
+  const Topology t = devices(2, LinkCost{4, 0});
+  const SimulationReport eager = simulatePipeline(sg, g, t, o);
+  EXPECT_NEAR(eager.stages[1].starts[1], 5, kEps);  // arrived at 3, b free at 5
+  EXPECT_NEAR(eager.makespanSeconds, 8, kEps);
+  o.transferWhenReceiverWaits = true;
+  const SimulationReport r = simulatePipeline(sg, g, t, o);
+  EXPECT_NEAR(r.stages[1].starts[0], 2, kEps);
+  EXPECT_NEAR(r.stages[1].starts[1], 6, kEps);  // waits from 5, the message moves 5-6
+  EXPECT_NEAR(r.makespanSeconds, 9, kEps);
+}
+
+// The MPI runtime's polling wait: it sees a message at its first poll after
+// it came (naps of 20, 40, ... 640, then 1000 us: polls at 0, 20, 60, 140,
+// 300, 620, 1260, 2260 us ...).
+TEST(PipelineSimulator, PollingWaitsEndAtTheNextPoll) {
+  EXPECT_EQ(kMpiWaitPolling.end(0), 0);
+  EXPECT_NEAR(kMpiWaitPolling.end(10e-6), 20e-6, 1e-12);
+  EXPECT_NEAR(kMpiWaitPolling.end(61e-6), 140e-6, 1e-12);
+  EXPECT_NEAR(kMpiWaitPolling.end(700e-6), 1260e-6, 1e-12);
+  EXPECT_NEAR(kMpiWaitPolling.end(2e-3), 2260e-6, 1e-12);
+  EXPECT_EQ(PollingWait{}.end(61e-6), 61e-6);
+  // Chain a -> b, 1 ms and 0.1 ms, free link: b waits 1 ms for the first
+  // micro-batch and sees it at 1.26 ms, runs to 1.36, then waits 0.64 ms
+  // for the second (made at 2 ms) and sees it 1.26 ms later.
+  PipeGraph g;
+  g.addNode("a");
+  g.addNode("b");
+  g.addEdge(0, 1, 4);
+  StageGraph sg;
+  sg.stages = {stage({0}, "d0", 1e-3), stage({1}, "d1", 0.1e-3)};
+  sg.edges = {{0, 1}};
+  SimulationOptions o;
+  o.microBatches = 2;
+  o.polling = kMpiWaitPolling;
+  const SimulationReport r = simulatePipeline(sg, g, devices(2, kFree), o);
+  EXPECT_NEAR(r.stages[1].starts[0], 1.26e-3, 1e-12);
+  EXPECT_NEAR(r.stages[1].starts[1], 1.36e-3 + 1.26e-3, 1e-12);
+}
+
 int allowedCpus() {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -223,13 +334,26 @@ TEST(PipelineSimulator, ReportsItsRatioToARealRun) {
   runtime.run(batches, &run);
   SimulationOptions o;
   o.microBatches = run.microBatches;
-  for (const auto& s : run.stages) o.computeSeconds.push_back(s.busySeconds / s.microBatches);
+  for (const auto& s : run.stages) {
+    o.computeSeconds.push_back(s.busySeconds / s.microBatches);
+    o.computeSecondsByMicroBatch.push_back(s.microBatchSeconds);
+    ASSERT_EQ(s.microBatchSeconds.size(), static_cast<size_t>(s.microBatches));
+    o.handOverSeconds.push_back(s.handOverSeconds / s.microBatches);
+    o.startSeconds.push_back(s.startSeconds);
+  }
   const SimulationReport sim = simulatePipeline(stages, pipe, topo, o);
   double busiest = 0;
   for (size_t s = 0; s < run.stages.size(); ++s) {
-    EXPECT_NEAR(sim.stages[s].busySeconds, run.stages[s].busySeconds,
-                1e-9 * (1 + run.stages[s].busySeconds));
-    busiest = std::max(busiest, sim.stages[s].busySeconds);
+    const StageRunReport& st = run.stages[s];
+    EXPECT_NEAR(sim.stages[s].busySeconds, st.busySeconds, 1e-9 * (1 + st.busySeconds));
+    // The thread's time splits into compute, blocked and hand-over, within
+    // the run's wall time after the thread started.
+    EXPECT_GE(st.waitSeconds, 0);
+    EXPECT_GE(st.handOverSeconds, 0);
+    EXPECT_GE(st.startSeconds, 0);
+    EXPECT_LE(st.startSeconds + st.busySeconds + st.waitSeconds + st.handOverSeconds,
+              run.wallSeconds * (1 + 1e-9));
+    busiest = std::max(busiest, st.startSeconds + st.busySeconds + st.handOverSeconds);
   }
   EXPECT_GE(sim.makespanSeconds, busiest * (1 - 1e-12));
   const double ratio = sim.samplesPerSecond / run.samplesPerSecond;
