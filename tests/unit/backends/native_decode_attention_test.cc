@@ -359,26 +359,27 @@ TEST(NativeDecodeAttention, LogSumExpMergeOfPartsIsTheSoftmaxOfTheWhole) {
 }
 
 TEST(NativeDecodeAttention, CombinedPartsMergeAsThePartsThemselves) {
-  // Parts {0, 1} and {2} each combined into one (what a device sends for
-  // cache parallelism), then merged: the merge of the three parts.
+  // Parts {0, 1, 2} and {3} each combined into one (what a device sends
+  // for cache parallelism), then merged: the merge of the four parts.
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> u(-6.0f, 6.0f);
   const int64_t dv = 4;
   native::AttentionPartials p;
-  p.resize(3, 1, dv);
-  for (int64_t part = 0; part < 3; ++part) {
+  p.resize(4, 1, dv);
+  for (int64_t part = 0; part < 4; ++part) {
     p.maxAt(part, 0) = u(rng);
     p.sumAt(part, 0) = 1.0f + std::abs(u(rng));
     for (int64_t d = 0; d < dv; ++d) p.accAt(part, 0)[d] = u(rng);
   }
-  p.maxAt(1, 0) = -std::numeric_limits<float>::infinity();  // a part that saw no key
-  p.sumAt(1, 0) = 0.0f;
+  p.maxAt(2, 0) = -std::numeric_limits<float>::infinity();  // a part that saw no key
+  p.sumAt(2, 0) = 0.0f;
+  ASSERT_NE(p.maxAt(0, 0), p.maxAt(1, 0));
   native::AttentionPartials two;
   two.resize(2, 1, dv);
-  native::combineAttentionPartials(p, 0, 2, 0, two, 0, 0);
-  native::combineAttentionPartials(p, 2, 1, 0, two, 1, 0);
+  native::combineAttentionPartials(p, 0, 3, 0, two, 0, 0);
+  native::combineAttentionPartials(p, 3, 1, 0, two, 1, 0);
   float whole[dv], merged[dv];
-  native::mergeAttentionPartials(p, 0, 3, 0, whole, 1);
+  native::mergeAttentionPartials(p, 0, 4, 0, whole, 1);
   native::mergeAttentionPartials(two, 0, 2, 0, merged, 1);
   for (int64_t d = 0; d < dv; ++d) EXPECT_NEAR(merged[d], whole[d], 1e-6f * 6) << d;
 }
@@ -387,7 +388,8 @@ TEST(NativeDecodeAttention, CombinedPartsMergeAsThePartsThemselves) {
 // two devices (two kernels, each reading only its keys), their partials
 // exchanged in process, each device's output equals the reference's over
 // the whole cache within the float32 bound, and the two devices' outputs
-// are the same bits. Splits: a device whose keys the padding mask hides
+// are the same bits. Each device's K and V hold NaN outside its keys (the
+// rows another device holds). Splits: a device whose keys the padding mask hides
 // for one batch, the new (last) key on the first device, a device with no
 // keys at all.
 TEST(NativeDecodeAttention, CacheSlicesOnTwoDevicesMergeToTheWholeCache) {
@@ -406,7 +408,8 @@ TEST(NativeDecodeAttention, CacheSlicesOnTwoDevicesMergeToTheWholeCache) {
   };
   ThreadCountGuard guard;
   auto backend = native();
-  for (int threads : {1, 3}) {
+  // 8 threads: two parts per device, combined before the exchange.
+  for (int threads : {1, 8}) {
     setThreadCount(threads);
     for (size_t s = 0; s < splits.size(); ++s) {
       SCOPED_TRACE("threads " + std::to_string(threads) + ", split " + std::to_string(s));
@@ -435,12 +438,35 @@ TEST(NativeDecodeAttention, CacheSlicesOnTwoDevicesMergeToTheWholeCache) {
         };
         kernels.push_back(std::move(c.kernel));
       }
-      std::vector<Tensor> kernelInputs;
-      for (ValueId v : request.inputs) kernelInputs.push_back(env[v].clone());
-      for (auto& k : kernels) runKernel(*k, request, kernelInputs);
+      // Each device's cache holds its keys only: the others' rows are NaN
+      // there, so a key read outside its slice shows.
+      std::vector<std::vector<Tensor>> inputs(2);
+      for (int dev = 0; dev < 2; ++dev) {
+        const Runs& mine = dev == 0 ? splits[s].first : splits[s].second;
+        auto held = [&](int64_t j) {
+          return std::any_of(mine.begin(), mine.end(),
+                             [&](const auto& r) { return j >= r.first && j < r.second; });
+        };
+        for (ValueId v : request.inputs) {
+          Tensor t = env[v].clone();
+          if (v == g.inputs()[1] || v == g.inputs()[2]) {
+            float* x = t.data<float>();
+            for (int64_t bh = 0; bh < shape.B * shape.Hkv; ++bh)
+              for (int64_t j = 0; j < L; ++j)
+                if (!held(j))
+                  for (int64_t d = 0; d < shape.D; ++d)
+                    x[(bh * L + j) * shape.D + d] = std::numeric_limits<float>::quiet_NaN();
+          }
+          inputs[static_cast<size_t>(dev)].push_back(std::move(t));
+        }
+      }
+      for (int dev = 0; dev < 2; ++dev)
+        runKernel(*kernels[static_cast<size_t>(dev)], request, inputs[static_cast<size_t>(dev)]);
       gathered = true;
       std::vector<std::vector<Tensor>> y;
-      for (auto& k : kernels) y.push_back(runKernel(*k, request, kernelInputs));
+      for (int dev = 0; dev < 2; ++dev)
+        y.push_back(runKernel(*kernels[static_cast<size_t>(dev)], request,
+                              inputs[static_cast<size_t>(dev)]));
       for (int dev = 0; dev < 2; ++dev) {
         const CompareResult r =
             compareScaled(y[static_cast<size_t>(dev)][0], env[request.outputs[0]], kFloat32Bound);

@@ -236,7 +236,9 @@ TEST(Decoder, HoldsOnlyItsSliceOfTheCacheRows) {
           same = same && c[at] == f[at];
         }
         EXPECT_EQ(zero, r < 2 || r >= 9) << "cache " << i << " head " << head << " row " << r;
-        if (r == 2) EXPECT_TRUE(same) << "cache " << i << " head " << head << ": the prompt's row";
+        if (r == 2) {
+          EXPECT_TRUE(same) << "cache " << i << " head " << head << ": the prompt's row";
+        }
       }
   }
   EXPECT_THROW(sliced.setCacheSlice(4, 4), Error);
