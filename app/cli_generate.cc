@@ -154,22 +154,37 @@ int generateCacheParallel(const GenerateCommandOptions& o) {
     auto shard = std::make_shared<native::DecodeAttentionShard>();
     int64_t stepRow = 0, layer = 0;
     shard->exchange = [&](const native::AttentionPartials& mine, native::AttentionPartials& all) {
-      // Per row: max, sum, then the unnormalised output.
-      const int64_t rows = mine.rows, dv = mine.dv, width = 2 + dv;
-      std::vector<float> block(static_cast<size_t>(rows * width));
+      // A header (the step's row, the kernel, the rows, the columns: every
+      // rank must be at the same attention, or the merge would mix layers),
+      // then per row: max, sum, the unnormalised output.
+      const int64_t rows = mine.rows, dv = mine.dv, width = 2 + dv, kernel = layer++ % kernels.size();
+      constexpr int64_t kHeader = 4;
+      const float header[kHeader] = {static_cast<float>(stepRow), static_cast<float>(kernel),
+                                     static_cast<float>(rows), static_cast<float>(dv)};
+      std::vector<float> block(static_cast<size_t>(kHeader + rows * width));
+      std::copy(header, header + kHeader, block.begin());
       for (int64_t x = 0; x < rows; ++x) {
-        float* b = block.data() + x * width;
+        float* b = block.data() + kHeader + x * width;
         b[0] = mine.maxAt(0, x);
         b[1] = mine.sumAt(0, x);
         std::copy(mine.accAt(0, x), mine.accAt(0, x) + dv, b + 2);
       }
-      const std::vector<float> got = exchange.allGather(
-          block, "the attention partials of kernel " + std::to_string(layer++ % kernels.size()) +
-                     " at row " + std::to_string(stepRow));
+      const std::string what = "the attention partials of kernel " + std::to_string(kernel) +
+                               " at row " + std::to_string(stepRow);
+      const std::vector<float> got = exchange.allGather(block, what);
+      const size_t stride = block.size();
+      for (int64_t p = 0; p < n; ++p) {
+        const float* h = got.data() + p * stride;
+        if (!std::equal(header, header + kHeader, h))
+          throw Error("cache parallel: rank " + std::to_string(r) + ": " + what + ": rank " +
+                      std::to_string(p) + " sent those of kernel " + std::to_string(static_cast<int64_t>(h[1])) +
+                      " at row " + std::to_string(static_cast<int64_t>(h[0])) +
+                      " (the ranks must run the same model the same way)");
+      }
       all.resize(n, rows, dv);
       for (int64_t p = 0; p < n; ++p)
         for (int64_t x = 0; x < rows; ++x) {
-          const float* b = got.data() + (p * rows + x) * width;
+          const float* b = got.data() + p * stride + kHeader + x * width;
           all.maxAt(p, x) = b[0];
           all.sumAt(p, x) = b[1];
           std::copy(b + 2, b + 2 + dv, all.accAt(p, x));

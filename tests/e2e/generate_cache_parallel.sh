@@ -6,10 +6,12 @@
 #  run:      on 2 and 3 ranks the ids equal the one-device run's (and
 #            numpy's), and every step's logits are within the plan check's
 #            float32 bound (1e-4 of the row's largest |logit|) of the
-#            one-device run's;
+#            one-device run's; with the prompt a token a step (the
+#            one-token export) the same ids;
 #  refusals: a rank that fails (its model does not exist) stops the run
 #            naming it; a rank killed is named (by mpirun) and the others
-#            stopped; ranks given different prompts are refused; a rank
+#            stopped; ranks given different prompts are refused, ranks at
+#            different attentions too (one runs the prompt a token a step); a rank
 #            that never answers fails the others' wait at --mpi-timeout,
 #            naming it. No run hangs (each is under `timeout`).
 # Exits 77 (ctest's SKIP_RETURN_CODE) where mpirun is missing. No timing is
@@ -52,6 +54,12 @@ for i, (a, b) in enumerate(zip(cp, one)):
 print(f"{sys.argv[2]}: {len(one)} rows of logits within 1e-4 of the one-device run's")
 PY
 done
+# The one-token export: the prompt runs a token a step, each step's
+# attention split too; the same ids.
+timeout 60 "${mpi[@]}" -n 2 "$collage" generate "${base}_one_token.onnx" --prompt-ids "$prompt" \
+  --max-new-tokens "$new" --cache-parallel --mpi-timeout 20 | tee one_token.out
+grep -q "^generated: $want$" one_token.out
+grep -q "^prefill: .* (one step each: " one_token.out
 echo "generate cache parallel run: ok"
 exit 0
 fi
@@ -82,6 +90,17 @@ timeout 60 "${mpi[@]}" -n 1 "$collage" "${args[@]}" --cache-parallel --mpi-timeo
 cat differ.txt
 [[ $rc -ne 0 && $rc -ne 124 ]] || { echo "different prompts: exit $rc" >&2; exit 1; }
 grep -q "cache parallel: the ranks were given different arguments" differ.txt
+
+# Rank 1 runs the one-token export of the model (the same arguments, but
+# its prompt runs a step a token): the first exchange finds the ranks at
+# different attentions, and both say so before merging anything.
+rc=0
+timeout 60 "${mpi[@]}" -n 1 "$collage" "${args[@]}" --cache-parallel --mpi-timeout 20 \
+  : -n 1 "$collage" generate "${base}_one_token.onnx" --prompt-ids "$prompt" \
+  --max-new-tokens "$new" --cache-parallel --mpi-timeout 20 > apart.txt 2>&1 || rc=$?
+cat apart.txt
+[[ $rc -ne 0 && $rc -ne 124 ]] || { echo "ranks apart: exit $rc" >&2; exit 1; }
+grep -q "cache parallel: rank [01]: the attention partials of kernel 0 at row [03]: rank [01] sent those of kernel 0 at row [03]" apart.txt
 
 # Rank 1 starts MPI and says nothing: rank 0's wait ends at the deadline
 # naming rank 1, and the run stops.
