@@ -5,30 +5,230 @@
 // out only: no tokenizer yet (#42).
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <memory>
 #include <optional>
 
 #include "app/cli_common.h"
 #include "backends/backend_list.h"
+#include "backends/native/native_cache_parallel.h"
 #include "core/decode/cache_plan.h"
 #include "core/decode/decoder.h"
 #include "core/ir/error.h"
+#include "core/ops/reference_executor.h"
 #include "core/plan/plan.h"
 #include "core/runtime/session.h"
+#ifdef COLLAGE_HAVE_MPI
+#include "core/decode/mpi_cache_exchange.h"
+#include "core/pipeline/mpi_pipeline_runtime.h"
+#endif
 
 namespace collage::cli {
 
+namespace {
+
+struct GenerateCommandOptions {
+  std::string modelPath;
+  std::string plan;
+  std::vector<int64_t> promptIds;
+  int64_t maxLength = 0;
+  GenerateOptions generate;
+  int64_t eos = -1;
+  bool printBindings = false;
+  std::string logitsOut;
+  bool cacheParallel = false;
+  double mpiTimeout = 120;
+};
+
+// The generation's report (what every generate prints).
+void printGeneration(const GenerateCommandOptions& o, const Decoder& decoder, const Generation& g,
+                     const std::string& runner) {
+  std::string ids;
+  for (int64_t t : g.tokens) ids += (ids.empty() ? "" : ",") + std::to_string(t);
+  std::printf("generated: %s\n", ids.c_str());
+  std::printf("stopped: %s after %zu new token(s)\n", g.stop.c_str(), g.tokens.size());
+  std::vector<double> steps = g.stepMs;
+  std::sort(steps.begin(), steps.end());
+  if (decoder.promptRuns() == 1 && o.promptIds.size() > 1)
+    std::printf("prefill: %.3f ms for %zu token(s) (one pass)\n", g.prefillMs, o.promptIds.size());
+  else
+    std::printf("prefill: %.3f ms for %zu token(s) (one step each: %s)\n", g.prefillMs,
+                o.promptIds.size(), decoder.promptOneTokenAStepWhy().c_str());
+  if (steps.empty())
+    std::printf("decode step: none run\n");
+  else
+    std::printf("decode step: median %.3f ms over %zu step(s) (min %.3f, max %.3f), %s\n",
+                steps[steps.size() / 2], steps.size(), steps.front(), steps.back(), runner.c_str());
+  std::printf("cache: %lld rows, %zu bytes preallocated, %zu bytes appended\n",
+              static_cast<long long>(decoder.capacity()), decoder.cacheBytes(),
+              decoder.bytesAppended());
+  // What the steps' Concat(past, new) wrote: the new rows only in place,
+  // the whole present each step when copied.
+  std::printf("cache concats: %zu bytes written (%s)\n", decoder.presentBytesWritten(),
+              decoder.inPlace() ? "in place" : "copied each step");
+  if (!o.logitsOut.empty()) {
+    // One line per new token: the logits it was picked from, exactly
+    // (%.9g round-trips a float).
+    std::FILE* f = std::fopen(o.logitsOut.c_str(), "w");
+    if (!f) throw Error(o.logitsOut + ": cannot be written");
+    for (const std::vector<float>& row : g.logits) {
+      for (size_t i = 0; i < row.size(); ++i) std::fprintf(f, i ? " %.9g" : "%.9g", row[i]);
+      std::fprintf(f, "\n");
+    }
+    std::fclose(f);
+  }
+}
+
+#ifdef COLLAGE_HAVE_MPI
+// `collage generate ... --cache-parallel` in each rank mpirun starts
+// (docs/decoding.md): rank r of n holds rows [r*L/n, (r+1)*L/n) of the
+// cache; every layer's decode attention reads only those rows and the ranks
+// merge their partials (MpiCacheExchange, then the log-sum-exp merge, in
+// rank order: every rank gets the same output, so the same token); the rest
+// of the step runs on every rank. Rank 0 prints. A rank that fails stops
+// the run (abortMpiRun), naming itself.
+int generateCacheParallel(const GenerateCommandOptions& o) {
+  MpiScope mpi;
+  const std::string rankName = "rank " + std::to_string(mpi.rank());
+  try {
+    MpiCacheExchange exchange(o.mpiTimeout);
+    // Every rank must take the same steps, or one would wait on another.
+    std::vector<int64_t> args(o.promptIds);
+    double temperature = o.generate.temperature;
+    int64_t temperatureBits = 0;
+    std::memcpy(&temperatureBits, &temperature, sizeof temperatureBits);
+    for (int64_t x : {o.generate.maxNewTokens, o.maxLength, o.eos, o.generate.topK,
+                      static_cast<int64_t>(o.generate.seed), temperatureBits,
+                      static_cast<int64_t>(!o.plan.empty())})
+      args.push_back(x);
+    exchange.requireSame(args,
+                         "arguments (--prompt-ids, --max-new-tokens, --max-length, --eos, "
+                         "sampling, --plan)");
+    const DecoderSignature signature = probeDecoderSignature(o.modelPath);
+    std::unique_ptr<Plan> plan;
+    if (!o.plan.empty()) plan = std::make_unique<Plan>(loadPlan(o.plan));
+    int64_t capacity = o.maxLength;
+    if (capacity <= 0 && plan) capacity = planCapacity(signature, plan->inputShapes);
+    if (capacity <= 0)
+      capacity = static_cast<int64_t>(o.promptIds.size()) + o.generate.maxNewTokens;
+    if (capacity < exchange.size())
+      throw Error("the cache's " + std::to_string(capacity) + " rows cannot be split across " +
+                  std::to_string(exchange.size()) + " ranks (a slice each)");
+    const DecodeModel model = importDecodeModel(o.modelPath, capacity, &signature);
+    std::unique_ptr<BackendSet> backends;
+    std::unique_ptr<Backend> native;
+    PlannedDecoder planned;
+    if (plan) {
+      backends = std::make_unique<BackendSet>(
+          loadBackendsForPlan(*plan, model.graph, o.modelPath, {}, nullptr));
+      planned =
+          plannedDecoder(model, *plan, [&](const std::string& n) { return backends->find(n); });
+      if (!planned.fallback.empty())
+        throw Error("cache parallelism appends each rank's rows in place; " + o.plan +
+                    " cannot: " + planned.fallback);
+    } else {
+      native = createBackend("native");
+      Backend* b = native.get();
+      planned.session = std::make_unique<Session>(
+          model.graph, native::decodeAttentionPlan(model.graph),
+          [b](const std::string& n) { return n == "native" ? b : nullptr; });
+      planned.decoder = std::make_unique<Decoder>(model, *planned.session);
+      // The prompt in one pass, on every rank (it reads none of the cache):
+      // the reference executor, as a one-device generate without a plan.
+      planned.decoder->setPrefillRunner([](const Graph& prefill, std::string&) -> Decoder::Step {
+        auto executor = std::make_shared<ReferenceExecutor>(prefill);
+        return [executor](const std::vector<Tensor>& in) { return executor->run(in); };
+      });
+    }
+    const std::vector<native::DecodeAttentionKernel*> kernels =
+        native::decodeAttentionKernels(*planned.session);
+    if (kernels.empty())
+      throw Error((plan ? o.plan : std::string("the step graph")) +
+                  " runs no native decode attention kernel: there is no attention to split "
+                  "across ranks");
+    // This rank's rows; the new row (the present's last, key `capacity`) is
+    // read by the rank that owns the step's row, which appends it.
+    const int64_t n = exchange.size(), r = exchange.rank();
+    const int64_t first = r * capacity / n, end = (r + 1) * capacity / n;
+    auto shard = std::make_shared<native::DecodeAttentionShard>();
+    int64_t stepRow = 0, layer = 0;
+    shard->exchange = [&](const native::AttentionPartials& mine, native::AttentionPartials& all) {
+      // A header (the step's row, the kernel, the rows, the columns: every
+      // rank must be at the same attention, or the merge would mix layers),
+      // then per row: max, sum, the unnormalised output.
+      const int64_t rows = mine.rows, dv = mine.dv, width = 2 + dv, kernel = layer++ % kernels.size();
+      constexpr int64_t kHeader = 4;
+      const float header[kHeader] = {static_cast<float>(stepRow), static_cast<float>(kernel),
+                                     static_cast<float>(rows), static_cast<float>(dv)};
+      std::vector<float> block(static_cast<size_t>(kHeader + rows * width));
+      std::copy(header, header + kHeader, block.begin());
+      for (int64_t x = 0; x < rows; ++x) {
+        float* b = block.data() + kHeader + x * width;
+        b[0] = mine.maxAt(0, x);
+        b[1] = mine.sumAt(0, x);
+        std::copy(mine.accAt(0, x), mine.accAt(0, x) + dv, b + 2);
+      }
+      const std::string what = "the attention partials of kernel " + std::to_string(kernel) +
+                               " at row " + std::to_string(stepRow);
+      const std::vector<float> got = exchange.allGather(block, what);
+      const size_t stride = block.size();
+      for (int64_t p = 0; p < n; ++p) {
+        const float* h = got.data() + p * stride;
+        if (!std::equal(header, header + kHeader, h))
+          throw Error("cache parallel: rank " + std::to_string(r) + ": " + what + ": rank " +
+                      std::to_string(p) + " sent those of kernel " + std::to_string(static_cast<int64_t>(h[1])) +
+                      " at row " + std::to_string(static_cast<int64_t>(h[0])) +
+                      " (the ranks must run the same model the same way)");
+      }
+      all.resize(n, rows, dv);
+      for (int64_t p = 0; p < n; ++p)
+        for (int64_t x = 0; x < rows; ++x) {
+          const float* b = got.data() + p * stride + kHeader + x * width;
+          all.maxAt(p, x) = b[0];
+          all.sumAt(p, x) = b[1];
+          std::copy(b + 2, b + 2 + dv, all.accAt(p, x));
+        }
+    };
+    for (native::DecodeAttentionKernel* k : kernels) {
+      if (k->L != capacity + 1)
+        throw Error("a decode attention kernel reads " + std::to_string(k->L) +
+                    " keys, not the cache's " + std::to_string(capacity) +
+                    " rows and the new one: it cannot be split by the cache's rows");
+      k->shard = shard;
+    }
+    planned.decoder->setCacheSlice(first, end, [&, shard](int64_t row) {
+      stepRow = row;
+      shard->keys.assign(1, {first, end});
+      if (row >= first && row < end) shard->keys.emplace_back(capacity, capacity + 1);
+    });
+    GenerateOptions options = o.generate;
+    options.keepLogits = !o.logitsOut.empty();
+    const Generation g = planned.decoder->generate(o.promptIds, options);
+    exchange.requireSame(g.tokens, "tokens (the ranks' merges disagree)");
+    if (r != 0) return 0;
+    std::printf("cache parallel: %lld rank(s), %zu decode attention kernel(s) split;", (long long)n,
+                kernels.size());
+    for (int64_t p = 0; p < n; ++p)
+      std::printf("%s rows %lld..%lld on rank %lld", p ? "," : "",
+                  static_cast<long long>(p * capacity / n),
+                  static_cast<long long>((p + 1) * capacity / n - 1), static_cast<long long>(p));
+    std::printf("\n");
+    printGeneration(
+        o, *planned.decoder, g,
+        (plan ? "plan " + o.plan : std::string("native decode attention")) + ", cache parallel");
+    return 0;
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    const bool named = what.find("cache parallel: rank ") != std::string::npos;
+    abortMpiRun("error: generate: " + (named ? "" : rankName + ": ") + what, 1);
+  }
+}
+#endif
+
+}  // namespace
+
 Action addGenerateCommand(CLI::App& app) {
-  struct GenerateCommandOptions {
-    std::string modelPath;
-    std::string plan;
-    std::vector<int64_t> promptIds;
-    int64_t maxLength = 0;
-    GenerateOptions generate;
-    int64_t eos = -1;
-    bool printBindings = false;
-  };
   auto* command = app.add_subcommand(
       "generate",
       "generate token ids with a decoder model that has a KV cache (prefill, then decode steps)");
@@ -59,8 +259,29 @@ Action addGenerateCommand(CLI::App& app) {
   command->add_flag(
       "--print-bindings", o->printBindings,
       "print the --input-shape bindings of the step graph (what a plan must be optimized with)");
+  command->add_option("--logits-out", o->logitsOut,
+                      "write the logits each new token was picked from, one line per token");
+  command->add_flag("--cache-parallel", o->cacheParallel,
+                    "split the KV cache along the sequence across MPI ranks (start with mpirun "
+                    "-n N): each rank attends over its rows, the ranks merge the partials");
+  command
+      ->add_option("--mpi-timeout", o->mpiTimeout,
+                   "with --cache-parallel: seconds a rank waits for another before the run "
+                   "fails (default 120)")
+      ->check(CLI::PositiveNumber);
   return [o]() {
     if (o->eos >= 0) o->generate.eos = o->eos;
+    o->generate.keepLogits = !o->logitsOut.empty();
+    if (o->cacheParallel) {
+#ifdef COLLAGE_HAVE_MPI
+      if (o->printBindings) throw Error("--print-bindings and --cache-parallel do not go together");
+      return generateCacheParallel(*o);
+#else
+      throw Error(
+          "--cache-parallel needs MPI, and this build has none (install Open MPI and "
+          "rebuild)");
+#endif
+    }
     const DecoderSignature signature = probeDecoderSignature(o->modelPath);
     std::unique_ptr<Plan> plan;
     if (!o->plan.empty()) plan = std::make_unique<Plan>(loadPlan(o->plan));
@@ -104,31 +325,7 @@ Action addGenerateCommand(CLI::App& app) {
     }
     Decoder& decoder = *planned.decoder;
     const Generation g = decoder.generate(o->promptIds, o->generate);
-    std::string ids;
-    for (int64_t t : g.tokens) ids += (ids.empty() ? "" : ",") + std::to_string(t);
-    std::printf("generated: %s\n", ids.c_str());
-    std::printf("stopped: %s after %zu new token(s)\n", g.stop.c_str(), g.tokens.size());
-    std::vector<double> steps = g.stepMs;
-    std::sort(steps.begin(), steps.end());
-    if (decoder.promptRuns() == 1 && o->promptIds.size() > 1)
-      std::printf("prefill: %.3f ms for %zu token(s) (one pass)\n", g.prefillMs,
-                  o->promptIds.size());
-    else
-      std::printf("prefill: %.3f ms for %zu token(s) (one step each: %s)\n", g.prefillMs,
-                  o->promptIds.size(), decoder.promptOneTokenAStepWhy().c_str());
-    if (steps.empty())
-      std::printf("decode step: none run\n");
-    else
-      std::printf("decode step: median %.3f ms over %zu step(s) (min %.3f, max %.3f), %s\n",
-                  steps[steps.size() / 2], steps.size(), steps.front(), steps.back(),
-                  plan ? ("plan " + o->plan).c_str() : "reference executor");
-    std::printf("cache: %lld rows, %zu bytes preallocated, %zu bytes appended\n",
-                static_cast<long long>(decoder.capacity()), decoder.cacheBytes(),
-                decoder.bytesAppended());
-    // What the steps' Concat(past, new) wrote: the new rows only in place,
-    // the whole present each step when copied.
-    std::printf("cache concats: %zu bytes written (%s)\n", decoder.presentBytesWritten(),
-                decoder.inPlace() ? "in place" : "copied each step");
+    printGeneration(*o, decoder, g, plan ? "plan " + o->plan : std::string("reference executor"));
     return 0;
   };
 }

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "backends/native/native_math.h"
+#include "core/ir/error.h"
 
 namespace collage::native {
 
@@ -46,6 +47,20 @@ constexpr int64_t kParallelMinWork = int64_t{1} << 15;
 constexpr double kRawScoreBound = 1e20;
 constexpr double kHiddenBelow = -1e30;
 constexpr double kShownAbove = -1e29;
+
+// The keys in both lists of ranges [first, end) (each sorted, disjoint).
+std::vector<std::pair<int64_t, int64_t>> intersectRuns(
+    const std::vector<std::pair<int64_t, int64_t>>& a,
+    const std::vector<std::pair<int64_t, int64_t>>& b) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (const auto& x : a)
+    for (const auto& y : b) {
+      const int64_t lo = std::max(x.first, y.first), hi = std::min(x.second, y.second);
+      if (lo < hi) out.emplace_back(lo, hi);
+    }
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 }  // namespace
 
@@ -83,6 +98,24 @@ void mergeAttentionPartials(const AttentionPartials& p, int64_t first, int64_t c
   }
   if (!(l > 0.0f))
     for (int64_t d = 0; d < p.dv; ++d) out[d * colStride] = inv;
+}
+
+void combineAttentionPartials(const AttentionPartials& p, int64_t first, int64_t count, int64_t row,
+                              AttentionPartials& to, int64_t toPart, int64_t toRow) {
+  float m = kNegInf;
+  for (int64_t q = first; q < first + count; ++q) m = std::max(m, p.maxAt(q, row));
+  float l = 0.0f;
+  float* acc = to.accAt(toPart, toRow);
+  for (int64_t d = 0; d < p.dv; ++d) acc[d] = 0.0f;
+  for (int64_t q = first; q < first + count; ++q) {
+    if (p.maxAt(q, row) == kNegInf) continue;
+    const float w = std::exp(p.maxAt(q, row) - m);
+    l += p.sumAt(q, row) * w;
+    const float* a = p.accAt(q, row);
+    for (int64_t d = 0; d < p.dv; ++d) acc[d] += a[d] * w;
+  }
+  to.maxAt(toPart, toRow) = m;
+  to.sumAt(toPart, toRow) = l;
 }
 
 int64_t DecodeAttentionKernel::parts() const {
@@ -132,8 +165,11 @@ void DecodeAttentionKernel::run(const std::vector<const DLTensor*>& inputs,
     Scratch& w = scratch(omp_get_thread_num());
     // Per group, the keys some row can see (the rest are skipped unread).
 #pragma omp for schedule(static)
-    for (int64_t grp = 0; grp < groups; ++grp)
-      visibleKeys(slots, grp / Hkv, grp % Hkv, visible_[static_cast<size_t>(grp)]);
+    for (int64_t grp = 0; grp < groups; ++grp) {
+      std::vector<std::pair<int64_t, int64_t>>& runs = visible_[static_cast<size_t>(grp)];
+      visibleKeys(slots, grp / Hkv, grp % Hkv, runs);
+      if (shard) runs = intersectRuns(runs, shard->keys);
+    }
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < tasks; ++t) {
       const int64_t grp = t / P, part = t % P, b = grp / Hkv, g = grp % Hkv;
@@ -216,13 +252,33 @@ void DecodeAttentionKernel::run(const std::vector<const DLTensor*>& inputs,
       }
     }
     // The merge: every (group, row) from its P parts, into the output.
+    if (!shard) {
 #pragma omp for schedule(static)
-    for (int64_t x = 0; x < groups * R; ++x) {
-      const int64_t grp = x / R, r = x % R, b = grp / Hkv, g = grp % Hkv;
-      const int64_t h = g * kvGroup + r / Sq, i = r % Sq;
-      float* orow = out + b * o.strides[0] + h * o.strides[1] + i * o.strides[2];
-      mergeAttentionPartials(partials_, grp * P, P, r, orow, o.strides[3]);
+      for (int64_t x = 0; x < groups * R; ++x) {
+        const int64_t grp = x / R, r = x % R, b = grp / Hkv, g = grp % Hkv;
+        const int64_t h = g * kvGroup + r / Sq, i = r % Sq;
+        float* orow = out + b * o.strides[0] + h * o.strides[1] + i * o.strides[2];
+        mergeAttentionPartials(partials_, grp * P, P, r, orow, o.strides[3]);
+      }
     }
+  }
+  if (!shard) return;
+  // Cache parallel: this device's parts as one per (group, row), every
+  // device's from the exchange (on this thread: MPI is funneled), then the
+  // same merge, in device order, on every device.
+  mine_.resize(1, groups * R, Dv);
+  for (int64_t x = 0; x < groups * R; ++x)
+    combineAttentionPartials(partials_, (x / R) * P, P, x % R, mine_, 0, x);
+  shard->exchange(mine_, all_);
+  if (all_.rows != groups * R || all_.dv != Dv || all_.parts < 1)
+    throw Error("decode attention: the exchange returned " + std::to_string(all_.rows) +
+                " row(s) of " + std::to_string(all_.dv) + " column(s), expected " +
+                std::to_string(groups * R) + " of " + std::to_string(Dv));
+  for (int64_t x = 0; x < groups * R; ++x) {
+    const int64_t grp = x / R, r = x % R, b = grp / Hkv, g = grp % Hkv;
+    const int64_t h = g * kvGroup + r / Sq, i = r % Sq;
+    float* orow = out + b * o.strides[0] + h * o.strides[1] + i * o.strides[2];
+    mergeAttentionPartials(all_, 0, all_.parts, x, orow, o.strides[3]);
   }
 }
 

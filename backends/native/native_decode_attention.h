@@ -32,6 +32,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -86,6 +88,25 @@ struct AttentionPartials {
 // part) is NaN, as the reference's softmax of it.
 void mergeAttentionPartials(const AttentionPartials& p, int64_t first, int64_t count, int64_t row,
                             float* out, int64_t colStride);
+// The same merge left unnormalised: row `row` of parts [first, first +
+// count) of `p` as one part, written to part `toPart`, row `toRow` of `to`
+// (max M, sum l, acc = sum acc_p e^(m_p - M)). Merging such merges gives the
+// merge of all the parts: what each device sends for cache parallelism.
+void combineAttentionPartials(const AttentionPartials& p, int64_t first, int64_t count, int64_t row,
+                              AttentionPartials& to, int64_t toPart, int64_t toRow);
+
+// Cache parallelism across devices (docs/decoding.md): the cache is split
+// along the keys, each device's kernel reads only the keys it holds, and the
+// devices' partial results are merged by log-sum-exp. A kernel with a shard
+// reads the keys in `keys` (ranges [first, end), within its visible keys),
+// combines its parts into one per (group, row) (rows = B * Hkv * kvGroup *
+// Sq, group-major), hands them to `exchange`, which returns every device's
+// (one part per device, in device order, the same order on every device),
+// and merges those into the output: every device computes the same output.
+struct DecodeAttentionShard {
+  std::vector<std::pair<int64_t, int64_t>> keys;
+  std::function<void(const AttentionPartials& mine, AttentionPartials& all)> exchange;
+};
 
 class DecodeAttentionKernel : public Kernel {
  public:
@@ -100,6 +121,8 @@ class DecodeAttentionKernel : public Kernel {
   size_t numInputs = 0;
   int threads = 1;
   int64_t minKeysPerPart = kDecodeMinKeysPerPart;
+  // Set: this device's keys and the exchange with the others (above).
+  std::shared_ptr<DecodeAttentionShard> shard;
 
   // The parts the keys are split into at `threads` threads.
   int64_t parts() const;
@@ -118,6 +141,7 @@ class DecodeAttentionKernel : public Kernel {
                    std::vector<std::pair<int64_t, int64_t>>& runs) const;
   std::vector<Scratch> scratch_;
   AttentionPartials partials_;
+  AttentionPartials mine_, all_;  // with a shard: this device's parts, every device's
   std::vector<std::vector<std::pair<int64_t, int64_t>>> visible_;  // per group: key ranges read
 };
 

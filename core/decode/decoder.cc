@@ -314,7 +314,18 @@ std::vector<Tensor> Decoder::inputsFor(const Graph& g, const std::vector<int64_t
   return in;
 }
 
+void Decoder::setCacheSlice(int64_t first, int64_t end,
+                            std::function<void(int64_t row)> beforeStep) {
+  if (first < 0 || end > capacity_ || first >= end)
+    throw Error("cache slice rows " + std::to_string(first) + ".." + std::to_string(end) +
+                " is empty or outside the cache's " + std::to_string(capacity_) + " rows");
+  sliceFirst_ = first;
+  sliceEnd_ = end;
+  beforeStep_ = std::move(beforeStep);
+}
+
 std::vector<float> Decoder::step(int64_t token, int64_t row) {
+  if (beforeStep_) beforeStep_(row);
   std::vector<Tensor> in = inputsFor(model_.graph, {token}, row);
   std::vector<Tensor> out;
   if (session_) {
@@ -340,7 +351,8 @@ std::vector<float> Decoder::step(int64_t token, int64_t row) {
       throw Error("output '" + model_.signature.cache[i].present +
                   "' was not written into its cache buffer");
     if (!inPlace_) presentBytesWritten_ += present.byteSize();
-    bytesAppended_ += copyRows(present, capacity_, cache, row, 1, axis);
+    if (row >= sliceFirst_ && row < sliceEnd_)  // another device's row otherwise
+      bytesAppended_ += copyRows(present, capacity_, cache, row, 1, axis);
   }
   const Tensor& logits = out.at(logitsOutput_);
   std::vector<float> all = logits.toFloats();
@@ -380,7 +392,10 @@ bool Decoder::prefill(const std::vector<int64_t>& prompt, std::vector<float>& lo
     // Its Concat copied the past (all masked) once; the prompt's rows are
     // the last n.
     presentBytesWritten_ += present.byteSize();
-    bytesAppended_ += copyRows(present, capacity_, cache_[i], 0, n, pair.sequenceAxis);
+    // This device's rows of the prompt's (all of them, but with a slice).
+    const int64_t a = std::max<int64_t>(0, sliceFirst_), b = std::min(n, sliceEnd_);
+    if (a < b)
+      bytesAppended_ += copyRows(present, capacity_ + a, cache_[i], a, b - a, pair.sequenceAxis);
   }
   size_t o = 0;
   while (g.value(g.outputs()[o]).name != model_.signature.logits) ++o;
@@ -456,6 +471,7 @@ Generation Decoder::generate(const std::vector<int64_t>& prompt, const GenerateO
   g.prefillMs = msSince(t0);
   int64_t row = n;
   for (;;) {
+    if (options.keepLogits) g.logits.push_back(logits);
     const int64_t next = pick(logits, options, rng);
     g.tokens.push_back(next);
     if (options.eos && next == *options.eos) {

@@ -53,6 +53,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/decode/decoder_signature.h"
@@ -69,6 +70,7 @@ struct GenerateOptions {
   double temperature = 0;      // 0: greedy (argmax, the lowest id on a tie)
   int64_t topK = 0;            // sampling from the K most likely ids; 0: all
   uint64_t seed = 0;           // sampling: the same seed, the same tokens
+  bool keepLogits = false;     // Generation::logits
 };
 
 struct Generation {
@@ -76,6 +78,8 @@ struct Generation {
   std::string stop;             // "max-new-tokens" or "eos"
   double prefillMs = 0;         // the prompt: one pass, or its steps together
   std::vector<double> stepMs;   // each decode step after the prefill
+  // With GenerateOptions::keepLogits: per new token, the logits it was picked from.
+  std::vector<std::vector<float>> logits;
 };
 
 // The model at `path` imported for decode steps: one new token, batch 1,
@@ -134,6 +138,17 @@ class Decoder {
   // one per token; and, if not in one pass, why.
   int64_t promptRuns() const { return promptRuns_; }
   const std::string& promptOneTokenAStepWhy() const { return prefillWhy_; }
+
+  // Cache parallelism across devices (docs/decoding.md): this Decoder's
+  // device holds only rows [first, end) of the cache. A step's new row, and
+  // a one-pass prompt's rows, are written into the cache only where they
+  // fall in the slice (the other rows stay zero and must never be read: the
+  // step's attention reads only its device's rows); `beforeStep` (optional)
+  // is told each step's row before the step runs, so the attention knows
+  // whether the new row is this device's. Error for an empty or out-of-range
+  // slice.
+  void setCacheSlice(int64_t first, int64_t end, std::function<void(int64_t row)> beforeStep = {});
+  std::pair<int64_t, int64_t> cacheSlice() const { return {sliceFirst_, sliceEnd_}; }
 
   // Error for an empty prompt, a token id outside the vocabulary, or a
   // prompt (with the new tokens) longer than the cache.
@@ -195,6 +210,9 @@ class Decoder {
   Step prefillStep_;
   std::string prefillWhy_;
   int64_t promptRuns_ = 0;
+  // setCacheSlice's rows (all by default) and hook.
+  int64_t sliceFirst_ = 0, sliceEnd_ = INT64_MAX;
+  std::function<void(int64_t)> beforeStep_;
 };
 
 }  // namespace collage

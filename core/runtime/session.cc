@@ -41,6 +41,8 @@ Session::DeviceBlock::~DeviceBlock() {
   if (data) runtime->release(data);
 }
 
+Kernel& Session::groupKernel(size_t group) const { return *kernels_.at(group)->kernel; }
+
 Session::Session(const Graph& graph, const Plan& plan, BackendLookup backends, KernelCache* cache)
     : graph_(graph), plan_(plan), cache_(cache), epoch_(std::chrono::steady_clock::now()) {
   if (cache_) cache_->beginSession();

@@ -100,6 +100,11 @@ class Session {
   // cache every step (core/decode/decoder.h, docs/decoding.md). Error naming
   // the output when it is not such a Concat.
   void appendInPlace(size_t output, Tensor buffer);
+  // Group `group`'s compiled kernel, for a caller that sets it up further
+  // (cache parallelism hands the decode attention kernels their shard of
+  // the cache, docs/decoding.md). Shared with the KernelCache, if any.
+  Kernel& groupKernel(size_t group) const;
+  size_t groupCount() const { return kernels_.size(); }
   // The bytes the in-place Concats wrote in the last run (their new rows).
   size_t appendedBytes() const { return appendedBytes_; }
 

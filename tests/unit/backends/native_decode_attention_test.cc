@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <random>
 
@@ -355,6 +356,126 @@ TEST(NativeDecodeAttention, LogSumExpMergeOfPartsIsTheSoftmaxOfTheWhole) {
   }
   native::mergeAttentionPartials(p, 0, 3, 1, y, 1);
   for (int64_t d = 0; d < dv; ++d) EXPECT_TRUE(std::isnan(y[d])) << d;
+}
+
+TEST(NativeDecodeAttention, CombinedPartsMergeAsThePartsThemselves) {
+  // Parts {0, 1, 2} and {3} each combined into one (what a device sends
+  // for cache parallelism), then merged: the merge of the four parts.
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-6.0f, 6.0f);
+  const int64_t dv = 4;
+  native::AttentionPartials p;
+  p.resize(4, 1, dv);
+  for (int64_t part = 0; part < 4; ++part) {
+    p.maxAt(part, 0) = u(rng);
+    p.sumAt(part, 0) = 1.0f + std::abs(u(rng));
+    for (int64_t d = 0; d < dv; ++d) p.accAt(part, 0)[d] = u(rng);
+  }
+  p.maxAt(2, 0) = -std::numeric_limits<float>::infinity();  // a part that saw no key
+  p.sumAt(2, 0) = 0.0f;
+  ASSERT_NE(p.maxAt(0, 0), p.maxAt(1, 0));
+  native::AttentionPartials two;
+  two.resize(2, 1, dv);
+  native::combineAttentionPartials(p, 0, 3, 0, two, 0, 0);
+  native::combineAttentionPartials(p, 3, 1, 0, two, 1, 0);
+  float whole[dv], merged[dv];
+  native::mergeAttentionPartials(p, 0, 4, 0, whole, 1);
+  native::mergeAttentionPartials(two, 0, 2, 0, merged, 1);
+  for (int64_t d = 0; d < dv; ++d) EXPECT_NEAR(merged[d], whole[d], 1e-6f * 6) << d;
+}
+
+// Cache parallelism (DecodeAttentionShard): the cache's keys split between
+// two devices (two kernels, each reading only its keys), their partials
+// exchanged in process, each device's output equals the reference's over
+// the whole cache within the float32 bound, and the two devices' outputs
+// are the same bits. Each device's K and V hold NaN outside its keys (the
+// rows another device holds). Splits: a device whose keys the padding mask hides
+// for one batch, the new (last) key on the first device, a device with no
+// keys at all.
+TEST(NativeDecodeAttention, CacheSlicesOnTwoDevicesMergeToTheWholeCache) {
+  SmallParts parts;
+  const DecodeShape shape{2, 4, 2, 1, 37, 8};
+  GraphBuilder b;
+  const NodeSet group = decodeGraph(b, shape, false, {3, 0});
+  const Graph& g = b.graph();
+  const std::vector<Tensor> env = referenceValues(g, randomInputs(g, 11));
+  using Runs = std::vector<std::pair<int64_t, int64_t>>;
+  const int64_t L = shape.L;
+  const std::vector<std::pair<Runs, Runs>> splits = {
+      {{{0, 2}}, {{2, L}}},
+      {{{0, 20}, {L - 1, L}}, {{20, L - 1}}},
+      {{{0, L}}, {}},
+  };
+  ThreadCountGuard guard;
+  auto backend = native();
+  // 8 threads: two parts per device, combined before the exchange.
+  for (int threads : {1, 8}) {
+    setThreadCount(threads);
+    for (size_t s = 0; s < splits.size(); ++s) {
+      SCOPED_TRACE("threads " + std::to_string(threads) + ", split " + std::to_string(s));
+      KernelRequest request = KernelRequest::of(g, group, "test");
+      std::vector<std::unique_ptr<Kernel>> kernels;
+      std::vector<native::AttentionPartials> sent(2);
+      bool gathered = false;  // the first round records what each device sends
+      for (int dev = 0; dev < 2; ++dev) {
+        CompileResult c = backend->compile(request);
+        ASSERT_TRUE(c) << c.refusal;
+        auto* k = dynamic_cast<native::DecodeAttentionKernel*>(c.kernel.get());
+        ASSERT_NE(k, nullptr);
+        k->shard = std::make_shared<native::DecodeAttentionShard>();
+        k->shard->keys = dev == 0 ? splits[s].first : splits[s].second;
+        k->shard->exchange = [&, dev](const native::AttentionPartials& mine,
+                                      native::AttentionPartials& all) {
+          sent[static_cast<size_t>(dev)] = mine;
+          if (!gathered) {
+            all = mine;
+            return;
+          }
+          all.resize(2, mine.rows, mine.dv);
+          for (int64_t p = 0; p < 2; ++p)
+            for (int64_t x = 0; x < mine.rows; ++x)
+              native::combineAttentionPartials(sent[static_cast<size_t>(p)], 0, 1, x, all, p, x);
+        };
+        kernels.push_back(std::move(c.kernel));
+      }
+      // Each device's cache holds its keys only: the others' rows are NaN
+      // there, so a key read outside its slice shows.
+      std::vector<std::vector<Tensor>> inputs(2);
+      for (int dev = 0; dev < 2; ++dev) {
+        const Runs& mine = dev == 0 ? splits[s].first : splits[s].second;
+        auto held = [&](int64_t j) {
+          return std::any_of(mine.begin(), mine.end(),
+                             [&](const auto& r) { return j >= r.first && j < r.second; });
+        };
+        for (ValueId v : request.inputs) {
+          Tensor t = env[v].clone();
+          if (v == g.inputs()[1] || v == g.inputs()[2]) {
+            float* x = t.data<float>();
+            for (int64_t bh = 0; bh < shape.B * shape.Hkv; ++bh)
+              for (int64_t j = 0; j < L; ++j)
+                if (!held(j))
+                  for (int64_t d = 0; d < shape.D; ++d)
+                    x[(bh * L + j) * shape.D + d] = std::numeric_limits<float>::quiet_NaN();
+          }
+          inputs[static_cast<size_t>(dev)].push_back(std::move(t));
+        }
+      }
+      for (int dev = 0; dev < 2; ++dev)
+        runKernel(*kernels[static_cast<size_t>(dev)], request, inputs[static_cast<size_t>(dev)]);
+      gathered = true;
+      std::vector<std::vector<Tensor>> y;
+      for (int dev = 0; dev < 2; ++dev)
+        y.push_back(runKernel(*kernels[static_cast<size_t>(dev)], request,
+                              inputs[static_cast<size_t>(dev)]));
+      for (int dev = 0; dev < 2; ++dev) {
+        const CompareResult r =
+            compareScaled(y[static_cast<size_t>(dev)][0], env[request.outputs[0]], kFloat32Bound);
+        EXPECT_TRUE(r.ok) << "device " << dev << ": " << r.message;
+      }
+      EXPECT_EQ(std::memcmp(y[0][0].raw(), y[1][0].raw(), y[0][0].byteSize()), 0)
+          << "the devices' outputs differ";
+    }
+  }
 }
 
 // ---- refusals: each form the kernel does not take, with its reason.

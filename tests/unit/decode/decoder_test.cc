@@ -206,6 +206,45 @@ TEST(Decoder, AppendsTheNewRowsInPlaceWithoutCopyingTheCache) {
   }
 }
 
+// Cache parallelism (setCacheSlice): a Decoder holding rows [2, 9) of a
+// 16-row cache writes only those (the prompt's row 2 from its one pass, the
+// steps' rows 3..8), leaves every other row zero, and tells the hook each
+// step's row before the step runs. Its tokens are not checked: the reference
+// step attends over every row, which only a split attention may not.
+TEST(Decoder, HoldsOnlyItsSliceOfTheCacheRows) {
+  const DecodeModel model = importDecodeModel(kTiny, 16);
+  Decoder full(model), sliced(model);
+  std::vector<int64_t> rows;
+  sliced.setCacheSlice(2, 9, [&](int64_t row) { rows.push_back(row); });
+  EXPECT_EQ(sliced.cacheSlice(), (std::pair<int64_t, int64_t>{2, 9}));
+  GenerateOptions options;
+  options.maxNewTokens = 10;
+  full.generate({1, 2, 3}, options);
+  sliced.generate({1, 2, 3}, options);
+  EXPECT_EQ(rows, (std::vector<int64_t>{3, 4, 5, 6, 7, 8, 9, 10, 11}));
+  // Rows 2..8 of 4 buffers, one row (2 heads x 8 floats) each.
+  EXPECT_EQ(sliced.bytesAppended(), 7u * 4 * 2 * 8 * sizeof(float));
+  for (size_t i = 0; i < 4; ++i) {
+    const std::vector<float> c = sliced.cache(i).toFloats(), f = full.cache(i).toFloats();
+    const size_t R = static_cast<size_t>(sliced.cache(i).shape()[2]);  // 16, or 17 in place
+    for (size_t head = 0; head < 2; ++head)
+      for (size_t r = 0; r < 16; ++r) {
+        bool zero = true, same = true;
+        for (size_t d = 0; d < 8; ++d) {
+          const size_t at = (head * R + r) * 8 + d;
+          zero = zero && c[at] == 0.0f;
+          same = same && c[at] == f[at];
+        }
+        EXPECT_EQ(zero, r < 2 || r >= 9) << "cache " << i << " head " << head << " row " << r;
+        if (r == 2) {
+          EXPECT_TRUE(same) << "cache " << i << " head " << head << ": the prompt's row";
+        }
+      }
+  }
+  EXPECT_THROW(sliced.setCacheSlice(4, 4), Error);
+  EXPECT_THROW(sliced.setCacheSlice(0, 17), Error);
+}
+
 TEST(Decoder, RunsItsStepsOnAPlansSession) {
   // Every node on the native backend, compiled once for the step graph.
   const DecodeModel model = importDecodeModel(kTiny, 16);
