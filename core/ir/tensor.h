@@ -109,6 +109,9 @@ class Tensor {
   }
   void* raw() { return data_; }
   const void* raw() const { return data_; }
+  // True when no other Tensor (a copy, a reshaped view) shares this one's
+  // storage: its holder may write it without anyone else seeing.
+  bool soleOwner() const { return storage_ && storage_.use_count() == 1; }
 
   // Deep copy into fresh storage.
   Tensor clone() const;

@@ -154,6 +154,10 @@ class Session {
   // The backend a group runs on.
   Backend* groupBackend(size_t group) const;
   int64_t runsDone() const { return runs_; }
+  // Output tensors allocated so far: a run hands out again those its
+  // caller has dropped (two per output), so a loop allocates none after its
+  // first runs.
+  size_t outputAllocations() const { return outputAllocations_; }
 
  private:
   struct Kernel_;
@@ -217,6 +221,11 @@ class Session {
   std::vector<int> inPlaceOutput_;
   std::vector<Tensor> inPlaceBuffers_;
   void runInPlaceConcat(size_t group);
+  // Per graph output: the tensors run() returned lately, handed out again
+  // once the caller has dropped them (outputTensor).
+  std::vector<std::vector<Tensor>> returnedOutputs_;
+  size_t outputAllocations_ = 0;
+  Tensor outputTensor(size_t output);
   size_t appendedBytes_ = 0;
 
   bool profiling_ = false;
