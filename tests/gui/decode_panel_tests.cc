@@ -10,9 +10,12 @@
 #include <QSettings>
 #include <QSignalSpy>
 #include <QSpinBox>
+#include <QTemporaryDir>
 #include <QtTest>
 
 #include "core/decode/decoder.h"
+#include "core/ir/hashing.h"
+#include "core/plan/plan.h"
 #include "views/background_work.h"
 #include "views/decode_panel.h"
 
@@ -27,9 +30,9 @@ const QString kDecoder = QStringLiteral(COLLAGE_SOURCE_DIR "/tests/models/decode
 
 // The step graph's bindings for a small cache: the model's dynamic dims bound
 // as the decode loop binds them.
-QStringList decoderBindings() {
+QStringList decoderBindings(int64_t capacity = 8) {
   QStringList out;
-  for (const std::string& b : importDecodeModel(kDecoder.toStdString(), 8).bindings)
+  for (const std::string& b : importDecodeModel(kDecoder.toStdString(), capacity).bindings)
     out << QString::fromStdString(b);
   return out;
 }
@@ -108,6 +111,33 @@ class DecodePanelTests : public QObject {
     panel->measureButton()->click();
     QCOMPARE(asked.count(), 1);
     QCOMPARE(asked.at(0).at(0).value<QVector<qint64>>(), (QVector<qint64>{16, 32}));
+  }
+
+  // The open plan runs at the context it was made for (its mask's length),
+  // the native default at the others.
+  void runsThePlanAtItsContext() {
+    MainWindow window;
+    QVERIFY(openAndWait(window, kDecoder, decoderBindings(16)));
+    QTemporaryDir dir;
+    const QString planPath = dir.filePath("step16.json");
+    Plan plan = singleNodePlan(*window.graph(), "native");
+    plan.modelPath = kDecoder.toStdString();
+    plan.modelSha256 = sha256File(plan.modelPath);
+    savePlan(plan, planPath.toStdString());
+    QString error;
+    QVERIFY2(window.openPlan(planPath, &error), qPrintable(error));
+    QSignalSpy measured(&window, &MainWindow::decodeMeasured);
+    window.measureDecode({8, 16});
+    QVERIFY(measured.wait(300000));
+    QCOMPARE(measured.at(0).at(1).toString(), QString());
+    QCOMPARE(window.decodePanel()->points().size(), 2);
+    const DecodePoint& other = window.decodePanel()->points()[0];
+    const DecodePoint& planned = window.decodePanel()->points()[1];
+    QVERIFY(!other.withPlan);
+    QVERIFY(planned.withPlan);
+    // One node a group: the attention's MatMuls and Softmax each a group.
+    QVERIFY2(planned.attentionGroups >= 3, qPrintable(window.decodePanel()->statusText()));
+    QVERIFY(planned.attentionMs > 0);
   }
 };
 
