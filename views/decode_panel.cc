@@ -23,7 +23,7 @@ DecodePanel::DecodePanel(QWidget* parent) : QWidget(parent) {
   xAxis_ = new QValueAxis(chart);
   yAxis_ = new QValueAxis(chart);
   xAxis_->setTitleText(tr("context length (cache rows)"));
-  yAxis_->setTitleText(tr("decode step (ms)"));
+  yAxis_->setTitleText(tr("ms"));
   chart->addAxis(xAxis_, Qt::AlignBottom);
   chart->addAxis(yAxis_, Qt::AlignLeft);
   // Stacked as lines: the attention kernels, and above them the whole step,

@@ -15,7 +15,8 @@
 // `collage generate --plan` does.
 //
 // The split: a group is attention when it holds a node of an attention the
-// native rule finds (its codeRule's wholeGroups labelled "...attention...");
+// native rule finds (its codeRule's wholeGroups labelled "...attention...",
+// the core and its head split and merge views);
 // the rest is the step's time minus the attention kernels' (the other
 // kernels, and the step's own overhead).
 #pragma once
