@@ -5,6 +5,7 @@
 #include <QApplication>
 #include <QCloseEvent>
 #include <QCheckBox>
+#include <QDockWidget>
 #include <QDragEnterEvent>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -26,6 +27,7 @@
 #include "core/onnx/onnx_import.h"
 #include "core/plan/plan_export.h"
 #include "views/background_work.h"
+#include "views/decode_panel.h"
 #include "views/graph_scene.h"
 #include "views/graph_view.h"
 #include "views/kernel_table_model.h"
@@ -55,6 +57,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   QSettings settings;
   restoreGeometry(settings.value("window/geometry").toByteArray());
   restoreState(settings.value("window/state").toByteArray());
+  decodeDock_->hide();  // a saved state may show it: only for a decoder
 }
 
 MainWindow::~MainWindow() {
@@ -165,6 +168,21 @@ void MainWindow::onModelLoaded(const LoadedModel& model, const GraphLayout& layo
   planSummary_->clear();
   chart_->clear();
   planDiff_->clear();
+  // The Decode panel, for a decoder only. The signature is structural (the
+  // cache Concats, the roles' names), so the graph as imported for any
+  // binding says it.
+  ++decodeRun_;
+  decoder_.reset();
+  try {
+    decoder_ = decoderSignature(*modelGraph_, modelPath_.toStdString());
+  } catch (const std::exception&) {
+    // Not a decoder: no panel.
+  }
+  decodePanel_->clear();
+  decodePanel_->setMeasuring(false);
+  decodeDock_->toggleViewAction()->setEnabled(decoder_.has_value());
+  decodeDock_->setVisible(decoder_.has_value());
+  if (decoder_) decodeDock_->raise();
   measureAction_->setEnabled(false);
   kernels_->clear();
   scene_->setGraph(graph_, layout);
@@ -423,6 +441,53 @@ void MainWindow::measurePlan() {
   runPredictedNs_ = plan_->predictedNs;
   planSummary_->setText(tr("predicted %1 ms, measuring...").arg(runPredictedNs_ / 1e6, 0, 'f', 3));
   optimiser_->runPlan(graph_, *plan_);
+}
+
+void MainWindow::measureDecode(const QVector<qint64>& contextLengths) {
+  if (!decoder_ || contextLengths.isEmpty()) return;
+  // Not beside an optimisation: the request would abort it.
+  if (isOptimizing()) {
+    decodePanel_->setError(tr("an optimisation is running"));
+    return;
+  }
+  std::shared_ptr<BackendSet> set;
+  try {
+    set = optimiser_->backendSet();
+  } catch (const std::exception& e) {
+    decodePanel_->setError(QString::fromStdString(e.what()));
+    return;
+  }
+  // The plan is used at the context it was made for (measureDecodeStep).
+  std::shared_ptr<const Plan> plan = plan_ ? std::make_shared<const Plan>(*plan_) : nullptr;
+  const quint64 run = ++decodeRun_;
+  decodePanel_->clear();
+  decodePanel_->setMeasuring(true);
+  auto relay = std::make_shared<DecodePointRelay>();
+  connect(relay.get(), &DecodePointRelay::point, decodePanel_, [this, run](const DecodePoint& p) {
+    if (run == decodeRun_) decodePanel_->addPoint(p);
+  });
+  auto error = std::make_shared<QString>();
+  std::shared_ptr<const CancellationToken> kill = work_->overrideKillSwitch();
+  const std::string path = modelPath_.toStdString();
+  const DecoderSignature signature = *decoder_;
+  work_->measureOverride(
+      [=] {
+        const BackendLookup lookup = [set](const std::string& n) { return set->find(n); };
+        try {
+          for (qint64 context : contextLengths) {
+            if (kill->cancelled()) return;  // a new model, a closing window
+            emit relay->point(measureDecodeStep(path, signature, context, plan.get(), lookup));
+          }
+        } catch (const std::exception& e) {
+          *error = QString::fromStdString(e.what());
+        }
+      },
+      [this, run, relay, error] {
+        if (run != decodeRun_) return;
+        decodePanel_->setMeasuring(false);
+        if (!error->isEmpty()) decodePanel_->setError(*error);
+        emit decodeMeasured(decodePanel_->points().size(), *error);
+      });
 }
 
 // ---- The plan on screen, and the selection kept in step between the graph,

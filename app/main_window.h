@@ -24,6 +24,7 @@
 #include <memory>
 #include <optional>
 
+#include "core/decode/decoder_signature.h"
 #include "core/ir/graph.h"
 #include "core/search/optimization_job.h"
 #include "core/plan/plan.h"
@@ -55,6 +56,7 @@ class PatternEditor;
 class OverrideController;
 class KernelTableModel;
 class PlanDiffPanel;
+class DecodePanel;
 struct MeasureProgressEvent;
 struct SearchStepEvent;
 
@@ -100,6 +102,11 @@ class MainWindow : public QMainWindow {
   // one runs.
   void measurePlan();
   bool exportTrace(const QString& path, QString* error = nullptr);  // needs measurePlan() first
+  // The Decode panel (views/decode_panel.h): shown only while the model is a
+  // decoder with a KV cache (decoderSignature of the model as imported).
+  QDockWidget* decodeDock() const { return decodeDock_; }
+  DecodePanel* decodePanel() const { return decodePanel_; }
+  bool isDecoder() const { return decoder_.has_value(); }
 
   GraphScene* graphScene() const { return scene_; }
   PatternEditor* patternEditor() const { return patternEditor_; }
@@ -132,6 +139,10 @@ class MainWindow : public QMainWindow {
   // Paint only, so the search's updates cost the UI thread milliseconds;
   // the tables and plan() follow the final plan.
   void showBestPlanSoFar(std::shared_ptr<const collage::Plan> plan, double ms);
+  // Times a decode step at each context length on the BackgroundWork (it
+  // supersedes what runs there), each point drawn in the Decode panel as it
+  // arrives; decodeMeasured() follows. Nothing for a model that is no decoder.
+  void measureDecode(const QVector<qint64>& contextLengths);
 
  signals:
   void modelLoaded();
@@ -140,7 +151,8 @@ class MainWindow : public QMainWindow {
   void optimizationFailed(QString message);
   void planMeasured(double medianMs);
   void planMeasureFailed(QString message);
-  void planFailed(QString message);  // a plan's substitutions did not replay on the model
+  void planFailed(QString message);
+  void decodeMeasured(int points, QString error);  // error empty: every length measured  // a plan's substitutions did not replay on the model
 
  protected:
   void dragEnterEvent(QDragEnterEvent* event) override;
@@ -157,6 +169,7 @@ class MainWindow : public QMainWindow {
   QDockWidget* buildSearchDock();
   QDockWidget* buildPlanDiffDock();
   QDockWidget* buildPatternDock();
+  QDockWidget* buildDecodeDock();
   void buildMenus(const QList<QDockWidget*>& docks);
   void buildExportMenu(QMenu* file);
   void buildToolBarAndStatus();
@@ -253,6 +266,10 @@ class MainWindow : public QMainWindow {
   QLineEdit* tableFilter_ = nullptr;
   QCheckBox* allCandidates_ = nullptr;
   BackgroundWork* work_ = nullptr;  // optimiser_'s: the optimisation, the plan runs, the override measurements
+  QDockWidget* decodeDock_ = nullptr;
+  DecodePanel* decodePanel_ = nullptr;
+  std::optional<DecoderSignature> decoder_;  // of the open model, when it is a decoder
+  quint64 decodeRun_ = 0;  // bumps per measurement and model: late points are dropped
   double runPredictedNs_ = 0;     // the predicted time of the plan being run
   std::shared_ptr<const OptimizationResult> lastResult_;
 };

@@ -24,6 +24,7 @@
 #include "app/main_window.h"
 #include "core/measure/machine_timing_lock.h"
 #include "views/background_work.h"
+#include "views/decode_panel.h"
 #include "views/find_bar.h"
 #include "views/graph_scene.h"
 #include "views/graph_view.h"
@@ -73,11 +74,13 @@ void MainWindow::buildUi() {
   tabifyDockWidget(kernelDock, patternDock);
   tabifyDockWidget(kernelDock, chartDock);
   tabifyDockWidget(kernelDock, diffDock);
+  QDockWidget* decodeDock = buildDecodeDock();
+  tabifyDockWidget(kernelDock, decodeDock);
   // First start (no saved layout): the graph gets most of the window.
   resizeDocks({inspectorDock}, {380}, Qt::Horizontal);
   resizeDocks({kernelDock}, {230}, Qt::Vertical);
   kernelDock->raise();
-  buildMenus({inspectorDock, kernelDock, patternDock, chartDock, diffDock});
+  buildMenus({inspectorDock, kernelDock, patternDock, chartDock, diffDock, decodeDock});
   buildToolBarAndStatus();
   connectBackgroundWork();
 }
@@ -200,6 +203,16 @@ QDockWidget* MainWindow::buildPlanDiffDock() {
   return dock(this, tr("Plan diff"), "planDiff", planDiff_, Qt::BottomDockWidgetArea);
 }
 
+QDockWidget* MainWindow::buildDecodeDock() {
+  decodePanel_ = new DecodePanel(this);
+  connect(decodePanel_, &DecodePanel::measureRequested, this, &MainWindow::measureDecode);
+  decodeDock_ = dock(this, tr("Decode"), "decode", decodePanel_, Qt::BottomDockWidgetArea);
+  // Only for a decoder (onModelLoaded shows it).
+  decodeDock_->hide();
+  decodeDock_->toggleViewAction()->setEnabled(false);
+  return decodeDock_;
+}
+
 QDockWidget* MainWindow::buildPatternDock() {
   patternEditor_ = new PatternEditor(this);
   optimiser_->setUserPatternPath([this] { return patternEditor_->userPatternPath(); });
@@ -297,6 +310,9 @@ void MainWindow::buildToolBarAndStatus() {
 void MainWindow::connectBackgroundWork() {
   // Only results of the latest request arrive here (BackgroundWork drops the rest).
   connect(work_, &BackgroundWork::measureProgress, this, &MainWindow::onMeasureProgress);
+  // A decode measurement superseded (an optimisation, a plan run): its end
+  // is never delivered, so the panel's button comes back once all is idle.
+  connect(work_, &BackgroundWork::idle, decodePanel_, [this] { decodePanel_->setMeasuring(false); });
   connect(work_, &BackgroundWork::searchStep, this, &MainWindow::onSearchStep);
   connect(work_, &BackgroundWork::searchSteps, chart_, &SearchChart::addSteps);
   connect(work_, &BackgroundWork::bestPlanChanged, this, &MainWindow::showBestPlanSoFar);

@@ -1,0 +1,145 @@
+// The Decode panel (#42) on the offscreen platform: shown for a decoder with
+// a KV cache and only for one, and its measurement at a few context lengths
+// run on the window's background work, one point per length, each split
+// into the attention kernels and the rest.
+#include <QAction>
+#include <QChartView>
+#include <QDockWidget>
+#include <QLineSeries>
+#include <QPushButton>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QSpinBox>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "core/decode/decoder.h"
+#include "core/ir/hashing.h"
+#include "core/plan/plan.h"
+#include "views/background_work.h"
+#include "views/decode_panel.h"
+
+#include "tests/gui/gui_test_support.h"
+
+using namespace collage;
+using gui_test::model;
+
+namespace {
+
+const QString kDecoder = QStringLiteral(COLLAGE_SOURCE_DIR "/tests/models/decoder/tiny_decoder.onnx");
+
+// The step graph's bindings for a small cache: the model's dynamic dims bound
+// as the decode loop binds them.
+QStringList decoderBindings(int64_t capacity = 8) {
+  QStringList out;
+  for (const std::string& b : importDecodeModel(kDecoder.toStdString(), capacity).bindings)
+    out << QString::fromStdString(b);
+  return out;
+}
+
+bool openAndWait(MainWindow& window, const QString& path, const QStringList& shapes) {
+  QSignalSpy loaded(&window, &MainWindow::modelLoaded);
+  window.openModel(path, shapes);
+  return loaded.wait(120000);
+}
+
+}  // namespace
+
+class DecodePanelTests : public QObject {
+  Q_OBJECT
+ private slots:
+  void initTestCase() {
+    QCoreApplication::setOrganizationName("CollageTests");
+    QCoreApplication::setApplicationName("decode_panel_tests");
+    qputenv("COLLAGE_CLI", COLLAGE_CLI_PATH);
+    QSettings().clear();  // no saved layout (it could show or hide docks)
+  }
+
+  void contextLengthsDoubleUpToTheMax() {
+    QCOMPARE(DecodePanel::contextLengths(64), (QVector<qint64>{16, 32, 64}));
+    QCOMPARE(DecodePanel::contextLengths(100), (QVector<qint64>{16, 32, 64, 100}));
+    QCOMPARE(DecodePanel::contextLengths(8), (QVector<qint64>{8}));
+  }
+
+  void shownForADecoderOnly() {
+    MainWindow window;
+    window.show();
+    QVERIFY(openAndWait(window, kDecoder, decoderBindings()));
+    QVERIFY(window.isDecoder());
+    QVERIFY(window.decodeDock()->isVisible());
+    QVERIFY(window.decodeDock()->toggleViewAction()->isEnabled());
+    // Another model that is no decoder: the panel goes, and cannot be asked for.
+    QVERIFY(gui_test::openAndWait(window, model("dcgan_small")));
+    QVERIFY(!window.isDecoder());
+    QVERIFY(!window.decodeDock()->isVisible());
+    QVERIFY(!window.decodeDock()->toggleViewAction()->isEnabled());
+    // And back.
+    QVERIFY(openAndWait(window, kDecoder, decoderBindings()));
+    QVERIFY(window.decodeDock()->isVisible());
+  }
+
+  void measuresAPointPerContextLength() {
+    MainWindow window;
+    window.show();
+    QVERIFY(openAndWait(window, kDecoder, decoderBindings()));
+    DecodePanel* panel = window.decodePanel();
+    QSignalSpy measured(&window, &MainWindow::decodeMeasured);
+    // Three short lengths, as the button would ask for them up to 32.
+    panel->maxContext()->setValue(32);
+    const QVector<qint64> lengths = DecodePanel::contextLengths(8) + DecodePanel::contextLengths(32);
+    QCOMPARE(lengths, (QVector<qint64>{8, 16, 32}));
+    window.measureDecode(lengths);
+    QVERIFY(!panel->measureButton()->isEnabled());  // measuring, off the UI thread
+    QVERIFY(measured.wait(300000));
+    QCOMPARE(measured.at(0).at(1).toString(), QString());  // no error
+    QCOMPARE(measured.at(0).at(0).toInt(), 3);
+    QCOMPARE(panel->attentionSeries()->count(), 3);
+    QCOMPARE(panel->stepSeries()->count(), 3);
+    for (int i = 0; i < 3; ++i) {
+      const DecodePoint& p = panel->points()[i];
+      QCOMPARE(p.context, lengths[i]);
+      QCOMPARE(panel->attentionSeries()->at(i).x(), double(lengths[i]));
+      QVERIFY2(p.attentionGroups > 0, qPrintable(panel->statusText()));
+      QVERIFY2(p.attentionMs > 0, qPrintable(panel->statusText()));
+      QVERIFY(p.stepMs >= p.attentionMs);
+      QVERIFY(!p.withPlan);  // no plan loaded: the native default
+    }
+    QTRY_VERIFY(panel->measureButton()->isEnabled());
+    // The button asks for the lengths up to the max.
+    QSignalSpy asked(panel, &DecodePanel::measureRequested);
+    QObject::disconnect(panel, &DecodePanel::measureRequested, &window, nullptr);
+    panel->measureButton()->click();
+    QCOMPARE(asked.count(), 1);
+    QCOMPARE(asked.at(0).at(0).value<QVector<qint64>>(), (QVector<qint64>{16, 32}));
+  }
+
+  // The open plan runs at the context it was made for (its mask's length),
+  // the native default at the others.
+  void runsThePlanAtItsContext() {
+    MainWindow window;
+    QVERIFY(openAndWait(window, kDecoder, decoderBindings(16)));
+    QTemporaryDir dir;
+    const QString planPath = dir.filePath("step16.json");
+    Plan plan = singleNodePlan(*window.graph(), "native");
+    plan.modelPath = kDecoder.toStdString();
+    plan.modelSha256 = sha256File(plan.modelPath);
+    savePlan(plan, planPath.toStdString());
+    QString error;
+    QVERIFY2(window.openPlan(planPath, &error), qPrintable(error));
+    QSignalSpy measured(&window, &MainWindow::decodeMeasured);
+    window.measureDecode({8, 16});
+    QVERIFY(measured.wait(300000));
+    QCOMPARE(measured.at(0).at(1).toString(), QString());
+    QCOMPARE(window.decodePanel()->points().size(), 2);
+    const DecodePoint& other = window.decodePanel()->points()[0];
+    const DecodePoint& planned = window.decodePanel()->points()[1];
+    QVERIFY(!other.withPlan);
+    QVERIFY(planned.withPlan);
+    // One node a group: the attention's MatMuls and Softmax each a group.
+    QVERIFY2(planned.attentionGroups >= 3, qPrintable(window.decodePanel()->statusText()));
+    QVERIFY(planned.attentionMs > 0);
+  }
+};
+
+QTEST_MAIN(DecodePanelTests)
+#include "decode_panel_tests.moc"

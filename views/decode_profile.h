@@ -1,0 +1,53 @@
+// Where a decode step's time goes as the context grows: the Decode panel's
+// measurement (views/decode_panel.h), run on BackgroundWork's thread.
+//
+// Shapes are static in this tree, so each context length is its own step
+// graph (importDecodeModel for a cache of that many rows) and its own
+// Session. Every step attends over all the cache's rows (masked), so a step
+// on an L-row cache costs what a step at context L costs: the measurement
+// fills one row and times the step after it, `repeats` times, on a Session
+// with profiling on. Its plan:
+//  - the window's plan, where it was made for this step graph (planCapacity);
+//  - else the native default: one node a group, except each decode
+//    attention the native rule finds (MatMul, scores, Softmax, MatMul) as
+//    one group, which the decode attention kernel runs.
+// Both go through plannedDecoder, so the cache is appended in place as
+// `collage generate --plan` does.
+//
+// The split: a group is attention when it holds a node of an attention the
+// native rule finds (its codeRule's wholeGroups labelled "...attention...",
+// the core and its head split and merge views);
+// the rest is the step's time minus the attention kernels' (the other
+// kernels, and the step's own overhead).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/decode/decoder_signature.h"
+#include "core/plan/plan.h"
+#include "core/runtime/session.h"
+
+namespace collage {
+
+struct DecodePoint {
+  int64_t context = 0;      // the cache's rows
+  double stepMs = 0;        // median over the repeats
+  double attentionMs = 0;   // median of the attention groups' kernel time
+  double restMs = 0;        // stepMs - attentionMs, at least 0
+  int attentionGroups = 0;  // groups counted as attention
+  bool withPlan = false;    // the window's plan ran (else the native default)
+};
+
+// One point. `plan` (nullable) is used only where made for this context.
+// Error naming the model for one that does not import at `context` rows,
+// and the Session's errors (a backend missing, a group refused).
+DecodePoint measureDecodeStep(const std::string& modelPath, const DecoderSignature& signature,
+                              int64_t context, const Plan* plan, const BackendLookup& backends,
+                              int repeats = 5);
+
+// The native default plan for a step graph (see above); Error when the
+// native backend is not in `backends`.
+Plan defaultDecodePlan(const Graph& graph, const BackendLookup& backends);
+
+}  // namespace collage
