@@ -84,6 +84,7 @@ Action addOptimizeCommand(CLI::App& app) {
     bool opLevel = false;
     bool graphLevel = false;  // --graph-level: what happens anyway
     bool substitutions = false;
+    bool noCanonicalRewrites = false;
     double alpha = 1.05;
     std::vector<std::string> substitute;
     std::vector<std::string> substitutionRules;
@@ -136,6 +137,9 @@ Action addOptimizeCommand(CLI::App& app) {
   // the search was opt-in still run.
   command->add_flag("--graph-level", options->graphLevel, "run the graph-level search (the default)")
       ->excludes(opLevel);
+  command->add_flag("--no-canonical-rewrites", options->noCanonicalRewrites,
+                    "place the model as exported: do not first apply the exact rewrites that only remove "
+                    "work (cancel-transposes: an exporter's NHWC<->NCHW Transposes; docs/substitutions.md)");
   command->add_flag("--substitutions,!--no-substitutions", options->substitutions,
                     "first search graph substitutions (merge sibling MatMul/Gemm/Conv, collapse Transpose "
                     "and reshape chains), each checked equivalent, costed by the placement they allow "
@@ -226,6 +230,7 @@ Action addOptimizeCommand(CLI::App& app) {
         throw Error("--substitute '" + rule + "': no such substitution rule (the rules: " + known + ")");
       }
     job.substitutions = options->substitutions || !options->substitute.empty();
+    job.canonicalRewrites = !options->noCanonicalRewrites;
     job.substitutionOptions.forcedRules = options->substitute;
     job.substitutionOptions.alpha = options->alpha;
     job.substitutionOptions.budgetSeconds =

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -17,6 +18,7 @@
 #include "core/measure/machine_timing_lock.h"
 #include "core/measure/measurer.h"
 #include "core/rewrite/substitution_spec_file.h"
+#include "core/search/canonical_rewrites.h"
 #include "core/search/layout_charges.h"
 #include "core/search/near_ties.h"
 #include "core/search/op_level_optimizer.h"
@@ -227,6 +229,28 @@ std::string describeSkipped(const CostingReport& report) {
   return skippedReferencesSummary(report.skipped, report.skippedEstimateSeconds);
 }
 
+// The ranges the values that `rules` read at their sites really take, so
+// that every check also draws inputs from them: one reference run of the
+// model on seeded inputs, where it fits the worker's limit (as the
+// end-to-end check does). Empty when it does not fit or the model does not
+// run on seeded inputs (the checks' own trials only).
+ValueRanges modelValueRanges(const Graph& model, const std::vector<const Substitution*>& rules,
+                             const OptimizationJobOptions& options) {
+  if (!referenceCheckSkipped(estimateReferenceRun(model).ns / 1e9, options.graphLevelOptions.timeoutSeconds).empty())
+    return {};
+  std::vector<SubstitutionSite> sites;
+  for (const Substitution* rule : rules) {
+    const std::vector<SubstitutionSite> found = rule->find(model);
+    sites.insert(sites.end(), found.begin(), found.end());
+  }
+  if (sites.empty()) return {};
+  try {
+    return observeValueRanges(model, randomInputs(model, 0), siteInputValues(model, sites));
+  } catch (const Error&) {
+    return {};
+  }
+}
+
 // The substitution search with the job's costs: each graph's candidates
 // from the database, the missing ones measured in a worker that replays the
 // graph's substitutions, then the op-level DP with the switching costs and
@@ -277,29 +301,24 @@ SubstitutionSearchResult searchSubstitutionsMeasured(const Graph& model, const O
     deviceCosts.applyTo(problem);
     return optimizeOpLevel(problem, nullptr, cancel).total;
   };
-  // Every check also draws inputs from the range each value the rules read
-  // really takes: one reference run of the model on seeded inputs, where it
-  // fits the worker's limit (as the end-to-end check does).
   SubstitutionSearchOptions searchOptions = options.substitutionOptions;
-  ValueRanges ranges;
-  if (referenceCheckSkipped(estimateReferenceRun(model).ns / 1e9, options.graphLevelOptions.timeoutSeconds).empty()) {
-    std::vector<const Substitution*> rules = searchOptions.rules;
-    if (rules.empty()) {
-      for (const auto& r : standardSubstitutions()) rules.push_back(r.get());
-      for (const Substitution* r : specSubstitutions()) rules.push_back(r);
-    }
-    std::vector<SubstitutionSite> sites;
-    for (const Substitution* rule : rules) {
-      const std::vector<SubstitutionSite> found = rule->find(model);
-      sites.insert(sites.end(), found.begin(), found.end());
-    }
-    try {
-      ranges = observeValueRanges(model, randomInputs(model, 0), siteInputValues(model, sites));
-      searchOptions.valueRanges = &ranges;
-    } catch (const Error&) {
-      // The model does not run on seeded inputs: the checks' own trials only.
-    }
+  // The canonical rules first, then the user's forced ones.
+  if (options.canonicalRewrites) {
+    std::vector<std::string> forced;
+    for (const std::string& name : canonicalRuleNames())
+      if (findSubstitution(name) &&
+          std::find(searchOptions.forcedRules.begin(), searchOptions.forcedRules.end(), name) ==
+              searchOptions.forcedRules.end())
+        forced.push_back(name);
+    searchOptions.forcedRules.insert(searchOptions.forcedRules.begin(), forced.begin(), forced.end());
   }
+  std::vector<const Substitution*> rules = searchOptions.rules;
+  if (rules.empty()) {
+    for (const auto& r : standardSubstitutions()) rules.push_back(r.get());
+    for (const Substitution* r : specSubstitutions()) rules.push_back(r);
+  }
+  const ValueRanges ranges = modelValueRanges(model, rules, options);
+  if (!ranges.empty()) searchOptions.valueRanges = &ranges;
   SubstitutionSearchResult result = searchSubstitutions(model, cost, searchOptions, observer, cancel);
   if (measured > 0)
     result.notes.push_back(std::to_string(measured) + " kernel(s) of rewritten graphs measured (now in the database)");
@@ -341,6 +360,19 @@ OptimizationResult runOptimizationJob(const Graph& model, const OptimizationJobO
     if (result.substitutions.cancelled || (cancel && cancel->cancelled())) {
       result.cancelled = true;
       return result;
+    }
+  } else if (options.canonicalRewrites && options.constraints.empty()) {
+    // No search: the canonical rewrites alone, uncosted (canonical_rewrites.h).
+    std::vector<const Substitution*> rules;
+    for (const std::string& name : canonicalRuleNames())
+      if (const Substitution* rule = findSubstitution(name)) rules.push_back(rule);
+    const ValueRanges ranges = modelValueRanges(model, rules, options);
+    result.substitutions = applyCanonicalRewrites(model, ranges.empty() ? nullptr : &ranges);
+    if (!result.substitutions.applied.empty() || !result.substitutions.notes.empty())
+      say(describeCanonicalRewrites(model, result.substitutions));
+    if (!result.substitutions.applied.empty()) {
+      result.graph = std::make_shared<const Graph>(result.substitutions.graph);
+      sitesFile = std::make_unique<SitesFile>(result.substitutions.applied);
     }
   }
   // From here on, the graph placed: the model, or the model rewritten.

@@ -71,6 +71,12 @@ struct OptimizationJobOptions {
   // (they name the model's nodes).
   bool substitutions = false;
   SubstitutionSearchOptions substitutionOptions;
+  // Before that, the canonical rewrites (core/search/canonical_rewrites.h):
+  // exact rules that only remove work (cancel-transposes), applied wherever
+  // they hold without costing, and carried by the plan as its substitutions.
+  // With the substitution search on they are its first forced rules. Off
+  // with pins or forbids, as the search is, or here (--no-canonical-rewrites).
+  bool canonicalRewrites = true;
   // A user's substitution rule files (core/rewrite/substitution_spec_file.h)
   // that the caller registered: the measurement workers, which replay a
   // rewritten graph's sites, load them too.
