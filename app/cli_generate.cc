@@ -55,6 +55,9 @@ void printGeneration(const GenerateCommandOptions& o, const Decoder& decoder, co
   else
     std::printf("prefill: %.3f ms for %zu token(s) (one step each: %s)\n", g.prefillMs,
                 o.promptIds.size(), decoder.promptOneTokenAStepWhy().c_str());
+  if (g.prefillSetupMs > 0)
+    std::printf("prefill setup: %.3f ms (importing and compiling the prompt's graph, not above)\n",
+                g.prefillSetupMs);
   if (steps.empty())
     std::printf("decode step: none run\n");
   else

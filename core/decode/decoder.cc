@@ -370,6 +370,7 @@ bool Decoder::prefill(const std::vector<int64_t>& prompt, std::vector<float>& lo
     return false;
   }
   if (prefillTokens_ != n) {
+    const auto setup = std::chrono::steady_clock::now();
     // Another length: import the model for it (the Step first, it may hold
     // a Session on the old graph).
     prefillStep_ = {};
@@ -380,6 +381,8 @@ bool Decoder::prefill(const std::vector<int64_t>& prompt, std::vector<float>& lo
       prefillGraph_ = std::make_unique<Graph>(std::move(*g));
       prefillStep_ = prefillRunner_(*prefillGraph_, prefillWhy_);
     }
+    prefillSetupMs_ =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - setup).count();
   }
   if (!prefillStep_) return false;
   const std::vector<Tensor> out = prefillStep_(inputsFor(*prefillGraph_, prompt, 0));
@@ -462,13 +465,15 @@ Generation Decoder::generate(const std::vector<int64_t>& prompt, const GenerateO
   presentBytesWritten_ = 0;
   auto t0 = std::chrono::steady_clock::now();
   std::vector<float> logits;
+  prefillSetupMs_ = 0;
   if (prefill(prompt, logits)) {
     promptRuns_ = 1;
   } else {
     for (int64_t i = 0; i < n; ++i) logits = step(prompt[static_cast<size_t>(i)], i);
     promptRuns_ = n;
   }
-  g.prefillMs = msSince(t0);
+  g.prefillSetupMs = prefillSetupMs_;
+  g.prefillMs = msSince(t0) - prefillSetupMs_;
   int64_t row = n;
   for (;;) {
     if (options.keepLogits) g.logits.push_back(logits);

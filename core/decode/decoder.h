@@ -80,6 +80,9 @@ struct Generation {
   std::vector<double> stepMs;   // each decode step after the prefill
   // With GenerateOptions::keepLogits: per new token, the logits it was picked from.
   std::vector<std::vector<float>> logits;
+  // Importing the prompt's graph and compiling its Session (first prompt of
+  // a length only), not in prefillMs: a peer's session is made beforehand.
+  double prefillSetupMs = 0;
 };
 
 // The model at `path` imported for decode steps: one new token, batch 1,
@@ -209,6 +212,7 @@ class Decoder {
   std::unique_ptr<Graph> prefillGraph_;
   Step prefillStep_;
   std::string prefillWhy_;
+  double prefillSetupMs_ = 0;  // the last prefill's import and compile
   int64_t promptRuns_ = 0;
   // setCacheSlice's rows (all by default) and hook.
   int64_t sliceFirst_ = 0, sliceEnd_ = INT64_MAX;

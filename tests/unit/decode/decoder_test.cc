@@ -154,6 +154,20 @@ TEST(Decoder, RunsThePromptInOnePassWhenTheModelTakesASequence) {
   EXPECT_EQ(onePass.promptRuns(), 1);
 }
 
+// The prompt's graph is imported and compiled once per prompt length; that
+// time is reported apart from the prompt's pass (a peer's session is made
+// before it is timed): the same length again has none.
+TEST(Decoder, ReportsThePromptGraphsSetupApartFromThePrefill) {
+  const DecodeModel model = importDecodeModel(kTiny, 16);
+  Decoder decoder(model);
+  GenerateOptions options;
+  options.maxNewTokens = 4;
+  const std::vector<int64_t> prompt = greedyFile("prompt");
+  EXPECT_GT(decoder.generate(prompt, options).prefillSetupMs, 0.0);
+  EXPECT_EQ(decoder.generate(prompt, options).prefillSetupMs, 0.0);
+  EXPECT_GT(decoder.generate({1, 2, 3, 4}, options).prefillSetupMs, 0.0);
+}
+
 // A model whose token inputs are fixed at one token ([batch, 1]) cannot
 // take the prompt at once: it runs one token a step, and says why.
 TEST(Decoder, RunsThePromptOneTokenAStepWhenTheModelFixesOneToken) {

@@ -1,0 +1,189 @@
+#!/usr/bin/python3
+"""Decode-step and prefill latency of `collage generate` against ONNX
+Runtime's own past/present loop (bench/models/ort_greedy.js --bench), on
+the decoders bench/models/export_decoders.py writes, at several contexts;
+and the memory-traffic bound of a decode step (issue #42, docs/decoding.md).
+
+For each model and context C:
+  1. the step graph's bindings for a cache of C + steps rows
+     (`generate --print-bindings`), and, unless --no-optimize, a plan for
+     them (`collage optimize --budget B`, every available backend unless
+     --backends). `generate --plan` runs the prompt on the same plan,
+     its Session's first run: in the smoke runs (native backend alone)
+     that pass was far slower than the reference executor's, on the tiny
+     models (first-run costs?) and on the bench ones (a plan chosen for one
+     row?); not yet explained, so read the prefill column with care;
+  2. --rounds interleaved rounds, each running Collage (`generate` with a
+     prompt of C ids and --steps new tokens, on the plan) then ONNX
+     Runtime (the same prompt in one pass, then --steps steps, its
+     presents fed back as pasts), both with --threads threads, so that load
+     on a shared machine hits both alike;
+  3. per round, ORT's time over Collage's, for the median decode step and
+     for the prefill; the table gives their medians, the medians' absolute
+     figures, and the bandwidth bound of a step: (weights + the cache's
+     bytes at C) over the copy bandwidth measured in this run (numpy
+     copies of 256 MiB, one thread, read plus write bytes), with the share
+     of that bound the step reaches (bound / step).
+
+  bench/decode_bench.py --size bench --contexts 128,2048,8192 --rounds 5
+  bench/decode_bench.py --size tiny --contexts 32 --rounds 1   # a quick check
+
+--size bench exports gpt2_style_small and llama_style_bench into
+bench/models/decoders (once; about 0.5 and 0.6 GB); tiny uses the committed
+tests/models/decoder models. ONNX Runtime: bench/node_modules
+(`cd bench && npm install --ignore-scripts`) or $ORT_NODE_MODULES.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import onnx
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+MODELS = {"bench": (os.path.join(HERE, "models", "decoders"), ["gpt2_style_small", "llama_style_bench"]),
+          "tiny": (os.path.join(ROOT, "tests", "models", "decoder"), ["gpt2_style_tiny", "llama_style_tiny"])}
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+def run(cmd):
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit("failed (%d): %s\n%s\n%s" % (p.returncode, " ".join(cmd), p.stdout[-3000:], p.stderr[-3000:]))
+    return p.stdout + p.stderr
+
+
+def number(pattern, text, what):
+    m = re.search(pattern, text, re.M)
+    if not m:
+        sys.exit("no %s in:\n%s" % (what, text[-3000:]))
+    return float(m.group(1))
+
+
+def copy_bandwidth(mib=256, repeats=5):
+    """Bytes per second of a large copy (read + write), best of `repeats`."""
+    src = np.ones(mib * 2 ** 18, np.float32)
+    dst = np.empty_like(src)
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        np.copyto(dst, src)
+        best = min(best, time.perf_counter() - t)
+    return 2 * src.nbytes / best
+
+
+def model_bytes(path, context):
+    """The weights' bytes, and the cache's at `context` rows (float32)."""
+    m = onnx.load(path, load_external_data=False)
+    weights = sum(int(np.prod(t.dims)) * 4 for t in m.graph.initializer if t.data_type == onnx.TensorProto.FLOAT)
+    cache = 0
+    for i in m.graph.input:
+        if i.name.startswith("past_key_values."):
+            d = [x.dim_value for x in i.type.tensor_type.shape.dim]
+            cache += d[1] * d[3] * context * 4  # [batch, KV heads, past, D]
+    return weights, cache
+
+
+def main():
+    a = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    a.add_argument("--collage", default=os.path.join(ROOT, "build", "app", "collage"))
+    a.add_argument("--size", default="bench", choices=sorted(MODELS))
+    a.add_argument("--models", nargs="*", help="default: the size's two models")
+    a.add_argument("--contexts", default="128,2048,8192")
+    a.add_argument("--steps", type=int, default=16, help="decode steps per run (the median is taken)")
+    a.add_argument("--rounds", type=int, default=5)
+    a.add_argument("--threads", type=int, default=2)
+    a.add_argument("--budget", default="60s", help="collage optimize's --budget per model and context")
+    a.add_argument("--backends", nargs="*", help="collage optimize's --backends (default: every available)")
+    a.add_argument("--no-optimize", action="store_true", help="run Collage's reference executor (no plan)")
+    o = a.parse_args()
+
+    folder, names = MODELS[o.size]
+    names = o.models or names
+    if o.size == "bench":
+        missing = [n for n in names if not os.path.exists(os.path.join(folder, n + ".onnx"))]
+        if missing:
+            log("exporting %s into %s" % (", ".join(missing), folder))
+            run([sys.executable, os.path.join(HERE, "models", "export_decoders.py")] + missing + ["--out", folder])
+    node = os.path.join(HERE, "models", "ort_greedy.js")
+    bandwidth = copy_bandwidth()
+    log("copy bandwidth (one thread, numpy, read + write): %.1f GB/s" % (bandwidth / 1e9))
+    contexts = [int(c) for c in o.contexts.split(",")]
+    work = tempfile.mkdtemp(prefix="decode_bench_")
+    try:
+        rows = bench(o, folder, names, node, bandwidth, contexts, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    table(o, rows, bandwidth)
+
+
+def bench(o, folder, names, node, bandwidth, contexts, work):
+    rows = []
+    for name in names:
+        path = os.path.join(folder, name + ".onnx")
+        for context in contexts:
+            prompt = ",".join(str(1 + i % 100) for i in range(context))  # as ort_greedy.js --bench
+            rows_in_cache = context + o.steps
+            plan = []
+            if not o.no_optimize:
+                bindings = run([o.collage, "generate", path, "--prompt-ids", prompt, "--max-length",
+                                str(rows_in_cache), "--print-bindings"]).split()
+                plan_path = os.path.join(work, "%s_%d.plan.json" % (name, context))
+                run([o.collage, "--threads", str(o.threads), "optimize", path] + bindings +
+                    (["--backends"] + o.backends if o.backends else []) + ["--db", os.path.join(work, "measurements.sqlite"), "-o", plan_path,
+                     "--budget", o.budget])
+                plan = ["--plan", plan_path]
+            step_ratio, prefill_ratio, ours, theirs = [], [], [], []
+            for r in range(o.rounds):
+                out = run([o.collage, "--threads", str(o.threads), "generate", path, "--prompt-ids", prompt,
+                           "--max-new-tokens", str(o.steps + 1), "--max-length", str(rows_in_cache)] + plan)
+                c_step = number(r"^decode step: median ([\d.]+) ms", out, "decode step")
+                c_prefill = number(r"^prefill: ([\d.]+) ms", out, "prefill")
+                ort = json.loads(run(["node", node, path, "--bench", "--context", str(context), "--steps",
+                                      str(o.steps + 1), "--threads", str(o.threads)]).strip().splitlines()[-1])
+                o_step, o_prefill = statistics.median(ort["step_ms"]), ort["prefill_ms"]
+                step_ratio.append(o_step / c_step)
+                prefill_ratio.append(o_prefill / c_prefill)
+                ours.append((c_step, c_prefill))
+                theirs.append((o_step, o_prefill))
+                log("%s C=%d round %d: step collage %.3f ms, ort %.3f ms; prefill collage %.1f ms, ort %.1f ms"
+                    % (name, context, r + 1, c_step, o_step, c_prefill, o_prefill))
+            weights, cache = model_bytes(path, context)
+            bound_ms = (weights + cache) / bandwidth * 1e3
+            c_step = statistics.median(x[0] for x in ours)
+            rows.append(dict(model=name, context=context, step_x=statistics.median(step_ratio),
+                             prefill_x=statistics.median(prefill_ratio), collage_step_ms=c_step,
+                             ort_step_ms=statistics.median(x[0] for x in theirs),
+                             collage_prefill_ms=statistics.median(x[1] for x in ours),
+                             ort_prefill_ms=statistics.median(x[1] for x in theirs),
+                             weights_mb=weights / 1e6, cache_mb=cache / 1e6, bound_ms=bound_ms,
+                             bound_share=bound_ms / c_step))
+    return rows
+
+
+def table(o, rows, bandwidth):
+    log("\n| model | context | step: ORT/Collage | prefill: ORT/Collage | step ms (Collage, ORT) | "
+        "prefill ms (Collage, ORT) | weights + cache MB | bound ms | share of bound |")
+    log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for r in rows:
+        log("| %s | %d | %.2fx | %.2fx | %.3f, %.3f | %.1f, %.1f | %.1f + %.1f | %.3f | %.0f %% |" % (
+            r["model"], r["context"], r["step_x"], r["prefill_x"], r["collage_step_ms"], r["ort_step_ms"],
+            r["collage_prefill_ms"], r["ort_prefill_ms"], r["weights_mb"], r["cache_mb"], r["bound_ms"],
+            100 * r["bound_share"]))
+    log("(%d rounds, %d threads, %d decode steps per run, copy bandwidth %.1f GB/s)"
+        % (o.rounds, o.threads, o.steps, bandwidth / 1e9))
+
+
+if __name__ == "__main__":
+    main()

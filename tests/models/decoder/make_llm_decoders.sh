@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Writes the small GPT-2-style and LLaMA-style decoders (random weights,
+# bench/models/export_decoders.py) beside this script, and ONNX Runtime's
+# greedy ids for each (bench/models/ort_greedy.js, onnxruntime-node from
+# bench/node_modules: `cd bench && npm install --ignore-scripts`), which
+# e2e_generate_ort_* compare `collage generate` with:
+#   NAME.onnx, NAME.ort_greedy.txt ("prompt: ..." then "generated: ...")
+# Usage: tests/models/decoder/make_llm_decoders.sh
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../../.." && pwd)
+/usr/bin/python3 "$root/bench/models/export_decoders.py" gpt2_style_tiny llama_style_tiny --out "$here" --numpy 64
+for name in gpt2_style_tiny llama_style_tiny; do
+  node "$root/bench/models/ort_greedy.js" "$here/$name.onnx" --prompt-ids 1,2,3,4,5,6,7,8 \
+    --max-new-tokens 64 --out "$here/$name.ort_greedy.txt"
+done
