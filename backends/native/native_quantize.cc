@@ -64,19 +64,10 @@ void quantizeRun(const float* x, int64_t n, float scale, float zp, Range r, uint
       store(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), vinv), m);
     }
   } else if (bounded) {  // the product, divided where it does not decide (reciprocalDecides)
-    const __m512 vrec = _mm512_set1_ps(rec), half = _mm512_set1_ps(0.5f);
-    const __m512 margin = _mm512_set1_ps(kReciprocalTieMargin), far = _mm512_set1_ps(kReciprocalSaturates);
+    const __m512 vrec = _mm512_set1_ps(rec);
     for (; i < n; i += 16) {
       const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
-      const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
-      __m512 q = _mm512_mul_ps(v, vrec);
-      const __m512 a = _mm512_abs_ps(q);
-      const __m512 frac = _mm512_sub_ps(q, _mm512_roundscale_ps(q, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC));
-      const __mmask16 decides =
-          _mm512_cmp_ps_mask(a, far, _CMP_GT_OQ) |
-          _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(frac, half)), _mm512_mul_ps(a, margin), _CMP_GT_OQ);
-      if (const __mmask16 divide = static_cast<__mmask16>(m & ~decides)) q = _mm512_mask_div_ps(q, divide, v, vs);
-      store(q, m);
+      store(divideByReciprocal16(_mm512_maskz_loadu_ps(m, x + i), vrec, vs), m);
     }
   } else {
     for (; i < n; i += 16) {

@@ -77,19 +77,9 @@ __attribute__((target("avx512f"))) void quantizeAvx512(const float* x, int64_t n
   if (multiply) {
     for (; i + 16 <= n; i += 16) storeQuantized<Signed>(_mm512_mul_ps(_mm512_loadu_ps(x + i), vinv), vzp, vlo, vhi, y + i);
   } else if (boundedReciprocal(scale, rec)) {
-    const __m512 vrec = _mm512_set1_ps(rec), half = _mm512_set1_ps(0.5f);
-    const __m512 margin = _mm512_set1_ps(kReciprocalTieMargin), far = _mm512_set1_ps(kReciprocalSaturates);
-    for (; i + 16 <= n; i += 16) {
-      const __m512 v = _mm512_loadu_ps(x + i);
-      __m512 q = _mm512_mul_ps(v, vrec);
-      const __m512 a = _mm512_abs_ps(q);
-      const __m512 frac = _mm512_sub_ps(q, _mm512_roundscale_ps(q, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC));
-      const __mmask16 decides =
-          _mm512_cmp_ps_mask(a, far, _CMP_GT_OQ) |
-          _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(frac, half)), _mm512_mul_ps(a, margin), _CMP_GT_OQ);
-      if (decides != 0xFFFF) q = _mm512_mask_div_ps(q, static_cast<__mmask16>(~decides), v, vs);
-      storeQuantized<Signed>(q, vzp, vlo, vhi, y + i);
-    }
+    const __m512 vrec = _mm512_set1_ps(rec);
+    for (; i + 16 <= n; i += 16)
+      storeQuantized<Signed>(divideByReciprocal16(_mm512_loadu_ps(x + i), vrec, vs), vzp, vlo, vhi, y + i);
   } else {
     for (; i + 16 <= n; i += 16) storeQuantized<Signed>(_mm512_div_ps(_mm512_loadu_ps(x + i), vs), vzp, vlo, vhi, y + i);
   }

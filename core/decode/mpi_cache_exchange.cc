@@ -10,18 +10,12 @@
 #include <thread>
 
 #include "core/ir/error.h"
+#include "core/pipeline/mpi_call.h"
 
 namespace collage {
 
 namespace {
 
-void check(int rc, const std::string& what) {
-  if (rc == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  MPI_Error_string(rc, text, &length);
-  throw Error(what + ": " + std::string(text, static_cast<size_t>(length)));
-}
 
 std::string seconds(double s) {
   char text[32];
@@ -45,7 +39,7 @@ MpiCacheExchange::MpiCacheExchange(double timeoutSeconds) : timeoutSeconds_(time
   allGather({static_cast<float>(rank_)}, "waiting for every rank to start");
   comm_ = MPI_COMM_NULL;
   std::vector<MPI_Request> r(1);
-  check(MPI_Comm_idup(MPI_COMM_WORLD, &comm_, &r[0]), "MPI_Comm_idup");
+  checkMpi(MPI_Comm_idup(MPI_COMM_WORLD, &comm_, &r[0]), "MPI_Comm_idup");
   wait(r, {-1}, {false}, "waiting for every rank to start");
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   exchanges_ = 0;
@@ -66,7 +60,7 @@ void MpiCacheExchange::wait(std::vector<MPI_Request>& requests, const std::vecto
     for (MPI_Request& r : requests) {
       if (r == MPI_REQUEST_NULL) continue;
       int done = 0;
-      check(MPI_Test(&r, &done, MPI_STATUS_IGNORE),
+      checkMpi(MPI_Test(&r, &done, MPI_STATUS_IGNORE),
             "cache parallel: rank " + std::to_string(rank_) + ": " + what);
       if (!done) all = false;
     }
@@ -104,7 +98,7 @@ std::vector<float> MpiCacheExchange::allGather(const std::vector<float>& mine,
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
     MPI_Request r;
-    check(MPI_Irecv(all.data() + n * static_cast<size_t>(p), static_cast<int>(n), MPI_FLOAT, p, tag,
+    checkMpi(MPI_Irecv(all.data() + n * static_cast<size_t>(p), static_cast<int>(n), MPI_FLOAT, p, tag,
                     comm_, &r),
           "MPI_Irecv");
     requests.push_back(r);
@@ -114,7 +108,7 @@ std::vector<float> MpiCacheExchange::allGather(const std::vector<float>& mine,
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
     MPI_Request r;
-    check(MPI_Isend(mine.data(), static_cast<int>(n), MPI_FLOAT, p, tag, comm_, &r), "MPI_Isend");
+    checkMpi(MPI_Isend(mine.data(), static_cast<int>(n), MPI_FLOAT, p, tag, comm_, &r), "MPI_Isend");
     requests.push_back(r);
     peers.push_back(p);
     receives.push_back(false);

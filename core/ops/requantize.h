@@ -12,6 +12,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
 
 namespace collage {
 
@@ -91,5 +94,19 @@ inline bool reciprocalDecides(float q) {
   const float a = std::fabs(q);
   return a > kReciprocalSaturates || std::fabs(q - std::floor(q) - 0.5f) > a * kReciprocalTieMargin;
 }
+#ifdef __AVX512F__
+// reciprocalDecides for 16 lanes: v * vrec where the product decides, v / vs
+// in the other lanes.
+inline __m512 divideByReciprocal16(__m512 v, __m512 vrec, __m512 vs) {
+  const __m512 q = _mm512_mul_ps(v, vrec);
+  const __m512 a = _mm512_abs_ps(q);
+  const __m512 frac = _mm512_sub_ps(q, _mm512_roundscale_ps(q, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC));
+  const __mmask16 decides =
+      _mm512_cmp_ps_mask(a, _mm512_set1_ps(kReciprocalSaturates), _CMP_GT_OQ) |
+      _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(frac, _mm512_set1_ps(0.5f))),
+                         _mm512_mul_ps(a, _mm512_set1_ps(kReciprocalTieMargin)), _CMP_GT_OQ);
+  return decides == 0xFFFF ? q : _mm512_mask_div_ps(q, static_cast<__mmask16>(~decides), v, vs);
+}
+#endif
 
 }  // namespace collage

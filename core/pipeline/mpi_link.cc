@@ -6,13 +6,12 @@
 #include <vector>
 
 #include "core/ir/error.h"
+#include "core/pipeline/mpi_call.h"
 
 namespace collage {
 namespace {
 
-void check(int rc, const char* what) {
-  if (rc != MPI_SUCCESS) throw Error(std::string("link measurement: ") + what + " failed");
-}
+void check(int rc, const char* what) { checkMpi(rc, std::string("link measurement: ") + what); }
 
 // One message from `from` to `to` (tag 7), each side waiting as the runtime does.
 void exchange(std::vector<char>& buffer, int self, int from, int to) {

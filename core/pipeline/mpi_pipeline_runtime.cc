@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "core/ir/error.h"
+#include "core/pipeline/mpi_call.h"
 #include "core/ir/threading.h"
 #include "core/pipeline/pipeline_simulator.h"
 
@@ -30,13 +31,6 @@ std::vector<int> allowedCpus() {
   return out;
 }
 
-void check(int rc, const std::string& what) {
-  if (rc == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  MPI_Error_string(rc, text, &length);
-  throw Error(what + ": " + std::string(text, static_cast<size_t>(length)));
-}
 
 int tagUpperBound() {
   void* value = nullptr;
@@ -83,7 +77,7 @@ class Pending {
       if (requests_[i] == MPI_REQUEST_NULL) continue;
       int done = 0;
       MPI_Status status;
-      check(MPI_Test(&requests_[i], &done, &status), what_[i]);
+      checkMpi(MPI_Test(&requests_[i], &done, &status), what_[i]);
       if (!done) {
         all = false;
         continue;
@@ -138,7 +132,7 @@ class Comm {
   Comm(std::chrono::steady_clock::time_point deadline, double timeoutSeconds,
        const std::string& who) {
     MPI_Request r;
-    check(MPI_Comm_idup(MPI_COMM_WORLD, &comm_, &r), "MPI_Comm_idup");
+    checkMpi(MPI_Comm_idup(MPI_COMM_WORLD, &comm_, &r), "MPI_Comm_idup");
     Pending p;
     p.add(r, who + ": waiting for every rank to start the run", -1);
     p.wait(deadline, timeoutSeconds);
@@ -262,7 +256,7 @@ std::vector<std::vector<Tensor>> MpiPipelineRuntime::run(
   {
     long mine[2] = {static_cast<long>(count), -static_cast<long>(count)}, most[2] = {0, 0};
     MPI_Request r;
-    check(MPI_Iallreduce(mine, most, 2, MPI_LONG, MPI_MAX, control.get(), &r), "MPI_Iallreduce");
+    checkMpi(MPI_Iallreduce(mine, most, 2, MPI_LONG, MPI_MAX, control.get(), &r), "MPI_Iallreduce");
     Pending p;
     p.add(r, "pipeline: " + myName + ": agreeing on the micro-batch count with the other ranks",
           -1);
@@ -300,7 +294,7 @@ std::vector<std::vector<Tensor>> MpiPipelineRuntime::run(
         t = Tensor(value.type);
         const int bytes = byteCount(t, value.name);
         MPI_Request r;
-        check(MPI_Irecv(bufferOf(t), bytes, MPI_BYTE, static_cast<int>(from),
+        checkMpi(MPI_Irecv(bufferOf(t), bytes, MPI_BYTE, static_cast<int>(from),
                         tagOf(m, slot, slotInput[e].size(), tagUb), edges.get(), &r),
               "MPI_Irecv");
         in.requests.add(r,
@@ -326,7 +320,7 @@ std::vector<std::vector<Tensor>> MpiPipelineRuntime::run(
           t = Tensor(value.type);
           const int bytes = byteCount(t, value.name);
           MPI_Request r;
-          check(MPI_Irecv(bufferOf(t), bytes, MPI_BYTE, static_cast<int>(s),
+          checkMpi(MPI_Irecv(bufferOf(t), bytes, MPI_BYTE, static_cast<int>(s),
                           tagOf(m, index, numOutputs, tagUb), outputs.get(), &r),
                 "MPI_Irecv");
           outputReceives.add(r,
@@ -348,7 +342,7 @@ std::vector<std::vector<Tensor>> MpiPipelineRuntime::run(
   // Start together, so each rank's clock starts at the same moment.
   {
     MPI_Request r;
-    check(MPI_Ibarrier(control.get(), &r), "MPI_Ibarrier");
+    checkMpi(MPI_Ibarrier(control.get(), &r), "MPI_Ibarrier");
     Pending p;
     p.add(r, "pipeline: " + myName + ": waiting for every rank to be ready", -1);
     p.wait(deadline(), options_.timeoutSeconds);
@@ -400,7 +394,7 @@ std::vector<std::vector<Tensor>> MpiPipelineRuntime::run(
                       t.type().toString() + ", declared " + value.type.toString());
         const int bytes = byteCount(t, value.name);
         MPI_Request r;
-        check(MPI_Isend(bufferOf(t), bytes, MPI_BYTE, to, tags[k], comm, &r), "MPI_Isend");
+        checkMpi(MPI_Isend(bufferOf(t), bytes, MPI_BYTE, to, tags[k], comm, &r), "MPI_Isend");
         o.tensors.push_back(std::move(t));
         o.requests.add(r,
                        "pipeline: " + myName + " sending micro-batch " + std::to_string(m) +
@@ -462,7 +456,7 @@ std::vector<std::vector<Tensor>> MpiPipelineRuntime::run(
   std::vector<double> all(me == 0 ? mine.size() * numStages : 0);
   {
     MPI_Request r;
-    check(MPI_Igather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(),
+    checkMpi(MPI_Igather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(),
                       static_cast<int>(mine.size()), MPI_DOUBLE, 0, control.get(), &r),
           "MPI_Igather");
     Pending p;
