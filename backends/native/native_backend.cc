@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include "backends/native/native_attention.h"
+#include "backends/native/native_byte_table.h"
 #include "backends/native/native_depthwise_pointwise.h"
 #include "backends/native/native_lowering.h"
 #include "backends/native/native_reference_group.h"
@@ -55,6 +56,7 @@ class NativeCodeRule : public PatternRule {
     for (auto& [group, label] : native::attentionGroups(g)) out.emplace_back(std::move(group), std::move(label));
     for (auto& [group, label] : native::depthwisePointwiseGroups(g))
       out.emplace_back(std::move(group), std::move(label));
+    for (auto& [group, label] : native::quantizedJoinGroups(g)) out.emplace_back(std::move(group), std::move(label));
     return out;
   }
 };
@@ -71,7 +73,8 @@ class NativeBackend : public Backend {
   // most 4 query rows on the decode kernel, KV heads repeated in place;
   // 0.8: a constant-zero Pad fused into passes as a view with zeros,
   // depthwise -> pointwise Conv as one kernel, QuantizeLinear multiplying
-  // by the scale's reciprocal where the product decides the integer).
+  // by the scale's reciprocal where the product decides the integer, an
+  // 8-bit pass (a QDQ join) as a table lookup).
   std::string version() const override {
     return "native 0.8 (OpenMP " + std::to_string(_OPENMP) + ")";
   }

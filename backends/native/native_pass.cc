@@ -633,6 +633,7 @@ CompiledPass::CompiledPass(PassProgram program, int threads) : impl_(std::make_u
   impl_->threads = std::max(1, threads);
   impl_->build();
   impl_->plan();
+  impl_->table = ByteTable::of(impl_->prog, impl_->threads);
 }
 
 CompiledPass::~CompiledPass() = default;
@@ -640,6 +641,10 @@ CompiledPass::~CompiledPass() = default;
 void CompiledPass::run(const BufferTable& buffers) {
   Impl& im = *impl_;
   if (im.items == 0) return;
+  if (im.table) {
+    im.table->run(buffers);
+    return;
+  }
   for (const Impl::IndexCheck& c : im.indexChecks) {
     const void* p = buffers.ptr[c.buffer];
     for (int64_t i = 0; i < c.count; ++i) {
@@ -671,6 +676,7 @@ void CompiledPass::run(const BufferTable& buffers) {
 
 std::string CompiledPass::describe() const {
   const Impl& im = *impl_;
+  if (im.table) return im.table->describe();
   std::ostringstream os;
   os << "pass " << im.prog.label << ": outer [";
   for (size_t i = 0; i < im.outerSizes.size(); ++i) os << (i ? "x" : "") << im.outerSizes[i];

@@ -112,6 +112,9 @@ struct PassProgram {
   std::vector<Leaf> leaves;
   std::vector<Store> stores;
   std::string label;  // for messages
+  // Whether the pass may run as a table lookup (native_byte_table.h): not
+  // the pass that makes the table.
+  bool mayUseTable = true;
 };
 
 // Everything a pass needs at run time to find its buffers.

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "backends/native/native_byte_table.h"
 #include "backends/native/native_pass.h"
 
 namespace collage::native {
@@ -86,6 +87,9 @@ struct ThreadState {
 struct CompiledPass::Impl {
   PassProgram prog;
   int threads = 1;
+  // Set where the pass runs as a table lookup (native_byte_table.h); the
+  // plan below is then made but not run.
+  std::unique_ptr<ByteTable> table;
 
   // Loop dims: outer then inner; the last inner dim is the vector dim.
   std::vector<int64_t> outerSizes, innerSizes;

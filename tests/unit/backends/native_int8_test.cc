@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <random>
 
 #include "backends/backend_list.h"
@@ -21,7 +22,9 @@
 #include "backends/onednn/dynamic_quantize.h"
 #include "core/measure/kernel_check.h"
 #include "core/patterns/backend_spec.h"
+#include "core/patterns/candidate.h"
 #include "core/patterns/pattern_generator.h"
+#include "core/onnx/onnx_import.h"
 #include "core/ops/op_registry.h"
 #include "core/ops/requantize.h"
 #include "core/ir/threading.h"
@@ -119,6 +122,7 @@ class Case {
       if (!c) return {};
       const std::string description = describeNativeKernel(*c.kernel);
       EXPECT_NE(description.find(kernel), std::string::npos) << description;
+      description_ = description;
       std::vector<Tensor> in;
       for (ValueId v : request.inputs) in.push_back(inputs_[inputIndex(v)].clone());
       outputs = runKernel(*c.kernel, request, in);
@@ -133,6 +137,8 @@ class Case {
     }
     return outputs;
   }
+  // The kernel's description in the last expectExact.
+  const std::string& description() const { return description_; }
 
  private:
   size_t inputIndex(ValueId v) const {
@@ -163,6 +169,7 @@ class Case {
   std::mt19937 rng_;
   int count_ = 0;
   bool finalized_ = false;
+  std::string description_;
 };
 
 AttributeMap convAttrs(std::vector<int64_t> strides, std::vector<int64_t> pads, std::vector<int64_t> dilations,
@@ -704,6 +711,115 @@ TEST(NativeInt8, QuantizersFuseIntoOneElementwisePass) {
   }
 }
 
+// Every pair of bytes (a, b), twice over: a[i] = i >> 8, b[i] = i & 255.
+std::vector<int64_t> everyPair(bool high, int64_t n) {
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = high ? (i >> 8) & 255 : i & 255;
+  return v;
+}
+
+// The residual join on 8-bit tensors of one shape and layout runs as one
+// table lookup (native_byte_table.h), its bytes the reference's for every
+// pair of input bytes: u8 and s8, different scales and zero points for a, b
+// and the output (scales that are not powers of two, so x / scale is a true
+// division with ties), with and without Relu; and a quantized activation of
+// one input (DequantizeLinear -> Relu -> QuantizeLinear) by a 256 table.
+TEST(NativeInt8, AQuantizedJoinRunsAsOneTableLookup) {
+  const Shape shape{2, 256, 16, 16};  // 131072 elements: every pair twice
+  const int64_t n = numElements(shape);
+  for (ElementType q : {U8, S8}) {
+    for (bool relu : {true, false}) {
+      SCOPED_TRACE(std::string(elementTypeName(q)) + (relu ? " relu" : " no relu"));
+      const int64_t zero = q == U8 ? 128 : 0;
+      Case c;
+      const ValueId a = c.input(Case::ints(q, shape, everyPair(true, n)));
+      const ValueId b = c.input(Case::ints(q, shape, everyPair(false, n)));
+      const ValueId da = c.node("DequantizeLinear", {a, c.constant(Case::floats({}, {0.0371f})),
+                                                     c.constant(Case::ints(q, {}, {zero + 3}))}, {}, 1, true)[0];
+      const ValueId db = c.node("DequantizeLinear", {b, c.constant(Case::floats({}, {0.0625f})),
+                                                     c.constant(Case::ints(q, {}, {zero - 11}))}, {}, 1, true)[0];
+      ValueId v = c.node("Add", {da, db}, {}, 1, true)[0];
+      if (relu) v = c.node("Relu", {v}, {}, 1, true)[0];
+      c.node("QuantizeLinear", {v, c.constant(Case::floats({}, {0.0123f})), c.constant(Case::ints(q, {}, {zero - 100}))});
+      const std::vector<Tensor> y = c.expectExact("256x256 table");
+      ASSERT_EQ(y.size(), 1u);
+      EXPECT_EQ(y[0].elementType(), q);
+      const auto [lo, hi] = saturated(y[0]);
+      EXPECT_GT(hi, 0);  // saturates at the top
+      if (!relu) EXPECT_GT(lo, 0);  // and, without Relu, at the bottom
+    }
+    {
+      SCOPED_TRACE(std::string(elementTypeName(q)) + " one input");
+      Case c;
+      const ValueId a = c.input(Case::ints(q, {3, 7, 13, 17}, everyPair(false, 3 * 7 * 13 * 17)));
+      const ValueId da = c.node("DequantizeLinear", {a, c.constant(Case::floats({}, {0.1f})),
+                                                     c.constant(Case::ints(q, {}, {q == U8 ? 120 : -7}))}, {}, 1, true)[0];
+      const ValueId r = c.node("Relu", {da}, {}, 1, true)[0];
+      c.node("QuantizeLinear", {r, c.constant(Case::floats({}, {0.3f})), c.constant(Case::ints(q, {}, {q == U8 ? 5 : -60}))});
+      c.expectExact("256 table");
+    }
+  }
+}
+
+// Where the rule does not hold the join runs as the float pass, still
+// exact: a scale per channel (a leaf of its own), a broadcast input, an
+// output of float, fewer than 4096 elements.
+TEST(NativeInt8, AJoinTheTableCannotTakeRunsAsTheFloatPass) {
+  const Shape shape{2, 16, 48, 48};
+  auto join = [&](Case& c, ValueId a, ValueId b, ValueId scaleA, bool quantize) {
+    const ValueId da = c.node("DequantizeLinear", {a, scaleA, c.constant(Case::ints(U8, {}, {131}))}, {}, 1, true)[0];
+    const ValueId db = c.node("DequantizeLinear", {b, c.constant(Case::floats({}, {0.0625f})),
+                                                   c.constant(Case::ints(U8, {}, {123}))}, {}, 1, true)[0];
+    const ValueId r = c.node("Relu", {c.node("Add", {da, db}, {}, 1, true)[0]}, {}, 1, quantize)[0];
+    if (quantize) c.node("QuantizeLinear", {r, c.constant(Case::floats({}, {0.025f})), c.constant(Case::ints(U8, {}, {28}))});
+  };
+  {
+    SCOPED_TRACE("scale per channel");
+    Case c;
+    std::vector<float> scales;
+    for (int k = 0; k < 16; ++k) scales.push_back(0.01f * static_cast<float>(k + 1));
+    AttributeMap axis;
+    axis.set("axis", Attribute(int64_t{1}));
+    const ValueId a = c.input(c.bytes(U8, shape));
+    const ValueId b = c.input(c.bytes(U8, shape));
+    const ValueId da = c.node("DequantizeLinear", {a, c.constant(Case::floats({16}, scales)),
+                                                   c.constant(Case::ints(U8, {16}, std::vector<int64_t>(16, 131)))}, axis, 1, true)[0];
+    const ValueId db = c.node("DequantizeLinear", {b, c.constant(Case::floats({}, {0.0625f})),
+                                                   c.constant(Case::ints(U8, {}, {123}))}, {}, 1, true)[0];
+    const ValueId r = c.node("Relu", {c.node("Add", {da, db}, {}, 1, true)[0]}, {}, 1, true)[0];
+    c.node("QuantizeLinear", {r, c.constant(Case::floats({}, {0.025f})), c.constant(Case::ints(U8, {}, {28}))});
+    c.expectExact("pass");
+    EXPECT_EQ(c.description().find("table"), std::string::npos) << c.description();
+  }
+  {
+    SCOPED_TRACE("broadcast");
+    Case c;
+    const ValueId a = c.input(c.bytes(U8, shape));
+    const ValueId b = c.input(c.bytes(U8, {1, 16, 1, 48}));
+    join(c, a, b, c.constant(Case::floats({}, {0.05f})), true);
+    c.expectExact("pass");
+    EXPECT_EQ(c.description().find("table"), std::string::npos) << c.description();
+  }
+  {
+    SCOPED_TRACE("float output");
+    Case c;
+    const ValueId a = c.input(c.bytes(U8, shape));
+    const ValueId b = c.input(c.bytes(U8, shape));
+    join(c, a, b, c.constant(Case::floats({}, {0.05f})), false);
+    c.expectExact("pass");
+    EXPECT_EQ(c.description().find("table"), std::string::npos) << c.description();
+  }
+  {
+    SCOPED_TRACE("fewer than 4096 elements");
+    Case c;
+    const ValueId a = c.input(c.bytes(U8, {1, 15, 16, 17}));
+    const ValueId b = c.input(c.bytes(U8, {1, 15, 16, 17}));
+    join(c, a, b, c.constant(Case::floats({}, {0.05f})), true);
+    c.expectExact("pass");
+    EXPECT_EQ(c.description().find("table"), std::string::npos) << c.description();
+  }
+}
+
 // [N, C, spatial...] in plain order -> the same values channels last.
 Tensor toChannelsLast(const Tensor& t) {
   const Shape& s = t.shape();
@@ -815,6 +931,43 @@ TEST(NativeInt8, RuleOffersTheQuantizedOpsAsCandidates) {
     }
     EXPECT_TRUE(offered) << "no single-node group";
   }
+}
+
+// On a QDQ ResNet the candidate generator offers each residual join for
+// native, both DequantizeLinears (the skip input's is the importer's copy
+// for that reader) with the Add, the Relu and the QuantizeLinear, as one
+// group: the backend's rule in code names it (the grown groups never hold
+// both DequantizeLinears). Each of 4096 elements or more compiles to the
+// table lookup, and every one matches the reference.
+TEST(NativeInt8, GeneratorOffersTheQdqResidualJoinAsOneGroup) {
+  const Graph g = importOnnx(std::string(COLLAGE_SOURCE_DIR) + "/resources/models/resnet50_small_int8_qdq.onnx");
+  const BackendSpec spec = loadBackendSpec(std::string(COLLAGE_SOURCE_DIR) + "/resources/backends/native.toml");
+  std::unique_ptr<Backend> backend = createBackend("native");
+  const CandidateSet set = enumerateCandidates(g, {BackendCapabilities{&spec, backend->codeRule()}});
+  int joins = 0, tables = 0;
+  for (const Candidate& candidate : set.all()) {
+    std::map<std::string, int> ops;
+    for (NodeId n : candidate.nodes.members()) ++ops[g.node(n).op];
+    if (candidate.nodes.count() != 5 || ops["DequantizeLinear"] != 2 || ops["Add"] != 1 || ops["Relu"] != 1 ||
+        ops["QuantizeLinear"] != 1)
+      continue;
+    ++joins;
+    EXPECT_EQ(candidate.origin, "rule:quantized_join");
+    CompileResult r = backend->compile(KernelRequest::of(g, candidate.nodes, candidate.origin));
+    ASSERT_TRUE(r) << r.refusal;
+    const std::string description = describeNativeKernel(*r.kernel);
+    const bool table = description.find("256x256 table") != std::string::npos;
+    int64_t elements = 0;
+    for (NodeId n : candidate.nodes.members())
+      if (g.node(n).op == "QuantizeLinear") elements = g.value(g.node(n).outputs[0]).type.numElements();
+    EXPECT_EQ(table, elements >= 4096) << description;
+    tables += table;
+    KernelCheckResult check = checkKernelAgainstReference(*backend, g, candidate.nodes, 3);
+    EXPECT_TRUE(check.ok) << check.message;
+  }
+  std::printf("%d residual joins offered, %d run as a table\n", joins, tables);
+  EXPECT_GE(joins, 4) << "no residual join offered";
+  EXPECT_GE(tables, 2);
 }
 
 }  // namespace
