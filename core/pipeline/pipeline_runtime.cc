@@ -313,6 +313,10 @@ std::vector<std::vector<Tensor>> PipelineRuntime::run(
       sr.busySeconds = busy[s];
       sr.busyShare = wall > 0 ? busy[s] / wall : 0;
       sr.microBatches = done[s];
+      for (size_t m = 0; m < count; ++m) {
+        sr.starts.push_back(std::chrono::duration<double>(starts[s][m] - begin).count());
+        sr.finishes.push_back(std::chrono::duration<double>(finishes[s][m] - begin).count());
+      }
       r.stages.push_back(std::move(sr));
     }
     *report = std::move(r);

@@ -79,6 +79,9 @@ struct StageRunReport {
   double busySeconds = 0;  // in Session::run
   double busyShare = 0;    // busySeconds over the run's wall time
   int64_t microBatches = 0;
+  // By micro-batch: when its Session::run began and ended, in seconds from
+  // the run's start (the timeline the app draws beside the simulator's).
+  std::vector<double> starts, finishes;
 };
 
 struct PipelineRunReport {
