@@ -55,6 +55,9 @@ struct PipelineRunRequest {
   std::string baseline;  // "", "one-device" or "data-parallel" (cli_pipeline.cc's runBaseline)
   bool mpi = false;      // one MPI rank per stage (core/pipeline/mpi_pipeline_runtime.h)
   double mpiTimeoutSeconds = 120;  // with mpi: the longest wait for another rank
+  // Optional: each stage's micro-batches as a Chrome trace (docs/pipeline.md,
+  // "The run's trace"), which the app draws beside the simulated timeline.
+  std::string tracePath;
 };
 int runPipeline(const ModelOptions& model, const PipelineRunRequest& request);
 

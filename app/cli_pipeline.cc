@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -646,7 +647,48 @@ int runPipelineMpi(const ModelOptions& model, const PipelineRunRequest& request)
 
 }  // namespace
 
+namespace {
+
+// The run's trace: one complete ("X") event per stage per micro-batch, on a
+// thread per stage named as the report names it, times in microseconds from
+// the run's start. The app (File > Open run trace) and Perfetto read it.
+void writePipelineTrace(const PipelineRunReport& report, const std::string& path) {
+  std::ofstream out(path);
+  if (!out) throw Error("--trace: cannot write " + path);
+  out << "{\"traceEvents\": [\n";
+  bool first = true;
+  auto event = [&](const std::string& json) {
+    out << (first ? "  " : ",\n  ") << json;
+    first = false;
+  };
+  char line[512];
+  for (size_t s = 0; s < report.stages.size(); ++s) {
+    std::string devices;
+    for (const auto& d : report.stages[s].devices) devices += (devices.empty() ? "" : ", ") + d;
+    std::snprintf(line, sizeof line,
+                  "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, \"tid\": %zu, "
+                  "\"args\": {\"name\": \"stage %zu [%s]\"}}",
+                  s, s, devices.c_str());
+    event(line);
+    const StageRunReport& stage = report.stages[s];
+    for (size_t m = 0; m < stage.starts.size() && m < stage.finishes.size(); ++m) {
+      std::snprintf(line, sizeof line,
+                    "{\"name\": \"micro-batch %zu\", \"cat\": \"pipeline\", \"ph\": \"X\", "
+                    "\"pid\": 0, \"tid\": %zu, \"ts\": %.3f, \"dur\": %.3f, "
+                    "\"args\": {\"stage\": %zu, \"micro_batch\": %zu}}",
+                    m, s, stage.starts[m] * 1e6, (stage.finishes[m] - stage.starts[m]) * 1e6, s, m);
+      event(line);
+    }
+  }
+  out << "\n], \"displayTimeUnit\": \"ms\"}\n";
+  if (!out) throw Error("--trace: cannot write " + path);
+}
+
+}  // namespace
+
 int runPipeline(const ModelOptions& model, const PipelineRunRequest& request) {
+  if (!request.tracePath.empty() && (request.mpi || !request.baseline.empty()))
+    throw Error("--trace with --pipeline traces an in-process pipeline run: not with --mpi or --baseline");
   if (request.mpi) {
     if (!request.baseline.empty())
       throw Error("--baseline runs in one process; --mpi runs the pipeline's stages as ranks: give one");
@@ -670,6 +712,11 @@ int runPipeline(const ModelOptions& model, const PipelineRunRequest& request) {
     PipelineRunReport report;
     outputs = runtime.run(run->batches, &report);
     printPipelineReport(*run, report, false);
+    if (!request.tracePath.empty()) {
+      writePipelineTrace(report, request.tracePath);
+      std::printf("trace written to %s (the app's Pipeline > Open run trace, or Perfetto)\n",
+                  request.tracePath.c_str());
+    }
   } else {
     std::vector<int> all;
     for (int n = 0; n < run->graph.numNodes(); ++n) all.push_back(n);

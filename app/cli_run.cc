@@ -60,7 +60,8 @@ Action addRunCommand(CLI::App& app) {
                       "expected output TensorProto files, in output order (rtol 1e-3, atol 1e-5)");
   command->add_option("--repeat", options->repeat, "timed runs")->check(CLI::PositiveNumber);
   command->add_option("--seed", options->seed, "seed of the random inputs");
-  command->add_option("--trace", options->trace, "write per-kernel timings as Chrome-trace JSON");
+  command->add_option("--trace", options->trace,
+                      "write per-kernel timings as Chrome-trace JSON (with --pipeline: each stage's micro-batches)");
   command->add_option("--node-data", options->nodeData, "write Model Explorer node data JSON");
   command->add_option("--node-data-kind", options->nodeDataKind, "backend | latency | group-latency");
   command->add_option("--annotated-onnx", options->annotated,
@@ -86,7 +87,7 @@ Action addRunCommand(CLI::App& app) {
     if (!options->pipeline.empty())
       return runPipeline(*options, {options->pipeline, options->topology, options->batch, options->pipelineBackend,
                                     options->plan, options->seed, options->verify, options->baseline,
-                                    options->mpi, options->mpiTimeout});
+                                    options->mpi, options->mpiTimeout, options->trace});
     std::vector<Tensor> inputs;
     for (const auto& f : options->inputFiles) inputs.push_back(readTensorProtoFile(f));
     // A dynamic input given as a file is bound to the file's shape, unless

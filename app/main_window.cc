@@ -162,6 +162,7 @@ void MainWindow::onModelLoaded(const LoadedModel& model, const GraphLayout& layo
   loader_->setShown(graph_);
   plan_.reset();
   lastResult_.reset();
+  closePipeline();  // made for the model before
   // A plan run or an override measurement of the previous model: stopped, and
   // whatever it would still report is dropped.
   work_->abortAll();
@@ -522,7 +523,8 @@ void MainWindow::paintPlan(const Plan& plan) {
       }
     frames << frame;
   }
-  scene_->setNodeColors(colors, legend);
+  // Stage colouring on: the plan's frames, the stages' colours.
+  if (!(colourByStage_ && pipeline_)) scene_->setNodeColors(colors, legend);
   scene_->setFrames(frames);
 }
 

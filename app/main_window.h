@@ -15,6 +15,9 @@
 //   main_window_ui.cc       buildUi(), one piece a dock, menu or bar
 //   main_window_exports.cc  plans saved and opened, exports (image, ONNX,
 //                           node data, trace, CSV) and their dialogs
+//   main_window_pipeline.cc a pipeline file (docs/pipeline.md) on the model:
+//                           the graph coloured by stage, the timeline of the
+//                           simulated and the real run
 #pragma once
 
 #include <QMainWindow>
@@ -57,6 +60,8 @@ class OverrideController;
 class KernelTableModel;
 class PlanDiffPanel;
 class DecodePanel;
+class PipelineTimeline;
+struct OpenPipeline;
 struct MeasureProgressEvent;
 struct SearchStepEvent;
 
@@ -120,6 +125,30 @@ class MainWindow : public QMainWindow {
   bool isOptimizing() const;
   BackgroundWork* backgroundWork() const { return optimiser_->work(); }
 
+  // main_window_pipeline.cc. Reads a pipeline file (`collage pipeline`'s
+  // output) for the open model: false and the reason for a file that does
+  // not parse (or no model). Otherwise checks it against the model, imports
+  // the model at the file's micro-batch and simulates the schedule in the
+  // background; pipelineOpened() or pipelineFailed() (a file made for
+  // another model says so) follows.
+  bool openPipeline(const QString& path, QString* error = nullptr);
+  // Streams the pipeline's batch through its stages in this process
+  // (core/pipeline/pipeline_runtime.h) in the background;
+  // pipelineRunFinished() or pipelineFailed() follows. False without an
+  // open pipeline.
+  bool runPipeline();
+  // Reads the trace `collage run --pipeline P --trace T` wrote into the
+  // timeline's run lane: false and the reason without a pipeline, for a file
+  // that is not such a trace, or one with more stages than the pipeline.
+  bool openPipelineTrace(const QString& path, QString* error = nullptr);
+  bool hasPipeline() const { return pipeline_ != nullptr; }
+  // The graph coloured by pipeline stage (true) or by the plan's backends.
+  void setColourByStage(bool on);
+  bool colourByStage() const { return colourByStage_; }
+  // The stage of node n of graph(), or -1 (no pipeline, a node it lacks).
+  int stageOfNode(NodeId n) const;
+  PipelineTimeline* pipelineTimeline() const { return timeline_; }
+
   bool savePlanTo(const QString& path, QString* error = nullptr);
   bool exportImage(const QString& path, QString* error = nullptr);  // .svg or .png
   bool exportAnnotatedModel(const QString& path, QString* error = nullptr);
@@ -151,8 +180,11 @@ class MainWindow : public QMainWindow {
   void optimizationFailed(QString message);
   void planMeasured(double medianMs);
   void planMeasureFailed(QString message);
-  void planFailed(QString message);
-  void decodeMeasured(int points, QString error);  // error empty: every length measured  // a plan's substitutions did not replay on the model
+  void planFailed(QString message);  // a plan's substitutions did not replay on the model
+  void decodeMeasured(int points, QString error);  // error empty: every length measured
+  void pipelineOpened();
+  void pipelineRunFinished();
+  void pipelineFailed(QString message);
 
  protected:
   void dragEnterEvent(QDragEnterEvent* event) override;
@@ -170,6 +202,7 @@ class MainWindow : public QMainWindow {
   QDockWidget* buildPlanDiffDock();
   QDockWidget* buildPatternDock();
   QDockWidget* buildDecodeDock();
+  QDockWidget* buildPipelineDock();
   void buildMenus(const QList<QDockWidget*>& docks);
   void buildExportMenu(QMenu* file);
   void buildToolBarAndStatus();
@@ -216,6 +249,16 @@ class MainWindow : public QMainWindow {
   void onSceneSelection();
   void onTableSelection();
   void showGraphContextMenu(const QPoint& pos);
+
+  // main_window_pipeline.cc
+  void openPipelineDialog();
+  void openPipelineTraceDialog();
+  // Node colours by stage, a legend of stages and their devices.
+  void paintStages();
+  // Back to the plan's colours (or none) when stage colouring is off.
+  void repaintNodes();
+  void closePipeline();
+  void reportPipelineError(const QString& message);
 
   // main_window_exports.cc
   void savePlanDialog();
@@ -272,6 +315,13 @@ class MainWindow : public QMainWindow {
   quint64 decodeRun_ = 0;  // bumps per measurement and model: late points are dropped
   double runPredictedNs_ = 0;     // the predicted time of the plan being run
   std::shared_ptr<const OptimizationResult> lastResult_;
+  // The pipeline file on the model, once checked and simulated.
+  std::shared_ptr<const OpenPipeline> pipeline_;
+  bool colourByStage_ = false;
+  QAction* colourByStageAction_ = nullptr;
+  QAction* runPipelineAction_ = nullptr;
+  QAction* openTraceAction_ = nullptr;
+  PipelineTimeline* timeline_ = nullptr;
 };
 
 }  // namespace collage

@@ -71,7 +71,9 @@ void MainWindow::buildUi() {
   QDockWidget* chartDock = buildSearchDock();
   QDockWidget* diffDock = buildPlanDiffDock();
   QDockWidget* patternDock = buildPatternDock();
+  QDockWidget* pipelineDock = buildPipelineDock();  // main_window_pipeline.cc
   tabifyDockWidget(kernelDock, patternDock);
+  tabifyDockWidget(kernelDock, pipelineDock);
   tabifyDockWidget(kernelDock, chartDock);
   tabifyDockWidget(kernelDock, diffDock);
   QDockWidget* decodeDock = buildDecodeDock();
@@ -80,7 +82,7 @@ void MainWindow::buildUi() {
   resizeDocks({inspectorDock}, {380}, Qt::Horizontal);
   resizeDocks({kernelDock}, {230}, Qt::Vertical);
   kernelDock->raise();
-  buildMenus({inspectorDock, kernelDock, patternDock, chartDock, diffDock, decodeDock});
+  buildMenus({inspectorDock, kernelDock, patternDock, chartDock, diffDock, decodeDock, pipelineDock});
   buildToolBarAndStatus();
   connectBackgroundWork();
 }
@@ -243,6 +245,7 @@ void MainWindow::buildMenus(const QList<QDockWidget*>& docks) {
   connect(recentMenu_, &QMenu::aboutToShow, this, &MainWindow::rebuildRecentMenu);
   file->addAction(tr("Open p&lan..."), this, &MainWindow::openPlanDialog);
   file->addAction(tr("&Save plan..."), this, &MainWindow::savePlanDialog, QKeySequence::Save);
+  file->addAction(tr("Open pi&peline..."), this, &MainWindow::openPipelineDialog);
   buildExportMenu(file);
   file->addSeparator();
   file->addAction(tr("&Quit"), this, &QWidget::close, QKeySequence::Quit);
@@ -261,6 +264,21 @@ void MainWindow::buildMenus(const QList<QDockWidget*>& docks) {
   // Big graphs open as groups (double-click one to open it): this closes them again.
   viewMenu->addAction(tr("&Collapse opened groups"), loader_->layoutJob(), &LayoutJob::collapseAll);
   viewMenu->addSeparator();
+  // Beside the backend colouring (the default): the pipeline's stages.
+  colourByStageAction_ = viewMenu->addAction(tr("Colour by &stage"));
+  colourByStageAction_->setCheckable(true);
+  colourByStageAction_->setEnabled(false);
+  colourByStageAction_->setToolTip(tr("Colour the graph by pipeline stage instead of by backend"));
+  connect(colourByStageAction_, &QAction::toggled, this, &MainWindow::setColourByStage);
+  QMenu* pipelineMenu = menuBar()->addMenu(tr("&Pipeline"));
+  pipelineMenu->addAction(tr("&Open pipeline..."), this, &MainWindow::openPipelineDialog);
+  runPipelineAction_ = pipelineMenu->addAction(tr("&Run pipeline"), this, [this] { runPipeline(); });
+  runPipelineAction_->setToolTip(tr("Stream the pipeline's batch through its stages here, and draw it"));
+  runPipelineAction_->setEnabled(false);
+  openTraceAction_ = pipelineMenu->addAction(tr("Open run &trace..."), this, &MainWindow::openPipelineTraceDialog);
+  openTraceAction_->setToolTip(tr("Draw a run of `collage run --pipeline P --trace T` beside the simulated one"));
+  openTraceAction_->setEnabled(false);
+  pipelineMenu->addAction(colourByStageAction_);
   for (QDockWidget* d : docks) viewMenu->addAction(d->toggleViewAction());
 }
 
@@ -294,6 +312,7 @@ void MainWindow::buildToolBarAndStatus() {
   measureAction_->setToolTip(tr("Run the plan end to end (10 runs) and show it next to the prediction"));
   measureAction_->setEnabled(false);
   tools->addAction(tr("Fit"), view_, &GraphView::fitAll);
+  tools->addAction(colourByStageAction_);
 
   status_ = new QLabel(tr("Open an ONNX model (File > Open, or drop it here)"), this);
   progress_ = new QProgressBar(this);

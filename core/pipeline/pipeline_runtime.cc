@@ -333,6 +333,10 @@ std::vector<std::vector<Tensor>> PipelineRuntime::run(
             std::chrono::duration<double>(finishes[s][m] - starts[s][m]).count());
       sr.handOverSeconds = std::max(0.0, alive[s] - busy[s] - waiting[s]);
       sr.startSeconds = std::chrono::duration<double>(threadStarts[s] - begin).count();
+      for (int64_t m = 0; m < done[s]; ++m) {
+        sr.starts.push_back(std::chrono::duration<double>(starts[s][m] - begin).count());
+        sr.finishes.push_back(std::chrono::duration<double>(finishes[s][m] - begin).count());
+      }
       r.stages.push_back(std::move(sr));
     }
     *report = std::move(r);

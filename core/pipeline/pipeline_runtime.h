@@ -90,6 +90,9 @@ struct StageRunReport {
   std::vector<double> microBatchSeconds;
   double handOverSeconds = 0;
   double startSeconds = 0;
+  // By micro-batch: when its Session::run began and ended, in seconds from
+  // the run's start (the timeline the app draws beside the simulator's).
+  std::vector<double> starts, finishes;
 };
 
 struct PipelineRunReport {

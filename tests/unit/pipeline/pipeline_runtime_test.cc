@@ -128,6 +128,19 @@ TEST(PipelineRuntime, MultiBranchStagesMatchTheWholeModel) {
     EXPECT_GE(s.busyShare, 0);
     EXPECT_LE(s.busyShare, 1);
   }
+  // The run's timeline (the app draws it): a span per micro-batch, one at a
+  // time on each stage, and the join's after both of its producers'.
+  for (const auto& s : report.stages) {
+    ASSERT_EQ(s.starts.size(), 7u);
+    ASSERT_EQ(s.finishes.size(), 7u);
+    for (size_t k = 0; k < 7; ++k) {
+      EXPECT_LE(s.starts[k], s.finishes[k]);
+      if (k > 0) EXPECT_GE(s.starts[k], s.finishes[k - 1]);
+    }
+  }
+  for (size_t k = 0; k < 7; ++k)
+    for (size_t producer : {0u, 1u})
+      EXPECT_GE(report.stages[2].starts[k], report.stages[producer].finishes[k]) << k;
   EXPECT_EQ(report.stages[1].cpus, std::vector<int>{report.stages[1].cpus.at(0)});
   EXPECT_NE(report.stages[0].cpus, report.stages[1].cpus);
   // A second stream through the same runtime.
