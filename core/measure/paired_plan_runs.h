@@ -3,7 +3,9 @@
 // A plan's speed is measured, never modelled: both plans are built as
 // Sessions and run in rounds of one run each, the order alternating from
 // round to round (A B, B A, A B, ...), so the drift of this shared machine
-// hits both alike and their per-round ratio cancels it. Before timing, the
+// hits both alike and their per-round ratio cancels it. Each timed run
+// follows an untimed run of the same plan, so it is timed as a deployed
+// plan runs, again and again, not in the caches the other plan left. Before timing, the
 // new plan's outputs are checked against the reference executor (a region
 // that computes something else costs that plan only).
 //
@@ -42,6 +44,11 @@ double relativeSpreadOf(std::vector<double> v);
 // run at the bound sizes, taken by a random condition).
 inline constexpr const char* kReferencePlanFailed = "the reference plan: ";
 inline constexpr const char* kModelFailsOnTheInputs = "the model itself fails on random inputs: ";
+
+// How rounds are timed (each timed run after a run of its own plan). Part
+// of the key plan runs are stored under (graphLevelModelKey), so that rows
+// timed another way, whose ratios mean something else, are not reused.
+inline constexpr const char* kPairedRunMethod = "own-run-first";
 
 struct PairedRunOptions {
   int minRounds = 5;
@@ -89,7 +96,7 @@ PairedPlanRuns pairedPlanRunsFromJson(const nlohmann::json& j);
 // How long a pairing of plans A and B may take in the measurement worker:
 // `base` (the measurer's limit), or more where the plans' predicted times
 // (Plan::predictedNs) say their runs need it. A pairing runs each plan at
-// least minRounds + 3 times (a first run, the check, a warm-up, the rounds)
+// least 2 * minRounds + 3 times (a first run, the check, a warm-up, two runs a round)
 // and keeps going for options.seconds; on a large model (a 1024x1024 U-Net:
 // several seconds a run) a fixed 60 s killed every pairing. Four times that
 // need, for a busy machine and predictions that run short.

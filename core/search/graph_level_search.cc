@@ -281,7 +281,7 @@ std::string graphLevelModelKey(const Plan& plan) {
     key += ";" + name + "=";
     for (size_t i = 0; i < shape.size(); ++i) key += (i ? "x" : "") + std::to_string(shape[i]);
   }
-  return key;
+  return key + ";timing=" + kPairedRunMethod;
 }
 
 namespace {

@@ -124,7 +124,8 @@ std::vector<GraphLibrary> graphLibrariesOf(const Graph& graph, const std::vector
 std::vector<GraphLibrary> honouringConstraints(const Graph& graph, std::vector<GraphLibrary> libraries,
                                                const PlacementConstraints& constraints);
 
-// "sha256:...;input=1x3x224x224": what the database keys plan runs by.
+// "sha256:...;input=1x3x224x224;timing=...": what the database keys plan
+// runs by (the model, its shapes, how the rounds were timed).
 std::string graphLevelModelKey(const Plan& plan);
 
 // Runs the search from `start` (a plan of `graph` whose groups have costs).

@@ -64,9 +64,9 @@ TEST(GraphLevelSearch, PlanRunsAreKeyedByTheModelAndItsShapes) {
   Plan p;
   p.modelSha256 = "abc";
   p.inputShapes = {{"x", {1, 3, 8, 8}}, {"mask", {1, 8}}};
-  EXPECT_EQ(graphLevelModelKey(p), "sha256:abc;mask=1x8;x=1x3x8x8");
+  EXPECT_EQ(graphLevelModelKey(p), "sha256:abc;mask=1x8;x=1x3x8x8;timing=own-run-first");
   p.inputShapes["x"] = {2, 3, 8, 8};
-  EXPECT_EQ(graphLevelModelKey(p), "sha256:abc;mask=1x8;x=2x3x8x8");
+  EXPECT_EQ(graphLevelModelKey(p), "sha256:abc;mask=1x8;x=2x3x8x8;timing=own-run-first");
 }
 
 // The search with a PlanEvaluator (the Slurm fan-out's hook) on a test
