@@ -122,6 +122,41 @@ double weightBytesOf(const Graph& graph, const std::vector<int>& nodes) {
   return bytes;
 }
 
+// "memory per device: cpu0 weights 1024 B, activations 512 B; cpu1 ...":
+// what a run's stages hold on each device (StageRunReport: each stage's on
+// every device of it), in the order the stages name the devices.
+void printRunMemory(const std::vector<StageRunReport>& stages) {
+  std::vector<std::string> order;
+  std::map<std::string, std::pair<double, double>> held;
+  for (const StageRunReport& s : stages)
+    for (const std::string& d : s.devices) {
+      if (!held.count(d)) order.push_back(d);
+      held[d].first += s.weightBytes;
+      held[d].second += s.activationBytes;
+    }
+  std::string line;
+  for (const std::string& d : order)
+    line += (line.empty() ? "" : "; ") + d + " weights " +
+            std::to_string(static_cast<long long>(held[d].first)) + " B, activations " +
+            std::to_string(static_cast<long long>(held[d].second)) + " B";
+  std::printf("memory per device: %s (activations: the Session's peak for one micro-batch + "
+              "its inputs in flight)\n",
+              line.c_str());
+}
+
+// The simulator's options replaying a run's stage costs: each micro-batch's
+// compute, the hand-over per micro-batch, the start.
+SimulationOptions replaying(const PipelineRunReport& report, SimulationOptions so) {
+  for (const auto& s : report.stages) {
+    const double mb = s.microBatches > 0 ? static_cast<double>(s.microBatches) : 1;
+    so.computeSeconds.push_back(s.busySeconds / mb);
+    so.computeSecondsByMicroBatch.push_back(s.microBatchSeconds);
+    so.handOverSeconds.push_back(s.handOverSeconds / mb);
+    so.startSeconds.push_back(s.startSeconds);
+  }
+  return so;
+}
+
 // The baselines of docs/pipeline.md, run for real on the pipeline file's
 // devices:
 //  - one-device: the whole model as one stage on one device holding every
@@ -168,10 +203,12 @@ std::vector<std::vector<Tensor>> runBaseline(const Graph& graph, const Topology&
   for (size_t m = 0; m < batches.size(); ++m) in[m % replicaCount].push_back(batches[m]);
   std::vector<PipelineRunReport> reports(replicaCount);
   std::vector<std::string> errors(replicaCount);
+  std::vector<double> begins(replicaCount, 0);  // each replica's run(), from t0
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::thread> threads;
   for (size_t r = 0; r < replicaCount; ++r)
     threads.emplace_back([&, r] {
+      begins[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       try {
         if (!in[r].empty()) out[r] = runtimes[r]->run(in[r], &reports[r]);
       } catch (const std::exception& e) {
@@ -201,6 +238,30 @@ std::vector<std::vector<Tensor>> runBaseline(const Graph& graph, const Topology&
                   reports[r].stages[0].threads,
                   wall > 0 ? reports[r].stages[0].busySeconds / wall * 100 : 0,
                   reports[r].stages[0].busySeconds);
+  // The simulator given each replica's own costs, as for a pipeline run.
+  std::vector<StageGraph> graphs;
+  std::vector<SimulationOptions> replayed;
+  std::vector<StageRunReport> stageReports;
+  for (size_t r = 0; r < replicaCount; ++r) {
+    StageGraph g;
+    g.microBatch = microBatch;
+    g.stages.push_back(whole);
+    g.stages.back().devices = {ids[r]};
+    graphs.push_back(std::move(g));
+    replayed.push_back(replaying(reports[r], {}));
+    for (double& start : replayed.back().startSeconds) start += begins[r];  // the wall runs from t0
+    stageReports.insert(stageReports.end(), reports[r].stages.begin(), reports[r].stages.end());
+  }
+  const SimulationReport sim =
+      simulateDataParallel(graphs, pipeGraphOf(graph, microBatch), *topologies[0],
+                           static_cast<int>(batches.size()), replayed);
+  const double measured = wall > 0 ? static_cast<double>(batches.size()) * microBatch / wall : 0;
+  std::printf(
+      "simulated from this run's costs: %.1f samples/s, latency per sample median %.3f ms "
+      "(measured/simulated throughput %.3f)\n",
+      sim.samplesPerSecond, sim.medianLatencySeconds * 1e3,
+      sim.samplesPerSecond > 0 ? measured / sim.samplesPerSecond : 0);
+  printRunMemory(stageReports);
   std::vector<std::vector<Tensor>> outputs(batches.size());
   for (size_t m = 0; m < batches.size(); ++m)
     outputs[m] = std::move(out[m % replicaCount][m / replicaCount]);
@@ -258,6 +319,87 @@ void project(const PipeGraph& pipe, const Graph& graph, const Topology& measured
   }
 }
 
+// GPP, SPP, data parallel and one device simulated on `topology` from the
+// same costs, streaming `samples` as `collage run --pipeline` would (each
+// pipeline at its own micro-batch, the baselines at `baselineMicroBatch`,
+// the written file's, which `run --baseline` uses): the prediction each
+// measured run is compared with (bench/pipeline_bench.py). Data parallel:
+// one replica of the whole model per CPU device; one device: the whole model
+// as one stage on every CPU device's cores, priced as the partitioner
+// prices a stage on them (its micro-batch split over them).
+void simulateStrategies(const PipeGraph& pipe, const Graph& graph, const Topology& topology,
+                        const StageCostModel& cost, const StageGraph& gpp, const StageGraph& spp,
+                        int baselineMicroBatch, int samples) {
+  std::printf("simulated on this topology from these costs, %d sample(s):\n", samples);
+  std::vector<int> all;
+  for (int n = 0; n < pipe.size(); ++n) all.push_back(n);
+  auto line = [&](const char* name, const SimulationReport& r, const StageGraph& g) {
+    std::map<std::string, double> weights;
+    for (const auto& st : g.stages)
+      for (const auto& d : st.devices) weights[d] += weightBytesOf(graph, st.nodes);
+    double mostWeights = 0, mostMemory = 0;
+    for (const auto& [d, w] : weights) mostWeights = std::max(mostWeights, w);
+    for (const auto& d : r.devices) mostMemory = std::max(mostMemory, d.memoryBytes);
+    std::printf(
+        "  %s: %.1f samples/s (steady %.1f), latency per sample median %.3f ms; per device at "
+        "most %.0f B of weights, %.0f B in all\n",
+        name, r.samplesPerSecond, r.steadySamplesPerSecond, r.medianLatencySeconds * 1e3,
+        mostWeights, mostMemory);
+  };
+  const std::vector<std::pair<const char*, const StageGraph*>> pipelines = {{"GPP", &gpp},
+                                                                             {"SPP", &spp}};
+  for (const auto& [name, g] : pipelines) {
+    try {
+      const MicroBatchSchedule schedule = scheduleMicroBatches(*g, topology, pipe);
+      SimulationOptions so;
+      so.microBatches = samples / g->microBatch;
+      for (const auto& st : schedule.stages) so.inFlight.push_back(st.inFlight);
+      line(name, simulatePipeline(*g, pipe, topology, so), *g);
+    } catch (const Error& e) {
+      std::printf("  %s: not simulated: %s\n", name, e.what());
+    }
+  }
+  const int b = baselineMicroBatch;
+  const std::vector<std::string> ids = topology.idsOf(DeviceKind::Cpu);
+  if (ids.empty()) return;
+  std::vector<StageGraph> replicas;
+  for (const std::string& id : ids) {
+    StageGraph g;
+    g.microBatch = b;
+    PipelineStage st;
+    st.nodes = all;
+    st.devices = {id};
+    st.estimate = estimateStage(cost, topology, all, DeviceKind::Cpu, 1, b, 0);
+    g.stages.push_back(st);
+    replicas.push_back(std::move(g));
+  }
+  const int count = static_cast<int>(ids.size());
+  StageGraph dpGraph;
+  for (const auto& r : replicas) dpGraph.stages.push_back(r.stages.front());
+  line("data parallel", simulateDataParallel(replicas, pipe, topology, samples / b, {}), dpGraph);
+  if (b % count != 0) {
+    std::printf("  one device: not simulated (micro-batch %d does not split over %d devices)\n", b,
+                count);
+    return;
+  }
+  int cores = 0;
+  for (const auto& id : ids) cores += topology.find(id)->cores;
+  const Topology one(std::vector<PipeDevice>{{"all", DeviceKind::Cpu, cores}}, {}, nullptr,
+                     "one device");
+  StageGraph g;
+  g.microBatch = b;
+  PipelineStage st;
+  st.nodes = all;
+  st.devices = {"all"};
+  const StageEstimate split = estimateStage(cost, topology, all, DeviceKind::Cpu, count, b, 0);
+  st.estimate = split;
+  st.estimate.activationBytes = split.activationBytes * count;  // every share on one device
+  g.stages.push_back(st);
+  SimulationOptions so;
+  so.microBatches = samples / b;
+  line("one device", simulatePipeline(g, pipe, one, so), g);
+}
+
 }  // namespace
 
 Action addPipelineCommand(CLI::App& app) {
@@ -273,6 +415,7 @@ Action addPipelineCommand(CLI::App& app) {
     bool noDb = false;
     std::string output = "pipeline.json";
     std::vector<int> simulate;
+    int simulateSamples = 0;
     std::string strategy = "gpp";
   };
   auto* command = app.add_subcommand(
@@ -311,6 +454,11 @@ Action addPipelineCommand(CLI::App& app) {
                    "link), e.g. --simulate 8,16,32")
       ->delimiter(',')
       ->check(CLI::Range(1, 4096));
+  command
+      ->add_option("--simulate-samples", options->simulateSamples,
+                   "samples the four strategies' simulation on this topology streams (default: "
+                   "--batch); give the run's --batch to compare with its measured figures")
+      ->check(CLI::PositiveNumber);
   return [options]() {
     std::unique_ptr<MeasurementDb> db;
     if (!options->noDb) db = std::make_unique<MeasurementDb>(options->db);
@@ -410,6 +558,8 @@ Action addPipelineCommand(CLI::App& app) {
     savePipelineFile(file, options->output);
     std::printf("pipeline written to %s: %zu stage(s), micro-batch %d\n", options->output.c_str(),
                 file.stages.size(), file.microBatch);
+    simulateStrategies(pipe, graph, topology, cost, gpp, spp, chosen.microBatch,
+                       options->simulateSamples > 0 ? options->simulateSamples : options->batch);
     if (!options->simulate.empty()) project(pipe, graph, topology, cost, po, options->simulate);
     return 0;
   };
@@ -522,14 +672,7 @@ void printPipelineReport(const PreparedRun& run, const PipelineRunReport& report
   if (mpi) planned.polling = kMpiWaitPolling;
   planned.inFlight = run.inFlight;
   const SimulationReport fromPlan = simulatePipeline(run.stages, pipe, topology, planned);
-  SimulationOptions so = planned;
-  for (const auto& s : report.stages) {
-    const double mb = s.microBatches > 0 ? static_cast<double>(s.microBatches) : 1;
-    so.computeSeconds.push_back(s.busySeconds / mb);
-    so.computeSecondsByMicroBatch.push_back(s.microBatchSeconds);
-    so.handOverSeconds.push_back(s.handOverSeconds / mb);
-    so.startSeconds.push_back(s.startSeconds);
-  }
+  const SimulationOptions so = replaying(report, planned);
   // In process, a hand-over costs a wake-up, and under load a woken thread
   // waits for a core: the run's own wake-up is the link's latency then.
   LinkCost seen = topology.slowestLinkInto(DeviceKind::Cpu);
@@ -559,6 +702,7 @@ void printPipelineReport(const PreparedRun& run, const PipelineRunReport& report
   for (const auto& [d, w] : perDevice) most = std::max(most, w);
   std::printf("weights: %.0f B on the busiest device (the whole model: %.0f B)\n", most,
               weightBytesOf(run.graph, all));
+  printRunMemory(report.stages);
 }
 
 // --verify: every output against the same kernels in one Session on the

@@ -440,7 +440,7 @@ std::vector<std::vector<Tensor>> MpiPipelineRuntime::run(
 
   // Every stage's figures, on rank 0: busy time, micro-batches, threads, the
   // CPUs it may run on, the end of its run, then each micro-batch's start and
-  // finish.
+  // finish, its Session's peak bytes (for its memory), its time waiting.
   constexpr size_t kCpus = 64;
   const std::vector<int> cpus = allowedCpus();
   std::vector<double> mine;
@@ -452,6 +452,7 @@ std::vector<std::vector<Tensor>> MpiPipelineRuntime::run(
   for (size_t c = 0; c < kCpus; ++c) mine.push_back(c < cpus.size() ? cpus[c] : -1);
   mine.insert(mine.end(), starts.begin(), starts.end());
   mine.insert(mine.end(), finishes.begin(), finishes.end());
+  mine.push_back(static_cast<double>(session_->peakBytes()));
   mine.push_back(waiting);
   std::vector<double> all(me == 0 ? mine.size() * numStages : 0);
   {
@@ -502,6 +503,10 @@ std::vector<std::vector<Tensor>> MpiPipelineRuntime::run(
     for (size_t m = 0; m < static_cast<size_t>(f[1]); ++m)
       sr.microBatchSeconds.push_back(f[head + count + m] - f[head + m]);
     sr.handOverSeconds = std::max(0.0, f[3] - f[0] - f[stride - 1]);
+    const StageMemory memory = stageMemoryOf(wired_[s], static_cast<size_t>(f[stride - 2]),
+                                             static_cast<int>(inFlightOf(s)));
+    sr.weightBytes = memory.weightBytes;
+    sr.activationBytes = memory.activationBytes;
     rep.stages.push_back(std::move(sr));
   }
   *report = std::move(rep);

@@ -337,6 +337,10 @@ std::vector<std::vector<Tensor>> PipelineRuntime::run(
         sr.starts.push_back(std::chrono::duration<double>(starts[s][m] - begin).count());
         sr.finishes.push_back(std::chrono::duration<double>(finishes[s][m] - begin).count());
       }
+      const StageMemory memory = stageMemoryOf(stages_[s]->wired, stages_[s]->session->peakBytes(),
+                                               static_cast<int>(stages_[s]->capacity));
+      sr.weightBytes = memory.weightBytes;
+      sr.activationBytes = memory.activationBytes;
       r.stages.push_back(std::move(sr));
     }
     *report = std::move(r);

@@ -93,6 +93,10 @@ struct StageRunReport {
   // By micro-batch: when its Session::run began and ended, in seconds from
   // the run's start (the timeline the app draws beside the simulator's).
   std::vector<double> starts, finishes;
+  // What it holds on each of its devices: weights, and activations at
+  // their peak (stageMemoryOf, stage_wiring.h).
+  double weightBytes = 0;
+  double activationBytes = 0;
 };
 
 struct PipelineRunReport {

@@ -231,6 +231,48 @@ SimulationReport simulatePipeline(const StageGraph& stages, const PipeGraph& gra
   return out;
 }
 
+SimulationReport simulateDataParallel(const std::vector<StageGraph>& replicas,
+                                      const PipeGraph& graph, const Topology& topology,
+                                      int microBatches,
+                                      const std::vector<SimulationOptions>& options) {
+  if (replicas.empty()) throw Error("simulating data parallel: no replica");
+  const size_t count = replicas.size();
+  SimulationReport out;
+  out.microBatches = std::max(0, microBatches);
+  out.microBatch = replicas.front().microBatch;
+  std::vector<double> latencies;
+  std::map<std::string, double> memory;
+  double samples = 0;
+  for (size_t r = 0; r < count; ++r) {
+    SimulationOptions o = r < options.size() ? options[r] : SimulationOptions{};
+    o.microBatches = out.microBatches / static_cast<int>(count) +
+                     (static_cast<int>(r) < out.microBatches % static_cast<int>(count) ? 1 : 0);
+    const SimulationReport one = simulatePipeline(replicas[r], graph, topology, o);
+    samples += static_cast<double>(o.microBatches) * replicas[r].microBatch;
+    out.makespanSeconds = std::max(out.makespanSeconds, one.makespanSeconds);
+    out.steadySamplesPerSecond += one.steadySamplesPerSecond;
+    for (int m = 0; m < o.microBatches && !one.stages.empty(); ++m) {
+      double first = one.stages[0].starts[m], last = one.stages[0].finishes[m];
+      for (const SimulatedStage& st : one.stages) {
+        first = std::min(first, st.starts[m]);
+        last = std::max(last, st.finishes[m]);
+      }
+      latencies.push_back(last - first);
+    }
+    out.stages.insert(out.stages.end(), one.stages.begin(), one.stages.end());
+    for (const SimulatedDevice& d : one.devices) memory[d.id] += d.memoryBytes;
+  }
+  out.samplesPerSecond = out.makespanSeconds > 0 ? samples / out.makespanSeconds : 0;
+  out.medianLatencySeconds = median(latencies);
+  out.maxLatencySeconds =
+      latencies.empty() ? 0 : *std::max_element(latencies.begin(), latencies.end());
+  for (SimulatedStage& st : out.stages)
+    st.busyShare = out.makespanSeconds > 0 ? st.busySeconds / out.makespanSeconds : 0;
+  for (const PipeDevice& d : topology.devices())
+    out.devices.push_back({d.id, memory[d.id], d.memoryLimitBytes});
+  return out;
+}
+
 std::string SimulationReport::toString() const {
   std::ostringstream o;
   char line[256];

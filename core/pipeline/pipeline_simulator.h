@@ -124,4 +124,20 @@ struct SimulationReport {
 SimulationReport simulatePipeline(const StageGraph& stages, const PipeGraph& graph,
                                   const Topology& topology, const SimulationOptions& options);
 
+// Data parallel (docs/pipeline.md, "Baselines"): replicas of the whole
+// model, each a StageGraph of its own on its own devices (`replicas[r]`),
+// the micro-batches dealt round robin (replica r takes r, r + R, ...), all
+// replicas at once, as `collage run --baseline data-parallel` runs them.
+// Replicas share no device or link, so each is simulated alone
+// (`options[r]`, its microBatches set to its share; missing: the defaults)
+// and the runs combined: the makespan is the longest replica's and
+// samples/s is over it; latency over every micro-batch; steady samples/s
+// the replicas' sum; stages: each replica's, in replica order; devices:
+// the topology's, each holding what the replicas put there. Error for no
+// replica, else as simulatePipeline's.
+SimulationReport simulateDataParallel(const std::vector<StageGraph>& replicas,
+                                      const PipeGraph& graph, const Topology& topology,
+                                      int microBatches,
+                                      const std::vector<SimulationOptions>& options);
+
 }  // namespace collage

@@ -16,6 +16,18 @@ std::string stageDisplayName(size_t stage, const std::vector<std::string>& devic
   return "stage " + std::to_string(stage) + " [" + names + "]";
 }
 
+StageMemory stageMemoryOf(const WiredStage& stage, size_t sessionPeakBytes, int inFlight) {
+  StageMemory m;
+  const Graph& g = *stage.graph;
+  for (ValueId v = 0; v < g.numValues(); ++v)
+    if (g.value(v).isConstant()) m.weightBytes += static_cast<double>(g.value(v).type.byteSize());
+  double inputs = 0;
+  for (ValueId v : g.inputs())
+    if (!g.value(v).isConstant()) inputs += static_cast<double>(g.value(v).type.byteSize());
+  m.activationBytes = static_cast<double>(sessionPeakBytes) + std::max(1, inFlight) * inputs;
+  return m;
+}
+
 Plan restrictPlan(const Plan& plan, const std::vector<std::string>& nodes) {
   const std::set<std::string> inside(nodes.begin(), nodes.end());
   Plan out;

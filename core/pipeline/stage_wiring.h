@@ -54,6 +54,18 @@ struct WiredStage {
   std::vector<std::pair<size_t, size_t>> modelOutputs;
 };
 
+// What a stage holds on each of its devices, as a run reports it
+// (docs/pipeline.md, "The runtime"): the constants its sub-graph reads
+// (weights: every device of a stage holds all of them), and its activations
+// at their peak: its Session's intermediate values and outputs of one
+// micro-batch (`sessionPeakBytes`, Session::peakBytes) plus its inputs for
+// the `inFlight` micro-batches its queues may hold.
+struct StageMemory {
+  double weightBytes = 0;
+  double activationBytes = 0;
+};
+StageMemory stageMemoryOf(const WiredStage& stage, size_t sessionPeakBytes, int inFlight);
+
 // "stage 1 [cpu1]": how messages name a stage.
 std::string stageDisplayName(size_t stage, const std::vector<std::string>& devices);
 

@@ -21,15 +21,8 @@ set -euo pipefail
 collage=$1
 base=$2
 part=$3
-command -v mpirun >/dev/null || { echo "generate_cache_parallel: no mpirun here, skipped"; exit 77; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-# As pipeline_mpi.sh: root needs Open MPI's consent, two ranks on fewer
-# cores --oversubscribe, shared memory between the ranks.
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
-mpi=(mpirun --oversubscribe)
+source "$(dirname "$0")/mpi_ranks.sh"
+mpi_setup generate_cache_parallel
 prompt=$(sed -n 's/^prompt: //p' "$base.greedy.txt" | tr ' ' ',')
 want=$(sed -n 's/^generated: //p' "$base.greedy.txt" | tr ' ' ',')
 new=$(echo "$want" | tr ',' '\n' | wc -l)
@@ -65,57 +58,41 @@ exit 0
 fi
 
 # Rank 1's model does not exist: the run stops naming rank 1; no hang.
-rc=0
-timeout 60 "${mpi[@]}" -n 1 "$collage" "${args[@]}" --cache-parallel --mpi-timeout 20 \
+expect_failure "failing rank" fail.txt \
+  timeout 60 "${mpi[@]}" -n 1 "$collage" "${args[@]}" --cache-parallel --mpi-timeout 20 \
   : -n 1 "$collage" generate nosuch.onnx --prompt-ids "$prompt" --max-new-tokens "$new" \
-  --cache-parallel --mpi-timeout 20 > fail.txt 2>&1 || rc=$?
-cat fail.txt
-[[ $rc -ne 0 && $rc -ne 124 ]] || { echo "failing rank: exit $rc" >&2; exit 1; }
+  --cache-parallel --mpi-timeout 20
 grep -q "error: generate: rank 1: .*nosuch.onnx" fail.txt
 
 # Rank 1 dies (killed): mpirun names it and stops rank 0, which would
 # otherwise wait for its partials; no hang.
-rc=0
-timeout 60 "${mpi[@]}" -n 1 "$collage" "${args[@]}" --cache-parallel --mpi-timeout 20 \
-  : -n 1 sh -c 'sleep 0.2; kill -9 $$' > died.txt 2>&1 || rc=$?
-cat died.txt
-[[ $rc -ne 0 && $rc -ne 124 ]] || { echo "dying rank: exit $rc" >&2; exit 1; }
+expect_failure "dying rank" died.txt \
+  timeout 60 "${mpi[@]}" -n 1 "$collage" "${args[@]}" --cache-parallel --mpi-timeout 20 \
+  : -n 1 sh -c 'sleep 0.2; kill -9 $$'
 grep -q "process rank 1 .* exited on signal 9" died.txt
 
 # Ranks given different prompts: refused before any step.
-rc=0
-timeout 60 "${mpi[@]}" -n 1 "$collage" "${args[@]}" --cache-parallel --mpi-timeout 20 \
+expect_failure "different prompts" differ.txt \
+  timeout 60 "${mpi[@]}" -n 1 "$collage" "${args[@]}" --cache-parallel --mpi-timeout 20 \
   : -n 1 "$collage" generate "$base.onnx" --prompt-ids 1 --max-new-tokens "$new" \
-  --cache-parallel --mpi-timeout 20 > differ.txt 2>&1 || rc=$?
-cat differ.txt
-[[ $rc -ne 0 && $rc -ne 124 ]] || { echo "different prompts: exit $rc" >&2; exit 1; }
+  --cache-parallel --mpi-timeout 20
 grep -q "cache parallel: the ranks were given different arguments" differ.txt
 
 # Rank 1 runs the one-token export of the model (the same arguments, but
 # its prompt runs a step a token): the first exchange finds the ranks at
 # different attentions, and both say so before merging anything.
-rc=0
-timeout 60 "${mpi[@]}" -n 1 "$collage" "${args[@]}" --cache-parallel --mpi-timeout 20 \
+expect_failure "ranks apart" apart.txt \
+  timeout 60 "${mpi[@]}" -n 1 "$collage" "${args[@]}" --cache-parallel --mpi-timeout 20 \
   : -n 1 "$collage" generate "${base}_one_token.onnx" --prompt-ids "$prompt" \
-  --max-new-tokens "$new" --cache-parallel --mpi-timeout 20 > apart.txt 2>&1 || rc=$?
-cat apart.txt
-[[ $rc -ne 0 && $rc -ne 124 ]] || { echo "ranks apart: exit $rc" >&2; exit 1; }
+  --max-new-tokens "$new" --cache-parallel --mpi-timeout 20
 grep -q "cache parallel: rank [01]: the attention partials of kernel 0 at row [03]: rank [01] sent those of kernel 0 at row [03]" apart.txt
 
 # Rank 1 starts MPI and says nothing: rank 0's wait ends at the deadline
 # naming rank 1, and the run stops.
-if command -v mpicc >/dev/null; then
-  cat > silent.c <<'C'
-#include <mpi.h>
-#include <unistd.h>
-int main(int argc, char** argv) { MPI_Init(&argc, &argv); sleep(60); MPI_Finalize(); return 0; }
-C
-  mpicc -o silent silent.c
-  rc=0
-  timeout 50 "${mpi[@]}" -n 1 "$collage" "${args[@]}" --cache-parallel --mpi-timeout 2 \
-    : -n 1 ./silent > silent.txt 2>&1 || rc=$?
-  cat silent.txt
-  [[ $rc -ne 0 && $rc -ne 124 ]] || { echo "silent rank: exit $rc" >&2; exit 1; }
+if make_silent_rank; then
+  expect_failure "silent rank" silent.txt \
+    timeout 50 "${mpi[@]}" -n 1 "$collage" "${args[@]}" --cache-parallel --mpi-timeout 2 \
+    : -n 1 ./silent
   grep -q "error: generate: cache parallel: rank 0: .*nothing from rank 1 within 2 s (--mpi-timeout)" silent.txt
 fi
 echo "generate cache parallel refusals: ok"

@@ -10,15 +10,10 @@
 set -euo pipefail
 collage=$1
 models=$2
-command -v mpirun >/dev/null || { echo "link_mpi: no mpirun here, skipped"; exit 77; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
+source "$(dirname "$0")/mpi_ranks.sh"
+mpi_setup link_mpi
 export XDG_CACHE_HOME="$work/cache"  # the default database, for `run`'s lookup
 db="$XDG_CACHE_HOME/collage-studio/measurements.sqlite"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
-mpi=(mpirun --oversubscribe)
 
 timeout 60 "${mpi[@]}" -n 2 "$collage" link --mpi --db "$db" | tee mpi.txt
 grep -q "^link mpi (.*|.*), pingpong-4K-16M-r30:" mpi.txt

@@ -16,16 +16,8 @@ set -euo pipefail
 collage=$1
 models=$2
 part=$3
-command -v mpirun >/dev/null || { echo "pipeline_mpi: no mpirun here, skipped"; exit 77; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-# Root (containers, CI) needs Open MPI's consent; two ranks on a machine with
-# fewer cores need --oversubscribe. Shared memory between the ranks: no
-# network is probed.
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
-mpi=(mpirun --oversubscribe)
+source "$(dirname "$0")/mpi_ranks.sh"
+mpi_setup pipeline_mpi
 model="$models/two_tower_small.onnx"
 
 # Two stages on two one-core devices, linked near free so the planner
@@ -60,6 +52,8 @@ grep -q "^MPI: 2 rank(s), one stage each" run.txt
 grep -q "^  stage 0 \[cpu0\]" run.txt
 grep -q "^  stage 1 \[cpu1\]" run.txt
 grep -q "samples/s, latency per sample" run.txt
+# Each rank's Session peak, gathered on rank 0, in the memory per device.
+grep -Eq "^memory per device: cpu0 weights [0-9]+ B, activations [1-9][0-9]* B; cpu1 weights [0-9]+ B, activations [1-9][0-9]* B" run.txt
 grep -q "verify: every output of 6 micro-batch(es) matches" run.txt
 echo "pipeline mpi run: ok"
 exit 0
@@ -67,45 +61,29 @@ fi
 
 
 # Three ranks for two stages: refused, naming both counts; no hang.
-rc=0
-timeout 60 "${mpi[@]}" -n 3 "$collage" run "$model" --pipeline p.json --mpi > three.txt 2>&1 || rc=$?
-cat three.txt
-[[ $rc -ne 0 && $rc -ne 124 ]] || { echo "three ranks: exit $rc" >&2; exit 1; }
+expect_failure "three ranks" three.txt \
+  timeout 60 "${mpi[@]}" -n 3 "$collage" run "$model" --pipeline p.json --mpi
 grep -q "p.json has 2 stage(s), one per MPI rank, but the run has 3 rank(s): start it with mpirun -n 2" three.txt
 
 # Rank 1 fails building its stage: the run stops, naming stage and rank.
-rc=0
-timeout 60 "${mpi[@]}" -n 1 "$collage" run "$model" --pipeline p.json --mpi --batch 4 \
-  : -n 1 "$collage" run "$model" --pipeline p.json --mpi --batch 4 --pipeline-backend nosuch \
-  > fail.txt 2>&1 || rc=$?
-cat fail.txt
-[[ $rc -ne 0 && $rc -ne 124 ]] || { echo "failing rank: exit $rc" >&2; exit 1; }
+expect_failure "failing rank" fail.txt \
+  timeout 60 "${mpi[@]}" -n 1 "$collage" run "$model" --pipeline p.json --mpi --batch 4 \
+  : -n 1 "$collage" run "$model" --pipeline p.json --mpi --batch 4 --pipeline-backend nosuch
 grep -q "error: pipeline: stage 1 \[cpu1\] (rank 1): .*nosuch" fail.txt
 
 # Ranks given different batches: refused before any rank waits on a
 # micro-batch no one sends.
-rc=0
-timeout 60 "${mpi[@]}" -n 1 "$collage" run "$model" --pipeline p.json --mpi --batch 4 \
-  : -n 1 "$collage" run "$model" --pipeline p.json --mpi --batch 8 \
-  > batches.txt 2>&1 || rc=$?
-cat batches.txt
-[[ $rc -ne 0 && $rc -ne 124 ]] || { echo "different batches: exit $rc" >&2; exit 1; }
+expect_failure "different batches" batches.txt \
+  timeout 60 "${mpi[@]}" -n 1 "$collage" run "$model" --pipeline p.json --mpi --batch 4 \
+  : -n 1 "$collage" run "$model" --pipeline p.json --mpi --batch 8
 grep -q "the ranks were given different numbers of micro-batches (4 to 8)" batches.txt
 
 # Rank 1 starts MPI and then says nothing: rank 0's wait ends at the
 # deadline with a message naming its stage, and the run stops.
-if command -v mpicc >/dev/null; then
-  cat > silent.c <<'C'
-#include <mpi.h>
-#include <unistd.h>
-int main(int argc, char** argv) { MPI_Init(&argc, &argv); sleep(60); MPI_Finalize(); return 0; }
-C
-  mpicc -o silent silent.c
-  rc=0
-  timeout 50 "${mpi[@]}" -n 1 "$collage" run "$model" --pipeline p.json --mpi --mpi-timeout 2 \
-    : -n 1 ./silent > silent.txt 2>&1 || rc=$?
-  cat silent.txt
-  [[ $rc -ne 0 && $rc -ne 124 ]] || { echo "silent rank: exit $rc" >&2; exit 1; }
+if make_silent_rank; then
+  expect_failure "silent rank" silent.txt \
+    timeout 50 "${mpi[@]}" -n 1 "$collage" run "$model" --pipeline p.json --mpi --mpi-timeout 2 \
+    : -n 1 ./silent
   grep -q "error: pipeline: stage 0 \[cpu0\] (rank 0): .*nothing within 2 s (--mpi-timeout)" silent.txt
 fi
 echo "pipeline mpi refusals: ok"

@@ -4,9 +4,10 @@
 # one-core devices, run it in process, and check that
 #  - every output equals the whole model's Session (--verify), for the
 #    pipeline and for both baselines (one device, data parallel);
-#  - the run reports the simulator's throughput from its measured stage
-#    times, and the weights per device;
-#  - `--simulate` projects GPP, SPP and data parallel to more devices;
+#  - the run (pipeline or baseline) reports the simulator's throughput from
+#    its measured stage times, and the weights and memory per device;
+#  - `collage pipeline` simulates the four strategies on its topology, and
+#    `--simulate` projects GPP, SPP and data parallel to more devices;
 #  - over a near-free link, GPP and SPP (--strategy) split the model and
 #    still match.
 # No timing is checked. Usage: pipeline_multibranch.sh COLLAGE MODELS_DIR
@@ -28,17 +29,23 @@ for name in two_tower dlrm uno; do
   grep -q "pipeline written to p.json" plan.txt
   grep -q "predicted: GPP .* ms per sample (search .* s), SPP" plan.txt
   for n in 8 16 32; do grep -q "^  $n devices: GPP .* SPP .* data parallel" plan.txt; done
+  for s in GPP SPP "data parallel" "one device"; do
+    grep -Eq "^  $s: ([0-9.]+ samples/s .* latency per sample median .* B in all|not simulated)" plan.txt
+  done
 
   "$collage" run "$model" --pipeline p.json --batch 8 --verify | tee run.txt
   grep -q "samples/s, latency per sample" run.txt
   grep -q "from this run's stage costs.*(measured/simulated throughput" run.txt
   grep -q "^weights: .* B on the busiest device" run.txt
+  grep -Eq "^memory per device: cpu[01] weights [0-9]+ B, activations [1-9][0-9]* B" run.txt
   grep -q "verify: every output of [0-9]* micro-batch(es) matches" run.txt
 
   for baseline in one-device data-parallel; do
     "$collage" run "$model" --pipeline p.json --batch 8 --baseline "$baseline" --verify | tee base.txt
     grep -q "^baseline $baseline: .* samples/s" base.txt
     grep -q "^weights: .* B per device (the whole model on each)" base.txt
+    grep -q "^simulated from this run's costs: .* samples/s.*(measured/simulated throughput" base.txt
+    grep -Eq "^memory per device: (all|cpu0) weights [0-9]+ B, activations [1-9][0-9]* B" base.txt
     grep -q "verify: every output of [0-9]* micro-batch(es) matches" base.txt
   done
 

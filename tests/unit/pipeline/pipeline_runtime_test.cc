@@ -143,6 +143,16 @@ TEST(PipelineRuntime, MultiBranchStagesMatchTheWholeModel) {
       EXPECT_GE(report.stages[2].starts[k], report.stages[producer].finishes[k]) << k;
   EXPECT_EQ(report.stages[1].cpus, std::vector<int>{report.stages[1].cpus.at(0)});
   EXPECT_NE(report.stages[0].cpus, report.stages[1].cpus);
+  // Memory (a 4x8 float tensor is 128 B): relu holds its output (its
+  // Session's peak) and its input for 2 micro-batches in flight; sigmoid
+  // the same for 3; the join the Mul's constant as weights, and at least
+  // its two inputs for 1 micro-batch and its output.
+  EXPECT_EQ(report.stages[0].weightBytes, 0);
+  EXPECT_EQ(report.stages[0].activationBytes, 128 + 2 * 128);
+  EXPECT_EQ(report.stages[1].activationBytes, 128 + 3 * 128);
+  EXPECT_EQ(report.stages[2].weightBytes, 128);
+  EXPECT_GE(report.stages[2].activationBytes, 2 * 128 + 128);
+  EXPECT_LE(report.stages[2].activationBytes, 2 * 128 + 3 * 128);
   // A second stream through the same runtime.
   const auto again = runtime.run(randomBatches(g, 3));
   EXPECT_EQ(again.size(), 3u);

@@ -143,6 +143,41 @@ TEST(PipelineSimulator, ABottleneckLinkSetsThePace) {
   EXPECT_NEAR(same.devices[0].memoryBytes, 0, kEps);
 }
 
+// Two replicas of a one-node model on d0 (1 s per micro-batch of 2) and d1
+// (2 s), 5 micro-batches dealt round robin: d0 takes 0, 2, 4 (finishing 1,
+// 2, 3), d1 takes 1, 3 (finishing 2, 4). Worked by hand: makespan 4, 10
+// samples / 4 s; latencies 1, 1, 1, 2, 2; steady (the second half of each
+// replica's micro-batches) 2 + 1 samples/s; each replica's device holds its
+// weights + 2 micro-batches of activations, d2 nothing.
+TEST(PipelineSimulator, DataParallelDealsMicroBatchesRoundRobin) {
+  PipeGraph g;
+  g.addNode("a");
+  std::vector<StageGraph> replicas(2);
+  replicas[0].stages = {stage({0}, "d0", 1, 100, 10)};
+  replicas[1].stages = {stage({0}, "d1", 2, 100, 10)};
+  for (auto& r : replicas) r.microBatch = 2;
+  const SimulationReport r = simulateDataParallel(replicas, g, devices(3, kFree), 5, {});
+  EXPECT_EQ(r.microBatches, 5);
+  EXPECT_NEAR(r.makespanSeconds, 4, kEps);
+  EXPECT_NEAR(r.samplesPerSecond, 2.5, kEps);
+  EXPECT_NEAR(r.steadySamplesPerSecond, 3, kEps);
+  EXPECT_NEAR(r.medianLatencySeconds, 1, kEps);
+  EXPECT_NEAR(r.maxLatencySeconds, 2, kEps);
+  ASSERT_EQ(r.stages.size(), 2u);
+  EXPECT_NEAR(r.stages[0].busyShare, 3.0 / 4, kEps);
+  EXPECT_NEAR(r.stages[1].busyShare, 1, kEps);
+  ASSERT_EQ(r.devices.size(), 3u);
+  EXPECT_NEAR(r.devices[0].memoryBytes, 120, kEps);
+  EXPECT_NEAR(r.devices[1].memoryBytes, 120, kEps);
+  EXPECT_NEAR(r.devices[2].memoryBytes, 0, kEps);
+  // Each replica's own measured times replace its estimate.
+  std::vector<SimulationOptions> measured(2);
+  measured[1].computeSeconds = {1};
+  EXPECT_NEAR(simulateDataParallel(replicas, g, devices(3, kFree), 5, measured).makespanSeconds, 3,
+              kEps);
+  expectError([&] { simulateDataParallel({}, g, devices(1, kFree), 5, {}); }, {"no replica"});
+}
+
 TEST(PipelineSimulator, MeasuredTimesReplaceTheEstimates) {
   PipeGraph g;
   g.addNode("a");
