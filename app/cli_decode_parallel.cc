@@ -127,8 +127,14 @@ int run(const DecodeParallelOptions& o) {
   std::printf("measured step (native decode attention plan, cache filled, median of %d):\n",
               o.repeats);
   for (int64_t context : o.measureContexts) {
-    const DecodePoint p = measureDecodeStep(o.modelPath, signature, context, nullptr, backends,
-                                            o.repeats, true, native::decodeAttentionPlan);
+    DecodePoint p;
+    try {
+      p = measureDecodeStep(o.modelPath, signature, context, nullptr, backends, o.repeats, true,
+                            native::decodeAttentionPlan);
+    } catch (const Error& e) {
+      throw Error(std::string(e.what()) + " (timing the step at " + std::to_string(context) +
+                  " rows: a model whose positions end sooner needs smaller --measure-contexts)");
+    }
     std::printf("  %8lld rows: step %.3f ms, attention %.3f ms, rest %.3f ms\n",
                 static_cast<long long>(context), p.stepMs, p.attentionMs, p.restMs);
     points.push_back({context, p.attentionMs / 1e3, p.restMs / 1e3});
