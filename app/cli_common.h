@@ -31,6 +31,7 @@ using Action = std::function<int()>;
 Action addInspectCommand(CLI::App& app);
 Action addRunCommand(CLI::App& app);
 Action addGenerateCommand(CLI::App& app);
+Action addDecodeParallelCommand(CLI::App& app);
 Action addCandidatesCommand(CLI::App& app);
 Action addSpecCommand(CLI::App& app);
 Action addOptimizeCommand(CLI::App& app);

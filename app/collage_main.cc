@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
   add(cli::addInspectCommand);
   add(cli::addRunCommand);
   add(cli::addGenerateCommand);
+  add(cli::addDecodeParallelCommand);
   add(cli::addCandidatesCommand);
   add(cli::addSpecCommand);
   add(cli::addOptimizeCommand);

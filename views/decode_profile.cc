@@ -62,7 +62,8 @@ Plan defaultDecodePlan(const Graph& graph, const BackendLookup& backends) {
 
 DecodePoint measureDecodeStep(const std::string& modelPath, const DecoderSignature& signature,
                               int64_t context, const Plan* plan, const BackendLookup& backends,
-                              int repeats) {
+                              int repeats, bool fillCache,
+                              const std::function<Plan(const Graph&)>& stepPlan) {
   // One row filled, then one step: 1 + 2 rows at least.
   if (context < 3) throw Error(modelPath + ": a context of " + std::to_string(context) +
                                " rows is too short to time a decode step (3 at least)");
@@ -71,7 +72,9 @@ DecodePoint measureDecodeStep(const std::string& modelPath, const DecoderSignatu
   point.context = context;
   point.withPlan = plan && plan->substitutions.empty() &&
                    planCapacity(signature, plan->inputShapes) == context;
-  const Plan chosen = point.withPlan ? *plan : defaultDecodePlan(model.graph, backends);
+  const Plan chosen = point.withPlan ? *plan
+                     : stepPlan     ? stepPlan(model.graph)
+                                    : defaultDecodePlan(model.graph, backends);
   PlannedDecoder planned = plannedDecoder(model, chosen, backends);
   Session& session = *planned.session;
   session.setProfiling(true);
@@ -88,9 +91,19 @@ DecodePoint measureDecodeStep(const std::string& modelPath, const DecoderSignatu
 
   GenerateOptions options;
   options.maxNewTokens = 2;  // the prompt's token, then one decode step
+  std::vector<int64_t> prompt{0};
+  if (fillCache) {
+    // context - 3 rows, then three steps: the timed (last) one reads all
+    // `context` rows, after two that warm it up from the prompt's pass.
+    if (context < 4)
+      throw Error(modelPath + ": a context of " + std::to_string(context) +
+                  " rows is too short to time a filled decode step (4 at least)");
+    prompt.assign(static_cast<size_t>(context - 3), 0);
+    options.maxNewTokens = 4;
+  }
   std::vector<double> steps, attention;
   for (int r = 0; r <= repeats; ++r) {
-    const Generation g = planned.decoder->generate({0}, options);
+    const Generation g = planned.decoder->generate(prompt, options);
     if (g.stepMs.empty()) throw Error(modelPath + ": no decode step ran");
     if (r == 0) continue;  // warm-up
     double us = 0;

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "core/decode/decoder_signature.h"
@@ -42,9 +43,18 @@ struct DecodePoint {
 // One point. `plan` (nullable) is used only where made for this context.
 // Error naming the model for one that does not import at `context` rows,
 // and the Session's errors (a backend missing, a group refused).
+// `fillCache`: the timed step is the third after a prompt of context - 3
+// tokens, so it reads every row (the native decode kernel skips the rows the
+// mask hides: with one row filled its attention reads two rows and the
+// mask) and runs warm, as a generation's median step does: what `collage
+// decode-parallel` measures. Off: one row filled, as the panel does.
+// `stepPlan` (when set, and no window's plan applies): the plan for the step
+// graph in place of defaultDecodePlan (decode-parallel times the plan that
+// `generate --cache-parallel` runs).
 DecodePoint measureDecodeStep(const std::string& modelPath, const DecoderSignature& signature,
                               int64_t context, const Plan* plan, const BackendLookup& backends,
-                              int repeats = 5);
+                              int repeats = 5, bool fillCache = false,
+                              const std::function<Plan(const Graph&)>& stepPlan = {});
 
 // The native default plan for a step graph (see above); Error when the
 // native backend is not in `backends`.
