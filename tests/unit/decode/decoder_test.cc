@@ -4,16 +4,14 @@
 #include "core/decode/decoder.h"
 
 #include <gtest/gtest.h>
-#include <sched.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <sstream>
-#include <thread>
 
 #include "../test_support.h"
 #include "backends/backend_list.h"
@@ -190,30 +188,15 @@ TEST(Decoder, CountsThePreemptionsDuringThePromptsPass) {
       return executor->run(in);
     };
   });
-  cpu_set_t all, one;
-  ASSERT_EQ(sched_getaffinity(0, sizeof all, &all), 0);
-  CPU_ZERO(&one);
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &all)) {
-      CPU_SET(c, &one);
-      break;
-    }
-  ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
-  std::atomic<bool> stop{false};
-  std::thread busy([&] {
-    sched_setaffinity(0, sizeof one, &one);
-    while (!stop.load(std::memory_order_relaxed)) {
-    }
-  });
+  auto busy = std::make_unique<test_support::BusyThreadOnThisCore>();
+  ASSERT_TRUE(busy->ok());
   GenerateOptions options;
   options.maxNewTokens = 2;
   // When to switch is the scheduler's choice: again if it did not.
   Generation g;
   for (int attempt = 0; attempt < 5 && g.prefillPreemptions == 0; ++attempt)
     g = decoder.generate(greedyFile("prompt"), options);
-  stop = true;
-  busy.join();
-  sched_setaffinity(0, sizeof all, &all);
+  busy.reset();
   EXPECT_EQ(decoder.promptRuns(), 1) << decoder.promptOneTokenAStepWhy();
   EXPECT_GT(g.prefillPreemptions, 0) << g.prefillMs << " ms";
   EXPECT_GE(g.stepPreemptions, 0);
