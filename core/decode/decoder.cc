@@ -47,7 +47,8 @@ Shape boundShape(const DeclaredInput& in, int sequenceAxis, int64_t sequence,
 }
 
 // Involuntary context switches of every thread of this process so far: the
-// scheduler took a core from us to give it to another process.
+// scheduler took a core from one of them (for another process, or for a
+// thread of ours waiting on the same core).
 int64_t involuntarySwitches() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);

@@ -83,8 +83,9 @@ struct Generation {
   // Importing the prompt's graph and compiling its Session (first prompt of
   // a length only), not in prefillMs: a peer's session is made beforehand.
   double prefillSetupMs = 0;
-  // How often another process took a core from this one (involuntary
-  // context switches, every thread) during the prefill's pass (its setup
+  // How often the scheduler took a core from one of this process's threads
+  // (involuntary context switches: for another process, or for a thread of
+  // its own pool sharing the core) during the prefill's pass (its setup
   // left out) and during the timed steps: 0 for times that are the model's
   // alone. On a shared machine a kernel's parallel region waits for its
   // preempted thread for scheduler slices (docs/decoding.md, "Timing on a
