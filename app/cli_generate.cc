@@ -58,6 +58,11 @@ void printGeneration(const GenerateCommandOptions& o, const Decoder& decoder, co
   if (g.prefillSetupMs > 0)
     std::printf("prefill setup: %.3f ms (importing and compiling the prompt's graph, not above)\n",
                 g.prefillSetupMs);
+  if (g.prefillPreemptions + g.stepPreemptions > 0)
+    std::printf(
+        "preempted: %lld time(s) in the prefill, %lld in the steps (the scheduler took a core "
+        "from a thread: those times are the machine's, docs/decoding.md)\n",
+        static_cast<long long>(g.prefillPreemptions), static_cast<long long>(g.stepPreemptions));
   if (steps.empty())
     std::printf("decode step: none run\n");
   else

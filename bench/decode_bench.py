@@ -9,10 +9,12 @@ For each model and context C:
      (`generate --print-bindings`), and, unless --no-optimize, a plan for
      them (`collage optimize --budget B`, every available backend unless
      --backends). `generate --plan` runs the prompt on the same plan,
-     its Session's first run: in the smoke runs (native backend alone)
-     that pass was far slower than the reference executor's, on the tiny
-     models (first-run costs?) and on the bench ones (a plan chosen for one
-     row?); not yet explained, so read the prefill column with care;
+     its Session's first run. On a machine shared with other processes a
+     pass with parallel regions can last scheduler slices (libgomp's
+     threads spinning on one core: docs/decoding.md, "Timing on a shared
+     machine"); `generate` then prints a `preempted:` line, and such a
+     round's times are the machine's. Run the bench under `chrt -f 10` or
+     on free cores;
   2. --rounds interleaved rounds, each running Collage (`generate` with a
      prompt of C ids and --steps new tokens, on the plan) then ONNX
      Runtime (the same prompt in one pass, then --steps steps, its
@@ -157,8 +159,10 @@ def bench(o, folder, names, node, bandwidth, contexts, work):
                 prefill_ratio.append(o_prefill / c_prefill)
                 ours.append((c_step, c_prefill))
                 theirs.append((o_step, o_prefill))
-                log("%s C=%d round %d: step collage %.3f ms, ort %.3f ms; prefill collage %.1f ms, ort %.1f ms"
-                    % (name, context, r + 1, c_step, o_step, c_prefill, o_prefill))
+                preempted = re.search(r"^preempted: .*", out, re.M)
+                log("%s C=%d round %d: step collage %.3f ms, ort %.3f ms; prefill collage %.1f ms, ort %.1f ms%s"
+                    % (name, context, r + 1, c_step, o_step, c_prefill, o_prefill,
+                       " (collage %s)" % preempted.group(0).split(" (")[0] if preempted else ""))
             weights, cache = model_bytes(path, context)
             bound_ms = (weights + cache) / bandwidth * 1e3
             c_step = statistics.median(x[0] for x in ours)

@@ -47,12 +47,16 @@ are printed (ONNX Runtime's are written by ort_greedy.js).
 """
 import argparse
 import os
+import sys
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
-F, I64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from graph_builder import GraphBuilder, decoder_inputs  # noqa: E402
+
+F = TensorProto.FLOAT
 FMIN = np.finfo(np.float32).min
 
 PRESETS = {
@@ -62,28 +66,6 @@ PRESETS = {
     "llama_style_tiny": dict(arch="llama", layers=2, E=64, H=4, Hkv=2, vocab=512, maxpos=0, inter=176, seed=4),
 }
 i64 = lambda *v: np.array(v, np.int64)
-
-
-class Builder:
-    def __init__(self):
-        self.nodes, self.inits, self.count = [], [], 0
-
-    def const(self, base, array):
-        self.count += 1
-        name = "%s_%d" % (base, self.count)
-        self.inits.append(numpy_helper.from_array(np.asarray(array), name))
-        return name
-
-    def op(self, kind, inputs, output=None, **attrs):
-        self.count += 1
-        out = output or "/%s_%d_output_0" % (kind, self.count)
-        self.nodes.append(helper.make_node(kind, inputs, [out], name="/%s_%d" % (kind, self.count), **attrs))
-        return out
-
-    def dim(self, tensor, axis):
-        """Shape(tensor)[axis] as a 1-element int64 tensor, as the exporter computes sizes."""
-        return self.op("Unsqueeze", [self.op("Gather", [self.op("Shape", [tensor]), self.const("axis", np.int64(axis))]),
-                                     self.const("axes", i64(0))])
 
 
 def weights(cfg, seed):
@@ -112,7 +94,7 @@ def weights(cfg, seed):
 
 
 def build(cfg, w, name):
-    g = Builder()
+    g = GraphBuilder(torch_names=True)
     E, H, Hkv, V, L = cfg["E"], cfg["H"], cfg["Hkv"], cfg["vocab"], cfg["layers"]
     D = E // H
     gpt2 = cfg["arch"] == "gpt2"
@@ -242,17 +224,10 @@ def build(cfg, w, name):
         h = rmsnorm(h, w["lnf"])
         g.op("MatMul", [h, g.const("lm_head.weight", w["lm_head"])], output="logits")
 
-    inputs = [helper.make_tensor_value_info("input_ids", I64, ["batch_size", "sequence_length"]),
-              helper.make_tensor_value_info("attention_mask", I64, ["batch_size", "past_sequence_length + sequence_length"]),
-              helper.make_tensor_value_info("position_ids", I64, ["batch_size", "sequence_length"])]
-    for n in range(L):
-        for kv in ("key", "value"):
-            inputs.append(helper.make_tensor_value_info("past_key_values.%d.%s" % (n, kv), F,
-                                                        ["batch_size", Hkv, "past_sequence_length", D]))
+    inputs = decoder_inputs(L, Hkv, D, "batch_size", "sequence_length", "past_sequence_length + sequence_length",
+                            "past_sequence_length")
     outputs = [helper.make_tensor_value_info("logits", F, ["batch_size", "sequence_length", V])] + presents
-    model = helper.make_model(helper.make_graph(g.nodes, name, inputs, outputs, g.inits),
-                              opset_imports=[helper.make_opsetid("", 17)], producer_name="collage-bench")
-    model.ir_version = 8
+    model = g.model(name, inputs, outputs, "collage-bench")
     return model
 
 

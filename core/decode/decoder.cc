@@ -1,5 +1,7 @@
 #include "core/decode/decoder.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -42,6 +44,15 @@ Shape boundShape(const DeclaredInput& in, int sequenceAxis, int64_t sequence,
     }
   }
   return s;
+}
+
+// Involuntary context switches of every thread of this process so far: the
+// scheduler took a core from one of them (for another process, or for a
+// thread of ours waiting on the same core).
+int64_t involuntarySwitches() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_nivcsw;
 }
 
 }  // namespace
@@ -371,6 +382,7 @@ bool Decoder::prefill(const std::vector<int64_t>& prompt, std::vector<float>& lo
   }
   if (prefillTokens_ != n) {
     const auto setup = std::chrono::steady_clock::now();
+    const int64_t switches = involuntarySwitches();
     // Another length: import the model for it (the Step first, it may hold
     // a Session on the old graph).
     prefillStep_ = {};
@@ -383,6 +395,7 @@ bool Decoder::prefill(const std::vector<int64_t>& prompt, std::vector<float>& lo
     }
     prefillSetupMs_ =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - setup).count();
+    prefillSetupPreemptions_ = involuntarySwitches() - switches;
   }
   if (!prefillStep_) return false;
   const std::vector<Tensor> out = prefillStep_(inputsFor(*prefillGraph_, prompt, 0));
@@ -466,6 +479,8 @@ Generation Decoder::generate(const std::vector<int64_t>& prompt, const GenerateO
   auto t0 = std::chrono::steady_clock::now();
   std::vector<float> logits;
   prefillSetupMs_ = 0;
+  prefillSetupPreemptions_ = 0;
+  const int64_t switches = involuntarySwitches();
   if (prefill(prompt, logits)) {
     promptRuns_ = 1;
   } else {
@@ -474,6 +489,7 @@ Generation Decoder::generate(const std::vector<int64_t>& prompt, const GenerateO
   }
   g.prefillSetupMs = prefillSetupMs_;
   g.prefillMs = msSince(t0) - prefillSetupMs_;
+  g.prefillPreemptions = involuntarySwitches() - switches - prefillSetupPreemptions_;
   int64_t row = n;
   for (;;) {
     if (options.keepLogits) g.logits.push_back(logits);
@@ -487,9 +503,11 @@ Generation Decoder::generate(const std::vector<int64_t>& prompt, const GenerateO
       g.stop = "max-new-tokens";
       break;
     }
+    const int64_t before = involuntarySwitches();
     t0 = std::chrono::steady_clock::now();
     logits = step(next, row++);
     g.stepMs.push_back(msSince(t0));
+    g.stepPreemptions += involuntarySwitches() - before;
   }
   return g;
 }

@@ -83,6 +83,15 @@ struct Generation {
   // Importing the prompt's graph and compiling its Session (first prompt of
   // a length only), not in prefillMs: a peer's session is made beforehand.
   double prefillSetupMs = 0;
+  // How often the scheduler took a core from one of this process's threads
+  // (involuntary context switches: for another process, or for a thread of
+  // its own pool sharing the core) during the prefill's pass (its setup
+  // left out) and during the timed steps: 0 for times that are the model's
+  // alone. On a shared machine a kernel's parallel region waits for its
+  // preempted thread for scheduler slices (docs/decoding.md, "Timing on a
+  // shared machine"), so a time with preemptions is the machine's.
+  int64_t prefillPreemptions = 0;
+  int64_t stepPreemptions = 0;
 };
 
 // The model at `path` imported for decode steps: one new token, batch 1,
@@ -212,7 +221,8 @@ class Decoder {
   std::unique_ptr<Graph> prefillGraph_;
   Step prefillStep_;
   std::string prefillWhy_;
-  double prefillSetupMs_ = 0;  // the last prefill's import and compile
+  double prefillSetupMs_ = 0;            // the last prefill's import and compile
+  int64_t prefillSetupPreemptions_ = 0;  // and the preemptions during them
   int64_t promptRuns_ = 0;
   // setCacheSlice's rows (all by default) and hook.
   int64_t sliceFirst_ = 0, sliceEnd_ = INT64_MAX;

@@ -30,10 +30,13 @@ import sys
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "bench", "models"))
+from graph_builder import GraphBuilder, decoder_inputs  # noqa: E402
 
 OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
-F, I64 = TensorProto.FLOAT, TensorProto.INT64
+F = TensorProto.FLOAT
 FMIN = np.finfo(np.float32).min
 V, E, H, D, LAYERS, MAXPOS, HIDDEN = 32, 16, 2, 8, 2, 64, 32
 PROMPT, NEW = [1, 2, 3], 10
@@ -52,24 +55,8 @@ layers = [dict(wq=rand(E, E, scale=E ** -0.5), wk=rand(E, E, scale=E ** -0.5),
           for _ in range(LAYERS)]
 wlm = rand(E, V, scale=2 * E ** -0.5)
 
-nodes, inits = [], []
-count = [0]
-
-
-def const(base, array):
-    count[0] += 1
-    name = "%s_%d" % (base, count[0])
-    inits.append(numpy_helper.from_array(np.asarray(array), name))
-    return name
-
-
-def op(kind, inputs, output=None, **attrs):
-    count[0] += 1
-    out = output or "%s_%d" % (kind.lower(), count[0])
-    nodes.append(helper.make_node(kind, inputs, [out], name="%s_%d" % (kind, count[0]), **attrs))
-    return out
-
-
+g = GraphBuilder()
+const, op = g.const, g.op
 i64 = lambda *v: np.array(v, np.int64)
 h = op("Add", [op("Gather", [const("wte", wte), "input_ids"]), op("Gather", [const("wpe", wpe), "position_ids"])])
 
@@ -110,17 +97,9 @@ for n, w in enumerate(layers):
                 helper.make_tensor_value_info(pv, F, ["batch", H, "total_sequence", D])]
 op("MatMul", [h, const("wlm", wlm)], output="logits")
 
-graph_inputs = [helper.make_tensor_value_info("input_ids", I64, ["batch", "sequence"]),
-                helper.make_tensor_value_info("attention_mask", I64, ["batch", "total_sequence"]),
-                helper.make_tensor_value_info("position_ids", I64, ["batch", "sequence"])]
-for n in range(LAYERS):
-    for kv in ("key", "value"):
-        graph_inputs.append(helper.make_tensor_value_info("past_key_values.%d.%s" % (n, kv), F,
-                                                          ["batch", H, "past_sequence", D]))
+graph_inputs = decoder_inputs(LAYERS, H, D, "batch", "sequence", "total_sequence", "past_sequence")
 outputs = [helper.make_tensor_value_info("logits", F, ["batch", "sequence", V])] + outputs
-model = helper.make_model(helper.make_graph(nodes, "tiny_decoder", graph_inputs, outputs, inits),
-                          opset_imports=[helper.make_opsetid("", 17)], producer_name="collage-tests")
-model.ir_version = 8
+model = g.model("tiny_decoder", graph_inputs, outputs, "collage-tests")
 onnx.checker.check_model(model)
 onnx.save(model, os.path.join(OUT, "tiny_decoder.onnx"))
 one = onnx.ModelProto()

@@ -40,6 +40,9 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "bench", "models"))
+from graph_builder import GraphBuilder  # noqa: E402
+
 OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
 F = TensorProto.FLOAT
 I64 = TensorProto.INT64
@@ -50,23 +53,6 @@ rng = np.random.default_rng(42)
 
 def rand(*shape, scale=1.0):
     return (rng.standard_normal(shape) * scale).astype(np.float32)
-
-
-class Graph:
-    def __init__(self):
-        self.nodes, self.inits, self.count = [], [], 0
-
-    def const(self, base, array):
-        self.count += 1
-        name = "%s_%d" % (base, self.count)
-        self.inits.append(numpy_helper.from_array(np.asarray(array), name))
-        return name
-
-    def op(self, op, inputs, output=None, **attrs):
-        self.count += 1
-        out = output or "%s_%d" % (op.lower(), self.count)
-        self.nodes.append(helper.make_node(op, inputs, [out], name="%s_%d" % (op, self.count), **attrs))
-        return out
 
 
 def softmax(x):
@@ -81,7 +67,7 @@ def decoder(name, layers, B, S, P, H, Hkv, D, scale, mask, repeat, concat_axis, 
     E = H * D
     L = P + S
     r = H // Hkv
-    g = Graph()
+    g = GraphBuilder()
     x = rand(B, S, E)
     attention_mask = np.ones((B, L), np.int64)
     for b, n in enumerate(pad):
@@ -182,9 +168,7 @@ def decoder(name, layers, B, S, P, H, Hkv, D, scale, mask, repeat, concat_axis, 
                          helper.make_tensor_value_info("past_key_values.%d.value" % i, F, [B, Hkv, P, D])]
     outputs = [helper.make_tensor_value_info("output", F, [B, S, E])] + outputs
     expected = [("output", h_np)] + expected
-    model = helper.make_model(helper.make_graph(g.nodes, name, graph_inputs, outputs, g.inits),
-                              opset_imports=[helper.make_opsetid("", 17)], producer_name="collage-tests")
-    model.ir_version = 8
+    model = g.model(name, graph_inputs, outputs, "collage-tests")
     onnx.checker.check_model(model)
     onnx.save(model, os.path.join(OUT, name + ".onnx"))
     for kind, data in (("input", inputs), ("output", expected)):

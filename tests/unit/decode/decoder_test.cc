@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <sstream>
 
 #include "../test_support.h"
@@ -166,6 +168,38 @@ TEST(Decoder, ReportsThePromptGraphsSetupApartFromThePrefill) {
   EXPECT_GT(decoder.generate(prompt, options).prefillSetupMs, 0.0);
   EXPECT_EQ(decoder.generate(prompt, options).prefillSetupMs, 0.0);
   EXPECT_GT(decoder.generate({1, 2, 3, 4}, options).prefillSetupMs, 0.0);
+}
+
+// On a shared machine another process may take a core in the middle of the
+// prompt's pass, and the pass then lasts scheduler slices (a parallel
+// region waits for its preempted thread): the generation says how often,
+// so that such a time is not read as the model's. A busy thread pinned to
+// this thread's core stands in for the other process; the pass spins for
+// 30 ms first, long enough for the scheduler to switch to it.
+TEST(Decoder, CountsThePreemptionsDuringThePromptsPass) {
+  const DecodeModel model = importDecodeModel(kTiny, 16);
+  Decoder decoder(model);
+  decoder.setPrefillRunner([](const Graph& prefill, std::string&) -> Decoder::Step {
+    auto executor = std::make_shared<ReferenceExecutor>(prefill);
+    return [executor](const std::vector<Tensor>& in) {
+      const auto t0 = std::chrono::steady_clock::now();
+      while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(30)) {
+      }
+      return executor->run(in);
+    };
+  });
+  auto busy = std::make_unique<test_support::BusyThreadOnThisCore>();
+  ASSERT_TRUE(busy->ok());
+  GenerateOptions options;
+  options.maxNewTokens = 2;
+  // When to switch is the scheduler's choice: again if it did not.
+  Generation g;
+  for (int attempt = 0; attempt < 5 && g.prefillPreemptions == 0; ++attempt)
+    g = decoder.generate(greedyFile("prompt"), options);
+  busy.reset();
+  EXPECT_EQ(decoder.promptRuns(), 1) << decoder.promptOneTokenAStepWhy();
+  EXPECT_GT(g.prefillPreemptions, 0) << g.prefillMs << " ms";
+  EXPECT_GE(g.stepPreemptions, 0);
 }
 
 // A model whose token inputs are fixed at one token ([batch, 1]) cannot

@@ -2,10 +2,8 @@
 // failed measurement, never a crash or hang of the tool. Real workers are
 // stood in for by small shell commands with exactly those behaviours.
 #include <gtest/gtest.h>
-#include <sched.h>
 
-#include <atomic>
-#include <thread>
+#include <memory>
 
 #include "core/measure/measurer.h"
 
@@ -111,21 +109,8 @@ TEST(Measurer, RunsAnotherProcessPreemptedAreLeftOut) {
   std::unique_ptr<Backend> native = createBackend("native");
   test_support::ThreadCountGuard restore;
   setThreadCount(1);
-  cpu_set_t all, one;
-  ASSERT_EQ(sched_getaffinity(0, sizeof all, &all), 0);
-  CPU_ZERO(&one);
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &all)) {
-      CPU_SET(c, &one);
-      break;
-    }
-  ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
-  std::atomic<bool> stop{false};
-  std::thread busy([&] {
-    sched_setaffinity(0, sizeof one, &one);
-    while (!stop.load(std::memory_order_relaxed)) {
-    }
-  });
+  auto busy = std::make_unique<test_support::BusyThreadOnThisCore>();
+  ASSERT_TRUE(busy->ok());
   MeasurerOptions options;
   options.maxSeconds = 1.0;
   options.targetSpread = 0;  // sample for the whole second
@@ -135,9 +120,7 @@ TEST(Measurer, RunsAnotherProcessPreemptedAreLeftOut) {
   Measurement m;
   for (int attempt = 0; attempt < 5 && m.preemptedRuns == 0; ++attempt)
     m = measureKernel(*native, KernelRequest::of(b.graph(), nodes), options);
-  stop = true;
-  busy.join();
-  sched_setaffinity(0, sizeof all, &all);
+  busy.reset();
   ASSERT_EQ(m.status, MeasurementStatus::Ok) << m.message;
   EXPECT_GT(m.preemptedRuns, 0) << m.samples << " samples, median " << m.medianNs << " ns, min " << m.minNs;
   EXPECT_GE(m.samples, options.minSamples);
