@@ -566,6 +566,19 @@ TEST(NativeInt8, BoundedReciprocalDecidesOnlyClearOfTies) {
     for (float x : xs)
       if (std::fabs(x * r) <= kReciprocalSaturates && std::nearbyint(x * r) != std::nearbyint(x / s))
         EXPECT_FALSE(reciprocalDecides(x * r)) << "x = " << x;
+#ifdef __AVX512F__
+    // The quantizers' 16 lanes apply the same rule: the product where it
+    // decides, the division elsewhere, bit for bit.
+    const __m512 vrec = _mm512_set1_ps(r), vs = _mm512_set1_ps(s);
+    for (size_t i = 0; i + 16 <= xs.size(); i += 16) {
+      float got[16];
+      _mm512_storeu_ps(got, divideByReciprocal16(_mm512_loadu_ps(xs.data() + i), vrec, vs));
+      for (size_t l = 0; l < 16; ++l) {
+        const float x = xs[i + l], want = reciprocalDecides(x * r) ? x * r : x / s;
+        EXPECT_EQ(std::memcmp(&got[l], &want, sizeof want), 0) << "x = " << x << ": " << got[l] << " vs " << want;
+      }
+    }
+#endif
   }
   EXPECT_GT(undecided, 0) << "the ties were left to the division";
 }
