@@ -87,6 +87,9 @@ class OneDnnPatternRule final : public PatternRule {
     std::vector<std::pair<NodeSet, std::string>> out;
     for (NodeId pad = 0; pad < graph.numNodes(); ++pad) {
       if (graph.node(pad).op != "Pad") continue;
+      // A Pad whose value or pads come at run time folds into no padding
+      // (compile refuses it, runtimeInputRefusal): not named either.
+      if (!runtimeInputsOf(graph.node(pad)).empty()) continue;
       NodeSet group(graph.numNodes());
       group.insert(pad);
       NodeId tail = pad, anchor = kNoNode;

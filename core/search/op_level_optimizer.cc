@@ -165,7 +165,10 @@ Cost stepCost(const OpLevelProblem& p, const LayoutCharges* layouts, const Devic
 // plan, and is dropped. Without it, k values waiting at one join with
 // two layouts each make up to 3^k states; with it, at most as many as the
 // ways to cover the joins. Returns how many it dropped.
-int64_t dropUndecidedJoins(const CandidateSet& cs, const std::vector<bool>& usableMask,
+// `covering` lists, per node, the usable candidates that contain it (looked up
+// once per search: CandidateSet::covering scans every candidate, and this
+// runs at every frontier).
+int64_t dropUndecidedJoins(const CandidateSet& cs, const std::vector<std::vector<int32_t>>& covering,
                            const LayoutCharges& layouts, Frontier& here, size_t& liveStates, size_t& liveBytes) {
   // Enumerating the combinations costs states x combinations: past this, the
   // group keeps its states (exact either way).
@@ -196,8 +199,8 @@ int64_t dropUndecidedJoins(const CandidateSet& cs, const std::vector<bool>& usab
     size_t combinations = 1;
     for (NodeId j : joins) {
       std::vector<int32_t> w;
-      for (int32_t c : cs.covering(j))
-        if (usableMask[static_cast<size_t>(c)] && !cs[c].nodes.intersects(set)) w.push_back(c);
+      for (int32_t c : covering[static_cast<size_t>(j)])
+        if (!cs[c].nodes.intersects(set)) w.push_back(c);
       if (w.empty()) break;  // a dead end for all of them: left to the search
       combinations *= w.size();
       if (combinations > kMaxCombinations) break;
@@ -291,6 +294,7 @@ OpLevelResult optimizeOpLevel(const OpLevelProblem& p, SearchObserver* observer,
   std::vector<int32_t> pos(static_cast<size_t>(n));
   for (int32_t i = 0; i < n; ++i) pos[static_cast<size_t>(order.order[static_cast<size_t>(i)])] = i;
   std::vector<std::vector<int32_t>> startAt(static_cast<size_t>(n));
+  std::vector<std::vector<int32_t>> coveringAt(layouts ? static_cast<size_t>(n) : 0);  // for the join rule
   // Each node's cheapest share of a candidate's kernel cost: what remains
   // costs at least the shares of its nodes (layout and copy charges only add).
   std::vector<Cost> share(static_cast<size_t>(n), kInvalidCost);
@@ -300,6 +304,7 @@ OpLevelResult optimizeOpLevel(const OpLevelProblem& p, SearchObserver* observer,
     int32_t first = n;
     cs[ci].nodes.forEach([&](NodeId m) { first = std::min(first, pos[static_cast<size_t>(m)]); });
     startAt[static_cast<size_t>(first)].push_back(c);
+    if (layouts) cs[ci].nodes.forEach([&](NodeId m) { coveringAt[static_cast<size_t>(m)].push_back(c); });
     Cost kernel = layouts ? layouts->kernelNs(c, p.costs[ci]) : p.costs[ci];
     if (p.epsilon) kernel += p.epsilon(cs[ci].backend);
     const Cost each = kernel / cs[ci].nodes.count();
@@ -465,7 +470,7 @@ OpLevelResult optimizeOpLevel(const OpLevelProblem& p, SearchObserver* observer,
       }
     }
     if (layouts && here.size() > 1) {
-      const int64_t dropped = dropUndecidedJoins(cs, usableMask, *layouts, here, liveStates, liveBytes);
+      const int64_t dropped = dropUndecidedJoins(cs, coveringAt, *layouts, here, liveStates, liveBytes);
       r.statesDominated += dropped;
       r.statesJoined += dropped;
     }

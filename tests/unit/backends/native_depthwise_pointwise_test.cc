@@ -347,6 +347,40 @@ TEST(NativeDepthwisePointwise, RefusesWhatItDoesNotTake) {
   }, "is a run-time tensor (constants taken)");
 }
 
+// An explicit Pad in front of the depthwise Conv (as tf2onnx writes SAME
+// padding) is no member the kernel takes: in the group, refused naming the
+// Pad, whatever its form (zero spatial, channel, reflect), at odd channel
+// counts. The Pad then runs apart (a native pass or oneDNN's Pad + Conv),
+// and the rule names the block after it, which the kernel takes.
+TEST(NativeDepthwisePointwise, RefusesAPadInFrontOfTheBlock) {
+  const std::vector<std::pair<AttributeMap, std::string>> pads = {
+      {attrs({{"pads", Ints{0, 0, 0, 0, 0, 0, 1, 1}}}), "zero, the end of H and W"},
+      {attrs({{"pads", Ints{0, 0, 1, 1, 0, 0, 1, 1}}}), "zero, both ends"},
+      {attrs({{"pads", Ints{0, 0, 1, 1, 0, 0, 1, 1}}, {"mode", std::string("reflect")}}), "reflect"},
+      {attrs({{"pads", Ints{0, 2, 0, 0, 0, 0, 0, 0}}}), "channels"},
+  };
+  for (int64_t c : {3, 17})
+    for (const auto& [pad, what] : pads) {
+      SCOPED_TRACE(std::to_string(c) + " channels, " + what);
+      GraphBuilder b;
+      const ValueId p = b.op("Pad", {b.input({1, c, 9, 7})}, pad);
+      const int64_t padded = b.shape(p)[1];
+      const ValueId d = b.op("Conv", {p, b.constant({padded, 1, 3, 3})}, attrs({{"group", padded}}));
+      const ValueId y = b.op("Conv", {b.op("Relu", {d}), b.constant({5, padded, 1, 1})});
+      const NodeSet group = b.finish(y);
+      const Graph& g = b.graph();
+      const std::string why = refusalOf(g, group);
+      EXPECT_EQ(why.rfind("depthwise_pointwise: ", 0), 0u) << why;
+      EXPECT_NE(why.find("node '" + g.node(g.value(p).producer).name + "' (Pad)"), std::string::npos) << why;
+      EXPECT_NE(why.find("is not part of the block"), std::string::npos) << why;
+      // The block after the Pad is named, and runs as this kernel.
+      const auto groups = native::depthwisePointwiseGroups(g);
+      ASSERT_EQ(groups.size(), 1u);
+      EXPECT_FALSE(groups[0].first.contains(g.value(p).producer));
+      expectBlockMatches(g, groups[0].first);
+    }
+}
+
 TEST(NativeDepthwisePointwise, RefusesAnIntermediateReadOutside) {
   // The depthwise output also read by a node outside the group: the group
   // would have two outputs, and the kernel never writes the first.

@@ -19,6 +19,7 @@
 
 #include "backends/backend_list.h"
 #include "backends/native/native_backend.h"
+#include "backends/native/native_byte_table.h"
 #include "backends/onednn/dynamic_quantize.h"
 #include "core/measure/kernel_check.h"
 #include "core/patterns/backend_spec.h"
@@ -518,6 +519,70 @@ TEST(NativeInt8, OnlyAPowerOfTwoScaleHasAnExactReciprocal) {
     EXPECT_FALSE(exactReciprocal(s, r)) << s;
 }
 
+// The other scales (core/ops/requantize.h): a reciprocal is taken only where
+// the scale and its reciprocal are normal floats (refused: zeros,
+// denormals, a scale whose reciprocal is denormal or overflows, infinities,
+// NaN), and the product decides the integer only clear of a rounding tie:
+// wherever reciprocalDecides says so, x * RN(1 / scale) rounds to the
+// division's integer (or both saturate to the same end), for ties, their
+// neighbours and random values at each scale; at the ties where the two
+// differ, it says no.
+TEST(NativeInt8, BoundedReciprocalDecidesOnlyClearOfTies) {
+  float r = 0.0f;
+  for (float s : {1.0f / 255.0f, 0.0123f, 3.0f, 0.1f, 1e30f, 1e-30f, FLT_MIN, -0.07f, 0.5f}) {
+    EXPECT_TRUE(boundedReciprocal(s, r)) << s;
+    EXPECT_EQ(r, 1.0f / s) << s;
+  }
+  for (float s : {0.0f, -0.0f, 1e-40f, 0x1p-149f, 3e38f, FLT_MAX, std::numeric_limits<float>::infinity(),
+                  -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()})
+    EXPECT_FALSE(boundedReciprocal(s, r)) << s;
+  std::mt19937 rng(40);
+  std::uniform_real_distribution<float> wide(-2000.0f, 2000.0f);
+  int64_t undecided = 0;
+  for (float s : {1.0f / 255.0f, 0.0123f, 0.0371f, 3.0f, 0.1f, 1e-30f, 1e30f, -0.07f}) {
+    SCOPED_TRACE("scale " + std::to_string(s));
+    ASSERT_TRUE(boundedReciprocal(s, r));
+    std::vector<float> xs;
+    for (int k = -1100; k <= 1100; ++k) {
+      const float tie = (static_cast<float>(k) + 0.5f) * s;
+      for (float x : {tie, std::nextafter(tie, 0.0f), std::nextafter(tie, 2 * tie + 1), static_cast<float>(k) * s})
+        xs.push_back(x);
+    }
+    for (int i = 0; i < 20000; ++i) xs.push_back(wide(rng) * s);
+    for (float x : xs) {
+      const float q = x * r, exact = x / s;
+      const float a = std::nearbyint(q), b = std::nearbyint(exact);
+      if (!reciprocalDecides(q)) {
+        ++undecided;
+        continue;
+      }
+      if (std::fabs(q) > kReciprocalSaturates) {
+        EXPECT_TRUE((a > 600) == (b > 600) && (a < -600) == (b < -600)) << "x = " << x << ": " << q << " vs " << exact;
+      } else {
+        EXPECT_EQ(a, b) << "x = " << x << ": x * r = " << q << ", x / scale = " << exact;
+      }
+    }
+    // Where the product and the division round apart, the rule divides.
+    for (float x : xs)
+      if (std::fabs(x * r) <= kReciprocalSaturates && std::nearbyint(x * r) != std::nearbyint(x / s))
+        EXPECT_FALSE(reciprocalDecides(x * r)) << "x = " << x;
+#ifdef __AVX512F__
+    // The quantizers' 16 lanes apply the same rule: the product where it
+    // decides, the division elsewhere, bit for bit.
+    const __m512 vrec = _mm512_set1_ps(r), vs = _mm512_set1_ps(s);
+    for (size_t i = 0; i + 16 <= xs.size(); i += 16) {
+      float got[16];
+      _mm512_storeu_ps(got, divideByReciprocal16(_mm512_loadu_ps(xs.data() + i), vrec, vs));
+      for (size_t l = 0; l < 16; ++l) {
+        const float x = xs[i + l], want = reciprocalDecides(x * r) ? x * r : x / s;
+        EXPECT_EQ(std::memcmp(&got[l], &want, sizeof want), 0) << "x = " << x << ": " << got[l] << " vs " << want;
+      }
+    }
+#endif
+  }
+  EXPECT_GT(undecided, 0) << "the ties were left to the division";
+}
+
 // QuantizeLinear multiplies by 1 / scale only where that gives the spec's
 // division bit for bit: every class of float32 input (everyFloatClass), for
 // power-of-two scales (the multiplication, the smallest normal and the
@@ -759,6 +824,41 @@ TEST(NativeInt8, AQuantizedJoinRunsAsOneTableLookup) {
       c.expectExact("256 table");
     }
   }
+}
+
+// Every join the table takes (native_byte_table.h: Add, Sub, Mul, Max, Min,
+// then an activation) at odd channel counts and sizes, u8 in and s8 out or
+// the other way, against the reference's bytes; and the backend's rule
+// names each as one group.
+TEST(NativeInt8, EveryQuantizedJoinAtOddChannelsRunsAsOneTableLookup) {
+  const char* joins[] = {"Add", "Sub", "Mul", "Max", "Min"};
+  const Shape shapes[] = {{1, 17, 17, 15}, {2, 7, 19, 17}};
+  int k = 0;
+  for (const char* join : joins)
+    for (const Shape& shape : shapes) {
+      const ElementType in = k % 2 ? S8 : U8, out = k % 2 ? U8 : S8;
+      ++k;
+      SCOPED_TRACE(std::string(join) + " " + shapeToString(shape) + " " + std::string(elementTypeName(in)) + " -> " +
+                   std::string(elementTypeName(out)));
+      Case c;
+      const ValueId a = c.input(c.bytes(in, shape));
+      const ValueId b = c.input(c.bytes(in, shape));
+      const int64_t zin = in == U8 ? 131 : -3, zout = out == U8 ? 100 : 7;
+      const ValueId da = c.node("DequantizeLinear", {a, c.constant(Case::floats({}, {0.0371f})),
+                                                     c.constant(Case::ints(in, {}, {zin}))}, {}, 1, true)[0];
+      const ValueId db = c.node("DequantizeLinear", {b, c.constant(Case::floats({}, {0.0213f})),
+                                                     c.constant(Case::ints(in, {}, {zin - 2}))}, {}, 1, true)[0];
+      ValueId v = c.node(join, {da, db}, {}, 1, true)[0];
+      AttributeMap clip;
+      clip.set("min", Attribute(-1.5f));
+      clip.set("max", Attribute(2.5f));
+      v = c.node("Clip", {v}, clip, 1, true)[0];
+      c.node("QuantizeLinear", {v, c.constant(Case::floats({}, {0.0173f})), c.constant(Case::ints(out, {}, {zout}))});
+      c.expectExact("256x256 table");
+      const auto groups = native::quantizedJoinGroups(c.graph());
+      ASSERT_EQ(groups.size(), 1u);
+      EXPECT_EQ(groups[0].first.count(), c.graph().numNodes());
+    }
 }
 
 // Where the rule does not hold the join runs as the float pass, still

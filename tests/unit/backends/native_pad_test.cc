@@ -245,6 +245,46 @@ TEST(NativePad, RefusesPadsThatAreNotZeroPadding) {
   }
 }
 
+// Pads given as inputs rather than attributes. A constant input the
+// importer makes an attribute (op_registry.h), so what stays an input is a
+// run-time tensor: its padding is known only when the model runs, so a
+// fused pass cannot be cut by it (pads) or cannot take it as the zero it
+// assumes (constant_value). Refused in a fused group, with the reason; the
+// Pad alone runs on the reference kernel, which reads them at run time.
+TEST(NativePad, RefusesPadsGivenAsRunTimeInputs) {
+  const std::unique_ptr<Backend> backend = createBackend("native");
+  {
+    SCOPED_TRACE("constant_value as a run-time input, pads an attribute");
+    GraphBuilder b;
+    b.endGroup();
+    const ValueId x = b.input({1, 7, 5, 5});
+    const ValueId value = b.input({});
+    b.beginGroup();
+    const ValueId p = b.op("Pad", {x, kNoValue, value}, attrs({{"pads", Ints{0, 0, 1, 1, 0, 0, 1, 1}}}));
+    const NodeSet group = b.finish(b.op("Relu", {p}));
+    const CompileResult r = backend->compile(KernelRequest::of(b.graph(), group, "test"));
+    ASSERT_FALSE(r) << "expected a refusal";
+    EXPECT_NE(r.refusal.find("run-time tensor"), std::string::npos) << r.refusal;
+    EXPECT_NE(r.refusal.find("node 'Pad"), std::string::npos) << r.refusal;
+  }
+  {
+    SCOPED_TRACE("pads as a run-time input, the output shape declared");
+    Graph g;
+    const ValueId x = g.addInput("x", {ElementType::Float32, {1, 3, 4, 4}});
+    const ValueId pads = g.addInput("pads", {ElementType::Int64, {8}});
+    const ValueId y = g.addValue("y", {ElementType::Float32, {1, 3, 6, 6}});
+    const ValueId z = g.addValue("z", {ElementType::Float32, {1, 3, 6, 6}});
+    g.addNode(Node{"pad", "Pad", attrs({{"mode", std::string("constant")}, {"constant_value", 0.0f}}), {x, pads}, {y}});
+    g.addNode(Node{"relu", "Relu", AttributeMap{}, {y}, {z}});
+    g.markOutput(z);
+    g.finalize();
+    const CompileResult r = backend->compile(KernelRequest::of(g, NodeSet::of(g.numNodes(), {0, 1}), "test"));
+    ASSERT_FALSE(r) << "expected a refusal";
+    EXPECT_NE(r.refusal.find("node 'pad'"), std::string::npos) << r.refusal;
+    EXPECT_NE(r.refusal.find("run-time"), std::string::npos) << r.refusal;
+  }
+}
+
 // The backend's rules (its spec's styles and its rule in code) offer
 // Pad -> Add -> Relu as one group and the backend compiles it, so the
 // search can measure and pick it.

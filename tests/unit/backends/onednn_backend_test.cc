@@ -1026,6 +1026,127 @@ TEST_F(OneDnn, RefusesAPadThatDoesNotFold) {
   }
 }
 
+// Pad -> depthwise Conv -> activation as the rule names it (wholeGroups),
+// at odd channel counts, batch 2 and odd sizes, for every zero pad form that
+// folds: both ends, the end only (tf2onnx's SAME at stride 2), the start
+// only, one spatial axis, all zeros, and pads given per axis (`axes`). Each
+// named, compiled with the Pad as the Conv's padding, and matching the
+// reference.
+TEST_F(OneDnn, PadThenDepthwiseConvAtOddChannelsInEveryFoldingForm) {
+  std::shared_ptr<const PatternRule> rule = backend_->codeRule();
+  ASSERT_TRUE(rule);
+  struct Form {
+    AttributeMap pad;
+    const char* what;
+  };
+  const std::vector<Form> forms = {
+      {attrs({{"pads", Ints{0, 0, 1, 1, 0, 0, 1, 1}}}), "both ends"},
+      {attrs({{"pads", Ints{0, 0, 0, 0, 0, 0, 1, 1}}}), "the end only"},
+      {attrs({{"pads", Ints{0, 0, 2, 1, 0, 0, 0, 0}}}), "the start only"},
+      {attrs({{"pads", Ints{0, 0, 0, 1, 0, 0, 0, 2}}}), "W only"},
+      {attrs({{"pads", Ints{0, 0, 0, 0, 0, 0, 0, 0}}}), "all zero"},
+      {attrs({{"pads", Ints{1, 0, 1, 1}}, {"axes", Ints{2, 3}}}), "per axis"},
+  };
+  for (int64_t c : {3, 7, 17})
+    for (int64_t stride : {1, 2})
+      for (const Form& f : forms) {
+        const std::string what = std::to_string(c) + " channels, stride " + std::to_string(stride) + ", " + f.what;
+        SCOPED_TRACE(what);
+        GraphBuilder b;
+        b.endGroup();
+        const ValueId x = b.input({2, c, 9, 7});
+        b.beginGroup();
+        const ValueId p = b.op("Pad", {x}, f.pad);
+        const ValueId conv = b.op("Conv", {p, b.constant({c, 1, 3, 3}), b.constant({c})},
+                                  attrs({{"group", c}, {"strides", Ints{stride, stride}}}));
+        const NodeSet group = b.finish(b.op("Clip", {conv}, attrs({{"min", 0.0f}, {"max", 6.0f}})));
+        const Graph& g = b.graph();
+        bool named = false;
+        for (const auto& [nodes, label] : rule->wholeGroups(g)) named = named || nodes == group;
+        EXPECT_TRUE(named);
+        const CompileResult k = backend_->compile(KernelRequest::of(g, group));
+        ASSERT_TRUE(k) << k.refusal;
+        EXPECT_NE(describeOneDnnKernel(*k.kernel).find("Pad + Conv"), std::string::npos)
+            << describeOneDnnKernel(*k.kernel);
+        const KernelCheckResult r = checkKernelAgainstReference(*backend_, g, group, 3);
+        EXPECT_TRUE(r.compiled && r.ok) << r.refusal << r.message;
+      }
+}
+
+// The Pads that do not fold, in the group the rule would name: each
+// refused at compile time with the reason, and not named. Non-zero and
+// non-constant modes, a negative (cropping) pad, a channel pad, and a Pad
+// whose constant_value or pads are run-time inputs rather than attributes.
+TEST_F(OneDnn, PadThenDepthwiseConvRefusesWhatDoesNotFold) {
+  std::shared_ptr<const PatternRule> rule = backend_->codeRule();
+  ASSERT_TRUE(rule);
+  auto check = [&](const Graph& g, const NodeSet& group, const std::string& mention) {
+    const CompileResult k = backend_->compile(KernelRequest::of(g, group));
+    EXPECT_FALSE(k) << "compiled: " << describeOneDnnKernel(*k.kernel);
+    EXPECT_NE(k.refusal.find(mention), std::string::npos) << k.refusal;
+    for (const auto& [nodes, label] : rule->wholeGroups(g))
+      EXPECT_FALSE(nodes == group) << "named as " << label;
+  };
+  struct Case {
+    AttributeMap pad;
+    std::string mention;
+  };
+  const Ints spatial{0, 0, 1, 1, 0, 0, 1, 1};
+  const std::vector<Case> cases = {
+      {attrs({{"pads", spatial}, {"mode", std::string("reflect")}}), "constant-zero"},
+      {attrs({{"pads", spatial}, {"mode", std::string("edge")}}), "constant-zero"},
+      {attrs({{"pads", spatial}, {"constant_value", -1.0f}}), "constant-zero"},
+      {attrs({{"pads", Ints{0, 0, -1, 0, 0, 0, 1, 1}}}), "non-negative"},
+      {attrs({{"pads", Ints{0, 0, 1, 1, 0, 0, 1, 1}}, {"mode", std::string("wrap")}}), "constant-zero"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.mention);
+    GraphBuilder b;
+    const ValueId p = b.op("Pad", {b.input({1, 7, 8, 8})}, c.pad);
+    const int64_t ch = b.shape(p)[1];
+    const ValueId conv = b.op("Conv", {p, b.constant({ch, 1, 3, 3})}, attrs({{"group", ch}}));
+    const NodeSet group = b.finish(b.op("Relu", {conv}));
+    check(b.graph(), group, c.mention);
+  }
+  {
+    SCOPED_TRACE("a channel pad before a depthwise Conv of the padded channels");
+    GraphBuilder b;
+    const ValueId p = b.op("Pad", {b.input({1, 5, 8, 8})}, attrs({{"pads", Ints{0, 0, 0, 0, 0, 2, 0, 0}}}));
+    const ValueId conv = b.op("Conv", {p, b.constant({7, 1, 3, 3})}, attrs({{"group", int64_t{7}}}));
+    const NodeSet group = b.finish(b.op("Relu", {conv}));
+    check(b.graph(), group, "spatial");
+  }
+  {
+    SCOPED_TRACE("constant_value as a run-time input");
+    GraphBuilder b;
+    b.endGroup();
+    const ValueId x = b.input({1, 7, 8, 8});
+    const ValueId value = b.input({});
+    b.beginGroup();
+    const ValueId p = b.op("Pad", {x, kNoValue, value}, attrs({{"pads", spatial}}));
+    const ValueId conv = b.op("Conv", {p, b.constant({7, 1, 3, 3})}, attrs({{"group", int64_t{7}}}));
+    const NodeSet group = b.finish(b.op("Relu", {conv}));
+    check(b.graph(), group, "run-time");
+  }
+  {
+    SCOPED_TRACE("pads as a run-time input, the output shape declared");
+    Graph g;
+    const ValueId x = g.addInput("x", {ElementType::Float32, {1, 7, 8, 8}});
+    const ValueId pads = g.addInput("pads", {ElementType::Int64, {8}});
+    const ValueId w = g.addConstant("w", Tensor::fromFloats({7, 1, 3, 3}, std::vector<float>(63, 0.1f)));
+    const ValueId y = g.addValue("y", {ElementType::Float32, {1, 7, 10, 10}});
+    const ValueId z = g.addValue("z", {ElementType::Float32, {1, 7, 8, 8}});
+    g.addNode(Node{"pad", "Pad", attrs({{"mode", std::string("constant")}, {"constant_value", 0.0f}}), {x, pads}, {y}});
+    AttributeMap conv = attrs({{"group", int64_t{7}}});
+    for (const AttributeSpec& a : OpRegistry::instance().get("Conv").attributes)
+      if (!conv.has(a.name) && a.defaultValue) conv.set(a.name, *a.defaultValue);
+    g.addNode(Node{"conv", "Conv", conv, {y, w}, {z}});
+    g.markOutput(z);
+    g.finalize();
+    check(g, NodeSet::of(g.numNodes(), {0, 1}), "run-time");
+  }
+}
+
 // ---- a channels-last Transpose read as the Conv's nhwc source --------------
 
 TEST_F(OneDnn, ChannelsLastTransposeIsTheConvsSource) {

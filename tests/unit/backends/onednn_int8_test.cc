@@ -867,6 +867,46 @@ TEST_F(OneDnnInt8, QdqConvEndingInQuantizeLinearWritesItsIntegers) {
   }
 }
 
+// The same group at odd channel counts and sizes: 3 -> 7 channels at 3x3,
+// 17 -> 5 at 1x1 with stride 2, batch 2, and a depthwise convolution of 17
+// channels (group 17) with asymmetric pads, each ending in its
+// QuantizeLinear (u8 and s8) and writing the integers the spec's division
+// gives.
+TEST_F(OneDnnInt8, QdqConvEndingInQuantizeLinearAtOddChannels) {
+  struct Case {
+    Shape x, w;
+    int64_t group;
+    Ints strides, pads;
+    ElementType t;
+  };
+  const ElementType u8 = ElementType::UInt8, s8 = ElementType::Int8;
+  for (const Case& k : {Case{{1, 3, 13, 9}, {7, 3, 3, 3}, 1, {1, 1}, {1, 1, 1, 1}, u8},
+                        Case{{2, 17, 11, 7}, {5, 17, 1, 1}, 1, {2, 2}, {0, 0, 0, 0}, s8},
+                        Case{{1, 17, 10, 9}, {17, 1, 3, 3}, 17, {2, 2}, {0, 0, 1, 1}, u8}}) {
+    const std::string what = shapeToString(k.x) + " * " + shapeToString(k.w) + " group " + std::to_string(k.group);
+    SCOPED_TRACE(what);
+    GraphBuilder b;
+    b.endGroup();
+    const ValueId x = b.input(k.x);
+    const ValueId xs = b.scalar(0.02f), xz = intValues(b, u8, {}, {128});
+    const ValueId xq = b.op("QuantizeLinear", {x, xs, xz});
+    b.beginGroup();
+    const ValueId dq = b.op("DequantizeLinear", {xq, xs, xz});
+    const ValueId conv = b.op("Conv", {dq, quantizedFloatWeights(b, k.w, 0, true, 11), b.constant({k.w[0]})},
+                              attrs({{"pads", Attribute(k.pads)}, {"strides", Attribute(k.strides)},
+                                     {"group", Attribute(k.group)}}));
+    const ValueId out = b.op("QuantizeLinear", {b.op("Relu", {conv}), b.scalar(0.0371f),
+                                                intValues(b, k.t, {}, {k.t == u8 ? 3 : -9})});
+    const NodeSet nodes = b.finish(out);
+    const Graph& g = b.graph();
+    const onednn::Int8Analysis a = onednn::analyzeInt8(KernelRequest::of(g, nodes));
+    ASSERT_TRUE(a.ok()) << a.refusal;
+    EXPECT_NE(a.product.describe(g).find(k.t == u8 ? "QuantizeLinear -> u8" : "QuantizeLinear -> s8"), std::string::npos)
+        << a.product.describe(g);
+    expectQuantizedOutput(*backend_, g, nodes, g.value(out).producer, what);
+  }
+}
+
 // The residual join in the convolution's epilogue: DequantizeLinear(a) ->
 // Conv -> Add(DequantizeLinear(b), made outside) -> Relu -> QuantizeLinear
 // is one kernel writing u8, the Add a post-op reading the float residual.
@@ -1021,6 +1061,38 @@ TEST_F(OneDnnInt8, QuantizeLinearEndingAGroupIsRefusedWithTheReason) {
     b.graph().markOutput(relu);
     expectRefusal(b, b.op("QuantizeLinear", {relu, b.scalar(0.05f), intValues(b, ElementType::UInt8, {}, {0})}),
                   {"2 outputs"});
+  }
+}
+
+// More of what the QuantizeLinear ending a group may not be, refused naming
+// it with the reason: a zero scale, a zero point computed at run time, and a
+// QuantizeLinear that does not alone read the end of the float chain.
+TEST_F(OneDnnInt8, QuantizeLinearEndingAGroupRefusesZeroScaleAndRunTimeZeroPoint) {
+  auto group = [](GraphBuilder& b) {
+    b.endGroup();
+    const ValueId x = b.input({1, 7, 5, 5});
+    const ValueId xs = b.scalar(0.02f), xz = intValues(b, ElementType::UInt8, {}, {128});
+    const ValueId xq = b.op("QuantizeLinear", {x, xs, xz});
+    b.beginGroup();
+    const ValueId dq = b.op("DequantizeLinear", {xq, xs, xz});
+    return b.op("Relu", {b.op("Conv", {dq, quantizedFloatWeights(b, {7, 7, 1, 1}, 0, false, 3)})});
+  };
+  {
+    SCOPED_TRACE("zero scale");
+    GraphBuilder b;
+    const ValueId f = group(b);
+    expectRefusal(b, b.op("QuantizeLinear", {f, b.scalar(0.0f), intValues(b, ElementType::UInt8, {}, {0})}),
+                  {"QuantizeLinear", "is zero or not finite"});
+  }
+  {
+    SCOPED_TRACE("zero point computed at run time");
+    GraphBuilder b;
+    const ValueId f = group(b);
+    b.endGroup();
+    const ValueId zp = b.op("QuantizeLinear", {b.input({}), b.scalar(1.0f), intValues(b, ElementType::UInt8, {}, {0})});
+    b.beginGroup();
+    expectRefusal(b, b.op("QuantizeLinear", {f, b.scalar(0.05f), zp}),
+                  {"QuantizeLinear", "constant per-tensor output zero point"});
   }
 }
 

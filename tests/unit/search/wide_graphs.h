@@ -16,7 +16,9 @@
 // block's Concat while the chain goes on.
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -150,6 +152,94 @@ inline Graph cspQuantizedGraph(const CspGraphShape& s) {
   const ValueId box = unit(convFrom(q, scale, zp, 2 * c, c), c, c);
   const ValueId cls = unit(convFrom(q, scale, zp, 2 * c, c), c, c);
   b.finish(b.op("Concat", {box, cls}, attrs({{"axis", int64_t{1}}})));
+  return std::move(b.graph());
+}
+
+// A third family, float and inception-like, as tf2onnx writes a mobile
+// detector: stages where one value fans out to many branches of different
+// forms, written interleaved op by op, and joined by a Concat and a 1x1
+// reduction. The branch forms cycle: a 1x1 convolution; 1x1 then an explicit
+// spatial Pad and a 3x3; an explicit Pad, a depthwise 3x3 and a pointwise
+// convolution; a MaxPool and a 1x1; each convolution followed by a Relu, and
+// each branch repeated `depth` times. The last stage is a many-head output:
+// its branches are graph outputs, no Concat. Every branch's output waits at
+// a join while the others go on, and the fanned-out value is pending for all
+// its readers at once: the frontier the op-level search must keep small.
+struct InceptionGraphShape {
+  int stages = 17;
+  int branches = 16;
+  int depth = 2;     // each branch's form, repeated
+  int channels = 4;  // per branch
+  int size = 8;      // spatial
+};
+
+inline Graph inceptionGraph(const InceptionGraphShape& s) {
+  GraphBuilder b(17);
+  b.endGroup();
+  const int64_t c = s.channels;
+  const Ints noPads{0, 0, 0, 0}, spatialPad{0, 0, 1, 1, 0, 0, 1, 1};
+  auto conv = [&](ValueId x, int64_t cin, int64_t k, const Ints& pads, int64_t group = 1) {
+    const ValueId y = b.op("Conv", {x, b.constant({c, cin / group, k, k}), b.constant({c})},
+                           attrs({{"pads", pads}, {"group", group}}));
+    return b.op("Relu", {y});
+  };
+  // Every stage reads c channels (the reduction's), so the depthwise
+  // convolution reads as many channels as it writes.
+  ValueId x = b.input({1, c, s.size, s.size});
+  const int64_t cin = c;
+  for (int stage = 0; stage < s.stages; ++stage) {
+    const bool heads = stage == s.stages - 1;
+    // Each branch as a list of steps; step k of every branch is written
+    // before step k + 1 of any, as an exporter interleaves them.
+    struct Branch {
+      ValueId at;
+      int64_t ch;
+      std::vector<std::function<void(Branch&)>> steps;
+    };
+    std::vector<Branch> branches(static_cast<size_t>(s.branches));
+    for (int j = 0; j < s.branches; ++j) {
+      Branch& br = branches[static_cast<size_t>(j)];
+      br.at = x;
+      br.ch = cin;
+      for (int d = 0; d < s.depth; ++d) {
+        switch (j % 4) {
+          case 0:
+            br.steps.push_back([&](Branch& w) { w.at = conv(w.at, w.ch, 1, noPads); w.ch = c; });
+            break;
+          case 1:
+            br.steps.push_back([&](Branch& w) { w.at = conv(w.at, w.ch, 1, noPads); w.ch = c; });
+            br.steps.push_back([&](Branch& w) { w.at = b.op("Pad", {w.at}, attrs({{"pads", spatialPad}})); });
+            br.steps.push_back([&](Branch& w) { w.at = conv(w.at, w.ch, 3, noPads); });
+            break;
+          case 2:
+            br.steps.push_back([&](Branch& w) { w.at = b.op("Pad", {w.at}, attrs({{"pads", spatialPad}})); });
+            br.steps.push_back([&](Branch& w) { w.at = conv(w.at, c, 3, noPads, c); });
+            br.steps.push_back([&](Branch& w) { w.at = conv(w.at, c, 1, noPads); });
+            break;
+          default:
+            br.steps.push_back([&](Branch& w) {
+              w.at = b.op("MaxPool", {w.at}, attrs({{"kernel_shape", Ints{3, 3}}, {"pads", Ints{1, 1, 1, 1}}}));
+            });
+            br.steps.push_back([&](Branch& w) { w.at = conv(w.at, w.ch, 1, noPads); w.ch = c; });
+            break;
+        }
+      }
+    }
+    size_t longest = 0;
+    for (const Branch& br : branches) longest = std::max(longest, br.steps.size());
+    for (size_t k = 0; k < longest; ++k)
+      for (Branch& br : branches)
+        if (k < br.steps.size()) br.steps[k](br);
+    std::vector<ValueId> outs;
+    for (const Branch& br : branches) outs.push_back(br.at);
+    if (heads) {
+      for (size_t j = 1; j < outs.size(); ++j) b.graph().markOutput(outs[j]);
+      x = outs[0];
+      break;
+    }
+    x = conv(b.op("Concat", outs, attrs({{"axis", int64_t{1}}})), c * s.branches, 1, noPads);
+  }
+  b.finish(x);
   return std::move(b.graph());
 }
 
