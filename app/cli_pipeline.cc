@@ -292,6 +292,7 @@ void project(const PipeGraph& pipe, const Graph& graph, const Topology& measured
       const MicroBatchSchedule schedule = scheduleMicroBatches(g, topology, pipe);
       SimulationOptions so;
       for (const auto& s : schedule.stages) so.inFlight.push_back(s.inFlight);
+      so.handOverSeconds = queueHandOverSeconds(g, pipe, topology);
       std::map<std::string, double> perDevice;
       for (const auto& s : g.stages)
         for (const auto& d : s.devices) perDevice[d] += weightBytesOf(graph, s.nodes);
@@ -354,6 +355,7 @@ void simulateStrategies(const PipeGraph& pipe, const Graph& graph, const Topolog
       SimulationOptions so;
       so.microBatches = samples / g->microBatch;
       for (const auto& st : schedule.stages) so.inFlight.push_back(st.inFlight);
+      so.handOverSeconds = queueHandOverSeconds(*g, pipe, topology);
       line(name, simulatePipeline(*g, pipe, topology, so), *g);
     } catch (const Error& e) {
       std::printf("  %s: not simulated: %s\n", name, e.what());

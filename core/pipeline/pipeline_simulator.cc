@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/ir/error.h"
+#include "core/pipeline/stage_cost.h"
 
 namespace collage {
 
@@ -35,33 +36,18 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-}  // namespace
+// The queues the runtime wires: one per pair of stages a value crosses
+// (the stage graph's order-only edges constrain nothing at run time), each
+// with its bytes per micro-batch and the slowest link between the two
+// stages' devices. Errors name the stage with a device the topology lacks,
+// the node in no stage, the queue that points backward.
+struct Wiring {
+  std::vector<SimEdge> edges;
+  std::vector<std::vector<int>> inEdges, outEdges;  // by stage: indices into edges
+};
 
-double PollingWait::end(double seconds) const {
-  if (!(firstNapSeconds > 0) || seconds <= 0) return std::max(0.0, seconds);
-  double t = 0, nap = firstNapSeconds;
-  while (t < seconds) {
-    t += nap;
-    nap = std::min(nap * 2, std::max(maxNapSeconds, firstNapSeconds));
-  }
-  return t;
-}
-
-SimulationReport simulatePipeline(const StageGraph& stages, const PipeGraph& graph,
-                                  const Topology& topology, const SimulationOptions& options) {
+Wiring wireQueues(const StageGraph& stages, const PipeGraph& graph, const Topology& topology) {
   const int n = static_cast<int>(stages.stages.size());
-  const int mCount = std::max(0, options.microBatches);
-  SimulationReport out;
-  out.microBatches = mCount;
-  out.microBatch = stages.microBatch;
-  out.stages.resize(n);
-
-  // Which stage each node is in, for the bytes on a stage edge.
-  std::vector<int> stageOf(graph.size(), -1);
-  for (int s = 0; s < n; ++s)
-    for (int v : stages.stages[s].nodes)
-      if (v >= 0 && v < graph.size()) stageOf[v] = s;
-  std::vector<double> compute(n), capacity(n), handOver(n, 0), ready(n, 0);
   for (int s = 0; s < n; ++s) {
     const PipelineStage& st = stages.stages[s];
     if (st.devices.empty()) throw Error("pipeline simulator: " + stageLabel(stages, s) + " has no device");
@@ -69,27 +55,15 @@ SimulationReport simulatePipeline(const StageGraph& stages, const PipeGraph& gra
       if (!topology.find(id))
         throw Error("pipeline simulator: " + stageLabel(stages, s) + " runs on \"" + id +
                     "\", which the topology does not list");
-    compute[s] = static_cast<size_t>(s) < options.computeSeconds.size()
-                     ? options.computeSeconds[s]
-                     : st.estimate.computeSeconds;
-    if (!(compute[s] >= 0) || std::isinf(compute[s]))
-      throw Error("pipeline simulator: " + stageLabel(stages, s) + " has compute time " +
-                  std::to_string(compute[s]) + " s per micro-batch; it must be finite and >= 0");
-    if (static_cast<size_t>(s) < options.handOverSeconds.size())
-      handOver[s] = options.handOverSeconds[s];
-    if (static_cast<size_t>(s) < options.startSeconds.size()) ready[s] = options.startSeconds[s];
-    if (!(handOver[s] >= 0) || std::isinf(handOver[s]) || !(ready[s] >= 0) || std::isinf(ready[s]))
-      throw Error("pipeline simulator: " + stageLabel(stages, s) + " has hand-over " +
-                  std::to_string(handOver[s]) + " s per micro-batch and start " +
-                  std::to_string(ready[s]) + " s; both must be finite and >= 0");
-    capacity[s] = static_cast<size_t>(s) < options.inFlight.size() && options.inFlight[s] > 0
-                      ? options.inFlight[s]
-                      : 2;
   }
-  std::vector<SimEdge> edges;
-  std::vector<std::vector<int>> inEdges(n), outEdges(n);
-  // The queues the runtime wires: one per pair of stages a value crosses
-  // (the stage graph's order-only edges constrain nothing at run time).
+  // Which stage each node is in, for the bytes on a stage edge.
+  std::vector<int> stageOf(graph.size(), -1);
+  for (int s = 0; s < n; ++s)
+    for (int v : stages.stages[s].nodes)
+      if (v >= 0 && v < graph.size()) stageOf[v] = s;
+  Wiring w;
+  w.inEdges.resize(n);
+  w.outEdges.resize(n);
   for (int v = 0; v < graph.size(); ++v)
     if (stageOf[v] < 0)
       throw Error("pipeline simulator: the node '" + graph.name(v) + "' is in no stage");
@@ -119,11 +93,69 @@ SimulationReport simulatePipeline(const StageGraph& stages, const PipeGraph& gra
         }
       }
     if (worst < 0) e.link = LinkCost{};  // every pair shares a device: free
-    inEdges[b].push_back(static_cast<int>(edges.size()));
-    outEdges[a].push_back(static_cast<int>(edges.size()));
-    edges.push_back(e);
+    w.inEdges[b].push_back(static_cast<int>(w.edges.size()));
+    w.outEdges[a].push_back(static_cast<int>(w.edges.size()));
+    w.edges.push_back(e);
   }
+  return w;
+}
 
+}  // namespace
+
+std::vector<double> queueHandOverSeconds(const StageGraph& stages, const PipeGraph& graph,
+                                         const Topology& topology) {
+  const Wiring w = wireQueues(stages, graph, topology);
+  std::vector<double> out(stages.stages.size(), 0);
+  for (const SimEdge& e : w.edges) {
+    out[e.from] += handOverSeconds(e.link, 1);
+    out[e.to] += handOverSeconds(e.link, 1);
+  }
+  return out;
+}
+
+double PollingWait::end(double seconds) const {
+  if (!(firstNapSeconds > 0) || seconds <= 0) return std::max(0.0, seconds);
+  double t = 0, nap = firstNapSeconds;
+  while (t < seconds) {
+    t += nap;
+    nap = std::min(nap * 2, std::max(maxNapSeconds, firstNapSeconds));
+  }
+  return t;
+}
+
+SimulationReport simulatePipeline(const StageGraph& stages, const PipeGraph& graph,
+                                  const Topology& topology, const SimulationOptions& options) {
+  const int n = static_cast<int>(stages.stages.size());
+  const int mCount = std::max(0, options.microBatches);
+  SimulationReport out;
+  out.microBatches = mCount;
+  out.microBatch = stages.microBatch;
+  out.stages.resize(n);
+
+  const Wiring wiring = wireQueues(stages, graph, topology);
+  const std::vector<SimEdge>& edges = wiring.edges;
+  const std::vector<std::vector<int>>& inEdges = wiring.inEdges;
+  const std::vector<std::vector<int>>& outEdges = wiring.outEdges;
+  std::vector<double> compute(n), capacity(n), handOver(n, 0), ready(n, 0);
+  for (int s = 0; s < n; ++s) {
+    const PipelineStage& st = stages.stages[s];
+    compute[s] = static_cast<size_t>(s) < options.computeSeconds.size()
+                     ? options.computeSeconds[s]
+                     : st.estimate.computeSeconds;
+    if (!(compute[s] >= 0) || std::isinf(compute[s]))
+      throw Error("pipeline simulator: " + stageLabel(stages, s) + " has compute time " +
+                  std::to_string(compute[s]) + " s per micro-batch; it must be finite and >= 0");
+    if (static_cast<size_t>(s) < options.handOverSeconds.size())
+      handOver[s] = options.handOverSeconds[s];
+    if (static_cast<size_t>(s) < options.startSeconds.size()) ready[s] = options.startSeconds[s];
+    if (!(handOver[s] >= 0) || std::isinf(handOver[s]) || !(ready[s] >= 0) || std::isinf(ready[s]))
+      throw Error("pipeline simulator: " + stageLabel(stages, s) + " has hand-over " +
+                  std::to_string(handOver[s]) + " s per micro-batch and start " +
+                  std::to_string(ready[s]) + " s; both must be finite and >= 0");
+    capacity[s] = static_cast<size_t>(s) < options.inFlight.size() && options.inFlight[s] > 0
+                      ? options.inFlight[s]
+                      : 2;
+  }
   // Event times, by (edge or stage, micro-batch).
   std::vector<std::vector<double>> arrival(edges.size(), std::vector<double>(mCount, 0));
   std::vector<std::vector<double>> popped(edges.size(), std::vector<double>(mCount, 0));

@@ -78,7 +78,7 @@ struct SimulationOptions {
   // and wake-up, MPI's send and receive calls), whether or not it waited.
   // The stage is occupied meanwhile and its outputs leave after it; empty
   // or missing: 0. A run measures it (StageRunReport::handOverSeconds);
-  // the link measurement's latency per queue is its estimate before one.
+  // before one, queueHandOverSeconds below is the planner's estimate.
   std::vector<double> handOverSeconds;
   // When each stage is ready to take its first micro-batch (thread started
   // and pinned), from the run's start; missing: 0.
@@ -118,6 +118,16 @@ struct SimulationReport {
   std::vector<SimulatedDevice> devices;  // every device of the topology, in file order
   std::string toString() const;
 };
+
+// Each stage's hand-over per micro-batch as the partitioner prices it
+// (stage_cost.h, handOverSeconds), for the queues the simulation wires: the
+// latency of each queue's link, for the stage that pushes and the one that
+// pops. What a plan fresh from the partitioner is simulated with
+// (SimulationOptions::handOverSeconds), so that the two price a plan alike.
+// A pipeline file's seconds per micro-batch already hold it. Errors as
+// simulatePipeline's.
+std::vector<double> queueHandOverSeconds(const StageGraph& stages, const PipeGraph& graph,
+                                         const Topology& topology);
 
 // Error naming the stage for a device the topology lacks, a stage edge that
 // does not point forward, or a negative compute time.

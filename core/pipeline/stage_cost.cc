@@ -1,6 +1,8 @@
 #include "core/pipeline/stage_cost.h"
 
 #include <algorithm>
+#include <cmath>
+#include <set>
 
 #include "core/ir/error.h"
 
@@ -24,9 +26,24 @@ double chainReceivedBytesPerSample(const PipeGraph& graph, const std::vector<int
   return bytes;
 }
 
+double handOverSeconds(const LinkCost& link, int queues) {
+  return queues > 0 && std::isfinite(link.latencyS) ? queues * link.latencyS : 0;
+}
+
+int queuesAtMost(const PipeGraph& graph, const std::vector<int>& nodes) {
+  std::set<int> producers, consumers;
+  for (const auto& e : graph.edges()) {
+    const bool from = std::binary_search(nodes.begin(), nodes.end(), e.from);
+    const bool to = std::binary_search(nodes.begin(), nodes.end(), e.to);
+    if (to && !from) producers.insert(e.from);
+    if (from && !to) consumers.insert(e.to);
+  }
+  return static_cast<int>(producers.size() + consumers.size());
+}
+
 StageEstimate estimateStage(const StageCostModel& cost, const Topology& topology,
                             const std::vector<int>& nodes, DeviceKind kind, int devices,
-                            int microBatch, double receivedBytesPerSample) {
+                            int microBatch, double receivedBytesPerSample, int queues) {
   COLLAGE_CHECK(!nodes.empty() && std::is_sorted(nodes.begin(), nodes.end()),
                 "a stage's nodes must be sorted and non-empty");
   COLLAGE_CHECK(devices >= 1 && microBatch % devices == 0,
@@ -34,7 +51,14 @@ StageEstimate estimateStage(const StageCostModel& cost, const Topology& topology
   const StageRunCost run = cost.stage(nodes, kind, devices, microBatch);
   StageEstimate e;
   e.computeSeconds = run.seconds;
-  e.transferSeconds = topology.slowestLinkInto(kind).seconds(receivedBytesPerSample * microBatch);
+  const LinkCost link = topology.slowestLinkInto(kind);
+  // Every other stage holds a device of its own, and feeds this one or is
+  // fed by it, not both (stages are acyclic): no more queues than that.
+  const int others = static_cast<int>(topology.devices().size()) - devices;
+  e.handOverSeconds = handOverSeconds(link, std::max(0, std::min(queues, others)));
+  // The link's latency is the hand-over's; the bytes cross at its bandwidth.
+  const double bytes = receivedBytesPerSample * microBatch;
+  e.transferSeconds = bytes > 0 ? bytes / link.bandwidthBytesPerS : 0;
   e.weightBytes = run.weightBytes;
   e.activationBytes = run.activationBytes;
   e.microBatch = microBatch;

@@ -5,7 +5,8 @@
 //     StageCostModel::stage  -> 3.1 ms per micro-batch, weights 40 MB and
 //                               activations 6 MB per micro-batch, per device
 //     inputs from other stages: 64 KiB/sample over the slowest link into cpu
-//     => time per sample = (3.1 ms + link time for 4 samples) / 4
+//     queues: 2 in, 1 out, each a hand-over of the link's latency
+//     => time per sample = (3.1 ms + 3 hand-overs + link time for 4 samples) / 4
 //
 // The product feeds StageCostModel from measurements: Collage's plan for the
 // sub-graph on that device kind at that micro-batch size, timed by the
@@ -49,24 +50,46 @@ double receivedBytesPerSample(const PipeGraph& graph, const std::vector<int>& no
 double chainReceivedBytesPerSample(const PipeGraph& graph, const std::vector<int>& chainPosition,
                                    int firstPosition);
 
+// The time a stage's thread spends per micro-batch on its queues, besides
+// its compute: for each queue it pops or pushes, the link's latency (in
+// process the wake-up of the thread waiting on the queue, ~20 us measured;
+// over MPI a message's latency). The one rule both sides use: the
+// partitioner adds it to a candidate stage's time, and the simulation of a
+// plan charges it to each stage per queue the plan wires
+// (queueHandOverSeconds, pipeline_simulator.h). Left out of the planner, a
+// cut that adds queues looked free, and the plans it picked ran slower in
+// simulation than the chain's (docs/pipeline.md, "Stage cost").
+double handOverSeconds(const LinkCost& link, int queues);
+
+// The queues a candidate stage can have, at most: one per node outside it
+// that feeds it, one per node outside it that it feeds (each could be a
+// stage of its own; estimateStage also caps them at the other devices).
+// The partitioner does not know its neighbours' stages yet, so it prices
+// the most, as it prices the slowest link.
+int queuesAtMost(const PipeGraph& graph, const std::vector<int>& nodes);
+
 struct StageEstimate {
   double computeSeconds = 0;   // per micro-batch (the cost model's)
-  double transferSeconds = 0;  // per micro-batch: its inputs over the link
+  double handOverSeconds = 0;  // per micro-batch: its queues (handOverSeconds above)
+  double transferSeconds = 0;  // per micro-batch: its inputs' bytes at the link's bandwidth
   double weightBytes = 0;      // per device
   double activationBytes = 0;  // per device, per micro-batch in flight
   int microBatch = 1;
 
   // The stage receives, then computes; no overlap is assumed, so this is an
   // upper bound the runtime can beat by overlapping the next receive.
-  double secondsPerMicroBatch() const { return computeSeconds + transferSeconds; }
+  double secondsPerMicroBatch() const {
+    return computeSeconds + handOverSeconds + transferSeconds;
+  }
   double timePerSample() const { return secondsPerMicroBatch() / microBatch; }
   double memoryBytes(int inFlight) const { return weightBytes + inFlight * activationBytes; }
 };
 
-// The estimate of one candidate stage; the one pricing rule that the
-// partitioner, the baselines and the tests share.
+// The estimate of one candidate stage with at most `queues` queues
+// (queuesAtMost); the one pricing rule that the partitioner, the baselines
+// and the tests share.
 StageEstimate estimateStage(const StageCostModel& cost, const Topology& topology,
                             const std::vector<int>& nodes, DeviceKind kind, int devices,
-                            int microBatch, double receivedBytesPerSample);
+                            int microBatch, double receivedBytesPerSample, int queues = 0);
 
 }  // namespace collage

@@ -123,6 +123,7 @@ class Partitioner {
       const double received = relay_
                                   ? chainReceivedBytesPerSample(g_, position_, firstPosition(nodes))
                                   : receivedBytesPerSample(g_, nodes);
+      const int queues = queuesAtMost(g_, nodes);
       for (int k = 0; k < static_cast<int>(kinds_.size()); ++k)
         for (int d = 1; d <= caps_[k]; ++d)
           for (int b = 0; b < static_cast<int>(micro_.size()); ++b) {
@@ -131,7 +132,8 @@ class Partitioner {
             o.kind = k;
             o.devices = d;
             o.micro = b;
-            o.estimate = estimateStage(cost_, topo_, nodes, kinds_[k], d, micro_[b], received);
+            o.estimate =
+                estimateStage(cost_, topo_, nodes, kinds_[k], d, micro_[b], received, queues);
             o.fits = std::isfinite(o.estimate.timePerSample()) &&
                      o.estimate.memoryBytes(opt_.inFlight) <= topo_.memoryLimit(kinds_[k]);
             priced_[i].push_back(o);

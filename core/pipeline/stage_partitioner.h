@@ -24,8 +24,9 @@
 //        tree's order), each run one stage or a single child planned on its
 //        own share of the devices, so branches run side by side: the graph
 //        pipeline that a chain cannot be.
-//  - A stage's time per sample is its compute plus receiving its inputs
-//    (stage_cost.h), over its micro-batch. Its memory per device is its
+//  - A stage's time per sample is its compute, a hand-over per queue it may
+//    have (the link's latency, as the simulator charges it) and its inputs'
+//    bytes over the link (stage_cost.h), over its micro-batch. Its memory per device is its
 //    weights plus `inFlight` micro-batches of activations; it must fit the
 //    smallest memory limit of its kind. inFlight defaults to 2, what a stage
 //    needs to stay busy when its consumers start as it finishes (one

@@ -186,7 +186,8 @@ double bruteForce(const Problem& p,
           for (int d = 1; used[k] + d <= p.topo.count(kinds[k]); ++d) {
             if (b % d) continue;
             const StageEstimate e =
-                estimateStage(p.cost, p.topo, blocks[i], kinds[k], d, b, received(blocks[i]));
+                estimateStage(p.cost, p.topo, blocks[i], kinds[k], d, b, received(blocks[i]),
+                              queuesAtMost(p.g, blocks[i]));
             if (!std::isfinite(e.timePerSample()) ||
                 e.memoryBytes(p.opt.inFlight) > p.topo.memoryLimit(kinds[k]))
               continue;
@@ -223,7 +224,7 @@ void expectConsistent(const Problem& p, const StageGraph& plan, bool chain) {
                                   : receivedBytesPerSample(p.g, st.nodes);
     const StageEstimate e =
         estimateStage(p.cost, p.topo, st.nodes, st.kind, static_cast<int>(st.devices.size()),
-                      plan.microBatch, received);
+                      plan.microBatch, received, queuesAtMost(p.g, st.nodes));
     EXPECT_EQ(e.timePerSample(), st.estimate.timePerSample());
     EXPECT_LE(e.memoryBytes(plan.inFlight), p.topo.memoryLimit(st.kind));
     worst = std::max(worst, e.timePerSample());
