@@ -38,6 +38,7 @@
 #include "core/pipeline/pipeline_file.h"
 #include "core/pipeline/pipeline_runtime.h"
 #include "core/pipeline/pipeline_simulator.h"
+#include "core/pipeline/plan_choice.h"
 #include "core/pipeline/profiled_stage_cost.h"
 #include "core/pipeline/stage_partitioner.h"
 #include "core/plan/plan.h"
@@ -289,23 +290,20 @@ void project(const PipeGraph& pipe, const Graph& graph, const Topology& measured
     for (int i = 0; i < n; ++i) devices.push_back({"cpu" + std::to_string(i), DeviceKind::Cpu, 1});
     const Topology topology(devices, {}, &link, "--simulate " + std::to_string(n));
     auto simulateOne = [&](const StageGraph& g, double* weights) {
-      const MicroBatchSchedule schedule = scheduleMicroBatches(g, topology, pipe);
-      SimulationOptions so;
-      for (const auto& s : schedule.stages) so.inFlight.push_back(s.inFlight);
-      so.handOverSeconds = queueHandOverSeconds(g, pipe, topology);
       std::map<std::string, double> perDevice;
       for (const auto& s : g.stages)
         for (const auto& d : s.devices) perDevice[d] += weightBytesOf(graph, s.nodes);
       *weights = 0;
       for (const auto& [d, w] : perDevice) *weights = std::max(*weights, w);
-      return simulatePipeline(g, pipe, topology, so);
+      return simulateFreshPlan(g, pipe, topology);
     };
     auto t0 = std::chrono::steady_clock::now();
-    const StageGraph gpp = partitionGraphPipeline(pipe, topology, cost, po);
+    const StageGraph searched = partitionGraphPipeline(pipe, topology, cost, po);
     const double gppSearch = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     t0 = std::chrono::steady_clock::now();
     const StageGraph spp = partitionSequentialPipeline(pipe, topology, cost, po);
     const double sppSearch = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const StageGraph gpp = graphPipelineOrChain(searched, spp, pipe, topology);
     double gppWeights = 0, sppWeights = 0;
     const SimulationReport g = simulateOne(gpp, &gppWeights);
     const SimulationReport q = simulateOne(spp, &sppWeights);
@@ -351,12 +349,7 @@ void simulateStrategies(const PipeGraph& pipe, const Graph& graph, const Topolog
                                                                              {"SPP", &spp}};
   for (const auto& [name, g] : pipelines) {
     try {
-      const MicroBatchSchedule schedule = scheduleMicroBatches(*g, topology, pipe);
-      SimulationOptions so;
-      so.microBatches = samples / g->microBatch;
-      for (const auto& st : schedule.stages) so.inFlight.push_back(st.inFlight);
-      so.handOverSeconds = queueHandOverSeconds(*g, pipe, topology);
-      line(name, simulatePipeline(*g, pipe, topology, so), *g);
+        line(name, simulateFreshPlan(*g, pipe, topology, samples / g->microBatch), *g);
     } catch (const Error& e) {
       std::printf("  %s: not simulated: %s\n", name, e.what());
     }
@@ -539,13 +532,18 @@ Action addPipelineCommand(CLI::App& app) {
     po.batch = options->batch;
     po.microBatches = sizes;
     const auto t0 = std::chrono::steady_clock::now();
-    const StageGraph gpp = partitionGraphPipeline(pipe, topology, cost, po);
+    const StageGraph searched = partitionGraphPipeline(pipe, topology, cost, po);
     const double searchS =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const auto t1 = std::chrono::steady_clock::now();
     const StageGraph spp = partitionSequentialPipeline(pipe, topology, cost, po);
     const double sppSearchS =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+    bool tookChain = false;
+    const StageGraph gpp = graphPipelineOrChain(searched, spp, pipe, topology, &tookChain);
+    if (tookChain)
+      std::printf("GPP: the chain's plan simulates faster here than the graph partitioner's; "
+                  "GPP takes it (docs/pipeline.md, \"Which plan GPP writes\")\n");
     const StageGraph& chosen = options->strategy == "spp" ? spp : gpp;
     const MicroBatchSchedule schedule = scheduleMicroBatches(chosen, topology, pipe);
     std::printf("%s", chosen.toString(pipe).c_str());
