@@ -137,12 +137,27 @@ class ReferenceStep : public Step {
   std::string label_;
 };
 
-// MatMul on the reference sgemm, split over batches and row blocks.
+// MatMul on the reference sgemm, split over batches and row blocks, and
+// over column blocks where there are too few rows to keep every thread
+// busy: a decode step's projections have one row, and split by rows alone
+// they ran on one thread, reading their weights at half the machine's
+// bandwidth. Each column of the result sums over K in the same order
+// however the columns are split, so the values do not change.
 class MatMulStep : public Step {
  public:
   struct Item {
-    int64_t offA, offB, offY, rows;
+    int64_t offA, offB, offY, rows, col0, cols;
   };
+
+  // Items for `rowRanges` of one product, each split into column blocks (of
+  // 16, a vector of floats) until there are `parts` items in all.
+  void addItems(const std::vector<std::pair<int64_t, int64_t>>& rowRanges, int64_t parts, int64_t offA,
+                int64_t offB, int64_t offY) {
+    const int64_t colParts = std::max<int64_t>(1, parts / std::max<int64_t>(1, rowRanges.size()));
+    for (auto [r0, r1] : rowRanges)
+      for (auto [c0, c1] : ranges(N_, colParts, 16))
+        items_.push_back({offA + r0 * K_, offB, offY + r0 * N_, r1 - r0, c0, c1 - c0});
+  }
 
   MatMulStep(const NodeBinding& b, int threads) : threads_(threads), label_(stepLabel(b.node)) {
     a_ = b.inputs[0];
@@ -167,8 +182,7 @@ class MatMulStep : public Step {
     if (batchesB == 1) {
       // One weight matrix: every row of every batch of A is independent.
       const int64_t rowsTotal = numElements(batchA) * M_;
-      for (auto [r0, r1] : ranges(rowsTotal, parts, 8))
-        items_.push_back({r0 * K_, 0, r0 * N_, r1 - r0});
+      addItems(ranges(rowsTotal, parts, 8), parts, 0, 0, 0);
       return;
     }
     const std::vector<int64_t> stA = stridesOf(batchA), stB = stridesOf(batchB);
@@ -180,8 +194,7 @@ class MatMulStep : public Step {
         if (batchA[k] != 1) ia += index[k] * stA[k];
         if (batchB[k] != 1) ib += index[k] * stB[k];
       }
-      for (auto [r0, r1] : ranges(M_, rowParts, 8))
-        items_.push_back({ia * M_ * K_ + r0 * K_, ib * K_ * N_, i * M_ * N_ + r0 * N_, r1 - r0});
+      addItems(ranges(M_, rowParts, 8), rowParts, ia * M_ * K_, ib * K_ * N_, i * M_ * N_);
       for (size_t k = rank; k-- > 0;) {
         if (++index[k] < batch[k]) break;
         index[k] = 0;
@@ -195,8 +208,8 @@ class MatMulStep : public Step {
     float* y = static_cast<float*>(buffers.ptr[y_]);
     parallelFor(static_cast<int64_t>(items_.size()), threads_, [&](int64_t i) {
       const Item& it = items_[static_cast<size_t>(i)];
-      referenceSgemm(false, false, it.rows, N_, K_, 1.0f, a + it.offA, K_, b + it.offB, N_, 0.0f,
-                     y + it.offY, N_);
+      referenceSgemm(false, false, it.rows, it.cols, K_, 1.0f, a + it.offA, K_, b + it.offB + it.col0, N_, 0.0f,
+                     y + it.offY + it.col0, N_);
     });
   }
 

@@ -404,6 +404,18 @@ TEST(NativeBackend, ShapeOps) {
   }
 }
 
+// A decode step's projection has one row: split by rows alone it ran on one
+// thread. Its columns are split instead (blocks of 16, the last one odd),
+// and the result is still the reference's.
+TEST(NativeBackend, AOneRowMatMulSplitsItsColumnsOverTheThreads) {
+  for (const auto& [a, w] : std::vector<std::pair<Shape, Shape>>{{{1, 1, 512}, {512, 333}}, {{1, 512}, {512, 333}}}) {
+    SCOPED_TRACE("MatMul " + shapeToString(a) + " x " + shapeToString(w));
+    Builder b;
+    const std::string d = expectMatches(b.finish(b.op("MatMul", {b.input(a), b.constant(w)})));
+    EXPECT_NE(d.find("(reference sgemm, 6 blocks)"), std::string::npos) << d;  // 3 threads, 2 parts each
+  }
+}
+
 TEST(NativeBackend, AnchorsAndPools) {
   {
     SCOPED_TRACE("Conv: one image, a batch, depthwise, strided and padded");
