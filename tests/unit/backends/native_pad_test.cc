@@ -240,7 +240,9 @@ TEST(NativePad, RefusesPadsThatAreNotZeroPadding) {
     EXPECT_NE(r.refusal.find(c.mention), std::string::npos) << r.refusal;
     EXPECT_NE(r.refusal.find("node 'Pad"), std::string::npos) << r.refusal;
     group.forEach([&](NodeId n) {
-      if (b.graph().node(n).op == "Pad") EXPECT_FALSE(backend->codeRule()->opRule(b.graph(), n));
+      if (b.graph().node(n).op == "Pad") {
+        EXPECT_FALSE(backend->codeRule()->opRule(b.graph(), n));
+      }
     });
   }
 }
