@@ -435,6 +435,16 @@ int transposesAfter(const Graph& g, std::initializer_list<const char*> rules) {
   return countOp(current, "Transpose");
 }
 
+// The graph offers one cancel-transposes site; applied, it leaves
+// `transposes` Transposes and the same outputs.
+void expectOneCancelLeaving(const Graph& g, int transposes) {
+  const auto sites = sitesOf(g, "cancel-transposes");
+  ASSERT_EQ(sites.size(), 1u);
+  const Graph after = applyOne(g, sites[0]);
+  EXPECT_EQ(countOp(after, "Transpose"), transposes);
+  expectSameOutputs(g, after);
+}
+
 TEST(CancelTransposes, AnNhwcExportRunsInOneLayoutFromItsInputTransposeOn) {
   const Graph g = exportedNhwcNet();
   ASSERT_EQ(countOp(g, "Transpose"), 10);
@@ -477,12 +487,7 @@ TEST(CancelTransposes, PadAxesConstantsAndACastFollowTheLayout) {
   const ValueId u = b.op("Transpose", {d}, attrs({{"perm", kToNchw}}));
   b.finish(b.op("Softmax", {b.op("Cast", {u}, attrs({{"to", int64_t{1}}}))},
                 attrs({{"axis", int64_t{1}}})));
-  const Graph& g = b.graph();
-  const auto sites = sitesOf(g, "cancel-transposes");
-  ASSERT_EQ(sites.size(), 1u);
-  const Graph after = applyOne(g, sites[0]);
-  EXPECT_EQ(countOp(after, "Transpose"), 0);
-  expectSameOutputs(g, after);
+  expectOneCancelLeaving(b.graph(), 0);
 }
 
 TEST(CancelTransposes, AValueReadElsewhereKeepsItsTranspose) {
@@ -497,12 +502,7 @@ TEST(CancelTransposes, AValueReadElsewhereKeepsItsTranspose) {
   b.graph().markOutput(r);
   b.graph().markOutput(b.op("Softmax", {r}));
   b.finish(b.op("Sigmoid", {u}));
-  const Graph& g = b.graph();
-  const auto sites = sitesOf(g, "cancel-transposes");
-  ASSERT_EQ(sites.size(), 1u);
-  const Graph after = applyOne(g, sites[0]);
-  EXPECT_EQ(countOp(after, "Transpose"), 1);
-  expectSameOutputs(g, after);
+  expectOneCancelLeaving(b.graph(), 1);
 }
 
 // Every pad form inside an NHWC region, at odd channel counts: a zero
@@ -528,12 +528,7 @@ TEST(CancelTransposes, EveryPadFormFollowsTheLayout) {
       const ValueId p = b.op("Pad", {b.op("Relu", {t})}, pad);
       const ValueId u = b.op("Transpose", {b.op("Sigmoid", {p})}, attrs({{"perm", kToNchw}}));
       b.finish(b.op("Softmax", {u}, attrs({{"axis", int64_t{1}}})));
-      const Graph& g = b.graph();
-      const auto sites = sitesOf(g, "cancel-transposes");
-      ASSERT_EQ(sites.size(), 1u);
-      const Graph after = applyOne(g, sites[0]);
-      EXPECT_EQ(countOp(after, "Transpose"), 0);
-      expectSameOutputs(g, after);
+      expectOneCancelLeaving(b.graph(), 0);
     }
 }
 
