@@ -669,7 +669,7 @@ void printPipelineReport(const PreparedRun& run, const PipelineRunReport& report
   SimulationOptions planned;
   planned.microBatches = report.microBatches;
   planned.transferWhenReceiverWaits = mpi;
-  if (mpi) planned.polling = kMpiWaitPolling;
+  if (mpi) planned.polling = mpiWaitPolling();
   planned.inFlight = run.inFlight;
   const SimulationReport fromPlan = simulatePipeline(run.stages, pipe, topology, planned);
   const SimulationOptions so = replaying(report, planned);

@@ -7,10 +7,10 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
-#include <thread>
 
 #include "core/ir/error.h"
 #include "core/pipeline/mpi_call.h"
+#include "core/runtime/polling_wait.h"
 
 namespace collage {
 
@@ -54,8 +54,9 @@ void MpiCacheExchange::wait(std::vector<MPI_Request>& requests, const std::vecto
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                             std::chrono::duration<double>(timeoutSeconds_));
-  auto nap = std::chrono::microseconds(5);
-  for (;;) {
+  // Spin, then nap (polling_wait.h): the peers' answer is a link's latency
+  // away once they reach the exchange.
+  auto test = [&] {
     bool all = true;
     for (MPI_Request& r : requests) {
       if (r == MPI_REQUEST_NULL) continue;
@@ -64,23 +65,19 @@ void MpiCacheExchange::wait(std::vector<MPI_Request>& requests, const std::vecto
             "cache parallel: rank " + std::to_string(rank_) + ": " + what);
       if (!done) all = false;
     }
-    if (all) return;
-    if (std::chrono::steady_clock::now() > deadline) {
-      std::string who;
-      for (size_t i = 0; i < requests.size(); ++i) {
-        if (requests[i] == MPI_REQUEST_NULL) continue;
-        who = peers[i] < 0 ? "the other ranks"
-                           : (receives[i] ? "nothing from rank " : "rank ") +
-                                 std::to_string(peers[i]) + (receives[i] ? "" : " took nothing");
-        break;
-      }
-      throw Error("cache parallel: rank " + std::to_string(rank_) + ": " + what + ": " + who +
-                  " within " + seconds(timeoutSeconds_) + " s (--mpi-timeout)");
-    }
-    // Poll with short naps: the peers' attention is a few microseconds.
-    std::this_thread::sleep_for(nap);
-    nap = std::min(nap * 2, std::chrono::microseconds(500));
+    return all;
+  };
+  if (pollUntil(test, deadline, mpiWaitPolling())) return;
+  std::string who;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (requests[i] == MPI_REQUEST_NULL) continue;
+    who = peers[i] < 0 ? "the other ranks"
+                       : (receives[i] ? "nothing from rank " : "rank ") +
+                             std::to_string(peers[i]) + (receives[i] ? "" : " took nothing");
+    break;
   }
+  throw Error("cache parallel: rank " + std::to_string(rank_) + ": " + what + ": " + who +
+              " within " + seconds(timeoutSeconds_) + " s (--mpi-timeout)");
 }
 
 std::vector<float> MpiCacheExchange::allGather(const std::vector<float>& mine,

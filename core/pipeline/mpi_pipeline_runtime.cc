@@ -15,7 +15,7 @@
 #include "core/ir/error.h"
 #include "core/pipeline/mpi_call.h"
 #include "core/ir/threading.h"
-#include "core/pipeline/pipeline_simulator.h"
+#include "core/runtime/polling_wait.h"
 
 namespace collage {
 namespace {
@@ -94,22 +94,14 @@ class Pending {
     return all;
   }
   void wait(std::chrono::steady_clock::time_point deadline, double timeoutSeconds) {
-    // The simulator models this polling (kMpiWaitPolling).
-    const auto maxNap = std::chrono::duration<double>(kMpiWaitPolling.maxNapSeconds);
-    std::chrono::duration<double> nap(kMpiWaitPolling.firstNapSeconds);
-    while (!test()) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        for (size_t i = 0; i < requests_.size(); ++i) {
-          if (requests_[i] == MPI_REQUEST_NULL) continue;
-          char seconds[32];
-          std::snprintf(seconds, sizeof seconds, "%g", timeoutSeconds);
-          throw Error(what_[i] + ": nothing within " + seconds + " s (--mpi-timeout)");
-        }
-      }
-      // Sleep a little between polls: the machine's cores belong to the
-      // stages computing, not to a rank waiting on them.
-      std::this_thread::sleep_for(nap);
-      nap = std::min(nap * 2, maxNap);
+    // Spin, then nap (polling_wait.h): the naps leave the cores to the
+    // stages computing. The simulator models this wait (mpiWaitPolling()).
+    if (pollUntil([this] { return test(); }, deadline, mpiWaitPolling())) return;
+    for (size_t i = 0; i < requests_.size(); ++i) {
+      if (requests_[i] == MPI_REQUEST_NULL) continue;
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%g", timeoutSeconds);
+      throw Error(what_[i] + ": nothing within " + seconds + " s (--mpi-timeout)");
     }
   }
 

@@ -113,16 +113,6 @@ std::vector<double> queueHandOverSeconds(const StageGraph& stages, const PipeGra
   return out;
 }
 
-double PollingWait::end(double seconds) const {
-  if (!(firstNapSeconds > 0) || seconds <= 0) return std::max(0.0, seconds);
-  double t = 0, nap = firstNapSeconds;
-  while (t < seconds) {
-    t += nap;
-    nap = std::min(nap * 2, std::max(maxNapSeconds, firstNapSeconds));
-  }
-  return t;
-}
-
 SimulationReport simulatePipeline(const StageGraph& stages, const PipeGraph& graph,
                                   const Topology& topology, const SimulationOptions& options) {
   const int n = static_cast<int>(stages.stages.size());

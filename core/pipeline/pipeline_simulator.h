@@ -45,20 +45,9 @@
 #include "core/pipeline/pipe_graph.h"
 #include "core/pipeline/stage_partitioner.h"
 #include "core/pipeline/topology.h"
+#include "core/runtime/polling_wait.h"
 
 namespace collage {
-
-// A wait that polls instead of sleeping until woken: it tests at once, then
-// naps firstNapSeconds, doubling up to maxNapSeconds, so it sees what it
-// waits for at the first poll after it happened. The MPI runtime waits so
-// (mpi_pipeline_runtime.cc), to leave the cores to the stages computing.
-struct PollingWait {
-  double firstNapSeconds = 0;  // 0: not polling (woken at once)
-  double maxNapSeconds = 0;
-  // When a wait of `seconds` ends: the first poll at or after it.
-  double end(double seconds) const;
-};
-constexpr PollingWait kMpiWaitPolling{20e-6, 1e-3};
 
 struct SimulationOptions {
   int microBatches = 64;
@@ -89,7 +78,8 @@ struct SimulationOptions {
   // when the sender pushes (the in-process queue hands over a pointer).
   bool transferWhenReceiverWaits = false;
   // How a stage's waits (for its inputs, for room at a consumer) end:
-  // kMpiWaitPolling for the MPI runtime; the default, woken at once.
+  // mpiWaitPolling() for the MPI runtime (spin, then nap: polling_wait.h);
+  // the default, woken at once.
   PollingWait polling;
 };
 
