@@ -7,8 +7,10 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "app/cli_common.h"
 #include "backends/backend_list.h"
@@ -31,11 +33,13 @@ namespace {
 struct GenerateCommandOptions {
   std::string modelPath;
   std::string plan;
+  std::string prefillPlan;
   std::vector<int64_t> promptIds;
   int64_t maxLength = 0;
   GenerateOptions generate;
   int64_t eos = -1;
   bool printBindings = false;
+  bool printPrefillBindings = false;
   std::string logitsOut;
   bool cacheParallel = false;
   double mpiTimeout = 120;
@@ -43,7 +47,7 @@ struct GenerateCommandOptions {
 
 // The generation's report (what every generate prints).
 void printGeneration(const GenerateCommandOptions& o, const Decoder& decoder, const Generation& g,
-                     const std::string& runner) {
+                     const std::string& runner, const std::string& prefillRunner = "") {
   std::string ids;
   for (int64_t t : g.tokens) ids += (ids.empty() ? "" : ",") + std::to_string(t);
   std::printf("generated: %s\n", ids.c_str());
@@ -51,7 +55,8 @@ void printGeneration(const GenerateCommandOptions& o, const Decoder& decoder, co
   std::vector<double> steps = g.stepMs;
   std::sort(steps.begin(), steps.end());
   if (decoder.promptRuns() == 1 && o.promptIds.size() > 1)
-    std::printf("prefill: %.3f ms for %zu token(s) (one pass)\n", g.prefillMs, o.promptIds.size());
+    std::printf("prefill: %.3f ms for %zu token(s) (one pass%s)\n", g.prefillMs, o.promptIds.size(),
+                prefillRunner.empty() ? "" : (", " + prefillRunner).c_str());
   else
     std::printf("prefill: %.3f ms for %zu token(s) (one step each: %s)\n", g.prefillMs,
                 o.promptIds.size(), decoder.promptOneTokenAStepWhy().c_str());
@@ -257,6 +262,10 @@ Action addGenerateCommand(CLI::App& app) {
       "--plan", o->plan,
       "run the steps with this plan's Session (optimize the model with the bindings "
       "--print-bindings shows)");
+  command->add_option(
+      "--prefill-plan", o->prefillPlan,
+      "run the prompt's one pass with this plan's Session (optimize the model with the bindings "
+      "--print-prefill-bindings shows; default: the --plan's groups on the prompt's graph)");
   command->add_option("--seed", o->generate.seed, "seed of the sampling");
   command
       ->add_option("--temperature", o->generate.temperature, "0: greedy (default); more: sampled")
@@ -267,6 +276,9 @@ Action addGenerateCommand(CLI::App& app) {
   command->add_flag(
       "--print-bindings", o->printBindings,
       "print the --input-shape bindings of the step graph (what a plan must be optimized with)");
+  command->add_flag("--print-prefill-bindings", o->printPrefillBindings,
+                    "print the --input-shape bindings of the prompt's one-pass graph, for this "
+                    "prompt's length (what a --prefill-plan must be optimized with)");
   command->add_option("--logits-out", o->logitsOut,
                       "write the logits each new token was picked from, one line per token");
   command->add_flag("--cache-parallel", o->cacheParallel,
@@ -282,7 +294,10 @@ Action addGenerateCommand(CLI::App& app) {
     o->generate.keepLogits = !o->logitsOut.empty();
     if (o->cacheParallel) {
 #ifdef COLLAGE_HAVE_MPI
-      if (o->printBindings) throw Error("--print-bindings and --cache-parallel do not go together");
+      if (o->printBindings || o->printPrefillBindings || !o->prefillPlan.empty())
+        throw Error(
+            "--print-bindings, --print-prefill-bindings and --prefill-plan do not go with "
+            "--cache-parallel");
       return generateCacheParallel(*o);
 #else
       throw Error(
@@ -295,13 +310,31 @@ Action addGenerateCommand(CLI::App& app) {
     if (!o->plan.empty()) plan = std::make_unique<Plan>(loadPlan(o->plan));
     // The cache's rows: as asked, else those the plan was made for, else
     // the prompt and the new tokens.
+    std::unique_ptr<Plan> prefillPlan;
+    if (!o->prefillPlan.empty()) prefillPlan = std::make_unique<Plan>(loadPlan(o->prefillPlan));
+    const auto promptLength = static_cast<int64_t>(o->promptIds.size());
     int64_t capacity = o->maxLength;
     if (capacity <= 0 && plan) capacity = planCapacity(signature, plan->inputShapes);
+    // The prefill graph's mask is the cache's rows and the prompt's.
+    if (capacity <= 0 && prefillPlan) {
+      const int64_t rows = planCapacity(signature, prefillPlan->inputShapes);
+      if (rows > 0) capacity = rows + 1 - promptLength;
+    }
     if (capacity <= 0)
       capacity = static_cast<int64_t>(o->promptIds.size()) + o->generate.maxNewTokens;
     const DecodeModel model = importDecodeModel(o->modelPath, capacity, &signature);
-    if (o->printBindings) {
-      for (const std::string& b : model.bindings) std::cout << "--input-shape " << b << "\n";
+    if (o->printBindings || o->printPrefillBindings) {
+      if (o->printBindings)
+        for (const std::string& b : model.bindings) std::cout << "--input-shape " << b << "\n";
+      if (o->printPrefillBindings) {
+        std::string why;
+        std::vector<std::string> bindings;
+        if (promptLength < 2) throw Error("a one-token prompt has no one-pass prefill graph");
+        if (!importPrefillGraph(model, promptLength, &why, &bindings))
+          throw Error(o->modelPath + ": no one-pass prefill graph for a " +
+                      std::to_string(promptLength) + "-token prompt: " + why);
+        for (const std::string& b : bindings) std::cout << "--input-shape " << b << "\n";
+      }
       return 0;
     }
     std::unique_ptr<BackendSet> backends;
@@ -332,8 +365,53 @@ Action addGenerateCommand(CLI::App& app) {
       planned.decoder = std::make_unique<Decoder>(model);
     }
     Decoder& decoder = *planned.decoder;
+    // The prompt's pass on its own plan: checked against the prefill graph
+    // as a plan is against its model (the same shapes, the same file, its
+    // groups), when the Decoder imports that graph; a mismatch is an Error
+    // naming the plan's file, never a silent fallback.
+    auto prefillRunner = std::make_shared<std::string>();
+    if (prefillPlan) {
+      if (!prefillPlan->substitutions.empty())
+        throw Error(o->prefillPlan +
+                    ": a plan with graph substitutions is not supported by generate yet");
+      if (promptLength < 2)
+        throw Error(o->prefillPlan +
+                    ": a one-token prompt runs as a decode step, it has no prefill pass");
+      decoder.setPrefillRunner([&o, &prefillPlan, prefillRunner, capacity, promptLength](
+                                   const Graph& prefill, std::string&) -> Decoder::Step {
+        std::shared_ptr<BackendSet> backends;
+        std::shared_ptr<Session> session;
+        std::vector<std::string> warnings;
+        try {
+          backends = std::make_shared<BackendSet>(
+              loadBackendsForPlan(*prefillPlan, prefill, o->modelPath, {}, &warnings));
+          session = std::make_shared<Session>(
+              prefill, *prefillPlan,
+              [backends](const std::string& n) { return backends->find(n); });
+        } catch (const Error& e) {
+          throw Error(std::string(e.what()) +
+                      " (--prefill-plan runs a plan made for the prefill graph of a " +
+                      std::to_string(promptLength) + "-token prompt against a " +
+                      std::to_string(capacity) +
+                      "-row cache: --print-prefill-bindings prints its bindings)");
+        }
+        for (const auto& w : warnings) std::cerr << "warning: " << w << "\n";
+        std::map<std::string, int> perBackend;
+        for (const PlanGroup& group : session->plan().groups) ++perBackend[group.backend];
+        std::string text;
+        for (const auto& [backend, count] : perBackend)
+          text += (text.empty() ? "" : ", ") + std::to_string(count) + " on " + backend;
+        *prefillRunner = "plan " + o->prefillPlan + ": " + std::to_string(session->groupCount()) +
+                         " group(s), " + text;
+        return [backends, session](const std::vector<Tensor>& in) { return session->run(in); };
+      });
+    }
     const Generation g = decoder.generate(o->promptIds, o->generate);
-    printGeneration(*o, decoder, g, plan ? "plan " + o->plan : std::string("reference executor"));
+    if (prefillPlan && prefillRunner->empty())
+      std::cerr << "warning: " << o->prefillPlan << " not used: the prompt ran one token a step ("
+                << decoder.promptOneTokenAStepWhy() << ")\n";
+    printGeneration(*o, decoder, g, plan ? "plan " + o->plan : std::string("reference executor"),
+                    *prefillRunner);
     return 0;
   };
 }

@@ -8,8 +8,10 @@ For each model and context C:
   1. the step graph's bindings for a cache of C + steps rows
      (`generate --print-bindings`), and, unless --no-optimize, a plan for
      them (`collage optimize --budget B`, every available backend unless
-     --backends). `generate --plan` runs the prompt on the same plan,
-     its Session's first run. On a machine shared with other processes a
+     --backends), and one for the prompt's one-pass graph
+     (`generate --print-prefill-bindings`, the same budget), which
+     `generate --prefill-plan` runs the prompt on (its Session's first
+     run). On a machine shared with other processes a
      pass with parallel regions can last scheduler slices (libgomp's
      threads spinning on one core: docs/decoding.md, "Timing on a shared
      machine"); `generate` then prints a `preempted:` line, and such a
@@ -146,6 +148,15 @@ def bench(o, folder, names, node, bandwidth, contexts, work):
                     (["--backends"] + o.backends if o.backends else []) + ["--db", os.path.join(work, "measurements.sqlite"), "-o", plan_path,
                      "--budget", o.budget])
                 plan = ["--plan", plan_path]
+                # The prompt's one pass runs 'context' rows at once: its own
+                # plan, optimized for the prefill graph's shapes (same budget).
+                prefill_bindings = run([o.collage, "generate", path, "--prompt-ids", prompt, "--max-length",
+                                        str(rows_in_cache), "--print-prefill-bindings"]).split()
+                prefill_path = os.path.join(work, "%s_%d.prefill.plan.json" % (name, context))
+                run([o.collage, "--threads", str(o.threads), "optimize", path] + prefill_bindings +
+                    (["--backends"] + o.backends if o.backends else []) + ["--db", os.path.join(work, "measurements.sqlite"), "-o", prefill_path,
+                     "--budget", o.budget])
+                plan += ["--prefill-plan", prefill_path]
             step_ratio, prefill_ratio, ours, theirs = [], [], [], []
             for r in range(o.rounds):
                 out = run([o.collage, "--threads", str(o.threads), "generate", path, "--prompt-ids", prompt,

@@ -127,7 +127,7 @@ DecodeModel importDecodeModel(const std::string& path, int64_t capacity,
 }
 
 std::optional<Graph> importPrefillGraph(const DecodeModel& model, int64_t tokens,
-                                        std::string* why) {
+                                        std::string* why, std::vector<std::string>* boundShapes) {
   std::vector<std::string> bindings;
   try {
     if (model.path.empty()) throw Error("the model's file is not known");
@@ -144,6 +144,7 @@ std::optional<Graph> importPrefillGraph(const DecodeModel& model, int64_t tokens
                       std::to_string(model.capacity + tokens) + " rows on axis " +
                       std::to_string(p.sequenceAxis));
     }
+    if (boundShapes) *boundShapes = std::move(bindings);
     return g;
   } catch (const Error& e) {
     if (why) *why = e.what();

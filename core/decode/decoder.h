@@ -113,8 +113,12 @@ DecodeModel importDecodeModel(const std::string& path, int64_t capacity,
 // a past of model.capacity rows: the ids and positions [1, tokens], the mask
 // [1, capacity + tokens]. nullopt, with the reason in `why`, when the model
 // cannot take them (its sequence fixed at 1, a shape that does not import).
+// `bindings` (optional) gets its --input-shape bindings, as DecodeModel's:
+// what a plan for the prompt's pass (generate --prefill-plan) is optimized
+// with.
 std::optional<Graph> importPrefillGraph(const DecodeModel& model, int64_t tokens,
-                                        std::string* why = nullptr);
+                                        std::string* why = nullptr,
+                                        std::vector<std::string>* bindings = nullptr);
 // The roles alone (decoderSignature on the model imported for one token
 // after one past row).
 DecoderSignature probeDecoderSignature(const std::string& path);
