@@ -74,9 +74,11 @@ class NativeBackend : public Backend {
   // 0.8: a constant-zero Pad fused into passes as a view with zeros,
   // depthwise -> pointwise Conv as one kernel, QuantizeLinear multiplying
   // by the scale's reciprocal where the product decides the integer, an
-  // 8-bit pass (a QDQ join) as a table lookup).
+  // 8-bit pass (a QDQ join) as a table lookup; 0.9: MatMuls of few rows
+  // split by columns over the threads, so stored one-thread timings of
+  // decode projections are measured again).
   std::string version() const override {
-    return "native 0.8 (OpenMP " + std::to_string(_OPENMP) + ")";
+    return "native 0.9 (OpenMP " + std::to_string(_OPENMP) + ")";
   }
   BackendKind kind() const override { return BackendKind::GraphLibrary; }
 
