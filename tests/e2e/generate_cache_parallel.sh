@@ -23,9 +23,8 @@ base=$2
 part=$3
 source "$(dirname "$0")/mpi_ranks.sh"
 mpi_setup generate_cache_parallel
-prompt=$(sed -n 's/^prompt: //p' "$base.greedy.txt" | tr ' ' ',')
-want=$(sed -n 's/^generated: //p' "$base.greedy.txt" | tr ' ' ',')
-new=$(echo "$want" | tr ',' '\n' | wc -l)
+source "$(dirname "$0")/greedy_ids.sh"
+read_greedy "$base.greedy.txt"
 args=(generate "$base.onnx" --prompt-ids "$prompt" --max-new-tokens "$new")
 
 if [[ $part == run ]]; then

@@ -14,9 +14,8 @@ mode=$3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-prompt=$(sed -n 's/^prompt: //p' "$base.ort_greedy.txt" | tr ' ' ',')
-want=$(sed -n 's/^generated: //p' "$base.ort_greedy.txt" | tr ' ' ',')
-new=$(echo "$want" | tr ',' '\n' | wc -l)
+source "$(dirname "$0")/greedy_ids.sh"
+read_greedy "$base.ort_greedy.txt"
 plan=()
 if [ "$mode" = plan ]; then
   nprompt=$(echo "$prompt" | tr ',' '\n' | wc -l)

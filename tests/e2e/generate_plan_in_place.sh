@@ -13,9 +13,8 @@ base=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-prompt=$(sed -n 's/^prompt: //p' "$base.greedy.txt" | tr ' ' ',')
-want=$(sed -n 's/^generated: //p' "$base.greedy.txt" | tr ' ' ',')
-new=$(echo "$want" | tr ',' '\n' | wc -l)
+source "$(dirname "$0")/greedy_ids.sh"
+read_greedy "$base.greedy.txt"
 rows=32
 
 mapfile -t bindings < <("$collage" generate "$base.onnx" --prompt-ids "$prompt" \
