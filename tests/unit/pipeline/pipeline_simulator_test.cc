@@ -44,6 +44,22 @@ PipelineStage stage(std::vector<int> nodes, std::string device, double seconds,
   return s;
 }
 
+// a -> b on devices d0 and d1: `bytes` on the edge, each stage's compute
+// seconds per micro-batch.
+struct TwoStageChain {
+  PipeGraph g;
+  StageGraph sg;
+};
+TwoStageChain chainOfTwo(double bytes, double aSeconds, double bSeconds) {
+  TwoStageChain c;
+  c.g.addNode("a");
+  c.g.addNode("b");
+  c.g.addEdge(0, 1, bytes);
+  c.sg.stages = {stage({0}, "d0", aSeconds), stage({1}, "d1", bSeconds)};
+  c.sg.edges = {{0, 1}};
+  return c;
+}
+
 // a -> b, 1 s and 2 s per micro-batch, queues of 2. Stage 1 runs from t = 1
 // back to back (finishes 3 + 2m); stage 0 finishes micro-batch m, then waits
 // for a slot until stage 1 pops m - 2 at 1 + 2(m - 2). Worked by hand:
@@ -122,13 +138,7 @@ TEST(PipelineSimulator, ForkJoinWaitsForTheLongerBranch) {
 //   transfers begin 1, 3, 5, 7 (m = 2 also waits for its slot: 3.5), arrive
 //   3.5, 5.5, 7.5, 9.5; b finishes 4.5, 6.5, 8.5, 10.5.
 TEST(PipelineSimulator, ABottleneckLinkSetsThePace) {
-  PipeGraph g;
-  g.addNode("a");
-  g.addNode("b");
-  g.addEdge(0, 1, 2);
-  StageGraph sg;
-  sg.stages = {stage({0}, "d0", 1), stage({1}, "d1", 1)};
-  sg.edges = {{0, 1}};
+  auto [g, sg] = chainOfTwo(2, 1, 1);
   SimulationOptions o;
   o.microBatches = 4;
   const SimulationReport r = simulatePipeline(sg, g, devices(2, LinkCost{1, 0.5}), o);
@@ -220,13 +230,7 @@ TEST(PipelineSimulator, BadInputIsNamed) {
 // arrival and is done with micro-batch 3 at 6.25 + 1 + 0.5 = 7.75 s, the
 // makespan (from time 0: the run's start, as a wall clock counts it).
 TEST(PipelineSimulator, HandOverAndStartTimesOccupyTheStage) {
-  PipeGraph g;
-  g.addNode("a");
-  g.addNode("b");
-  g.addEdge(0, 1, 4);
-  StageGraph sg;
-  sg.stages = {stage({0}, "d0", 1), stage({1}, "d1", 1)};
-  sg.edges = {{0, 1}};
+  const auto [g, sg] = chainOfTwo(4, 1, 1);
   SimulationOptions o;
   o.microBatches = 4;
   o.handOverSeconds = {0.5, 0.5};
@@ -249,13 +253,7 @@ TEST(PipelineSimulator, HandOverAndStartTimesOccupyTheStage) {
 // 3-5, 5-7, 7-9, 9-11 (it waits for micro-batch 0's 3 s), so 11 s, where the
 // means (2 and 2) give 10.
 TEST(PipelineSimulator, ReplaysEachMicroBatchsComputeTime) {
-  PipeGraph g;
-  g.addNode("a");
-  g.addNode("b");
-  g.addEdge(0, 1, 4);
-  StageGraph sg;
-  sg.stages = {stage({0}, "d0", 2), stage({1}, "d1", 2)};
-  sg.edges = {{0, 1}};
+  const auto [g, sg] = chainOfTwo(4, 2, 2);
   SimulationOptions o;
   o.microBatches = 4;
   o.inFlight = {1, 1};
@@ -276,13 +274,7 @@ TEST(PipelineSimulator, ReplaysEachMicroBatchsComputeTime) {
 // it only at 5 (done with 0), so it arrives at 6, not 3; b runs 2-5, 6-9
 // (eagerly: 2-5, 5-8).
 TEST(PipelineSimulator, TransferCanWaitForTheReceiver) {
-  PipeGraph g;
-  g.addNode("a");
-  g.addNode("b");
-  g.addEdge(0, 1, 4);
-  StageGraph sg;
-  sg.stages = {stage({0}, "d0", 1), stage({1}, "d1", 3)};
-  sg.edges = {{0, 1}};
+  const auto [g, sg] = chainOfTwo(4, 1, 3);
   SimulationOptions o;
   o.microBatches = 2;
   const Topology t = devices(2, LinkCost{4, 0});
@@ -307,13 +299,7 @@ TEST(PipelineSimulator, PollingWaitsEndAtTheNextPoll) {
   // Chain a -> b, 1 ms and 0.1 ms, free link: b waits 1 ms for the first
   // micro-batch and sees it at 1.26 ms, runs to 1.36, then waits 0.64 ms
   // for the second (made at 2 ms) and sees it 1.26 ms later.
-  PipeGraph g;
-  g.addNode("a");
-  g.addNode("b");
-  g.addEdge(0, 1, 4);
-  StageGraph sg;
-  sg.stages = {stage({0}, "d0", 1e-3), stage({1}, "d1", 0.1e-3)};
-  sg.edges = {{0, 1}};
+  const auto [g, sg] = chainOfTwo(4, 1e-3, 0.1e-3);
   SimulationOptions o;
   o.microBatches = 2;
   o.polling = naps;
