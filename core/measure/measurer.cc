@@ -209,10 +209,16 @@ struct PreparedKernel {
 
 // Writes `bytes` of a buffer kept for the purpose (one cache line in 64
 // bytes is enough to claim the line), displacing whatever the caches held.
+// Every thread of the pool writes its share, so each core's own cache is
+// displaced, not only the calling thread's: a kernel's threads read their
+// part of its data from their own core's cache.
 void evictCaches(size_t bytes) {
   static std::vector<unsigned char> buffer;
   if (buffer.size() < bytes) buffer.resize(bytes);
-  for (size_t i = 0; i < bytes; i += 64) buffer[i] = static_cast<unsigned char>(buffer[i] + 1);
+  unsigned char* data = buffer.data();
+  const auto lines = static_cast<std::ptrdiff_t>(bytes / 64);
+#pragma omp parallel for num_threads(threadCount()) schedule(static)
+  for (std::ptrdiff_t i = 0; i < lines; ++i) data[i * 64] = static_cast<unsigned char>(data[i * 64] + 1);
 }
 
 // The cold protocol's eviction takes milliseconds, about as long as
@@ -259,35 +265,87 @@ TimedRun timeRun(const std::function<void()>& f) {
 }
 }  // namespace
 
+namespace {
+// The largest cache of `level` or above that sysfs lists for CPU 0, in bytes
+// (0 when it lists none).
+size_t sysfsCacheBytes(int level) {
+  size_t largest = 0;
+  for (int index = 0; index < 8; ++index) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
+    std::ifstream levelFile(dir + "level"), typeFile(dir + "type"), sizeFile(dir + "size");
+    int cacheLevel = 0;
+    std::string type, text;
+    if (!(levelFile >> cacheLevel) || cacheLevel < level) continue;
+    if ((typeFile >> type) && type == "Instruction") continue;
+    if (!(sizeFile >> text) || text.empty()) continue;
+    size_t value = std::strtoull(text.c_str(), nullptr, 10);
+    const char unit = text.back();
+    value *= unit == 'K' ? 1024 : unit == 'M' ? 1024 * 1024 : 1;
+    largest = std::max(largest, value);
+  }
+  return largest;
+}
+
+size_t nextPowerOfTwo(size_t bytes) {
+  size_t p = 1;
+  while (p < bytes) p <<= 1;
+  return p;
+}
+}  // namespace
+
 size_t lastLevelCacheBytes() {
   static const size_t bytes = [] {
-    size_t largest = 0;
-    for (int index = 0; index < 8; ++index) {
-      std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/size");
-      std::string text;
-      if (!(in >> text) || text.empty()) continue;
-      size_t value = std::strtoull(text.c_str(), nullptr, 10);
-      const char unit = text.back();
-      value *= unit == 'K' ? 1024 : unit == 'M' ? 1024 * 1024 : 1;
-      largest = std::max(largest, value);
-    }
+    const size_t largest = sysfsCacheBytes(1);
     return largest == 0 ? size_t{32} << 20 : largest;
   }();
   return bytes;
 }
 
-size_t cacheEvictionBytes() {
-  return std::clamp(2 * lastLevelCacheBytes(), size_t{16} << 20, size_t{256} << 20);
+size_t privateCacheBytes() {
+  static const size_t perCore = [] {
+    const size_t l2 = sysfsCacheBytes(2);
+    // A core's own cache is the level-2 one; sysfs lists it even where the
+    // shared level-3 one it reports is a virtual machine's whole socket.
+    return l2 == 0 || l2 == lastLevelCacheBytes() ? size_t{1} << 20 : std::min(l2, lastLevelCacheBytes());
+  }();
+  return perCore * static_cast<size_t>(std::max(1, threadCount()));
+}
+
+size_t cacheEvictionBytes(size_t workingSetBytes) {
+  const size_t most = std::min(size_t{256} << 20, nextPowerOfTwo(2 * lastLevelCacheBytes()));
+  const size_t least = nextPowerOfTwo(2 * privateCacheBytes());
+  return std::clamp(nextPowerOfTwo(workingSetBytes), std::min(least, most), most);
 }
 
 size_t modelWorkingSetBytes(const Graph& graph) {
-  size_t bytes = 0;
+  const auto bytesOf = [](const TensorType& t) -> size_t {
+    if (t.isSequence() || t.numElements() < 0) return 0;
+    return static_cast<size_t>(t.numElements()) * elementSize(t.elementType);
+  };
+  const int64_t nodes = static_cast<int64_t>(graph.nodes().size());
+  size_t constants = 0;
+  // live[i]: the change in the bytes alive when node i runs (nodes are in
+  // topological order); a value lives from its producer (the start, for a
+  // graph input) to its last consumer (the end, for a graph output).
+  std::vector<int64_t> live(static_cast<size_t>(nodes) + 2, 0);
+  std::vector<bool> isOutput(static_cast<size_t>(graph.numValues()), false);
+  for (ValueId v : graph.outputs()) isOutput[static_cast<size_t>(v)] = true;
   for (ValueId v = 0; v < graph.numValues(); ++v) {
-    const TensorType& t = graph.value(v).type;
-    if (t.isSequence()) continue;
-    bytes += static_cast<size_t>(t.numElements()) * elementSize(t.elementType);
+    const Value& value = graph.value(v);
+    const size_t bytes = bytesOf(value.type);
+    if (value.isConstant()) {
+      constants += bytes;
+      continue;
+    }
+    const int64_t first = value.producer == kNoNode ? 0 : value.producer;
+    int64_t last = value.consumers.empty() ? first : value.consumers.back();
+    if (isOutput[static_cast<size_t>(v)]) last = nodes;
+    live[static_cast<size_t>(first)] += static_cast<int64_t>(bytes);
+    live[static_cast<size_t>(last) + 1] -= static_cast<int64_t>(bytes);
   }
-  return bytes;
+  int64_t alive = 0, peak = 0;
+  for (int64_t change : live) peak = std::max(peak, alive += change);
+  return constants + static_cast<size_t>(peak);
 }
 
 HardwareFingerprint measurementFingerprint(const std::vector<std::pair<std::string, std::string>>& versions,
@@ -312,18 +370,19 @@ std::vector<std::string> measurementWorkerCommand(const std::string& collageExec
 }
 
 namespace {
-// A run of the model keeps all of its data in the last-level cache.
-bool runsInTheCache(const Graph& graph) { return modelWorkingSetBytes(graph) <= lastLevelCacheBytes(); }
+// A run of the model keeps all of its data in the caches of the cores that
+// run it, so each kernel finds its weights where its last run left them.
+bool runsInPrivateCaches(const Graph& graph) { return modelWorkingSetBytes(graph) <= privateCacheBytes(); }
 }  // namespace
 
 std::string measurementProtocol(const Graph& graph) {
-  if (runsInTheCache(graph)) return "hot";
-  return "cold-" + std::to_string(cacheEvictionBytes() >> 20) + "MiB-inputs-hot";
+  if (runsInPrivateCaches(graph)) return "hot";
+  return "cold-" + std::to_string(cacheEvictionBytes(modelWorkingSetBytes(graph)) >> 20) + "MiB-inputs-hot";
 }
 
 MeasurerOptions MeasurerOptions::forModel(const Graph& graph) {
   MeasurerOptions o;
-  if (!runsInTheCache(graph)) o.evictBytes = cacheEvictionBytes();
+  if (!runsInPrivateCaches(graph)) o.evictBytes = cacheEvictionBytes(modelWorkingSetBytes(graph));
   return o;
 }
 

@@ -63,22 +63,38 @@ struct MeasurerOptions {
   static MeasurerOptions forModel(const Graph& graph);
 };
 
-// This machine's last-level cache (from sysfs; 32 MiB if unknown).
+// This machine's last-level cache (from sysfs; 32 MiB if unknown). On a
+// virtual machine this is the host socket's, shared with other tenants (480
+// MiB on this project's machine), so it says nothing of what stays cached.
 size_t lastLevelCacheBytes();
-// Twice the last-level cache, between 16 and 256 MiB: enough writes to push
-// a kernel's data out of it.
-size_t cacheEvictionBytes();
+// The caches of the cores a kernel runs on (their level-2 caches, at this
+// process's thread count): the data that stays there from one run to the next
+// is as fast as a kernel timed alone sees it.
+size_t privateCacheBytes();
+// The writes that displace what a run of a model with `workingSetBytes`
+// displaces between two runs of one kernel: that working set, to the next
+// power of two (so models of a size share measurements), at least twice the
+// private caches and at most twice the last-level cache (256 MiB at most).
+size_t cacheEvictionBytes(size_t workingSetBytes);
 
-// The bytes a run of `graph` touches: its weights and every value it computes
-// (an upper bound: the Session reuses buffers).
+// The bytes a run of `graph` keeps in the caches: its constants (weights)
+// and the most bytes of values alive at once over a run in node order (what
+// an ideal allocator holds; the Session reuses buffers as values die).
+// Summing every value instead made MobileNetV3-Large's 26 MiB 49 MiB, and its
+// kernels measured after 64 MiB of writes added up to 1.17x its run.
 size_t modelWorkingSetBytes(const Graph& graph);
 
 // How kernels of `graph` are measured, part of the fingerprint so that
 // measurements taken another way are not reused. A model whose working set
-// fits the last-level cache runs with its weights and tensors in the cache:
-// "hot" (small models ran up to 2x faster than costs measured cold
-// predicted: measured/predicted 0.48 to 0.78 on resnet50_small). A larger one evicts the
-// cache before each timed run and reads the inputs again: "cold-64MiB-inputs-hot".
+// fits the private caches of the cores that run it finds its data there run
+// after run: "hot". A larger one has the rest of the model pass through the
+// caches between two runs of a kernel, so before each timed run as many bytes
+// are written (cacheEvictionBytes) and the kernel's inputs read again:
+// "cold-32MiB-inputs-hot". The size is the model's, not the machine's last
+// cache: where the shared cache holds the rest of the model, it holds it in
+// the measurement too. Deciding by the last-level cache instead measured
+// every zoo model hot on a virtual machine whose sysfs lists its host's 480
+// MiB, and plans ran 1.27-1.69x their predicted time there.
 std::string measurementProtocol(const Graph& graph);
 
 // The one key measurements are stored and shared under: this machine, each

@@ -83,9 +83,9 @@ TEST(Measurer, ColdMeasurementEvictsBeforeEachRunAndTakesFewerSamples) {
   std::unique_ptr<Backend> native = createBackend("native");
   MeasurerOptions hot;
   MeasurerOptions cold;
-  cold.evictBytes = cacheEvictionBytes();
+  cold.evictBytes = cacheEvictionBytes(size_t{64} << 20);
   EXPECT_EQ(hot.evictBytes, 0u);
-  EXPECT_GE(cold.evictBytes, size_t{16} << 20);
+  EXPECT_GE(cold.evictBytes, 2 * privateCacheBytes());
   EXPECT_LE(cold.evictBytes, size_t{256} << 20);
   const Measurement h = measureKernel(*native, KernelRequest::of(b.graph(), nodes), hot);
   const Measurement c = measureKernel(*native, KernelRequest::of(b.graph(), nodes), cold);
@@ -127,22 +127,34 @@ TEST(Measurer, RunsAnotherProcessPreemptedAreLeftOut) {
 }
 
 // The cache state a kernel is measured in is the one it meets in a run of
-// its model: a model whose working set fits the last-level cache is
-// measured hot, a larger one cold (with its inputs read again).
-TEST(Measurer, AModelThatFitsTheCacheIsMeasuredHotALargerOneCold) {
+// its model: a model whose working set fits the private caches of the cores
+// that run it is measured hot; a larger one after writes of its own working
+// set (to the next power of two), with its inputs read again, whatever the
+// size of the last-level cache sysfs reports.
+TEST(Measurer, AModelThatFitsThePrivateCachesIsMeasuredHotALargerOneAfterItsOwnSize) {
   GraphBuilder small;
-  small.finish(small.op("Relu", {small.input({64, 1024})}));  // 2 x 256 KiB
-  EXPECT_EQ(modelWorkingSetBytes(small.graph()), size_t{2} * 64 * 1024 * 4);
+  const int64_t smallRows = static_cast<int64_t>(privateCacheBytes() / 4096 / 4);
+  small.finish(small.op("Relu", {small.input({smallRows, 1024})}));  // 2 x 1/4 of the private caches
+  EXPECT_EQ(modelWorkingSetBytes(small.graph()), size_t{2} * smallRows * 1024 * 4);
   EXPECT_EQ(measurementProtocol(small.graph()), "hot");
   EXPECT_EQ(MeasurerOptions::forModel(small.graph()).evictBytes, 0u);
 
-  GraphBuilder large;  // 2 x the last-level cache in each of its two values
-  const int64_t rows = static_cast<int64_t>(lastLevelCacheBytes() / 4096 * 2);
-  large.finish(large.op("Relu", {large.input({rows, 1024})}));
-  EXPECT_GT(modelWorkingSetBytes(large.graph()), lastLevelCacheBytes());
-  EXPECT_EQ(measurementProtocol(large.graph()),
-            "cold-" + std::to_string(cacheEvictionBytes() >> 20) + "MiB-inputs-hot");
-  EXPECT_EQ(MeasurerOptions::forModel(large.graph()).evictBytes, cacheEvictionBytes());
+  // 2 x 3/2 of the private caches: three times them in all, which any
+  // last-level cache larger than that held whole before, so it was "hot".
+  GraphBuilder mid;
+  const int64_t midRows = static_cast<int64_t>(privateCacheBytes() / 4096 * 3 / 2);
+  mid.finish(mid.op("Relu", {mid.input({midRows, 1024})}));
+  const size_t midBytes = modelWorkingSetBytes(mid.graph());
+  EXPECT_GT(midBytes, privateCacheBytes());
+  const size_t evict = MeasurerOptions::forModel(mid.graph()).evictBytes;
+  EXPECT_GE(evict, std::min(midBytes, size_t{256} << 20));  // the rest of a run displaces as much
+  EXPECT_EQ(evict & (evict - 1), 0u);                        // a power of two, shared by similar models
+  EXPECT_EQ(evict, cacheEvictionBytes(midBytes));
+  EXPECT_EQ(measurementProtocol(mid.graph()), "cold-" + std::to_string(evict >> 20) + "MiB-inputs-hot");
+
+  // Larger models are displaced by more, up to twice the last-level cache.
+  EXPECT_LE(cacheEvictionBytes(midBytes), cacheEvictionBytes(8 * midBytes));
+  EXPECT_LE(cacheEvictionBytes(size_t{1} << 40), size_t{256} << 20);
 }
 
 // Measurements taken cold and hot are different quantities: the protocol is
