@@ -29,6 +29,8 @@ Generator::Generator(const std::string& model, int64_t maxLength, const std::str
     if (options.threads > 0) setThreadCount(options.threads);
     Impl* impl = impl_.get();
     const DecoderSignature signature = probeDecoderSignature(model);
+    if (!plan.empty() && !signature.useCacheFlag.empty())
+      throw api::Error(mergedDecoderPlanRefusal(model, signature));
     if (!plan.empty()) impl->plan = std::make_unique<collage::Plan>(loadPlan(plan));
     // No length given: the one the plan was made for.
     if (maxLength <= 0 && impl->plan) maxLength = planCapacity(signature, impl->plan->inputShapes);

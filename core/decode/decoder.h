@@ -45,6 +45,11 @@
 // 0..n-1. Its Concat copies the (empty) past once per generate(), not per
 // step. A model whose sequence is fixed at 1, or that does not import for
 // n tokens, runs the prompt one token a step, as a decode step.
+//
+// A merged decoder (decoder_signature.h) is imported with its use-cache
+// flag a constant: true for the step graph (the branch with the past), false
+// for the prompt's graph (the no-cache branch: its mask and presents cover
+// the n new tokens alone, and the past inputs are not read).
 #pragma once
 
 #include <cstdint>
