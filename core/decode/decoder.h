@@ -154,7 +154,11 @@ class Decoder {
   // for a Decoder without a step or Session, and one token a step for the
   // others (a Step given for the step graph says nothing of other graphs);
   // an empty runner: one token a step.
-  void setPrefillRunner(PrefillRunner runner) { prefillRunner_ = std::move(runner); }
+  void setPrefillRunner(PrefillRunner runner) {
+    prefillRunner_ = std::move(runner);
+    prefillTokens_ = 0;  // a prefill graph's Step made by the old runner is not reused
+  }
+  const PrefillRunner& prefillRunner() const { return prefillRunner_; }
   // The runs the last generate() spent on the prompt: 1 in one pass, else
   // one per token; and, if not in one pass, why.
   int64_t promptRuns() const { return promptRuns_; }
