@@ -20,6 +20,15 @@ struct Generator::Impl {
   // cache Concats cannot be split out (planned.fallback).
   collage::PlannedDecoder planned;
   std::mutex running;  // one generation at a time: the cache is shared
+  std::string modelPath;
+  SessionOptions options;
+  // setPrefillPlan's: the plan, its file, and the Session it made (shown in
+  // Generation::prefill).
+  std::shared_ptr<const collage::Plan> prefillPlan;
+  std::string prefillPlanPath;
+  std::shared_ptr<std::string> prefillRunner = std::make_shared<std::string>();
+  // The Decoder's own runner, back when the prefill plan is removed.
+  collage::Decoder::PrefillRunner defaultRunner;
 };
 
 Generator::Generator(const std::string& model, int64_t maxLength, const std::string& plan,
@@ -28,7 +37,11 @@ Generator::Generator(const std::string& model, int64_t maxLength, const std::str
   translateErrors([&] {
     if (options.threads > 0) setThreadCount(options.threads);
     Impl* impl = impl_.get();
+    impl->modelPath = model;
+    impl->options = options;
     const DecoderSignature signature = probeDecoderSignature(model);
+    if (!plan.empty() && !signature.useCacheFlag.empty())
+      throw api::Error(mergedDecoderPlanRefusal(model, signature));
     if (!plan.empty()) impl->plan = std::make_unique<collage::Plan>(loadPlan(plan));
     // No length given: the one the plan was made for.
     if (maxLength <= 0 && impl->plan) maxLength = planCapacity(signature, impl->plan->inputShapes);
@@ -68,8 +81,83 @@ Generation Generator::generate(const std::vector<int64_t>& prompt, const Generat
     o.temperature = options.temperature;
     o.topK = options.topK;
     o.seed = options.seed;
-    collage::Generation g = impl_->planned.decoder->generate(prompt, o);
-    return Generation{std::move(g.tokens), std::move(g.stop), g.prefillMs, std::move(g.stepMs)};
+    collage::Decoder& decoder = *impl_->planned.decoder;
+    if (impl_->prefillPlan && prompt.size() < 2)
+      throw api::Error(impl_->prefillPlanPath +
+                       ": a one-token prompt runs as a decode step, it has no prefill pass");
+    collage::Generation g = decoder.generate(prompt, o);
+    std::string prefill = "one token a step: " + decoder.promptOneTokenAStepWhy();
+    if (decoder.promptRuns() == 1)
+      prefill = impl_->prefillPlan ? "one pass, " + *impl_->prefillRunner : "one pass";
+    return Generation{std::move(g.tokens), std::move(g.stop), g.prefillMs, std::move(g.stepMs),
+                      std::move(prefill)};
+  });
+}
+
+void Generator::setPrefillPlan(const std::string& plan) {
+  translateErrors([&] {
+    std::lock_guard<std::mutex> lock(impl_->running);
+    Impl* impl = impl_.get();
+    collage::Decoder& decoder = *impl->planned.decoder;
+    if (!impl->defaultRunner) impl->defaultRunner = decoder.prefillRunner();
+    if (!plan.empty() && !impl->model.signature.useCacheFlag.empty())
+      throw api::Error(mergedDecoderPlanRefusal(impl->modelPath, impl->model.signature));
+    if (plan.empty()) {
+      impl->prefillPlan.reset();
+      decoder.setPrefillRunner(impl->defaultRunner);
+      return;
+    }
+    auto loaded = std::make_shared<const collage::Plan>(loadPlan(plan));
+    if (!loaded->substitutions.empty())
+      throw api::Error(plan +
+                       ": a plan with graph substitutions is not supported by the Generator yet");
+    impl->prefillPlan = loaded;
+    impl->prefillPlanPath = plan;
+    impl->prefillRunner->clear();
+    // Checked against the prefill graph as a plan is against its model (the
+    // same shapes, the same file, its groups) when the Decoder imports that
+    // graph for the prompt's length: a mismatch is an Error naming the file.
+    const int64_t capacity = decoder.capacity();
+    decoder.setPrefillRunner([impl, loaded, plan, capacity](
+                                 const collage::Graph& prefill,
+                                 std::string&) -> collage::Decoder::Step {
+      std::shared_ptr<BackendSet> backends;
+      std::shared_ptr<collage::Session> session;
+      std::vector<std::string> warnings;
+      try {
+        backends = std::make_shared<BackendSet>(loadBackendsForPlan(
+            *loaded, prefill, impl->modelPath, impl->options.backends, &warnings));
+        session = std::make_shared<collage::Session>(
+            prefill, *loaded, [backends](const std::string& n) { return backends->find(n); });
+      } catch (const collage::Error& e) {
+        throw api::Error(std::string(e.what()) +
+                         " (a prefill plan is made for the prefill graph of one prompt length "
+                         "against a " +
+                         std::to_string(capacity) + "-row cache: see prefillBindings)");
+      }
+      if (!warnings.empty() && !impl->options.acceptStalePlan) {
+        std::string why;
+        for (const auto& w : warnings) why += (why.empty() ? "" : "; ") + w;
+        throw api::Error(plan + " refused: " + why +
+                         " (or accept the plan with SessionOptions::acceptStalePlan)");
+      }
+      *impl->prefillRunner =
+          "plan " + plan + ": " + std::to_string(session->groupCount()) + " group(s)";
+      return
+          [backends, session](const std::vector<collage::Tensor>& in) { return session->run(in); };
+    });
+  });
+}
+
+std::vector<std::string> Generator::prefillBindings(int64_t promptLength) const {
+  return translateErrors([&] {
+    if (promptLength < 2) throw api::Error("a one-token prompt has no one-pass prefill graph");
+    std::string why;
+    std::vector<std::string> bindings;
+    if (!importPrefillGraph(impl_->model, promptLength, &why, &bindings))
+      throw api::Error(impl_->model.path + ": no one-pass prefill graph for a " +
+                       std::to_string(promptLength) + "-token prompt: " + why);
+    return bindings;
   });
 }
 

@@ -120,6 +120,8 @@ int generateCacheParallel(const GenerateCommandOptions& o) {
                          "sampling, --plan)");
     const DecoderSignature signature = probeDecoderSignature(o.modelPath);
     std::unique_ptr<Plan> plan;
+    if (!o.plan.empty() && !signature.useCacheFlag.empty())
+      throw Error(mergedDecoderPlanRefusal(o.modelPath, signature));
     if (!o.plan.empty()) plan = std::make_unique<Plan>(loadPlan(o.plan));
     int64_t capacity = o.maxLength;
     if (capacity <= 0 && plan) capacity = planCapacity(signature, plan->inputShapes);
@@ -322,6 +324,8 @@ Action addGenerateCommand(CLI::App& app) {
     }
     if (capacity <= 0)
       capacity = static_cast<int64_t>(o->promptIds.size()) + o->generate.maxNewTokens;
+    if ((plan || prefillPlan) && !signature.useCacheFlag.empty())
+      throw Error(mergedDecoderPlanRefusal(o->modelPath, signature));
     const DecodeModel model = importDecodeModel(o->modelPath, capacity, &signature);
     if (o->printBindings || o->printPrefillBindings) {
       if (o->printBindings)

@@ -299,19 +299,24 @@ PYBIND11_MODULE(collage, m) {
 
   // The runtime's decode loop (docs/decoding.md): ids in, ids out.
   py::class_<api::Generator>(m, "Generator")
-      .def(py::init([](const std::string& model, int64_t maxLength, const std::string& plan, int threads) {
+      .def(py::init([](const std::string& model, int64_t maxLength, const std::string& plan,
+                       const std::string& prefillPlan, int threads) {
              api::SessionOptions options;
              options.threads = threads;
-             return api::Generator(model, maxLength, plan, options);
+             api::Generator g(model, maxLength, plan, options);
+             if (!prefillPlan.empty()) g.setPrefillPlan(prefillPlan);
+             return g;
            }),
            py::arg("model"), py::arg("max_length"), py::arg("plan") = "", py::kw_only(),
-           py::arg("threads") = 0,
+           py::arg("prefill_plan") = "", py::arg("threads") = 0,
            "A decoder with past/present KV tensors; max_length: the cache's rows; plan: a plan "
-           "for the step graph (see step_bindings), or '' for the reference executor.")
+           "for the step graph (see step_bindings), or '' for the reference executor; "
+           "prefill_plan: a plan for the prompt's one pass (see prefill_bindings), as "
+           "`collage generate --prefill-plan`.")
       .def(
           "generate",
-          [](api::Generator& g, const std::vector<int64_t>& prompt, int64_t maxNewTokens, int64_t eos,
-             double temperature, int64_t topK, uint64_t seed) {
+          [](api::Generator& g, const std::vector<int64_t>& prompt, int64_t maxNewTokens,
+             int64_t eos, double temperature, int64_t topK, uint64_t seed) {
             api::GenerateOptions o;
             o.maxNewTokens = maxNewTokens;
             o.eos = eos;
@@ -328,14 +333,19 @@ PYBIND11_MODULE(collage, m) {
             d["stop"] = r.stop;
             d["prefill_ms"] = r.prefillMs;
             d["step_ms"] = r.stepMs;
+            d["prefill"] = r.prefill;
             return d;
           },
           py::arg("prompt"), py::kw_only(), py::arg("max_new_tokens") = 16, py::arg("eos") = -1,
           py::arg("temperature") = 0.0, py::arg("top_k") = 0, py::arg("seed") = 0,
-          "Prefill, then one step per new id: {'tokens', 'stop', 'prefill_ms', 'step_ms'}.")
+          "Prefill, then one step per new id: {'tokens', 'stop', 'prefill_ms', 'step_ms', "
+          "'prefill'} ('prefill': how the prompt ran).")
       .def_property_readonly("max_length", &api::Generator::maxLength)
       .def_property_readonly("vocabulary", &api::Generator::vocabulary)
-      .def_property_readonly("step_bindings", &api::Generator::stepBindings);
+      .def_property_readonly("step_bindings", &api::Generator::stepBindings)
+      .def("prefill_bindings", &api::Generator::prefillBindings, py::arg("prompt_length"),
+           "The --input-shape bindings of the prompt's one-pass graph for this length: what a "
+           "prefill_plan is made with.");
 
   m.def("optimize", &optimize, py::arg("model"), py::kw_only(),
         py::arg("backends") = std::vector<std::string>{}, py::arg("db") = py::none(),

@@ -93,7 +93,10 @@ def weights(cfg, seed):
     return w
 
 
-def build(cfg, w, name):
+def build(cfg, w, name, past=True):
+    """The decoder graph; without `past`, the no-cache form exporters write
+    for the prompt (decoder_model.onnx): no past inputs, each present is the
+    new K or V alone."""
     g = GraphBuilder(torch_names=True)
     E, H, Hkv, V, L = cfg["E"], cfg["H"], cfg["Hkv"], cfg["vocab"], cfg["layers"]
     D = E // H
@@ -102,8 +105,10 @@ def build(cfg, w, name):
     B = g.dim("input_ids", 0)
     if gpt2:
         T = g.dim("attention_mask", 1)  # past + new
-    else:  # past_key_values_length, as LLaMA's mask preparation reads it: a Shape of the first past
+    elif past:  # past_key_values_length, as LLaMA's mask preparation reads it: a Shape of the first past
         T = g.op("Add", [g.dim("past_key_values.0.key", 2), S])
+    else:
+        T = S
 
     def heads(x, n):
         shape = g.op("Concat", [B, S, g.const("h", i64(n)), g.const("d", i64(D))], axis=0)
@@ -175,8 +180,12 @@ def build(cfg, w, name):
             q = rotate(heads(g.op("MatMul", [x, g.const("q_proj.weight", lw["q"])]), H))
             k = rotate(heads(g.op("MatMul", [x, g.const("k_proj.weight", lw["k"])]), Hkv))
             v = heads(g.op("MatMul", [x, g.const("v_proj.weight", lw["v"])]), Hkv)
-        g.op("Concat", ["past_key_values.%d.key" % n, k], output=pk, axis=-2)
-        g.op("Concat", ["past_key_values.%d.value" % n, v], output=pv, axis=-2)
+        if past:
+            g.op("Concat", ["past_key_values.%d.key" % n, k], output=pk, axis=-2)
+            g.op("Concat", ["past_key_values.%d.value" % n, v], output=pv, axis=-2)
+        else:
+            g.op("Identity", [k], output=pk)
+            g.op("Identity", [v], output=pv)
         K, Vv = pk, pv
         if Hkv != H:  # repeat_kv: [B, Hkv, T, D] -> [B, Hkv, r, T, D] -> [B, H, T, D]
             def repeat(t):
@@ -224,10 +233,62 @@ def build(cfg, w, name):
         h = rmsnorm(h, w["lnf"])
         g.op("MatMul", [h, g.const("lm_head.weight", w["lm_head"])], output="logits")
 
-    inputs = decoder_inputs(L, Hkv, D, "batch_size", "sequence_length", "past_sequence_length + sequence_length",
+    inputs = decoder_inputs(L if past else 0, Hkv, D, "batch_size", "sequence_length",
+                            "past_sequence_length + sequence_length" if past else "sequence_length",
                             "past_sequence_length")
     outputs = [helper.make_tensor_value_info("logits", F, ["batch_size", "sequence_length", V])] + presents
     model = g.model(name, inputs, outputs, "collage-bench")
+    return model
+
+
+def merged(cfg, w, name):
+    """The merged form Hugging Face Optimum writes (decoder_model_merged.onnx):
+    the inputs of the form with past plus a boolean `use_cache_branch` [1],
+    one If on it whose then_branch is the decoder with past and whose
+    else_branch is the no-cache one (the prompt's pass: the past inputs are
+    not read); the weights, once each, are initializers of the main graph
+    that both branches read."""
+    with_past, no_past = build(cfg, w, name, past=True), build(cfg, w, name, past=False)
+    shared, by_content = [], {}
+
+    def branch(model, suffix):
+        g = model.graph
+        rename = {}
+        for init in g.initializer:
+            key = (init.data_type, tuple(init.dims), init.raw_data)
+            if key not in by_content:
+                by_content[key] = "shared_%d" % len(shared)
+                copy = onnx.TensorProto()
+                copy.CopyFrom(init)
+                copy.name = by_content[key]
+                shared.append(copy)
+            rename[init.name] = by_content[key]
+        for out in g.output:  # the If's outputs keep the names; the branch's are its own
+            rename[out.name] = out.name + suffix
+        nodes = []
+        for node in g.node:
+            copy = onnx.NodeProto()
+            copy.CopyFrom(node)
+            copy.input[:] = [rename.get(i, i) for i in node.input]
+            copy.output[:] = [rename.get(o, o) for o in node.output]
+            nodes.append(copy)
+        outputs = []
+        for out in g.output:
+            copy = onnx.ValueInfoProto()
+            copy.CopyFrom(out)
+            copy.name = rename[out.name]
+            outputs.append(copy)
+        return helper.make_graph(nodes, name + suffix, [], outputs)
+
+    then_branch = branch(with_past, "_with_past")
+    else_branch = branch(no_past, "_no_past")
+    flag = helper.make_tensor_value_info("use_cache_branch", TensorProto.BOOL, [1])
+    node = helper.make_node("If", ["use_cache_branch"], [o.name for o in with_past.graph.output],
+                            name="optimum::if", then_branch=then_branch, else_branch=else_branch)
+    graph = helper.make_graph([node], name, list(with_past.graph.input) + [flag],
+                              list(with_past.graph.output), shared)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="collage-bench")
+    model.ir_version = 8
     return model
 
 
@@ -289,6 +350,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("presets", nargs="+", choices=sorted(PRESETS))
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "decoders"))
+    ap.add_argument("--merged", action="store_true",
+                    help="also write PRESET_merged.onnx, the merged form (an If on use_cache_branch)")
     ap.add_argument("--numpy", type=int, default=0, help="print numpy's greedy ids for N new tokens")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -300,6 +363,12 @@ def main():
         path = os.path.join(args.out, preset + ".onnx")
         onnx.save(model, path)
         print("wrote %s (%.1f MB)" % (path, os.path.getsize(path) / 1e6))
+        if args.merged:
+            m = merged(cfg, weights(cfg, seed=cfg["seed"]), preset)
+            onnx.checker.check_model(m)
+            mpath = os.path.join(args.out, preset + "_merged.onnx")
+            onnx.save(m, mpath)
+            print("wrote %s (%.1f MB)" % (mpath, os.path.getsize(mpath) / 1e6))
         if args.numpy:
             ids, margins = list(range(1, 9)), []
             for _ in range(args.numpy):

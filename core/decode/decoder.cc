@@ -55,6 +55,17 @@ int64_t involuntarySwitches() {
   return usage.ru_nivcsw;
 }
 
+// The merged form's flag as a constant of its declared shape (a scalar, or
+// [1] as Optimum declares it).
+Tensor flagConstant(const std::string& path, const std::string& flag, bool withPast) {
+  Shape shape;
+  for (const DeclaredInput& in : readDeclaredInputs(path))
+    if (in.name == flag) shape.assign(in.dims.size(), 1);
+  Tensor t(TensorType{ElementType::Bool, shape});
+  *static_cast<bool*>(t.raw()) = withPast;
+  return t;
+}
+
 }  // namespace
 
 DecoderSignature probeDecoderSignature(const std::string& path) {
@@ -73,7 +84,22 @@ DecoderSignature probeDecoderSignature(const std::string& path) {
         s[i] = (i == 1 && s.size() == 2 && lower.find("mask") != std::string::npos) ? 2 : 1;
     probe.inputShapes[in.name] = s;
   }
-  return decoderSignature(importOnnx(path, probe), path);
+  const Graph graph = importOnnx(path, probe);
+  std::string flag;
+  try {
+    return decoderSignature(graph, path);
+  } catch (const Error&) {
+    // The merged form: its cache path is inside an If (refused here, naming
+    // it, when it is not on a use-cache flag); else the separate form's reason.
+    flag = mergedDecoderFlag(graph, path);
+    if (flag.empty()) throw;
+  }
+  // The branch with the past, inlined: the roles as in the separate form.
+  probe.inputShapes.erase(flag);
+  probe.constantInputs[flag] = flagConstant(path, flag, true);
+  DecoderSignature sig = decoderSignature(importOnnx(path, probe), path);
+  sig.useCacheFlag = flag;
+  return sig;
 }
 
 int64_t planCapacity(const DecoderSignature& signature,
@@ -85,14 +111,23 @@ int64_t planCapacity(const DecoderSignature& signature,
 namespace {
 
 // The model imported for `sequence` new tokens against a past of `capacity`
-// rows; `bindings` gets the --input-shape bindings.
+// rows; `bindings` gets the --input-shape bindings. A merged decoder is
+// imported with its flag a constant, the branch taken inlined: the past's
+// for a step, and for a prompt (`prompt`) the no-cache branch, whose mask
+// covers the prompt alone (the past inputs, bound as for a step, are not
+// read).
 Graph importFor(const std::string& path, const DecoderSignature& sig, int64_t capacity,
-                int64_t sequence, std::vector<std::string>& bindings) {
+                int64_t sequence, std::vector<std::string>& bindings, bool prompt = false) {
   ImportOptions options;
+  const bool noCache = prompt && !sig.useCacheFlag.empty();
+  if (!sig.useCacheFlag.empty())
+    options.constantInputs[sig.useCacheFlag] = flagConstant(path, sig.useCacheFlag, !noCache);
   for (const DeclaredInput& in : readDeclaredInputs(path)) {
     Shape shape;
-    if (in.name == sig.attentionMask) {
-      shape = boundShape(in, 1, capacity + sequence, path);
+    if (in.name == sig.useCacheFlag) {
+      continue;
+    } else if (in.name == sig.attentionMask) {
+      shape = boundShape(in, 1, (noCache ? 0 : capacity) + sequence, path);
     } else if (in.name == sig.inputIds || in.name == sig.positionIds) {
       shape = boundShape(in, 1, sequence, path);
     } else {
@@ -131,18 +166,18 @@ std::optional<Graph> importPrefillGraph(const DecodeModel& model, int64_t tokens
   std::vector<std::string> bindings;
   try {
     if (model.path.empty()) throw Error("the model's file is not known");
-    Graph g = importFor(model.path, model.signature, model.capacity, tokens, bindings);
+    Graph g = importFor(model.path, model.signature, model.capacity, tokens, bindings, true);
     // The outputs the loop reads: the logits of every token, the presents
-    // grown by `tokens` rows.
+    // grown by `tokens` rows (a merged decoder's no-cache branch: the
+    // prompt's rows alone).
+    const int64_t rows = (model.signature.useCacheFlag.empty() ? model.capacity : 0) + tokens;
     for (ValueId v : g.outputs()) {
       const Value& out = g.value(v);
       for (const KvCachePair& p : model.signature.cache)
-        if (p.present == out.name &&
-            (out.type.rank() <= p.sequenceAxis ||
-             out.type.shape[static_cast<size_t>(p.sequenceAxis)] != model.capacity + tokens))
+        if (p.present == out.name && (out.type.rank() <= p.sequenceAxis ||
+                                      out.type.shape[static_cast<size_t>(p.sequenceAxis)] != rows))
           throw Error("output '" + out.name + "' is " + out.type.toString() + ", not " +
-                      std::to_string(model.capacity + tokens) + " rows on axis " +
-                      std::to_string(p.sequenceAxis));
+                      std::to_string(rows) + " rows on axis " + std::to_string(p.sequenceAxis));
     }
     if (boundShapes) *boundShapes = std::move(bindings);
     return g;
@@ -309,9 +344,11 @@ std::vector<Tensor> Decoder::inputsFor(const Graph& g, const std::vector<int64_t
       std::iota(positions.begin(), positions.end(), row);
       in.push_back(ints(positions));
     } else if (value.name == sig.attentionMask) {
-      // Rows 0..row-1 of the cache, and the new tokens after its last row.
-      std::vector<int64_t> mask(static_cast<size_t>(capacity_ + n), 0);
-      std::fill(mask.begin(), mask.begin() + row, 1);
+      // Rows 0..row-1 of the cache, and the new tokens after its last row
+      // (a merged decoder's prompt pass: the new tokens alone).
+      const int64_t cacheRows = type.shape.back() - n;
+      std::vector<int64_t> mask(static_cast<size_t>(cacheRows + n), 0);
+      std::fill(mask.begin(), mask.begin() + std::min(row, cacheRows), 1);
       std::fill(mask.end() - n, mask.end(), 1);
       in.push_back(ints(mask));
     } else {
@@ -407,12 +444,13 @@ bool Decoder::prefill(const std::vector<int64_t>& prompt, std::vector<float>& lo
     while (g.value(g.outputs()[o]).name != pair.present) ++o;
     const Tensor& present = out.at(o);
     // Its Concat copied the past (all masked) once; the prompt's rows are
-    // the last n.
+    // the last n (all of them, from a merged decoder's no-cache branch).
     presentBytesWritten_ += present.byteSize();
+    const int64_t first = present.shape()[static_cast<size_t>(pair.sequenceAxis)] - n;
     // This device's rows of the prompt's (all of them, but with a slice).
     const int64_t a = std::max<int64_t>(0, sliceFirst_), b = std::min(n, sliceEnd_);
     if (a < b)
-      bytesAppended_ += copyRows(present, capacity_ + a, cache_[i], a, b - a, pair.sequenceAxis);
+      bytesAppended_ += copyRows(present, first + a, cache_[i], a, b - a, pair.sequenceAxis);
   }
   size_t o = 0;
   while (g.value(g.outputs()[o]).name != model_.signature.logits) ++o;

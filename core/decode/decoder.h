@@ -45,6 +45,11 @@
 // 0..n-1. Its Concat copies the (empty) past once per generate(), not per
 // step. A model whose sequence is fixed at 1, or that does not import for
 // n tokens, runs the prompt one token a step, as a decode step.
+//
+// A merged decoder (decoder_signature.h) is imported with its use-cache
+// flag a constant: true for the step graph (the branch with the past), false
+// for the prompt's graph (the no-cache branch: its mask and presents cover
+// the n new tokens alone, and the past inputs are not read).
 #pragma once
 
 #include <cstdint>
@@ -149,7 +154,11 @@ class Decoder {
   // for a Decoder without a step or Session, and one token a step for the
   // others (a Step given for the step graph says nothing of other graphs);
   // an empty runner: one token a step.
-  void setPrefillRunner(PrefillRunner runner) { prefillRunner_ = std::move(runner); }
+  void setPrefillRunner(PrefillRunner runner) {
+    prefillRunner_ = std::move(runner);
+    prefillTokens_ = 0;  // a prefill graph's Step made by the old runner is not reused
+  }
+  const PrefillRunner& prefillRunner() const { return prefillRunner_; }
   // The runs the last generate() spent on the prompt: 1 in one pass, else
   // one per token; and, if not in one pass, why.
   int64_t promptRuns() const { return promptRuns_; }

@@ -54,7 +54,62 @@ std::optional<KvCachePair> pairOf(const Graph& graph, ValueId input, std::string
   return KvCachePair{past.name, present.name, static_cast<int>(axis)};
 }
 
+std::string typesOf(const Graph& branch) {
+  std::string s;
+  for (ValueId v : branch.outputs()) s += (s.empty() ? "" : ", ") + branch.value(v).type.toString();
+  return std::to_string(branch.outputs().size()) + " output(s) (" + s + ")";
+}
+
+// Whether the two branches return the same outputs: the same number, each
+// of the same element type and rank (the sizes differ: the past's rows).
+bool sameOutputs(const Graph& a, const Graph& b) {
+  if (a.outputs().size() != b.outputs().size()) return false;
+  for (size_t i = 0; i < a.outputs().size(); ++i) {
+    const TensorType& x = a.value(a.outputs()[i]).type;
+    const TensorType& y = b.value(b.outputs()[i]).type;
+    if (x.elementType != y.elementType || x.rank() != y.rank()) return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+std::string mergedDecoderFlag(const Graph& graph, const std::string& model) {
+  std::string flag;
+  for (const Node& node : graph.nodes()) {
+    if (node.op != "If") continue;
+    const std::string label = model + ": node '" + node.name + "' (If)";
+    const Value& cond = graph.value(node.inputs.at(0));
+    if (!cond.isGraphInput)
+      throw Error(label + " chooses its branch by '" + cond.name +
+                  "', which the graph computes: the decode loop fixes an If's branch only when "
+                  "its condition is a boolean graph input (a merged decoder's use-cache flag) "
+                  "or a constant");
+    if (cond.type.elementType != ElementType::Bool || cond.type.numElements() != 1)
+      throw Error(label + " chooses its branch by input '" + cond.name + "', which is " +
+                  cond.type.toString() + ", not one boolean (a merged decoder's use-cache flag)");
+    if (!flag.empty() && flag != cond.name)
+      throw Error(label + " chooses its branch by input '" + cond.name + "', another If by '" +
+                  flag + "': a merged decoder has one use-cache flag");
+    const Graph& thenBranch = node.attrs.getGraph("then_branch");
+    const Graph& elseBranch = node.attrs.getGraph("else_branch");
+    if (!sameOutputs(thenBranch, elseBranch))
+      throw Error(label + " on '" + cond.name +
+                  "': its branches do not return the same outputs, so it is not a merged "
+                  "decoder's cache switch: then_branch returns " +
+                  typesOf(thenBranch) + ", else_branch " + typesOf(elseBranch));
+    flag = cond.name;
+  }
+  return flag;
+}
+
+std::string mergedDecoderPlanRefusal(const std::string& model, const DecoderSignature& signature) {
+  return model + ": a merged decoder (its cache path chosen by an If on '" +
+         signature.useCacheFlag +
+         "') does not take a plan yet: `collage optimize` keeps the If, while generate runs "
+         "each branch inlined; run it without --plan, or optimize and generate the separate "
+         "form (the decoder with past inputs)";
+}
 
 DecoderSignature decoderSignature(const Graph& graph, const std::string& model) {
   DecoderSignature sig;

@@ -13,6 +13,16 @@
 //  - the logits: the output named `logits`, else the only output that is
 //    not a present.
 // Anything else is an Error naming the tensor (decoderSignature).
+//
+// The merged form (Hugging Face Optimum's decoder_model_merged.onnx): one
+// graph whose KV path an If chooses on a boolean one-element graph input
+// (`use_cache_branch`, any name): the then-branch reads the past, the else-
+// branch is the no-cache pass over the prompt, both returning the same
+// outputs. mergedDecoderFlag finds that input by structure; with it bound
+// to a constant the importer inlines the branch taken (the constant If,
+// core/onnx/import_subgraphs), and the graph is the separate form: the
+// decode loop imports the then-branch for its steps and the else-branch for
+// the prompt's pass (core/decode/decoder.h).
 #pragma once
 
 #include <string>
@@ -34,11 +44,27 @@ struct DecoderSignature {
   std::string positionIds;  // empty: the model has none
   std::string logits;
   std::vector<KvCachePair> cache;  // in graph input order
+  // The merged form's boolean input (true: the branch with the past); empty
+  // for the separate form.
+  std::string useCacheFlag;
 };
 
 // The decoder's inputs, outputs and cache pairs; Error naming `model` and the
 // tensor that does not fit (an input the loop cannot feed, a past input not
 // appended to, a Concat whose result is not returned, no cache at all).
 DecoderSignature decoderSignature(const Graph& graph, const std::string& model);
+
+// The merged form's flag: the boolean one-element graph input that is the
+// condition of the graph's If nodes, or "" when the graph has no If. Error
+// naming `model` and the If for an If whose condition the graph computes
+// (neither a graph input nor a constant, which the importer folds), for
+// branches whose outputs differ in number, element type or rank, and for
+// Ifs on two different inputs.
+std::string mergedDecoderFlag(const Graph& graph, const std::string& model);
+
+// Why a merged decoder takes no plan yet: `collage optimize` imports it with
+// its flag unbound (the If kept), so no plan is made for the graphs the
+// decode loop runs, each a branch inlined.
+std::string mergedDecoderPlanRefusal(const std::string& model, const DecoderSignature& signature);
 
 }  // namespace collage

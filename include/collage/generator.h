@@ -35,6 +35,9 @@ struct Generation {
   std::string stop;             // "max-new-tokens" or "eos"
   double prefillMs = 0;         // the prompt (one pass where the model takes a sequence)
   std::vector<double> stepMs;   // each decode step after them
+  // How the prompt ran: "one pass" (with setPrefillPlan: "one pass, plan
+  // FILE: N group(s)"), or "one token a step: " and why.
+  std::string prefill;
 };
 
 class COLLAGE_API Generator {
@@ -56,6 +59,19 @@ class COLLAGE_API Generator {
   int64_t vocabulary() const;
   // The --input-shape bindings of the step graph ("input_ids=1x1", ...).
   std::vector<std::string> stepBindings() const;
+  // The prompt's one pass on its own plan, as `collage generate
+  // --prefill-plan`: a plan made for the prefill graph of a prompt of one
+  // length (prefillBindings); without one, the step plan's groups run it
+  // where they fit, else one token a step. A prompt of another length, or a
+  // plan for other shapes, is an Error naming the plan's file when
+  // generate() runs it, never a silent fallback; stale findings as for the
+  // step plan (SessionOptions::acceptStalePlan). A model that cannot take
+  // the prompt in one pass runs it one token a step (Generation::prefill
+  // says why). "" removes it.
+  void setPrefillPlan(const std::string& plan);
+  // The --input-shape bindings of the prefill graph for a prompt of
+  // `promptLength` (at least 2) tokens; Error when the model has none.
+  std::vector<std::string> prefillBindings(int64_t promptLength) const;
 
  private:
   struct Impl;

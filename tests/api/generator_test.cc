@@ -4,6 +4,9 @@
 // as api::Error naming the tensor.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -47,6 +50,58 @@ TEST(ApiGenerator, ErrorsNameTheTensor) {
   }
   collage::api::Generator generator(kDir + "tiny_decoder.onnx", 4);
   EXPECT_THROW(generator.generate({1, 2, 3, 4, 5}), collage::api::Error);
+}
+
+// "input_ids=1x3" bindings as a Model takes them.
+std::map<std::string, std::vector<int64_t>> shapesOf(const std::vector<std::string>& bindings) {
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const std::string& b : bindings) {
+    const size_t eq = b.find('=');
+    std::vector<int64_t>& dims = shapes[b.substr(0, eq)];
+    for (size_t at = eq + 1; at <= b.size();) {
+      const size_t x = std::min(b.find('x', at), b.size());
+      dims.push_back(std::stoll(b.substr(at, x - at)));
+      at = x + 1;
+    }
+  }
+  return shapes;
+}
+
+// The prompt's pass on its own plan, as `collage generate --prefill-plan`:
+// a plan made for the prefill graph's bindings runs it (the same ids), and
+// a plan for other shapes (the step graph's) is refused naming its file.
+TEST(ApiGenerator, RunsThePromptsPassOnAPrefillPlan) {
+  const std::string model = kDir + "tiny_decoder.onnx";
+  collage::api::Generator generator(model, 16);
+  const std::string prefillPlan = testing::TempDir() + "api_generator_prefill_plan.json";
+  const std::string stepPlan = testing::TempDir() + "api_generator_step_plan.json";
+  const std::vector<std::string> bindings = generator.prefillBindings(3);
+  EXPECT_NE(std::find(bindings.begin(), bindings.end(), "input_ids=1x3"), bindings.end());
+  collage::api::Plan::singleBackend(collage::api::Model::load(model, shapesOf(bindings)), "native")
+      .save(prefillPlan);
+  collage::api::Plan::singleBackend(
+      collage::api::Model::load(model, shapesOf(generator.stepBindings())), "native")
+      .save(stepPlan);
+  collage::api::GenerateOptions options;
+  options.maxNewTokens = 10;
+  EXPECT_EQ(generator.generate({1, 2, 3}, options).prefill, "one pass");
+  generator.setPrefillPlan(prefillPlan);
+  const collage::api::Generation g = generator.generate({1, 2, 3}, options);
+  EXPECT_EQ(g.tokens, (std::vector<int64_t>{4, 30, 4, 0, 26, 27, 31, 27, 31, 16}));
+  EXPECT_EQ(g.prefill.rfind("one pass, plan " + prefillPlan + ": ", 0), 0u) << g.prefill;
+  // Again: the prompt's Session is kept, and still named.
+  EXPECT_EQ(generator.generate({1, 2, 3}, options).prefill, g.prefill);
+  generator.setPrefillPlan(stepPlan);
+  try {
+    generator.generate({1, 2, 3}, options);
+    ADD_FAILURE() << "a step plan ran the prompt's pass";
+  } catch (const collage::api::Error& e) {
+    EXPECT_NE(std::string(e.what()).find(stepPlan), std::string::npos) << e.what();
+  }
+  generator.setPrefillPlan("");
+  EXPECT_EQ(generator.generate({1, 2, 3}, options).prefill, "one pass");
+  std::remove(prefillPlan.c_str());
+  std::remove(stepPlan.c_str());
 }
 
 }  // namespace

@@ -3,19 +3,22 @@
 # Runtime's greedy ids (docs/decoding.md): BASE.ort_greedy.txt holds the
 # prompt and the ids ONNX Runtime's own past/present loop generated
 # (tests/models/decoder/make_llm_decoders.sh), so this test needs no node.
-# Usage: generate_matches_ort.sh COLLAGE BASE reference|plan
+# Usage: generate_matches_ort.sh COLLAGE BASE reference|plan [IDS]
 #   reference  the reference executor runs the steps;
 #   plan       `collage optimize` makes a plan for the step graph (native
 #              backend) and `generate --plan` runs it, the cache in place.
+#   IDS        the ids file when not BASE.ort_greedy.txt (a merged decoder's
+#              are its separate form's: the same weights).
 set -euo pipefail
 collage=$1
 base=$2
 mode=$3
+ids=${4:-$base.ort_greedy.txt}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 source "$(dirname "$0")/greedy_ids.sh"
-read_greedy "$base.ort_greedy.txt"
+read_greedy "$ids"
 plan=()
 if [ "$mode" = plan ]; then
   nprompt=$(echo "$prompt" | tr ',' '\n' | wc -l)

@@ -276,6 +276,25 @@ class Generate(unittest.TestCase):
             self.assertIn("20-row cache", out.stderr)
             self.assertIn("--input-shape past_key_values.0.key=1x2x20x8", out.stderr)
 
+    def test_a_prefill_plan_runs_the_prompts_pass(self):
+        # As `collage generate --prefill-plan`: a plan made for the prefill
+        # graph's bindings runs the prompt; one for other shapes is refused
+        # naming its file.
+        path = os.path.join(self.DECODERS, "tiny_decoder.onnx")
+        shapes = lambda bindings: {b.split("=")[0]: [int(d) for d in b.split("=")[1].split("x")]
+                                   for b in bindings}
+        g = collage.Generator(path, 16)
+        self.assertIn("input_ids=1x3", g.prefill_bindings(3))
+        with tempfile.TemporaryDirectory() as tmp:
+            plan, step = os.path.join(tmp, "prefill.json"), os.path.join(tmp, "step.json")
+            collage.Plan.single_backend(collage.Model(path, shapes(g.prefill_bindings(3))), "native").save(plan)
+            collage.Plan.single_backend(collage.Model(path, shapes(g.step_bindings)), "native").save(step)
+            out = collage.Generator(path, 16, prefill_plan=plan).generate([1, 2, 3], max_new_tokens=10)
+            self.assertEqual(out["tokens"], [4, 30, 4, 0, 26, 27, 31, 27, 31, 16])
+            self.assertTrue(out["prefill"].startswith("one pass, plan " + plan + ": "), out["prefill"])
+            with self.assertRaisesRegex(collage.Error, "step.json"):
+                collage.Generator(path, 16, prefill_plan=step).generate([1, 2, 3], max_new_tokens=10)
+
     def test_errors_name_the_tensor(self):
         with self.assertRaisesRegex(collage.Error, "'hidden_states'"):
             collage.Generator(os.path.join(self.DECODERS, "mha_where_two_layers.onnx"), 8)
