@@ -129,7 +129,7 @@ int run(const DecodeParallelOptions& o) {
   for (int64_t context : o.measureContexts) {
     DecodePoint p;
     try {
-      p = measureDecodeStep(o.modelPath, signature, context, nullptr, backends, o.repeats, true,
+      p = measureDecodeStep(o.modelPath, signature, context, nullptr, backends, o.repeats,
                             native::decodeAttentionPlan);
     } catch (const Error& e) {
       throw Error(std::string(e.what()) + " (timing the step at " + std::to_string(context) +

@@ -103,6 +103,9 @@ class DecodePanelTests : public QObject {
       QVERIFY2(p.attentionMs > 0, qPrintable(panel->statusText()));
       QVERIFY(p.stepMs >= p.attentionMs);
       QVERIFY(!p.withPlan);  // no plan loaded: the native default
+      // The timed step attends over a filled cache of that many rows, not
+      // over one row and the mask.
+      QCOMPARE(p.rowsAttended, lengths[i]);
     }
     QTRY_VERIFY(panel->measureButton()->isEnabled());
     // The button asks for the lengths up to the max.
