@@ -6,11 +6,8 @@
 // host from the measurement database (`mpirun -n 2 collage link --mpi`), and
 // prints the DP / TP / CP simulation and the planner's pick for each device
 // count and context (core/decode/decode_parallel_sim.h, docs/decoding.md).
-#include <unistd.h>
-
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -22,8 +19,8 @@
 #include "core/decode/decode_parallel_sim.h"
 #include "core/decode/decoder.h"
 #include "core/ir/error.h"
-#include "core/measure/measurement_db.h"
 #include "core/pipeline/link_measurement.h"
+#include "views/decode_comparison.h"
 #include "views/decode_profile.h"
 
 namespace collage::cli {
@@ -46,11 +43,8 @@ struct DecodeParallelOptions {
 // context as its prompt, "PROMPT OUTPUT" its own; # starts a comment), else
 // `batch` requests at the context whose outputs vary: 32, 64, 96, 128, ...
 std::vector<DecodeRequest> requestsAt(const DecodeParallelOptions& o, int64_t context) {
+  if (o.requests.empty()) return variedDecodeRequests(context, o.batch);
   std::vector<DecodeRequest> out;
-  if (o.requests.empty()) {
-    for (int i = 0; i < o.batch; ++i) out.push_back({context, 32 * (1 + i % 4)});
-    return out;
-  }
   std::ifstream in(o.requests);
   if (!in) throw Error(o.requests + ": cannot be read");
   std::string line;
@@ -88,22 +82,6 @@ std::vector<DecodeRequest> requestsAt(const DecodeParallelOptions& o, int64_t co
   return out;
 }
 
-// The MPI link between two ranks of this host, as `collage link --mpi`
-// stored it; nullopt where the database holds none.
-std::optional<LinkRecord> storedMpiLink() {
-  const std::string path = MeasurementDb::defaultPath();
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return std::nullopt;
-  char host[256] = {};
-  if (gethostname(host, sizeof host - 1) != 0) return std::nullopt;
-  try {
-    MeasurementDb db(path);
-    return db.findLink(linkFingerprint(), mpiLinkKey("mpi", std::string(host) + "|" + host));
-  } catch (const Error&) {
-    return std::nullopt;
-  }
-}
-
 std::string megabytes(double bytes) {
   char b[32];
   std::snprintf(b, sizeof b, "%.1f MB", bytes / 1e6);
@@ -129,7 +107,7 @@ int run(const DecodeParallelOptions& o) {
   for (int64_t context : o.measureContexts) {
     DecodePoint p;
     try {
-      p = measureDecodeStep(o.modelPath, signature, context, nullptr, backends, o.repeats, true,
+      p = measureDecodeStep(o.modelPath, signature, context, nullptr, backends, o.repeats,
                             native::decodeAttentionPlan);
     } catch (const Error& e) {
       throw Error(std::string(e.what()) + " (timing the step at " + std::to_string(context) +
@@ -148,7 +126,7 @@ int run(const DecodeParallelOptions& o) {
   std::printf("costs: rest %.4f ms; attention %.4f ms + %.3g ms a row\n", costs.restSeconds * 1e3,
               costs.attentionSeconds * 1e3, costs.attentionSecondsPerRow * 1e3);
 
-  LinkCost link{5e9, 5e-6};
+  LinkCost link = assumedDecodeLink();
   if (o.linkLatency >= 0 || o.linkBandwidth > 0) {
     if (o.linkLatency >= 0) link.latencyS = o.linkLatency;
     if (o.linkBandwidth > 0) link.bandwidthBytesPerS = o.linkBandwidth;

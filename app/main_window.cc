@@ -179,8 +179,9 @@ void MainWindow::onModelLoaded(const LoadedModel& model, const GraphLayout& layo
   } catch (const std::exception&) {
     // Not a decoder: no panel.
   }
-  decodePanel_->clear();
   decodePanel_->setMeasuring(false);
+  decodePanel_->parallelChart()->setDecoder(modelPath_, decoder_);
+  decodePanel_->clear();
   decodeDock_->toggleViewAction()->setEnabled(decoder_.has_value());
   decodeDock_->setVisible(decoder_.has_value());
   if (decoder_) decodeDock_->raise();

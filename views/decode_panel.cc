@@ -7,6 +7,7 @@
 #include <QLineSeries>
 #include <QPushButton>
 #include <QSpinBox>
+#include <QSplitter>
 #include <QVBoxLayout>
 #include <QValueAxis>
 
@@ -62,9 +63,15 @@ DecodePanel::DecodePanel(QWidget* parent) : QWidget(parent) {
   controls->addWidget(max_);
   controls->addWidget(measure_);
   controls->addStretch();
+  parallel_ = new DecodeParallelChart(this);
+  auto* charts = new QSplitter(Qt::Horizontal, this);
+  charts->addWidget(view_);
+  charts->addWidget(parallel_);
+  charts->setStretchFactor(0, 1);
+  charts->setStretchFactor(1, 1);
   auto* layout = new QVBoxLayout(this);
   layout->addLayout(controls);
-  layout->addWidget(view_, 1);
+  layout->addWidget(charts, 1);
   layout->addWidget(status_);
   clear();
 }
@@ -85,6 +92,7 @@ void DecodePanel::clear() {
   xAxis_->setRange(0, 1);
   yAxis_->setRange(0, 1);
   status_->setText(tr("Measure times a decode step at each context length."));
+  parallel_->clear();
 }
 
 void DecodePanel::growRanges(double x, double y) {
@@ -115,6 +123,9 @@ void DecodePanel::setMeasuring(bool measuring) {
   measure_->setEnabled(!measuring);
   max_->setEnabled(!measuring);
   if (measuring) status_->setText(tr("Measuring..."));
+  // A measurement's end (not the window's idle, which says it again).
+  if (measuring_ && !measuring && points_.size() >= 2) parallel_->simulate(points_);
+  measuring_ = measuring;
 }
 
 void DecodePanel::setError(const QString& error) {

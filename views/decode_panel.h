@@ -4,6 +4,8 @@
 // only draws and asks: Measure emits measureRequested with the context
 // lengths (16, 32, 64, ... up to the max set), and the window runs them on
 // its BackgroundWork, handing each point back with addPoint as it arrives.
+// Beside the curve, the DP / TP / CP comparison (views/decode_parallel_chart.h)
+// simulates on the points once a measurement ends with two or more.
 //
 //   connect(panel, &DecodePanel::measureRequested, window, &MainWindow::measureDecode);
 //   panel->addPoint(point);  // UI thread, one per context length
@@ -15,6 +17,7 @@
 #include <QVector>
 #include <QWidget>
 
+#include "views/decode_parallel_chart.h"
 #include "views/decode_profile.h"
 
 Q_DECLARE_METATYPE(collage::DecodePoint)
@@ -44,13 +47,15 @@ class DecodePanel : public QWidget {
   const QVector<DecodePoint>& points() const { return points_; }
   QPushButton* measureButton() const { return measure_; }
   QSpinBox* maxContext() const { return max_; }
+  DecodeParallelChart* parallelChart() const { return parallel_; }
   QString statusText() const;
 
  public slots:
   // Forgets the points (a new model, a new measurement).
   void clear();
   void addPoint(const collage::DecodePoint& point);
-  // A measurement started (the button waits) or ended (`error` empty: done).
+  // A measurement started (the button waits) or ended (`error` empty: done);
+  // its end, with points at two lengths or more, simulates the comparison.
   void setMeasuring(bool measuring);
   void setError(const QString& error);
 
@@ -68,6 +73,8 @@ class DecodePanel : public QWidget {
   QPushButton* measure_ = nullptr;
   QSpinBox* max_ = nullptr;
   QLabel* status_ = nullptr;
+  DecodeParallelChart* parallel_ = nullptr;
+  bool measuring_ = false;
   QVector<DecodePoint> points_;
 };
 

@@ -1,6 +1,7 @@
 #include "views/decode_profile.h"
 
 #include <algorithm>
+#include <chrono>
 #include <set>
 #include <vector>
 
@@ -62,11 +63,10 @@ Plan defaultDecodePlan(const Graph& graph, const BackendLookup& backends) {
 
 DecodePoint measureDecodeStep(const std::string& modelPath, const DecoderSignature& signature,
                               int64_t context, const Plan* plan, const BackendLookup& backends,
-                              int repeats, bool fillCache,
-                              const std::function<Plan(const Graph&)>& stepPlan) {
-  // One row filled, then one step: 1 + 2 rows at least.
-  if (context < 3) throw Error(modelPath + ": a context of " + std::to_string(context) +
-                               " rows is too short to time a decode step (3 at least)");
+                              int repeats, const std::function<Plan(const Graph&)>& stepPlan) {
+  // context - 1 rows filled, then the step's own new row.
+  if (context < 2) throw Error(modelPath + ": a context of " + std::to_string(context) +
+                               " rows is too short to time a decode step (2 at least)");
   const DecodeModel model = importDecodeModel(modelPath, context, &signature);
   DecodePoint point;
   point.context = context;
@@ -89,29 +89,26 @@ DecodePoint measureDecodeStep(const std::string& modelPath, const DecoderSignatu
       if (auto n = model.graph.findNode(name); n && attentionNodes.contains(*n)) isAttention[g] = true;
   point.attentionGroups = static_cast<int>(std::count(isAttention.begin(), isAttention.end(), true));
 
-  GenerateOptions options;
-  options.maxNewTokens = 2;  // the prompt's token, then one decode step
-  std::vector<int64_t> prompt{0};
-  if (fillCache) {
-    // context - 3 rows, then three steps: the timed (last) one reads all
-    // `context` rows, after two that warm it up from the prompt's pass.
-    if (context < 4)
-      throw Error(modelPath + ": a context of " + std::to_string(context) +
-                  " rows is too short to time a filled decode step (4 at least)");
-    prompt.assign(static_cast<size_t>(context - 3), 0);
-    options.maxNewTokens = 4;
-  }
+  // The cache's rows written directly (Decoder::fillCache), not by a
+  // prompt's pass: that pass would cost far more than the steps timed. Each
+  // repeat is the step at the last row, so it reads all `context` rows; it
+  // rewrites that row, which no step reads.
+  Decoder& decoder = *planned.decoder;
+  decoder.fillCache(context - 1, /*seed=*/1);
   std::vector<double> steps, attention;
   for (int r = 0; r <= repeats; ++r) {
-    const Generation g = planned.decoder->generate(prompt, options);
-    if (g.stepMs.empty()) throw Error(modelPath + ": no decode step ran");
+    const auto t0 = std::chrono::steady_clock::now();
+    decoder.decodeStep(0, context - 1);
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (r == 0) continue;  // warm-up
     double us = 0;
     for (const KernelTiming& t : session.lastTimings())
       if (isAttention.at(t.group)) us += t.durUs;
-    steps.push_back(g.stepMs.back());
+    steps.push_back(ms);
     attention.push_back(us / 1000.0);
   }
+  point.rowsAttended = decoder.lastStepRows();
   point.stepMs = median(steps);
   point.attentionMs = median(attention);
   point.restMs = std::max(0.0, point.stepMs - point.attentionMs);

@@ -3,10 +3,13 @@
 //
 // Shapes are static in this tree, so each context length is its own step
 // graph (importDecodeModel for a cache of that many rows) and its own
-// Session. Every step attends over all the cache's rows (masked), so a step
-// on an L-row cache costs what a step at context L costs: the measurement
-// fills one row and times the step after it, `repeats` times, on a Session
-// with profiling on. Its plan:
+// Session. The native decode kernel reads only the rows the mask shows, so
+// a step costs what its context costs only over a filled cache: the
+// measurement writes the cache's first context - 1 rows directly
+// (Decoder::fillCache: a prompt's pass there would take far longer than the
+// steps timed) and times the step at the last row, which attends over all
+// `context` rows (those and its own), `repeats` times after one warm-up, on
+// a Session with profiling on. Its plan:
 //  - the window's plan, where it was made for this step graph (planCapacity);
 //  - else the native default: one node a group, except each decode
 //    attention the native rule finds (MatMul, scores, Softmax, MatMul) as
@@ -32,28 +35,24 @@
 namespace collage {
 
 struct DecodePoint {
-  int64_t context = 0;      // the cache's rows
-  double stepMs = 0;        // median over the repeats
-  double attentionMs = 0;   // median of the attention groups' kernel time
-  double restMs = 0;        // stepMs - attentionMs, at least 0
-  int attentionGroups = 0;  // groups counted as attention
-  bool withPlan = false;    // the window's plan ran (else the native default)
+  int64_t context = 0;       // the cache's rows
+  double stepMs = 0;         // median over the repeats
+  double attentionMs = 0;    // median of the attention groups' kernel time
+  double restMs = 0;         // stepMs - attentionMs, at least 0
+  int attentionGroups = 0;   // groups counted as attention
+  int64_t rowsAttended = 0;  // rows the timed step's mask showed (context)
+  bool withPlan = false;     // the window's plan ran (else the native default)
 };
 
 // One point. `plan` (nullable) is used only where made for this context.
 // Error naming the model for one that does not import at `context` rows,
 // and the Session's errors (a backend missing, a group refused).
-// `fillCache`: the timed step is the third after a prompt of context - 3
-// tokens, so it reads every row (the native decode kernel skips the rows the
-// mask hides: with one row filled its attention reads two rows and the
-// mask) and runs warm, as a generation's median step does: what `collage
-// decode-parallel` measures. Off: one row filled, as the panel does.
 // `stepPlan` (when set, and no window's plan applies): the plan for the step
 // graph in place of defaultDecodePlan (decode-parallel times the plan that
 // `generate --cache-parallel` runs).
 DecodePoint measureDecodeStep(const std::string& modelPath, const DecoderSignature& signature,
                               int64_t context, const Plan* plan, const BackendLookup& backends,
-                              int repeats = 5, bool fillCache = false,
+                              int repeats = 5,
                               const std::function<Plan(const Graph&)>& stepPlan = {});
 
 // The native default plan for a step graph (see above); Error when the

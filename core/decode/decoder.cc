@@ -11,6 +11,7 @@
 
 #include "core/ir/error.h"
 #include "core/onnx/onnx_import.h"
+#include "core/ops/half_float.h"
 #include "core/ops/reference_executor.h"
 #include "core/runtime/session.h"
 
@@ -376,6 +377,7 @@ void Decoder::setCacheSlice(int64_t first, int64_t end,
 std::vector<float> Decoder::step(int64_t token, int64_t row) {
   if (beforeStep_) beforeStep_(row);
   std::vector<Tensor> in = inputsFor(model_.graph, {token}, row);
+  lastStepRows_ = row + 1;  // the mask inputsFor made: rows 0..row-1 and the new token
   std::vector<Tensor> out;
   if (session_) {
     out = session_->run(in);
@@ -406,6 +408,69 @@ std::vector<float> Decoder::step(int64_t token, int64_t row) {
   const Tensor& logits = out.at(logitsOutput_);
   std::vector<float> all = logits.toFloats();
   return std::vector<float>(all.end() - vocabulary_, all.end());
+}
+
+void Decoder::fillCache(int64_t rows, uint64_t seed) {
+  if (rows < 0 || rows > capacity_)
+    throw Error("cannot fill " + std::to_string(rows) + " cache rows: the cache has " +
+                std::to_string(capacity_));
+  // One generator for all buffers, row-major within each: the same seed
+  // writes the same values on every machine (53 bits, as pick() draws).
+  std::mt19937_64 rng(seed);
+  auto next = [&rng] {
+    return static_cast<float>(static_cast<double>(rng() >> 11) * 0x1.0p-52 - 1.0);
+  };
+  const int64_t first = std::max<int64_t>(0, sliceFirst_), end = std::min(rows, sliceEnd_);
+  for (size_t i = 0; i < cache_.size(); ++i) {
+    Tensor& cache = cache_[i];
+    const int axis = model_.signature.cache[i].sequenceAxis;
+    const Shape& s = cache.shape();
+    int64_t outer = 1, inner = 1;
+    for (int a = 0; a < axis; ++a) outer *= s[static_cast<size_t>(a)];
+    for (size_t a = static_cast<size_t>(axis) + 1; a < s.size(); ++a) inner *= s[a];
+    const int64_t rowsInBuffer = s[static_cast<size_t>(axis)];
+    const ElementType type = cache.elementType();
+    if (type != ElementType::Float32 && type != ElementType::Float64 &&
+        type != ElementType::Float16 && type != ElementType::BFloat16)
+      throw Error("cache '" + model_.signature.cache[i].past + "' is " + cache.type().toString() +
+                  ": fillCache writes float32, float64, float16 or bfloat16 rows only");
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t r = first; r < end; ++r) {
+        const int64_t at = (o * rowsInBuffer + r) * inner;
+        for (int64_t k = 0; k < inner; ++k) {
+          const float v = next();
+          switch (type) {
+            case ElementType::Float32:
+              cache.data<float>()[at + k] = v;
+              break;
+            case ElementType::Float64:
+              cache.data<double>()[at + k] = v;
+              break;
+            case ElementType::Float16:
+              cache.data<uint16_t>()[at + k] = floatToHalf(v);
+              break;
+            default: {  // bfloat16: the float's upper half (v is exact enough)
+              uint32_t bits;
+              std::memcpy(&bits, &v, sizeof bits);
+              cache.data<uint16_t>()[at + k] = static_cast<uint16_t>(bits >> 16);
+            }
+          }
+        }
+      }
+  }
+}
+
+std::vector<float> Decoder::decodeStep(int64_t token, int64_t row) {
+  if (row < 0 || row >= capacity_)
+    throw Error("a decode step at row " + std::to_string(row) + " is outside the cache's " +
+                std::to_string(capacity_) + " rows");
+  if (token < 0 || token >= vocabulary_)
+    throw Error("token id " + std::to_string(token) + " is outside the vocabulary (0.." +
+                std::to_string(vocabulary_ - 1) + ", the size of output '" +
+                model_.signature.logits + "')");
+  bytesAppended_ = 0;
+  presentBytesWritten_ = 0;
+  return step(token, row);
 }
 
 bool Decoder::prefill(const std::vector<int64_t>& prompt, std::vector<float>& logits) {

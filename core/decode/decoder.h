@@ -179,6 +179,26 @@ class Decoder {
   // prompt (with the new tokens) longer than the cache.
   Generation generate(const std::vector<int64_t>& prompt, const GenerateOptions& options);
 
+  // Rows [0, rows) of every cache buffer (those of them in this device's
+  // slice) set to values drawn from `seed`, uniform in [-1, 1), as if a
+  // prompt of `rows` tokens had run, without running it: a prompt's pass at
+  // a long context takes far longer than the step one wants to time there
+  // (the Decode panel, `collage decode-parallel`). The rows are no model's,
+  // so the logits of a step after them mean nothing; the rows it reads, and
+  // so its time, are a real step's at that context. Error for `rows` outside
+  // 0..capacity() or a cache of a type other than float32/64, float16 or
+  // bfloat16.
+  void fillCache(int64_t rows, uint64_t seed = 0);
+  // One decode step of `token` at row `row`, the rows before it taken as
+  // filled (by fillCache, or by a generate() before): the mask shows them
+  // and the new token, its K and V rows are appended at `row`. The logits.
+  // Error for a row outside 0..capacity()-1 or a token outside the
+  // vocabulary.
+  std::vector<float> decodeStep(int64_t token, int64_t row);
+  // The rows the last step's mask let its attention see: the cache's rows
+  // before it and its own new one (row + 1); 0 before any step.
+  int64_t lastStepRows() const { return lastStepRows_; }
+
   int64_t capacity() const { return capacity_; }
   int64_t vocabulary() const { return vocabulary_; }
   // The cache buffer of pair i (decoderSignature order): the past's shape,
@@ -227,6 +247,7 @@ class Decoder {
   size_t logitsOutput_ = 0;
   std::vector<size_t> presentOutput_;  // per pair
   size_t bytesAppended_ = 0;
+  int64_t lastStepRows_ = 0;
   // The prefill graph for the last prompt length tried (declared before its
   // Step, which may hold a Session on it: destroyed after it).
   PrefillRunner prefillRunner_;

@@ -7,17 +7,20 @@
 #include <QDockWidget>
 #include <QLineSeries>
 #include <QPushButton>
+#include <QScatterSeries>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QTemporaryDir>
 #include <QtTest>
+#include <cmath>
 
 #include "core/decode/decoder.h"
 #include "core/ir/hashing.h"
 #include "core/plan/plan.h"
 #include "views/background_work.h"
 #include "views/decode_panel.h"
+#include "views/decode_parallel_chart.h"
 
 #include "tests/gui/gui_test_support.h"
 
@@ -103,6 +106,9 @@ class DecodePanelTests : public QObject {
       QVERIFY2(p.attentionMs > 0, qPrintable(panel->statusText()));
       QVERIFY(p.stepMs >= p.attentionMs);
       QVERIFY(!p.withPlan);  // no plan loaded: the native default
+      // The timed step attends over a filled cache of that many rows, not
+      // over one row and the mask.
+      QCOMPARE(p.rowsAttended, lengths[i]);
     }
     QTRY_VERIFY(panel->measureButton()->isEnabled());
     // The button asks for the lengths up to the max.
@@ -111,6 +117,59 @@ class DecodePanelTests : public QObject {
     panel->measureButton()->click();
     QCOMPARE(asked.count(), 1);
     QCOMPARE(asked.at(0).at(0).value<QVector<qint64>>(), (QVector<qint64>{16, 32}));
+  }
+
+  // The DP / TP / CP comparison beside the curve: once a measurement ends,
+  // the simulator runs off the UI thread on the measured points and the
+  // chart shows its three strategies from the shortest measured context to
+  // 128k rows, the fit, and the measured steps at their contexts.
+  void chartsDataTensorAndCacheParallelism() {
+    MainWindow window;
+    window.show();
+    QVERIFY(openAndWait(window, kDecoder, decoderBindings()));
+    DecodePanel* panel = window.decodePanel();
+    DecodeParallelChart* chart = panel->parallelChart();
+    QVERIFY(chart->isVisible());
+    QSignalSpy measured(&window, &MainWindow::decodeMeasured);
+    QSignalSpy simulated(chart, &DecodeParallelChart::simulated);
+    const QVector<qint64> lengths{16, 32, 64};
+    window.measureDecode(lengths);
+    QVERIFY(measured.wait(300000));
+    QCOMPARE(measured.at(0).at(1).toString(), QString());
+    QVERIFY(simulated.count() > 0 || simulated.wait(60000));
+    QCOMPARE(simulated.at(0).at(0).toString(), QString());
+    QCOMPARE(chart->strategySeries().size(), 3);
+    const QStringList names{"DP", "TP", "CP"};
+    for (int s = 0; s < 3; ++s) {
+      QtCharts::QLineSeries* series = chart->strategySeries()[s];
+      QCOMPARE(series->name(), names[s]);
+      QCOMPARE(series->count(), 14);  // 16, 32, ..., 131072
+      QCOMPARE(series->at(0).x(), 16.0);
+      QCOMPARE(series->at(13).x(), 131072.0);
+      for (int i = 0; i < series->count(); ++i) QVERIFY(series->at(i).y() > 0);
+    }
+    QCOMPARE(chart->fitSeries()->count(), 14);
+    QCOMPARE(chart->measuredSeries()->count(), 3);
+    for (int i = 0; i < 3; ++i) {
+      QCOMPARE(chart->measuredSeries()->at(i).x(), double(lengths[i]));
+      QCOMPARE(chart->measuredSeries()->at(i).y(), 1000.0 / panel->points()[i].stepMs);
+    }
+    QVERIFY2(chart->statusText().contains("2 device(s)"), qPrintable(chart->statusText()));
+    // One device: nothing to split, the three strategies are one line.
+    simulated.clear();
+    chart->devices()->setValue(1);
+    QVERIFY(simulated.wait(60000));
+    QCOMPARE(simulated.at(0).at(0).toString(), QString());
+    for (int i = 0; i < 14; ++i) {
+      const double dp = chart->strategySeries()[0]->at(i).y();
+      for (int s = 1; s < 3; ++s)
+        QVERIFY2(std::abs(chart->strategySeries()[s]->at(i).y() - dp) <= 1e-9 * dp,
+                 qPrintable(names[s] + " at point " + QString::number(i)));
+    }
+    // A new model forgets them.
+    QVERIFY(gui_test::openAndWait(window, model("dcgan_small")));
+    QCOMPARE(chart->strategySeries()[0]->count(), 0);
+    QCOMPARE(chart->measuredSeries()->count(), 0);
   }
 
   // The open plan runs at the context it was made for (its mask's length),

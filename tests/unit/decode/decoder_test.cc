@@ -15,6 +15,7 @@
 
 #include "../test_support.h"
 #include "backends/backend_list.h"
+#include "backends/native/native_cache_parallel.h"
 #include "core/decode/cache_plan.h"
 #include "core/decode/decoder_signature.h"
 #include "core/onnx/onnx_import.h"
@@ -291,6 +292,98 @@ TEST(Decoder, HoldsOnlyItsSliceOfTheCacheRows) {
   }
   EXPECT_THROW(sliced.setCacheSlice(4, 4), Error);
   EXPECT_THROW(sliced.setCacheSlice(0, 17), Error);
+}
+
+// fillCache writes the cache's rows without a prompt's pass (the Decode
+// panel and `collage decode-parallel` time a step at a long context on it):
+// the step at row L - 1 is shown L rows by its mask (the filled ones and its
+// own), the filled rows hold the seed's values and the rest stay zero.
+TEST(Decoder, FillsTheCacheRowsTheNextStepAttendsOver) {
+  const DecodeModel model = importDecodeModel(kTiny, 32);
+  size_t maskInput = 0;
+  for (size_t i = 0; i < model.graph.inputs().size(); ++i)
+    if (model.graph.value(model.graph.inputs()[i]).name == model.signature.attentionMask)
+      maskInput = i;
+  std::vector<int64_t> mask;
+  auto executor = std::make_shared<ReferenceExecutor>(model.graph);
+  Decoder decoder(model, [&](const std::vector<Tensor>& in) {
+    const Tensor& m = in[maskInput];
+    mask.assign(m.data<int64_t>(), m.data<int64_t>() + m.type().numElements());
+    return executor->run(in);
+  });
+  EXPECT_EQ(decoder.lastStepRows(), 0);
+  decoder.fillCache(31, 7);
+  for (size_t i = 0; i < 4; ++i) {
+    const std::vector<float> c = decoder.cache(i).toFloats();  // [1, 2, 32, 8]
+    for (size_t head = 0; head < 2; ++head)
+      for (size_t r = 0; r < 32; ++r) {
+        bool zero = true, inRange = true;
+        for (size_t d = 0; d < 8; ++d) {
+          const float v = c[(head * 32 + r) * 8 + d];
+          zero = zero && v == 0.0f;
+          inRange = inRange && v >= -1.0f && v < 1.0f;
+        }
+        EXPECT_EQ(zero, r >= 31) << "cache " << i << " head " << head << " row " << r;
+        EXPECT_TRUE(inRange) << "cache " << i << " head " << head << " row " << r;
+      }
+  }
+  decoder.decodeStep(5, 31);
+  EXPECT_EQ(decoder.lastStepRows(), 32);
+  ASSERT_EQ(mask.size(), 33u);  // the cache's 32 rows and the new token
+  EXPECT_EQ(std::count(mask.begin(), mask.end(), 1), 32);
+  EXPECT_EQ(std::count(mask.begin(), mask.begin() + 31, 1), 31);
+  EXPECT_EQ(mask.back(), 1);
+  // The same seed writes the same rows, another seed others.
+  Decoder same(model), other(model);
+  same.fillCache(31, 7);
+  other.fillCache(31, 8);
+  const std::vector<float> filled = same.cache(0).toFloats();  // in place: 33 rows a head
+  EXPECT_NE(filled, other.cache(0).toFloats());
+  // The step-function Decoder's cache (32 rows a head) holds the same values
+  // in rows 0..30, the layout apart.
+  const std::vector<float> mine = decoder.cache(0).toFloats();
+  for (size_t head = 0; head < 2; ++head)
+    for (size_t r = 0; r < 31; ++r)
+      for (size_t d = 0; d < 8; ++d)
+        ASSERT_EQ(mine[(head * 32 + r) * 8 + d], filled[(head * 33 + r) * 8 + d])
+            << "head " << head << " row " << r;
+  expectError([&] { decoder.fillCache(33); }, {"cannot fill 33 cache rows: the cache has 32"});
+  expectError([&] { decoder.decodeStep(0, 32); }, {"outside the cache's 32 rows"});
+  expectError([&] { decoder.decodeStep(decoder.vocabulary(), 3); }, {"outside the vocabulary"});
+}
+
+// On the plan that times a step (the decode attention kernel, which reads
+// only the rows the mask shows), the step at row 31 after fillCache(31)
+// reads row 0: changing it changes the logits; a step at row 20 does not
+// read row 25.
+TEST(Decoder, AStepAfterFillCacheReadsTheRowsFarBack) {
+  const DecodeModel model = importDecodeModel(kTiny, 32);
+  std::unique_ptr<Backend> native = createBackend("native");
+  const BackendLookup lookup = [&](const std::string& n) {
+    return n == "native" ? native.get() : nullptr;
+  };
+  PlannedDecoder planned = plannedDecoder(model, native::decodeAttentionPlan(model.graph), lookup);
+  ASSERT_EQ(planned.fallback, "");
+  Decoder& decoder = *planned.decoder;
+  // Row `row` of pair 0 (layer 0's keys), both heads, moved by 0.5.
+  auto nudge = [&](int64_t row) {
+    Tensor keys = decoder.cache(0);  // shares the buffer
+    const int64_t rows = keys.shape()[2];
+    for (int64_t head = 0; head < 2; ++head)
+      for (int64_t d = 0; d < 8; ++d) keys.data<float>()[(head * rows + row) * 8 + d] += 0.5f;
+  };
+  decoder.fillCache(31, 3);
+  const std::vector<float> before = decoder.decodeStep(5, 31);
+  EXPECT_EQ(decoder.lastStepRows(), 32);
+  nudge(0);
+  EXPECT_NE(decoder.decodeStep(5, 31), before);
+
+  decoder.fillCache(31, 3);
+  const std::vector<float> at20 = decoder.decodeStep(5, 20);
+  nudge(25);
+  EXPECT_EQ(decoder.decodeStep(5, 20), at20);
+  nudge(0);
+  EXPECT_NE(decoder.decodeStep(5, 20), at20);
 }
 
 TEST(Decoder, RunsItsStepsOnAPlansSession) {
