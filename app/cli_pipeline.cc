@@ -395,6 +395,35 @@ void simulateStrategies(const PipeGraph& pipe, const Graph& graph, const Topolog
   line("one device", simulatePipeline(g, pipe, one, so), g);
 }
 
+// `--pin NODE=STAGE` (repeatable) by node name, checked against the model
+// and the devices: the node must exist, the stage be one `devices` can give.
+std::map<std::string, int> parsePins(const std::vector<std::string>& pins, const Graph& graph,
+                                     int devices) {
+  std::map<std::string, int> out;
+  for (const std::string& pin : pins) {
+    const size_t eq = pin.rfind('=');
+    int stage = -1;
+    if (eq != std::string::npos && eq > 0 && eq + 1 < pin.size()) {
+      const std::string digits = pin.substr(eq + 1);
+      if (digits.find_first_not_of("0123456789") == std::string::npos && digits.size() < 9)
+        stage = std::stoi(digits);
+    }
+    if (stage < 0) throw Error("--pin " + pin + ": expected NODE=STAGE, e.g. --pin conv1=1");
+    const std::string node = pin.substr(0, eq);
+    if (!graph.findNode(node))
+      throw Error("--pin " + pin + ": the model has no node named '" + node + "'");
+    if (stage >= devices)
+      throw Error("--pin " + pin + ": stage " + std::to_string(stage) + " cannot be: " +
+                  std::to_string(devices) + " device(s) give at most " + std::to_string(devices) +
+                  " stage(s), 0.." + std::to_string(devices - 1));
+    if (out.count(node) && out[node] != stage)
+      throw Error("--pin " + pin + ": '" + node + "' is pinned to stage " +
+                  std::to_string(out[node]) + " already");
+    out[node] = stage;
+  }
+  return out;
+}
+
 }  // namespace
 
 Action addPipelineCommand(CLI::App& app) {
@@ -412,6 +441,7 @@ Action addPipelineCommand(CLI::App& app) {
     std::vector<int> simulate;
     int simulateSamples = 0;
     std::string strategy = "gpp";
+    std::vector<std::string> pins;
   };
   auto* command = app.add_subcommand(
       "pipeline", "plan a graph pipeline of a model's stages over several devices");
@@ -443,6 +473,9 @@ Action addPipelineCommand(CLI::App& app) {
       ->add_option("--strategy", options->strategy,
                    "the plan written: gpp (a graph of stages) or spp (the chain baseline)")
       ->check(CLI::IsMember({"gpp", "spp"}));
+  command->add_option("--pin", options->pins,
+                      "NODE=STAGE: NODE must be in stage STAGE (0 is the first); the partitioner "
+                      "plans around it (repeatable)");
   command
       ->add_option("--simulate", options->simulate,
                    "also plan and simulate on N one-core devices (like cpu:N, with the measured "
@@ -483,6 +516,9 @@ Action addPipelineCommand(CLI::App& app) {
     shares.erase(std::unique(shares.begin(), shares.end()), shares.end());
 
     const Graph graph = loadAtMicroBatch(*options, sizes.front(), false);
+    // Pins are checked before anything is measured.
+    const std::map<std::string, int> pinNames =
+        parsePins(options->pins, graph, static_cast<int>(topology.devices().size()));
     ProfiledStageCost cost(graph);
     const BackendLookup backends = backendsNamed({options->backend})();
     int threads = 1;
@@ -531,6 +567,7 @@ Action addPipelineCommand(CLI::App& app) {
     PartitionOptions po;
     po.batch = options->batch;
     po.microBatches = sizes;
+    po.pins = pinsByName(pipe, pinNames);
     const auto t0 = std::chrono::steady_clock::now();
     const StageGraph searched = partitionGraphPipeline(pipe, topology, cost, po);
     const double searchS =
@@ -553,14 +590,19 @@ Action addPipelineCommand(CLI::App& app) {
         "s)\n",
         gpp.bottleneckTimePerSample * 1e3, searchS, spp.bottleneckTimePerSample * 1e3, sppSearchS);
     const Graph atMicroBatch = loadAtMicroBatch(*options, chosen.microBatch, true);
-    const PipelineFile file =
+    PipelineFile file =
         pipelineFileOf(chosen, &schedule, atMicroBatch, topology, options->modelPath, options->batch);
+    file.pins = pinNames;
     savePipelineFile(file, options->output);
     std::printf("pipeline written to %s: %zu stage(s), micro-batch %d\n", options->output.c_str(),
                 file.stages.size(), file.microBatch);
     simulateStrategies(pipe, graph, topology, cost, gpp, spp, chosen.microBatch,
                        options->simulateSamples > 0 ? options->simulateSamples : options->batch);
-    if (!options->simulate.empty()) project(pipe, graph, topology, cost, po, options->simulate);
+    if (!options->simulate.empty()) {
+      PartitionOptions unpinned = po;  // the pins' stage indices mean this topology's
+      unpinned.pins.clear();
+      project(pipe, graph, topology, cost, unpinned, options->simulate);
+    }
     return 0;
   };
 }

@@ -620,6 +620,7 @@ void MainWindow::showGraphContextMenu(const QPoint& pos) {
   } else {
     runOn->addAction(tr("Optimise first: overrides re-plan from the measurements"))->setEnabled(false);
   }
+  if (pipeline_ && nodes.size() == 1) addPinActions(&menu, nodes.front());  // main_window_pipeline.cc
   if (plan_ && nodes.size() == 1) {
     menu.addAction(tr("Select its group"), this, [this, n = nodes.front()] {
       for (size_t g = 0; g < plan_->groups.size(); ++g) {

@@ -16,8 +16,9 @@
 //   main_window_exports.cc  plans saved and opened, exports (image, ONNX,
 //                           node data, trace, CSV) and their dialogs
 //   main_window_pipeline.cc a pipeline file (docs/pipeline.md) on the model:
-//                           the graph coloured by stage, the timeline of the
-//                           simulated and the real run
+//                           the graph coloured by stage, the stage graph,
+//                           the timeline of the simulated and the real run,
+//                           pins and the re-plan around them
 #pragma once
 
 #include <QMainWindow>
@@ -61,6 +62,7 @@ class KernelTableModel;
 class PlanDiffPanel;
 class DecodePanel;
 class PipelineTimeline;
+class StageGraphView;
 struct OpenPipeline;
 struct MeasureProgressEvent;
 struct SearchStepEvent;
@@ -148,6 +150,15 @@ class MainWindow : public QMainWindow {
   // The stage of node n of graph(), or -1 (no pipeline, a node it lacks).
   int stageOfNode(NodeId n) const;
   PipelineTimeline* pipelineTimeline() const { return timeline_; }
+  StageGraphView* stageGraphView() const { return stageGraph_; }
+  // Pins node n of graph() to stage `stage` (with the open pipeline's other
+  // pins) and re-plans around it in the background (app/pipeline_replan.h):
+  // the colouring, the stage graph and the timeline show the new plan, and
+  // pipelineOpened() or pipelineFailed() follows. False and the reason
+  // without a pipeline, for a node it lacks or a stage its devices cannot give.
+  bool pinNodeToStage(NodeId n, int stage, QString* error = nullptr);
+  // The stage node n is pinned to in the open pipeline, or -1.
+  int pinnedStage(NodeId n) const;
 
   bool savePlanTo(const QString& path, QString* error = nullptr);
   bool exportImage(const QString& path, QString* error = nullptr);  // .svg or .png
@@ -259,6 +270,10 @@ class MainWindow : public QMainWindow {
   void repaintNodes();
   void closePipeline();
   void reportPipelineError(const QString& message);
+  // A pipeline prepared on the worker, shown: colours, stage graph, timeline.
+  void showPipeline(std::shared_ptr<const OpenPipeline> open, const QString& name);
+  // "Pin to stage N" entries for node n in the graph's context menu.
+  void addPinActions(QMenu* menu, NodeId n);
 
   // main_window_exports.cc
   void savePlanDialog();
@@ -322,6 +337,8 @@ class MainWindow : public QMainWindow {
   QAction* runPipelineAction_ = nullptr;
   QAction* openTraceAction_ = nullptr;
   PipelineTimeline* timeline_ = nullptr;
+  StageGraphView* stageGraph_ = nullptr;
+  QDockWidget* stageGraphDock_ = nullptr;
 };
 
 }  // namespace collage

@@ -6,6 +6,8 @@
 //                ─▶ BackgroundWork: check the model's SHA-256, import at the
 //                   micro-batch, stages, simulate ─▶ colours, timeline "sim"
 //   runPipeline  ─▶ BackgroundWork: PipelineRuntime::run ─▶ timeline "run"
+//   pinNodeToStage ─▶ BackgroundWork: replanPipeline (pins), then as
+//                   openPipeline ─▶ colours, stage graph, timeline
 //
 // Both run on BackgroundWork's thread (its generic measure/done piece), one
 // at a time with everything else that runs kernels, never on the UI thread;
@@ -19,11 +21,14 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLabel>
+#include <QMenu>
 #include <QMessageBox>
 #include <algorithm>
 #include <exception>
+#include <set>
 
 #include "app/main_window.h"
+#include "app/pipeline_replan.h"
 #include "backends/backend_list.h"
 #include "core/onnx/onnx_import.h"
 #include "core/ops/reference_executor.h"
@@ -34,6 +39,7 @@
 #include "views/background_work.h"
 #include "views/graph_scene.h"
 #include "views/pipeline_timeline.h"
+#include "views/stage_graph_view.h"
 
 namespace collage {
 
@@ -45,6 +51,9 @@ struct OpenPipeline {
   SimulationReport simulated;
   std::map<std::string, int> stageOfNode;  // node name -> stage
   QStringList stageNames;                  // "stage 0 [cpu0]"
+  std::vector<double> handOverBytes;       // by file.edges: bytes per micro-batch
+  // The node profile of the last re-plan (pinNodeToStage), kept for the next.
+  std::shared_ptr<const ProfiledStageCost> costs;
 };
 
 namespace {
@@ -73,6 +82,41 @@ QVector<PipelineTimeline::StageSpans> spansOf(const std::vector<std::vector<doub
   return out;
 }
 
+// What a stage holds on each of its devices, for the simulator's memory per
+// device (a pipeline file records times, not bytes): the constants its nodes
+// read, each once, and the values they make at the micro-batch, split over
+// its devices as the profiled costs split them (profiled_stage_cost.h).
+void estimateMemory(const Graph& graph, PipelineStage& stage) {
+  std::set<ValueId> seen;
+  double weights = 0, activations = 0;
+  for (int n : stage.nodes) {
+    for (ValueId v : graph.node(n).inputs)
+      if (v != kNoValue && graph.value(v).isConstant() && seen.insert(v).second)
+        weights += static_cast<double>(graph.value(v).type.byteSize());
+    for (ValueId v : graph.node(n).outputs)
+      if (v != kNoValue) activations += static_cast<double>(graph.value(v).type.byteSize());
+  }
+  stage.estimate.weightBytes = weights;
+  stage.estimate.activationBytes = activations / std::max<size_t>(1, stage.devices.size());
+}
+
+// The bytes per micro-batch stage `from` hands to stage `to`: each value made
+// in `from` that a node of `to` reads, once.
+double handOverBytes(const Graph& graph, const StageGraph& stages, int from, int to) {
+  std::set<int> consumers(stages.stages[to].nodes.begin(), stages.stages[to].nodes.end());
+  double bytes = 0;
+  for (int n : stages.stages[from].nodes)
+    for (ValueId v : graph.node(n).outputs) {
+      if (v == kNoValue) continue;
+      for (NodeId c : graph.value(v).consumers)
+        if (consumers.count(c)) {
+          bytes += static_cast<double>(graph.value(v).type.byteSize());
+          break;
+        }
+    }
+  return bytes;
+}
+
 // Checks `file` against the model at `modelPath` and prepares it: off the UI
 // thread (hashing and importing a large model take seconds).
 std::shared_ptr<OpenPipeline> preparePipeline(PipelineFile file, const std::string& modelPath) {
@@ -82,6 +126,9 @@ std::shared_ptr<OpenPipeline> preparePipeline(PipelineFile file, const std::stri
   options.inputShapes = file.inputShapes;
   auto graph = std::make_shared<Graph>(importOnnx(modelPath, options));
   open->stages = stageGraphOf(file, *graph);
+  for (PipelineStage& st : open->stages.stages) estimateMemory(*graph, st);
+  for (const auto& [from, to] : file.edges)
+    open->handOverBytes.push_back(handOverBytes(*graph, open->stages, from, to));
   SimulationOptions so;
   so.microBatches = std::max(1, file.batch / std::max(1, file.microBatch));
   for (const auto& s : file.stages) so.inFlight.push_back(s.inFlight);
@@ -117,6 +164,11 @@ QDockWidget* MainWindow::buildPipelineDock() {
   d->setObjectName("pipeline-timeline");
   d->setWidget(timeline_);
   addDockWidget(Qt::BottomDockWidgetArea, d);
+  stageGraph_ = new StageGraphView(this);
+  stageGraphDock_ = new QDockWidget(tr("Stage graph"), this);
+  stageGraphDock_->setObjectName("stage-graph");
+  stageGraphDock_->setWidget(stageGraph_);
+  addDockWidget(Qt::BottomDockWidgetArea, stageGraphDock_);
   return d;
 }
 
@@ -153,24 +205,121 @@ bool MainWindow::openPipeline(const QString& path, QString* error) {
           reportPipelineError(*failure);
           return;
         }
-        pipeline_ = *result;
-        timeline_->setStages(pipeline_->stageNames);
-        QVector<PipelineTimeline::StageSpans> sim;
-        for (const SimulatedStage& s : pipeline_->simulated.stages)
-          sim << spansOf({s.starts}, {s.finishes}).front();
-        timeline_->setLane(PipelineTimeline::Lane::Simulated, sim, simulatedSummary(*pipeline_));
-        runPipelineAction_->setEnabled(true);
-        openTraceAction_->setEnabled(true);
-        colourByStageAction_->setEnabled(true);
-        status_->setText(tr("%1: %2 stage(s), micro-batch %3, batch %4")
-                             .arg(QFileInfo(path).fileName())
-                             .arg(pipeline_->file.stages.size())
-                             .arg(pipeline_->file.microBatch)
-                             .arg(pipeline_->file.batch));
-        setColourByStage(true);
-        emit pipelineOpened();
+        showPipeline(*result, QFileInfo(path).fileName());
       });
   return true;
+}
+
+void MainWindow::showPipeline(std::shared_ptr<const OpenPipeline> open, const QString& name) {
+  pipeline_ = std::move(open);
+  timeline_->setStages(pipeline_->stageNames);
+  QVector<PipelineTimeline::StageSpans> sim;
+  for (const SimulatedStage& s : pipeline_->simulated.stages)
+    sim << spansOf({s.starts}, {s.finishes}).front();
+  timeline_->setLane(PipelineTimeline::Lane::Simulated, sim, simulatedSummary(*pipeline_));
+  QVector<StageGraphView::Stage> stages;
+  const PipelineFile& file = pipeline_->file;
+  for (size_t s = 0; s < file.stages.size(); ++s) {
+    StageGraphView::Stage st;
+    st.devices = devicesOf(file.stages[s].devices);
+    st.color = stageColor(static_cast<int>(s));
+    st.nodes = static_cast<int>(file.stages[s].nodes.size());
+    const SimulatedStage& sim = pipeline_->simulated.stages.at(s);
+    st.simulatedSeconds = sim.finishes.empty() ? 0 : sim.busySeconds / sim.finishes.size();
+    st.memoryBytes = pipeline_->stages.stages[s].estimate.memoryBytes(file.stages[s].inFlight);
+    stages << st;
+  }
+  QVector<StageGraphView::HandOver> edges;
+  for (size_t e = 0; e < file.edges.size(); ++e)
+    edges << StageGraphView::HandOver{file.edges[e].first, file.edges[e].second, pipeline_->handOverBytes[e]};
+  QVector<StageGraphView::DeviceMemory> devices;
+  for (const SimulatedDevice& d : pipeline_->simulated.devices)
+    devices << StageGraphView::DeviceMemory{QString::fromStdString(d.id), d.memoryBytes, -1, d.memoryLimitBytes};
+  stageGraph_->setPipeline(stages, edges, devices);
+  runPipelineAction_->setEnabled(true);
+  openTraceAction_->setEnabled(true);
+  colourByStageAction_->setEnabled(true);
+  QString pins;
+  for (const auto& [node, stage] : file.pins)
+    pins += tr(", %1 pinned to stage %2").arg(QString::fromStdString(node)).arg(stage);
+  status_->setText(tr("%1: %2 stage(s), micro-batch %3, batch %4%5")
+                       .arg(name)
+                       .arg(file.stages.size())
+                       .arg(file.microBatch)
+                       .arg(file.batch)
+                       .arg(pins));
+  setColourByStage(true);
+  emit pipelineOpened();
+}
+
+bool MainWindow::pinNodeToStage(NodeId n, int stage, QString* error) {
+  auto fail = [&](const QString& why) {
+    if (error) *error = why;
+    reportPipelineError(why);
+    return false;
+  };
+  if (!pipeline_ || !graph_) return fail(tr("Open a pipeline before pinning a node to a stage"));
+  if (n < 0 || n >= pipeline_->graph->numNodes() || n >= graph_->numNodes())
+    return fail(tr("Pin: node %1 is not in the pipeline's model").arg(n));
+  const std::string name = graph_->node(n).name;
+  if (!pipeline_->graph->findNode(name))
+    return fail(tr("Pin: the pipeline's model has no node %1").arg(QString::fromStdString(name)));
+  const int devices = static_cast<int>(pipeline_->file.topology.devices().size());
+  if (stage < 0 || stage >= devices)
+    return fail(tr("Pin %1 to stage %2: %3 device(s) give stages 0 to %4")
+                    .arg(QString::fromStdString(name))
+                    .arg(stage)
+                    .arg(devices)
+                    .arg(devices - 1));
+  std::map<std::string, int> pins = pipeline_->file.pins;
+  pins[name] = stage;
+  std::shared_ptr<const OpenPipeline> open = pipeline_;
+  const std::string modelPath = modelPath_.toStdString();
+  auto result = std::make_shared<std::shared_ptr<OpenPipeline>>();
+  auto failure = std::make_shared<QString>();
+  status_->setText(tr("Re-planning the pipeline with %1 in stage %2...").arg(QString::fromStdString(name)).arg(stage));
+  work_->measureOverride(
+      [open, pins, modelPath, result, failure] {
+        try {
+          std::shared_ptr<const ProfiledStageCost> costs = open->costs;
+          PipelineFile file = replanPipeline(open->file, *open->graph, modelPath, pins, &costs);
+          *result = preparePipeline(std::move(file), modelPath);
+          (*result)->costs = costs;
+        } catch (const std::exception& e) {
+          *failure = QString::fromLocal8Bit(e.what());
+        } catch (...) {
+          *failure = QStringLiteral("the pipeline could not be re-planned");
+        }
+      },
+      [this, open, result, failure] {
+        if (open != pipeline_) return;  // another pipeline or model since
+        if (!*result) {
+          reportPipelineError(*failure);
+          return;
+        }
+        showPipeline(*result, tr("re-planned"));
+      });
+  return true;
+}
+
+int MainWindow::pinnedStage(NodeId n) const {
+  if (!pipeline_ || !graph_ || n < 0 || n >= graph_->numNodes()) return -1;
+  auto it = pipeline_->file.pins.find(graph_->node(n).name);
+  return it == pipeline_->file.pins.end() ? -1 : it->second;
+}
+
+void MainWindow::addPinActions(QMenu* menu, NodeId n) {
+  QMenu* pin = menu->addMenu(tr("Pin to stage"));
+  const int current = stageOfNode(n), pinned = pinnedStage(n);
+  const int devices = static_cast<int>(pipeline_->file.topology.devices().size());
+  for (int s = 0; s < devices; ++s) {
+    QString label = tr("Pin to stage %1").arg(s);
+    if (s < pipeline_->stageNames.size())
+      label += QStringLiteral(" [%1]").arg(devicesOf(pipeline_->file.stages[s].devices));
+    QAction* a = pin->addAction(label, this, [this, n, s] { pinNodeToStage(n, s); });
+    a->setEnabled(s != pinned && !isLoading());
+    a->setToolTip(s == current ? tr("Its stage now; pinning keeps it there in every re-plan") : QString());
+  }
 }
 
 bool MainWindow::runPipeline() {
@@ -223,6 +372,15 @@ bool MainWindow::runPipeline() {
                 .arg(report->samplesPerSecond, 0, 'f', 1)
                 .arg(busy.join(QStringLiteral(", ")));
         timeline_->setLane(PipelineTimeline::Lane::Measured, spansOf(starts, finishes), summary);
+        // The stage graph: seconds per micro-batch and what each device held.
+        QVector<double> seconds, deviceBytes;
+        std::map<std::string, double> held;
+        for (const StageRunReport& s : report->stages) {
+          seconds << (s.microBatches > 0 ? s.busySeconds / static_cast<double>(s.microBatches) : 0);
+          for (const std::string& d : s.devices) held[d] += s.weightBytes + s.activationBytes;
+        }
+        for (const SimulatedDevice& d : open->simulated.devices) deviceBytes << held[d.id];
+        stageGraph_->setMeasured(seconds, deviceBytes);
         status_->setText(summary);
         emit pipelineRunFinished();
       });
@@ -331,6 +489,7 @@ void MainWindow::closePipeline() {
   if (runPipelineAction_) runPipelineAction_->setEnabled(false);
   if (openTraceAction_) openTraceAction_->setEnabled(false);
   if (timeline_) timeline_->clear();
+  if (stageGraph_) stageGraph_->clear();
 }
 
 void MainWindow::reportPipelineError(const QString& message) {

@@ -74,6 +74,7 @@ void MainWindow::buildUi() {
   QDockWidget* pipelineDock = buildPipelineDock();  // main_window_pipeline.cc
   tabifyDockWidget(kernelDock, patternDock);
   tabifyDockWidget(kernelDock, pipelineDock);
+  tabifyDockWidget(kernelDock, stageGraphDock_);  // built with the timeline
   tabifyDockWidget(kernelDock, chartDock);
   tabifyDockWidget(kernelDock, diffDock);
   QDockWidget* decodeDock = buildDecodeDock();
@@ -82,7 +83,8 @@ void MainWindow::buildUi() {
   resizeDocks({inspectorDock}, {380}, Qt::Horizontal);
   resizeDocks({kernelDock}, {230}, Qt::Vertical);
   kernelDock->raise();
-  buildMenus({inspectorDock, kernelDock, patternDock, chartDock, diffDock, decodeDock, pipelineDock});
+  buildMenus({inspectorDock, kernelDock, patternDock, chartDock, diffDock, decodeDock, pipelineDock,
+              stageGraphDock_});
   buildToolBarAndStatus();
   connectBackgroundWork();
 }

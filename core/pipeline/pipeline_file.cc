@@ -130,6 +130,7 @@ std::string pipelineToJson(const PipelineFile& f) {
   for (const auto& [a, b] : f.edges) edges.push_back({a, b});
   j["edges"] = edges;
   j["bottleneck_seconds_per_sample"] = f.bottleneckSecondsPerSample;
+  if (!f.pins.empty()) j["pins"] = f.pins;
   j["created_by"] = f.createdBy;
   j["created_at"] = f.createdAt;
   // For people and diffs: one line per field, per stage.
@@ -229,6 +230,17 @@ PipelineFile pipelineFromJson(const std::string& text, const std::string& displa
   if (j.contains("bottleneck_seconds_per_sample"))
     f.bottleneckSecondsPerSample =
         r.number(j["bottleneck_seconds_per_sample"], "bottleneck_seconds_per_sample");
+  if (j.contains("pins")) {
+    const json& pins = j["pins"];
+    if (!pins.is_object()) throw Error(displayPath + ": \"pins\" must be an object");
+    for (const auto& [name, stage] : pins.items()) {
+      if (!stage.is_number_integer() || stage.get<int64_t>() < 0 ||
+          stage.get<int64_t>() >= static_cast<int64_t>(f.stages.size()))
+        throw Error(displayPath + ": \"pins." + name + "\" must be a stage index below " +
+                    std::to_string(f.stages.size()));
+      f.pins[name] = stage.get<int>();
+    }
+  }
   if (j.contains("created_by")) f.createdBy = r.string(j["created_by"], "created_by");
   if (j.contains("created_at")) f.createdAt = r.string(j["created_at"], "created_at");
   return f;

@@ -12,7 +12,8 @@
 //    "batch": 8, "micro_batch": 2,
 //    "stages": [{"nodes": ["conv1", ...], "devices": ["cpu0"], "in_flight": 2,
 //                "seconds_per_micro_batch": 0.0012}, ...],
-//    "edges": [[0, 1]], "bottleneck_seconds_per_sample": 0.0006, ...}
+//    "edges": [[0, 1]], "bottleneck_seconds_per_sample": 0.0006,
+//    "pins": {"conv1": 1}, ...}                          (pins: optional)
 #pragma once
 
 #include <map>
@@ -47,6 +48,10 @@ struct PipelineFile {
   std::vector<PipelineFileStage> stages;
   std::vector<std::pair<int, int>> edges;
   double bottleneckSecondsPerSample = 0;
+  // The pins the plan was asked to honour (`collage pipeline --pin`, the
+  // app's "Pin to stage"): node name -> stage index. Written only when there
+  // are some ("pins": {"conv1": 1}); a re-plan starts from them.
+  std::map<std::string, int> pins;
   std::string createdBy, createdAt;
   std::string sourcePath;  // not serialised: where it was read from
 

@@ -1,6 +1,7 @@
 #include "core/pipeline/stage_partitioner.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -14,6 +15,9 @@
 namespace collage {
 
 namespace {
+
+// Stage counts are bits of a 64-bit mask, one past the largest pin.
+constexpr int kMaxPinnedStage = 62;
 
 // The search of stage_partitioner.h on one series-parallel tree.
 class Partitioner {
@@ -42,6 +46,7 @@ class Partitioner {
     for (DeviceKind k : kinds_) caps_.push_back(topo_.count(k));
     budgets_ = 1;
     for (int c : caps_) budgets_ *= c + 1;
+    checkPins();
     if (relay_) {
       position_.assign(g_.size(), 0);
       const auto order = g_.topologicalOrder();
@@ -49,6 +54,8 @@ class Partitioner {
     }
     collectIntervals();
     priceIntervals();
+    pinOfInterval_.clear();
+    for (const Interval& in : intervals_) pinOfInterval_.push_back(pinOf(in.nodes));
   }
 
   StageGraph run() {
@@ -83,6 +90,53 @@ class Partitioner {
     StageEstimate estimate;
     bool fits = false;  // finite time and within the kind's memory limit
   };
+
+  // ---- pins ---------------------------------------------------------------
+  // Stage indices the DP tells apart: 0..cap_-1 exactly, cap_ for "cap_ or
+  // later" (no pin names one). Without pins cap_ is 0: one state, the plain
+  // DP.
+  void checkPins() {
+    const int devices = static_cast<int>(topo_.devices().size());
+    int largest = -1;
+    for (const auto& [node, stage] : opt_.pins) {
+      if (node < 0 || node >= g_.size())
+        throw Error("pipeline: a pin names node id " + std::to_string(node) + ", the graph has " +
+                    std::to_string(g_.size()) + " node(s)");
+      if (stage < 0 || stage >= devices)
+        throw Error("pipeline: node " + g_.name(node) + " is pinned to stage " +
+                    std::to_string(stage) + ", but " + std::to_string(devices) +
+                    " device(s) give at most " + std::to_string(devices) +
+                    " stage(s) (0.." + std::to_string(devices - 1) + ")");
+      if (stage >= kMaxPinnedStage)
+        throw Error("pipeline: node " + g_.name(node) + " is pinned to stage " +
+                    std::to_string(stage) + "; pins name stages below " +
+                    std::to_string(kMaxPinnedStage));
+      largest = std::max(largest, stage);
+    }
+    cap_ = largest + 1;
+  }
+
+  // The stage index every pinned node of `nodes` asks for: -1 none pinned,
+  // -2 two different ones (never one stage).
+  int pinOf(const std::vector<int>& nodes) const {
+    int pin = -1;
+    for (int v : nodes) {
+      auto it = opt_.pins.find(v);
+      if (it == opt_.pins.end()) continue;
+      if (pin >= 0 && pin != it->second) return -2;
+      pin = it->second;
+    }
+    return pin;
+  }
+  // Whether interval i may be the stage numbered `index` (capped).
+  bool pinAllows(int interval, int index) const {
+    const int pin = pinOfInterval_[interval];
+    return pin == -1 || pin == index;
+  }
+  int after(int index) const { return std::min(index + 1, cap_); }
+  static uint64_t bit(int index) { return uint64_t{1} << index; }
+  // Without pins any way through is as good as another: stop at the first.
+  bool settled(uint64_t mask) const { return cap_ == 0 && mask != 0; }
 
   // ---- candidates -------------------------------------------------------
   void collectIntervals() {
@@ -172,49 +226,57 @@ class Partitioner {
     return o.fits && o.micro == micro_index_ && o.estimate.timePerSample() <= target_;
   }
 
-  bool whole(int t, int budget) {
-    const auto key = std::make_tuple(t, -1, budget);
+  // The stage counts (as bits, capped) that planning tree node t on
+  // `budget` can end at, its first stage numbered `before`: a whole stage,
+  // or its children's runs.
+  uint64_t whole(int t, int budget, int before) {
+    const auto key = std::make_tuple(t, -1, budget, before);
     if (auto it = memo_.find(key); it != memo_.end()) return it->second;
-    bool ok = false;
-    for (const Option& o : priced_[whole_[t]])
-      if (stageFits(o) && o.devices <= devicesOf(budget, o.kind)) {
-        ok = true;
-        break;
-      }
+    uint64_t ends = 0;
+    if (pinAllows(whole_[t], before))
+      for (const Option& o : priced_[whole_[t]])
+        if (stageFits(o) && o.devices <= devicesOf(budget, o.kind)) {
+          ends |= bit(after(before));
+          break;
+        }
     const SpNode& s = tree_.nodes[t];
-    if (!ok && s.kind != SpNode::Kind::Leaf) ok = runsFrom(t, 0, budget);
-    memo_[key] = ok;
-    return ok;
+    if (!settled(ends) && s.kind != SpNode::Kind::Leaf) ends |= runsFrom(t, 0, budget, before);
+    memo_[key] = ends;
+    return ends;
   }
 
-  // Whether children i.. of Series or Parallel node t can be planned on
-  // `budget`: a run of children i..j as one stage (in a Parallel node two
-  // or more side by side: fewer devices than branches can still split the
-  // block), or child i planned on its own on part of the budget (in a
-  // Series node, only a child that is not a leaf: a leaf alone is the run
-  // i..i).
-  bool runsFrom(int t, int i, int budget) {
+  // The stage counts children i.. of Series or Parallel node t can end at
+  // on `budget`, the first numbered `before`: a run of children i..j as one
+  // stage (in a Parallel node two or more side by side: fewer devices than
+  // branches can still split the block), or child i planned on its own on
+  // part of the budget (in a Series node, only a child that is not a leaf: a
+  // leaf alone is the run i..i).
+  uint64_t runsFrom(int t, int i, int budget, int before) {
     const SpNode& s = tree_.nodes[t];
     const bool parallel = s.kind == SpNode::Kind::Parallel;
     const int m = static_cast<int>(s.children.size());
-    if (i == m) return true;
-    auto key = std::make_tuple(t, i, budget);
+    if (i == m) return bit(before);
+    auto key = std::make_tuple(t, i, budget, before);
     if (auto it = memo_.find(key); it != memo_.end()) return it->second;
-    bool ok = false;
-    for (int j = i + (parallel ? 1 : 0); j < m && !ok; ++j) {
+    uint64_t ends = 0;
+    for (int j = i + (parallel ? 1 : 0); j < m && !settled(ends); ++j) {
       const int interval = run_.at({t, i, j});
+      if (!pinAllows(interval, before)) continue;
       for (const Option& o : priced_[interval])
-        if (stageFits(o) && o.devices <= devicesOf(budget, o.kind) &&
-            runsFrom(t, j + 1, minus(budget, o.devices * stride(o.kind)))) {
-          ok = true;
-          break;
+        if (stageFits(o) && o.devices <= devicesOf(budget, o.kind)) {
+          ends |= runsFrom(t, j + 1, minus(budget, o.devices * stride(o.kind)), after(before));
+          if (settled(ends)) break;
         }
     }
-    if (!ok && (parallel || tree_.nodes[s.children[i]].kind != SpNode::Kind::Leaf))
-      for (int part = 1; part <= budget && !ok; ++part)
-        ok = within(part, budget) && whole(s.children[i], part) && runsFrom(t, i + 1, minus(budget, part));
-    memo_[key] = ok;
-    return ok;
+    if (!settled(ends) && (parallel || tree_.nodes[s.children[i]].kind != SpNode::Kind::Leaf))
+      for (int part = 1; part <= budget && !settled(ends); ++part) {
+        if (!within(part, budget)) continue;
+        const uint64_t mid = whole(s.children[i], part, before);
+        for (int a = 0; a <= cap_ && !settled(ends); ++a)
+          if (mid & bit(a)) ends |= runsFrom(t, i + 1, minus(budget, part), a);
+      }
+    memo_[key] = ends;
+    return ends;
   }
 
   int fullBudget() const { return budgets_ - 1; }
@@ -223,7 +285,7 @@ class Partitioner {
     target_ = target;
     micro_index_ = micro;
     memo_.clear();
-    return whole(tree_.root, fullBudget());
+    return whole(tree_.root, fullBudget(), 0) != 0;
   }
   bool feasible(double target) {
     for (int b = 0; b < static_cast<int>(micro_.size()); ++b)
@@ -237,37 +299,50 @@ class Partitioner {
     Option option;
   };
 
-  void emitWhole(int t, int budget, std::vector<Chosen>& out) {
-    for (const Option& o : priced_[whole_[t]])
-      if (stageFits(o) && o.devices <= devicesOf(budget, o.kind)) {
-        out.push_back({whole_[t], o});
-        return;
-      }
+  // Rebuilds a choice whole() found, one that ends at a stage count in
+  // `want`, in the same order.
+  void emitWhole(int t, int budget, int before, uint64_t want, std::vector<Chosen>& out) {
+    if (pinAllows(whole_[t], before) && (want & bit(after(before))))
+      for (const Option& o : priced_[whole_[t]])
+        if (stageFits(o) && o.devices <= devicesOf(budget, o.kind)) {
+          out.push_back({whole_[t], o});
+          return;
+        }
     const SpNode& s = tree_.nodes[t];
     COLLAGE_CHECK(s.kind != SpNode::Kind::Leaf, "rebuilding a plan the DP found feasible");
-    emitRuns(t, 0, budget, out);
+    emitRuns(t, 0, budget, before, want, out);
   }
 
-  // Rebuilds the choice runsFrom found feasible, in the same order.
-  void emitRuns(int t, int i, int budget, std::vector<Chosen>& out) {
+  // Rebuilds a choice runsFrom found, one that ends in `want`.
+  void emitRuns(int t, int i, int budget, int before, uint64_t want, std::vector<Chosen>& out) {
     const SpNode& s = tree_.nodes[t];
     const bool parallel = s.kind == SpNode::Kind::Parallel;
     const int m = static_cast<int>(s.children.size());
-    if (i == m) return;
+    if (i == m) {
+      COLLAGE_CHECK(want & bit(before), "rebuilding the stage count the DP found");
+      return;
+    }
     for (int j = i + (parallel ? 1 : 0); j < m; ++j) {
       const int interval = run_.at({t, i, j});
-      for (const Option& o : priced_[interval])
-        if (stageFits(o) && o.devices <= devicesOf(budget, o.kind) &&
-            runsFrom(t, j + 1, minus(budget, o.devices * stride(o.kind)))) {
+      if (!pinAllows(interval, before)) continue;
+      for (const Option& o : priced_[interval]) {
+        if (!stageFits(o) || o.devices > devicesOf(budget, o.kind)) continue;
+        const int rest = minus(budget, o.devices * stride(o.kind));
+        if (runsFrom(t, j + 1, rest, after(before)) & want) {
           out.push_back({interval, o});
-          return emitRuns(t, j + 1, minus(budget, o.devices * stride(o.kind)), out);
+          return emitRuns(t, j + 1, rest, after(before), want, out);
+        }
+      }
+    }
+    for (int part = 1; part <= budget; ++part) {
+      if (!within(part, budget)) continue;
+      const uint64_t mid = whole(s.children[i], part, before);
+      for (int a = 0; a <= cap_; ++a)
+        if ((mid & bit(a)) && (runsFrom(t, i + 1, minus(budget, part), a) & want)) {
+          emitWhole(s.children[i], part, before, bit(a), out);
+          return emitRuns(t, i + 1, minus(budget, part), a, want, out);
         }
     }
-    for (int part = 1; part <= budget; ++part)
-      if (within(part, budget) && whole(s.children[i], part) && runsFrom(t, i + 1, minus(budget, part))) {
-        emitWhole(s.children[i], part, out);
-        return emitRuns(t, i + 1, minus(budget, part), out);
-      }
     COLLAGE_CHECK(false, "rebuilding a node the DP found feasible");
   }
 
@@ -277,7 +352,7 @@ class Partitioner {
       if (feasibleAt(target, b)) micro = b;
     COLLAGE_CHECK(micro >= 0, "the least feasible target is feasible");
     std::vector<Chosen> chosen;
-    emitWhole(tree_.root, fullBudget(), chosen);
+    emitWhole(tree_.root, fullBudget(), 0, ~uint64_t{0}, chosen);
 
     StageGraph plan;
     plan.microBatch = micro_[micro];
@@ -301,6 +376,7 @@ class Partitioner {
       plan.stages.push_back(std::move(st));
     }
     for (int v = 0; v < g_.size(); ++v) COLLAGE_CHECK(stageOf[v] >= 0, "a node in no stage");
+    for (const auto& [v, stage] : opt_.pins) COLLAGE_CHECK(stageOf[v] == stage, "a pin honoured");
     COLLAGE_CHECK(plan.bottleneckTimePerSample == target, "the plan's bottleneck is the target");
     std::set<std::pair<int, int>> edges;
     if (relay_) {
@@ -352,6 +428,14 @@ class Partitioner {
         throw Error("pipeline: no partition fits the memory limits: node " + g_.name(v) +
                     " alone does not fit; " + need);
     }
+    if (!opt_.pins.empty()) {
+      std::string pins;
+      for (const auto& [v, stage] : opt_.pins)
+        pins += (pins.empty() ? "" : ", ") + g_.name(v) + " -> stage " + std::to_string(stage);
+      throw Error("pipeline: no partition into stages honours the pins (" + pins +
+                  ") within the devices and their memory limits: stages are numbered in a "
+                  "topological order, so a node cannot be in a stage before its producers'");
+    }
     throw Error(
         "pipeline: no partition of the graph into stages fits the devices' memory limits (" +
         std::to_string(topo_.devices().size()) +
@@ -373,9 +457,12 @@ class Partitioner {
   std::vector<int> whole_;                        // tree node -> interval
   std::map<std::tuple<int, int, int>, int> run_;  // (series node, i, j) -> interval
   std::vector<std::vector<Option>> priced_;       // interval -> its options
+  std::vector<int> pinOfInterval_;                // interval -> pinOf its nodes
+  int cap_ = 0;                                   // stage indices told apart (pins)
   double target_ = 0;
   int micro_index_ = 0;
-  std::map<std::tuple<int, int, int>, bool> memo_;  // (tree node, child or -1, budget)
+  // (tree node, child or -1, budget, stages before) -> the stage counts it can end at
+  std::map<std::tuple<int, int, int, int>, uint64_t> memo_;
 };
 
 }  // namespace
@@ -407,6 +494,19 @@ StageGraph partitionSequentialPipeline(const PipeGraph& graph, const Topology& t
   return Partitioner(graph, topology, cost, options,
                      chainDecomposition(graph, graph.topologicalOrder()), true)
       .run();
+}
+
+std::map<int, int> pinsByName(const PipeGraph& graph, const std::map<std::string, int>& pins) {
+  std::map<std::string, int> ids;
+  for (int v = graph.size() - 1; v >= 0; --v) ids[graph.name(v)] = v;  // the first of a name
+  std::map<int, int> out;
+  for (const auto& [name, stage] : pins) {
+    auto it = ids.find(name);
+    if (it == ids.end())
+      throw Error("pipeline: a pin names the node '" + name + "', which the model lacks");
+    out[it->second] = stage;
+  }
+  return out;
 }
 
 std::string StageGraph::toString(const PipeGraph& graph) const {

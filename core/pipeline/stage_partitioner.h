@@ -34,6 +34,13 @@
 //    scheduler (microbatch_schedule.h) computes the exact count per stage,
 //    which is larger where a branch waits for a longer one at a join.
 //  - One micro-batch size for the whole pipeline, chosen among the options.
+//  - Pins (node -> stage index) are a constraint of the DP, not a fix-up
+//    after it: stages are numbered in the order the DP emits them (the
+//    tree's left-to-right order, a topological one), so the DP state also
+//    counts the stages emitted before (capped one past the largest pin: all
+//    later indices are alike), and a candidate stage holding a node pinned to
+//    another index than the one it would get is infeasible. The answer is
+//    the least bottleneck among the plans that honour every pin.
 //
 // The series-parallel space cuts a block of parallel branches only between
 // whole branches; a chain cuts anywhere in a topological
@@ -50,6 +57,7 @@
 // Pure planning: no I/O; measured costs in (StageCostModel), plan out.
 #pragma once
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -65,6 +73,11 @@ struct PartitionOptions {
   int batch = 1;                  // samples per batch
   std::vector<int> microBatches;  // sizes to consider; empty: every divisor of `batch`
   int inFlight = 2;               // micro-batches of activations each stage is sized for
+  // node -> the index of the stage it must be in (stages in the plan's
+  // order). Error for a node the graph lacks or an index the devices cannot
+  // give (each stage takes at least one device); when no plan honours them
+  // all, the refusal says so.
+  std::map<int, int> pins;
 };
 
 struct PipelineStage {
@@ -94,5 +107,9 @@ StageGraph partitionGraphPipeline(const PipeGraph& graph, const Topology& topolo
 // PipeGraph::topologicalOrder) and cut into a chain of stages.
 StageGraph partitionSequentialPipeline(const PipeGraph& graph, const Topology& topology,
                                        const StageCostModel& cost, const PartitionOptions& options);
+
+// Pins by node name (`--pin NODE=STAGE`, a pipeline file's "pins") as
+// PartitionOptions::pins: Error naming a node `graph` lacks.
+std::map<int, int> pinsByName(const PipeGraph& graph, const std::map<std::string, int>& pins);
 
 }  // namespace collage

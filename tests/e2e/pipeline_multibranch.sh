@@ -60,4 +60,43 @@ for name in two_tower dlrm uno; do
   done
 done
 grep -q "replica 1 \[cpu1\]" base.txt  # data parallel: one replica per device
+
+# Pins (--pin NODE=STAGE), on the last model over the near-free link: its
+# last node pinned to stage 1 and the first node of gpp.json's last stage (if
+# another) to stage 0. The file records the pins, the stages hold the nodes,
+# the run still matches. A pin on a node the model lacks, or on a stage two
+# devices cannot give, is refused naming it, before any node is profiled.
+/usr/bin/python3 - <<'PY' > pins.txt
+import json
+stages = json.load(open("gpp.json"))["stages"]
+last = stages[-1]["nodes"][-1]
+pins = {last: 1}
+if len(stages) > 1 and stages[-1]["nodes"][0] != last:
+    pins[stages[-1]["nodes"][0]] = 0
+print(" ".join("--pin %s=%d" % p for p in pins.items()))
+print(json.dumps(pins))
+PY
+read -r -a pin_args < <(sed -n 1p pins.txt)
+"$collage" pipeline "$model" --topology "$work/fast.json" --batch 4 --micro-batch 1 \
+  --measure in-process --runs 1 "${pin_args[@]}" -o pinned.json | tee pinned.txt
+/usr/bin/python3 - <<'PY'
+import json
+want = json.loads(open("pins.txt").read().splitlines()[1])
+f = json.load(open("pinned.json"))
+assert f["pins"] == want, (f["pins"], want)
+for node, stage in want.items():
+    assert node in f["stages"][stage]["nodes"], (node, stage, f["stages"])
+PY
+"$collage" run "$model" --pipeline pinned.json --batch 4 --verify | tee pinnedrun.txt
+grep -q "verify: every output of 4 micro-batch(es) matches" pinnedrun.txt
+if "$collage" pipeline "$model" --devices cpu:2 --no-db --pin "no_such_node=0" -o x.json > bad.txt 2>&1; then
+  echo "a pin on a missing node was accepted"; exit 1
+fi
+grep -q "no_such_node=0: the model has no node named 'no_such_node'" bad.txt
+node=$(/usr/bin/python3 -c 'import json; print(json.load(open("gpp.json"))["stages"][0]["nodes"][0])')
+if "$collage" pipeline "$model" --devices cpu:2 --no-db --pin "$node=2" -o x.json > bad.txt 2>&1; then
+  echo "a pin on stage 2 of two devices was accepted"; exit 1
+fi
+grep -qF "$node=2: stage 2 cannot be: 2 device(s) give at most 2 stage(s)" bad.txt
+if grep -q "profiling\|measuring" bad.txt; then echo "profiled before refusing the pin"; exit 1; fi
 echo "pipeline multi-branch: ok"

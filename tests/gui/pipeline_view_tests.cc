@@ -1,8 +1,10 @@
 // The app's pipeline views (issue #41): a pipeline file opened on the model
 // colours the graph by stage (a toggle beside the backend colouring), the
 // timeline draws the simulator's schedule and, after a run in this process,
-// the real run's micro-batch spans; a file made for another model is refused
-// with the core's message.
+// the real run's micro-batch spans; the stage graph draws a real plan's
+// stages, hand-overs and memory per device, and pinning a node to a stage
+// re-plans around it; a file made for another model is refused with the
+// core's message.
 //
 // The pipeline files are written here from a fixed two-stage split (the
 // first half of the nodes, in topological order, on cpu0; the rest on cpu1),
@@ -20,6 +22,7 @@
 #include "core/pipeline/topology.h"
 #include "views/graph_scene.h"
 #include "views/pipeline_timeline.h"
+#include "views/stage_graph_view.h"
 
 #include "tests/gui/gui_test_support.h"
 
@@ -141,6 +144,119 @@ class PipelineViewTests : public QObject {
       }
     }
     QVERIFY(!window.pipelineTimeline()->grab().isNull());  // paints with both lanes
+    // The stage graph takes the run's time per micro-batch and memory per device.
+    const StageGraphView& stageGraph = *window.stageGraphView();
+    QCOMPARE(stageGraph.stageCount(), 2);
+    for (int s = 0; s < 2; ++s)
+      QVERIFY2(stageGraph.boxText(s).last().startsWith("run "), qPrintable(stageGraph.boxText(s).join("; ")));
+    for (const QString& row : stageGraph.memoryText()) QVERIFY2(row.contains(" run"), qPrintable(row));
+  }
+
+  // A real `collage pipeline` plan of a multi-branch model (profiled in
+  // process, over a near-free link so that it may split): the stage graph
+  // shows its stages as boxes in layers along the hand-overs, and the memory
+  // of each device. Pinning a node to another stage re-plans around the pin
+  // in the background: the node's stage, its colour, the stage graph and the
+  // timeline all follow; a stage the devices cannot give is refused.
+  void stageGraphAndPinOnARealPlan() {
+    QTemporaryDir dir;
+    const QString model = pipelineModel("two_tower_small");
+    const QString topology = dir.filePath("fast.json");
+    const QString file = dir.filePath("plan.json");
+    QFile t(topology);
+    QVERIFY(t.open(QIODevice::WriteOnly));
+    t.write(R"({"devices": [{"id": "cpu0", "kind": "cpu", "cores": 1}, {"id": "cpu1", "kind": "cpu", "cores": 1}],
+                "default_link": {"bandwidth_bytes_per_s": 1e12, "latency_s": 0}})");
+    t.close();
+    QProcess cli;
+    cli.setProcessChannelMode(QProcess::MergedChannels);
+    cli.start(COLLAGE_CLI_PATH, {"pipeline", model, "--topology", topology, "--batch", "4", "--micro-batch",
+                                 "2", "--measure", "in-process", "--runs", "1", "-o", file});
+    QVERIFY(cli.waitForFinished(300000));
+    const QString output = QString::fromLocal8Bit(cli.readAll());
+    QVERIFY2(cli.exitCode() == 0, qPrintable(output));
+    const PipelineFile planned = loadPipelineFile(file.toStdString());
+
+    MainWindow window;
+    QVERIFY(gui_test::openAndWait(window, model));
+    QSignalSpy opened(&window, &MainWindow::pipelineOpened);
+    QSignalSpy failed(&window, &MainWindow::pipelineFailed);
+    QVERIFY(window.openPipeline(file));
+    QTRY_VERIFY_WITH_TIMEOUT(!opened.isEmpty() || !failed.isEmpty(), 60000);
+    QVERIFY2(failed.isEmpty(), failed.isEmpty() ? "" : qPrintable(failed.first().first().toString()));
+
+    StageGraphView& stages = *window.stageGraphView();
+    const Graph& graph = *window.graph();
+    // What the view shows is the open plan's: its stages, its edges going
+    // down the layers, each carrying bytes, every node counted once.
+    auto checkDrawn = [&] {
+      const int count = window.pipelineTimeline()->stageRows();
+      QCOMPARE(stages.stageCount(), count);
+      int nodes = 0;
+      for (int s = 0; s < count; ++s) {
+        const QStringList text = stages.boxText(s);
+        QVERIFY2(text.first().startsWith(QString("stage %1 [cpu").arg(s)), qPrintable(text.first()));
+        nodes += text.at(1).section(' ', 0, 0).toInt();
+        QVERIFY2(text.at(2).startsWith("sim "), qPrintable(text.at(2)));
+      }
+      QCOMPARE(nodes, graph.numNodes());
+      for (int e = 0; e < stages.edgeCount(); ++e) {
+        const auto& h = stages.edge(e);
+        QVERIFY(h.bytesPerMicroBatch > 0);
+        QVERIFY(stages.layerOf(h.to) > stages.layerOf(h.from));
+        QVERIFY(stages.boxOf(h.to).top() > stages.boxOf(h.from).bottom());
+      }
+      if (count > 1) QVERIFY(stages.edgeCount() >= 1);  // the towers meet at the head
+      const QStringList memory = stages.memoryText();
+      QCOMPARE(memory.size(), 2);
+      QVERIFY2(memory[0].startsWith("cpu0: ") && memory[1].startsWith("cpu1: "), qPrintable(memory.join("; ")));
+      QVERIFY2(!memory[0].startsWith("cpu0: 0 B"), qPrintable(memory[0]));  // stage 0 is on cpu0
+      QVERIFY(!stages.grab().isNull());
+    };
+    QCOMPARE(stages.stageCount(), static_cast<int>(planned.stages.size()));
+    QCOMPARE(stages.edgeCount(), static_cast<int>(planned.edges.size()));
+    checkDrawn();
+
+    // The pin: a node of the last stage to stage 0 when the plan has two,
+    // else the last node to stage 1 (it then splits).
+    NodeId node;
+    int target;
+    if (stages.stageCount() > 1) {
+      node = *graph.findNode(planned.stages.back().nodes.front());
+      target = 0;
+    } else {
+      node = graph.numNodes() - 1;
+      target = 1;
+    }
+    const int before = window.stageOfNode(node);
+    QVERIFY(before != target);
+    const QColor colourBefore = window.graphScene()->nodeColor(node);
+    QCOMPARE(window.pinnedStage(node), -1);
+    QString error;
+    QVERIFY2(window.pinNodeToStage(node, target, &error), qPrintable(error));
+    QTRY_VERIFY_WITH_TIMEOUT(opened.size() == 2 || !failed.isEmpty(), 180000);
+    QVERIFY2(failed.isEmpty(), failed.isEmpty() ? "" : qPrintable(failed.first().first().toString()));
+    QCOMPARE(window.stageOfNode(node), target);
+    QCOMPARE(window.pinnedStage(node), target);
+    QVERIFY(window.graphScene()->nodeColor(node) != colourBefore);
+    checkDrawn();
+    QCOMPARE(window.pipelineTimeline()->barCount(target, PipelineTimeline::Lane::Simulated), 2);
+
+    // Pinned back to the stage it had: the second re-plan reuses the first's
+    // node profile, so the two plans differ only by the pin (a re-plan that
+    // ignored pins would give the same stage both times).
+    QVERIFY2(window.pinNodeToStage(node, before, &error), qPrintable(error));
+    QTRY_VERIFY_WITH_TIMEOUT(opened.size() == 3 || !failed.isEmpty(), 180000);
+    QVERIFY2(failed.isEmpty(), failed.isEmpty() ? "" : qPrintable(failed.first().first().toString()));
+    QCOMPARE(window.stageOfNode(node), before);
+    QCOMPARE(window.pinnedStage(node), before);
+    QCOMPARE(window.graphScene()->nodeColor(node), colourBefore);
+    checkDrawn();
+
+    // Two devices give stages 0 and 1: a pin on stage 2 is refused, naming it.
+    QVERIFY(!window.pinNodeToStage(node, 2, &error));
+    QVERIFY2(error.contains("stage 2") && error.contains("2 device(s)"), qPrintable(error));
+    QCOMPARE(window.stageOfNode(node), before);
   }
 
   // `collage run --pipeline P --trace T` writes the run's spans; the app

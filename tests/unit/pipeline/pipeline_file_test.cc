@@ -136,5 +136,24 @@ TEST(PipelineFile, MalformedFilesNameTheField) {
               {"p.json: stages[1]: the node 'nosuch' is not in the model"});
 }
 
+// The pins a plan was asked to honour travel with it: written only when
+// there are some, read back, and a pin on a stage the file lacks refused.
+TEST(PipelineFile, RecordsThePins) {
+  Model m;
+  const Graph& g = m.b.graph();
+  PipelineFile f =
+      pipelineFileOf(threeStages(), nullptr, g, devices(2), writeFile("model.onnx", "a model"), 8);
+  EXPECT_EQ(pipelineToJson(f).find("\"pins\""), std::string::npos);
+  f.pins = {{g.node(2).name, 1}, {g.node(3).name, 2}};
+  const std::string text = pipelineToJson(f);
+  EXPECT_EQ(pipelineFromJson(text, "p.json").pins, f.pins);
+  std::string bad = text;
+  const std::string two = "\"" + g.node(3).name + "\":2";
+  ASSERT_NE(bad.find(two), std::string::npos) << text;
+  bad.replace(bad.find(two), two.size(), "\"" + g.node(3).name + "\":3");
+  expectError([&] { pipelineFromJson(bad, "p.json"); },
+              {"p.json", "pins." + g.node(3).name, "a stage index below 3"});
+}
+
 }  // namespace
 }  // namespace collage

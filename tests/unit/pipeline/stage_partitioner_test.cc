@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -455,6 +456,219 @@ TEST(StagePartitioner, MemoryLimitForcesASplit) {
   PartitionOptions opt;
   EXPECT_EQ(partitionGraphPipeline(g, roomy, cost, opt).stages.size(), 1u);
   EXPECT_EQ(partitionGraphPipeline(g, tight, cost, opt).stages.size(), 2u);
+}
+
+// ---- pins -----------------------------------------------------------------
+
+// Each node's place in the order the DP numbers stages on `tree`: its
+// leaves left to right (a stage is a contiguous run of them).
+std::vector<int> leafPositions(const SeriesParallelTree& tree, int nodes) {
+  std::vector<int> position(nodes, -1);
+  int next = 0;
+  std::function<void(int)> visit = [&](int t) {
+    const SpNode& s = tree.nodes[t];
+    if (s.kind == SpNode::Kind::Leaf) position[s.graphNode] = next++;
+    for (int c : s.children) visit(c);
+  };
+  visit(tree.root);
+  return position;
+}
+
+// Whether every pinned node's block is the pin's index when the blocks are
+// numbered by their first node in `position`.
+bool pinsHold(const std::vector<std::vector<int>>& blocks, const std::vector<int>& position,
+              const std::map<int, int>& pins) {
+  std::vector<std::pair<int, int>> first;  // (first position, block)
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    int lo = static_cast<int>(position.size());
+    for (int v : blocks[b]) lo = std::min(lo, position[v]);
+    first.push_back({lo, static_cast<int>(b)});
+  }
+  std::sort(first.begin(), first.end());
+  std::vector<int> index(blocks.size());
+  for (size_t i = 0; i < first.size(); ++i) index[first[i].second] = static_cast<int>(i);
+  for (const auto& [v, stage] : pins)
+    for (size_t b = 0; b < blocks.size(); ++b)
+      if (std::count(blocks[b].begin(), blocks[b].end(), v) && index[b] != stage) return false;
+  return true;
+}
+
+void expectPinsHonoured(const PipeGraph& g, const StageGraph& plan, const std::map<int, int>& pins) {
+  for (const auto& [v, stage] : pins) {
+    ASSERT_LT(stage, static_cast<int>(plan.stages.size())) << g.name(v) << "\n" << plan.toString(g);
+    const auto& nodes = plan.stages[stage].nodes;
+    EXPECT_TRUE(std::count(nodes.begin(), nodes.end(), v))
+        << g.name(v) << " pinned to stage " << stage << "\n" << plan.toString(g);
+  }
+}
+
+TEST(StagePartitioner, PinnedGraphPipelineEqualsBruteForceOnSmallGraphs) {
+  // The unpinned brute force's space, less the partitions that put a pinned
+  // node in another stage than its pin (stages numbered as the search
+  // numbers them: the tree's leaf order, or the chain's).
+  const std::vector<Setting> settings = {{2, 0, false}, {3, 0, false}, {2, 1, false}, {3, 0, true}};
+  int compared = 0, infeasible = 0, costlier = 0;
+  for (const Shape& shape : shapes())
+    for (const Setting& s : settings)
+      for (unsigned seed = 0; seed < 6; ++seed) {
+        std::mt19937 rng(seed * 104729 + shape.nodes.size() * 31 + s.cpus * 7 + s.gpus);
+        const PipeGraph g = build(shape, rng);
+        const FakeStageCost cost = randomCost(g.size(), rng);
+        double total = 0;
+        for (const auto& n : cost.nodes) total += n.weightBytes + 2 * 4 * n.activationBytesPerSample;
+        const double memory = s.tightMemory ? total / 3 : kInf;
+        const Topology topo = machine(s.cpus, s.gpus, memory, memory);
+        Problem p{g, topo, cost, {}};
+        p.opt.batch = 4;
+        p.opt.microBatches = {1, 2, 4};
+        const int devices = s.cpus + s.gpus;
+        const int pinCount = 1 + static_cast<int>(rng() % 2);
+        for (int i = 0; i < pinCount; ++i)
+          p.opt.pins[static_cast<int>(rng() % g.size())] = static_cast<int>(rng() % devices);
+        const SeriesParallelTree tree = decomposeSeriesParallel(g);
+        const auto intervals = seriesParallelIntervals(tree);
+        const auto runs = chainRuns(g);
+        const std::vector<int> treeOrder = leafPositions(tree, g.size());
+        std::vector<int> chainOrder(g.size());
+        const auto order = g.topologicalOrder();
+        for (int i = 0; i < g.size(); ++i) chainOrder[order[i]] = i;
+        auto received = [&](const std::vector<int>& nodes) { return receivedBytesPerSample(g, nodes); };
+        const double expected = bruteForce(
+            p,
+            [&](const std::vector<std::vector<int>>& blocks) {
+              bool allIntervals = true, allRuns = true;
+              for (const auto& b : blocks) {
+                allIntervals = allIntervals && intervals.count(b);
+                allRuns = allRuns && runs(b);
+              }
+              return (allIntervals && pinsHold(blocks, treeOrder, p.opt.pins)) ||
+                     (allRuns && pinsHold(blocks, chainOrder, p.opt.pins));
+            },
+            received);
+        std::string pins;
+        for (const auto& [v, stage] : p.opt.pins) pins += " " + g.name(v) + "=" + std::to_string(stage);
+        SCOPED_TRACE(shape.name + " cpus " + std::to_string(s.cpus) + " gpus " +
+                     std::to_string(s.gpus) + (s.tightMemory ? " tight" : "") + " seed " +
+                     std::to_string(seed) + " pins" + pins + " " + tree.toString(g));
+        if (!std::isfinite(expected)) {
+          EXPECT_THROW(partitionGraphPipeline(g, topo, cost, p.opt), Error);
+          ++infeasible;
+          continue;
+        }
+        const StageGraph plan = partitionGraphPipeline(g, topo, cost, p.opt);
+        EXPECT_EQ(plan.bottleneckTimePerSample, expected) << plan.toString(g);
+        expectConsistent(p, plan, false);
+        expectPinsHonoured(g, plan, p.opt.pins);
+        PartitionOptions free = p.opt;
+        free.pins.clear();
+        costlier += expected > partitionGraphPipeline(g, topo, cost, free).bottleneckTimePerSample;
+        ++compared;
+      }
+  // The pins do constrain: some plans are slower for them, some impossible.
+  EXPECT_GT(compared, 80);
+  EXPECT_GT(costlier, 20);
+  EXPECT_GT(infeasible, 5);
+}
+
+TEST(StagePartitioner, PinnedSequentialPipelineEqualsBruteForceOverChainRuns) {
+  int compared = 0;
+  for (const Shape& shape : shapes())
+    for (unsigned seed = 0; seed < 6; ++seed) {
+      std::mt19937 rng(seed + 200);
+      const PipeGraph g = build(shape, rng);
+      const FakeStageCost cost = randomCost(g.size(), rng);
+      const Topology topo = machine(3, 0, kInf, kInf);
+      Problem p{g, topo, cost, {}};
+      p.opt.batch = 2;
+      p.opt.microBatches = {1, 2};
+      p.opt.pins[static_cast<int>(rng() % g.size())] = static_cast<int>(rng() % 3);
+      const auto order = g.topologicalOrder();
+      std::vector<int> position(g.size());
+      for (int i = 0; i < g.size(); ++i) position[order[i]] = i;
+      auto firstOf = [&](const std::vector<int>& nodes) {
+        int first = g.size();
+        for (int v : nodes) first = std::min(first, position[v]);
+        return first;
+      };
+      const auto run = chainRuns(g);
+      const double expected = bruteForce(
+          p,
+          [&](const std::vector<std::vector<int>>& blocks) {
+            for (const auto& b : blocks)
+              if (!run(b)) return false;
+            return pinsHold(blocks, position, p.opt.pins);
+          },
+          [&](const std::vector<int>& nodes) {
+            return chainReceivedBytesPerSample(g, position, firstOf(nodes));
+          });
+      SCOPED_TRACE(shape.name + " seed " + std::to_string(seed));
+      if (!std::isfinite(expected)) {
+        EXPECT_THROW(partitionSequentialPipeline(g, topo, cost, p.opt), Error);
+        continue;
+      }
+      const StageGraph spp = partitionSequentialPipeline(g, topo, cost, p.opt);
+      EXPECT_EQ(spp.bottleneckTimePerSample, expected);
+      expectConsistent(p, spp, true);
+      expectPinsHonoured(g, spp, p.opt.pins);
+      ++compared;
+    }
+  EXPECT_GT(compared, 25);
+}
+
+// x -> {a, b} -> j as in GraphPipelineBeatsTheChainOnBranches: pinning b to
+// stage 1 moves it ahead of a (the free plan has a first), and pinning a
+// stage the devices cannot give, a node the graph lacks, or a consumer
+// before its producer is refused, naming it.
+TEST(StagePartitioner, PinsMoveANodeAndBadPinsAreRefused) {
+  PipeGraph g;
+  const int x = g.addNode("x"), a = g.addNode("a"), b = g.addNode("b"), j = g.addNode("j");
+  for (auto [from, to] : std::vector<std::pair<int, int>>{{x, a}, {x, b}, {a, j}, {b, j}})
+    g.addEdge(from, to, 1e6);
+  FakeStageCost cost;
+  cost.nodes = {{0.5e-3}, {3e-3}, {3e-3}, {0.5e-3}};
+  cost.dataParallelEfficiency = 0.5;
+  const LinkCost link{1e9, 0};
+  std::vector<PipeDevice> devices;
+  for (int i = 0; i < 4; ++i) devices.push_back({"cpu" + std::to_string(i), DeviceKind::Cpu, 1});
+  const Topology topo(devices, {}, &link, "test");
+  PartitionOptions opt;
+  const StageGraph free = partitionGraphPipeline(g, topo, cost, opt);
+  ASSERT_EQ(free.stages.size(), 4u);
+  EXPECT_EQ(g.names(free.stages[1].nodes), "a");
+
+  opt.pins = pinsByName(g, {{"b", 1}});
+  const StageGraph pinned = partitionGraphPipeline(g, topo, cost, opt);
+  EXPECT_EQ(g.names(pinned.stages[1].nodes), "b") << pinned.toString(g);
+  EXPECT_DOUBLE_EQ(pinned.bottleneckTimePerSample, 4e-3);  // no slower: a and b are alike
+
+  // Everything in stage 0 is one stage: the bottleneck is the whole model.
+  opt.pins = pinsByName(g, {{"j", 0}});
+  const StageGraph one = partitionGraphPipeline(g, topo, cost, opt);
+  EXPECT_EQ(one.stages.size(), 1u) << one.toString(g);
+
+  auto refusal = [&](const std::map<int, int>& pins) {
+    PartitionOptions o;
+    o.pins = pins;
+    try {
+      partitionGraphPipeline(g, topo, cost, o);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  std::string why = refusal({{b, 4}});
+  EXPECT_NE(why.find("node b is pinned to stage 4"), std::string::npos) << why;
+  EXPECT_NE(why.find("4 device(s) give at most 4 stage(s)"), std::string::npos) << why;
+  why = refusal({{7, 0}});
+  EXPECT_NE(why.find("node id 7"), std::string::npos) << why;
+  why = refusal({{j, 0}, {x, 1}});  // j reads x's tensors: j cannot come first
+  EXPECT_NE(why.find("honours the pins (x -> stage 1, j -> stage 0)"), std::string::npos) << why;
+  try {
+    pinsByName(g, {{"nope", 0}});
+    FAIL() << "a pin on a node the graph lacks";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'nope'"), std::string::npos) << e.what();
+  }
 }
 
 TEST(StagePartitioner, NothingFitsNamesTheNodeAndTheBytes) {
