@@ -297,7 +297,8 @@ PYBIND11_MODULE(collage, m) {
       .def_property_readonly("plan", [](PySession& s) { return s.session().plan(); })
       .def_property_readonly("model", [](PySession& s) { return s.session().model(); });
 
-  // The runtime's decode loop (docs/decoding.md): ids in, ids out.
+  // The runtime's decode loop (docs/decoding.md): ids in, ids out; text
+  // with the model's tokenizer (encode, decode).
   py::class_<api::Generator>(m, "Generator")
       .def(py::init([](const std::string& model, int64_t maxLength, const std::string& plan, int threads) {
              api::SessionOptions options;
@@ -335,7 +336,16 @@ PYBIND11_MODULE(collage, m) {
           "Prefill, then one step per new id: {'tokens', 'stop', 'prefill_ms', 'step_ms'}.")
       .def_property_readonly("max_length", &api::Generator::maxLength)
       .def_property_readonly("vocabulary", &api::Generator::vocabulary)
-      .def_property_readonly("step_bindings", &api::Generator::stepBindings);
+      .def_property_readonly("step_bindings", &api::Generator::stepBindings)
+      .def("set_tokenizer", &api::Generator::setTokenizer, py::arg("path"),
+           "Text in and out with this tokenizer.json or SentencePiece model (default: the one "
+           "beside the model).")
+      .def("encode", &api::Generator::encode, py::arg("text"),
+           "The text's ids, with the model's tokenizer.")
+      .def("decode", &api::Generator::decode, py::arg("ids"),
+           "The ids' text, with the model's tokenizer.")
+      .def_property_readonly("tokenizer", &api::Generator::tokenizerPath,
+                             "The tokenizer's file, or '' when there is none.");
 
   m.def("optimize", &optimize, py::arg("model"), py::kw_only(),
         py::arg("backends") = std::vector<std::string>{}, py::arg("db") = py::none(),
