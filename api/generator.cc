@@ -6,6 +6,7 @@
 #include "backends/backend_list.h"
 #include "core/decode/cache_plan.h"
 #include "core/decode/decoder.h"
+#include "core/decode/tokenizer.h"
 #include "core/ir/threading.h"
 #include "core/plan/plan.h"
 #include "core/runtime/session.h"
@@ -29,6 +30,25 @@ struct Generator::Impl {
   std::shared_ptr<std::string> prefillRunner = std::make_shared<std::string>();
   // The Decoder's own runner, back when the prefill plan is removed.
   collage::Decoder::PrefillRunner defaultRunner;
+  // The model's tokenizer, read on first use unless set (tokenizerLock).
+  std::unique_ptr<collage::Tokenizer> tokenizer;
+  std::mutex tokenizerLock;
+
+  const collage::Tokenizer& theTokenizer() {
+    std::lock_guard<std::mutex> lock(tokenizerLock);
+    if (!tokenizer) {
+      const std::string path = collage::Tokenizer::findBeside(model.path);
+      if (path.empty()) {
+        std::string looked;
+        for (const std::string& c : collage::Tokenizer::candidatesBeside(model.path))
+          looked += (looked.empty() ? "" : ", ") + c;
+        throw collage::Error("no tokenizer beside " + model.path + " (looked for " + looked +
+                             "): give one with setTokenizer");
+      }
+      tokenizer = collage::Tokenizer::load(path);
+    }
+    return *tokenizer;
+  }
 };
 
 Generator::Generator(const std::string& model, int64_t maxLength, const std::string& plan,
@@ -164,5 +184,27 @@ std::vector<std::string> Generator::prefillBindings(int64_t promptLength) const 
 int64_t Generator::maxLength() const { return impl_->planned.decoder->capacity(); }
 int64_t Generator::vocabulary() const { return impl_->planned.decoder->vocabulary(); }
 std::vector<std::string> Generator::stepBindings() const { return impl_->model.bindings; }
+
+void Generator::setTokenizer(const std::string& path) {
+  translateErrors([&] {
+    auto t = collage::Tokenizer::load(path);
+    std::lock_guard<std::mutex> lock(impl_->tokenizerLock);
+    impl_->tokenizer = std::move(t);
+  });
+}
+
+std::vector<int64_t> Generator::encode(const std::string& text) const {
+  return translateErrors([&] { return impl_->theTokenizer().encode(text); });
+}
+
+std::string Generator::decode(const std::vector<int64_t>& ids) const {
+  return translateErrors([&] { return impl_->theTokenizer().decode(ids); });
+}
+
+std::string Generator::tokenizerPath() const {
+  std::lock_guard<std::mutex> lock(impl_->tokenizerLock);
+  return impl_->tokenizer ? impl_->tokenizer->path()
+                          : collage::Tokenizer::findBeside(impl_->model.path);
+}
 
 }  // namespace collage::api

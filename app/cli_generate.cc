@@ -1,8 +1,8 @@
 // `collage generate model.onnx --prompt-ids 1,2,3 --max-new-tokens N`: runs a
 // decoder with a KV cache through the runtime's decode loop (core/decode/)
 // on the reference executor or a plan's Session, and prints the generated ids
-// and the latency of the prefill and of the median decode step. Ids in and
-// out only: no tokenizer yet (#42).
+// and the latency of the prefill and of the median decode step. Text in and
+// out (`--prompt`) with the model's tokenizer (core/decode/tokenizer.h).
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -17,6 +17,7 @@
 #include "backends/native/native_cache_parallel.h"
 #include "core/decode/cache_plan.h"
 #include "core/decode/decoder.h"
+#include "core/decode/tokenizer.h"
 #include "core/ir/error.h"
 #include "core/ops/reference_executor.h"
 #include "core/plan/plan.h"
@@ -35,6 +36,9 @@ struct GenerateCommandOptions {
   std::string plan;
   std::string prefillPlan;
   std::vector<int64_t> promptIds;
+  std::string promptText;  // --prompt: encoded with `tokenizer`
+  std::string tokenizerPath;
+  std::shared_ptr<Tokenizer> tokenizer;  // the model's, when there is one
   int64_t maxLength = 0;
   GenerateOptions generate;
   int64_t eos = -1;
@@ -48,9 +52,25 @@ struct GenerateCommandOptions {
 // The generation's report (what every generate prints).
 void printGeneration(const GenerateCommandOptions& o, const Decoder& decoder, const Generation& g,
                      const std::string& runner, const std::string& prefillRunner = "") {
-  std::string ids;
-  for (int64_t t : g.tokens) ids += (ids.empty() ? "" : ",") + std::to_string(t);
-  std::printf("generated: %s\n", ids.c_str());
+  auto joined = [](const std::vector<int64_t>& v) {
+    std::string s;
+    for (int64_t t : v) s += (s.empty() ? "" : ",") + std::to_string(t);
+    return s;
+  };
+  // --prompt's ids, as --prompt-ids would take them.
+  if (!o.promptText.empty())
+    std::printf("prompt ids: %s (%s %s)\n", joined(o.promptIds).c_str(),
+                o.tokenizer->format().c_str(), o.tokenizer->path().c_str());
+  std::printf("generated: %s\n", joined(g.tokens).c_str());
+  // The new ids' text; ids out always work, so an id the tokenizer lacks
+  // (a model's vocabulary larger than its tokenizer's) is said, not fatal.
+  if (o.tokenizer) {
+    try {
+      std::printf("text: %s\n", o.tokenizer->decode(g.tokens).c_str());
+    } catch (const Error& e) {
+      std::printf("text: none (%s)\n", e.what());
+    }
+  }
   std::printf("stopped: %s after %zu new token(s)\n", g.stop.c_str(), g.tokens.size());
   std::vector<double> steps = g.stepMs;
   std::sort(steps.begin(), steps.end());
@@ -241,6 +261,34 @@ int generateCacheParallel(const GenerateCommandOptions& o) {
 }
 #endif
 
+// The model's tokenizer: --tokenizer, else one beside the model. `--prompt`
+// needs one and is encoded with it (printGeneration prints the ids);
+// with ids in, a tokenizer beside the model only adds the text, so one that
+// does not load is a warning there.
+void loadTokenizer(GenerateCommandOptions& o, bool textIn) {
+  std::string path = o.tokenizerPath;
+  if (path.empty()) path = Tokenizer::findBeside(o.modelPath);
+  if (path.empty()) {
+    if (!textIn) return;
+    std::string looked;
+    for (const std::string& c : Tokenizer::candidatesBeside(o.modelPath))
+      looked += (looked.empty() ? "" : ", ") + c;
+    throw Error("--prompt needs the model's tokenizer, and there is none beside " + o.modelPath +
+                " (looked for " + looked +
+                "): give one with --tokenizer PATH, or the ids with --prompt-ids");
+  }
+  try {
+    o.tokenizer = Tokenizer::load(path);
+  } catch (const Error& e) {
+    if (textIn || !o.tokenizerPath.empty()) throw;
+    std::cerr << "warning: no text out: " << e.what() << "\n";
+    return;
+  }
+  if (!textIn) return;
+  o.promptIds = o.tokenizer->encode(o.promptText);
+  if (o.promptIds.empty()) throw Error("--prompt \"" + o.promptText + "\" encodes to no ids");
+}
+
 }  // namespace
 
 Action addGenerateCommand(CLI::App& app) {
@@ -252,9 +300,17 @@ Action addGenerateCommand(CLI::App& app) {
       ->add_option("model", o->modelPath,
                    "ONNX decoder with past_key_values inputs and present outputs")
       ->required();
-  command->add_option("--prompt-ids", o->promptIds, "the prompt's token ids, e.g. 1,2,3")
-      ->delimiter(',')
-      ->required();
+  auto* promptIds =
+      command->add_option("--prompt-ids", o->promptIds, "the prompt's token ids, e.g. 1,2,3")
+          ->delimiter(',');
+  auto* promptText = command->add_option(
+      "--prompt", o->promptText,
+      "the prompt as text, encoded with the model's tokenizer (tokenizer.json or tokenizer.model "
+      "beside the model, or --tokenizer)");
+  promptIds->excludes(promptText);
+  command->add_option("--tokenizer", o->tokenizerPath,
+                      "the tokenizer file (a Hugging Face tokenizer.json or a SentencePiece model; "
+                      "default: tokenizer.json, else tokenizer.model, beside the model)");
   command->add_option("--max-new-tokens", o->generate.maxNewTokens, "stop after this many new ids")
       ->check(CLI::PositiveNumber);
   command->add_option(
@@ -291,7 +347,10 @@ Action addGenerateCommand(CLI::App& app) {
                    "with --cache-parallel: seconds a rank waits for another before the run "
                    "fails (default 120)")
       ->check(CLI::PositiveNumber);
-  return [o]() {
+  return [o, promptIds, promptText]() {
+    if (promptIds->count() == 0 && promptText->count() == 0)
+      throw Error("give the prompt with --prompt-ids 1,2,3 or --prompt \"text\"");
+    loadTokenizer(*o, promptText->count() > 0);
     if (o->eos >= 0) o->generate.eos = o->eos;
     o->generate.keepLogits = !o->logitsOut.empty();
     if (o->cacheParallel) {

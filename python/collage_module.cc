@@ -297,7 +297,8 @@ PYBIND11_MODULE(collage, m) {
       .def_property_readonly("plan", [](PySession& s) { return s.session().plan(); })
       .def_property_readonly("model", [](PySession& s) { return s.session().model(); });
 
-  // The runtime's decode loop (docs/decoding.md): ids in, ids out.
+  // The runtime's decode loop (docs/decoding.md): ids in, ids out; text
+  // with the model's tokenizer (encode, decode).
   py::class_<api::Generator>(m, "Generator")
       .def(py::init([](const std::string& model, int64_t maxLength, const std::string& plan,
                        const std::string& prefillPlan, int threads) {
@@ -346,6 +347,15 @@ PYBIND11_MODULE(collage, m) {
       .def("prefill_bindings", &api::Generator::prefillBindings, py::arg("prompt_length"),
            "The --input-shape bindings of the prompt's one-pass graph for this length: what a "
            "prefill_plan is made with.");
+      .def("set_tokenizer", &api::Generator::setTokenizer, py::arg("path"),
+           "Text in and out with this tokenizer.json or SentencePiece model (default: the one "
+           "beside the model).")
+      .def("encode", &api::Generator::encode, py::arg("text"),
+           "The text's ids, with the model's tokenizer.")
+      .def("decode", &api::Generator::decode, py::arg("ids"),
+           "The ids' text, with the model's tokenizer.")
+      .def_property_readonly("tokenizer", &api::Generator::tokenizerPath,
+                             "The tokenizer's file, or '' when there is none.");
 
   m.def("optimize", &optimize, py::arg("model"), py::kw_only(),
         py::arg("backends") = std::vector<std::string>{}, py::arg("db") = py::none(),

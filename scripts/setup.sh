@@ -12,6 +12,9 @@ packages=(
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
   libdnnl-dev libopenblas-openmp-dev
   libtomlplusplus-dev nlohmann-json3-dev libdlpack-dev libsqlite3-dev libcli11-dev libssl-dev
+  # Tokenizers (`collage generate --prompt`, docs/decoding.md): SentencePiece's
+  # library and its tools (spm_encode: the tests' expected ids), ICU.
+  libsentencepiece-dev sentencepiece libicu-dev
   # The team's services, both optional (docs/team-setup.md): a shared store,
   # and measurement on target machines through Slurm. Their tests start the
   # daemons themselves and are skipped where they cannot.

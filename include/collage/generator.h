@@ -6,7 +6,9 @@
 //   options.maxNewTokens = 32;
 //   auto g = generator.generate({1, 2, 3}, options);  // g.tokens: the new ids
 //
-// Ids in and out (no tokenizer). The cache is the Generator's, allocated to
+// Ids in and out; encode() and decode() turn text into ids and back with the
+// model's tokenizer (a tokenizer.json or tokenizer.model beside the model, or
+// setTokenizer()). The cache is the Generator's, allocated to
 // maxLength rows once and appended in place. Errors (api::Error) name the
 // tensor of a model that is not such a decoder, and refuse a prompt longer
 // than the cache or an id outside the vocabulary.
@@ -72,6 +74,19 @@ class COLLAGE_API Generator {
   // The --input-shape bindings of the prefill graph for a prompt of
   // `promptLength` (at least 2) tokens; Error when the model has none.
   std::vector<std::string> prefillBindings(int64_t promptLength) const;
+
+  // Text in and out (docs/decoding.md, "Text in and out"). setTokenizer
+  // reads a Hugging Face tokenizer.json or a SentencePiece model; without
+  // it, the first encode() or decode() reads tokenizer.json, else
+  // tokenizer.model, beside the model, and throws Error saying where it
+  // looked when there is none. encode() applies the file's own template (a
+  // BOS for most tokenizer.json files; none for a SentencePiece model).
+  void setTokenizer(const std::string& path);
+  std::vector<int64_t> encode(const std::string& text) const;
+  std::string decode(const std::vector<int64_t>& ids) const;
+  // The tokenizer's file: setTokenizer's, else the one beside the model, or
+  // "" when there is none.
+  std::string tokenizerPath() const;
 
  private:
   struct Impl;

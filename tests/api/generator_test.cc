@@ -41,6 +41,33 @@ TEST(ApiGenerator, SeededSamplingIsReproducible) {
   EXPECT_EQ(generator.generate({1, 2, 3}, options).tokens, a);
 }
 
+TEST(ApiGenerator, EncodesAndDecodesWithTheModelsTokenizer) {
+  const std::string tokenizers = std::string(COLLAGE_SOURCE_DIR) + "/tests/models/tokenizer/";
+  collage::api::Generator generator(kDir + "llama_style_tiny.onnx", 32);
+  // None beside the model: an error saying where it looked.
+  EXPECT_EQ(generator.tokenizerPath(), "");
+  try {
+    generator.encode("Hello");
+    ADD_FAILURE() << "no error";
+  } catch (const collage::api::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("looked for " + kDir + "tokenizer.json, " + kDir +
+                                         "tokenizer.model"),
+              std::string::npos)
+        << e.what();
+  }
+  generator.setTokenizer(tokenizers + "tiny_sp.model");
+  EXPECT_EQ(generator.tokenizerPath(), tokenizers + "tiny_sp.model");
+  // spm_encode's ids (expected_ids.tsv); generated ids decode.
+  const std::vector<int64_t> ids = generator.encode("Hello world, the cache grows.");
+  EXPECT_EQ(ids, (std::vector<int64_t>{458, 397, 326, 388, 479, 262, 336, 351, 365, 463, 475}));
+  EXPECT_EQ(generator.decode(ids), "Hello world, the cache grows.");
+  collage::api::GenerateOptions options;
+  options.maxNewTokens = 4;
+  EXPECT_NO_THROW(generator.decode(generator.generate(ids, options).tokens));
+  EXPECT_THROW(generator.decode({512}), collage::api::Error);
+  EXPECT_THROW(generator.setTokenizer(kDir + "tiny_decoder.greedy.txt"), collage::api::Error);
+}
+
 TEST(ApiGenerator, ErrorsNameTheTensor) {
   try {
     collage::api::Generator generator(kDir + "mha_where_two_layers.onnx", 8);

@@ -295,6 +295,19 @@ class Generate(unittest.TestCase):
             with self.assertRaisesRegex(collage.Error, "step.json"):
                 collage.Generator(path, 16, prefill_plan=step).generate([1, 2, 3], max_new_tokens=10)
 
+    def test_text_in_and_out_with_the_models_tokenizer(self):
+        tokenizers = os.path.join(os.environ["COLLAGE_SOURCE_DIR"], "tests", "models", "tokenizer")
+        g = collage.Generator(os.path.join(self.DECODERS, "llama_style_tiny.onnx"), 32)
+        self.assertEqual(g.tokenizer, "")
+        with self.assertRaisesRegex(collage.Error, "looked for .*tokenizer.json, .*tokenizer.model"):
+            g.encode("Hello")
+        g.set_tokenizer(os.path.join(tokenizers, "byte_level.tokenizer.json"))
+        # reference_bpe.py's ids (expected_ids.tsv).
+        ids = g.encode("Hello world, the cache grows.")
+        self.assertEqual(ids, [411, 387, 11, 259, 332, 365, 356, 82, 13])
+        self.assertEqual(g.decode(ids), "Hello world, the cache grows.")
+        self.assertIsInstance(g.decode(g.generate(ids, max_new_tokens=4)["tokens"]), str)
+
     def test_errors_name_the_tensor(self):
         with self.assertRaisesRegex(collage.Error, "'hidden_states'"):
             collage.Generator(os.path.join(self.DECODERS, "mha_where_two_layers.onnx"), 8)
