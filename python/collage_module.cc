@@ -346,7 +346,7 @@ PYBIND11_MODULE(collage, m) {
       .def_property_readonly("step_bindings", &api::Generator::stepBindings)
       .def("prefill_bindings", &api::Generator::prefillBindings, py::arg("prompt_length"),
            "The --input-shape bindings of the prompt's one-pass graph for this length: what a "
-           "prefill_plan is made with.");
+           "prefill_plan is made with.")
       .def("set_tokenizer", &api::Generator::setTokenizer, py::arg("path"),
            "Text in and out with this tokenizer.json or SentencePiece model (default: the one "
            "beside the model).")
