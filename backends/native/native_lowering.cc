@@ -191,6 +191,38 @@ std::vector<bool> PassBuilder::dependence(const CoordMap& m) const {
 // ---------------------------------------------------------------------------
 // NativeKernel
 
+namespace {
+// Each image's [channels x spatial] matrix transposed into [spatial x
+// channels] (to channels last) or back, in square tiles that stay in the L1
+// cache, so that both sides are read and written a cache line at a time.
+void transposeChannels(const unsigned char* from, unsigned char* to, const NativeKernel::LayoutConversion& c,
+                       int threads) {
+  constexpr int64_t kTile = 32;
+  const int64_t rows = c.toChannelsLast ? c.channels : c.spatial;  // of the source matrix
+  const int64_t cols = c.toChannelsLast ? c.spatial : c.channels;
+  const size_t e = c.elementBytes;
+  const int64_t rowTiles = (rows + kTile - 1) / kTile, colTiles = (cols + kTile - 1) / kTile;
+  const int64_t tiles = c.images * rowTiles * colTiles;
+#pragma omp parallel for num_threads(std::max(1, threads)) schedule(static)
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t image = t / (rowTiles * colTiles);
+    const int64_t r0 = (t / colTiles) % rowTiles * kTile, c0 = t % colTiles * kTile;
+    const unsigned char* src = from + static_cast<size_t>(image * rows * cols) * e;
+    unsigned char* dst = to + static_cast<size_t>(image * rows * cols) * e;
+    const int64_t r1 = std::min(rows, r0 + kTile), c1 = std::min(cols, c0 + kTile);
+    if (e == 4) {
+      const auto* s = reinterpret_cast<const float*>(src);
+      auto* d = reinterpret_cast<float*>(dst);
+      for (int64_t j = c0; j < c1; ++j)
+        for (int64_t i = r0; i < r1; ++i) d[j * rows + i] = s[i * cols + j];
+    } else {
+      for (int64_t j = c0; j < c1; ++j)
+        for (int64_t i = r0; i < r1; ++i) std::memcpy(dst + (j * rows + i) * e, src + (i * cols + j) * e, e);
+    }
+  }
+}
+}  // namespace
+
 void NativeKernel::run(const std::vector<const DLTensor*>& inputs,
                        const std::vector<DLTensor*>& outputs) {
   if (inputs.size() != inputCount_ || outputs.size() != outputCount_)
@@ -209,6 +241,15 @@ void NativeKernel::run(const std::vector<const DLTensor*>& inputs,
       default:
         break;
     }
+  }
+  for (LayoutConversion& c : conversions_) {
+    const DLTensor* in = inputs[c.input];
+    c.scratch.resize(static_cast<size_t>(c.images * c.channels * c.spatial) * c.elementBytes);
+    transposeChannels(static_cast<const unsigned char*>(in->data) + in->byte_offset, c.scratch.data(), c,
+                      threads_);
+    for (size_t b = 0; b < buffers_.size(); ++b)
+      if (buffers_[b].kind == BufferDesc::Input && static_cast<size_t>(buffers_[b].index) == c.input)
+        table_.ptr[b] = c.scratch.data();
   }
   for (auto& step : steps_) step->run(table_);
 }
@@ -249,7 +290,33 @@ void NativeKernel::useNativeInputLayout(size_t input) {
 void NativeKernel::switchToChannelsLast(ValueId v) {
   std::set<ValueId> layout = channelsLast_;
   layout.insert(v);
-  GroupCompiler compiler(request_, threads_, layout);
+  // The pass iterates in its outputs' layout; an input handed over in the
+  // other is converted before each run (LayoutConversion), unless the
+  // outputs themselves differ.
+  std::set<ValueId> compiled = layout;
+  std::vector<LayoutConversion> conversions;
+  const Graph& g = *request_.graph;
+  const auto last = [&](ValueId o) { return layout.count(o) > 0; };
+  const bool outputsLast = std::all_of(request_.outputs.begin(), request_.outputs.end(), last);
+  const bool outputsPlain = std::none_of(request_.outputs.begin(), request_.outputs.end(), last);
+  if (outputsLast || outputsPlain) {
+    for (size_t i = 0; i < request_.inputs.size(); ++i) {
+      const ValueId x = request_.inputs[i];
+      if (!channelsLastOffer(x) || last(x) == outputsLast) continue;
+      const TensorType& t = g.value(x).type;
+      LayoutConversion c;
+      c.input = i;
+      c.toChannelsLast = outputsLast;
+      c.images = t.shape[0];
+      c.channels = t.shape[1];
+      c.spatial = numElements(t.shape) / (c.images * c.channels);
+      c.elementBytes = elementSize(t.elementType);
+      conversions.push_back(std::move(c));
+      if (outputsLast) compiled.insert(x);
+      else compiled.erase(x);
+    }
+  }
+  GroupCompiler compiler(request_, threads_, compiled);
   std::unique_ptr<NativeKernel> again;
   try {
     again = compiler.compile();
@@ -261,10 +328,14 @@ void NativeKernel::switchToChannelsLast(ValueId v) {
   table_ = std::move(again->table_);
   steps_ = std::move(again->steps_);
   channelsLast_ = std::move(layout);
+  conversions_ = std::move(conversions);
 }
 
 std::string NativeKernel::describe() const {
   std::string s;
+  for (const LayoutConversion& c : conversions_)
+    s += "input " + std::to_string(c.input) + " converted " +
+         (c.toChannelsLast ? "to channels last" : "from channels last") + " before the pass\n";
   int scratch = 0;
   for (const BufferDesc& b : buffers_) scratch += b.kind == BufferDesc::Scratch;
   s += std::to_string(steps_.size()) + " step(s), " + std::to_string(scratch) + " scratch buffer(s)";
