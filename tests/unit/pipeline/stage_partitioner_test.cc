@@ -355,6 +355,28 @@ TEST(StagePartitioner, SequentialPipelineEqualsBruteForceOverChainRuns) {
     }
 }
 
+// x -> {a, b} -> j on four devices where data parallel gains nothing
+// (efficiency 1/2): x and j 0.5 ms a sample, a and b 3 ms, 1 MB an edge on
+// a 1 GB/s link.
+struct BranchesOnFourDevices {
+  PipeGraph g;
+  int x = g.addNode("x"), a = g.addNode("a"), b = g.addNode("b"), j = g.addNode("j");
+  FakeStageCost cost;
+  LinkCost link{1e9, 0};
+  Topology topo = topology();
+  BranchesOnFourDevices() {
+    for (auto [from, to] : std::vector<std::pair<int, int>>{{x, a}, {x, b}, {a, j}, {b, j}})
+      g.addEdge(from, to, 1e6);
+    cost.nodes = {{0.5e-3}, {3e-3}, {3e-3}, {0.5e-3}};
+    cost.dataParallelEfficiency = 0.5;
+  }
+  Topology topology() const {
+    std::vector<PipeDevice> devices;
+    for (int i = 0; i < 4; ++i) devices.push_back({"cpu" + std::to_string(i), DeviceKind::Cpu, 1});
+    return Topology(devices, {}, &link, "test");
+  }
+};
+
 // x -> {a, b} -> j, every tensor 1 MB per sample over 1 GB/s links (1 ms a
 // sample), x and j 0.5 ms, a and b 3 ms; four devices; data parallel gains
 // nothing (efficiency 1/2). By hand:
@@ -365,17 +387,10 @@ TEST(StagePartitioner, SequentialPipelineEqualsBruteForceOverChainRuns) {
 //        [x] [a] [b] [j] = 0.5, 5, 5, 2.5; [x a] [b] [j] = 3.5, 5, 2.5; ...
 //        Bottleneck 5 ms.
 TEST(StagePartitioner, GraphPipelineBeatsTheChainOnBranches) {
-  PipeGraph g;
-  const int x = g.addNode("x"), a = g.addNode("a"), b = g.addNode("b"), j = g.addNode("j");
-  for (auto [from, to] : std::vector<std::pair<int, int>>{{x, a}, {x, b}, {a, j}, {b, j}})
-    g.addEdge(from, to, 1e6);
-  FakeStageCost cost;
-  cost.nodes = {{0.5e-3}, {3e-3}, {3e-3}, {0.5e-3}};
-  cost.dataParallelEfficiency = 0.5;
-  const LinkCost link{1e9, 0};
-  std::vector<PipeDevice> devices;
-  for (int i = 0; i < 4; ++i) devices.push_back({"cpu" + std::to_string(i), DeviceKind::Cpu, 1});
-  const Topology topo(devices, {}, &link, "test");
+  BranchesOnFourDevices f;
+  const PipeGraph& g = f.g;
+  const FakeStageCost& cost = f.cost;
+  const Topology& topo = f.topo;
   PartitionOptions opt;
   opt.batch = 1;
   const StageGraph gpp = partitionGraphPipeline(g, topo, cost, opt);
@@ -620,17 +635,11 @@ TEST(StagePartitioner, PinnedSequentialPipelineEqualsBruteForceOverChainRuns) {
 // stage the devices cannot give, a node the graph lacks, or a consumer
 // before its producer is refused, naming it.
 TEST(StagePartitioner, PinsMoveANodeAndBadPinsAreRefused) {
-  PipeGraph g;
-  const int x = g.addNode("x"), a = g.addNode("a"), b = g.addNode("b"), j = g.addNode("j");
-  for (auto [from, to] : std::vector<std::pair<int, int>>{{x, a}, {x, b}, {a, j}, {b, j}})
-    g.addEdge(from, to, 1e6);
-  FakeStageCost cost;
-  cost.nodes = {{0.5e-3}, {3e-3}, {3e-3}, {0.5e-3}};
-  cost.dataParallelEfficiency = 0.5;
-  const LinkCost link{1e9, 0};
-  std::vector<PipeDevice> devices;
-  for (int i = 0; i < 4; ++i) devices.push_back({"cpu" + std::to_string(i), DeviceKind::Cpu, 1});
-  const Topology topo(devices, {}, &link, "test");
+  BranchesOnFourDevices f;
+  const PipeGraph& g = f.g;
+  const int x = f.x, b = f.b, j = f.j;
+  const FakeStageCost& cost = f.cost;
+  const Topology& topo = f.topo;
   PartitionOptions opt;
   const StageGraph free = partitionGraphPipeline(g, topo, cost, opt);
   ASSERT_EQ(free.stages.size(), 4u);
