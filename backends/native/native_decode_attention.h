@@ -48,9 +48,13 @@ namespace collage::native {
 // measured yet: one token, or the few of speculative decoding.
 constexpr int64_t kDecodeMaxQueries = 4;
 // Keys per part at least, unless COLLAGE_NATIVE_DECODE_MIN_KEYS says
-// otherwise (the tests split short caches with it). Not measured yet: a
-// part's merge costs a few rows, its task's start more (#42 asks for the
-// measured threshold).
+// otherwise (the tests split short caches with it). It is the split's
+// threshold: P >= 2 needs L >= 2 x this, so below that a cache is never
+// split (a part's merge and its task's start cost more than the part
+// saves). Set from bench/kernels/bench_decode_split.cc (bench/README.md):
+// the smallest cache length from which splitting beats not splitting by
+// more than the spread, at 2 threads, halved. Until the lead's run fills
+// it in (issue #42), 256 is the guess it was before.
 constexpr int64_t kDecodeMinKeysPerPart = 256;
 int64_t decodeMinKeysFromEnvironment();
 

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <tuple>
 
 #include "backends/backend_list.h"
 #include "backends/native/native_attention.h"
@@ -382,6 +383,74 @@ TEST(NativeDecodeAttention, CombinedPartsMergeAsThePartsThemselves) {
   native::mergeAttentionPartials(p, 0, 4, 0, whole, 1);
   native::mergeAttentionPartials(two, 0, 2, 0, merged, 1);
   for (int64_t d = 0; d < dv; ++d) EXPECT_NEAR(merged[d], whole[d], 1e-6f * 6) << d;
+}
+
+// The split against no split, on the kernel the backend compiles (its
+// minimum keys per part set as bench_decode_split sets it): at any setting,
+// odd lengths, grouped queries, one KV head and several, the output is the
+// unsplit kernel's within the float32 bound (the merge only reorders the
+// sums), and the part count follows the minimum: P = 1 below two parts'
+// worth of keys, else as many as cover the threads.
+TEST(NativeDecodeAttention, SplitAtAnyMinimumMatchesTheUnsplitKernel) {
+  ThreadCountGuard guard;
+  setThreadCount(8);
+  auto backend = native();
+  for (int64_t L : {1, 7, 37, 129, 301, 1001}) {
+    for (int64_t Hkv : {1, 2, 4}) {
+      SCOPED_TRACE("L " + std::to_string(L) + ", 4 query heads on " + std::to_string(Hkv) +
+                   " KV head(s)");
+      GraphBuilder b;
+      const NodeSet all = decodeGraph(b, DecodeShape{1, 4, Hkv, 1, L, 24}, false, {L / 5});
+      const KernelRequest request = KernelRequest::of(b.graph(), all, "test");
+      CompileResult c = backend->compile(request);
+      ASSERT_TRUE(c) << c.refusal;
+      auto* k = dynamic_cast<native::DecodeAttentionKernel*>(c.kernel.get());
+      ASSERT_NE(k, nullptr) << describeNativeKernel(*c.kernel);
+      const std::vector<Tensor> env = referenceValues(b.graph(), randomInputs(b.graph(), 11));
+      std::vector<Tensor> inputs;
+      for (ValueId v : request.inputs) inputs.push_back(env[v].clone());
+      k->minKeysPerPart = L + 1;
+      ASSERT_EQ(k->parts(), 1);
+      const Tensor unsplit = runKernel(*k, request, inputs).at(0);
+      int64_t mostParts = 1;
+      for (int64_t m : {1, 2, 3, 5, 8, 13, 64, 256}) {
+        SCOPED_TRACE("at least " + std::to_string(m) + " keys per part");
+        k->minKeysPerPart = m;
+        const int64_t wanted = (8 + Hkv - 1) / Hkv;
+        EXPECT_EQ(k->parts(), L < 2 * m ? 1 : std::min(wanted, L / m));
+        mostParts = std::max(mostParts, k->parts());
+        const Tensor y = runKernel(*k, request, inputs).at(0);
+        const CompareResult r = compareScaled(y, unsplit, kFloat32Bound);
+        EXPECT_TRUE(r.ok) << k->describe() << ": " << r.message;
+      }
+      // Not vacuous: every length of two keys or more was split somewhere.
+      if (L >= 2) EXPECT_GT(mostParts, 1);
+    }
+  }
+}
+
+// The backend's default: no split below 2 x kDecodeMinKeysPerPart keys
+// (COLLAGE_NATIVE_DECODE_MIN_KEYS unset), two parts from there at two
+// threads with one KV head, and none at any length when the KV heads cover
+// the threads.
+TEST(NativeDecodeAttention, DefaultSplitStartsAtTwiceTheMinimumKeysPerPart) {
+  unsetenv("COLLAGE_NATIVE_DECODE_MIN_KEYS");
+  ASSERT_EQ(native::decodeMinKeysFromEnvironment(), native::kDecodeMinKeysPerPart);
+  ThreadCountGuard guard;
+  setThreadCount(2);
+  const int64_t m = native::kDecodeMinKeysPerPart;
+  for (const auto& [L, Hkv, P] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+           {2 * m - 1, 1, 1}, {2 * m, 1, 2}, {16 * m + 3, 1, 2}, {16 * m, 2, 1}}) {
+    SCOPED_TRACE("L " + std::to_string(L) + ", " + std::to_string(Hkv) + " KV head(s)");
+    GraphBuilder b;
+    const NodeSet all = decodeGraph(b, DecodeShape{1, 2, Hkv, 1, L, 8}, false, {0});
+    CompileResult c = native()->compile(KernelRequest::of(b.graph(), all, "test"));
+    ASSERT_TRUE(c) << c.refusal;
+    const std::string d = describeNativeKernel(*c.kernel);
+    EXPECT_NE(d.find(", " + std::to_string(P) + " part(s) of >= " + std::to_string(m) + " keys"),
+              std::string::npos)
+        << d;
+  }
 }
 
 // Cache parallelism (DecodeAttentionShard): the cache's keys split between
