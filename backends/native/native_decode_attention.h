@@ -53,9 +53,11 @@ constexpr int64_t kDecodeMaxQueries = 4;
 // split (a part's merge and its task's start cost more than the part
 // saves). Set from bench/kernels/bench_decode_split.cc (bench/README.md):
 // the smallest cache length from which splitting beats not splitting by
-// more than the spread, at 2 threads, halved. Until the lead's run fills
-// it in (issue #42), 256 is the guess it was before.
-constexpr int64_t kDecodeMinKeysPerPart = 256;
+// more than the spread, at 2 threads, halved. Measured 2026-11-29 (one KV
+// head, batch 1, 2 threads, chrt -f 10): splitting pays from 128 keys on
+// (1.23x at 128, 1.39x at 256, 1.50-1.55x from 768), so 64, not the 256
+// guessed before or the ~512 other runtimes use.
+constexpr int64_t kDecodeMinKeysPerPart = 64;
 int64_t decodeMinKeysFromEnvironment();
 
 // One operation on the scores between Q.Kᵀ and the Softmax (both attention
