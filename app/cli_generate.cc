@@ -4,6 +4,7 @@
 // and the latency of the prefill and of the median decode step. Text in and
 // out (`--prompt`) with the model's tokenizer (core/decode/tokenizer.h).
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -19,6 +20,7 @@
 #include "core/decode/decoder.h"
 #include "core/decode/tokenizer.h"
 #include "core/ir/error.h"
+#include "core/onnx/onnx_import.h"
 #include "core/ops/reference_executor.h"
 #include "core/plan/plan.h"
 #include "core/runtime/session.h"
@@ -47,6 +49,13 @@ struct GenerateCommandOptions {
   std::string logitsOut;
   bool cacheParallel = false;
   double mpiTimeout = 120;
+  // No prompt's pass: the cache's rows filled directly, seeded (--fill-rows)
+  // or from a past tensor per input (--cache-in), then the steps from there.
+  int64_t fillRows = -1;
+  uint64_t fillSeed = 1;
+  std::vector<std::string> cacheIn;
+  std::string fillWhat;  // how they were filled, for the report
+  double fillMs = 0;
 };
 
 // The generation's report (what every generate prints).
@@ -74,7 +83,10 @@ void printGeneration(const GenerateCommandOptions& o, const Decoder& decoder, co
   std::printf("stopped: %s after %zu new token(s)\n", g.stop.c_str(), g.tokens.size());
   std::vector<double> steps = g.stepMs;
   std::sort(steps.begin(), steps.end());
-  if (decoder.promptRuns() == 1 && o.promptIds.size() > 1)
+  if (!o.fillWhat.empty())
+    std::printf("prefill: none: %s in %.3f ms; the first id ran at row %lld\n", o.fillWhat.c_str(),
+                o.fillMs, static_cast<long long>(o.fillRows));
+  else if (decoder.promptRuns() == 1 && o.promptIds.size() > 1)
     std::printf("prefill: %.3f ms for %zu token(s) (one pass%s)\n", g.prefillMs, o.promptIds.size(),
                 prefillRunner.empty() ? "" : (", " + prefillRunner).c_str());
   else
@@ -261,6 +273,41 @@ int generateCacheParallel(const GenerateCommandOptions& o) {
 }
 #endif
 
+// The rows --cache-in's files hold: one file per past input, each named as
+// its input (the TensorProto's name), all with the same rows on their
+// sequence axis. Only the files' headers matter here, but a TensorProto is
+// read whole: setCacheRows checks each file's shape and type when it fills.
+int64_t cacheInRows(const GenerateCommandOptions& o, const DecoderSignature& signature) {
+  std::map<std::string, std::string> fileOf;
+  int64_t rows = -1;
+  std::string first;
+  for (const std::string& file : o.cacheIn) {
+    std::string name;
+    const Tensor t = readTensorProtoFile(file, &name);
+    auto pair = std::find_if(signature.cache.begin(), signature.cache.end(),
+                             [&](const KvCachePair& p) { return p.past == name; });
+    if (pair == signature.cache.end())
+      throw Error(file + ": tensor '" + name + "' is no past input of " + o.modelPath +
+                  " (--cache-in takes one file per past input, named as it)");
+    if (!fileOf.emplace(name, file).second)
+      throw Error(file + ": tensor '" + name + "' is also in " + fileOf[name]);
+    const auto axis = static_cast<size_t>(pair->sequenceAxis);
+    if (t.shape().size() <= axis)
+      throw Error(file + ": tensor '" + name + "' is " + t.type().toString() +
+                  ": it has no sequence axis " + std::to_string(axis));
+    const int64_t n = t.shape()[axis];
+    if (rows >= 0 && n != rows)
+      throw Error(file + ": tensor '" + name + "' holds " + std::to_string(n) + " rows, " + first +
+                  " " + std::to_string(rows) + ": every past must hold the same rows");
+    rows = n;
+    first = fileOf[name];
+  }
+  for (const KvCachePair& p : signature.cache)
+    if (!fileOf.count(p.past))
+      throw Error("--cache-in has no file for past input '" + p.past + "' of " + o.modelPath);
+  return rows;
+}
+
 // The model's tokenizer: --tokenizer, else one beside the model. `--prompt`
 // needs one and is encoded with it (printGeneration prints the ids);
 // with ids in, a tokenizer beside the model only adds the text, so one that
@@ -339,6 +386,18 @@ Action addGenerateCommand(CLI::App& app) {
                     "prompt's length (what a --prefill-plan must be optimized with)");
   command->add_option("--logits-out", o->logitsOut,
                       "write the logits each new token was picked from, one line per token");
+  command
+      ->add_option("--fill-rows", o->fillRows,
+                   "no prefill: fill this many cache rows with seeded values (--fill-seed), then "
+                   "run --prompt-ids' one id at that row and the steps after it (to time a step "
+                   "at a long context; the logits mean nothing)")
+      ->check(CLI::NonNegativeNumber);
+  command->add_option("--fill-seed", o->fillSeed, "with --fill-rows: the values' seed (default 1)");
+  command->add_option(
+      "--cache-in", o->cacheIn,
+      "no prefill: the cache's first rows from TensorProto (.pb) files, one per past input and "
+      "named as it, of its shape with L rows on the sequence axis (the past ONNX Runtime would "
+      "be fed); --prompt-ids' one id runs at row L");
   command->add_flag("--cache-parallel", o->cacheParallel,
                     "split the KV cache along the sequence across MPI ranks (start with mpirun "
                     "-n N): each rank attends over its rows, the ranks merge the partials");
@@ -353,6 +412,20 @@ Action addGenerateCommand(CLI::App& app) {
     loadTokenizer(*o, promptText->count() > 0);
     if (o->eos >= 0) o->generate.eos = o->eos;
     o->generate.keepLogits = !o->logitsOut.empty();
+    const bool filled = o->fillRows >= 0 || !o->cacheIn.empty();
+    if (o->fillRows >= 0 && !o->cacheIn.empty())
+      throw Error("--fill-rows and --cache-in both fill the cache: give one");
+    if (filled) {
+      if (o->promptIds.size() != 1)
+        throw Error(std::string(o->fillRows >= 0 ? "--fill-rows" : "--cache-in") +
+                    " runs no prompt: give the one id that follows the filled rows with "
+                    "--prompt-ids (" +
+                    std::to_string(o->promptIds.size()) + " given)");
+      if (o->cacheParallel || o->printPrefillBindings || !o->prefillPlan.empty())
+        throw Error(
+            "--fill-rows and --cache-in run no prefill: they do not go with --cache-parallel, "
+            "--print-prefill-bindings or --prefill-plan");
+    }
     if (o->cacheParallel) {
 #ifdef COLLAGE_HAVE_MPI
       if (o->printBindings || o->printPrefillBindings || !o->prefillPlan.empty())
@@ -381,6 +454,11 @@ Action addGenerateCommand(CLI::App& app) {
       const int64_t rows = planCapacity(signature, prefillPlan->inputShapes);
       if (rows > 0) capacity = rows + 1 - promptLength;
     }
+    // The rows --cache-in's files hold (read again to fill, one at a time:
+    // a long cache's files are large).
+    int64_t fillRows = o->fillRows;
+    if (!o->cacheIn.empty()) o->fillRows = fillRows = cacheInRows(*o, signature);
+    if (capacity <= 0 && filled) capacity = fillRows + o->generate.maxNewTokens;
     if (capacity <= 0)
       capacity = static_cast<int64_t>(o->promptIds.size()) + o->generate.maxNewTokens;
     if ((plan || prefillPlan) && !signature.useCacheFlag.empty())
@@ -468,6 +546,31 @@ Action addGenerateCommand(CLI::App& app) {
                          " group(s), " + text;
         return [backends, session](const std::vector<Tensor>& in) { return session->run(in); };
       });
+    }
+    if (filled) {
+      const auto t0 = std::chrono::steady_clock::now();
+      if (o->cacheIn.empty()) {
+        decoder.fillCache(fillRows, o->fillSeed);
+        o->fillWhat = std::to_string(fillRows) + " cache rows filled with seeded values (seed " +
+                      std::to_string(o->fillSeed) + ")";
+      } else {
+        for (const std::string& file : o->cacheIn) {
+          std::string name;
+          const Tensor rows = readTensorProtoFile(file, &name);
+          try {
+            decoder.setCacheRows(name, rows);
+          } catch (const Error& e) {
+            throw Error(file + ": " + e.what());
+          }
+        }
+        o->fillWhat = std::to_string(fillRows) + " cache rows read from " +
+                      std::to_string(o->cacheIn.size()) + " file(s)";
+      }
+      o->fillMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                      .count();
+      const Generation g = decoder.generateFrom(fillRows, o->promptIds[0], o->generate);
+      printGeneration(*o, decoder, g, plan ? "plan " + o->plan : std::string("reference executor"));
+      return 0;
     }
     const Generation g = decoder.generate(o->promptIds, o->generate);
     if (prefillPlan && prefillRunner->empty())

@@ -33,6 +33,7 @@ Action addRunCommand(CLI::App& app) {
     bool verify = false;
     std::vector<std::string> inputFiles;
     std::vector<std::string> expectFiles;
+    std::string outputDir;
     int repeat = 1;
     uint64_t seed = 0;
     std::string trace, nodeData, annotated;
@@ -58,6 +59,9 @@ Action addRunCommand(CLI::App& app) {
                       "input is bound to its file's shape unless --input-shape binds it");
   command->add_option("--expect", options->expectFiles,
                       "expected output TensorProto files, in output order (rtol 1e-3, atol 1e-5)");
+  command->add_option("--output-dir", options->outputDir,
+                      "write each output as DIR/output_N.pb (TensorProto, output order), as ONNX's "
+                      "test data names them");
   command->add_option("--repeat", options->repeat, "timed runs")->check(CLI::PositiveNumber);
   command->add_option("--seed", options->seed, "seed of the random inputs");
   command->add_option("--trace", options->trace,
@@ -177,6 +181,9 @@ Action addRunCommand(CLI::App& app) {
     for (size_t i = 0; i < outputs.size(); ++i)
       std::cout << "output " << graph.value(graph.outputs()[i]).name << ": " << outputs[i].toString()
                 << "\n";
+    for (size_t i = 0; !options->outputDir.empty() && i < outputs.size(); ++i)
+      writeTensorProtoFile(options->outputDir + "/output_" + std::to_string(i) + ".pb", outputs[i],
+                           graph.value(graph.outputs()[i]).name);
     std::printf("latency: median %.3f ms, spread %.1f%% over %d run(s) (min %.3f, max %.3f), %s\n",
                 median, spread * 100, options->repeat, sorted.front(), sorted.back(),
                 session ? ("plan " + options->plan).c_str() : "reference executor");

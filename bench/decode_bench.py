@@ -29,8 +29,23 @@ For each model and context C:
      copies of 256 MiB, one thread, read plus write bytes), with the share
      of that bound the step reaches (bound / step).
 
+Without a prefill (--no-prefill, and for every context above
+--prefill-limit, 8192 by default: a prompt's pass at 32k would take hours):
+the script writes one past K/V of C rows per past input (numpy, seeded,
+uniform in [-1, 1)), and both runners start from it: Collage through
+`generate --cache-in` (the rows copied straight into its cache), ONNX
+Runtime through its past_key_values inputs (ort_greedy.js --past); each then
+runs --steps steps, the first at row C. The steps' logits must match (the
+largest difference over the step's largest |logit| within 1e-4, float32's
+tolerance; the table's "logits" column, and the exit status is 1 when one
+does not), and so must the greedy ids. The prefill columns are then "-". A
+model whose learned position table is shorter than C + steps (GPT-2's:
+gpt2_style_small has 8448 positions) is skipped at that context, said so.
+
   bench/decode_bench.py --size bench --contexts 128,2048,8192 --rounds 5
+  bench/decode_bench.py --size bench --models llama_style_bench --contexts 32768 --rounds 5
   bench/decode_bench.py --size tiny --contexts 32 --rounds 1   # a quick check
+  bench/decode_bench.py --size tiny --contexts 32 --rounds 1 --no-prefill
 
 --size bench exports gpt2_style_small and llama_style_bench into
 bench/models/decoders (once; about 0.5 and 0.6 GB); tiny uses the committed
@@ -99,6 +114,43 @@ def model_bytes(path, context):
     return weights, cache
 
 
+def position_limit(path):
+    """The rows of a learned position table (a Gather of an initializer by
+    the position_ids input), or None: no position beyond it can run."""
+    m = onnx.load(path, load_external_data=False)
+    dims = {t.name: list(t.dims) for t in m.graph.initializer}
+    for n in m.graph.node:
+        if n.op_type == "Gather" and len(n.input) > 1 and n.input[1] == "position_ids" and n.input[0] in dims:
+            return dims[n.input[0]][0]
+    return None
+
+
+def write_pasts(path, context, seed, work):
+    """One past per past_key_values.* input, [batch 1, KV heads, context, D]
+    float32 uniform in [-1, 1) from `seed`: a raw file (ONNX Runtime's feed)
+    and a TensorProto naming the input with that file as its external data
+    (`collage generate --cache-in`). Returns the .pb paths and the
+    ort_greedy.js --past manifest."""
+    m = onnx.load(path, load_external_data=False)
+    rng = np.random.default_rng(seed)
+    pbs, pasts = [], {}
+    for i in m.graph.input:
+        if not i.name.startswith("past_key_values."):
+            continue
+        d = [x.dim_value for x in i.type.tensor_type.shape.dim]
+        dims = [1, d[1], context, d[3]]
+        base = os.path.join(work, "past_%d" % len(pbs))
+        (rng.random(dims, dtype=np.float32) * 2 - 1).astype(np.float32).tofile(base + ".bin")
+        t = onnx.TensorProto(name=i.name, data_type=onnx.TensorProto.FLOAT, dims=dims,
+                             data_location=onnx.TensorProto.EXTERNAL)
+        t.external_data.add(key="location", value=os.path.basename(base) + ".bin")
+        with open(base + ".pb", "wb") as f:
+            f.write(t.SerializeToString())
+        pbs.append(base + ".pb")
+        pasts[i.name] = {"file": base + ".bin", "dims": dims}
+    return pbs, pasts
+
+
 def main():
     a = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     a.add_argument("--collage", default=os.path.join(ROOT, "build", "app", "collage"))
@@ -111,6 +163,11 @@ def main():
     a.add_argument("--budget", default="60s", help="collage optimize's --budget per model and context")
     a.add_argument("--backends", nargs="*", help="collage optimize's --backends (default: every available)")
     a.add_argument("--no-optimize", action="store_true", help="run Collage's reference executor (no plan)")
+    a.add_argument("--no-prefill", action="store_true",
+                   help="every context without a prefill: both runners start from the same seeded past")
+    a.add_argument("--prefill-limit", type=int, default=8192,
+                   help="contexts above this run without a prefill (default 8192)")
+    a.add_argument("--seed", type=int, default=1, help="the seed of the past written without a prefill")
     o = a.parse_args()
 
     folder, names = MODELS[o.size]
@@ -130,73 +187,145 @@ def main():
     finally:
         shutil.rmtree(work, ignore_errors=True)
     table(o, rows, bandwidth)
+    bad = [r for r in rows if r.get("logits_ok") is False]
+    if bad:
+        sys.exit("logits or ids differ from ONNX Runtime's: %s"
+                 % ", ".join("%s at %d" % (r["model"], r["context"]) for r in bad))
 
 
 def bench(o, folder, names, node, bandwidth, contexts, work):
     rows = []
     for name in names:
         path = os.path.join(folder, name + ".onnx")
+        limit = position_limit(path)
         for context in contexts:
-            prompt = ",".join(str(1 + i % 100) for i in range(context))  # as ort_greedy.js --bench
+            filled = o.no_prefill or context > o.prefill_limit
             rows_in_cache = context + o.steps
-            plan = []
-            if not o.no_optimize:
-                bindings = run([o.collage, "generate", path, "--prompt-ids", prompt, "--max-length",
-                                str(rows_in_cache), "--print-bindings"]).split()
-                plan_path = os.path.join(work, "%s_%d.plan.json" % (name, context))
-                run([o.collage, "--threads", str(o.threads), "optimize", path] + bindings +
-                    (["--backends"] + o.backends if o.backends else []) + ["--db", os.path.join(work, "measurements.sqlite"), "-o", plan_path,
-                     "--budget", o.budget])
-                plan = ["--plan", plan_path]
-                # The prompt's one pass runs 'context' rows at once: its own
-                # plan, optimized for the prefill graph's shapes (same budget).
-                prefill_bindings = run([o.collage, "generate", path, "--prompt-ids", prompt, "--max-length",
-                                        str(rows_in_cache), "--print-prefill-bindings"]).split()
-                prefill_path = os.path.join(work, "%s_%d.prefill.plan.json" % (name, context))
-                run([o.collage, "--threads", str(o.threads), "optimize", path] + prefill_bindings +
-                    (["--backends"] + o.backends if o.backends else []) + ["--db", os.path.join(work, "measurements.sqlite"), "-o", prefill_path,
-                     "--budget", o.budget])
-                plan += ["--prefill-plan", prefill_path]
-            step_ratio, prefill_ratio, ours, theirs = [], [], [], []
-            for r in range(o.rounds):
-                out = run([o.collage, "--threads", str(o.threads), "generate", path, "--prompt-ids", prompt,
-                           "--max-new-tokens", str(o.steps + 1), "--max-length", str(rows_in_cache)] + plan)
-                c_step = number(r"^decode step: median ([\d.]+) ms", out, "decode step")
-                c_prefill = number(r"^prefill: ([\d.]+) ms", out, "prefill")
-                ort = json.loads(run(["node", node, path, "--bench", "--context", str(context), "--steps",
-                                      str(o.steps + 1), "--threads", str(o.threads)]).strip().splitlines()[-1])
-                o_step, o_prefill = statistics.median(ort["step_ms"]), ort["prefill_ms"]
-                step_ratio.append(o_step / c_step)
-                prefill_ratio.append(o_prefill / c_prefill)
-                ours.append((c_step, c_prefill))
-                theirs.append((o_step, o_prefill))
-                preempted = re.search(r"^preempted: .*", out, re.M)
-                log("%s C=%d round %d: step collage %.3f ms, ort %.3f ms; prefill collage %.1f ms, ort %.1f ms%s"
-                    % (name, context, r + 1, c_step, o_step, c_prefill, o_prefill,
-                       " (collage %s)" % preempted.group(0).split(" (")[0] if preempted else ""))
+            if limit is not None and rows_in_cache > limit:
+                log("%s C=%d: skipped: its position table has %d rows, the steps need %d"
+                    % (name, context, limit, rows_in_cache))
+                continue
+            if filled:
+                row = bench_filled(o, name, path, node, context, work)
+            else:
+                row = bench_prefilled(o, name, path, node, context, work)
             weights, cache = model_bytes(path, context)
             bound_ms = (weights + cache) / bandwidth * 1e3
-            c_step = statistics.median(x[0] for x in ours)
-            rows.append(dict(model=name, context=context, step_x=statistics.median(step_ratio),
-                             prefill_x=statistics.median(prefill_ratio), collage_step_ms=c_step,
-                             ort_step_ms=statistics.median(x[0] for x in theirs),
-                             collage_prefill_ms=statistics.median(x[1] for x in ours),
-                             ort_prefill_ms=statistics.median(x[1] for x in theirs),
-                             weights_mb=weights / 1e6, cache_mb=cache / 1e6, bound_ms=bound_ms,
-                             bound_share=bound_ms / c_step))
+            row.update(model=name, context=context, weights_mb=weights / 1e6, cache_mb=cache / 1e6,
+                       bound_ms=bound_ms, bound_share=bound_ms / row["collage_step_ms"])
+            rows.append(row)
     return rows
+
+
+def step_plan(o, name, path, context, rows_in_cache, prompt, work):
+    """`collage optimize`'s plan for the step graph of a cache of
+    `rows_in_cache` rows (and its arguments to generate), or none."""
+    if o.no_optimize:
+        return []
+    bindings = run([o.collage, "generate", path, "--prompt-ids", prompt, "--max-length",
+                    str(rows_in_cache), "--print-bindings"]).split()
+    plan_path = os.path.join(work, "%s_%d.plan.json" % (name, context))
+    run([o.collage, "--threads", str(o.threads), "optimize", path] + bindings +
+        (["--backends"] + o.backends if o.backends else []) + ["--db", os.path.join(work, "measurements.sqlite"),
+                                                               "-o", plan_path, "--budget", o.budget])
+    return ["--plan", plan_path]
+
+
+def bench_prefilled(o, name, path, node, context, work):
+    prompt = ",".join(str(1 + i % 100) for i in range(context))  # as ort_greedy.js --bench
+    rows_in_cache = context + o.steps
+    plan = step_plan(o, name, path, context, rows_in_cache, prompt, work)
+    if plan:
+        # The prompt's one pass runs 'context' rows at once: its own
+        # plan, optimized for the prefill graph's shapes (same budget).
+        prefill_bindings = run([o.collage, "generate", path, "--prompt-ids", prompt, "--max-length",
+                                str(rows_in_cache), "--print-prefill-bindings"]).split()
+        prefill_path = os.path.join(work, "%s_%d.prefill.plan.json" % (name, context))
+        run([o.collage, "--threads", str(o.threads), "optimize", path] + prefill_bindings +
+            (["--backends"] + o.backends if o.backends else []) + ["--db", os.path.join(work, "measurements.sqlite"),
+                                                                   "-o", prefill_path, "--budget", o.budget])
+        plan += ["--prefill-plan", prefill_path]
+    step_ratio, prefill_ratio, ours, theirs = [], [], [], []
+    for r in range(o.rounds):
+        out = run([o.collage, "--threads", str(o.threads), "generate", path, "--prompt-ids", prompt,
+                   "--max-new-tokens", str(o.steps + 1), "--max-length", str(rows_in_cache)] + plan)
+        c_step = number(r"^decode step: median ([\d.]+) ms", out, "decode step")
+        c_prefill = number(r"^prefill: ([\d.]+) ms", out, "prefill")
+        ort = json.loads(run(["node", node, path, "--bench", "--context", str(context), "--steps",
+                              str(o.steps + 1), "--threads", str(o.threads)]).strip().splitlines()[-1])
+        o_step, o_prefill = statistics.median(ort["step_ms"]), ort["prefill_ms"]
+        step_ratio.append(o_step / c_step)
+        prefill_ratio.append(o_prefill / c_prefill)
+        ours.append((c_step, c_prefill))
+        theirs.append((o_step, o_prefill))
+        preempted = re.search(r"^preempted: .*", out, re.M)
+        log("%s C=%d round %d: step collage %.3f ms, ort %.3f ms; prefill collage %.1f ms, ort %.1f ms%s"
+            % (name, context, r + 1, c_step, o_step, c_prefill, o_prefill,
+               " (collage %s)" % preempted.group(0).split(" (")[0] if preempted else ""))
+    return dict(step_x=statistics.median(step_ratio), prefill_x=statistics.median(prefill_ratio),
+                collage_step_ms=statistics.median(x[0] for x in ours),
+                ort_step_ms=statistics.median(x[0] for x in theirs),
+                collage_prefill_ms=statistics.median(x[1] for x in ours),
+                ort_prefill_ms=statistics.median(x[1] for x in theirs), logits_err=None, logits_ok=None)
+
+
+def bench_filled(o, name, path, node, context, work):
+    """No prefill: both runners start from the same past of `context` rows
+    (write_pasts); the steps' logits and ids are compared every round."""
+    token = 1 + context % 100
+    rows_in_cache = context + o.steps
+    plan = step_plan(o, name, path, context, rows_in_cache, str(token), work)
+    pbs, pasts = write_pasts(path, context, o.seed, work)
+    manifest = os.path.join(work, "past.json")
+    with open(manifest, "w") as f:
+        json.dump({"rows": context, "token": token, "pasts": pasts}, f)
+    ours_logits, ort_logits = os.path.join(work, "collage.logits"), os.path.join(work, "ort.logits")
+    step_ratio, ours, theirs, errors, same_ids = [], [], [], [], True
+    for r in range(o.rounds):
+        out = run([o.collage, "--threads", str(o.threads), "generate", path, "--cache-in"] + pbs +
+                  ["--prompt-ids", str(token), "--max-new-tokens", str(o.steps), "--max-length",
+                   str(rows_in_cache), "--logits-out", ours_logits] + plan)
+        c_step = number(r"^decode step: median ([\d.]+) ms", out, "decode step")
+        c_ids = re.search(r"^generated: (.*)$", out, re.M).group(1)
+        ort = json.loads(run(["node", node, path, "--bench", "--past", manifest, "--steps", str(o.steps),
+                              "--threads", str(o.threads), "--logits-out", ort_logits]).strip().splitlines()[-1])
+        o_step = statistics.median(ort["step_ms"])
+        a = np.loadtxt(ours_logits, dtype=np.float64, ndmin=2)
+        b = np.fromfile(ort_logits, dtype=np.float32).astype(np.float64).reshape(a.shape[0], -1)
+        # Per step: the largest difference over the step's largest |logit|.
+        err = float(max(np.abs(x - y).max() / max(np.abs(y).max(), 1e-30) for x, y in zip(a, b)))
+        errors.append(err)
+        ids_match = c_ids == ",".join(str(i) for i in ort["ids"])
+        same_ids = same_ids and ids_match
+        step_ratio.append(o_step / c_step)
+        ours.append(c_step)
+        theirs.append(o_step)
+        preempted = re.search(r"^preempted: .*", out, re.M)
+        log("%s C=%d round %d (no prefill): step collage %.3f ms, ort %.3f ms; logits max err %.2e%s%s"
+            % (name, context, r + 1, c_step, o_step, err, "" if ids_match else
+               "; ids differ: collage %s, ort %s" % (c_ids, ",".join(str(i) for i in ort["ids"])),
+               " (collage %s)" % preempted.group(0).split(" (")[0] if preempted else ""))
+    for f in pbs + [p["file"] for p in pasts.values()]:
+        os.remove(f)
+    return dict(step_x=statistics.median(step_ratio), prefill_x=None, collage_step_ms=statistics.median(ours),
+                ort_step_ms=statistics.median(theirs), collage_prefill_ms=None, ort_prefill_ms=None,
+                logits_err=max(errors), logits_ok=max(errors) <= 1e-4 and same_ids)
 
 
 def table(o, rows, bandwidth):
     log("\n| model | context | step: ORT/Collage | prefill: ORT/Collage | step ms (Collage, ORT) | "
-        "prefill ms (Collage, ORT) | weights + cache MB | bound ms | share of bound |")
-    log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        "prefill ms (Collage, ORT) | weights + cache MB | bound ms | share of bound | logits |")
+    log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for r in rows:
-        log("| %s | %d | %.2fx | %.2fx | %.3f, %.3f | %.1f, %.1f | %.1f + %.1f | %.3f | %.0f %% |" % (
-            r["model"], r["context"], r["step_x"], r["prefill_x"], r["collage_step_ms"], r["ort_step_ms"],
-            r["collage_prefill_ms"], r["ort_prefill_ms"], r["weights_mb"], r["cache_mb"], r["bound_ms"],
-            100 * r["bound_share"]))
-    log("(%d rounds, %d threads, %d decode steps per run, copy bandwidth %.1f GB/s)"
+        filled = r["prefill_x"] is None
+        logits = "-" if r["logits_ok"] is None else "%s (%.1e)" % ("match" if r["logits_ok"] else "DIFFER", r["logits_err"])
+        log("| %s | %d%s | %.2fx | %s | %.3f, %.3f | %s | %.1f + %.1f | %.3f | %.0f %% | %s |" % (
+            r["model"], r["context"], " (no prefill)" if filled else "", r["step_x"],
+            "-" if filled else "%.2fx" % r["prefill_x"], r["collage_step_ms"], r["ort_step_ms"],
+            "-" if filled else "%.1f, %.1f" % (r["collage_prefill_ms"], r["ort_prefill_ms"]),
+            r["weights_mb"], r["cache_mb"], r["bound_ms"], 100 * r["bound_share"], logits))
+    log("(%d rounds, %d threads, %d decode steps per run, copy bandwidth %.1f GB/s; logits: the steps' "
+        "largest difference from ORT's over the step's largest |logit|, within 1e-4, and the same ids)"
         % (o.rounds, o.threads, o.steps, bandwidth / 1e9))
 
 

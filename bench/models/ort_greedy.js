@@ -9,6 +9,13 @@
 // Timing:      node ort_greedy.js MODEL --bench --context C --steps K [--threads T]
 //   prefill of C tokens (ids 1..), then K decode steps; prints one JSON
 //   line {"prefill_ms", "step_ms": [..]}.
+// From a given past: node ort_greedy.js MODEL --bench --past PAST.json --steps K
+//   [--threads T] [--logits-out FILE]
+//   no prefill: PAST.json is {"rows": L, "token": T, "pasts": {NAME: {"file",
+//   "dims"}}}, each file the raw little-endian float32 past of that input
+//   (L rows, bench/decode_bench.py writes them); K steps, the first runs T at
+//   position L against them. Prints {"prefill_ms": null, "step_ms": [..],
+//   "ids": [..]}; FILE gets each step's logits, float32, one step after another.
 // One thread unless --threads; onnxruntime-node is looked up in
 // $ORT_NODE_MODULES, then bench/node_modules.
 'use strict';
@@ -62,17 +69,29 @@ async function main() {
     return new ort.Tensor('float32', new Float32Array(0), [1, heads, 0, dim]);
   }
   const bench = process.argv.includes('--bench');
-  const prompt = bench ? Array.from({length: Number(arg('--context', '128'))}, (_, i) => 1 + (i % 100))
+  const given = arg('--past') ? JSON.parse(fs.readFileSync(arg('--past'), 'utf8')) : null;
+  const prompt = given ? [given.token] : bench ? Array.from({length: Number(arg('--context', '128'))}, (_, i) => 1 + (i % 100))
                        : arg('--prompt-ids').split(',').map(Number);
   const steps = bench ? Number(arg('--steps', '8')) : Number(arg('--max-new-tokens', '16'));
 
   let cache = {};
   for (const p of pasts) cache[p.name] = emptyPast(p);
+  if (given) {
+    cache = {};
+    for (const p of pasts) {
+      const spec = given.pasts[p.name];
+      if (!spec) throw new Error(arg('--past') + ': no past for input ' + p.name);
+      const buf = fs.readFileSync(spec.file);
+      const data = new Float32Array(buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.length));
+      cache[p.name] = new ort.Tensor('float32', data, spec.dims);
+    }
+  }
+  const logitsOut = [];
   const generated = [];
   const stepMs = [];
-  let prefillMs = 0;
+  let prefillMs = given ? null : 0;
   let ids = prompt;
-  let pos = 0;
+  let pos = given ? given.rows : 0;
   for (let step = 0; step < steps; ++step) {
     const n = ids.length;
     const feeds = Object.assign({}, cache);
@@ -83,15 +102,26 @@ async function main() {
     const t0 = process.hrtime.bigint();
     const out = await session.run(feeds);
     const ms = Number(process.hrtime.bigint() - t0) / 1e6;
-    if (step === 0) prefillMs = ms; else stepMs.push(ms);
+    if (step === 0 && !given) prefillMs = ms; else stepMs.push(ms);
     const logits = out.logits;
     const vocab = logits.dims[logits.dims.length - 1];
     const next = argmax(logits.data, (n - 1) * vocab, vocab);
+    if (given) logitsOut.push(logits.data.slice((n - 1) * vocab, n * vocab));
     generated.push(next);
     cache = {};
     for (const p of pasts) cache[p.name] = out[p.present];
     pos += n;
     ids = [next];
+  }
+  if (given && arg('--logits-out')) {
+    const all = new Float32Array(logitsOut.reduce((a, l) => a + l.length, 0));
+    let at = 0;
+    for (const l of logitsOut) { all.set(l, at); at += l.length; }
+    fs.writeFileSync(arg('--logits-out'), Buffer.from(all.buffer));
+  }
+  if (given) {
+    console.log(JSON.stringify({prefill_ms: null, step_ms: stepMs, context: given.rows, ids: generated}));
+    return;
   }
   if (bench) {
     console.log(JSON.stringify({prefill_ms: prefillMs, step_ms: stepMs, context: prompt.length}));

@@ -576,7 +576,6 @@ Generation Decoder::generate(const std::vector<int64_t>& prompt, const GenerateO
                 std::to_string(n + options.maxNewTokens - 1) + " rows; it has " +
                 std::to_string(capacity_));
   if (options.temperature < 0) throw Error("the temperature must be 0 (greedy) or more");
-  std::mt19937_64 rng(options.seed);
   Generation g;
   bytesAppended_ = 0;
   presentBytesWritten_ = 0;
@@ -594,7 +593,13 @@ Generation Decoder::generate(const std::vector<int64_t>& prompt, const GenerateO
   g.prefillSetupMs = prefillSetupMs_;
   g.prefillMs = msSince(t0) - prefillSetupMs_;
   g.prefillPreemptions = involuntarySwitches() - switches - prefillSetupPreemptions_;
-  int64_t row = n;
+  decodeSteps(g, std::move(logits), n, options);
+  return g;
+}
+
+void Decoder::decodeSteps(Generation& g, std::vector<float> logits, int64_t row,
+                          const GenerateOptions& options) {
+  std::mt19937_64 rng(options.seed);
   for (;;) {
     if (options.keepLogits) g.logits.push_back(logits);
     const int64_t next = pick(logits, options, rng);
@@ -608,12 +613,59 @@ Generation Decoder::generate(const std::vector<int64_t>& prompt, const GenerateO
       break;
     }
     const int64_t before = involuntarySwitches();
-    t0 = std::chrono::steady_clock::now();
+    const auto t0 = std::chrono::steady_clock::now();
     logits = step(next, row++);
     g.stepMs.push_back(msSince(t0));
     g.stepPreemptions += involuntarySwitches() - before;
   }
+}
+
+Generation Decoder::generateFrom(int64_t row, int64_t token, const GenerateOptions& options) {
+  if (options.maxNewTokens < 1) throw Error("max-new-tokens must be at least 1");
+  if (options.temperature < 0) throw Error("the temperature must be 0 (greedy) or more");
+  // The steps run at rows row .. row + new - 1.
+  if (row < 0 || row + options.maxNewTokens > capacity_)
+    throw Error(std::to_string(options.maxNewTokens) + " new token(s) after " +
+                std::to_string(row) + " filled rows need a cache of " +
+                std::to_string(row + options.maxNewTokens) + " rows; it has " +
+                std::to_string(capacity_));
+  Generation g;
+  const int64_t before = involuntarySwitches();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<float> logits = decodeStep(token, row);  // checks the token; resets the byte counts
+  g.stepMs.push_back(msSince(t0));
+  g.stepPreemptions += involuntarySwitches() - before;
+  promptRuns_ = 0;
+  prefillWhy_ = "no prompt: the cache's rows were filled directly";
+  decodeSteps(g, std::move(logits), row + 1, options);
   return g;
+}
+
+int64_t Decoder::setCacheRows(const std::string& past, const Tensor& rows) {
+  size_t i = 0;
+  while (i < cache_.size() && model_.signature.cache[i].past != past) ++i;
+  if (i == cache_.size()) {
+    std::string names;
+    for (const KvCachePair& p : model_.signature.cache) names += (names.empty() ? "" : ", ") + p.past;
+    throw Error("cache rows '" + past + "': the model has no past input of that name (its pasts: " +
+                names + ")");
+  }
+  const int axis = model_.signature.cache[i].sequenceAxis;
+  const TensorType& want = model_.graph.value(*model_.graph.findValue(past)).type;
+  const Shape& s = rows.shape();
+  bool same = s.size() == want.shape.size() && rows.elementType() == want.elementType;
+  for (size_t a = 0; same && a < s.size(); ++a)
+    same = a == static_cast<size_t>(axis) || s[a] == want.shape[a];
+  if (!same)
+    throw Error("cache rows '" + past + "' are " + rows.type().toString() + ": expected " +
+                want.toString() + " with any number of rows on axis " + std::to_string(axis));
+  const int64_t n = s[static_cast<size_t>(axis)];
+  if (n > capacity_)
+    throw Error("cache rows '" + past + "' hold " + std::to_string(n) + " rows: the cache has " +
+                std::to_string(capacity_));
+  const int64_t a = std::max<int64_t>(0, sliceFirst_), b = std::min(n, sliceEnd_);
+  if (a < b) copyRows(rows, a, cache_[i], a, b - a, axis);
+  return n;
 }
 
 }  // namespace collage

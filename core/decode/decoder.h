@@ -189,6 +189,20 @@ class Decoder {
   // 0..capacity() or a cache of a type other than float32/64, float16 or
   // bfloat16.
   void fillCache(int64_t rows, uint64_t seed = 0);
+  // Rows [0, L) of the cache of the past input named `past` set from
+  // `rows`: a tensor of that input's shape with L rows on its sequence axis
+  // and its element type, i.e. the past ONNX Runtime would be fed after L
+  // tokens (`collage generate --cache-in`, bench/decode_bench.py: both
+  // runners get the same past without a prompt's pass). Only this device's
+  // slice is written. Returns L. Error naming the tensor for a name that is
+  // no past input, another shape or type, or L above capacity().
+  int64_t setCacheRows(const std::string& past, const Tensor& rows);
+  // Decode steps with the rows before `row` taken as filled (fillCache,
+  // setCacheRows): `token` runs at `row`, then each picked id at the next
+  // row, until options.maxNewTokens ids or the EOS id. Every step is timed
+  // (Generation::stepMs; no prefill: prefillMs 0, promptRuns() 0). Error for
+  // a token outside the vocabulary or steps past the cache's last row.
+  Generation generateFrom(int64_t row, int64_t token, const GenerateOptions& options);
   // One decode step of `token` at row `row`, the rows before it taken as
   // filled (by fillCache, or by a generate() before): the mask shows them
   // and the new token, its K and V rows are appended at `row`. The logits.
@@ -215,6 +229,10 @@ class Decoder {
   size_t presentBytesWritten() const { return presentBytesWritten_; }
 
  private:
+  // Picks the next ids from `logits` (the step at row - 1's) and runs them
+  // from `row` on, until max-new-tokens or EOS: generate()'s steps.
+  void decodeSteps(Generation& g, std::vector<float> logits, int64_t row,
+                   const GenerateOptions& options);
   // Runs the token at row `row` (the rows before it are in the cache);
   // appends its K and V rows; returns its logits.
   std::vector<float> step(int64_t token, int64_t row);

@@ -386,6 +386,51 @@ TEST(Decoder, AStepAfterFillCacheReadsTheRowsFarBack) {
   EXPECT_NE(decoder.decodeStep(5, 20), at20);
 }
 
+// setCacheRows takes a past as ONNX Runtime is fed one (L rows on the
+// sequence axis) and generateFrom steps on from row L: from the rows a
+// prompt's pass wrote, a second Decoder without that pass generates the
+// same ids as generate() does after it (`collage generate --cache-in`).
+TEST(Decoder, StepsFromCacheRowsSetDirectlyAsAfterTheirPrompt) {
+  const DecodeModel model = importDecodeModel(kTiny, 16);
+  Decoder prompted(model), direct(model);
+  GenerateOptions one;
+  one.maxNewTokens = 1;
+  const std::vector<int64_t> first = prompted.generate({1, 2, 3}, one).tokens;
+  const std::vector<int64_t> want = greedyFile("generated");
+  ASSERT_EQ(first[0], want[0]);
+  for (size_t i = 0; i < 4; ++i) {
+    const Tensor& cache = prompted.cache(i);  // [1, 2, 17, 8]: in place, the present's
+    Tensor rows(TensorType{ElementType::Float32, Shape{1, 2, 3, 8}});
+    for (int64_t head = 0; head < 2; ++head)
+      std::memcpy(rows.data<float>() + head * 3 * 8, cache.data<float>() + head * 17 * 8,
+                  3 * 8 * sizeof(float));
+    EXPECT_EQ(direct.setCacheRows(model.signature.cache[i].past, rows), 3);
+  }
+  GenerateOptions rest;
+  rest.maxNewTokens = 9;
+  const Generation g = direct.generateFrom(3, want[0], rest);
+  EXPECT_EQ(g.tokens, std::vector<int64_t>(want.begin() + 1, want.begin() + 10));
+  EXPECT_EQ(g.stepMs.size(), 9u);  // every step timed, the first too
+  EXPECT_EQ(g.prefillMs, 0);
+  EXPECT_EQ(direct.promptRuns(), 0);
+  EXPECT_EQ(direct.lastStepRows(), 12);
+
+  const std::string& past = model.signature.cache[0].past;
+  expectError([&] { direct.setCacheRows("nope", Tensor(TensorType{ElementType::Float32, Shape{1, 2, 3, 8}})); },
+              {"cache rows 'nope'", "no past input of that name", past});
+  expectError([&] { direct.setCacheRows(past, Tensor(TensorType{ElementType::Float32, Shape{1, 3, 3, 8}})); },
+              {"cache rows '" + past + "' are", "with any number of rows on axis 2"});
+  expectError([&] { direct.setCacheRows(past, Tensor(TensorType{ElementType::Float64, Shape{1, 2, 3, 8}})); },
+              {"cache rows '" + past + "' are"});
+  expectError([&] { direct.setCacheRows(past, Tensor(TensorType{ElementType::Float32, Shape{1, 2, 17, 8}})); },
+              {"hold 17 rows: the cache has 16"});
+  rest.maxNewTokens = 14;
+  expectError([&] { direct.generateFrom(3, 1, rest); },
+              {"14 new token(s) after 3 filled rows need a cache of 17 rows; it has 16"});
+  rest.maxNewTokens = 1;
+  expectError([&] { direct.generateFrom(3, direct.vocabulary(), rest); }, {"outside the vocabulary"});
+}
+
 TEST(Decoder, RunsItsStepsOnAPlansSession) {
   // Every node on the native backend, compiled once for the step graph.
   const DecodeModel model = importDecodeModel(kTiny, 16);
