@@ -36,6 +36,7 @@
 #endif
 #include "core/pipeline/pipe_graph.h"
 #include "core/pipeline/pipeline_file.h"
+#include "core/pipeline/pipeline_job.h"
 #include "core/pipeline/pipeline_runtime.h"
 #include "core/pipeline/pipeline_simulator.h"
 #include "core/pipeline/plan_choice.h"
@@ -49,60 +50,9 @@ std::string selfExecutable();  // cli_optimize.cc
 
 namespace {
 
-// The model with every input's first dimension bound to `microBatch` (a
-// dynamic one; a static one must equal it), other dynamic dimensions as
-// --input-shape binds them (else 1).
+// The model at `microBatch` (pipeline_job.h), with --input-shape's bindings.
 Graph loadAtMicroBatch(const ModelOptions& model, int microBatch, bool quiet) {
-  ImportOptions options = model.importOptions();
-  for (const DeclaredInput& d : readDeclaredInputs(model.modelPath)) {
-    if (!d.rankKnown || d.dims.empty()) continue;
-    Shape shape = d.dims;
-    auto bound = options.inputShapes.find(d.name);
-    if (bound != options.inputShapes.end()) shape = bound->second;
-    if (d.dims[0] >= 0 && d.dims[0] != microBatch)
-      throw Error(model.modelPath + ": input '" + d.name + "' has a static batch of " +
-                  std::to_string(d.dims[0]) + "; the micro-batch must be " +
-                  std::to_string(d.dims[0]));
-    shape[0] = microBatch;
-    for (int64_t& dim : shape)
-      if (dim < 0) dim = 1;
-    if (d.isDynamic()) options.inputShapes[d.name] = shape;
-  }
-  std::vector<std::string> notes;
-  if (!quiet) options.notes = &notes;
-  return importOnnx(model.modelPath, options);
-}
-
-// "cpu:N": N devices of one core each, linked in this process: the link
-// between the first two devices' CPUs from the measurement database when it
-// holds one (`db` may be null), else measured now and stored there
-// (link_measurement.h: the runtime's queue, 4 KiB to 16 MiB).
-Topology topologyFromDevices(const std::string& spec, MeasurementDb* db) {
-  const std::string prefix = "cpu:";
-  int n = 0;
-  if (spec.rfind(prefix, 0) == 0) {
-    try {
-      n = std::stoi(spec.substr(prefix.size()));
-    } catch (const std::exception&) {
-      n = 0;
-    }
-  }
-  if (n < 1) throw Error("--devices " + spec + ": expected cpu:N (N one-core devices), e.g. cpu:2");
-  std::vector<PipeDevice> devices;
-  for (int i = 0; i < n; ++i) devices.push_back({"cpu" + std::to_string(i), DeviceKind::Cpu, 1});
-  if (n < 2) return Topology(devices, {}, nullptr, "--devices " + spec);
-  const LinkCost unpriced;
-  const auto cores = assignCores(Topology(devices, {}, &unpriced, "--devices " + spec));
-  bool measured = false;
-  const LinkRecord record =
-      inProcessLink(db, cores.at("cpu0").front(), cores.at("cpu1").front(), &measured);
-  const LinkCost link = linkCostOf(record);
-  std::fprintf(stderr, "link between the cpu devices (%s, %s): %.3g B/s, %.3g s latency\n",
-               record.key.endpoints.c_str(),
-               measured ? (db ? "measured now and stored" : "measured now")
-                        : ("measured " + record.measuredAt).c_str(),
-               link.bandwidthBytesPerS, link.latencyS);
-  return Topology(devices, {}, &link, "--devices " + spec);
+  return collage::loadAtMicroBatch(model.modelPath, model.importOptions(), microBatch, quiet);
 }
 
 StageBackendsFactory backendsNamed(const std::vector<std::string>& names) {
@@ -112,34 +62,15 @@ StageBackendsFactory backendsNamed(const std::vector<std::string>& names) {
   };
 }
 
-// The bytes of the constants (weights) `nodes` read, each once.
-double weightBytesOf(const Graph& graph, const std::vector<int>& nodes) {
-  std::set<ValueId> seen;
-  double bytes = 0;
-  for (int n : nodes)
-    for (ValueId v : graph.node(n).inputs)
-      if (v != kNoValue && graph.value(v).isConstant() && seen.insert(v).second)
-        bytes += static_cast<double>(graph.value(v).type.byteSize());
-  return bytes;
-}
-
 // "memory per device: cpu0 weights 1024 B, activations 512 B; cpu1 ...":
 // what a run's stages hold on each device (StageRunReport: each stage's on
 // every device of it), in the order the stages name the devices.
 void printRunMemory(const std::vector<StageRunReport>& stages) {
-  std::vector<std::string> order;
-  std::map<std::string, std::pair<double, double>> held;
-  for (const StageRunReport& s : stages)
-    for (const std::string& d : s.devices) {
-      if (!held.count(d)) order.push_back(d);
-      held[d].first += s.weightBytes;
-      held[d].second += s.activationBytes;
-    }
   std::string line;
-  for (const std::string& d : order)
-    line += (line.empty() ? "" : "; ") + d + " weights " +
-            std::to_string(static_cast<long long>(held[d].first)) + " B, activations " +
-            std::to_string(static_cast<long long>(held[d].second)) + " B";
+  for (const DeviceMemory& d : memoryPerDevice(stages))
+    line += (line.empty() ? "" : "; ") + d.device + " weights " +
+            std::to_string(static_cast<long long>(d.weightBytes)) + " B, activations " +
+            std::to_string(static_cast<long long>(d.activationBytes)) + " B";
   std::printf("memory per device: %s (activations: the Session's peak for one micro-batch + "
               "its inputs in flight)\n",
               line.c_str());
@@ -395,35 +326,6 @@ void simulateStrategies(const PipeGraph& pipe, const Graph& graph, const Topolog
   line("one device", simulatePipeline(g, pipe, one, so), g);
 }
 
-// `--pin NODE=STAGE` (repeatable) by node name, checked against the model
-// and the devices: the node must exist, the stage be one `devices` can give.
-std::map<std::string, int> parsePins(const std::vector<std::string>& pins, const Graph& graph,
-                                     int devices) {
-  std::map<std::string, int> out;
-  for (const std::string& pin : pins) {
-    const size_t eq = pin.rfind('=');
-    int stage = -1;
-    if (eq != std::string::npos && eq > 0 && eq + 1 < pin.size()) {
-      const std::string digits = pin.substr(eq + 1);
-      if (digits.find_first_not_of("0123456789") == std::string::npos && digits.size() < 9)
-        stage = std::stoi(digits);
-    }
-    if (stage < 0) throw Error("--pin " + pin + ": expected NODE=STAGE, e.g. --pin conv1=1");
-    const std::string node = pin.substr(0, eq);
-    if (!graph.findNode(node))
-      throw Error("--pin " + pin + ": the model has no node named '" + node + "'");
-    if (stage >= devices)
-      throw Error("--pin " + pin + ": stage " + std::to_string(stage) + " cannot be: " +
-                  std::to_string(devices) + " device(s) give at most " + std::to_string(devices) +
-                  " stage(s), 0.." + std::to_string(devices - 1));
-    if (out.count(node) && out[node] != stage)
-      throw Error("--pin " + pin + ": '" + node + "' is pinned to stage " +
-                  std::to_string(out[node]) + " already");
-    out[node] = stage;
-  }
-  return out;
-}
-
 }  // namespace
 
 Action addPipelineCommand(CLI::App& app) {
@@ -494,26 +396,11 @@ Action addPipelineCommand(CLI::App& app) {
                                   ? topologyFromDevices(options->devices, db.get())
                                   : loadTopologyFile(options->topology);
     assignCores(topology);  // a device this machine lacks is refused now, not at run time
-    std::vector<int> sizes = options->microBatches;
-    if (sizes.empty())
-      for (int b = 1; b <= std::min(8, options->batch); b *= 2)
-        if (options->batch % b == 0) sizes.push_back(b);
-    for (int b : sizes)
-      if (b < 1 || options->batch % b != 0)
-        throw Error("--micro-batch " + std::to_string(b) + " does not divide --batch " +
-                    std::to_string(options->batch));
-    std::sort(sizes.begin(), sizes.end());
+    const std::vector<int> sizes = microBatchSizes(options->microBatches, options->batch);
     // Profiled shares: a stage on d devices runs micro-batch / d on each.
     int simulated = 0;
     for (int n : options->simulate) simulated = std::max(simulated, n);
-    std::vector<int> shares;
-    for (int b : sizes)
-      for (const auto kind : topology.kinds())
-        for (int d = 1; d <= std::max(topology.count(kind), kind == DeviceKind::Cpu ? simulated : 0);
-             ++d)
-          if (b % d == 0) shares.push_back(b / d);
-    std::sort(shares.begin(), shares.end());
-    shares.erase(std::unique(shares.begin(), shares.end()), shares.end());
+    const std::vector<int> shares = profiledShares(sizes, topology, simulated);
 
     const Graph graph = loadAtMicroBatch(*options, sizes.front(), false);
     // Pins are checked before anything is measured.
@@ -568,17 +455,11 @@ Action addPipelineCommand(CLI::App& app) {
     po.batch = options->batch;
     po.microBatches = sizes;
     po.pins = pinsByName(pipe, pinNames);
-    const auto t0 = std::chrono::steady_clock::now();
-    const StageGraph searched = partitionGraphPipeline(pipe, topology, cost, po);
-    const double searchS =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const auto t1 = std::chrono::steady_clock::now();
-    const StageGraph spp = partitionSequentialPipeline(pipe, topology, cost, po);
-    const double sppSearchS =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
-    bool tookChain = false;
-    const StageGraph gpp = graphPipelineOrChain(searched, spp, pipe, topology, &tookChain);
-    if (tookChain)
+    const PipelineCandidates candidates = partitionBoth(pipe, topology, cost, po);
+    const StageGraph& gpp = candidates.gpp;
+    const StageGraph& spp = candidates.spp;
+    const double searchS = candidates.gppSearchSeconds, sppSearchS = candidates.sppSearchSeconds;
+    if (candidates.tookChain)
       std::printf("GPP: the chain's plan simulates faster here than the graph partitioner's; "
                   "GPP takes it (docs/pipeline.md, \"Which plan GPP writes\")\n");
     const StageGraph& chosen = options->strategy == "spp" ? spp : gpp;
@@ -614,32 +495,22 @@ namespace {
 // stages, their backends (or the plan's), and the batch's micro-batches of
 // seeded random inputs (equal on every MPI rank). Not movable: `backends`
 // points into it.
-struct PreparedRun {
+struct PreparedRun : PipelineRunInputs {
   PipelineFile file;
-  Graph graph;
-  StageGraph stages;
-  std::vector<int> inFlight;
   std::optional<Plan> plan;
   StageBackendsFactory backends;
-  std::vector<std::vector<Tensor>> batches;
 };
 
 // `quiet`: no import notes, no plan warnings (every MPI rank but rank 0).
 std::unique_ptr<PreparedRun> prepareRun(const ModelOptions& model, const PipelineRunRequest& request,
                                         PipelineFile file, bool quiet) {
   auto run = std::make_unique<PreparedRun>();
-  run->file = std::move(file);
-  checkPipelineModel(run->file, model.modelPath);
+  static_cast<PipelineRunInputs&>(*run) = preparePipelineRun(
+      file, model.modelPath, model.importOptions(), request.batch, request.seed, quiet);
   if (!request.topologyPath.empty())
-    checkPipelineTopology(run->file, loadTopologyFile(request.topologyPath), request.topologyPath);
-  const int batch = request.batch > 0 ? request.batch : run->file.batch;
-  if (batch % run->file.microBatch != 0)
-    throw Error("--batch " + std::to_string(batch) + " is not a multiple of " +
-                run->file.displayName() + "'s micro-batch " + std::to_string(run->file.microBatch));
-  run->graph = loadAtMicroBatch(model, run->file.microBatch, quiet);
+    checkPipelineTopology(file, loadTopologyFile(request.topologyPath), request.topologyPath);
+  run->file = std::move(file);
   const Graph& graph = run->graph;
-  run->stages = stageGraphOf(run->file, graph);
-  for (const auto& s : run->file.stages) run->inFlight.push_back(s.inFlight);
   run->backends = backendsNamed({request.backend});
   // With a plan: each stage runs its groups (restricted to the stage), on
   // the backends it names, checked against the model at the micro-batch.
@@ -661,8 +532,6 @@ std::unique_ptr<PreparedRun> prepareRun(const ModelOptions& model, const Pipelin
       return BackendLookup([set](const std::string& name) { return set->find(name); });
     };
   }
-  for (int m = 0; m < batch / run->file.microBatch; ++m)
-    run->batches.push_back(randomInputs(graph, request.seed + static_cast<uint64_t>(m)));
   return run;
 }
 
@@ -754,22 +623,12 @@ int verifyAgainstWhole(const PreparedRun& run, const std::string& backend,
                        const std::vector<std::vector<Tensor>>& outputs) {
   const Graph& graph = run.graph;
   const BackendLookup lookup = run.backends();
-  Session whole(graph, run.plan ? *run.plan : singleNodePlan(graph, backend), lookup);
-  const double bound = run.plan ? planBound(*run.plan, lookup) : kFloat32Bound;
-  int bad = 0;
-  double most = 0;
-  for (size_t m = 0; m < run.batches.size(); ++m) {
-    const std::vector<Tensor> expected = whole.run(run.batches[m]);
-    for (size_t o = 0; o < expected.size(); ++o) {
-      const CompareResult c = compareScaled(outputs[m][o], expected[o], bound);
-      most = std::max(most, c.scaledError);
-      if (!c.ok) {
-        ++bad;
-        std::printf("verify: MISMATCH: micro-batch %zu, output '%s': %s\n", m,
-                    graph.value(graph.outputs()[o]).name.c_str(), c.message.c_str());
-      }
-    }
-  }
+  const WholeModelComparison c =
+      compareWithWholeModel(run, run.plan ? *run.plan : singleNodePlan(graph, backend), lookup,
+                            run.plan ? planBound(*run.plan, lookup) : kFloat32Bound, outputs);
+  for (const std::string& m : c.mismatches) std::printf("verify: MISMATCH: %s\n", m.c_str());
+  const int bad = static_cast<int>(c.mismatches.size());
+  const double most = c.largestError;
   if (bad) return 3;
   std::printf(
       "verify: every output of %zu micro-batch(es) matches the whole model's Session (largest "
