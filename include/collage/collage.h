@@ -7,6 +7,7 @@
 #include "collage/generator.h"
 #include "collage/model.h"
 #include "collage/optimize.h"
+#include "collage/pipeline.h"
 #include "collage/plan.h"
 #include "collage/session.h"
 #include "collage/tensor.h"
