@@ -202,6 +202,51 @@ api::Plan optimize(const ModelArg& modelArg, const std::vector<std::string>& bac
   return *plan;
 }
 
+py::dict stageDict(const api::PipelineStage& s) {
+  py::dict d;
+  d["devices"] = s.devices;
+  d["nodes"] = s.nodes;
+  d["in_flight"] = s.inFlight;
+  d["seconds_per_micro_batch"] = s.secondsPerMicroBatch;
+  return d;
+}
+
+py::dict runDict(const api::PipelineRun& r) {
+  py::dict d;
+  d["micro_batches"] = r.microBatches;
+  d["wall_seconds"] = r.wallSeconds;
+  d["samples_per_second"] = r.samplesPerSecond;
+  d["median_latency_ms"] = r.medianLatencyMs;
+  d["max_latency_ms"] = r.maxLatencyMs;
+  py::list stages;
+  for (const auto& s : r.stages) {
+    py::dict st;
+    st["devices"] = s.devices;
+    st["busy_seconds"] = s.busySeconds;
+    st["busy_share"] = s.busyShare;
+    st["micro_batches"] = s.microBatches;
+    stages.append(st);
+  }
+  d["stages"] = stages;
+  py::dict memory;  // device -> {"weight_bytes", "activation_bytes"}, in the stages' order
+  for (const auto& m : r.memory) {
+    py::dict e;
+    e["weight_bytes"] = m.weightBytes;
+    e["activation_bytes"] = m.activationBytes;
+    memory[py::str(m.device)] = e;
+  }
+  d["memory"] = memory;
+  if (r.verified) {
+    d["outputs_match"] = r.outputsMatch;
+    d["largest_error"] = r.largestError;
+    d["mismatches"] = r.mismatches;
+  } else {
+    d["outputs_match"] = py::none();
+  }
+  d["report"] = r.report;
+  return d;
+}
+
 py::dict groupDict(const api::PlanGroup& g) {
   py::dict d;
   d["backend"] = g.backend;
@@ -368,6 +413,88 @@ PYBIND11_MODULE(collage, m) {
         "called as work advances (stage 'measure', 'search' or 'graph-level'); returning False "
         "stops (collage.Error 'cancelled'). allow_precision=['bf16'] lets the plan use reduced-"
         "precision backends (onednn_bf16) where measured faster, as --allow-precision does.");
+
+  // A graph pipeline (docs/pipeline.md): planned as `collage pipeline
+  // --measure in-process` plans it, run as `collage run --pipeline --verify`.
+  py::class_<api::Pipeline>(m, "Pipeline")
+      .def_static("load", &api::Pipeline::load, py::arg("path"), "A pipeline file (JSON).")
+      .def("save", &api::Pipeline::save, py::arg("path"))
+      .def("to_json", &api::Pipeline::toJson)
+      .def_property_readonly("stages",
+                             [](const api::Pipeline& p) { return listOf(p.stages(), stageDict); })
+      .def_property_readonly("edges", &api::Pipeline::edges)
+      .def_property_readonly("batch", &api::Pipeline::batch)
+      .def_property_readonly("micro_batch", &api::Pipeline::microBatch)
+      .def_property_readonly("model_path", &api::Pipeline::modelPath)
+      .def_property_readonly("pins", &api::Pipeline::pins)
+      .def_property_readonly("predicted_samples_per_second",
+                             &api::Pipeline::predictedSamplesPerSecond)
+      .def("__eq__", [](const api::Pipeline& a, const api::Pipeline& b) {
+        return a.toJson() == b.toJson();
+      })
+      .def("__str__", &api::Pipeline::summary)
+      .def("__repr__",
+           [](const api::Pipeline& p) { return "<collage.Pipeline " + p.summary() + ">"; });
+
+  m.def(
+      "plan_pipeline",
+      [](const std::string& model, const std::string& devices,
+         const std::optional<std::string>& topology, int batch,
+         const std::vector<int>& microBatches, const std::map<std::string, int>& pins,
+         const std::string& strategy, const std::string& backend, int runs,
+         const std::optional<std::string>& output) {
+        api::PipelineOptions o;
+        o.devices = devices;
+        o.topology = topology.value_or("");
+        o.batch = batch;
+        o.microBatches = microBatches;
+        o.pins = pins;
+        o.strategy = strategy;
+        o.backend = backend;
+        o.runs = runs;
+        std::optional<api::Pipeline> p;
+        {
+          py::gil_scoped_release unlocked;
+          p = api::planPipeline(model, o);
+        }
+        if (output) p->save(*output);
+        return *p;
+      },
+      py::arg("model"), py::kw_only(), py::arg("devices") = "cpu:2",
+      py::arg("topology") = py::none(), py::arg("batch") = 8,
+      py::arg("micro_batches") = std::vector<int>{},
+      py::arg("pins") = std::map<std::string, int>{}, py::arg("strategy") = "gpp",
+      py::arg("backend") = "native", py::arg("runs") = 3, py::arg("output") = py::none(),
+      "Plans a graph pipeline of the model's stages over devices ('cpu:N', or a topology "
+      "file) as `collage pipeline --measure in-process` does; pins: {node: stage}. Returns the "
+      "Pipeline (and writes it to `output` when given).");
+
+  m.def(
+      "run_pipeline",
+      [](const std::string& model, const std::variant<std::string, api::Pipeline>& pipeline,
+         int batch, const std::string& backend, uint64_t seed, bool verify) {
+        const api::Pipeline p = std::holds_alternative<std::string>(pipeline)
+                                    ? api::Pipeline::load(std::get<std::string>(pipeline))
+                                    : std::get<api::Pipeline>(pipeline);
+        api::PipelineRunOptions o;
+        o.batch = batch;
+        o.backend = backend;
+        o.seed = seed;
+        o.verify = verify;
+        api::PipelineRun r;
+        {
+          py::gil_scoped_release unlocked;
+          r = api::runPipeline(model, p, o);
+        }
+        return runDict(r);
+      },
+      py::arg("model"), py::arg("pipeline"), py::kw_only(), py::arg("batch") = 0,
+      py::arg("backend") = "native", py::arg("seed") = 0, py::arg("verify") = true,
+      "Streams `batch` samples (0: the pipeline's) of seeded random inputs through the stages "
+      "in this process, as `collage run --pipeline --verify`: {'samples_per_second', "
+      "'median_latency_ms', 'max_latency_ms', 'stages': [{'devices', 'busy_share', ...}], "
+      "'memory': {device: {'weight_bytes', 'activation_bytes'}}, 'outputs_match', "
+      "'largest_error', 'mismatches', 'report'}. pipeline: a Pipeline or its file.");
 
   m.def(
       "load_tensor",

@@ -315,5 +315,63 @@ class Generate(unittest.TestCase):
         with self.assertRaisesRegex(collage.Error, "longer than the cache"):
             g.generate([1, 2, 3, 4, 5], max_new_tokens=1)
 
+class Pipeline(unittest.TestCase):
+    """A graph pipeline (docs/pipeline.md) planned on two one-core devices
+    and run in process on a small two-tower model; no timing is checked."""
+    MODELS = os.path.join(os.environ["COLLAGE_SOURCE_DIR"], "tests", "models", "pipeline")
+    TWO_TOWER = os.path.join(MODELS, "two_tower_small.onnx")
+    # One node of each tower pinned apart: two stages, so the run crosses a link.
+    PINS = {"img/c1/Conv_2": 0, "txt/fc/Gemm_44": 1}
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+
+    def plan(self, **kwargs):
+        return collage.plan_pipeline(self.TWO_TOWER, devices="cpu:2", batch=4, micro_batches=[1, 2],
+                                     runs=1, **kwargs)
+
+    def test_plan_save_load_and_run_matching_the_whole_model(self):
+        p = self.plan(pins=self.PINS)
+        self.assertEqual(len(p.stages), 2)
+        self.assertEqual([s["devices"] for s in p.stages], [["cpu0"], ["cpu1"]])
+        self.assertIn("img/c1/Conv_2", p.stages[0]["nodes"])
+        self.assertIn("txt/fc/Gemm_44", p.stages[1]["nodes"])
+        self.assertEqual(sum(len(s["nodes"]) for s in p.stages), 34)
+        self.assertEqual(p.pins, self.PINS)
+        self.assertGreater(p.predicted_samples_per_second, 0)
+        path = os.path.join(self.tmp.name, "p.json")
+        p.save(path)
+        loaded = collage.Pipeline.load(path)
+        self.assertEqual(loaded, p)
+        self.assertEqual(loaded.stages, p.stages)
+        self.assertEqual(json.loads(loaded.to_json()), json.loads(p.to_json()))
+        for pipeline in (loaded, path):
+            r = collage.run_pipeline(self.TWO_TOWER, pipeline, batch=8)
+            self.assertGreater(r["samples_per_second"], 0)
+            self.assertGreater(r["median_latency_ms"], 0)
+            self.assertEqual(r["micro_batches"], 8 // loaded.micro_batch)
+            self.assertEqual([s["devices"] for s in r["stages"]], [["cpu0"], ["cpu1"]])
+            for s in r["stages"]:
+                self.assertGreaterEqual(s["busy_share"], 0)
+            self.assertEqual(list(r["memory"]), ["cpu0", "cpu1"])
+            self.assertTrue(r["outputs_match"], r["mismatches"])
+            self.assertEqual(r["mismatches"], [])
+
+    def test_a_pipeline_for_another_model_is_refused_naming_it(self):
+        path = os.path.join(self.tmp.name, "two_tower.json")
+        self.plan(output=path)
+        with self.assertRaisesRegex(collage.Error, "two_tower.json.*made for"):
+            collage.run_pipeline(os.path.join(self.MODELS, "dlrm_small.onnx"), path)
+
+    def test_bad_devices_and_pins_are_refused_as_the_command_line_refuses_them(self):
+        with self.assertRaisesRegex(collage.Error, "expected cpu:N"):
+            collage.plan_pipeline(self.TWO_TOWER, devices="tpu:2")
+        with self.assertRaisesRegex(collage.Error, "no node named 'nope'"):
+            self.plan(pins={"nope": 0})
+        with self.assertRaisesRegex(collage.Error, "stage 7 cannot be"):
+            self.plan(pins={"img/c1/Conv_2": 7})
+
+
 if __name__ == "__main__":
     unittest.main()
