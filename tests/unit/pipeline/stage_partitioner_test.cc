@@ -320,6 +320,49 @@ TEST(StagePartitioner, OnAChainBothEqualUnrestrictedBruteForce) {
   }
 }
 
+// Whether every pinned node's block is the pin's index when the blocks are
+// numbered by their first node in `position`.
+bool pinsHold(const std::vector<std::vector<int>>& blocks, const std::vector<int>& position,
+              const std::map<int, int>& pins) {
+  std::vector<std::pair<int, int>> first;  // (first position, block)
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    int lo = static_cast<int>(position.size());
+    for (int v : blocks[b]) lo = std::min(lo, position[v]);
+    first.push_back({lo, static_cast<int>(b)});
+  }
+  std::sort(first.begin(), first.end());
+  std::vector<int> index(blocks.size());
+  for (size_t i = 0; i < first.size(); ++i) index[first[i].second] = static_cast<int>(i);
+  for (const auto& [v, stage] : pins)
+    for (size_t b = 0; b < blocks.size(); ++b)
+      if (std::count(blocks[b].begin(), blocks[b].end(), v) && index[b] != stage) return false;
+  return true;
+}
+
+// The brute force over SPP's space: blocks that are runs of the
+// topological order (and honour p's pins), each receiving the bytes live
+// across the cut before its first node.
+double chainBruteForce(const Problem& p) {
+  const PipeGraph& g = p.g;
+  const auto order = g.topologicalOrder();
+  std::vector<int> position(g.size());
+  for (int i = 0; i < g.size(); ++i) position[order[i]] = i;
+  auto firstOf = [&](const std::vector<int>& nodes) {
+    int first = g.size();
+    for (int v : nodes) first = std::min(first, position[v]);
+    return first;
+  };
+  const auto run = chainRuns(g);
+  return bruteForce(
+      p,
+      [&](const std::vector<std::vector<int>>& blocks) {
+        for (const auto& b : blocks)
+          if (!run(b)) return false;
+        return pinsHold(blocks, position, p.opt.pins);
+      },
+      [&](const std::vector<int>& nodes) { return chainReceivedBytesPerSample(g, position, firstOf(nodes)); });
+}
+
 TEST(StagePartitioner, SequentialPipelineEqualsBruteForceOverChainRuns) {
   for (const Shape& shape : shapes())
     for (unsigned seed = 0; seed < 6; ++seed) {
@@ -330,25 +373,7 @@ TEST(StagePartitioner, SequentialPipelineEqualsBruteForceOverChainRuns) {
       Problem p{g, topo, cost, {}};
       p.opt.batch = 2;
       p.opt.microBatches = {1, 2};
-      const auto order = g.topologicalOrder();
-      std::vector<int> position(g.size());
-      for (int i = 0; i < g.size(); ++i) position[order[i]] = i;
-      auto firstOf = [&](const std::vector<int>& nodes) {
-        int first = g.size();
-        for (int v : nodes) first = std::min(first, position[v]);
-        return first;
-      };
-      const double expected = bruteForce(
-          p,
-          [&](const std::vector<std::vector<int>>& blocks) {
-            const auto run = chainRuns(g);
-            for (const auto& b : blocks)
-              if (!run(b)) return false;
-            return true;
-          },
-          [&](const std::vector<int>& nodes) {
-            return chainReceivedBytesPerSample(g, position, firstOf(nodes));
-          });
+      const double expected = chainBruteForce(p);
       const StageGraph spp = partitionSequentialPipeline(g, topo, cost, p.opt);
       EXPECT_EQ(spp.bottleneckTimePerSample, expected) << shape.name << " seed " << seed;
       expectConsistent(p, spp, true);
@@ -489,25 +514,6 @@ std::vector<int> leafPositions(const SeriesParallelTree& tree, int nodes) {
   return position;
 }
 
-// Whether every pinned node's block is the pin's index when the blocks are
-// numbered by their first node in `position`.
-bool pinsHold(const std::vector<std::vector<int>>& blocks, const std::vector<int>& position,
-              const std::map<int, int>& pins) {
-  std::vector<std::pair<int, int>> first;  // (first position, block)
-  for (size_t b = 0; b < blocks.size(); ++b) {
-    int lo = static_cast<int>(position.size());
-    for (int v : blocks[b]) lo = std::min(lo, position[v]);
-    first.push_back({lo, static_cast<int>(b)});
-  }
-  std::sort(first.begin(), first.end());
-  std::vector<int> index(blocks.size());
-  for (size_t i = 0; i < first.size(); ++i) index[first[i].second] = static_cast<int>(i);
-  for (const auto& [v, stage] : pins)
-    for (size_t b = 0; b < blocks.size(); ++b)
-      if (std::count(blocks[b].begin(), blocks[b].end(), v) && index[b] != stage) return false;
-  return true;
-}
-
 void expectPinsHonoured(const PipeGraph& g, const StageGraph& plan, const std::map<int, int>& pins) {
   for (const auto& [v, stage] : pins) {
     ASSERT_LT(stage, static_cast<int>(plan.stages.size())) << g.name(v) << "\n" << plan.toString(g);
@@ -597,25 +603,7 @@ TEST(StagePartitioner, PinnedSequentialPipelineEqualsBruteForceOverChainRuns) {
       p.opt.batch = 2;
       p.opt.microBatches = {1, 2};
       p.opt.pins[static_cast<int>(rng() % g.size())] = static_cast<int>(rng() % 3);
-      const auto order = g.topologicalOrder();
-      std::vector<int> position(g.size());
-      for (int i = 0; i < g.size(); ++i) position[order[i]] = i;
-      auto firstOf = [&](const std::vector<int>& nodes) {
-        int first = g.size();
-        for (int v : nodes) first = std::min(first, position[v]);
-        return first;
-      };
-      const auto run = chainRuns(g);
-      const double expected = bruteForce(
-          p,
-          [&](const std::vector<std::vector<int>>& blocks) {
-            for (const auto& b : blocks)
-              if (!run(b)) return false;
-            return pinsHold(blocks, position, p.opt.pins);
-          },
-          [&](const std::vector<int>& nodes) {
-            return chainReceivedBytesPerSample(g, position, firstOf(nodes));
-          });
+      const double expected = chainBruteForce(p);
       SCOPED_TRACE(shape.name + " seed " + std::to_string(seed));
       if (!std::isfinite(expected)) {
         EXPECT_THROW(partitionSequentialPipeline(g, topo, cost, p.opt), Error);
