@@ -49,6 +49,7 @@
 #include "core/ops/op_registry.h"
 #include "core/ops/reference_executor.h"
 #include "core/runtime/session.h"
+#include "tests/unit/graph_builder.h"
 
 namespace collage {
 namespace {
@@ -56,35 +57,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Ints = std::vector<int64_t>;
 constexpr int64_t kNoSplit = std::numeric_limits<int64_t>::max();
-
-AttributeMap attrs(std::initializer_list<std::pair<std::string, Attribute>> list) {
-  AttributeMap m;
-  for (const auto& [k, v] : list) m.set(k, v);
-  return m;
-}
-
-// Nodes typed by the registry's shape inference.
-class Builder {
- public:
-  ValueId input(const Shape& s) { return g.addInput(fresh("x"), {ElementType::Float32, s}); }
-  ValueId scalar(float v) { return g.addConstant(fresh("c"), Tensor::scalarFloat(v)); }
-  ValueId op(const std::string& name, std::vector<ValueId> ins, AttributeMap a = {}) {
-    const OpSchema& schema = OpRegistry::instance().get(name);
-    for (const AttributeSpec& s : schema.attributes)
-      if (!a.has(s.name) && s.defaultValue) a.set(s.name, *s.defaultValue);
-    Node n{fresh(name), name, a, ins, {0}};
-    std::vector<TensorType> types;
-    for (ValueId v : ins) types.push_back(g.value(v).type);
-    n.outputs = {g.addValue(fresh("t"), inferNode(n, types).at(0))};
-    g.addNode(n);
-    return n.outputs[0];
-  }
-  Graph g;
-
- private:
-  std::string fresh(const std::string& base) { return base + std::to_string(count_++); }
-  int count_ = 0;
-};
 
 struct DecodeShape {
   int64_t H = 12, Hkv = 12, D = 64;
@@ -98,7 +70,7 @@ struct DecodeShape {
 // Expand -> Reshape) when grouped; Kᵀ by Transpose; the scale a Div; the
 // additive mask [1, 1, 1, L] (an input: the decoders compute it from
 // attention_mask outside the attention).
-void buildStep(Builder& b, const DecodeShape& s, int64_t L) {
+void buildStep(GraphBuilder& b, const DecodeShape& s, int64_t L) {
   const int64_t r = s.H / s.Hkv;
   const ValueId q = b.input({1, s.H, 1, s.D});
   auto cache = [&]() {
@@ -115,8 +87,7 @@ void buildStep(Builder& b, const DecodeShape& s, int64_t L) {
       b.op("Div", {b.op("MatMul", {q, kt}), b.scalar(std::sqrt(static_cast<float>(s.D)))});
   scores = b.op("Add", {scores, mask});
   const ValueId p = b.op("Softmax", {scores}, attrs({{"axis", int64_t{-1}}}));
-  b.g.markOutput(b.op("MatMul", {p, v}));
-  b.g.finalize();
+  b.finish(b.op("MatMul", {p, v}));
 }
 
 struct Cell {
@@ -211,11 +182,12 @@ int run(int argc, char** argv) {
     std::printf("  %6s %9s %s\n", "best", "speedup", "pays");
     std::vector<Row> rows;
     for (int64_t L : lengths) {
-      Builder b;
+      GraphBuilder b;
       buildStep(b, shape, L);
-      NodeSet all(b.g.numNodes());
-      for (NodeId n = 0; n < b.g.numNodes(); ++n) all.insert(n);
-      const KernelRequest request = KernelRequest::of(b.g, all);
+      const Graph& graph = b.graph();
+      NodeSet all(graph.numNodes());
+      for (NodeId n = 0; n < graph.numNodes(); ++n) all.insert(n);
+      const KernelRequest request = KernelRequest::of(graph, all);
       CompileResult c = native->compile(request);
       auto* kernel = c ? dynamic_cast<native::DecodeAttentionKernel*>(c.kernel.get()) : nullptr;
       if (!kernel) {
@@ -225,15 +197,15 @@ int run(int argc, char** argv) {
         return 1;
       }
       // The kernel's inputs in the request's order (a graph input each).
-      const std::vector<Tensor> graphInputs = randomInputs(b.g, 3);
+      const std::vector<Tensor> graphInputs = randomInputs(graph, 3);
       std::vector<Tensor> inputs;
       for (ValueId v : request.inputs) {
-        const auto at = std::find(b.g.inputs().begin(), b.g.inputs().end(), v);
-        inputs.push_back(graphInputs.at(static_cast<size_t>(at - b.g.inputs().begin())));
+        const auto at = std::find(graph.inputs().begin(), graph.inputs().end(), v);
+        inputs.push_back(graphInputs.at(static_cast<size_t>(at - graph.inputs().begin())));
       }
       std::vector<DLTensor> inDl, outDl;
       for (Tensor& t : inputs) inDl.push_back(t.toDLTensor());
-      std::vector<Tensor> outputs{Tensor(b.g.value(request.outputs.at(0)).type)};
+      std::vector<Tensor> outputs{Tensor(graph.value(request.outputs.at(0)).type)};
       outDl.push_back(outputs[0].toDLTensor());
       std::vector<const DLTensor*> in;
       for (const DLTensor& d : inDl) in.push_back(&d);
@@ -256,7 +228,7 @@ int run(int argc, char** argv) {
       kernel->run(in, out);
       const Tensor unsplit = outputs[0].clone();
       if (L <= 1024) {
-        const std::vector<Tensor> env = referenceValues(b.g, graphInputs);
+        const std::vector<Tensor> env = referenceValues(graph, graphInputs);
         const CompareResult r = compareScaled(unsplit, env[request.outputs[0]], kFloat32Bound);
         if (!r.ok) {
           std::fprintf(stderr, "bench_decode_split: shape %s, L %ld: unsplit output differs from the reference: %s\n",
