@@ -64,6 +64,7 @@ std::vector<LayoutOffers> modelOffers(const Graph& g, const CandidateSet& set, c
 }
 const ReorderModel kReorders{300, 0.001, 1};
 
+
 // Deterministic costs: a per-node base by op, a fused group cheaper than its
 // parts by a backend- and size-dependent share, so that the best cover mixes
 // backends and group sizes.
@@ -83,6 +84,21 @@ std::vector<Cost> modelCosts(const Graph& g, const CandidateSet& set) {
   }
   return costs;
 }
+
+// g's op-level problem as these tests pose it: every candidate the specs
+// allow, modelled costs, 30 us per backend switch, and modelled layout
+// offers priced by kReorders (p.layouts points at them).
+struct ModelledProblem {
+  CandidateSet set;
+  OpLevelProblem p;
+  LayoutCharges layouts;
+  ModelledProblem(const Graph& g, const Specs& specs)
+      : set(enumerateCandidates(g, specs.caps())),
+        p{&g, &set, modelCosts(g, set), [](const std::string&) { return 30.0; }, {}},
+        layouts(g, set, modelOffers(g, set, p.costs), kReorders) {
+    p.layouts = &layouts;
+  }
+};
 
 // Peak resident memory of this process, MiB: since the last resetPeakRss()
 // where the kernel allows resetting it (VmHWM), else since the start.
@@ -198,9 +214,10 @@ TEST(OpLevelScale, TwoThousandNodeWideGraphWithinTwoGigabytes) {
   const Graph g = wideQuantizedGraph(WideGraphShape{});
   ASSERT_GE(g.numNodes(), 2000);
   Specs specs;
-  const CandidateSet set = enumerateCandidates(g, specs.caps());
-  OpLevelProblem p{&g, &set, modelCosts(g, set), [](const std::string&) { return 30.0; }, {}};
-  const LayoutCharges layouts(g, set, modelOffers(g, set, p.costs), kReorders);
+  ModelledProblem problem(g, specs);
+  const CandidateSet& set = problem.set;
+  OpLevelProblem& p = problem.p;
+  const LayoutCharges& layouts = problem.layouts;
   for (const bool withLayouts : {false, true}) {
     SCOPED_TRACE(withLayouts ? "with layout hand-overs" : "kernels only");
     p.layouts = withLayouts ? &layouts : nullptr;
@@ -243,10 +260,9 @@ TEST(OpLevelScale, TwoThousandNodeInceptionGraphInAFreshProcessWithinTwoGigabyte
     const Graph g = inceptionGraph(InceptionGraphShape{});
     ASSERT_GE(g.numNodes(), 2000);
     Specs specs;
-    const CandidateSet set = enumerateCandidates(g, specs.caps());
-    OpLevelProblem p{&g, &set, modelCosts(g, set), [](const std::string&) { return 30.0; }, {}};
-    const LayoutCharges layouts(g, set, modelOffers(g, set, p.costs), kReorders);
-    p.layouts = &layouts;
+    ModelledProblem problem(g, specs);
+    const CandidateSet& set = problem.set;
+    OpLevelProblem& p = problem.p;
     const OpLevelResult r = optimizeOpLevel(p);
     std::printf("[ child ] %d nodes, %zu candidates: %s order of width %d, %lld states expanded, %lld dominated "
                 "(%lld at joins), %lld held at most (%zu KiB), %.3f s (%.3f s CPU), bounded %d\n",
@@ -323,10 +339,9 @@ TEST(OpLevelScale, TwoThousandNodeCspGraphWithLayoutsWithinTwoGigabytes) {
   const Graph g = cspQuantizedGraph(CspGraphShape{});
   ASSERT_GE(g.numNodes(), 2000);
   Specs specs;
-  const CandidateSet set = enumerateCandidates(g, specs.caps());
-  OpLevelProblem p{&g, &set, modelCosts(g, set), [](const std::string&) { return 30.0; }, {}};
-  const LayoutCharges layouts(g, set, modelOffers(g, set, p.costs), kReorders);
-  p.layouts = &layouts;
+  ModelledProblem problem(g, specs);
+  const CandidateSet& set = problem.set;
+  OpLevelProblem& p = problem.p;
   p.memoryBudgetBytes = size_t{16} << 20;
   resetPeakRss();
   const double before = peakRssMiB();
@@ -358,10 +373,9 @@ TEST(OpLevelScale, CspGraphsSameOptimumInEveryOrder) {
     shape.blocks = 1;
     shape.depth = depth;
     const Graph g = cspQuantizedGraph(shape);
-    const CandidateSet set = enumerateCandidates(g, specs.caps());
-    OpLevelProblem p{&g, &set, modelCosts(g, set), [](const std::string&) { return 30.0; }, {}};
-    const LayoutCharges layouts(g, set, modelOffers(g, set, p.costs), kReorders);
-    p.layouts = &layouts;
+    ModelledProblem problem(g, specs);
+    OpLevelProblem& p = problem.p;
+    const LayoutCharges& layouts = problem.layouts;
     const OpLevelResult chosen = optimizeOpLevel(p);
     ASSERT_FALSE(chosen.bounded);
     for (const bool fromOutputs : {false, true}) {
