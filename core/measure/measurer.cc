@@ -266,8 +266,8 @@ TimedRun timeRun(const std::function<void()>& f) {
 }  // namespace
 
 namespace {
-// The largest cache of `level` or above that sysfs lists for CPU 0, in bytes
-// (0 when it lists none).
+// The data (or unified) cache of `level` that sysfs lists for CPU 0, in
+// bytes (0 when it lists none).
 size_t sysfsCacheBytes(int level) {
   size_t largest = 0;
   for (int index = 0; index < 8; ++index) {
@@ -275,7 +275,7 @@ size_t sysfsCacheBytes(int level) {
     std::ifstream levelFile(dir + "level"), typeFile(dir + "type"), sizeFile(dir + "size");
     int cacheLevel = 0;
     std::string type, text;
-    if (!(levelFile >> cacheLevel) || cacheLevel < level) continue;
+    if (!(levelFile >> cacheLevel) || cacheLevel != level) continue;
     if ((typeFile >> type) && type == "Instruction") continue;
     if (!(sizeFile >> text) || text.empty()) continue;
     size_t value = std::strtoull(text.c_str(), nullptr, 10);
@@ -295,7 +295,8 @@ size_t nextPowerOfTwo(size_t bytes) {
 
 size_t lastLevelCacheBytes() {
   static const size_t bytes = [] {
-    const size_t largest = sysfsCacheBytes(1);
+    size_t largest = 0;
+    for (int level = 1; level <= 4; ++level) largest = std::max(largest, sysfsCacheBytes(level));
     return largest == 0 ? size_t{32} << 20 : largest;
   }();
   return bytes;
@@ -303,10 +304,10 @@ size_t lastLevelCacheBytes() {
 
 size_t privateCacheBytes() {
   static const size_t perCore = [] {
-    const size_t l2 = sysfsCacheBytes(2);
     // A core's own cache is the level-2 one; sysfs lists it even where the
     // shared level-3 one it reports is a virtual machine's whole socket.
-    return l2 == 0 || l2 == lastLevelCacheBytes() ? size_t{1} << 20 : std::min(l2, lastLevelCacheBytes());
+    const size_t l2 = sysfsCacheBytes(2);
+    return l2 == 0 ? size_t{1} << 20 : l2;
   }();
   return perCore * static_cast<size_t>(std::max(1, threadCount()));
 }
