@@ -117,8 +117,12 @@ namespace {
 // for a step, and for a prompt (`prompt`) the no-cache branch, whose mask
 // covers the prompt alone (the past inputs, bound as for a step, are not
 // read).
+// `pastRows`: the pasts' rows on their sequence axis (the step graph's:
+// `capacity`; a prompt's pass: none, see importPrefillGraph).
 Graph importFor(const std::string& path, const DecoderSignature& sig, int64_t capacity,
-                int64_t sequence, std::vector<std::string>& bindings, bool prompt = false) {
+                int64_t sequence, std::vector<std::string>& bindings, bool prompt = false,
+                int64_t pastRows = -1) {
+  if (pastRows < 0) pastRows = capacity;
   ImportOptions options;
   const bool noCache = prompt && !sig.useCacheFlag.empty();
   if (!sig.useCacheFlag.empty())
@@ -128,14 +132,14 @@ Graph importFor(const std::string& path, const DecoderSignature& sig, int64_t ca
     if (in.name == sig.useCacheFlag) {
       continue;
     } else if (in.name == sig.attentionMask) {
-      shape = boundShape(in, 1, (noCache ? 0 : capacity) + sequence, path);
+      shape = boundShape(in, 1, (noCache ? 0 : pastRows) + sequence, path);
     } else if (in.name == sig.inputIds || in.name == sig.positionIds) {
       shape = boundShape(in, 1, sequence, path);
     } else {
       auto pair = std::find_if(sig.cache.begin(), sig.cache.end(),
                                [&](const KvCachePair& p) { return p.past == in.name; });
       if (pair == sig.cache.end()) continue;  // decoderSignature refused anything else
-      shape = boundShape(in, pair->sequenceAxis, capacity, path);
+      shape = boundShape(in, pair->sequenceAxis, pastRows, path);
     }
     if ((in.name == sig.inputIds || in.name == sig.attentionMask || in.name == sig.positionIds) &&
         shape.size() != 2)
@@ -167,11 +171,24 @@ std::optional<Graph> importPrefillGraph(const DecodeModel& model, int64_t tokens
   std::vector<std::string> bindings;
   try {
     if (model.path.empty()) throw Error("the model's file is not known");
-    Graph g = importFor(model.path, model.signature, model.capacity, tokens, bindings, true);
+    // An empty past, as ONNX Runtime's loop feeds a prompt: its attention
+    // reads the n new rows alone, not n more of the capacity's masked rows
+    // (twice the work at a prompt as long as the cache's free rows), and no
+    // Concat copies a past. A model that does not import with an empty past
+    // gets the cache's rows, masked.
+    int64_t pastRows = 0;
+    Graph g;
+    try {
+      g = importFor(model.path, model.signature, model.capacity, tokens, bindings, true, 0);
+    } catch (const Error&) {
+      bindings.clear();
+      pastRows = model.capacity;
+      g = importFor(model.path, model.signature, model.capacity, tokens, bindings, true);
+    }
     // The outputs the loop reads: the logits of every token, the presents
     // grown by `tokens` rows (a merged decoder's no-cache branch: the
     // prompt's rows alone).
-    const int64_t rows = (model.signature.useCacheFlag.empty() ? model.capacity : 0) + tokens;
+    const int64_t rows = (model.signature.useCacheFlag.empty() ? pastRows : 0) + tokens;
     for (ValueId v : g.outputs()) {
       const Value& out = g.value(v);
       for (const KvCachePair& p : model.signature.cache)
@@ -358,7 +375,9 @@ std::vector<Tensor> Decoder::inputsFor(const Graph& g, const std::vector<int64_t
           std::find_if(sig.cache.begin(), sig.cache.end(),
                        [&](const KvCachePair& p) { return p.past == value.name; }) -
           sig.cache.begin());
-      in.push_back(inPlace_ ? pastViews_.at(i) : cache_.at(i));
+      // A prompt's graph with an empty past (importPrefillGraph) gets one.
+      const Tensor& cache = inPlace_ ? pastViews_.at(i) : cache_.at(i);
+      in.push_back(type.shape == cache.shape() ? cache : Tensor(type));
     }
   }
   return in;
@@ -508,8 +527,9 @@ bool Decoder::prefill(const std::vector<int64_t>& prompt, std::vector<float>& lo
     size_t o = 0;
     while (g.value(g.outputs()[o]).name != pair.present) ++o;
     const Tensor& present = out.at(o);
-    // Its Concat copied the past (all masked) once; the prompt's rows are
-    // the last n (all of them, from a merged decoder's no-cache branch).
+    // The prompt's rows are the last n (all of them after an empty past or
+    // a merged decoder's no-cache branch; else its Concat copied the
+    // masked past once).
     presentBytesWritten_ += present.byteSize();
     const int64_t first = present.shape()[static_cast<size_t>(pair.sequenceAxis)] - n;
     // This device's rows of the prompt's (all of them, but with a slice).

@@ -37,14 +37,14 @@
 //
 // The prompt (prefill) runs as ONE pass when the model takes a sequence of
 // new tokens: a second graph, the model imported for the prompt's n tokens
-// against the same past of `capacity` rows (importPrefillGraph), fed the n
-// ids, the positions 0..n-1 and a mask of 0 over the cache's rows and 1 over
-// the n new ones; the model's own causal mask (exporters build it from the
-// shapes: query i sees the past and new tokens 0..i) keeps each token from
-// seeing later ones. Its presents' last n rows go into the cache's rows
-// 0..n-1. Its Concat copies the (empty) past once per generate(), not per
-// step. A model whose sequence is fixed at 1, or that does not import for
-// n tokens, runs the prompt one token a step, as a decode step.
+// against an empty past, as ONNX Runtime's loop feeds it (importPrefillGraph;
+// a model that does not import so gets a past of `capacity` rows, masked),
+// fed the n ids, the positions 0..n-1 and a mask of 1 over the n new ones;
+// the model's own causal mask (exporters build it from the shapes: query i
+// sees the past and new tokens 0..i) keeps each token from seeing later
+// ones. Its presents' last n rows go into the cache's rows 0..n-1. A model
+// whose sequence is fixed at 1, or that does not import for n tokens, runs
+// the prompt one token a step, as a decode step.
 //
 // A merged decoder (decoder_signature.h) is imported with its use-cache
 // flag a constant: true for the step graph (the branch with the past), false
@@ -115,8 +115,9 @@ struct DecodeModel {
 DecodeModel importDecodeModel(const std::string& path, int64_t capacity,
                               const DecoderSignature* signature = nullptr);
 // The model imported for a prefill of `tokens` new tokens (batch 1) against
-// a past of model.capacity rows: the ids and positions [1, tokens], the mask
-// [1, capacity + tokens]. nullopt, with the reason in `why`, when the model
+// an empty past: the ids, positions and mask [1, tokens] (against a past of
+// model.capacity rows, the mask [1, capacity + tokens], when the model does
+// not import with an empty one). nullopt, with the reason in `why`, when the model
 // cannot take them (its sequence fixed at 1, a shape that does not import).
 // `bindings` (optional) gets its --input-shape bindings, as DecodeModel's:
 // what a plan for the prompt's pass (generate --prefill-plan) is optimized

@@ -27,9 +27,9 @@ mapfile -t bindings < <("$collage" generate "$base.onnx" --prompt-ids "$prompt" 
 grep -q "^generated: $want$" "$work/generate.txt"
 grep -q "^prefill: .* (one pass)$" "$work/generate.txt"
 if grep -q "warning: the cache is copied" "$work/generate.txt"; then exit 1; fi
-# Prefill: each present (1 x 2 heads x (rows + prompt) x 8 floats) once;
-# then one row (2 heads x 8 floats) per present per decode step.
+# Prefill, against an empty past: each present (1 x 2 heads x prompt x 8
+# floats) once; then one row (2 heads x 8 floats) per present per decode step.
 nprompt=$(echo "$prompt" | tr ',' '\n' | wc -l)
-bytes=$(( 4 * 2 * (rows + nprompt) * 8 * 4 + (new - 1) * 4 * 2 * 8 * 4 ))
+bytes=$(( 4 * 2 * nprompt * 8 * 4 + (new - 1) * 4 * 2 * 8 * 4 ))
 grep -q "^cache concats: $bytes bytes written (in place)$" "$work/generate.txt"
 echo "generate --plan in place ok: $base"

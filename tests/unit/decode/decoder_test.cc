@@ -465,12 +465,12 @@ TEST(Decoder, TheStepsConcatWritesOnlyTheNewRowsIntoTheCache) {
     EXPECT_EQ(decoder.generate({1, 2, 3}, options).tokens, greedyFile("generated"));
     for (size_t i = 0; i < 4; ++i) EXPECT_EQ(decoder.cache(i).raw(), before[i]);
     // 12 tokens, 4 presents, one row (2 heads x 8 floats) each: not 33 rows.
-    // The reference runs the prompt in one pass, whose presents (32 + 3
-    // rows) are written once; the Session given alone runs it token by token.
+    // The reference runs the prompt in one pass against an empty past, whose
+    // presents (its 3 rows, not 32 + 3) are written once; the Session given
+    // alone runs it token by token.
     const size_t row = 4u * 2 * 8 * sizeof(float);
     EXPECT_EQ(decoder.promptRuns(), onSession ? 3 : 1);
-    EXPECT_EQ(decoder.presentBytesWritten(),
-              onSession ? 12 * row : 4u * 2 * 35 * 8 * sizeof(float) + 9 * row);
+    EXPECT_EQ(decoder.presentBytesWritten(), onSession ? 12 * row : 3 * row + 9 * row);
     EXPECT_EQ(decoder.bytesAppended(), 12 * row);
   }
 }
@@ -549,10 +549,11 @@ TEST(Decoder, APlanWithFusedCacheConcatsRunsInPlaceOnceTheyAreTakenOut) {
   std::vector<const void*> before;
   for (size_t i = 0; i < 4; ++i) before.push_back(decoder.cache(i).raw());
   EXPECT_EQ(decoder.generate({1, 2, 3}, options).tokens, greedyFile("generated"));
-  // The prompt in one pass on the plan (its presents, 32 + 3 rows, written
-  // once), then 9 steps of one row (2 heads x 8 floats) per present.
+  // The prompt in one pass on the plan against an empty past (its presents,
+  // the prompt's 3 rows, written once), then 9 steps of one row (2 heads x 8
+  // floats) per present.
   EXPECT_EQ(decoder.promptRuns(), 1) << decoder.promptOneTokenAStepWhy();
-  EXPECT_EQ(decoder.presentBytesWritten(), (4u * 2 * 35 * 8 + 9u * 4 * 2 * 8) * sizeof(float));
+  EXPECT_EQ(decoder.presentBytesWritten(), (3u + 9u) * 4 * 2 * 8 * sizeof(float));
   for (size_t i = 0; i < 4; ++i) EXPECT_EQ(decoder.cache(i).raw(), before[i]);
   EXPECT_EQ(planned.session->runsDone(), 9);
 }
@@ -653,6 +654,36 @@ TEST(Decoder, RefusesPromptsItCannotRun) {
       },
       {"token id 32 is outside the vocabulary", "'logits'"});
   expectError([&] { decoder.generate({}, options); }, {"prompt is empty"});
+}
+
+// A prompt's pass gets an empty past, as ONNX Runtime's loop feeds it: its
+// attention reads the prompt's rows alone, not the cache's masked ones too.
+TEST(Decoder, APromptsGraphTakesAnEmptyPast) {
+  const DecodeModel model = importDecodeModel(kTiny, 32);
+  std::string why;
+  std::vector<std::string> bindings;
+  const std::optional<Graph> prompt = importPrefillGraph(model, 5, &why, &bindings);
+  ASSERT_TRUE(prompt) << why;
+  for (ValueId v : prompt->inputs()) {
+    const Value& in = prompt->value(v);
+    if (in.name == model.signature.attentionMask) {
+      EXPECT_EQ(in.type.shape, (Shape{1, 5}));
+    }
+    for (const KvCachePair& p : model.signature.cache) {
+      if (p.past == in.name) {
+        EXPECT_EQ(in.type.shape[static_cast<size_t>(p.sequenceAxis)], 0) << in.name;
+      }
+    }
+  }
+  for (ValueId v : prompt->outputs()) {
+    for (const KvCachePair& p : model.signature.cache) {
+      if (p.present == prompt->value(v).name) {
+        EXPECT_EQ(prompt->value(v).type.shape[static_cast<size_t>(p.sequenceAxis)], 5) << p.present;
+      }
+    }
+  }
+  EXPECT_NE(std::find(bindings.begin(), bindings.end(), model.signature.attentionMask + "=1x5"),
+            bindings.end());
 }
 
 }  // namespace
