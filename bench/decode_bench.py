@@ -105,7 +105,17 @@ def copy_bandwidth(mib=256, repeats=5):
 def model_bytes(path, context):
     """The weights' bytes, and the cache's at `context` rows (float32)."""
     m = onnx.load(path, load_external_data=False)
-    weights = sum(int(np.prod(t.dims)) * 4 for t in m.graph.initializer if t.data_type == onnx.TensorProto.FLOAT)
+    # A table that only Gathers read (the token embedding) gives a step one
+    # row, not its bytes: it is not part of the bound (a head tied to it is
+    # read whole by its MatMul, so it stays in).
+    readers = {}
+    for n in m.graph.node:
+        for k, i in enumerate(n.input):
+            readers.setdefault(i, []).append((n.op_type, k))
+    gathered = {t.name for t in m.graph.initializer
+                if readers.get(t.name) and all(op == "Gather" and k == 0 for op, k in readers[t.name])}
+    weights = sum(int(np.prod(t.dims)) * 4 for t in m.graph.initializer
+                  if t.data_type == onnx.TensorProto.FLOAT and t.name not in gathered)
     cache = 0
     for i in m.graph.input:
         if i.name.startswith("past_key_values."):
