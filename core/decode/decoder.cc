@@ -433,11 +433,17 @@ void Decoder::fillCache(int64_t rows, uint64_t seed) {
   if (rows < 0 || rows > capacity_)
     throw Error("cannot fill " + std::to_string(rows) + " cache rows: the cache has " +
                 std::to_string(capacity_));
-  // One generator for all buffers, row-major within each: the same seed
-  // writes the same values on every machine (53 bits, as pick() draws).
-  std::mt19937_64 rng(seed);
-  auto next = [&rng] {
-    return static_cast<float>(static_cast<double>(rng() >> 11) * 0x1.0p-52 - 1.0);
+  // Each row's values follow from (seed, buffer, row) alone, so a device
+  // that fills only its slice (cache parallelism) writes the same values
+  // there as one device filling every row; the same seed writes the same
+  // values on every machine (splitmix64, 53 bits as pick() draws).
+  uint64_t state = 0;
+  auto next = [&state] {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return static_cast<float>(static_cast<double>(z >> 11) * 0x1.0p-52 - 1.0);
   };
   const int64_t first = std::max<int64_t>(0, sliceFirst_), end = std::min(rows, sliceEnd_);
   for (size_t i = 0; i < cache_.size(); ++i) {
@@ -456,6 +462,8 @@ void Decoder::fillCache(int64_t rows, uint64_t seed) {
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t r = first; r < end; ++r) {
         const int64_t at = (o * rowsInBuffer + r) * inner;
+        state = seed ^ ((static_cast<uint64_t>(i) << 48) + (static_cast<uint64_t>(o) << 32) +
+                        static_cast<uint64_t>(r)) * 0xd6e8feb86659fd93ull;
         for (int64_t k = 0; k < inner; ++k) {
           const float v = next();
           switch (type) {

@@ -186,7 +186,9 @@ class Decoder {
   // a long context takes far longer than the step one wants to time there
   // (the Decode panel, `collage decode-parallel`). The rows are no model's,
   // so the logits of a step after them mean nothing; the rows it reads, and
-  // so its time, are a real step's at that context. Error for `rows` outside
+  // so its time, are a real step's at that context. A row's values follow
+  // from the seed, its buffer and its index alone: a slice's rows hold what
+  // one device filling every row writes there. Error for `rows` outside
   // 0..capacity() or a cache of a type other than float32/64, float16 or
   // bfloat16.
   void fillCache(int64_t rows, uint64_t seed = 0);

@@ -347,6 +347,18 @@ TEST(Decoder, FillsTheCacheRowsTheNextStepAttendsOver) {
       for (size_t d = 0; d < 8; ++d)
         ASSERT_EQ(mine[(head * 32 + r) * 8 + d], filled[(head * 33 + r) * 8 + d])
             << "head " << head << " row " << r;
+  // A device that holds a slice of the rows (cache parallelism) fills them
+  // with the values one device fills there, and leaves the others zero.
+  Decoder sliced(model);
+  sliced.setCacheSlice(9, 20);
+  sliced.fillCache(31, 7);
+  const std::vector<float> slice = sliced.cache(0).toFloats();
+  for (size_t head = 0; head < 2; ++head)
+    for (size_t r = 0; r < 31; ++r)
+      for (size_t d = 0; d < 8; ++d) {
+        const size_t at = (head * 33 + r) * 8 + d;
+        ASSERT_EQ(slice[at], r >= 9 && r < 20 ? filled[at] : 0.0f) << "head " << head << " row " << r;
+      }
   expectError([&] { decoder.fillCache(33); }, {"cannot fill 33 cache rows: the cache has 32"});
   expectError([&] { decoder.decodeStep(0, 32); }, {"outside the cache's 32 rows"});
   expectError([&] { decoder.decodeStep(decoder.vocabulary(), 3); }, {"outside the vocabulary"});
