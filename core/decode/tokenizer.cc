@@ -2,12 +2,16 @@
 
 #include <dlfcn.h>
 #include <sentencepiece_processor.h>
+#include <unicode/locid.h>
 #include <unicode/normalizer2.h>
 #include <unicode/regex.h>
+#include <unicode/uchar.h>
 #include <unicode/unistr.h>
+#include <unicode/utf8.h>
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -16,9 +20,13 @@
 #include <new>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 
+#include "core/decode/tokenizer_precompiled.h"
+#include "core/decode/tokenizer_unigram.h"
+#include "core/decode/tokenizer_wordpiece.h"
 #include "core/ir/error.h"
 
 namespace collage {
@@ -268,25 +276,13 @@ struct Piece {
 // How a Split keeps its matches (Hugging Face's SplitDelimiterBehavior).
 enum class Behaviour { Isolated, Removed, MergedWithPrevious, MergedWithNext };
 
-// Splits by a regex's matches.
-std::vector<Piece> splitBy(const icu::RegexPattern& pattern, const Piece& piece,
-                           Behaviour behaviour) {
-  const icu::UnicodeString text = icu::UnicodeString::fromUTF8(piece.text);
-  UErrorCode status = U_ZERO_ERROR;
-  std::unique_ptr<icu::RegexMatcher> m(pattern.matcher(text, status));
-  // [begin, end) in UTF-16 units, and whether it is a match.
-  std::vector<std::tuple<int32_t, int32_t, bool>> spans;
-  int32_t last = 0;
-  while (U_SUCCESS(status) && m->find(status)) {
-    const int32_t b = m->start(status), e = m->end(status);
-    if (e == b) continue;
-    if (b > last) spans.emplace_back(last, b, false);
-    spans.emplace_back(b, e, true);
-    last = e;
-  }
-  if (last < text.length()) spans.emplace_back(last, text.length(), false);
-  // Hugging Face's folds (SplitDelimiterBehavior): a match joins the piece
-  // before it (after it) unless that one is a match too.
+// A piece's parts: spans [begin, end) in UTF-16 units of `text` that cover
+// it in order, each a delimiter (`match`) or not, folded as Hugging Face's
+// SplitDelimiterBehavior says: a delimiter is its own piece, dropped, or
+// joins the piece before it (after it) unless that one is a delimiter too.
+std::vector<Piece> foldSpans(const icu::UnicodeString& text,
+                             std::vector<std::tuple<int32_t, int32_t, bool>> spans,
+                             Behaviour behaviour, bool first) {
   std::vector<std::pair<int32_t, int32_t>> kept;
   bool previousMatch = false;
   if (behaviour == Behaviour::MergedWithNext) std::reverse(spans.begin(), spans.end());
@@ -308,10 +304,138 @@ std::vector<Piece> splitBy(const icu::RegexPattern& pattern, const Piece& piece,
   for (const auto& [b, e] : kept) {
     std::string s;
     text.tempSubStringBetween(b, e).toUTF8String(s);
-    out.push_back({s, piece.first && b == 0});
+    out.push_back({s, first && b == 0});
   }
   return out;
 }
+
+// Splits by a regex's matches (`invert`: the text between them is the
+// delimiter, as Hugging Face's Invert pattern).
+std::vector<Piece> splitBy(const icu::RegexPattern& pattern, const Piece& piece,
+                           Behaviour behaviour, bool invert = false) {
+  const icu::UnicodeString text = icu::UnicodeString::fromUTF8(piece.text);
+  UErrorCode status = U_ZERO_ERROR;
+  std::unique_ptr<icu::RegexMatcher> m(pattern.matcher(text, status));
+  // [begin, end) in UTF-16 units, and whether it is a match.
+  std::vector<std::tuple<int32_t, int32_t, bool>> spans;
+  int32_t last = 0;
+  while (U_SUCCESS(status) && m->find(status)) {
+    const int32_t b = m->start(status), e = m->end(status);
+    if (e == b) continue;
+    if (b > last) spans.emplace_back(last, b, invert);
+    spans.emplace_back(b, e, !invert);
+    last = e;
+  }
+  if (last < text.length()) spans.emplace_back(last, text.length(), invert);
+  return foldSpans(text, std::move(spans), behaviour, piece.first);
+}
+
+// Splits at each character `isDelimiter` holds for (each one its own
+// delimiter, as a Hugging Face pattern that is a function of a char).
+std::vector<Piece> splitAtChars(const Piece& piece, const std::function<bool(UChar32)>& isDelimiter,
+                                Behaviour behaviour) {
+  const icu::UnicodeString text = icu::UnicodeString::fromUTF8(piece.text);
+  std::vector<std::tuple<int32_t, int32_t, bool>> spans;
+  int32_t last = 0;
+  for (int32_t i = 0; i < text.length();) {
+    const UChar32 c = text.char32At(i);
+    const int32_t next = text.moveIndex32(i, 1);
+    if (isDelimiter(c)) {
+      if (i > last) spans.emplace_back(last, i, false);
+      spans.emplace_back(i, next, true);
+      last = next;
+    }
+    i = next;
+  }
+  if (last < text.length()) spans.emplace_back(last, text.length(), false);
+  return foldSpans(text, std::move(spans), behaviour, piece.first);
+}
+
+// Rust's char::is_whitespace, which the library's splits and BERT's
+// cleaning use: Unicode's White_Space property.
+bool isWhiteSpace(UChar32 c) { return u_isUWhiteSpace(c); }
+
+// BERT's punctuation: ASCII punctuation (also $, +, <, ... which Unicode
+// calls symbols) or any Unicode punctuation (category P).
+bool isBertPunctuation(UChar32 c) {
+  return (c < 0x80 && std::ispunct(static_cast<int>(c))) || u_ispunct(c);
+}
+
+// The text's code points; a byte that is not UTF-8 is U+FFFD.
+std::vector<UChar32> codePointsOf(const std::string& s) {
+  std::vector<UChar32> out;
+  const auto* bytes = reinterpret_cast<const uint8_t*>(s.data());
+  const int32_t n = static_cast<int32_t>(s.size());
+  for (int32_t i = 0; i < n;) {
+    UChar32 c;
+    U8_NEXT(bytes, i, n, c);
+    out.push_back(c < 0 ? 0xFFFD : c);
+  }
+  return out;
+}
+
+std::string utf8OfAll(const std::vector<UChar32>& cps) {
+  icu::UnicodeString u;
+  for (UChar32 c : cps) u.append(c);
+  std::string out;
+  u.toUTF8String(out);
+  return out;
+}
+
+// Each character lower-cased on its own (its full mapping, no context: the
+// library's NormalizedString::lowercase maps char by char, so a final Σ is
+// σ, not ς).
+std::string lowercaseEach(const std::string& s) {
+  std::string out;
+  for (UChar32 c : codePointsOf(s))
+    icu::UnicodeString(c).toLower(icu::Locale::getRoot()).toUTF8String(out);
+  return out;
+}
+
+// The text without its non-spacing marks (category Mn): what is left of an
+// accent after NFD.
+std::string withoutMarks(const std::string& s) {
+  std::vector<UChar32> kept;
+  for (UChar32 c : codePointsOf(s))
+    if (u_charType(c) != U_NON_SPACING_MARK) kept.push_back(c);
+  return utf8OfAll(kept);
+}
+
+const icu::Normalizer2& nfd() {
+  UErrorCode status = U_ZERO_ERROR;
+  const icu::Normalizer2* norm = icu::Normalizer2::getNFDInstance(status);
+  if (U_FAILURE(status))
+    throw Error(std::string("ICU has no NFD normaliser: ") + u_errorName(status));
+  return *norm;
+}
+
+// What BERT's cleaning drops (Hugging Face's BertNormalizer, clean_text):
+// control characters in its wide sense, categories Cc, Cf, Cn and Co, but
+// not tab, newline and return (whitespace to it, made spaces).
+bool isBertControl(UChar32 c) {
+  if (c == '\t' || c == '\n' || c == '\r') return false;
+  const int8_t type = u_charType(c);
+  return type == U_CONTROL_CHAR || type == U_FORMAT_CHAR || type == U_UNASSIGNED ||
+         type == U_PRIVATE_USE_CHAR;
+}
+
+// What BertNormalizer's handle_chinese_chars puts spaces around, so that
+// each is a word of its own: the CJK Unified Ideographs blocks, their
+// extensions and compatibility blocks (not kana nor hangul, which are
+// written with spaces).
+bool isCjkIdeograph(UChar32 c) {
+  return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) ||
+         (c >= 0x20000 && c <= 0x2A6DF) || (c >= 0x2A700 && c <= 0x2B73F) ||
+         (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B920 && c <= 0x2CEAF) ||
+         (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
+}
+
+// The WordPiece decoder's cleanup, in the library's order: the spaces its
+// joining put before punctuation and inside contractions.
+const std::pair<const char*, const char*> kWordPieceCleanup[] = {
+    {" .", "."},   {" ?", "?"},     {" !", "!"},    {" ,", ","},
+    {" ' ", "'"},  {" n't", "n't"}, {" 'm", "'m"},  {" do not", " don't"},
+    {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
 
 class JsonTokenizer : public Tokenizer {
  public:
@@ -343,7 +467,7 @@ class JsonTokenizer : public Tokenizer {
       } else {
         std::vector<Piece> pieces = {{normalizer_ ? normalizer_(segment) : segment, first}};
         if (preTokenizer_) pieces = preTokenizer_(pieces);
-        for (const Piece& p : pieces) bpe(p.text, ids);
+        for (const Piece& p : pieces) model_(p.text, ids);
       }
       first = false;
     }
@@ -384,7 +508,67 @@ class JsonTokenizer : public Tokenizer {
     if (!j.contains("model")) throw Error(path() + ": no \"model\": not a tokenizer.json");
     const json& m = j.at("model");
     const std::string type = m.value("type", m.contains("merges") ? "BPE" : "");
-    if (type != "BPE") refuse("model", "type \"" + type + "\" (only BPE is)");
+    if (type == "BPE") {
+      readBpe(m);
+      model_ = [this](const std::string& word, std::vector<int64_t>& ids) { bpe(word, ids); };
+    } else if (type == "WordPiece") {
+      readWordPiece(m);
+    } else if (type == "Unigram") {
+      readUnigram(m);
+    } else {
+      refuse("model", "type \"" + type + "\" (BPE, WordPiece and Unigram are)");
+    }
+  }
+
+  // A string option that may be absent or null: `otherwise` then.
+  static std::string optionalString(const json& m, const char* key, const std::string& otherwise) {
+    return m.contains(key) && !m[key].is_null() ? m[key].get<std::string>() : otherwise;
+  }
+
+  void readWordPiece(const json& m) {
+    std::unordered_map<std::string, int64_t> vocab;
+    for (const auto& [token, id] : m.at("vocab").items()) {
+      vocab[token] = id.get<int64_t>();
+      setToken(id.get<int64_t>(), token, "model.vocab");
+    }
+    const int64_t most =
+        m.contains("max_input_chars_per_word") && !m["max_input_chars_per_word"].is_null()
+            ? m["max_input_chars_per_word"].get<int64_t>()
+            : 100;
+    if (most < 0) throw Error(path() + ": model.max_input_chars_per_word is negative");
+    auto model = std::make_shared<WordPieceModel>(
+        std::move(vocab), optionalString(m, "unk_token", "[UNK]"),
+        optionalString(m, "continuing_subword_prefix", "##"), static_cast<size_t>(most), path());
+    model_ = [model](const std::string& word, std::vector<int64_t>& ids) {
+      model->encode(word, ids);
+    };
+  }
+
+  void readUnigram(const json& m) {
+    // The vocabulary is a list of [piece, score]: a piece's id is its place.
+    std::vector<std::pair<std::string, double>> pieces;
+    const json& vocab = m.at("vocab");
+    if (!vocab.is_array()) throw Error(path() + ": model.vocab of a Unigram model is not a list");
+    for (size_t i = 0; i < vocab.size(); ++i) {
+      if (!vocab[i].is_array() || vocab[i].size() != 2 || !vocab[i][0].is_string() ||
+          !vocab[i][1].is_number())
+        throw Error(path() + ": model.vocab[" + std::to_string(i) +
+                    "] is not a [piece, score] pair");
+      pieces.emplace_back(vocab[i][0].get<std::string>(), vocab[i][1].get<double>());
+      setToken(static_cast<int64_t>(i), pieces.back().first, "model.vocab");
+    }
+    const int64_t unk =
+        m.contains("unk_id") && !m["unk_id"].is_null() ? m["unk_id"].get<int64_t>() : -1;
+    if (m.contains("unk_id") && !m["unk_id"].is_null() && unk < 0)
+      throw Error(path() + ": model.unk_id " + std::to_string(unk) + " is negative");
+    auto model = std::make_shared<UnigramModel>(std::move(pieces), unk,
+                                                m.value("byte_fallback", false), path());
+    model_ = [model](const std::string& word, std::vector<int64_t>& ids) {
+      model->encode(word, ids);
+    };
+  }
+
+  void readBpe(const json& m) {
     for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
       if (m.contains(key) && !m[key].is_null() && !m[key].get<std::string>().empty())
         refuse("model", std::string(key) + " \"" + m[key].get<std::string>() + "\"");
@@ -479,12 +663,19 @@ class JsonTokenizer : public Tokenizer {
         };
       }
       auto regex = compileRegex(p.at("Regex").get<std::string>(), path() + ": " + where);
-      return [regex, content](const std::string& s) {
+      // The content is literal; ICU's replacement text gives $ and \ a meaning.
+      std::string literal;
+      for (char c : content) {
+        if (c == '$' || c == '\\') literal += '\\';
+        literal += c;
+      }
+      return [regex, literal](const std::string& s) {
         UErrorCode status = U_ZERO_ERROR;
-        std::unique_ptr<icu::RegexMatcher> m(
-            regex->matcher(icu::UnicodeString::fromUTF8(s), status));
+        // The matcher reads the text it is given in place: it must outlive it.
+        const icu::UnicodeString text = icu::UnicodeString::fromUTF8(s);
+        std::unique_ptr<icu::RegexMatcher> m(regex->matcher(text, status));
         std::string out;
-        m->replaceAll(icu::UnicodeString::fromUTF8(content), status).toUTF8String(out);
+        m->replaceAll(icu::UnicodeString::fromUTF8(literal), status).toUTF8String(out);
         return out;
       };
     }
@@ -502,16 +693,64 @@ class JsonTokenizer : public Tokenizer {
         return out;
       };
     }
-    if (type == "Lowercase")
-      return [](const std::string& s) {
-        std::string out;
-        icu::UnicodeString::fromUTF8(s).toLower().toUTF8String(out);
-        return out;
+    if (type == "Lowercase") return lowercaseEach;
+    if (type == "StripAccents") return withoutMarks;  // after an NFD, as files write it
+    if (type == "Strip") {
+      const bool left = n.value("strip_left", true), right = n.value("strip_right", true);
+      return [left, right](const std::string& s) {
+        std::vector<UChar32> cps = codePointsOf(s);
+        size_t b = 0, e = cps.size();
+        while (left && b < e && isWhiteSpace(cps[b])) ++b;
+        while (right && e > b && isWhiteSpace(cps[e - 1])) --e;
+        return utf8OfAll({cps.begin() + b, cps.begin() + e});
       };
+    }
+    if (type == "Precompiled") {
+      const json& charsmap = n.value("precompiled_charsmap", json());
+      auto rules = std::make_shared<PrecompiledNormalizer>(
+          charsmap.is_null() ? std::string() : charsmap.get<std::string>(), path() + ": " + where);
+      return [rules](const std::string& s) { return rules->normalize(s); };
+    }
+    if (type == "BertNormalizer") {
+      const bool clean = n.value("clean_text", true), cjk = n.value("handle_chinese_chars", true),
+                 lower = n.value("lowercase", true);
+      // strip_accents null (or absent): as lowercase.
+      const bool strip = n.contains("strip_accents") && !n["strip_accents"].is_null()
+                             ? n["strip_accents"].get<bool>()
+                             : lower;
+      const icu::Normalizer2* decompose = strip ? &nfd() : nullptr;
+      return [clean, cjk, strip, lower, decompose](const std::string& s) {
+        std::vector<UChar32> cps;
+        for (UChar32 c : codePointsOf(s)) {
+          if (clean && (c == 0 || c == 0xFFFD || isBertControl(c))) continue;
+          if (clean && (c == '\t' || c == '\n' || c == '\r' || isWhiteSpace(c))) c = ' ';
+          const bool spaced = cjk && isCjkIdeograph(c);
+          if (spaced) cps.push_back(' ');
+          cps.push_back(c);
+          if (spaced) cps.push_back(' ');
+        }
+        std::string out = utf8OfAll(cps);
+        if (strip) {
+          UErrorCode status = U_ZERO_ERROR;
+          std::string decomposed;
+          decompose->normalize(icu::UnicodeString::fromUTF8(out), status).toUTF8String(decomposed);
+          out = withoutMarks(decomposed);
+        }
+        return lower ? lowercaseEach(out) : out;
+      };
+    }
     refuse(where, "the normalizer \"" + type + "\"");
   }
 
   using PreTokenizer = std::function<std::vector<Piece>(const std::vector<Piece>&)>;
+
+  Behaviour readBehaviour(const std::string& b, const std::string& where) const {
+    if (b == "Isolated") return Behaviour::Isolated;
+    if (b == "Removed") return Behaviour::Removed;
+    if (b == "MergedWithPrevious") return Behaviour::MergedWithPrevious;
+    if (b == "MergedWithNext") return Behaviour::MergedWithNext;
+    refuse(where, "the split behavior \"" + b + "\"");
+  }
 
   PreTokenizer readPreTokenizer(const json& p, const std::string& where) {
     if (p.is_null()) return nullptr;
@@ -550,30 +789,63 @@ class JsonTokenizer : public Tokenizer {
         return out;
       };
     }
+    if (type == "BertPreTokenizer" || type == "WhitespaceSplit") {
+      // Words between whitespace; BERT's also cut each punctuation
+      // character out as a word of its own.
+      const bool bert = type == "BertPreTokenizer";
+      return [bert](const std::vector<Piece>& in) {
+        std::vector<Piece> out;
+        for (const Piece& piece : in)
+          for (Piece& word : splitAtChars(piece, isWhiteSpace, Behaviour::Removed)) {
+            if (!bert) {
+              out.push_back(std::move(word));
+              continue;
+            }
+            for (Piece& part : splitAtChars(word, isBertPunctuation, Behaviour::Isolated))
+              out.push_back(std::move(part));
+          }
+        return out;
+      };
+    }
+    if (type == "Whitespace") {
+      // Runs of word characters, and runs of what is neither those nor
+      // whitespace; the whitespace between is dropped.
+      auto words = compileRegex("\\w+|[^\\w\\s]+", path() + ": " + where);
+      return [words](const std::vector<Piece>& in) {
+        std::vector<Piece> out;
+        for (const Piece& piece : in)
+          for (Piece& part : splitBy(*words, piece, Behaviour::Removed, true))
+            out.push_back(std::move(part));
+        return out;
+      };
+    }
+    if (type == "Punctuation") {
+      const Behaviour behaviour =
+          readBehaviour(p.value("behavior", std::string("Isolated")), where);
+      return [behaviour](const std::vector<Piece>& in) {
+        std::vector<Piece> out;
+        for (const Piece& piece : in)
+          for (Piece& part : splitAtChars(piece, isBertPunctuation, behaviour))
+            out.push_back(std::move(part));
+        return out;
+      };
+    }
     if (type == "Split") {
-      if (p.value("invert", false)) refuse(where, "an inverted Split");
-      const std::string b = p.at("behavior").get<std::string>();
-      Behaviour behaviour;
-      if (b == "Isolated")
-        behaviour = Behaviour::Isolated;
-      else if (b == "Removed")
-        behaviour = Behaviour::Removed;
-      else if (b == "MergedWithPrevious")
-        behaviour = Behaviour::MergedWithPrevious;
-      else if (b == "MergedWithNext")
-        behaviour = Behaviour::MergedWithNext;
-      else
-        refuse(where, "a Split with behavior \"" + b + "\"");
+      // invert: the pattern's matches are what is kept, the text between
+      // them the delimiters.
+      const bool invert = p.value("invert", false);
+      const Behaviour behaviour = readBehaviour(p.at("behavior").get<std::string>(), where);
       const json& pat = p.at("pattern");
       // A String pattern is literal: ICU's \Q...\E quotes it.
       const std::string regex = pat.contains("String")
                                     ? "\\Q" + pat["String"].get<std::string>() + "\\E"
                                     : pat.at("Regex").get<std::string>();
       auto compiled = compileRegex(regex, path() + ": " + where);
-      return [compiled, behaviour](const std::vector<Piece>& in) {
+      return [compiled, behaviour, invert](const std::vector<Piece>& in) {
         std::vector<Piece> out;
         for (const Piece& piece : in)
-          for (Piece& part : splitBy(*compiled, piece, behaviour)) out.push_back(std::move(part));
+          for (Piece& part : splitBy(*compiled, piece, behaviour, invert))
+            out.push_back(std::move(part));
         return out;
       };
     }
@@ -739,6 +1011,28 @@ class JsonTokenizer : public Tokenizer {
         return out;
       };
     }
+    if (type == "WordPiece") {
+      // A token that starts with the prefix continues the word before it;
+      // any other is a new word (a space before it); cleanup then undoes
+      // the spaces tokenisation put before punctuation and contractions.
+      const std::string prefix = d.value("prefix", std::string("##"));
+      const bool cleanup = d.value("cleanup", true);
+      return [prefix, cleanup](const Tokens& in) {
+        Tokens out = in;
+        for (size_t i = 0; i < out.size(); ++i) {
+          std::string& t = out[i];
+          if (i > 0) {
+            if (t.rfind(prefix, 0) == 0)
+              t.erase(0, prefix.size());
+            else
+              t = " " + t;
+          }
+          if (cleanup)
+            for (const auto& [from, to] : kWordPieceCleanup) replaceAll(t, from, to);
+        }
+        return out;
+      };
+    }
     if (type == "Fuse")
       return [](const Tokens& in) {
         std::string all;
@@ -886,6 +1180,8 @@ class JsonTokenizer : public Tokenizer {
   std::vector<Added> added_;         // longest first
   int64_t unk_ = -1;
   bool fuseUnk_ = false, byteFallback_ = false, ignoreMerges_ = false;
+  // The model on one pre-token: appends its ids.
+  std::function<void(const std::string&, std::vector<int64_t>&)> model_;
   std::function<std::string(const std::string&)> normalizer_;
   PreTokenizer preTokenizer_;
   PostProcessor postProcessor_;

@@ -7,17 +7,23 @@
 //  - a SentencePiece model (`tokenizer.model`, a protobuf), run by the
 //    SentencePiece library itself (Debian's libsentencepiece-dev): encode
 //    gives the pieces' ids as `spm_encode` does, no BOS added;
-//  - a Hugging Face `tokenizer.json` whose model is BPE, read with
-//    nlohmann::json and run by our own merge loop: the byte-level BPE of
-//    GPT-2 (pre-tokenizer ByteLevel with its pattern) and of LLaMA-3 (a
-//    Split by a regex, then ByteLevel), and the SentencePiece-style BPE of
-//    LLaMA-2 (normalizer Prepend "▁" + Replace " " -> "▁", byte fallback).
+//  - a Hugging Face `tokenizer.json` whose model is BPE, WordPiece or
+//    Unigram, read with nlohmann::json and run by our own code as the
+//    Hugging Face library defines each step: the byte-level BPE of GPT-2
+//    (pre-tokenizer ByteLevel with its pattern) and of LLaMA-3 (a Split by
+//    a regex, then ByteLevel), the SentencePiece-style BPE of LLaMA-2
+//    (normalizer Prepend "▁" + Replace " " -> "▁", byte fallback), the
+//    WordPiece of BERT (BertNormalizer, BertPreTokenizer, "##" pieces;
+//    tokenizer_wordpiece.h) and the Unigram of T5 or ALBERT (a SentencePiece
+//    charsmap as the Precompiled normalizer, tokenizer_precompiled.h;
+//    Metaspace; Viterbi over the pieces' scores, tokenizer_unigram.h).
 //    Added tokens are split out of the text first; the post-processor's
-//    template (a BOS) is applied, as the library's encode does by default.
-//    A step of the file this code does not implement (a WordPiece model, a
-//    Digits pre-tokenizer, ...) is refused when loading, naming the file and
-//    the step, rather than encoded differently; only an added token's
-//    single_word and normalized flags are ignored (docs/decoding.md).
+//    template (a BOS, [CLS] ... [SEP]) is applied, as the library's encode
+//    does by default. A step of the file this code does not implement (a
+//    WordLevel model, a Digits pre-tokenizer, ...) is refused when loading,
+//    naming the file and the step's JSON path, rather than encoded
+//    differently; only an added token's single_word and normalized flags
+//    are ignored (docs/decoding.md).
 // A file that cannot be read, parsed or understood is an Error naming it.
 #pragma once
 

@@ -3,7 +3,8 @@
 # the prompt is encoded with the model's tokenizer (found beside the model,
 # or --tokenizer) into the ids the tokenizer's reference gives
 # (tests/models/tokenizer/expected_ids.tsv: spm_encode's, or
-# reference_bpe.py's), the generated ids are those `--prompt-ids` with the
+# reference_bpe.py's; expected_ids_wordpiece_unigram.tsv for WordPiece and
+# Unigram files), the generated ids are those `--prompt-ids` with the
 # same ids gives, and the text printed is the generated ids' (spm_decode's,
 # where it is installed). Ids in work with or without a tokenizer; --prompt
 # without one is refused saying where it looked; a corrupt tokenizer file is
@@ -63,6 +64,18 @@ ids=$(line "prompt ids" "$work/json.txt" | cut -d' ' -f1)
 [ "$(line generated "$work/json_ids.txt")" = "$(line generated "$work/json.txt")" ] || fail "--prompt-ids $ids gives other ids"
 # Ids in without a tokenizer: ids out, no text.
 ! grep -q "^text: " "$work/json_ids.txt" || fail "text without a tokenizer"
+
+# 2b. WordPiece and Unigram tokenizer.json files (smaller vocabularies than
+#     the model's: a generated id beyond them prints no text, ids out work).
+for f in wordpiece.tokenizer.json unigram.tokenizer.json; do
+  "$collage" generate "$model" --prompt "$text" --max-new-tokens 2 \
+    --tokenizer "$tokenizers/$f" > "$work/$f.txt"
+  want=$(awk -F '\t' -v f="$f" -v t="\"$text\"" '$1 == f && $2 == t { print $3 }' \
+    "$tokenizers/expected_ids_wordpiece_unigram.tsv")
+  got=$(line "prompt ids" "$work/$f.txt" | cut -d' ' -f1)
+  [ -n "$want" ] && [ "$got" = "$want" ] || fail "$f: prompt ids $got, reference_wordpiece_unigram.py gives $want"
+  grep -q "^text: " "$work/$f.txt" || fail "$f: no text line"
+done
 
 # 3. --prompt without a tokenizer: refused, saying where it looked.
 if "$collage" generate "$model" --prompt "$text" --max-new-tokens 1 2> "$work/none.txt"; then

@@ -1,8 +1,11 @@
 // The tokenizers (core/decode/tokenizer.h) on the tiny files of
 // tests/models/tokenizer/: known ids for known strings (spm_encode's for the
-// SentencePiece model, reference_bpe.py's for the tokenizer.json files:
-// expected_ids.tsv, written by make_tokenizers.py), text -> ids -> text,
-// byte fallback and unknown characters, and clear refusals.
+// SentencePiece model, reference_bpe.py's for the BPE tokenizer.json files:
+// expected_ids.tsv, written by make_tokenizers.py; for the WordPiece and
+// Unigram files reference_wordpiece_unigram.py's, and spm_encode's for the
+// one converted from a SentencePiece model: expected_ids_wordpiece_unigram.tsv,
+// written by make_wordpiece_unigram.py), text -> ids -> text, byte fallback
+// and unknown characters, and clear refusals.
 #include "core/decode/tokenizer.h"
 
 #include <gtest/gtest.h>
@@ -28,8 +31,8 @@ struct Row {
   std::vector<int64_t> ids;
 };
 
-std::vector<Row> expectedRows() {
-  std::ifstream in(kDir + "expected_ids.tsv");
+std::vector<Row> expectedRows(const std::string& file = "expected_ids.tsv") {
+  std::ifstream in(kDir + file);
   std::vector<Row> rows;
   std::string line;
   while (std::getline(in, line)) {
@@ -207,10 +210,22 @@ TEST(Tokenizer, ACorruptFileIsAnErrorNamingIt) {
       s.write("tokenizer.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0");
   expectError([&] { Tokenizer::load(truncated); },
               {truncated, "not a tokenizer.json", "parse error"});
-  const std::string wordpiece =
-      s.write("wp.json", R"({"model": {"type": "WordPiece", "vocab": {"a": 0}}})");
-  expectError([&] { Tokenizer::load(wordpiece); },
-              {wordpiece, "model: type \"WordPiece\"", "not supported"});
+  const std::string wordLevel =
+      s.write("wl.json", R"({"model": {"type": "WordLevel", "vocab": {"a": 0}}})");
+  expectError([&] { Tokenizer::load(wordLevel); },
+              {wordLevel, "model: type \"WordLevel\"", "not supported"});
+  // A step inside a Sequence is named by its JSON path.
+  const std::string nmt = s.write("nmt.json", R"({"model": {"type": "Unigram", "unk_id": 0,
+      "vocab": [["<unk>", 0.0]]}, "normalizer": {"type": "Sequence", "normalizers": [
+      {"type": "NFKC"}, {"type": "Nmt"}]}})");
+  expectError([&] { Tokenizer::load(nmt); },
+              {nmt, "normalizer.normalizers[1]", "\"Nmt\"", "not supported"});
+  const std::string badCharsmap = s.write("pc.json", R"({"model": {"type": "Unigram", "unk_id": 0,
+      "vocab": [["<unk>", 0.0]]}, "normalizer": {"type": "Sequence", "normalizers": [
+      {"type": "Replace", "pattern": {"String": "a"}, "content": "b"},
+      {"type": "Precompiled", "precompiled_charsmap": "AAAA"}]}})");
+  expectError([&] { Tokenizer::load(badCharsmap); },
+              {badCharsmap, "normalizer.normalizers[1]", "precompiled_charsmap is too short"});
   const std::string badMerge = s.write(
       "merge.json", R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": ["a b"]}})");
   expectError([&] { Tokenizer::load(badMerge); },
@@ -227,6 +242,179 @@ TEST(Tokenizer, ACorruptFileIsAnErrorNamingIt) {
               {badRegex, "the regex (unclosed does not compile"});
   expectError([&] { Tokenizer::load((s.dir / "absent.json").string()); },
               {"absent.json", "no such tokenizer file"});
+}
+
+TEST(Tokenizer, WordPieceAndUnigramGiveTheReferenceIds) {
+  std::map<std::string, int> perFile;
+  for (const Row& r : expectedRows("expected_ids_wordpiece_unigram.tsv")) {
+    ++perFile[r.file];
+    EXPECT_EQ(tokenizer(r.file).encode(r.text), r.ids) << r.file << ": " << r.text;
+  }
+  EXPECT_EQ(perFile["wordpiece.tokenizer.json"], 10);
+  EXPECT_EQ(perFile["unigram.tokenizer.json"], 9);
+  EXPECT_EQ(perFile["unigram_bytes.tokenizer.json"], 9);
+  // spm_encode's ids, for the model whose nmt_nfkc charsmap it carries.
+  EXPECT_EQ(perFile["unigram_nfkc.tokenizer.json"], 6);
+}
+
+TEST(Tokenizer, PrecompiledNormalizerMapsAsTheCharsmapSays) {
+  // unigram_nfkc.tokenizer.json: spm_train's unigram model with its nmt_nfkc
+  // charsmap (make_wordpiece_unigram.py); ▁ is 3, <unk> 0, A 130.
+  const Tokenizer& nfkc = tokenizer("unigram_nfkc.tokenizer.json");
+  EXPECT_EQ(nfkc.encode("\uff28\uff45\uff4c\uff4c\uff4f"), nfkc.encode("Hello"));  // fullwidth
+  EXPECT_EQ(nfkc.encode("hello\u3000again"), nfkc.encode("hello again"));
+  EXPECT_EQ(nfkc.decode(nfkc.encode("\ufb01ve \u2460")), "five 1");
+  // A cluster under 6 bytes is replaced whole by its first key's mapping:
+  // fullwidth A and a combining acute are "A" (Hugging Face's rule, which
+  // the library keeps though SentencePiece itself gives "Á", <unk> here).
+  EXPECT_EQ(nfkc.encode("\uff21\u0301"), (std::vector<int64_t>{3, 130}));
+  // Without the charsmap the fullwidth letters are unknown.
+  Scratch s;
+  std::ifstream in(kDir + "unigram_nfkc.tokenizer.json");
+  nlohmann::json j = nlohmann::json::parse(in);
+  j["normalizer"]["normalizers"][0]["precompiled_charsmap"] = nullptr;
+  EXPECT_EQ(Tokenizer::load(s.write("none.json", j.dump()))->encode("\uff21"),
+            (std::vector<int64_t>{3, 0}));
+  j["normalizer"]["normalizers"][0]["precompiled_charsmap"] = "not base64!";
+  const std::string bad = s.write("bad.json", j.dump());
+  expectError([&] { Tokenizer::load(bad); },
+              {bad, "normalizer.normalizers[0]", "precompiled_charsmap is not base64"});
+}
+
+// wordpiece.tokenizer.json's ids (make_wordpiece_unigram.py): [PAD] 0,
+// [UNK] 1, [CLS] 2, [SEP] 3, [MASK] 4, then the 35 tokens of WORDPIECE_WORDS
+// in order: the 5, cache 6, grow 7, ##s 8, ##es 9, hello 10, world 11, , 12,
+// . 13, ! 14, ? 15, ' 16, t 17, don 18, un 19, ##believ 20, ##able 21,
+// ##ably 22, ##ab 23, cafe 24, naive 25, 日 26, 本 27, x 28, ##y 29, a 30,
+// b 31, ##c 32, token 33, ##izer 34, ##i 35, ##zer 36, tab 37, $ 38, ##b 39.
+TEST(Tokenizer, WordPieceCutsLongestFirstAndWholeWordsUnknown) {
+  const Tokenizer& wp = tokenizer("wordpiece.tokenizer.json");
+  EXPECT_EQ(wp.format(), "tokenizer.json");
+  EXPECT_EQ(wp.vocabularySize(), 40);
+  // The longest continuation each time: ##ably, not ##ab + ...; ##izer,
+  // not ##i + ##zer.
+  EXPECT_EQ(wp.encode("unbelievably"), (std::vector<int64_t>{2, 19, 20, 22, 3}));
+  EXPECT_EQ(wp.encode("tokenizer"), (std::vector<int64_t>{2, 33, 34, 3}));
+  // x ##y spell "xy", but "xyz" has no ##z: the whole word is [UNK].
+  EXPECT_EQ(wp.encode("xy xyz"), (std::vector<int64_t>{2, 28, 29, 1, 3}));
+  // A word never starts with a continuation: "grows" is grow ##s, "s" alone
+  // ("##s" only) is [UNK].
+  EXPECT_EQ(wp.encode("grows s"), (std::vector<int64_t>{2, 7, 8, 1, 3}));
+  // Lower-cased, accents stripped (strip_accents null follows lowercase),
+  // punctuation cut out, CJK ideographs words of their own.
+  EXPECT_EQ(wp.encode("CAFÉ,NAÏVE!日本"), (std::vector<int64_t>{2, 24, 12, 25, 14, 26, 27, 3}));
+
+  Scratch s;
+  std::ifstream in(kDir + "wordpiece.tokenizer.json");
+  nlohmann::json j = nlohmann::json::parse(in);
+  // Accents kept (strip_accents false): "café" has no piece.
+  j["normalizer"]["strip_accents"] = false;
+  EXPECT_EQ(Tokenizer::load(s.write("accents.json", j.dump()))->encode("Café cafe"),
+            (std::vector<int64_t>{2, 1, 24, 3}));
+  // Case kept (lowercase false, so strip_accents null keeps accents too).
+  j["normalizer"]["strip_accents"] = nullptr;
+  j["normalizer"]["lowercase"] = false;
+  EXPECT_EQ(Tokenizer::load(s.write("cased.json", j.dump()))->encode("Hello hello"),
+            (std::vector<int64_t>{2, 1, 10, 3}));
+  // A word longer than max_input_chars_per_word characters is [UNK].
+  j["normalizer"]["lowercase"] = true;
+  j["model"]["max_input_chars_per_word"] = 5;
+  EXPECT_EQ(Tokenizer::load(s.write("short.json", j.dump()))->encode("grows unbelievably"),
+            (std::vector<int64_t>{2, 7, 8, 1, 3}));
+  // No [UNK] in the vocabulary: an error naming the file, when a word needs it.
+  j["model"]["unk_token"] = "[NOPE]";
+  const std::string noUnk = s.write("nounk.json", j.dump());
+  EXPECT_EQ(Tokenizer::load(noUnk)->encode("grows"), (std::vector<int64_t>{2, 7, 8, 3}));
+  expectError([&] { Tokenizer::load(noUnk)->encode("xyz"); },
+              {noUnk, "\"xyz\" needs the unknown token", "\"[NOPE]\" is not in model.vocab"});
+  // Whitespace (runs of word characters, runs of others) instead of BERT's
+  // pre-tokenizer: ",." stays one word, which has no piece.
+  j["model"]["unk_token"] = "[UNK]";
+  j["pre_tokenizer"] = {{"type", "Whitespace"}};
+  EXPECT_EQ(Tokenizer::load(s.write("ws.json", j.dump()))->encode("hello,. world!"),
+            (std::vector<int64_t>{2, 10, 1, 11, 14, 3}));
+}
+
+TEST(Tokenizer, WordPieceDecodesWordsAndContinuations) {
+  const Tokenizer& wp = tokenizer("wordpiece.tokenizer.json");
+  // The template's [CLS] and [SEP] decode as themselves; ## joins a piece to
+  // the word before; cleanup takes the space before punctuation away.
+  EXPECT_EQ(wp.decode(wp.encode("Hello, World!")), "[CLS] hello, world! [SEP]");
+  const std::vector<std::pair<std::string, std::string>> texts = {
+      {"Hello, World!", "hello, world!"},
+      {"The cache grows.", "the cache grows."},
+      {"Unbelievably tokenizer", "unbelievably tokenizer"},
+      {"Café   naïve\tTAB", "cafe naive tab"},
+      {"日本 hello", "日 本 hello"}};
+  for (const auto& [text, back] : texts) {
+    std::vector<int64_t> ids = wp.encode(text);
+    ASSERT_GE(ids.size(), 2u);
+    EXPECT_EQ(ids.front(), 2);
+    EXPECT_EQ(ids.back(), 3);
+    EXPECT_EQ(wp.decode({ids.begin() + 1, ids.end() - 1}), back) << text;
+  }
+}
+
+// unigram.tokenizer.json's ids: <pad> 0, </s> 1, <unk> 2, then
+// UNIGRAM_PIECES in order: ▁ 3 (-2.5), ▁abc 4 (-3), ▁ab 5 (-4), cd 6 (-2),
+// d 7 (-9), a 8, b 9, c 10, ▁the 11 (-1.5), ▁cache 12, ▁grow 13 (-3.9),
+// s 14 (-2.2), ▁gr 15 (-6.1), ows 16 (-4.4), ▁hello 17, ▁world 18, , 19,
+// . 20 (-1.9), ▁token 21 (-4.8), izer 22 (-5.1), ▁tokeni 23 (-4.9),
+// zer 24 (-7.2), ...; unigram_bytes.tokenizer.json then has <0x00>.. at 37..
+TEST(Tokenizer, UnigramTakesTheBestTotalScoreNotTheLongestMatch) {
+  const Tokenizer& uni = tokenizer("unigram.tokenizer.json");
+  EXPECT_EQ(uni.vocabularySize(), 37);
+  // "▁abcd": ▁ab + cd = -4 - 2 = -6 beats the greedy ▁abc + d = -3 - 9 = -12;
+  // "▁abc" alone is one piece (-3, against ▁ab + c = -9.7).
+  EXPECT_EQ(uni.encode("abcd"), (std::vector<int64_t>{5, 6, 1}));
+  EXPECT_EQ(uni.encode("abc"), (std::vector<int64_t>{4, 1}));
+  // ▁tokeni is the longer first piece, but ▁token + izer (-9.9) beats
+  // ▁tokeni + zer (-12.1); ▁grow + s + . (-8) beats ▁gr + ows + . (-12.4).
+  EXPECT_EQ(uni.encode("tokenizer grows."), (std::vector<int64_t>{21, 22, 13, 14, 20, 1}));
+  // Characters no piece spells are <unk>, two in a row one <unk>.
+  EXPECT_EQ(uni.encode("ζζ"), (std::vector<int64_t>{3, 2, 1}));
+  EXPECT_EQ(uni.encode("aζbζζ"), (std::vector<int64_t>{3, 8, 2, 9, 2, 1}));
+  // With byte_fallback they are their UTF-8 bytes' pieces: ζ is CE B6.
+  EXPECT_EQ(tokenizer("unigram_bytes.tokenizer.json").encode("ζζ"),
+            (std::vector<int64_t>{3, 37 + 0xCE, 37 + 0xB6, 37 + 0xCE, 37 + 0xB6, 1}));
+
+  Scratch s;
+  std::ifstream in(kDir + "unigram.tokenizer.json");
+  nlohmann::json j = nlohmann::json::parse(in);
+  j["model"]["unk_id"] = nullptr;
+  const std::string noUnk = s.write("nounk.json", j.dump());
+  EXPECT_EQ(Tokenizer::load(noUnk)->encode("abcd"), (std::vector<int64_t>{5, 6, 1}));
+  expectError([&] { Tokenizer::load(noUnk)->encode("aζ"); },
+              {noUnk, "\"ζ\" has no piece (no model.unk_id)"});
+  j["model"]["unk_id"] = 37;
+  const std::string badUnk = s.write("badunk.json", j.dump());
+  expectError([&] { Tokenizer::load(badUnk); },
+              {badUnk, "model.unk_id 37 is not an id of model.vocab"});
+  j["model"]["unk_id"] = 2;
+  j["model"]["vocab"][3] = nlohmann::json::array({"▁", "high"});
+  const std::string badScore = s.write("badscore.json", j.dump());
+  expectError([&] { Tokenizer::load(badScore); },
+              {badScore, "model.vocab[3] is not a [piece, score] pair"});
+}
+
+TEST(Tokenizer, UnigramTextToIdsToTextIsTheText) {
+  // The template's </s> decodes to itself; the rest is the text again, the
+  // Metaspace decoder taking the "▁" it put first away.
+  const Tokenizer& uni = tokenizer("unigram.tokenizer.json");
+  const Tokenizer& bytes = tokenizer("unigram_bytes.tokenizer.json");
+  EXPECT_EQ(uni.decode(uni.encode("hello, world")), "hello, world</s>");
+  for (const std::string text : {"hello, world", "abc abcd", "tokenizer grows.", "the cache"}) {
+    std::vector<int64_t> ids = uni.encode(text);
+    ASSERT_EQ(ids.back(), 1);
+    ids.pop_back();
+    EXPECT_EQ(uni.decode(ids), text);
+    EXPECT_EQ(bytes.decode(bytes.encode(text)), text + "</s>");
+  }
+  // Unknown characters come back as <unk>, or as themselves from their bytes.
+  EXPECT_EQ(uni.decode({3, 2, 11}), "<unk> the");
+  std::vector<int64_t> ids = bytes.encode("ζζ the");
+  ids.pop_back();
+  EXPECT_EQ(bytes.decode(ids), "ζζ the");
 }
 
 TEST(Tokenizer, IsFoundBesideTheModelJsonFirst) {
