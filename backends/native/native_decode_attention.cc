@@ -63,6 +63,11 @@ std::vector<std::pair<int64_t, int64_t>> intersectRuns(
   return out;
 }
 
+// GCC 12 warns that the shuffles' own _mm512_undefined_ps may be used
+// uninitialised where they are inlined (its header's idiom, a false positive).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 #if defined(__AVX512F__)
 // The lane each of 16 dot products lands in after reduce16 puts slot p's
 // sum in lane kReduceLane[p]; the permutation is its own inverse, so key j's
@@ -239,6 +244,8 @@ void accumulateBlock(const float* p, int64_t ldp, int64_t R, const float* vb, in
   }
 #endif
 }
+
+#pragma GCC diagnostic pop
 
 }  // namespace
 
