@@ -346,7 +346,7 @@ void DecodeAttentionKernel::run(const std::vector<const DLTensor*>& inputs,
   const int64_t work = B * H * Sq * L * (D + Dv);
   const bool parallel = nt > 1 && tasks > 1 && (P > 1 || work >= kParallelMinWork);
   // Groups whose rows read the same mask entries see the same keys: the
-  // mask is scanned once for them (the first such group's scan is copied).
+  // mask is scanned once for them (the tasks read the first such group's).
   visibleSource_.resize(static_cast<size_t>(groups));
   {
     std::vector<std::vector<std::vector<int64_t>>> operands;
@@ -361,23 +361,18 @@ void DecodeAttentionKernel::run(const std::vector<const DLTensor*>& inputs,
     Scratch& w = scratch(omp_get_thread_num());
     // Per group, the keys some row can see (the rest are skipped unread).
 #pragma omp for schedule(static)
-    for (int64_t grp = 0; grp < groups; ++grp)
-      if (visibleSource_[static_cast<size_t>(grp)] == grp)
-        visibleKeys(slots, grp / Hkv, grp % Hkv, visible_[static_cast<size_t>(grp)]);
-#pragma omp single
-    {
-      for (int64_t grp = 0; grp < groups; ++grp) {
-        const int64_t from = visibleSource_[static_cast<size_t>(grp)];
-        if (from != grp) visible_[static_cast<size_t>(grp)] = visible_[static_cast<size_t>(from)];
-      }
-      if (shard)
-        for (auto& runs : visible_) runs = intersectRuns(runs, shard->keys);
+    for (int64_t grp = 0; grp < groups; ++grp) {
+      if (visibleSource_[static_cast<size_t>(grp)] != grp) continue;
+      std::vector<std::pair<int64_t, int64_t>>& runs = visible_[static_cast<size_t>(grp)];
+      visibleKeys(slots, grp / Hkv, grp % Hkv, runs);
+      if (shard) runs = intersectRuns(runs, shard->keys);
     }
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < tasks; ++t) {
       const int64_t grp = t / P, part = t % P, b = grp / Hkv, g = grp % Hkv;
       // The part's share of the group's visible keys, as key ranges.
-      const std::vector<std::pair<int64_t, int64_t>>& runs = visible_[static_cast<size_t>(grp)];
+      const std::vector<std::pair<int64_t, int64_t>>& runs =
+          visible_[static_cast<size_t>(visibleSource_[static_cast<size_t>(grp)])];
       int64_t n = 0;
       for (const auto& run : runs) n += run.second - run.first;
       const int64_t o0 = part * n / P, o1 = (part + 1) * n / P;
