@@ -3,6 +3,7 @@
 // by log-sum-exp.
 #include "backends/native/native_decode_attention.h"
 
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -61,6 +62,190 @@ std::vector<std::pair<int64_t, int64_t>> intersectRuns(
   std::sort(out.begin(), out.end());
   return out;
 }
+
+// GCC 12 warns that the shuffles' own _mm512_undefined_ps may be used
+// uninitialised where they are inlined (its header's idiom, a false positive).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#if defined(__AVX512F__)
+// The lane each of 16 dot products lands in after reduce16 puts slot p's
+// sum in lane kReduceLane[p]; the permutation is its own inverse, so key j's
+// vector goes to slot kReduceLane[j] and its sum comes out in lane j.
+constexpr int kReduceLane[16] = {0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15};
+
+// Sixteen vectors to one: lane kReduceLane[p] is the sum of t[p]'s lanes. A
+// transposing tree (halves, quarters, pairs, singles), 45 operations for 16
+// dot products where one horizontal sum each would take about 8.
+__attribute__((always_inline)) inline __m512 reduce16(const __m512 t[16]) {
+  __m512 u[8], w[4], x[2];
+  // u[i]: t[i]'s 8-float halves summed in the low half, t[i + 8]'s in the high.
+  for (int i = 0; i < 8; ++i)
+    u[i] = _mm512_add_ps(_mm512_shuffle_f32x4(t[i], t[i + 8], 0x44),
+                         _mm512_shuffle_f32x4(t[i], t[i + 8], 0xEE));
+  // w[i], 128-bit block k: 4 floats summing to t[i], t[i + 8], t[i + 4], t[i + 12].
+  for (int i = 0; i < 4; ++i)
+    w[i] = _mm512_add_ps(_mm512_shuffle_f32x4(u[i], u[i + 4], 0x88),
+                         _mm512_shuffle_f32x4(u[i], u[i + 4], 0xDD));
+  // x[i], per block: 2 floats for w[i]'s block, 2 for w[i + 2]'s.
+  for (int i = 0; i < 2; ++i)
+    x[i] = _mm512_add_ps(_mm512_shuffle_ps(w[i], w[i + 2], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(w[i], w[i + 2], _MM_SHUFFLE(3, 2, 3, 2)));
+  // Per block k: w[0], w[2], w[1], w[3]'s block k sums.
+  return _mm512_add_ps(_mm512_shuffle_ps(x[0], x[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_ps(x[0], x[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// One query row against up to 16 keys: s[j] = q . K row j, j < n; NC
+// vectors of 16 along D (NC = 0: nc of them, a run-time count), the last
+// masked by `tail`.
+template <int NC>
+__attribute__((always_inline)) inline void scoreSixteen(const float* q, const float* kb, int64_t ldk,
+                                                       int64_t n, int64_t ncRun, __mmask16 tail,
+                                                       float* s) {
+  const int64_t nc = NC > 0 ? NC : ncRun;
+  __m512 t[16];
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; ++j) {
+    __m512 a = _mm512_setzero_ps();
+    if (j < n) {
+      const float* k = kb + j * ldk;
+#pragma GCC unroll 8
+      for (int64_t c = 0; c + 1 < nc; ++c)
+        a = _mm512_fmadd_ps(_mm512_loadu_ps(q + 16 * c), _mm512_loadu_ps(k + 16 * c), a);
+      a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, q + 16 * (nc - 1)),
+                          _mm512_maskz_loadu_ps(tail, k + 16 * (nc - 1)), a);
+    }
+    t[kReduceLane[j]] = a;
+  }
+  _mm512_mask_storeu_ps(s, static_cast<__mmask16>((1u << n) - 1), reduce16(t));
+}
+
+template <int NC>
+void scoreRows(const float* qr, int64_t R, int64_t D, const float* kb, int64_t ldk, int64_t nk,
+               float* s, int64_t lds) {
+  const int64_t nc = (D + 15) / 16;
+  const __mmask16 tail =
+      D % 16 ? static_cast<__mmask16>((1u << (D % 16)) - 1) : static_cast<__mmask16>(0xFFFF);
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t j0 = 0; j0 < nk; j0 += 16)
+      scoreSixteen<NC>(qr + r * D, kb + j0 * ldk, ldk, std::min<int64_t>(16, nk - j0), nc, tail,
+                       s + r * lds + j0);
+}
+
+// acc[RT rows][VC vectors from d0] += P[RT rows][nk] . V[nk][same columns];
+// the last vector masked by `last`. The accumulators stay in registers over
+// the block's keys: each V row is loaded once for the RT rows.
+template <int RT, int VC>
+void accumulateTile(const float* p, int64_t ldp, const float* vb, int64_t ldv, int64_t nk,
+                    float* acc, int64_t ldacc, __mmask16 last) {
+  __m512 a[RT][VC];
+#pragma GCC unroll 4
+  for (int r = 0; r < RT; ++r)
+#pragma GCC unroll 4
+    for (int c = 0; c < VC; ++c)
+      a[r][c] = _mm512_maskz_loadu_ps(c == VC - 1 ? last : static_cast<__mmask16>(0xFFFF),
+                                      acc + r * ldacc + 16 * c);
+  for (int64_t j = 0; j < nk; ++j) {
+    __m512 v[VC];
+#pragma GCC unroll 4
+    for (int c = 0; c < VC; ++c)
+      v[c] = _mm512_maskz_loadu_ps(c == VC - 1 ? last : static_cast<__mmask16>(0xFFFF),
+                                   vb + j * ldv + 16 * c);
+#pragma GCC unroll 4
+    for (int r = 0; r < RT; ++r) {
+      const __m512 e = _mm512_set1_ps(p[r * ldp + j]);
+#pragma GCC unroll 4
+      for (int c = 0; c < VC; ++c) a[r][c] = _mm512_fmadd_ps(e, v[c], a[r][c]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < RT; ++r)
+#pragma GCC unroll 4
+    for (int c = 0; c < VC; ++c)
+      _mm512_mask_storeu_ps(acc + r * ldacc + 16 * c,
+                            c == VC - 1 ? last : static_cast<__mmask16>(0xFFFF), a[r][c]);
+}
+
+template <int RT>
+void accumulateRows(const float* p, int64_t ldp, const float* vb, int64_t ldv, int64_t nk,
+                    float* acc, int64_t Dv) {
+  for (int64_t d0 = 0; d0 < Dv; d0 += 64) {
+    const int64_t n = std::min<int64_t>(64, Dv - d0);
+    const int vc = static_cast<int>((n + 15) / 16);
+    const __mmask16 last =
+        n % 16 ? static_cast<__mmask16>((1u << (n % 16)) - 1) : static_cast<__mmask16>(0xFFFF);
+    float* a = acc + d0;
+    const float* v = vb + d0;
+    switch (vc) {
+      case 1: accumulateTile<RT, 1>(p, ldp, v, ldv, nk, a, Dv, last); break;
+      case 2: accumulateTile<RT, 2>(p, ldp, v, ldv, nk, a, Dv, last); break;
+      case 3: accumulateTile<RT, 3>(p, ldp, v, ldv, nk, a, Dv, last); break;
+      default: accumulateTile<RT, 4>(p, ldp, v, ldv, nk, a, Dv, last); break;
+    }
+  }
+}
+#endif
+
+// S [R][nk] (row stride lds) = the R query rows qr [R][D] . the block's K
+// rows (kb, row stride ldk, contiguous along D): each K row read once for
+// all the rows of the group (from L1 after the first).
+void scoreBlock(const float* qr, int64_t R, int64_t D, const float* kb, int64_t ldk, int64_t nk,
+                float* s, int64_t lds) {
+#if defined(__AVX512F__)
+  if (D == 0) {
+    for (int64_t r = 0; r < R; ++r) std::fill(s + r * lds, s + r * lds + nk, 0.0f);
+    return;
+  }
+  switch ((D + 15) / 16) {
+    case 1: scoreRows<1>(qr, R, D, kb, ldk, nk, s, lds); return;
+    case 2: scoreRows<2>(qr, R, D, kb, ldk, nk, s, lds); return;
+    case 3: scoreRows<3>(qr, R, D, kb, ldk, nk, s, lds); return;
+    case 4: scoreRows<4>(qr, R, D, kb, ldk, nk, s, lds); return;
+    case 8: scoreRows<8>(qr, R, D, kb, ldk, nk, s, lds); return;
+    default: scoreRows<0>(qr, R, D, kb, ldk, nk, s, lds); return;
+  }
+#else
+  for (int64_t j = 0; j < nk; ++j) {
+    const float* krow = kb + j * ldk;
+    for (int64_t r = 0; r < R; ++r) {
+      const float* q = qr + r * D;
+      float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+      for (int64_t d = 0; d < D; ++d) dot += q[d] * krow[d];
+      s[r * lds + j] = dot;
+    }
+  }
+#endif
+}
+
+// acc [R][Dv] += P [R][nk] (row stride ldp) . the block's V rows (vb, row
+// stride ldv, contiguous along Dv): each V row read once for all the rows.
+void accumulateBlock(const float* p, int64_t ldp, int64_t R, const float* vb, int64_t ldv,
+                     int64_t nk, float* acc, int64_t Dv) {
+#if defined(__AVX512F__)
+  int64_t r = 0;
+  for (; r + 4 <= R; r += 4) accumulateRows<4>(p + r * ldp, ldp, vb, ldv, nk, acc + r * Dv, Dv);
+  switch (R - r) {
+    case 3: accumulateRows<3>(p + r * ldp, ldp, vb, ldv, nk, acc + r * Dv, Dv); break;
+    case 2: accumulateRows<2>(p + r * ldp, ldp, vb, ldv, nk, acc + r * Dv, Dv); break;
+    case 1: accumulateRows<1>(p + r * ldp, ldp, vb, ldv, nk, acc + r * Dv, Dv); break;
+    default: break;
+  }
+#else
+  for (int64_t j = 0; j < nk; ++j) {
+    const float* vrow = vb + j * ldv;
+    for (int64_t r = 0; r < R; ++r) {
+      const float e = p[r * ldp + j];
+      float* a = acc + r * Dv;
+#pragma omp simd
+      for (int64_t d = 0; d < Dv; ++d) a[d] += e * vrow[d];
+    }
+  }
+#endif
+}
+
+#pragma GCC diagnostic pop
 
 }  // namespace
 
@@ -160,12 +345,24 @@ void DecodeAttentionKernel::run(const std::vector<const DLTensor*>& inputs,
 
   const int64_t work = B * H * Sq * L * (D + Dv);
   const bool parallel = nt > 1 && tasks > 1 && (P > 1 || work >= kParallelMinWork);
+  // Groups whose rows read the same mask entries see the same keys: the
+  // mask is scanned once for them (the tasks read the first such group's).
+  visibleSource_.resize(static_cast<size_t>(groups));
+  {
+    std::vector<std::vector<std::vector<int64_t>>> operands;
+    for (int64_t grp = 0; grp < groups; ++grp) {
+      operands.push_back(groupOperands(grp / Hkv, grp % Hkv));
+      visibleSource_[static_cast<size_t>(grp)] =
+          std::find(operands.begin(), operands.end(), operands.back()) - operands.begin();
+    }
+  }
 #pragma omp parallel num_threads(nt) if (parallel)
   {
     Scratch& w = scratch(omp_get_thread_num());
     // Per group, the keys some row can see (the rest are skipped unread).
 #pragma omp for schedule(static)
     for (int64_t grp = 0; grp < groups; ++grp) {
+      if (visibleSource_[static_cast<size_t>(grp)] != grp) continue;
       std::vector<std::pair<int64_t, int64_t>>& runs = visible_[static_cast<size_t>(grp)];
       visibleKeys(slots, grp / Hkv, grp % Hkv, runs);
       if (shard) runs = intersectRuns(runs, shard->keys);
@@ -174,7 +371,8 @@ void DecodeAttentionKernel::run(const std::vector<const DLTensor*>& inputs,
     for (int64_t t = 0; t < tasks; ++t) {
       const int64_t grp = t / P, part = t % P, b = grp / Hkv, g = grp % Hkv;
       // The part's share of the group's visible keys, as key ranges.
-      const std::vector<std::pair<int64_t, int64_t>>& runs = visible_[static_cast<size_t>(grp)];
+      const std::vector<std::pair<int64_t, int64_t>>& runs =
+          visible_[static_cast<size_t>(visibleSource_[static_cast<size_t>(grp)])];
       int64_t n = 0;
       for (const auto& run : runs) n += run.second - run.first;
       const int64_t o0 = part * n / P, o1 = (part + 1) * n / P;
@@ -204,16 +402,7 @@ void DecodeAttentionKernel::run(const std::vector<const DLTensor*>& inputs,
           if (packK) packRows(kb, ldk, k.strides[3], nk, D, w.kp);
           // S [R][nk] = Q rows . K rows: each K row read once for every row of the group.
           float* s = w.s.data();
-          for (int64_t j = 0; j < nk; ++j) {
-            const float* krow = kb + j * ldk;
-            for (int64_t r = 0; r < R; ++r) {
-              const float* qr = w.qr.data() + r * D;
-              float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-              for (int64_t d = 0; d < D; ++d) dot += qr[d] * krow[d];
-              s[r * kKeyBlock + j] = dot;
-            }
-          }
+          scoreBlock(w.qr.data(), R, D, kb, ldk, nk, s, kKeyBlock);
           applyScoreOps(slots, s, kKeyBlock, b, g, jb, nk);
           // Online softmax: new max, old terms rescaled, exp(s - max) in place.
           for (int64_t r = 0; r < R; ++r) {
@@ -239,15 +428,7 @@ void DecodeAttentionKernel::run(const std::vector<const DLTensor*>& inputs,
           const float* vb = vg + jb * v.strides[2];
           int64_t ldv = v.strides[2];
           if (packV) packRows(vb, ldv, v.strides[3], nk, Dv, w.vp);
-          for (int64_t j = 0; j < nk; ++j) {
-            const float* vrow = vb + j * ldv;
-            for (int64_t r = 0; r < R; ++r) {
-              const float e = s[r * kKeyBlock + j];
-              float* a = acc + r * Dv;
-#pragma omp simd
-              for (int64_t d = 0; d < Dv; ++d) a[d] += e * vrow[d];
-            }
-          }
+          accumulateBlock(s, kKeyBlock, R, vb, ldv, nk, acc, Dv);
         }
       }
     }
@@ -282,6 +463,34 @@ void DecodeAttentionKernel::run(const std::vector<const DLTensor*>& inputs,
   }
 }
 
+// Where row (b, h, i) reads each op's operands, key 0: two rows with the
+// same offsets see the same bounds for every key (a mask broadcast over the
+// heads and queries, as exporters write it, gives every row of every group
+// the same offsets).
+std::vector<int64_t> DecodeAttentionKernel::rowOperands(int64_t b, int64_t h, int64_t i) const {
+  std::vector<int64_t> at;
+  for (const ScoreOp& op : ops) {
+    if (op.kind == ScoreOp::Scale) continue;
+    const StridedView& w = op.view;
+    at.push_back(b * w.strides[0] + h * w.strides[1] + i * w.strides[2]);
+    if (op.kind != ScoreOp::Select) continue;
+    const StridedView& fw = op.fillView;
+    at.push_back(b * fw.strides[0] + h * fw.strides[1] + i * fw.strides[2]);
+  }
+  return at;
+}
+
+// The distinct rows' operand offsets of group (b, KV head g), sorted: two
+// groups with the same see the same keys.
+std::vector<std::vector<int64_t>> DecodeAttentionKernel::groupOperands(int64_t b, int64_t g) const {
+  std::vector<std::vector<int64_t>> rows;
+  for (int64_t r = 0; r < kvGroup * Sq; ++r)
+    rows.push_back(rowOperands(b, g * kvGroup + r / Sq, r % Sq));
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  return rows;
+}
+
 // The keys of group (b, KV head g) that some row of it can see, as ranges
 // [first, end): a key is skipped, its K and V rows never read, when the
 // score ops hide it from every row (bounds through the ops: its score at
@@ -290,47 +499,66 @@ void DecodeAttentionKernel::run(const std::vector<const DLTensor*>& inputs,
 // exp(s - max) is 0). In a decode step on a cache preallocated to capacity,
 // the padding mask hides the unfilled rows: the step reads the filled rows
 // and the new token's, not the capacity. Without masks, or when some row
-// sees nothing, every key.
+// sees nothing, every key. Rows reading the same operands are scanned once
+// (groupOperands), in blocks of keys, one op at a time over the block.
 void DecodeAttentionKernel::visibleKeys(const std::vector<const void*>& slots, int64_t b, int64_t g,
                                         std::vector<std::pair<int64_t, int64_t>>& runs) const {
   runs.assign(1, {0, L});
   const bool masked = std::any_of(ops.begin(), ops.end(),
                                   [](const ScoreOp& op) { return op.kind != ScoreOp::Scale; });
   if (!masked || L == 0) return;
-  const int64_t R = kvGroup * Sq;
   std::vector<char> skip(static_cast<size_t>(L), 1);
-  for (int64_t r = 0; r < R; ++r) {
-    const int64_t h = g * kvGroup + r / Sq, i = r % Sq;
+  constexpr int64_t kScanBlock = 512;
+  double lo[kScanBlock], hi[kScanBlock];
+  for (const std::vector<int64_t>& at : groupOperands(b, g)) {
     bool shown = false;
-    for (int64_t j = 0; j < L; ++j) {
-      double lo = -kRawScoreBound, hi = kRawScoreBound;
+    for (int64_t j0 = 0; j0 < L; j0 += kScanBlock) {
+      const int64_t n = std::min(kScanBlock, L - j0);
+      for (int64_t x = 0; x < n; ++x) {
+        lo[x] = -kRawScoreBound;
+        hi[x] = kRawScoreBound;
+      }
+      size_t operand = 0;
       for (const ScoreOp& op : ops) {
         if (op.kind == ScoreOp::Scale) {
-          const double a = lo * op.scale, c = hi * op.scale;
-          lo = std::min(a, c);
-          hi = std::max(a, c);
+          const double f = op.scale;
+          for (int64_t x = 0; x < n; ++x) {
+            const double a = lo[x] * f, c = hi[x] * f;
+            lo[x] = std::min(a, c);
+            hi[x] = std::max(a, c);
+          }
           continue;
         }
-        const StridedView& w = op.view;
-        const int64_t at =
-            b * w.strides[0] + h * w.strides[1] + i * w.strides[2] + j * w.strides[3];
+        const int64_t sj = op.view.strides[3];
+        const int64_t base = at[operand++] + j0 * sj;
         if (op.kind == ScoreOp::Add) {
-          const double a = static_cast<const float*>(slots[static_cast<size_t>(op.slot)])[at];
-          lo += a;
-          hi += a;
+          const float* m = static_cast<const float*>(slots[static_cast<size_t>(op.slot)]) + base;
+          if (sj == 1) {
+            for (int64_t x = 0; x < n; ++x) {
+              lo[x] += m[x];
+              hi[x] += m[x];
+            }
+          } else {
+            for (int64_t x = 0; x < n; ++x) {
+              lo[x] += m[x * sj];
+              hi[x] += m[x * sj];
+            }
+          }
           continue;
         }
-        const bool c = static_cast<const bool*>(slots[static_cast<size_t>(op.slot)])[at];
-        if (c != op.scoresWhereTrue) {
-          const StridedView& fw = op.fillView;
-          lo = hi = static_cast<const float*>(
-              slots[static_cast<size_t>(op.fillSlot)])[b * fw.strides[0] + h * fw.strides[1] +
-                                                       i * fw.strides[2] + j * fw.strides[3]];
-        }
+        const bool* c = static_cast<const bool*>(slots[static_cast<size_t>(op.slot)]) + base;
+        const int64_t fj = op.fillView.strides[3];
+        const float* f = static_cast<const float*>(slots[static_cast<size_t>(op.fillSlot)]) +
+                         at[operand++] + j0 * fj;
+        for (int64_t x = 0; x < n; ++x)
+          if (c[x * sj] != op.scoresWhereTrue) lo[x] = hi[x] = f[x * fj];
       }
       // NaN bounds (an inf minus an inf) neither hide nor show.
-      if (!(hi <= kHiddenBelow)) skip[static_cast<size_t>(j)] = 0;
-      if (lo > kShownAbove) shown = true;
+      char* sk = skip.data() + j0;
+      for (int64_t x = 0; x < n; ++x) {
+        if (!(hi[x] <= kHiddenBelow)) sk[x] = 0;
+        shown = shown || lo[x] > kShownAbove;
+      }
     }
     if (!shown) return;  // this row's max may be among the hidden keys
   }

@@ -145,10 +145,13 @@ class DecodeAttentionKernel : public Kernel {
                      int64_t g, int64_t j0, int64_t nk) const;
   void visibleKeys(const std::vector<const void*>& slots, int64_t b, int64_t g,
                    std::vector<std::pair<int64_t, int64_t>>& runs) const;
+  std::vector<int64_t> rowOperands(int64_t b, int64_t h, int64_t i) const;
+  std::vector<std::vector<int64_t>> groupOperands(int64_t b, int64_t g) const;
   std::vector<Scratch> scratch_;
   AttentionPartials partials_;
   AttentionPartials mine_, all_;  // with a shard: this device's parts, every device's
   std::vector<std::vector<std::pair<int64_t, int64_t>>> visible_;  // per group: key ranges read
+  std::vector<int64_t> visibleSource_;  // per group: the group whose scan it shares
 };
 
 }  // namespace collage::native

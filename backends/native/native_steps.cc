@@ -7,6 +7,7 @@
 #include <exception>
 #include <optional>
 
+#include "backends/native/native_gemv.h"
 #include "backends/native/native_int8_products.h"
 #include "backends/native/native_pool.h"
 #include "backends/native/native_quantize.h"
@@ -182,6 +183,14 @@ class MatMulStep : public Step {
     if (batchesB == 1) {
       // One weight matrix: every row of every batch of A is independent.
       const int64_t rowsTotal = numElements(batchA) * M_;
+      if (rowsTotal <= kGemvMaxRows) {
+        // A few rows (a decode step's): the product is reading B, once, in
+        // one contiguous column range per thread (native_gemv.h).
+        gemv_ = true;
+        for (auto [c0, c1] : ranges(N_, flops < 2e5 ? 1 : threads, 16))
+          items_.push_back({0, 0, 0, rowsTotal, c0, c1 - c0});
+        return;
+      }
       addItems(ranges(rowsTotal, parts, 8), parts, 0, 0, 0);
       return;
     }
@@ -208,12 +217,18 @@ class MatMulStep : public Step {
     float* y = static_cast<float*>(buffers.ptr[y_]);
     parallelFor(static_cast<int64_t>(items_.size()), threads_, [&](int64_t i) {
       const Item& it = items_[static_cast<size_t>(i)];
+      if (gemv_) {
+        gemvRows(it.rows, it.cols, K_, a + it.offA, K_, b + it.offB + it.col0, N_,
+                 y + it.offY + it.col0, N_);
+        return;
+      }
       referenceSgemm(false, false, it.rows, it.cols, K_, 1.0f, a + it.offA, K_, b + it.offB + it.col0, N_, 0.0f,
                      y + it.offY + it.col0, N_);
     });
   }
 
   std::string describe() const override {
+    if (gemv_) return label_ + " (few-row gemv, " + std::to_string(items_.size()) + " column blocks)";
     return label_ + " (reference sgemm, " + std::to_string(items_.size()) + " blocks)";
   }
 
@@ -222,6 +237,7 @@ class MatMulStep : public Step {
   std::string label_;
   int32_t a_, b_, y_;
   int64_t M_, N_, K_;
+  bool gemv_ = false;  // at most kGemvMaxRows rows, one weight matrix: gemvRows
   std::vector<Item> items_;
 };
 

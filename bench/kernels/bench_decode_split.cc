@@ -15,10 +15,13 @@
 // and the interquartile range (the spread). Splitting pays at L when the
 // unsplit median exceeds the best split's by more than either spread; the
 // threshold is the smallest L from which it pays at every longer L.
+// `--clock cpu` times the calling thread's CPU time instead of the wall
+// clock: at --threads 1 on a shared machine, the kernel's own time (other
+// threads' time is not counted, so it means nothing at more threads).
 //
 //   bench_decode_split [--threads 2] [--rounds 15] [--sample-ms 2]
 //                      [--lengths 64,96,...,32768] [--settings none,64,...,4096]
-//                      [--shapes 12/12/64,16/4/64,16/1/64]
+//                      [--shapes 12/12/64,16/4/64,16/1/64] [--clock wall|cpu]
 //
 // A shape is query heads / KV heads / head width, batch 1: 12/12/64 is the
 // GPT-2-style bench decoder's, 16/4/64 the LLaMA-style one's (grouped
@@ -32,6 +35,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <initializer_list>
 #include <limits>
 #include <map>
@@ -90,6 +94,14 @@ void buildStep(GraphBuilder& b, const DecodeShape& s, int64_t L) {
   b.finish(b.op("MatMul", {p, v}));
 }
 
+// The calling thread's CPU time, us: with --clock cpu (one thread) a sample
+// is the kernel's own time, whatever other processes take of the core.
+double threadCpuUs() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) * 1e6 + static_cast<double>(t.tv_nsec) * 1e-3;
+}
+
 struct Cell {
   double median = 0, spread = 0;  // us; spread: interquartile range
 };
@@ -117,6 +129,7 @@ struct Row {
 
 int run(int argc, char** argv) {
   int threads = 2, rounds = 15;
+  bool cpuClock = false;
   double sampleMs = 2.0;
   std::vector<int64_t> lengths;
   for (int64_t p = 64; p <= 32768; p *= 2) {
@@ -132,7 +145,9 @@ int run(int argc, char** argv) {
       return 2;
     }
     const std::string value = argv[++i];
-    if (a == "--threads") {
+    if (a == "--clock") {
+      cpuClock = value == "cpu";
+    } else if (a == "--threads") {
       threads = std::max(1, std::atoi(value.c_str()));
     } else if (a == "--rounds") {
       rounds = std::max(3, std::atoi(value.c_str()));
@@ -262,8 +277,11 @@ int run(int argc, char** argv) {
           const int64_t P = order[(i + static_cast<size_t>(round)) % order.size()];
           kernel->minKeysPerPart = byParts[P];
           t0 = Clock::now();
+          const double cpu0 = threadCpuUs();
           for (int rep = 0; rep < reps; ++rep) kernel->run(in, out);
-          samples[P].push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / reps);
+          samples[P].push_back((cpuClock ? threadCpuUs() - cpu0
+                                         : std::chrono::duration<double, std::micro>(Clock::now() - t0).count()) /
+                               reps);
         }
       std::map<int64_t, Cell> cells;
       for (auto& [P, us] : samples) cells[P] = summarise(us);

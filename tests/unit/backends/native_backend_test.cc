@@ -412,7 +412,27 @@ TEST(NativeBackend, AOneRowMatMulSplitsItsColumnsOverTheThreads) {
     SCOPED_TRACE("MatMul " + shapeToString(a) + " x " + shapeToString(w));
     Builder b;
     const std::string d = expectMatches(b.finish(b.op("MatMul", {b.input(a), b.constant(w)})));
-    EXPECT_NE(d.find("(reference sgemm, 6 blocks)"), std::string::npos) << d;  // 3 threads, 2 parts each
+    EXPECT_NE(d.find("(few-row gemv, 3 column blocks)"), std::string::npos) << d;  // one per thread
+  }
+}
+
+TEST(NativeBackend, AFewRowMatMulRunsTheGemvWithTheReferencesValues) {
+  // Up to kGemvMaxRows rows of A (over its batches) against one weight
+  // matrix run the few-row gemv (native_gemv.h), columns split over the
+  // threads; more rows, or a batched B, the blocked sgemm.
+  struct Case {
+    Shape a, w;
+    std::string kernel;
+  };
+  for (const Case& c : std::vector<Case>{{{1, 3, 512}, {512, 333}, "few-row gemv"},
+                                         {{2, 2, 100}, {100, 70}, "few-row gemv"},
+                                         {{7}, {7, 1000}, "few-row gemv"},
+                                         {{5, 64}, {64, 40}, "reference sgemm"},
+                                         {{2, 1, 64}, {2, 64, 40}, "reference sgemm"}}) {
+    SCOPED_TRACE("MatMul " + shapeToString(c.a) + " x " + shapeToString(c.w));
+    Builder b;
+    const std::string d = expectMatches(b.finish(b.op("MatMul", {b.input(c.a), b.constant(c.w)})));
+    EXPECT_NE(d.find("(" + c.kernel + ", "), std::string::npos) << d;
   }
 }
 

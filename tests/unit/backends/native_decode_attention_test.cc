@@ -301,6 +301,96 @@ TEST(NativeDecodeAttention, OneKvHeadBroadcastIsOneGroup) {
   EXPECT_NE(d[0].find("H=4 Hkv=1"), std::string::npos) << d[0];
 }
 
+TEST(NativeDecodeAttention, GroupsOfOneToEightAtWidthsAcrossTheVectorTails) {
+  // 8 query heads on 8, 4, 2 or 1 KV heads (each KV head's K and V read once
+  // for its group: a group reading another's head, or a query head's row
+  // landing in another's output, differs from the reference), head widths
+  // on and off the 16-float vectors (8, 64, 67, 130: the vectorised dot
+  // products' and V accumulation's tails), 1 and 4 queries, keys not a
+  // multiple of the 16-key products or 64-key blocks.
+  SmallParts parts;
+  for (int64_t ratio : {1, 2, 4, 8})
+    for (int64_t D : {8, 64, 67, 130})
+      for (int64_t Sq : {1, 4}) {
+        SCOPED_TRACE("group " + std::to_string(ratio) + ", D " + std::to_string(D) + ", Sq " +
+                     std::to_string(Sq));
+        const int64_t L = 83;
+        const DecodeShape s{2, 8, 8 / ratio, Sq, L, D};
+        GraphBuilder b;
+        const NodeSet all = decodeGraph(b, s, false, {0, 29});
+        const std::vector<std::string> d = expectDecodeMatches(b.graph(), all);
+        ASSERT_EQ(d.size(), 3u);
+        EXPECT_NE(d[0].find("H=8 Hkv=" + std::to_string(8 / ratio)), std::string::npos) << d[0];
+      }
+}
+
+// A mask per query head ([1, H, 1, L], each head's filled rows its own):
+// within a KV group the heads see different keys, so the group reads the
+// keys some head of it sees, and rows hidden from every head of the group
+// are skipped (they hold NaN here; the output is the reference's on zeros).
+TEST(NativeDecodeAttention, AMaskPerQueryHeadSkipsOnlyKeysEveryHeadOfTheGroupHides) {
+  SmallParts parts;
+  const int64_t B = 1, H = 8, Hkv = 2, L = 200, D = 16, r = H / Hkv;
+  const std::vector<int64_t> filled = {10, 150, 30, 60, 5, 7, 90, 11};  // per query head
+  GraphBuilder b;
+  ValueId q = b.input({B, H, 1, D});
+  ValueId kIn = b.input({B, Hkv, L, D}), vIn = b.input({B, Hkv, L, D});
+  ValueId mask = b.input({1, H, 1, L});
+  ValueId kt =
+      b.op("Transpose", {repeatHeads(b, kIn, r, false)}, attrs({{"perm", Ints{0, 1, 3, 2}}}));
+  ValueId scores = b.op("Div", {b.op("MatMul", {q, kt}), b.scalar(4.0f)});
+  ValueId p = b.op("Softmax", {b.op("Add", {scores, mask})}, attrs({{"axis", int64_t{-1}}}));
+  const NodeSet all = b.finish(b.op("MatMul", {p, repeatHeads(b, vIn, r, false)}));
+  const Graph& g = b.graph();
+  auto hiddenFrom = [&](int64_t h, int64_t j) {
+    return j >= filled[static_cast<size_t>(h)] && j != L - 1;
+  };
+  std::vector<Tensor> clean = randomInputs(g, 9);
+  std::vector<Tensor> poisoned;
+  for (const Tensor& t : clean) poisoned.push_back(t.clone());
+  for (size_t i = 0; i < g.inputs().size(); ++i) {
+    const ValueId v = g.inputs()[i];
+    if (v == mask)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t j = 0; j < L; ++j)
+          clean[i].data<float>()[h * L + j] = poisoned[i].data<float>()[h * L + j] =
+              hiddenFrom(h, j) ? kMin : 0.0f;
+    if (v != kIn && v != vIn) continue;
+    for (int64_t g2 = 0; g2 < Hkv; ++g2)
+      for (int64_t j = 0; j < L; ++j) {
+        bool hidden = true;
+        for (int64_t h = g2 * r; h < (g2 + 1) * r; ++h) hidden = hidden && hiddenFrom(h, j);
+        if (!hidden) continue;
+        for (int64_t d = 0; d < D; ++d) {
+          const int64_t at = (g2 * L + j) * D + d;
+          clean[i].data<float>()[at] = 0.0f;
+          poisoned[i].data<float>()[at] = std::numeric_limits<float>::quiet_NaN();
+        }
+      }
+  }
+  const std::vector<Tensor> env = referenceValues(g, clean);
+  ThreadCountGuard guard;
+  auto backend = native();
+  for (int threads : {1, 3}) {
+    SCOPED_TRACE("threads " + std::to_string(threads));
+    setThreadCount(threads);
+    KernelRequest request = KernelRequest::of(g, all, "test");
+    CompileResult c = backend->compile(request);
+    ASSERT_TRUE(c) << c.refusal;
+    ASSERT_EQ(describeNativeKernel(*c.kernel).rfind("decode attention ", 0), 0u);
+    std::vector<Tensor> kernelInputs;
+    for (ValueId v : request.inputs) {
+      const auto input = std::find(g.inputs().begin(), g.inputs().end(), v);
+      kernelInputs.push_back(input == g.inputs().end()
+                                 ? env[v].clone()
+                                 : poisoned[static_cast<size_t>(input - g.inputs().begin())]);
+    }
+    const std::vector<Tensor> y = runKernel(*c.kernel, request, kernelInputs);
+    const CompareResult cr = compareScaled(y[0], env[request.outputs[0]], kFloat32Bound);
+    EXPECT_TRUE(cr.ok) << cr.message;
+  }
+}
+
 TEST(NativeDecodeAttention, GroupedHeadsInAPrefillRunOnTheFlashKernel) {
   // More queries than the decode kernel takes: the flash kernel reads KV
   // head h / group too.
