@@ -189,7 +189,7 @@ Action addOptimizeCommand(CLI::App& app) {
     // this command only sets it up, shows its progress and writes the plan.
     OptimizationJobOptions job;
     job.modelPath = options->modelPath;
-    job.inputShapes = options->inputShapes;
+    job.inputShapes = options->bindings();
     job.capabilities = set.capabilities();
     job.versions = set.versions();
     job.dbPath = options->db;
