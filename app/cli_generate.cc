@@ -451,8 +451,11 @@ Action addGenerateCommand(CLI::App& app) {
     const auto promptLength = static_cast<int64_t>(o->promptIds.size());
     int64_t capacity = o->maxLength;
     if (capacity <= 0 && plan) capacity = planCapacity(signature, plan->inputShapes);
-    // The prefill graph's pasts have the cache's rows.
-    if (capacity <= 0 && prefillPlan) capacity = planCapacity(signature, prefillPlan->inputShapes);
+    // The prefill graph's mask is the cache's rows and the prompt's.
+    if (capacity <= 0 && prefillPlan) {
+      const int64_t rows = planCapacity(signature, prefillPlan->inputShapes);
+      if (rows > 0) capacity = rows + 1 - promptLength;
+    }
     // The rows --cache-in's files hold (read again to fill, one at a time:
     // a long cache's files are large).
     int64_t fillRows = o->fillRows;

@@ -105,11 +105,6 @@ DecoderSignature probeDecoderSignature(const std::string& path) {
 
 int64_t planCapacity(const DecoderSignature& signature,
                      const std::map<std::string, Shape>& planInputShapes) {
-  if (!signature.cache.empty()) {
-    auto past = planInputShapes.find(signature.cache[0].past);
-    const auto axis = static_cast<size_t>(signature.cache[0].sequenceAxis);
-    if (past != planInputShapes.end() && past->second.size() > axis) return past->second[axis];
-  }
   auto mask = planInputShapes.find(signature.attentionMask);
   return mask == planInputShapes.end() || mask->second.size() != 2 ? 0 : mask->second[1] - 1;
 }

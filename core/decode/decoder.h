@@ -128,10 +128,8 @@ std::optional<Graph> importPrefillGraph(const DecodeModel& model, int64_t tokens
 // The roles alone (decoderSignature on the model imported for one token
 // after one past row).
 DecoderSignature probeDecoderSignature(const std::string& path);
-// The capacity a plan for the step graph or a prefill graph was made for:
-// the rows of its first past input (both graphs bind the pasts to the
-// cache's rows), else its attention mask's length minus the new token (a
-// step graph's); 0 when the plan records neither.
+// The capacity a plan for the step graph was made for: its attention mask's
+// length minus the new token; 0 when the plan does not record the mask.
 int64_t planCapacity(const DecoderSignature& signature,
                      const std::map<std::string, Shape>& planInputShapes);
 
