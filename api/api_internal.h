@@ -27,6 +27,10 @@ struct Model::Impl {
   Graph graph;
   std::vector<TensorInfo> inputs, outputs;
   std::vector<std::string> importNotes;  // the import's notes (dynamic inputs and their binding)
+  // Inputs bound to constants, as the optimizer's workers take them
+  // ("use_cache_branch:=true", app/cli_common.h's ModelOptions): a merged
+  // decoder's step or prompt graph, its branch inlined (Generator::stepModel).
+  std::vector<std::string> valueBindings;
 };
 
 struct Plan::Impl {

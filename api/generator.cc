@@ -7,7 +7,9 @@
 #include "core/decode/cache_plan.h"
 #include "core/decode/decoder.h"
 #include "core/decode/tokenizer.h"
+#include "core/ir/element_type.h"
 #include "core/ir/threading.h"
+#include "core/onnx/onnx_import.h"
 #include "core/plan/plan.h"
 #include "core/runtime/session.h"
 
@@ -60,9 +62,9 @@ Generator::Generator(const std::string& model, int64_t maxLength, const std::str
     impl->modelPath = model;
     impl->options = options;
     const DecoderSignature signature = probeDecoderSignature(model);
-    if (!plan.empty() && !signature.useCacheFlag.empty())
-      throw api::Error(mergedDecoderPlanRefusal(model, signature));
     if (!plan.empty()) impl->plan = std::make_unique<collage::Plan>(loadPlan(plan));
+    // A merged decoder's plan names its branch with the past inlined, not the If.
+    if (impl->plan) checkMergedDecoderPlan(*impl->plan, signature, model, false);
     // No length given: the one the plan was made for.
     if (maxLength <= 0 && impl->plan) maxLength = planCapacity(signature, impl->plan->inputShapes);
     impl->model = importDecodeModel(model, maxLength, &signature);
@@ -120,14 +122,13 @@ void Generator::setPrefillPlan(const std::string& plan) {
     Impl* impl = impl_.get();
     collage::Decoder& decoder = *impl->planned.decoder;
     if (!impl->defaultRunner) impl->defaultRunner = decoder.prefillRunner();
-    if (!plan.empty() && !impl->model.signature.useCacheFlag.empty())
-      throw api::Error(mergedDecoderPlanRefusal(impl->modelPath, impl->model.signature));
     if (plan.empty()) {
       impl->prefillPlan.reset();
       decoder.setPrefillRunner(impl->defaultRunner);
       return;
     }
     auto loaded = std::make_shared<const collage::Plan>(loadPlan(plan));
+    checkMergedDecoderPlan(*loaded, impl->model.signature, impl->modelPath, true);
     if (!loaded->substitutions.empty())
       throw api::Error(plan +
                        ": a plan with graph substitutions is not supported by the Generator yet");
@@ -169,6 +170,31 @@ void Generator::setPrefillPlan(const std::string& plan) {
   });
 }
 
+namespace {
+
+// `graph` (the model at `path` imported with `bindings` and, for a merged
+// decoder, its flag at `withPast`) as the API's Model.
+Model modelOfGraph(collage::Graph graph, const std::string& path,
+                   const std::vector<std::string>& bindings, const DecoderSignature& signature,
+                   bool withPast) {
+  auto impl = std::make_shared<Model::Impl>();
+  impl->path = path;
+  for (const std::string& b : bindings) impl->inputShapes.insert(parseInputShapeBinding(b));
+  if (!signature.useCacheFlag.empty())
+    impl->valueBindings.push_back(signature.useCacheFlag + (withPast ? ":=true" : ":=false"));
+  impl->graph = std::move(graph);
+  auto info = [&](ValueId v) {
+    const collage::Value& value = impl->graph.value(v);
+    return TensorInfo{value.name, std::string(elementTypeName(value.type.elementType)),
+                      value.type.shape};
+  };
+  for (ValueId v : impl->graph.inputs()) impl->inputs.push_back(info(v));
+  for (ValueId v : impl->graph.outputs()) impl->outputs.push_back(info(v));
+  return Model(std::move(impl));
+}
+
+}  // namespace
+
 std::vector<std::string> Generator::prefillBindings(int64_t promptLength) const {
   return translateErrors([&] {
     if (promptLength < 2) throw api::Error("a one-token prompt has no one-pass prefill graph");
@@ -178,6 +204,28 @@ std::vector<std::string> Generator::prefillBindings(int64_t promptLength) const 
       throw api::Error(impl_->model.path + ": no one-pass prefill graph for a " +
                        std::to_string(promptLength) + "-token prompt: " + why);
     return bindings;
+  });
+}
+
+Model Generator::stepModel() const {
+  return translateErrors([&] {
+    return modelOfGraph(impl_->model.graph, impl_->model.path, impl_->model.bindings,
+                        impl_->model.signature, true);
+  });
+}
+
+Model Generator::prefillModel(int64_t promptLength) const {
+  return translateErrors([&] {
+    if (promptLength < 2) throw api::Error("a one-token prompt has no one-pass prefill graph");
+    std::string why;
+    std::vector<std::string> bindings;
+    std::optional<collage::Graph> graph =
+        importPrefillGraph(impl_->model, promptLength, &why, &bindings);
+    if (!graph)
+      throw api::Error(impl_->model.path + ": no one-pass prefill graph for a " +
+                       std::to_string(promptLength) + "-token prompt: " + why);
+    return modelOfGraph(std::move(*graph), impl_->model.path, bindings, impl_->model.signature,
+                        false);
   });
 }
 

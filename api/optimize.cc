@@ -85,6 +85,7 @@ Plan optimize(const Model& model, const OptimizeOptions& options) {
     job.modelPath = model.path();
     for (const auto& [name, shape] : model.impl().inputShapes)
       job.inputShapes.push_back(name + "=" + shapeToString(shape));
+    for (const std::string& value : model.impl().valueBindings) job.inputShapes.push_back(value);
     job.capabilities = set.capabilities();
     job.versions = set.versions();
     job.dbPath = options.dbPath;

@@ -16,9 +16,17 @@ namespace collage::cli {
 // Options every command that opens a model shares.
 struct ModelOptions {
   std::string modelPath;
-  std::vector<std::string> inputShapes;  // "name=1x3x224x224"
+  // "name=1x3x224x224" (--input-shape), and "name:=true": an input bound to
+  // a constant (--input-value name=true), the form a value binding takes in
+  // this list, so that the words the optimizer hands its workers
+  // (measurementWorkerCommand's --input-shape) carry it too.
+  std::vector<std::string> inputShapes;
+  std::vector<std::string> inputValues;  // --input-value "name=true"
 
   void addTo(CLI::App& command);
+  // inputShapes, then inputValues as "name:=value": every binding, as one
+  // list of words (OptimizationJobOptions::inputShapes).
+  std::vector<std::string> bindings() const;
   ImportOptions importOptions() const;
   // Imports the model; prints the import's notes (dynamic inputs and their
   // binding) to stderr unless `quiet` (a worker: its parent printed them).

@@ -152,9 +152,8 @@ int generateCacheParallel(const GenerateCommandOptions& o) {
                          "sampling, --plan)");
     const DecoderSignature signature = probeDecoderSignature(o.modelPath);
     std::unique_ptr<Plan> plan;
-    if (!o.plan.empty() && !signature.useCacheFlag.empty())
-      throw Error(mergedDecoderPlanRefusal(o.modelPath, signature));
     if (!o.plan.empty()) plan = std::make_unique<Plan>(loadPlan(o.plan));
+    if (plan) checkMergedDecoderPlan(*plan, signature, o.modelPath, false);
     int64_t capacity = o.maxLength;
     if (capacity <= 0 && plan) capacity = planCapacity(signature, plan->inputShapes);
     if (capacity <= 0)
@@ -442,10 +441,13 @@ Action addGenerateCommand(CLI::App& app) {
     const DecoderSignature signature = probeDecoderSignature(o->modelPath);
     std::unique_ptr<Plan> plan;
     if (!o->plan.empty()) plan = std::make_unique<Plan>(loadPlan(o->plan));
+    // A merged decoder's plans name one branch inlined (not the If).
+    if (plan) checkMergedDecoderPlan(*plan, signature, o->modelPath, false);
     // The cache's rows: as asked, else those the plan was made for, else
     // the prompt and the new tokens.
     std::unique_ptr<Plan> prefillPlan;
     if (!o->prefillPlan.empty()) prefillPlan = std::make_unique<Plan>(loadPlan(o->prefillPlan));
+    if (prefillPlan) checkMergedDecoderPlan(*prefillPlan, signature, o->modelPath, true);
     const auto promptLength = static_cast<int64_t>(o->promptIds.size());
     int64_t capacity = o->maxLength;
     if (capacity <= 0 && plan) capacity = planCapacity(signature, plan->inputShapes);
@@ -461,12 +463,14 @@ Action addGenerateCommand(CLI::App& app) {
     if (capacity <= 0 && filled) capacity = fillRows + o->generate.maxNewTokens;
     if (capacity <= 0)
       capacity = static_cast<int64_t>(o->promptIds.size()) + o->generate.maxNewTokens;
-    if ((plan || prefillPlan) && !signature.useCacheFlag.empty())
-      throw Error(mergedDecoderPlanRefusal(o->modelPath, signature));
     const DecodeModel model = importDecodeModel(o->modelPath, capacity, &signature);
     if (o->printBindings || o->printPrefillBindings) {
-      if (o->printBindings)
+      // A merged decoder's flag too: the graph is the branch it takes.
+      const std::string stepFlag = useCacheBinding(signature, true);
+      if (o->printBindings) {
         for (const std::string& b : model.bindings) std::cout << "--input-shape " << b << "\n";
+        if (!stepFlag.empty()) std::cout << "--input-value " << stepFlag << "\n";
+      }
       if (o->printPrefillBindings) {
         std::string why;
         std::vector<std::string> bindings;
@@ -475,6 +479,7 @@ Action addGenerateCommand(CLI::App& app) {
           throw Error(o->modelPath + ": no one-pass prefill graph for a " +
                       std::to_string(promptLength) + "-token prompt: " + why);
         for (const std::string& b : bindings) std::cout << "--input-shape " << b << "\n";
+        if (!stepFlag.empty()) std::cout << "--input-value " << useCacheBinding(signature, false) << "\n";
       }
       return 0;
     }
@@ -494,6 +499,7 @@ Action addGenerateCommand(CLI::App& app) {
       } catch (const Error& e) {
         std::string hint;
         for (const std::string& b : model.bindings) hint += " --input-shape " + b;
+        if (!signature.useCacheFlag.empty()) hint += " --input-value " + useCacheBinding(signature, true);
         throw Error(std::string(e.what()) + " (generate runs a plan made for the step graph of a " +
                     std::to_string(capacity) + "-row cache:" + hint +
                     "; --max-length sets the rows)");
@@ -518,7 +524,7 @@ Action addGenerateCommand(CLI::App& app) {
       if (promptLength < 2)
         throw Error(o->prefillPlan +
                     ": a one-token prompt runs as a decode step, it has no prefill pass");
-      decoder.setPrefillRunner([&o, &prefillPlan, prefillRunner, capacity, promptLength](
+      decoder.setPrefillRunner([&o, &prefillPlan, &signature, prefillRunner, capacity, promptLength](
                                    const Graph& prefill, std::string&) -> Decoder::Step {
         std::shared_ptr<BackendSet> backends;
         std::shared_ptr<Session> session;
@@ -534,7 +540,12 @@ Action addGenerateCommand(CLI::App& app) {
                       " (--prefill-plan runs a plan made for the prefill graph of a " +
                       std::to_string(promptLength) + "-token prompt against a " +
                       std::to_string(capacity) +
-                      "-row cache: --print-prefill-bindings prints its bindings)");
+                      "-row cache: --print-prefill-bindings prints its bindings" +
+                      (signature.useCacheFlag.empty()
+                           ? std::string()
+                           : ", and --input-value " + useCacheBinding(signature, false) +
+                                 ": a merged decoder's prompt runs its no-cache branch") +
+                      ")");
         }
         for (const auto& w : warnings) std::cerr << "warning: " << w << "\n";
         std::map<std::string, int> perBackend;

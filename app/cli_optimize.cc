@@ -182,6 +182,17 @@ Action addOptimizeCommand(CLI::App& app) {
   return [options]() {
     const double budgetSeconds = parseDurationSeconds(options->budget, "--budget");
     Graph graph = options->load();
+    // An If on a graph input stays in the plan, both branches; a merged
+    // decoder's `generate` runs each branch inlined, its flag bound.
+    for (const Node& node : graph.nodes())
+      if (node.op == "If" && graph.value(node.inputs.at(0)).isGraphInput) {
+        const std::string& flag = graph.value(node.inputs.at(0)).name;
+        std::cerr << "note: node '" << node.name << "' (If) chooses its branch by input '" << flag
+                  << "': the plan keeps the If; to plan one branch, bind it with --input-value "
+                  << flag << "=true or =false (a merged decoder: the bindings `collage generate "
+                  << "--print-bindings` or --print-prefill-bindings prints)\n";
+        break;
+      }
     BackendSet set = loadBackendSet(withAllowedPrecisions(options->backends, options->allowPrecisions));
     for (const auto& w : set.warnings) std::cerr << "warning: " << w << "\n";
 
@@ -189,7 +200,7 @@ Action addOptimizeCommand(CLI::App& app) {
     // this command only sets it up, shows its progress and writes the plan.
     OptimizationJobOptions job;
     job.modelPath = options->modelPath;
-    job.inputShapes = options->inputShapes;
+    job.inputShapes = options->bindings();
     job.capabilities = set.capabilities();
     job.versions = set.versions();
     job.dbPath = options->db;

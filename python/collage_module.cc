@@ -389,6 +389,12 @@ PYBIND11_MODULE(collage, m) {
       .def_property_readonly("max_length", &api::Generator::maxLength)
       .def_property_readonly("vocabulary", &api::Generator::vocabulary)
       .def_property_readonly("step_bindings", &api::Generator::stepBindings)
+      .def_property_readonly("step_model", &api::Generator::stepModel,
+                             "The step graph as a Model (a merged decoder's: its branch with the "
+                             "past inlined): what a plan for the steps is made for.")
+      .def("prefill_model", &api::Generator::prefillModel, py::arg("prompt_length"),
+           "The prompt's one-pass graph for this length as a Model (a merged decoder's: its "
+           "no-cache branch inlined): what a prefill_plan is made for.")
       .def("prefill_bindings", &api::Generator::prefillBindings, py::arg("prompt_length"),
            "The --input-shape bindings of the prompt's one-pass graph for this length: what a "
            "prefill_plan is made with.")

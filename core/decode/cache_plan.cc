@@ -84,6 +84,18 @@ PlannedDecoder plannedDecoder(const DecodeModel& model, const Plan& plan, Backen
     out.decoder = std::make_unique<Decoder>(
         model, [session](const std::vector<Tensor>& in) { return session->run(in); });
   }
+  // A merged decoder's prompt runs its other branch, a graph of its own
+  // whose nodes the step plan does not name: one token a step, unless the
+  // caller gives the prompt's graph a plan of its own.
+  if (!model.signature.useCacheFlag.empty()) {
+    out.decoder->setPrefillRunner([](const Graph&, std::string& why) -> Decoder::Step {
+      why =
+          "a merged decoder's prompt runs its no-cache branch, which the step plan does not "
+          "name (give it a plan of its own: --prefill-plan)";
+      return {};
+    });
+    return out;
+  }
   // The prompt in one pass on the same plan: its groups name the same nodes
   // in the model imported for the prompt's length (its presents are fresh
   // tensors, copied from once). Where the plan does not compile for it (a
@@ -100,6 +112,19 @@ PlannedDecoder plannedDecoder(const DecodeModel& model, const Plan& plan, Backen
         }
       });
   return out;
+}
+
+void checkMergedDecoderPlan(const Plan& plan, const DecoderSignature& signature,
+                            const std::string& model, bool prompt) {
+  const std::string& flag = signature.useCacheFlag;
+  if (flag.empty() || !plan.inputShapes.count(flag)) return;
+  throw Error(plan.displayName() + " was made for " + model + " with its input '" + flag +
+              "' unbound: the If on it kept, both branches in the plan's graph. generate runs a "
+              "merged decoder's " +
+              (prompt ? "prompt with the no-cache branch" : "steps with the branch with the past") +
+              " inlined: optimize it with --input-value " + useCacheBinding(signature, !prompt) +
+              " and the --input-shape bindings that `collage generate " +
+              (prompt ? "--print-prefill-bindings" : "--print-bindings") + "` prints");
 }
 
 }  // namespace collage

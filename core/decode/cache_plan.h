@@ -45,7 +45,8 @@ Plan planWithCacheConcatsAlone(const Plan& plan, const Graph& graph,
 // (a backend missing, a group it refuses) are thrown as the Session's.
 // The prompt runs in one pass on a Session of `plan` for the model imported
 // for its length (Decoder::setPrefillRunner), or one token a step where the
-// plan does not compile for that graph.
+// plan does not compile for that graph, or, for a merged decoder, whose
+// prompt runs its other branch (not named by the plan), one token a step.
 struct PlannedDecoder {
   std::unique_ptr<Session> session;
   std::unique_ptr<Decoder> decoder;
@@ -53,5 +54,18 @@ struct PlannedDecoder {
   std::string fallback;            // empty: in place
 };
 PlannedDecoder plannedDecoder(const DecodeModel& model, const Plan& plan, BackendLookup backends);
+
+// A merged decoder's plans (signature.useCacheFlag set): the decode loop runs
+// each branch inlined, its flag a constant (the steps: true, the prompt's
+// pass: false; decoder.h), so a plan must be made for that graph: optimized
+// with --input-value FLAG=true or =false beside the --input-shape bindings
+// (useCacheBinding). Error naming the plan, the model and the flag for a
+// plan that lists the flag among its inputs: it was made with the flag
+// unbound, the If kept, and names nodes of both branches. (A plan for the
+// other branch has other input shapes, which checkPlanAgainst refuses; one
+// for the separate form's file another sha256.) Nothing for the separate
+// form.
+void checkMergedDecoderPlan(const Plan& plan, const DecoderSignature& signature,
+                            const std::string& model, bool prompt);
 
 }  // namespace collage

@@ -103,12 +103,9 @@ std::string mergedDecoderFlag(const Graph& graph, const std::string& model) {
   return flag;
 }
 
-std::string mergedDecoderPlanRefusal(const std::string& model, const DecoderSignature& signature) {
-  return model + ": a merged decoder (its cache path chosen by an If on '" +
-         signature.useCacheFlag +
-         "') does not take a plan yet: `collage optimize` keeps the If, while generate runs "
-         "each branch inlined; run it without --plan, or optimize and generate the separate "
-         "form (the decoder with past inputs)";
+std::string useCacheBinding(const DecoderSignature& signature, bool withPast) {
+  if (signature.useCacheFlag.empty()) return "";
+  return signature.useCacheFlag + (withPast ? "=true" : "=false");
 }
 
 DecoderSignature decoderSignature(const Graph& graph, const std::string& model) {

@@ -62,9 +62,11 @@ DecoderSignature decoderSignature(const Graph& graph, const std::string& model);
 // Ifs on two different inputs.
 std::string mergedDecoderFlag(const Graph& graph, const std::string& model);
 
-// Why a merged decoder takes no plan yet: `collage optimize` imports it with
-// its flag unbound (the If kept), so no plan is made for the graphs the
-// decode loop runs, each a branch inlined.
-std::string mergedDecoderPlanRefusal(const std::string& model, const DecoderSignature& signature);
+// The --input-value binding that imports a merged decoder as the decode
+// loop does ("use_cache_branch=true": the steps, the branch with the past;
+// "=false": the prompt's pass, the no-cache branch), what a plan for that
+// graph is optimized with beside the --input-shape bindings; "" for the
+// separate form.
+std::string useCacheBinding(const DecoderSignature& signature, bool withPast);
 
 }  // namespace collage

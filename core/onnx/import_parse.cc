@@ -155,6 +155,14 @@ void Importer::bindInputs() {
   for (const auto* in : inputs) {
     const std::string& name = in->name();
     if (auto c = options_.constantInputs.find(name); c != options_.constantInputs.end()) {
+      // Of the declared type: a graph built for one type must not read another.
+      const ElementType declared = in->type().has_tensor_type()
+                                       ? elementTypeFromOnnx(in->type().tensor_type().elem_type())
+                                       : ElementType::Undefined;
+      if (declared != ElementType::Undefined && declared != c->second.elementType())
+        throw Error(path_ + ": the constant bound to input '" + name + "' is " +
+                    std::string(elementTypeName(c->second.elementType())) + ", the input is " +
+                    std::string(elementTypeName(declared)));
       int id = addValue(name, c->second.type());
       values_[id].constant = c->second;
       continue;

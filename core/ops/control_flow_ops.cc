@@ -141,7 +141,9 @@ void addIf(OpRegistry& r) {
             nodeLabel(node) + "output #" + std::to_string(i) + ": then_branch gives '" + t.name +
             "' as " + t.type.toString() + " but else_branch gives '" + e.name + "' as " +
             e.type.toString() +
-            "; with a condition known only at run time both must have the same static type");
+            "; with a condition known only at run time both must have the same static type (a "
+            "condition that is a graph input can be bound to a constant, --input-value "
+            "NAME=true or false, to keep one branch)");
       out.push_back(*joined);
     }
     return out;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "collage/export.h"
+#include "collage/model.h"
 #include "collage/session.h"
 
 namespace collage::api {
@@ -61,6 +62,11 @@ class COLLAGE_API Generator {
   int64_t vocabulary() const;
   // The --input-shape bindings of the step graph ("input_ids=1x1", ...).
   std::vector<std::string> stepBindings() const;
+  // The step graph as a Model: what a plan for the steps is made for
+  // (Plan::singleBackend, optimize). For a merged decoder (an If on a
+  // use-cache flag, docs/decoding.md) the graph is its branch with the past
+  // inlined, the flag fixed, which stepBindings alone do not say.
+  Model stepModel() const;
   // The prompt's one pass on its own plan, as `collage generate
   // --prefill-plan`: a plan made for the prefill graph of a prompt of one
   // length (prefillBindings); without one, the step plan's groups run it
@@ -74,6 +80,9 @@ class COLLAGE_API Generator {
   // The --input-shape bindings of the prefill graph for a prompt of
   // `promptLength` (at least 2) tokens; Error when the model has none.
   std::vector<std::string> prefillBindings(int64_t promptLength) const;
+  // The prefill graph for that length as a Model (a merged decoder's: its
+  // no-cache branch inlined): what setPrefillPlan's plan is made for.
+  Model prefillModel(int64_t promptLength) const;
 
   // Text in and out (docs/decoding.md, "Text in and out"). setTokenizer
   // reads a Hugging Face tokenizer.json or a SentencePiece model; without

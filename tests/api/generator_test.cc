@@ -131,4 +131,56 @@ TEST(ApiGenerator, RunsThePromptsPassOnAPrefillPlan) {
   std::remove(stepPlan.c_str());
 }
 
+// A merged decoder (an If on use_cache_branch): plans made for stepModel()
+// and prefillModel(n), its branches inlined, give ONNX Runtime's ids; a plan
+// made for the model with the If kept is refused, naming the flag.
+TEST(ApiGenerator, RunsAMergedDecoderOnPlansForItsBranches) {
+  const std::string merged = kDir + "gpt2_style_tiny_merged.onnx";
+  // gpt2_style_tiny.ort_greedy.txt: prompt 1..8, ONNX Runtime's first ids.
+  const std::vector<int64_t> prompt = {1, 2, 3, 4, 5, 6, 7, 8};
+  std::FILE* f = std::fopen((kDir + "gpt2_style_tiny.ort_greedy.txt").c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  std::vector<int64_t> want;
+  char line[4096];
+  while (std::fgets(line, sizeof line, f)) {
+    const std::string text = line;
+    if (text.rfind("generated: ", 0) != 0) continue;
+    size_t at = 11;
+    while (want.size() < 12 && at < text.size()) {
+      size_t used = 0;
+      want.push_back(std::stoll(text.substr(at), &used));
+      at += used;
+    }
+  }
+  std::fclose(f);
+  ASSERT_EQ(want.size(), 12u);
+  collage::api::Generator generator(merged, 20);
+  const std::string stepPlan = testing::TempDir() + "api_generator_merged_step.json";
+  const std::string prefillPlan = testing::TempDir() + "api_generator_merged_prefill.json";
+  const std::string keptPlan = testing::TempDir() + "api_generator_merged_if.json";
+  collage::api::Plan::singleBackend(generator.stepModel(), "native").save(stepPlan);
+  collage::api::Plan::singleBackend(generator.prefillModel(8), "native").save(prefillPlan);
+  collage::api::Generator planned(merged, 0, stepPlan);
+  EXPECT_EQ(planned.maxLength(), 20);
+  planned.setPrefillPlan(prefillPlan);
+  collage::api::GenerateOptions options;
+  options.maxNewTokens = 12;
+  const collage::api::Generation g = planned.generate(prompt, options);
+  EXPECT_EQ(g.tokens, want);
+  EXPECT_EQ(g.prefill.rfind("one pass, plan " + prefillPlan + ": ", 0), 0u) << g.prefill;
+  collage::api::Plan::singleBackend(
+      collage::api::Model::load(merged, shapesOf(generator.stepBindings())), "native")
+      .save(keptPlan);
+  try {
+    collage::api::Generator wrong(merged, 0, keptPlan);
+    ADD_FAILURE() << "a plan with the If kept was taken";
+  } catch (const collage::api::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'use_cache_branch' unbound"), std::string::npos)
+        << e.what();
+  }
+  std::remove(stepPlan.c_str());
+  std::remove(prefillPlan.c_str());
+  std::remove(keptPlan.c_str());
+}
+
 }  // namespace

@@ -295,6 +295,46 @@ class Generate(unittest.TestCase):
             with self.assertRaisesRegex(collage.Error, "step.json"):
                 collage.Generator(path, 16, prefill_plan=step).generate([1, 2, 3], max_new_tokens=10)
 
+    def test_a_merged_decoders_plans_name_the_branches_it_runs(self):
+        # A merged decoder (an If on use_cache_branch, docs/decoding.md): its
+        # step and prompt graphs are its branches inlined (step_model,
+        # prefill_model); plans made for them give ONNX Runtime's ids, as the
+        # separate form's plan does on the separate form. Refused, naming the
+        # mismatch: the separate form's plan, a plan made with the If kept.
+        merged = os.path.join(self.DECODERS, "gpt2_style_tiny_merged.onnx")
+        separate = os.path.join(self.DECODERS, "gpt2_style_tiny.onnx")
+        with open(os.path.join(self.DECODERS, "gpt2_style_tiny.ort_greedy.txt")) as f:
+            lines = dict(line.rstrip("\n").split(": ", 1) for line in f if ": " in line)
+        prompt = [int(t) for t in lines["prompt"].split()]
+        want = [int(t) for t in lines["generated"].split()][:16]
+        rows = len(prompt) + 16
+        g = collage.Generator(merged, rows)
+        self.assertNotIn("use_cache_branch", [i["name"] for i in g.step_model.inputs])
+        self.assertEqual([i["shape"] for i in g.prefill_model(len(prompt)).inputs
+                          if i["name"] == "attention_mask"], [(1, len(prompt))])
+        with tempfile.TemporaryDirectory() as tmp:
+            step, prefill, other, kept = (os.path.join(tmp, n + ".json")
+                                          for n in ("step", "prefill", "separate", "if"))
+            collage.Plan.single_backend(g.step_model, "native").save(step)
+            collage.Plan.single_backend(g.prefill_model(len(prompt)), "native").save(prefill)
+            collage.Plan.single_backend(collage.Generator(separate, rows).step_model, "native").save(other)
+            out = collage.Generator(merged, 0, step, prefill_plan=prefill).generate(prompt, max_new_tokens=16)
+            self.assertEqual(out["tokens"], want)
+            self.assertTrue(out["prefill"].startswith("one pass, plan " + prefill + ": "), out["prefill"])
+            self.assertEqual(collage.Generator(separate, 0, other).generate(prompt, max_new_tokens=16)["tokens"],
+                             want)
+            with self.assertRaisesRegex(collage.Error, "separate.json was made for a model with sha256 .*"
+                                        "gpt2_style_tiny.onnx"):
+                collage.Generator(merged, 0, other)
+            # The model imported with the flag unbound: the If kept.
+            shapes = {b.split("=")[0]: [int(d) for d in b.split("=")[1].split("x")] for b in g.step_bindings}
+            collage.Plan.single_backend(collage.Model(merged, shapes), "native").save(kept)
+            with self.assertRaisesRegex(collage.Error, "if.json was made for .*merged.onnx with its input "
+                                        "'use_cache_branch' unbound.*--input-value use_cache_branch=true"):
+                collage.Generator(merged, 0, kept)
+            with self.assertRaisesRegex(collage.Error, "if.json.*--input-value use_cache_branch=false"):
+                collage.Generator(merged, rows, prefill_plan=kept)
+
     def test_text_in_and_out_with_the_models_tokenizer(self):
         tokenizers = os.path.join(os.environ["COLLAGE_SOURCE_DIR"], "tests", "models", "tokenizer")
         g = collage.Generator(os.path.join(self.DECODERS, "llama_style_tiny.onnx"), 32)

@@ -9,8 +9,12 @@
 #include <random>
 
 #include "../test_support.h"
+#include "backends/backend_list.h"
+#include "core/decode/cache_plan.h"
 #include "core/decode/decoder.h"
 #include "core/decode/decoder_signature.h"
+#include "core/onnx/onnx_import.h"
+#include "core/plan/plan.h"
 #include "core/ir/tensor_compare.h"
 #include "core/ops/reference_executor.h"
 
@@ -130,6 +134,71 @@ TEST(MergedDecoder, GeneratesTheSeparateFormsTokens) {
   EXPECT_EQ(a.promptRuns(), 1) << a.promptOneTokenAStepWhy();
   EXPECT_EQ(ga.tokens, b.generate(prompt, options).tokens);
   EXPECT_EQ(ga.tokens.size(), 16u);
+}
+
+// A plan for the step graph (the cache branch inlined, the flag fixed) runs
+// the steps in place on its Session and gives the separate form's tokens.
+TEST(MergedDecoder, APlanForTheStepGraphRunsInPlaceWithTheSeparateFormsTokens) {
+  const DecodeModel merged = importDecodeModel(kMerged, 24);
+  const DecodeModel separate = importDecodeModel(kSeparate, 24);
+  std::unique_ptr<Backend> native = createBackend("native");
+  const BackendLookup lookup = [&](const std::string& n) {
+    return n == "native" ? native.get() : nullptr;
+  };
+  const Plan plan = singleNodePlan(merged.graph, "native");
+  EXPECT_NO_THROW(checkMergedDecoderPlan(plan, merged.signature, kMerged, false));
+  PlannedDecoder planned = plannedDecoder(merged, plan, lookup);
+  ASSERT_EQ(planned.fallback, "");
+  EXPECT_TRUE(planned.decoder->inPlace());
+  GenerateOptions options;
+  options.maxNewTokens = 12;
+  const std::vector<int64_t> prompt = {1, 2, 3, 4, 5, 6, 7, 8};
+  Decoder reference(separate);
+  EXPECT_EQ(planned.decoder->generate(prompt, options).tokens,
+            reference.generate(prompt, options).tokens);
+}
+
+// `collage optimize --input-value use_cache_branch=true` with the step's
+// bindings imports the graph the loop runs (useCacheBinding names it); a
+// plan made with the flag unbound lists it among its inputs and is refused,
+// naming the plan, the model, the flag and the binding to optimize with.
+TEST(MergedDecoder, APlanMadeWithTheFlagUnboundIsRefusedNamingIt) {
+  const DecodeModel merged = importDecodeModel(kMerged, 9);
+  const DecodeModel separate = importDecodeModel(kSeparate, 9);
+  EXPECT_EQ(useCacheBinding(merged.signature, true), "use_cache_branch=true");
+  EXPECT_EQ(useCacheBinding(merged.signature, false), "use_cache_branch=false");
+  EXPECT_EQ(useCacheBinding(separate.signature, true), "");
+  // As `optimize` imports it with the bindings generate prints: the step graph.
+  ImportOptions options;
+  for (const std::string& b : merged.bindings) {
+    auto [name, shape] = parseInputShapeBinding(b);
+    options.inputShapes[name] = shape;
+  }
+  Tensor flag(TensorType{ElementType::Bool, {1}});
+  *static_cast<bool*>(flag.raw()) = true;
+  options.constantInputs["use_cache_branch"] = flag;
+  Plan plan = singleNodePlan(importOnnx(kMerged, options), "native");
+  EXPECT_EQ(plan.inputShapes, graphInputShapes(merged.graph));
+  EXPECT_NO_THROW(checkPlanAgainst(plan, merged.graph, "", {{"native", ""}}));
+  // With the flag an input (the If kept).
+  plan.inputShapes["use_cache_branch"] = {1};
+  plan.sourcePath = "if.json";
+  expectError([&] { checkMergedDecoderPlan(plan, merged.signature, kMerged, false); },
+              {"if.json was made for " + kMerged, "input 'use_cache_branch' unbound",
+               "the If on it kept", "--input-value use_cache_branch=true", "--print-bindings"});
+  expectError([&] { checkMergedDecoderPlan(plan, merged.signature, kMerged, true); },
+              {"if.json", "no-cache branch", "--input-value use_cache_branch=false",
+               "--print-prefill-bindings"});
+  EXPECT_NO_THROW(checkMergedDecoderPlan(plan, separate.signature, kSeparate, false));
+}
+
+// A constant bound to the flag must be of its type (a graph built for a
+// boolean must not read an integer): an Error naming the input and both.
+TEST(MergedDecoder, AConstantOfAnotherTypeThanTheInputIsRefused) {
+  ImportOptions options;
+  options.constantInputs["use_cache_branch"] = Tensor::fromInts({1}, {1});
+  expectError([&] { importOnnx(kMerged, options); },
+              {kMerged, "input 'use_cache_branch'", "int64", "bool"});
 }
 
 // A graph with one If on `cond`, whose branches return `thenOutputs` and
