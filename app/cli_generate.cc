@@ -350,7 +350,8 @@ int generateCacheParallel(const GenerateCommandOptions& o) {
       planned.decoder->fillCache(o.fillRows, o.fillSeed);
       report.fillWhat = std::to_string(o.fillRows) +
                         " cache rows filled with seeded values (seed " +
-                        std::to_string(o.fillSeed) + (o.dataParallel ? ")" : ", each rank its rows)");
+                        std::to_string(o.fillSeed) +
+                        (o.dataParallel ? ")" : ", each rank its rows)");
       report.fillMs =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       g = planned.decoder->generateFrom(o.fillRows, o.promptIds[0], options);
@@ -581,7 +582,8 @@ Action addGenerateCommand(CLI::App& app) {
                     "--prompt-ids (" +
                     std::to_string(o->promptIds.size()) + " given)");
       if (!o->cacheIn.empty() && (o->cacheParallel || o->dataParallel))
-        throw Error("--cache-in does not go with --cache-parallel or --data-parallel (--fill-rows does)");
+        throw Error(
+            "--cache-in does not go with --cache-parallel or --data-parallel (--fill-rows does)");
       if (o->printPrefillBindings || !o->prefillPlan.empty())
         throw Error(
             "--fill-rows and --cache-in run no prefill: they do not go with "

@@ -46,7 +46,8 @@ MeasuredRunComparison compareMeasuredRun(const DecodeStepCosts& costs, const Lin
   c.simulatedTokensPerSecond = c.simulation.tokensPerSecond;
   // The messages of all steps over the steps of one request (every request
   // of a run has as many).
-  c.simulatedTalkMsPerStep = c.simulation.communicationSeconds * 1e3 / static_cast<double>(run.steps);
+  c.simulatedTalkMsPerStep =
+      c.simulation.communicationSeconds * 1e3 / static_cast<double>(run.steps);
   if (run.stepMs > 0) c.stepError = c.simulatedStepMs / run.stepMs - 1;
   if (run.tokensPerSecond > 0)
     c.tokensPerSecondError = c.simulatedTokensPerSecond / run.tokensPerSecond - 1;
