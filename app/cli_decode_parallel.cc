@@ -186,6 +186,15 @@ int run(const DecodeParallelOptions& o) {
         if (run.ranks == n && run.context == context) {
           std::printf("  %s\n", describeMeasuredRun(compareMeasuredRun(costs, link, run)).c_str());
           ++runsShown;
+          // The attention's gain over the same run on one rank (#42's CP
+          // goal), where that run is stored too.
+          for (const DecodeRunRecord& one : runs)
+            if (n > 1 && one.ranks == 1 && one.strategy == run.strategy &&
+                one.context == context && one.threadsPerRank == run.threadsPerRank &&
+                run.attentionMs > 0)
+              std::printf("  %s attention on %d ranks against 1: %.2fx (%.4f ms against %.4f ms)\n",
+                          run.strategy.c_str(), n, one.attentionMs / run.attentionMs,
+                          run.attentionMs, one.attentionMs);
         }
     }
   }
