@@ -5,7 +5,11 @@
 // to a line in the rows read, takes the MPI link between two ranks of this
 // host from the measurement database (`mpirun -n 2 collage link --mpi`), and
 // prints the DP / TP / CP simulation and the planner's pick for each device
-// count and context (core/decode/decode_parallel_sim.h, docs/decoding.md).
+// count and context (core/decode/decode_parallel_sim.h, docs/decoding.md),
+// and under each device count the runs measured on that many ranks at that
+// context (`mpirun -n N collage generate --cache-parallel | --data-parallel`,
+// stored in the database: core/decode/decode_runs.h), each beside its own
+// simulation and the error.
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -17,6 +21,7 @@
 #include "backends/backend_list.h"
 #include "backends/native/native_cache_parallel.h"
 #include "core/decode/decode_parallel_sim.h"
+#include "core/decode/decode_runs.h"
 #include "core/decode/decoder.h"
 #include "core/ir/error.h"
 #include "core/pipeline/link_measurement.h"
@@ -37,6 +42,7 @@ struct DecodeParallelOptions {
   int repeats = 5;
   double linkLatency = -1;
   double linkBandwidth = -1;
+  std::string db = MeasurementDb::defaultPath();
 };
 
 // The batch at one context: the file's requests (a line "OUTPUT" takes the
@@ -132,7 +138,7 @@ int run(const DecodeParallelOptions& o) {
     if (o.linkBandwidth > 0) link.bandwidthBytesPerS = o.linkBandwidth;
     std::printf("link: latency %.3g s, bandwidth %.3g B/s (as given)\n", link.latencyS,
                 link.bandwidthBytesPerS);
-  } else if (std::optional<LinkRecord> stored = storedMpiLink()) {
+  } else if (std::optional<LinkRecord> stored = storedMpiLink(o.db)) {
     link = linkCostOf(*stored);
     std::printf("link: latency %.3g s, bandwidth %.3g B/s (mpi, %s, measured %s)\n", link.latencyS,
                 link.bandwidthBytesPerS, stored->key.endpoints.c_str(), stored->measuredAt.c_str());
@@ -144,6 +150,10 @@ int run(const DecodeParallelOptions& o) {
   }
   if (o.memoryLimit > 0)
     std::printf("memory limit: %s a device\n", megabytes(o.memoryLimit).c_str());
+  // The runs measured on ranks for this model, shown under their device
+  // count and context.
+  const std::vector<DecodeRunRecord> runs = storedDecodeRuns(o.db, decodeModelKey(o.modelPath));
+  size_t runsShown = 0;
 
   for (int64_t context : o.contexts) {
     const std::vector<DecodeRequest> requests = requestsAt(o, context);
@@ -172,8 +182,31 @@ int run(const DecodeParallelOptions& o) {
                     s.maxStepSeconds * 1e3, s.communicationSeconds * 1e3,
                     megabytes(s.memoryBytes).c_str(), s.fits ? "yes" : "no");
       std::printf("  plan for %d device(s): %s\n", n, pick.c_str());
+      for (const DecodeRunRecord& run : runs)
+        if (run.ranks == n && run.context == context) {
+          std::printf("  %s\n", describeMeasuredRun(compareMeasuredRun(costs, link, run)).c_str());
+          ++runsShown;
+          // The attention's gain over the same run on one rank (#42's CP
+          // goal), where that run is stored too.
+          for (const DecodeRunRecord& one : runs)
+            if (n > 1 && one.ranks == 1 && one.strategy == run.strategy &&
+                one.context == context && one.threadsPerRank == run.threadsPerRank &&
+                run.attentionMs > 0)
+              std::printf("  %s attention on %d ranks against 1: %.2fx (%.4f ms against %.4f ms)\n",
+                          run.strategy.c_str(), n, one.attentionMs / run.attentionMs,
+                          run.attentionMs, one.attentionMs);
+        }
     }
   }
+  if (runs.empty())
+    std::printf(
+        "\nNo run on ranks is stored for this model (mpirun -n N collage generate ... "
+        "--cache-parallel or --data-parallel stores one).\n");
+  else if (runsShown < runs.size())
+    std::printf(
+        "\n%zu stored run(s) of this model are at other contexts or device counts (--contexts, "
+        "--devices show them).\n",
+        runs.size() - runsShown);
   std::printf(
       "\nThe costs above are one device's, measured here; contexts beyond the measured\n"
       "ones extrapolate the attention's line.\n");
@@ -219,6 +252,9 @@ Action addDecodeParallelCommand(CLI::App& app) {
       ->add_option("--link-bandwidth", o->linkBandwidth,
                    "bytes per second, in place of the measured link's")
       ->check(CLI::PositiveNumber);
+  command->add_option("--db", o->db,
+                      "the measurement database of the MPI link and the measured runs (default: "
+                      "this machine's)");
   return [o]() {
     if (o->measureContexts.size() < 2)
       throw Error("--measure-contexts needs two cache sizes at least (the attention is a line)");

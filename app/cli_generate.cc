@@ -11,21 +11,26 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "app/cli_common.h"
 #include "backends/backend_list.h"
 #include "backends/native/native_cache_parallel.h"
 #include "core/decode/cache_plan.h"
+#include "core/decode/decode_runs.h"
 #include "core/decode/decoder.h"
 #include "core/decode/tokenizer.h"
 #include "core/ir/error.h"
+#include "core/ir/threading.h"
+#include "core/measure/measurement_db.h"
 #include "core/onnx/onnx_import.h"
 #include "core/ops/reference_executor.h"
 #include "core/plan/plan.h"
 #include "core/runtime/session.h"
 #ifdef COLLAGE_HAVE_MPI
 #include "core/decode/mpi_cache_exchange.h"
+#include "core/pipeline/link_measurement.h"
 #include "core/pipeline/mpi_pipeline_runtime.h"
 #endif
 
@@ -48,7 +53,11 @@ struct GenerateCommandOptions {
   bool printPrefillBindings = false;
   std::string logitsOut;
   bool cacheParallel = false;
+  bool dataParallel = false;  // every rank the whole generation, on its own
   double mpiTimeout = 120;
+  // A run on ranks is stored here by rank 0 (core/decode/decode_runs.h).
+  std::string db = MeasurementDb::defaultPath();
+  bool noDb = false;
   // No prompt's pass: the cache's rows filled directly, seeded (--fill-rows)
   // or from a past tensor per input (--cache-in), then the steps from there.
   int64_t fillRows = -1;
@@ -126,6 +135,71 @@ void printGeneration(const GenerateCommandOptions& o, const Decoder& decoder, co
 }
 
 #ifdef COLLAGE_HAVE_MPI
+// The parts of each step a run on ranks reports and stores: the decode
+// attention kernels' time (Session profiling; the kernel runs the exchange,
+// so it is in) and the exchanges' own. The Decoder's step calls boundary()
+// before each step, the caller once after the last: each closes the run before.
+class RankStepTimes {
+ public:
+  explicit RankStepTimes(Session& session) : session_(session) {
+    session.setProfiling(true);
+    for (size_t g = 0; g < session.groupCount(); ++g)
+      if (dynamic_cast<native::DecodeAttentionKernel*>(&session.groupKernel(g)))
+        attentionGroups_.insert(g);
+  }
+  void boundary() {
+    if (started_) {
+      double us = 0;
+      for (const KernelTiming& t : session_.lastTimings())
+        if (attentionGroups_.count(t.group)) us += t.durUs;
+      attention_.push_back(us / 1e3);
+      exchange_.push_back(exchangeNow_);
+    }
+    started_ = true;
+    exchangeNow_ = 0;
+  }
+  void addExchange(double ms) { exchangeNow_ += ms; }
+  // Medians over the last `steps` runs: the decode steps (a prompt run a
+  // token a step came first).
+  double attentionMs(size_t steps) const { return medianOfLast(attention_, steps); }
+  double exchangeMs(size_t steps) const { return medianOfLast(exchange_, steps); }
+
+ private:
+  static double medianOfLast(const std::vector<double>& v, size_t n) {
+    n = std::min(n, v.size());
+    if (n == 0) return 0;
+    std::vector<double> last(v.end() - static_cast<long>(n), v.end());
+    std::sort(last.begin(), last.end());
+    return last[last.size() / 2];
+  }
+  Session& session_;
+  std::set<size_t> attentionGroups_;
+  std::vector<double> attention_, exchange_;
+  double exchangeNow_ = 0;
+  bool started_ = false;
+};
+
+// The step's attention part (the line `decode-parallel` and the app set
+// beside the simulation) and the run stored by rank 0.
+void reportRankRun(const GenerateCommandOptions& o, DecodeRunRecord run) {
+  std::printf(
+      "attention: median %.4f ms a step (the decode attention kernels, their exchange included: "
+      "%.4f ms), rest %.4f ms; %d thread(s) a rank\n",
+      run.attentionMs, run.exchangeMs, std::max(0.0, run.stepMs - run.attentionMs),
+      run.threadsPerRank);
+  if (o.noDb || run.steps == 0) return;
+  try {
+    run.modelKey = decodeModelKey(o.modelPath);
+    MeasurementDb db(o.db);
+    db.storeDecodeRun(linkFingerprint(), run);
+    std::printf("stored: %s, %d rank(s), %lld rows, in %s\n", run.strategy.c_str(), run.ranks,
+                static_cast<long long>(run.context), db.path().c_str());
+  } catch (const Error& e) {
+    // The generation ran; a database that cannot take it is no reason to fail it.
+    std::fprintf(stderr, "warning: the run is not stored: %s\n", e.what());
+  }
+}
+
 // `collage generate ... --cache-parallel` in each rank mpirun starts
 // (docs/decoding.md): rank r of n holds rows [r*L/n, (r+1)*L/n) of the
 // cache; every layer's decode attention reads only those rows and the ranks
@@ -133,6 +207,12 @@ void printGeneration(const GenerateCommandOptions& o, const Decoder& decoder, co
 // rank order: every rank gets the same output, so the same token); the rest
 // of the step runs on every rank. Rank 0 prints. A rank that fails stops
 // the run (abortMpiRun), naming itself.
+//
+// With --data-parallel (dataParallel) every rank runs the whole generation
+// on its own, the same plan and no shard (DP: each device steps its own
+// request); the ranks meet only to compare the arguments and the tokens
+// and to gather each rank's median step. Both report the attention's part
+// of the step and store the run (rank 0, unless --no-db).
 int generateCacheParallel(const GenerateCommandOptions& o) {
   MpiScope mpi;
   const std::string rankName = "rank " + std::to_string(mpi.rank());
@@ -145,17 +225,19 @@ int generateCacheParallel(const GenerateCommandOptions& o) {
     std::memcpy(&temperatureBits, &temperature, sizeof temperatureBits);
     for (int64_t x : {o.generate.maxNewTokens, o.maxLength, o.eos, o.generate.topK,
                       static_cast<int64_t>(o.generate.seed), temperatureBits,
-                      static_cast<int64_t>(!o.plan.empty())})
+                      static_cast<int64_t>(!o.plan.empty()), o.fillRows,
+                      static_cast<int64_t>(o.fillSeed), static_cast<int64_t>(o.dataParallel)})
       args.push_back(x);
     exchange.requireSame(args,
                          "arguments (--prompt-ids, --max-new-tokens, --max-length, --eos, "
-                         "sampling, --plan)");
+                         "sampling, --plan, --fill-rows, --data-parallel)");
     const DecoderSignature signature = probeDecoderSignature(o.modelPath);
     std::unique_ptr<Plan> plan;
     if (!o.plan.empty()) plan = std::make_unique<Plan>(loadPlan(o.plan));
     if (plan) checkMergedDecoderPlan(*plan, signature, o.modelPath, false);
     int64_t capacity = o.maxLength;
     if (capacity <= 0 && plan) capacity = planCapacity(signature, plan->inputShapes);
+    if (capacity <= 0 && o.fillRows >= 0) capacity = o.fillRows + o.generate.maxNewTokens;
     if (capacity <= 0)
       capacity = static_cast<int64_t>(o.promptIds.size()) + o.generate.maxNewTokens;
     if (capacity < exchange.size())
@@ -197,6 +279,7 @@ int generateCacheParallel(const GenerateCommandOptions& o) {
     // read by the rank that owns the step's row, which appends it.
     const int64_t n = exchange.size(), r = exchange.rank();
     const int64_t first = r * capacity / n, end = (r + 1) * capacity / n;
+    RankStepTimes times(*planned.session);
     auto shard = std::make_shared<native::DecodeAttentionShard>();
     int64_t stepRow = 0, layer = 0;
     shard->exchange = [&](const native::AttentionPartials& mine, native::AttentionPartials& all) {
@@ -217,7 +300,11 @@ int generateCacheParallel(const GenerateCommandOptions& o) {
       }
       const std::string what = "the attention partials of kernel " + std::to_string(kernel) +
                                " at row " + std::to_string(stepRow);
+      const auto sent = std::chrono::steady_clock::now();
       const std::vector<float> got = exchange.allGather(block, what);
+      times.addExchange(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - sent)
+              .count());
       const size_t stride = block.size();
       for (int64_t p = 0; p < n; ++p) {
         const float* h = got.data() + p * stride;
@@ -241,28 +328,94 @@ int generateCacheParallel(const GenerateCommandOptions& o) {
         throw Error("a decode attention kernel reads " + std::to_string(k->L) +
                     " keys, not the cache's " + std::to_string(capacity) +
                     " rows and the new one: it cannot be split by the cache's rows");
-      k->shard = shard;
+      if (!o.dataParallel) k->shard = shard;
     }
-    planned.decoder->setCacheSlice(first, end, [&, shard](int64_t row) {
-      stepRow = row;
-      shard->keys.assign(1, {first, end});
-      if (row >= first && row < end) shard->keys.emplace_back(capacity, capacity + 1);
-    });
+    if (o.dataParallel)
+      planned.decoder->setCacheSlice(0, capacity, [&](int64_t) { times.boundary(); });
+    else
+      planned.decoder->setCacheSlice(first, end, [&, shard](int64_t row) {
+        times.boundary();
+        stepRow = row;
+        shard->keys.assign(1, {first, end});
+        if (row >= first && row < end) shard->keys.emplace_back(capacity, capacity + 1);
+      });
     GenerateOptions options = o.generate;
     options.keepLogits = !o.logitsOut.empty();
-    const Generation g = planned.decoder->generate(o.promptIds, options);
-    exchange.requireSame(g.tokens, "tokens (the ranks' merges disagree)");
+    GenerateCommandOptions report = o;
+    Generation g;
+    if (o.fillRows >= 0) {
+      // No prompt's pass: each rank fills its rows (seeded), then the steps.
+      const auto t0 = std::chrono::steady_clock::now();
+      planned.decoder->fillCache(o.fillRows, o.fillSeed);
+      report.fillWhat = std::to_string(o.fillRows) +
+                        " cache rows filled with seeded values (seed " +
+                        std::to_string(o.fillSeed) +
+                        (o.dataParallel ? ")" : ", each rank its rows)");
+      report.fillMs =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      g = planned.decoder->generateFrom(o.fillRows, o.promptIds[0], options);
+    } else {
+      g = planned.decoder->generate(o.promptIds, options);
+    }
+    times.boundary();
+    exchange.requireSame(g.tokens, o.dataParallel ? "tokens (the ranks' generations differ)"
+                                                  : "tokens (the ranks' merges disagree)");
+    std::vector<double> sorted = g.stepMs;
+    std::sort(sorted.begin(), sorted.end());
+    const double stepMs = sorted.empty() ? 0 : sorted[sorted.size() / 2];
+    const double attentionMs = times.attentionMs(g.stepMs.size());
+    const double exchangeMs = times.exchangeMs(g.stepMs.size());
+    // DP: each rank's median step and attention, gathered on every rank.
+    std::vector<float> perRank;
+    if (o.dataParallel)
+      perRank = exchange.allGather({static_cast<float>(stepMs), static_cast<float>(attentionMs)},
+                                   "the ranks' median steps");
     if (r != 0) return 0;
-    std::printf("cache parallel: %lld rank(s), %zu decode attention kernel(s) split;", (long long)n,
-                kernels.size());
-    for (int64_t p = 0; p < n; ++p)
-      std::printf("%s rows %lld..%lld on rank %lld", p ? "," : "",
-                  static_cast<long long>(p * capacity / n),
-                  static_cast<long long>((p + 1) * capacity / n - 1), static_cast<long long>(p));
-    std::printf("\n");
-    printGeneration(
-        o, *planned.decoder, g,
-        (plan ? "plan " + o.plan : std::string("native decode attention")) + ", cache parallel");
+    DecodeRunRecord run;
+    run.strategy = o.dataParallel ? "DP" : "CP";
+    run.ranks = static_cast<int>(n);
+    run.threadsPerRank = threadCount();
+    run.context = o.fillRows >= 0 ? o.fillRows : static_cast<int64_t>(o.promptIds.size());
+    run.capacity = capacity;
+    run.steps = static_cast<int64_t>(g.stepMs.size());
+    run.stepMs = stepMs;
+    run.attentionMs = attentionMs;
+    run.exchangeMs = exchangeMs;
+    run.tokensPerSecond = stepMs > 0 ? 1e3 / stepMs : 0;
+    if (o.dataParallel) {
+      std::vector<double> steps, attention;
+      run.tokensPerSecond = 0;
+      for (int64_t p = 0; p < n; ++p) {
+        steps.push_back(perRank[static_cast<size_t>(2 * p)]);
+        attention.push_back(perRank[static_cast<size_t>(2 * p + 1)]);
+        run.tokensPerSecond += steps.back() > 0 ? 1e3 / steps.back() : 0;
+        char b[64];
+        std::snprintf(b, sizeof b, "%srank %lld %.4f ms", p ? ", " : "", static_cast<long long>(p),
+                      steps.back());
+        run.detail += b;
+      }
+      std::sort(steps.begin(), steps.end());
+      std::sort(attention.begin(), attention.end());
+      run.stepMs = steps[steps.size() / 2];
+      run.attentionMs = attention[attention.size() / 2];
+      run.detail = "median step per rank: " + run.detail;
+      std::printf(
+          "data parallel: %lld rank(s), each running the whole generation on its own (%s); "
+          "%.1f tokens/s over the ranks\n",
+          (long long)n, run.detail.c_str(), run.tokensPerSecond);
+    } else {
+      std::printf("cache parallel: %lld rank(s), %zu decode attention kernel(s) split;",
+                  (long long)n, kernels.size());
+      for (int64_t p = 0; p < n; ++p)
+        std::printf("%s rows %lld..%lld on rank %lld", p ? "," : "",
+                    static_cast<long long>(p * capacity / n),
+                    static_cast<long long>((p + 1) * capacity / n - 1), static_cast<long long>(p));
+      std::printf("\n");
+    }
+    printGeneration(report, *planned.decoder, g,
+                    (plan ? "plan " + o.plan : std::string("native decode attention")) +
+                        (o.dataParallel ? ", data parallel" : ", cache parallel"));
+    reportRankRun(o, run);
     return 0;
   } catch (const std::exception& e) {
     const std::string what = e.what();
@@ -400,11 +553,18 @@ Action addGenerateCommand(CLI::App& app) {
   command->add_flag("--cache-parallel", o->cacheParallel,
                     "split the KV cache along the sequence across MPI ranks (start with mpirun "
                     "-n N): each rank attends over its rows, the ranks merge the partials");
+  command->add_flag("--data-parallel", o->dataParallel,
+                    "under mpirun -n N: every rank runs the whole generation on its own (data "
+                    "parallelism, no messages); rank 0 gathers and stores the ranks' steps");
   command
       ->add_option("--mpi-timeout", o->mpiTimeout,
-                   "with --cache-parallel: seconds a rank waits for another before the run "
-                   "fails (default 120)")
+                   "with --cache-parallel or --data-parallel: seconds a rank waits for another "
+                   "before the run fails (default 120)")
       ->check(CLI::PositiveNumber);
+  command->add_option("--db", o->db,
+                      "with --cache-parallel or --data-parallel: the measurement database rank 0 "
+                      "stores the run in (default: this machine's)");
+  command->add_flag("--no-db", o->noDb, "store no run");
   return [o, promptIds, promptText]() {
     if (promptIds->count() == 0 && promptText->count() == 0)
       throw Error("give the prompt with --prompt-ids 1,2,3 or --prompt \"text\"");
@@ -420,22 +580,27 @@ Action addGenerateCommand(CLI::App& app) {
                     " runs no prompt: give the one id that follows the filled rows with "
                     "--prompt-ids (" +
                     std::to_string(o->promptIds.size()) + " given)");
-      if (o->cacheParallel || o->printPrefillBindings || !o->prefillPlan.empty())
+      if (!o->cacheIn.empty() && (o->cacheParallel || o->dataParallel))
         throw Error(
-            "--fill-rows and --cache-in run no prefill: they do not go with --cache-parallel, "
+            "--cache-in does not go with --cache-parallel or --data-parallel (--fill-rows does)");
+      if (o->printPrefillBindings || !o->prefillPlan.empty())
+        throw Error(
+            "--fill-rows and --cache-in run no prefill: they do not go with "
             "--print-prefill-bindings or --prefill-plan");
     }
-    if (o->cacheParallel) {
+    if (o->cacheParallel && o->dataParallel)
+      throw Error("--cache-parallel and --data-parallel are two ways to use the ranks: give one");
+    if (o->cacheParallel || o->dataParallel) {
 #ifdef COLLAGE_HAVE_MPI
       if (o->printBindings || o->printPrefillBindings || !o->prefillPlan.empty())
         throw Error(
             "--print-bindings, --print-prefill-bindings and --prefill-plan do not go with "
-            "--cache-parallel");
+            "--cache-parallel or --data-parallel");
       return generateCacheParallel(*o);
 #else
       throw Error(
-          "--cache-parallel needs MPI, and this build has none (install Open MPI and "
-          "rebuild)");
+          "--cache-parallel and --data-parallel need MPI, and this build has none (install Open "
+          "MPI and rebuild)");
 #endif
     }
     const DecoderSignature signature = probeDecoderSignature(o->modelPath);

@@ -18,8 +18,7 @@ std::vector<DecodeRequest> variedDecodeRequests(int64_t context, int batch) {
   return out;
 }
 
-std::optional<LinkRecord> storedMpiLink() {
-  const std::string path = MeasurementDb::defaultPath();
+std::optional<LinkRecord> storedMpiLink(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return std::nullopt;
   char host[256] = {};
@@ -52,7 +51,8 @@ std::vector<int64_t> comparisonContexts(const std::vector<DecodePoint>& measured
 DecodeComparison compareDecodeParallel(DecodeStepCosts costs, const LinkCost& link,
                                        std::string linkSource,
                                        const std::vector<DecodePoint>& measured,
-                                       const DecodeComparisonOptions& options) {
+                                       const DecodeComparisonOptions& options,
+                                       const std::vector<DecodeRunRecord>& runs) {
   if (options.devices < 1 || options.requests < 1)
     throw Error("the comparison needs one device and one request at least");
   std::vector<DecodeCostPoint> points;
@@ -88,26 +88,36 @@ DecodeComparison compareDecodeParallel(DecodeStepCosts costs, const LinkCost& li
   }
   for (const DecodePoint& p : measured)
     if (p.stepMs > 0) out.measured.push_back({p.context, 1e3 / p.stepMs});
+  for (const DecodeRunRecord& run : runs)
+    if (run.ranks == options.devices) out.runs.push_back(compareMeasuredRun(costs, link, run));
   return out;
 }
 
 DecodeComparison compareDecodeParallel(const std::string& modelPath,
                                        const DecoderSignature& signature,
                                        const std::vector<DecodePoint>& measured,
-                                       const DecodeComparisonOptions& options) {
+                                       const DecodeComparisonOptions& options,
+                                       const std::string& dbPath) {
   if (measured.empty())
     throw Error("the DP/TP/CP comparison needs the step measured first (Measure)");
   int64_t shortest = INT64_MAX;
   for (const DecodePoint& p : measured) shortest = std::min(shortest, p.context);
   const DecodeModel model = importDecodeModel(modelPath, shortest, &signature);
   const DecodeStepCosts shape = decodeModelShape(model.graph, signature);
-  if (std::optional<LinkRecord> stored = storedMpiLink())
+  std::vector<DecodeRunRecord> runs;
+  try {
+    runs = storedDecodeRuns(dbPath, decodeModelKey(modelPath), options.devices);
+  } catch (const Error&) {
+    // A database that cannot be read: the simulation without measured runs.
+  }
+  if (std::optional<LinkRecord> stored = storedMpiLink(dbPath))
     return compareDecodeParallel(shape, linkCostOf(*stored),
-                                 "mpi link measured " + stored->measuredAt, measured, options);
+                                 "mpi link measured " + stored->measuredAt, measured, options,
+                                 runs);
   return compareDecodeParallel(shape, assumedDecodeLink(),
                                "assumed link (no MPI link of this host is measured: mpirun -n 2 "
                                "collage link --mpi)",
-                               measured, options);
+                               measured, options, runs);
 }
 
 }  // namespace collage

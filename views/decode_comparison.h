@@ -16,8 +16,13 @@
 //    that context on this machine, the same quantity as the fit, so the
 //    distance between them is the fit's error. The simulated strategies are
 //    built on that fit.
-// A measured run on N devices (mpirun) is not stored anywhere yet, so no
-// measured point sits on the N-device lines.
+//  - the runs measured on the chart's N devices (mpirun -n N collage generate
+//    --cache-parallel | --data-parallel, stored in the database:
+//    core/decode/decode_runs.h), each at its context and tokens per second,
+//    and beside it its own simulation: a run is one request on all ranks
+//    (CP, TP) or one per rank (DP), not the chart's batch, so it is set
+//    beside the simulation of that run, and the distance between the two
+//    is the simulator's error.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +31,7 @@
 #include <vector>
 
 #include "core/decode/decode_parallel_sim.h"
+#include "core/decode/decode_runs.h"
 #include "core/decode/decoder_signature.h"
 #include "core/measure/measurement_db.h"
 #include "core/pipeline/topology.h"
@@ -37,8 +43,9 @@ namespace collage {
 std::vector<DecodeRequest> variedDecodeRequests(int64_t context, int batch);
 
 // The MPI link between two ranks of this host, as `collage link --mpi`
-// stored it in the default measurement database; nullopt where it holds none.
-std::optional<LinkRecord> storedMpiLink();
+// stored it in the measurement database (the default one unless named);
+// nullopt where it holds none.
+std::optional<LinkRecord> storedMpiLink(const std::string& dbPath = MeasurementDb::defaultPath());
 // A link assumed where none is measured: 5 GB/s, 5 us.
 LinkCost assumedDecodeLink();
 
@@ -61,6 +68,9 @@ struct DecodeComparison {
   std::vector<std::vector<DecodeCurvePoint>> curves;
   std::vector<DecodeCurvePoint> fit;       // one request's step on one device
   std::vector<DecodeCurvePoint> measured;  // the measured steps, the same quantity
+  // The runs stored for this model on `devices` ranks, each with its own
+  // simulation (its point: run.context, run.tokensPerSecond).
+  std::vector<MeasuredRunComparison> runs;
   DecodeStepCosts costs;
   LinkCost link;
   std::string linkSource;  // "measured mpi link ..." or "assumed ..."
@@ -73,16 +83,21 @@ std::vector<int64_t> comparisonContexts(const std::vector<DecodePoint>& measured
 
 // The comparison for the decoder at `modelPath` (its shape from its step
 // graph at the shortest measured context) from the steps measured; the link
-// is the stored MPI link, else assumedDecodeLink(). Error for fewer than two
-// measured context lengths, and the simulator's.
+// is the stored MPI link, else assumedDecodeLink(), and the runs those
+// stored for the model on options.devices ranks, both from the database at
+// `dbPath`. Error for fewer than two measured context lengths, and the
+// simulator's.
 DecodeComparison compareDecodeParallel(const std::string& modelPath,
                                        const DecoderSignature& signature,
                                        const std::vector<DecodePoint>& measured,
-                                       const DecodeComparisonOptions& options);
-// The same on a given shape and link (no file, no database).
+                                       const DecodeComparisonOptions& options,
+                                       const std::string& dbPath = MeasurementDb::defaultPath());
+// The same on a given shape and link (no file, no database), with `runs`
+// (those on options.devices ranks) simulated beside the curves.
 DecodeComparison compareDecodeParallel(DecodeStepCosts shape, const LinkCost& link,
                                        std::string linkSource,
                                        const std::vector<DecodePoint>& measured,
-                                       const DecodeComparisonOptions& options);
+                                       const DecodeComparisonOptions& options,
+                                       const std::vector<DecodeRunRecord>& runs = {});
 
 }  // namespace collage

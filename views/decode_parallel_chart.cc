@@ -46,8 +46,18 @@ DecodeParallelChart::DecodeParallelChart(QWidget* parent) : QWidget(parent) {
   measured_ = new QScatterSeries(chart);
   measured_->setName(tr("one step, 1 device (measured)"));
   measured_->setMarkerSize(9);
+  // The runs on N ranks: filled diamonds-like squares, their simulations hollow.
+  runs_ = new QScatterSeries(chart);
+  runs_->setName(tr("run on N devices (measured)"));
+  runs_->setMarkerShape(QScatterSeries::MarkerShapeRectangle);
+  runs_->setMarkerSize(11);
+  runsSimulated_ = new QScatterSeries(chart);
+  runsSimulated_->setName(tr("the same run (simulated)"));
+  runsSimulated_->setMarkerShape(QScatterSeries::MarkerShapeRectangle);
+  runsSimulated_->setMarkerSize(11);
+  runsSimulated_->setBrush(Qt::NoBrush);
   QVector<QXYSeries*> all(strategies_.begin(), strategies_.end());
-  all << fit_ << measured_;
+  all << fit_ << measured_ << runs_ << runsSimulated_;
   for (QXYSeries* s : all) {
     chart->addSeries(s);
     s->attachAxis(xAxis_);
@@ -118,6 +128,8 @@ void DecodeParallelChart::clear() {
   for (QLineSeries* s : strategies_) s->clear();
   fit_->clear();
   measured_->clear();
+  runs_->clear();
+  runsSimulated_->clear();
   xAxis_->setRange(16, 131072);
   yAxis_->setRange(1, 1000);
   status_->setText(
@@ -182,6 +194,16 @@ void DecodeParallelChart::showComparison(const DecodeComparison& c) {
     plot(strategies_[s], c.curves[size_t(s)]);
   plot(fit_, c.fit);
   plot(measured_, c.measured);
+  std::vector<DecodeCurvePoint> runs, runsSimulated;
+  QString runText;
+  for (const MeasuredRunComparison& r : c.runs) {
+    runs.push_back({r.run.context, r.run.tokensPerSecond});
+    if (r.simulated) runsSimulated.push_back({r.run.context, r.simulatedTokensPerSecond});
+    runText += QStringLiteral(" ") + QString::fromStdString(describeMeasuredRun(r)) + ".";
+  }
+  plot(runs_, runs);
+  plot(runsSimulated_, runsSimulated);
+  runs_->setName(tr("run on %1 device(s) (measured)").arg(c.devices));
   if (xMax > 0) {
     xAxis_->setRange(xMin / 1.2, xMax * 1.2);
     yAxis_->setRange(yMin / 1.5, yMax * 1.5);
@@ -209,7 +231,12 @@ void DecodeParallelChart::showComparison(const DecodeComparison& c) {
           .arg(c.measured.size())
           .arg(QString::fromStdString(c.linkSource))
           .arg(c.link.bandwidthBytesPerS / 1e9, 0, 'g', 3)
-          .arg(c.link.latencyS * 1e6, 0, 'g', 3));
+          .arg(c.link.latencyS * 1e6, 0, 'g', 3) +
+      (c.runs.empty()
+           ? tr(" No run on %1 device(s) is stored for this model (mpirun -n %1 collage generate "
+                "--cache-parallel or --data-parallel).")
+                 .arg(c.devices)
+           : tr(" Runs on %1 device(s):").arg(c.devices) + runText));
 }
 
 }  // namespace collage

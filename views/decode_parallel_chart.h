@@ -1,7 +1,9 @@
 // The DP / TP / CP comparison chart beside the Decode panel's step curve:
 // tokens per second against the context (log axis) for a batch of requests
 // on N devices, one line per strategy, with the measured single-device steps
-// and the fit through them (views/decode_comparison.h says what each is).
+// and the fit through them, and the runs measured on N ranks (stored by
+// `mpirun -n N collage generate --cache-parallel | --data-parallel`) beside
+// their own simulations (views/decode_comparison.h says what each is).
 //
 // The simulation runs on the thread pool (QtConcurrent, as the pattern
 // editor's matching does), never on the UI thread: it imports the model's
@@ -53,6 +55,10 @@ class DecodeParallelChart : public QWidget {
   const QVector<QtCharts::QLineSeries*>& strategySeries() const { return strategies_; }
   QtCharts::QLineSeries* fitSeries() const { return fit_; }
   QtCharts::QScatterSeries* measuredSeries() const { return measured_; }
+  // The runs stored for this model on the chart's device count (context,
+  // tokens/s), and the same runs simulated, point for point.
+  QtCharts::QScatterSeries* runSeries() const { return runs_; }
+  QtCharts::QScatterSeries* runSimulatedSeries() const { return runsSimulated_; }
   QSpinBox* devices() const { return devices_; }
   QSpinBox* requests() const { return requests_; }
   QString statusText() const;
@@ -82,6 +88,8 @@ class DecodeParallelChart : public QWidget {
   QVector<QtCharts::QLineSeries*> strategies_;
   QtCharts::QLineSeries* fit_ = nullptr;
   QtCharts::QScatterSeries* measured_ = nullptr;
+  QtCharts::QScatterSeries* runs_ = nullptr;
+  QtCharts::QScatterSeries* runsSimulated_ = nullptr;
   QtCharts::QLogValueAxis* xAxis_ = nullptr;
   QtCharts::QLogValueAxis* yAxis_ = nullptr;
   QSpinBox* devices_ = nullptr;

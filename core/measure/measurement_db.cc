@@ -72,7 +72,8 @@ std::string nowIso8601() {
 // adds why a failure happened when the machine, not the kernel, was at fault
 // (cause: measurement.h's FailureCause; '' for the kernel's own): such rows
 // are kept for the record but are no verdict, never found nor pushed.
-// Version 7 adds the measured links between devices (links). Every
+// Version 7 adds the measured links between devices (links), version 8
+// the decode runs measured on N ranks (decode_runs). Every
 // statement creates only what is missing, so the same text brings any older
 // file up to date (origin and cause are added by migrate()).
 const char* kSchema = R"sql(
@@ -138,6 +139,23 @@ CREATE TABLE IF NOT EXISTS links (
   worst_error     REAL NOT NULL DEFAULT 0,
   measured_at     TEXT NOT NULL DEFAULT '',
   PRIMARY KEY (fingerprint_id, transport, protocol, endpoints)
+);
+CREATE TABLE IF NOT EXISTS decode_runs (
+  fingerprint_id  TEXT NOT NULL,
+  model_key       TEXT NOT NULL,
+  strategy        TEXT NOT NULL,
+  ranks           INTEGER NOT NULL,
+  threads         INTEGER NOT NULL,
+  context         INTEGER NOT NULL,
+  capacity        INTEGER NOT NULL DEFAULT 0,
+  steps           INTEGER NOT NULL DEFAULT 0,
+  step_ms         REAL NOT NULL,
+  attention_ms    REAL NOT NULL DEFAULT 0,
+  exchange_ms     REAL NOT NULL DEFAULT 0,
+  tokens_per_s    REAL NOT NULL DEFAULT 0,
+  detail          TEXT NOT NULL DEFAULT '',
+  measured_at     TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY (fingerprint_id, model_key, strategy, ranks, threads, context)
 );
 )sql";
 
@@ -553,6 +571,51 @@ void MeasurementDb::storeLink(const HardwareFingerprint& fp, const LinkRecord& r
   s.bind(1, fp.id()).bind(2, r.key.transport).bind(3, r.key.protocol).bind(4, r.key.endpoints);
   s.bind(5, r.latencySeconds).bind(6, r.bandwidthBytesPerSecond).bind(7, int64_t{r.sizes});
   s.bind(8, r.worstError).bind(9, nowIso8601());
+  s.step();
+}
+
+std::vector<DecodeRunRecord> MeasurementDb::findDecodeRuns(const HardwareFingerprint& fp,
+                                                           const std::string& modelKey) const {
+  Statement s(db_,
+              "SELECT strategy, ranks, threads, context, capacity, steps, step_ms, attention_ms, "
+              "exchange_ms, tokens_per_s, detail, measured_at FROM decode_runs WHERE "
+              "fingerprint_id=? AND model_key=? ORDER BY strategy, ranks, threads, context",
+              path_);
+  s.bind(1, fp.id()).bind(2, modelKey);
+  std::vector<DecodeRunRecord> out;
+  while (s.step()) {
+    DecodeRunRecord r;
+    r.modelKey = modelKey;
+    r.strategy = s.text(0);
+    r.ranks = static_cast<int>(s.integer(1));
+    r.threadsPerRank = static_cast<int>(s.integer(2));
+    r.context = s.integer(3);
+    r.capacity = s.integer(4);
+    r.steps = s.integer(5);
+    r.stepMs = s.real(6);
+    r.attentionMs = s.real(7);
+    r.exchangeMs = s.real(8);
+    r.tokensPerSecond = s.real(9);
+    r.detail = s.text(10);
+    r.measuredAt = s.text(11);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+void MeasurementDb::storeDecodeRun(const HardwareFingerprint& fp, const DecodeRunRecord& r) {
+  if (r.modelKey.empty() || r.strategy.empty() || r.ranks < 1 || r.threadsPerRank < 1 ||
+      r.context < 0)
+    throw Error(path_ + ": a decode run needs a model, a strategy, ranks, threads and a context");
+  Statement s(db_,
+              "INSERT OR REPLACE INTO decode_runs (fingerprint_id, model_key, strategy, ranks, "
+              "threads, context, capacity, steps, step_ms, attention_ms, exchange_ms, "
+              "tokens_per_s, detail, measured_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+              path_);
+  s.bind(1, fp.id()).bind(2, r.modelKey).bind(3, r.strategy).bind(4, int64_t{r.ranks});
+  s.bind(5, int64_t{r.threadsPerRank}).bind(6, r.context).bind(7, r.capacity).bind(8, r.steps);
+  s.bind(9, r.stepMs).bind(10, r.attentionMs).bind(11, r.exchangeMs).bind(12, r.tokensPerSecond);
+  s.bind(13, r.detail).bind(14, nowIso8601());
   s.step();
 }
 

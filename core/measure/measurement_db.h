@@ -87,6 +87,29 @@ struct LinkRecord {
   std::string measuredAt; // ISO 8601, UTC (set on store)
 };
 
+// A decode run measured on N devices (MPI ranks): `mpirun -n N collage
+// generate --cache-parallel | --data-parallel | --tensor-parallel`, stored by
+// rank 0 (docs/decoding.md, "Measured runs on N ranks"). Keyed by the
+// machine (linkFingerprint: no thread count, no library versions), the model
+// (decodeModelKey: its file's sha256), the strategy's name, the ranks, the
+// threads per rank and the context; a run measured again replaces the row.
+// In this file only, as links are: a fact about this machine's processes.
+struct DecodeRunRecord {
+  std::string modelKey;    // "sha256:..." of the model file
+  std::string strategy;    // "CP", "TP", "DP" (any name: the store does not interpret it)
+  int ranks = 0;
+  int threadsPerRank = 0;
+  int64_t context = 0;     // rows in the cache at the first timed step
+  int64_t capacity = 0;    // the cache's rows (CP slices them across the ranks)
+  int64_t steps = 0;       // decode steps timed (per rank)
+  double stepMs = 0;       // median step (DP: the median of the ranks' medians)
+  double attentionMs = 0;  // median per step of the decode attention kernels, exchange included
+  double exchangeMs = 0;   // median per step of the ranks' exchanges (0: none)
+  double tokensPerSecond = 0;  // DP: the sum of the ranks' 1000 / median step
+  std::string detail;      // free text (DP: each rank's median)
+  std::string measuredAt;  // ISO 8601, UTC (set on store)
+};
+
 struct MeasurementDbStats {
   int64_t rows = 0;
   int64_t okRows = 0;
@@ -108,7 +131,7 @@ struct MeasurementCopyReport {
 
 class MeasurementDb {
  public:
-  static constexpr int kSchemaVersion = 7;
+  static constexpr int kSchemaVersion = 8;
   // $XDG_CACHE_HOME/collage-studio/measurements.sqlite (~/.cache/... by default).
   static std::string defaultPath();
 
@@ -179,6 +202,13 @@ class MeasurementDb {
   // this machine's placement of processes, not shared with a team.
   std::optional<LinkRecord> findLink(const HardwareFingerprint& fp, const LinkKey& key) const;
   void storeLink(const HardwareFingerprint& fp, const LinkRecord& record);
+
+  // Measured decode runs (DecodeRunRecord), in this file only: every
+  // strategy, rank count, thread count and context stored for the model on
+  // this machine, by strategy, ranks, threads, context.
+  std::vector<DecodeRunRecord> findDecodeRuns(const HardwareFingerprint& fp,
+                                              const std::string& modelKey) const;
+  void storeDecodeRun(const HardwareFingerprint& fp, const DecodeRunRecord& record);
 
   std::vector<MeasurementRecord> all() const;
   MeasurementDbStats stats(const HardwareFingerprint& current) const;

@@ -23,6 +23,8 @@ base=$2
 part=$3
 source "$(dirname "$0")/mpi_ranks.sh"
 mpi_setup generate_cache_parallel
+# The runs store themselves (decode_runs): in the work folder, not the user's database.
+export XDG_CACHE_HOME=$PWD/cache
 source "$(dirname "$0")/greedy_ids.sh"
 read_greedy "$base.greedy.txt"
 args=(generate "$base.onnx" --prompt-ids "$prompt" --max-new-tokens "$new")

@@ -15,8 +15,10 @@
 #include <QtTest>
 #include <cmath>
 
+#include "core/decode/decode_runs.h"
 #include "core/decode/decoder.h"
 #include "core/ir/hashing.h"
+#include "core/pipeline/link_measurement.h"
 #include "core/plan/plan.h"
 #include "views/background_work.h"
 #include "views/decode_panel.h"
@@ -122,8 +124,34 @@ class DecodePanelTests : public QObject {
   // The DP / TP / CP comparison beside the curve: once a measurement ends,
   // the simulator runs off the UI thread on the measured points and the
   // chart shows its three strategies from the shortest measured context to
-  // 128k rows, the fit, and the measured steps at their contexts.
+  // 128k rows, the fit, and the measured steps at their contexts; and a run
+  // stored on 2 ranks (as `mpirun -n 2 collage generate --cache-parallel`
+  // stores it) beside its own simulation, on the 2-device chart only.
   void chartsDataTensorAndCacheParallelism() {
+    QTemporaryDir cache;
+    const QByteArray savedCache = qgetenv("XDG_CACHE_HOME");
+    qputenv("XDG_CACHE_HOME", cache.path().toUtf8());
+    struct Restore {
+      QByteArray value;
+      ~Restore() {
+        if (value.isEmpty()) qunsetenv("XDG_CACHE_HOME");
+        else qputenv("XDG_CACHE_HOME", value);
+      }
+    } restore{savedCache};
+    {
+      DecodeRunRecord run;
+      run.modelKey = decodeModelKey(kDecoder.toStdString());
+      run.strategy = "CP";
+      run.ranks = 2;
+      run.threadsPerRank = 1;
+      run.context = 32;
+      run.capacity = 40;
+      run.steps = 8;
+      run.stepMs = 0.5;
+      run.attentionMs = 0.2;
+      run.tokensPerSecond = 2000;
+      MeasurementDb(MeasurementDb::defaultPath()).storeDecodeRun(linkFingerprint(), run);
+    }
     MainWindow window;
     window.show();
     QVERIFY(openAndWait(window, kDecoder, decoderBindings()));
@@ -155,6 +183,15 @@ class DecodePanelTests : public QObject {
       QCOMPARE(chart->measuredSeries()->at(i).y(), 1000.0 / panel->points()[i].stepMs);
     }
     QVERIFY2(chart->statusText().contains("2 device(s)"), qPrintable(chart->statusText()));
+    // The stored run at its context and tokens per second, and its simulation.
+    QCOMPARE(chart->runSeries()->count(), 1);
+    QCOMPARE(chart->runSeries()->at(0), QPointF(32, 2000));
+    QCOMPARE(chart->runSimulatedSeries()->count(), 1);
+    QCOMPARE(chart->runSimulatedSeries()->at(0).x(), 32.0);
+    QVERIFY(chart->runSimulatedSeries()->at(0).y() > 0);
+    QVERIFY2(chart->statusText().contains(
+                 "measured CP, 2 rank(s) x 1 thread(s), 1 request(s) at 32 rows, 8 step(s)"),
+             qPrintable(chart->statusText()));
     // One device: nothing to split, the three strategies are one line.
     simulated.clear();
     chart->devices()->setValue(1);
@@ -166,6 +203,9 @@ class DecodePanelTests : public QObject {
         QVERIFY2(std::abs(chart->strategySeries()[s]->at(i).y() - dp) <= 1e-9 * dp,
                  qPrintable(names[s] + " at point " + QString::number(i)));
     }
+    QCOMPARE(chart->runSeries()->count(), 0);  // a run on 2 ranks is no 1-device point
+    QVERIFY2(chart->statusText().contains("No run on 1 device(s) is stored"),
+             qPrintable(chart->statusText()));
     // A new model forgets them.
     QVERIFY(gui_test::openAndWait(window, model("dcgan_small")));
     QCOMPARE(chart->strategySeries()[0]->count(), 0);

@@ -131,6 +131,74 @@ TEST(MeasurementDb, PlanRunsAreKeyedByMachineModelAndStartingPlan) {
   EXPECT_TRUE(db.findPlanRuns(here, "sha256:abc;x=1x3", "base").empty());
 }
 
+// Runs on N ranks (generate --cache-parallel | --data-parallel): one row per
+// machine, model, strategy, ranks, threads and context; measured again, it
+// replaces the row; another model or machine sees none.
+TEST(MeasurementDb, DecodeRunsAreKeyedByModelStrategyRanksThreadsAndContext) {
+  MeasurementDb db(tempPath("decode_runs.sqlite"));
+  const HardwareFingerprint here = record("s", 1).fingerprint;
+  HardwareFingerprint elsewhere = here;
+  elsewhere.cpuModel = "Model Y";
+  auto run = [](const std::string& strategy, int ranks, int threads, int64_t context, double ms) {
+    DecodeRunRecord r;
+    r.modelKey = "sha256:abc";
+    r.strategy = strategy;
+    r.ranks = ranks;
+    r.threadsPerRank = threads;
+    r.context = context;
+    r.capacity = context + 32;
+    r.steps = 31;
+    r.stepMs = ms;
+    r.attentionMs = ms / 2;
+    r.exchangeMs = ms / 10;
+    r.tokensPerSecond = 1e3 / ms;
+    r.detail = "rank 0 " + std::to_string(ms);
+    return r;
+  };
+  db.storeDecodeRun(here, run("CP", 2, 1, 4096, 0.3));
+  db.storeDecodeRun(here, run("CP", 2, 1, 4096, 0.28));  // measured again: replaces
+  db.storeDecodeRun(here, run("CP", 2, 1, 1024, 0.1));
+  db.storeDecodeRun(here, run("CP", 2, 2, 4096, 0.2));
+  db.storeDecodeRun(here, run("CP", 1, 1, 4096, 0.4));
+  db.storeDecodeRun(here, run("DP", 2, 1, 4096, 0.4));
+  db.storeDecodeRun(here, run("TP", 2, 1, 4096, 0.35));
+  DecodeRunRecord other = run("CP", 2, 1, 4096, 9);
+  other.modelKey = "sha256:other";
+  db.storeDecodeRun(here, other);
+  db.storeDecodeRun(elsewhere, run("CP", 2, 1, 4096, 7));
+
+  const std::vector<DecodeRunRecord> found = db.findDecodeRuns(here, "sha256:abc");
+  ASSERT_EQ(found.size(), 6u);
+  // By strategy, ranks, threads, context.
+  EXPECT_EQ(found[0].strategy, "CP");
+  EXPECT_EQ(found[0].ranks, 1);
+  EXPECT_EQ(found[1].context, 1024);
+  const DecodeRunRecord& r = found[2];
+  EXPECT_EQ(r.strategy, "CP");
+  EXPECT_EQ(r.ranks, 2);
+  EXPECT_EQ(r.threadsPerRank, 1);
+  EXPECT_EQ(r.context, 4096);
+  EXPECT_EQ(r.capacity, 4096 + 32);
+  EXPECT_EQ(r.steps, 31);
+  EXPECT_DOUBLE_EQ(r.stepMs, 0.28);
+  EXPECT_DOUBLE_EQ(r.attentionMs, 0.14);
+  EXPECT_DOUBLE_EQ(r.exchangeMs, 0.028);
+  EXPECT_DOUBLE_EQ(r.tokensPerSecond, 1e3 / 0.28);
+  EXPECT_EQ(r.detail, "rank 0 " + std::to_string(0.28));
+  EXPECT_EQ(r.modelKey, "sha256:abc");
+  EXPECT_FALSE(r.measuredAt.empty());
+  EXPECT_EQ(found[3].threadsPerRank, 2);
+  EXPECT_EQ(found[4].strategy, "DP");
+  EXPECT_EQ(found[5].strategy, "TP");
+  ASSERT_EQ(db.findDecodeRuns(here, "sha256:other").size(), 1u);
+  EXPECT_DOUBLE_EQ(db.findDecodeRuns(here, "sha256:other")[0].stepMs, 9);
+  ASSERT_EQ(db.findDecodeRuns(elsewhere, "sha256:abc").size(), 1u);
+  EXPECT_TRUE(db.findDecodeRuns(here, "sha256:none").empty());
+  // A run without its key is refused, naming the file.
+  DecodeRunRecord keyless = run("", 2, 1, 4096, 1);
+  EXPECT_THROW(db.storeDecodeRun(here, keyless), Error);
+}
+
 TEST(MeasurementDb, MigratesTheVersion1Schema) {
   std::string path = tempPath("v1.sqlite");
   {

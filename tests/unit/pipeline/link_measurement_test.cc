@@ -130,7 +130,7 @@ TEST_F(LinkStore, RoundTripsKeyedByMachineTransportProtocolAndEndpoints) {
   fit.worstError = 0.04;
   {
     MeasurementDb db(path_);
-    EXPECT_EQ(db.schemaVersion(), 7);
+    EXPECT_EQ(db.schemaVersion(), MeasurementDb::kSchemaVersion);  // links came in 7
     EXPECT_FALSE(db.findLink(fp, key));
     db.storeLink(fp, linkRecordOf(key, fit, 7));
   }
