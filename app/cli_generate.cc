@@ -5,6 +5,7 @@
 // out (`--prompt`) with the model's tokenizer (core/decode/tokenizer.h).
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -16,10 +17,13 @@
 #include "app/cli_common.h"
 #include "backends/backend_list.h"
 #include "backends/native/native_cache_parallel.h"
+#include "backends/native/native_sharded_matmul.h"
+#include "backends/native/native_tensor_parallel.h"
 #include "core/decode/cache_plan.h"
 #include "core/decode/decoder.h"
 #include "core/decode/tokenizer.h"
 #include "core/ir/error.h"
+#include "core/ir/threading.h"
 #include "core/onnx/onnx_import.h"
 #include "core/ops/reference_executor.h"
 #include "core/plan/plan.h"
@@ -48,6 +52,7 @@ struct GenerateCommandOptions {
   bool printPrefillBindings = false;
   std::string logitsOut;
   bool cacheParallel = false;
+  bool tensorParallel = false;
   double mpiTimeout = 120;
   // No prompt's pass: the cache's rows filled directly, seeded (--fill-rows)
   // or from a past tensor per input (--cache-in), then the steps from there.
@@ -273,6 +278,171 @@ int generateCacheParallel(const GenerateCommandOptions& o) {
 }
 #endif
 
+#ifdef COLLAGE_HAVE_MPI
+// `collage generate ... --tensor-parallel` in each rank mpirun starts
+// (docs/decoding.md): rank r of n owns KV heads [r Hkv / n, (r + 1) Hkv / n)
+// of every decode attention and the query heads that read them; the weight
+// MatMuls feeding those heads and the MLP's first MatMuls compute only the
+// rank's columns, the MatMuls after them only the rank's rows, summed
+// across the ranks (an all-reduce through MpiCacheExchange, in rank order:
+// every rank gets the same bits, so the same token); the rest of the step
+// runs on every rank (native_tensor_parallel.h). Rank 0 prints. A rank that
+// fails stops the run (abortMpiRun), naming itself.
+int generateTensorParallel(const GenerateCommandOptions& o) {
+  MpiScope mpi;
+  const std::string rankName = "rank " + std::to_string(mpi.rank());
+  try {
+    MpiCacheExchange exchange(o.mpiTimeout, "tensor parallel");
+    // Every rank must take the same steps, or one would wait on another.
+    std::vector<int64_t> args(o.promptIds);
+    double temperature = o.generate.temperature;
+    int64_t temperatureBits = 0;
+    std::memcpy(&temperatureBits, &temperature, sizeof temperatureBits);
+    for (int64_t x : {o.generate.maxNewTokens, o.maxLength, o.eos, o.generate.topK,
+                      static_cast<int64_t>(o.generate.seed), temperatureBits})
+      args.push_back(x);
+    exchange.requireSame(
+        args, "arguments (--prompt-ids, --max-new-tokens, --max-length, --eos, sampling)");
+    if (!o.plan.empty())
+      throw Error("--tensor-parallel runs its own plan of the step (the sharded MatMuls on the "
+                  "tensor_parallel backend, the rest native): it takes no --plan yet");
+    const DecoderSignature signature = probeDecoderSignature(o.modelPath);
+    int64_t capacity = o.maxLength;
+    if (capacity <= 0)
+      capacity = static_cast<int64_t>(o.promptIds.size()) + o.generate.maxNewTokens;
+    const DecodeModel model = importDecodeModel(o.modelPath, capacity, &signature);
+    const native::TensorParallelSplit split = native::findTensorParallelSplit(model.graph);
+    const int64_t n = exchange.size(), r = exchange.rank();
+    for (size_t a = 0; a < split.attentions.size(); ++a)
+      if (split.attentions[a].kvHeads % n != 0)
+        throw Error("tensor parallel: attention " + std::to_string(a) + " has " +
+                    std::to_string(split.attentions[a].kvHeads) + " KV head(s), which do not " +
+                    "split across " + std::to_string(n) + " ranks (each rank takes whole KV " +
+                    "heads and the query heads that read them): run on a divisor of " +
+                    std::to_string(split.attentions[a].kvHeads) + " ranks");
+    std::unique_ptr<Backend> native = createBackend("native");
+    std::unique_ptr<Backend> sharded = native::createTensorParallelBackend(threadCount());
+    Backend* nb = native.get();
+    Backend* sb = sharded.get();
+    PlannedDecoder planned;
+    planned.session = std::make_unique<Session>(
+        model.graph, native::tensorParallelPlan(model.graph, split),
+        [nb, sb](const std::string& name) -> Backend* {
+          return name == "native" ? nb : name == "tensor_parallel" ? sb : nullptr;
+        });
+    planned.decoder = std::make_unique<Decoder>(model, *planned.session);
+    // The prompt in one pass, on every rank, whole: the reference executor,
+    // as a one-device generate without a plan.
+    planned.decoder->setPrefillRunner([](const Graph& prefill, std::string&) -> Decoder::Step {
+      auto executor = std::make_shared<ReferenceExecutor>(prefill);
+      return [executor](const std::vector<Tensor>& in) { return executor->run(in); };
+    });
+    // Each kernel its shard: the attentions their heads, the MatMuls their
+    // columns or rows; each row-sharded one an all-reduce.
+    const Session& session = *planned.session;
+    int64_t stepRow = 0;
+    size_t attentionKernels = 0, reduced = 0;
+    for (size_t g = 0; g < session.groupCount(); ++g) {
+      const NodeId first = session.request(g).members().front();
+      if (auto* k = dynamic_cast<native::DecodeAttentionKernel*>(&session.groupKernel(g))) {
+        for (const native::TensorParallelAttention& t : split.attentions) {
+          if (!t.nodes.contains(first)) continue;
+          if (k->Hkv != t.kvHeads || k->H != t.heads)
+            throw Error("tensor parallel: the decode attention kernel of " +
+                        model.graph.node(first).name + " has " + std::to_string(k->H) + " on " +
+                        std::to_string(k->Hkv) + " heads, the graph " +
+                        std::to_string(t.heads) + " on " + std::to_string(t.kvHeads));
+          auto shard = std::make_shared<native::DecodeAttentionShard>();
+          shard->keys.assign(1, {0, k->L});
+          shard->kvHeadFirst = r * t.kvHeads / n;
+          shard->kvHeadEnd = (r + 1) * t.kvHeads / n;
+          k->shard = shard;
+          ++attentionKernels;
+        }
+        continue;
+      }
+      auto* k = dynamic_cast<native::ShardedMatMulKernel*>(&session.groupKernel(g));
+      if (!k) continue;
+      auto m = std::find_if(split.matmuls.begin(), split.matmuls.end(),
+                            [&](const native::TensorParallelMatMul& x) { return x.node == first; });
+      if (m == split.matmuls.end()) continue;
+      auto shard = std::make_shared<native::MatMulShard>();
+      shard->rows = m->rows;
+      shard->ranges = native::ownedRanges(model.graph, *m, r, n);
+      if (m->rows) {
+        // A header (the step's row, the kernel, the floats: every rank must
+        // be at the same MatMul, or the sum would mix layers), then the
+        // partial output; the sum in rank order.
+        const int64_t kernel = static_cast<int64_t>(reduced++);
+        shard->allReduce = [&exchange, &stepRow, kernel, n, r](float* out, int64_t count) {
+          constexpr int64_t kHeader = 3;
+          const float header[kHeader] = {static_cast<float>(stepRow), static_cast<float>(kernel),
+                                         static_cast<float>(count)};
+          std::vector<float> block(static_cast<size_t>(kHeader + count));
+          std::copy(header, header + kHeader, block.begin());
+          std::copy(out, out + count, block.begin() + kHeader);
+          const std::string what = "the all-reduce of MatMul " + std::to_string(kernel) +
+                                   " at row " + std::to_string(stepRow);
+          const std::vector<float> got = exchange.allGather(block, what);
+          const size_t stride = block.size();
+          for (int64_t p = 0; p < n; ++p) {
+            const float* h = got.data() + p * stride;
+            if (!std::equal(header, header + kHeader, h))
+              throw Error("tensor parallel: rank " + std::to_string(r) + ": " + what +
+                          ": rank " + std::to_string(p) + " sent that of MatMul " +
+                          std::to_string(static_cast<int64_t>(h[1])) + " at row " +
+                          std::to_string(static_cast<int64_t>(h[0])) +
+                          " (the ranks must run the same model the same way)");
+          }
+          bool nan = false;
+          for (int64_t i = 0; i < count; ++i) {
+            float sum = got[static_cast<size_t>(kHeader + i)];
+            for (int64_t p = 1; p < n; ++p)
+              sum += got[static_cast<size_t>(p) * stride + static_cast<size_t>(kHeader + i)];
+            out[i] = sum;
+            nan = nan || std::isnan(sum);
+          }
+          // The columns and heads a rank does not compute are NaN: a sum
+          // that is NaN read one (or the model overflowed); say so rather
+          // than pick a token from NaN logits.
+          if (nan)
+            throw Error("tensor parallel: rank " + std::to_string(r) + ": " + what +
+                        ": the sum is NaN (a rank read columns or heads it does not compute: "
+                        "the split is wrong for this model, or the model overflows)");
+        };
+      }
+      k->shard = shard;
+    }
+    if (attentionKernels != split.attentions.size())
+      throw Error("tensor parallel: " + std::to_string(split.attentions.size()) +
+                  " decode attention(s) in the step graph, " + std::to_string(attentionKernels) +
+                  " native decode attention kernel(s) in its Session");
+    planned.decoder->setCacheSlice(0, capacity, [&stepRow](int64_t row) { stepRow = row; });
+    GenerateOptions options = o.generate;
+    options.keepLogits = !o.logitsOut.empty();
+    const Generation g = planned.decoder->generate(o.promptIds, options);
+    exchange.requireSame(g.tokens, "tokens (the ranks' sums disagree)");
+    if (r != 0) return 0;
+    std::printf("tensor parallel: %lld rank(s), %s;", static_cast<long long>(n),
+                native::describeSplit(model.graph, split).c_str());
+    const native::TensorParallelAttention& t = split.attentions.front();
+    for (int64_t p = 0; p < n; ++p)
+      std::printf("%s KV heads %lld..%lld (query heads %lld..%lld) on rank %lld", p ? "," : "",
+                  static_cast<long long>(p * t.kvHeads / n),
+                  static_cast<long long>((p + 1) * t.kvHeads / n - 1),
+                  static_cast<long long>(p * t.heads / n),
+                  static_cast<long long>((p + 1) * t.heads / n - 1), static_cast<long long>(p));
+    std::printf("\n");
+    printGeneration(o, *planned.decoder, g, "native, tensor parallel");
+    return 0;
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    const bool named = what.find("tensor parallel: rank ") != std::string::npos;
+    abortMpiRun("error: generate: " + (named ? "" : rankName + ": ") + what, 1);
+  }
+}
+#endif
+
 // The rows --cache-in's files hold: one file per past input, each named as
 // its input (the TensorProto's name), all with the same rows on their
 // sequence axis. Only the files' headers matter here, but a TensorProto is
@@ -401,10 +571,14 @@ Action addGenerateCommand(CLI::App& app) {
   command->add_flag("--cache-parallel", o->cacheParallel,
                     "split the KV cache along the sequence across MPI ranks (start with mpirun "
                     "-n N): each rank attends over its rows, the ranks merge the partials");
+  command->add_flag("--tensor-parallel", o->tensorParallel,
+                    "split the step by heads across MPI ranks (start with mpirun -n N): each "
+                    "rank computes its KV heads' attention and its share of the projections and "
+                    "the MLP, the ranks sum the partial outputs (two all-reduces per layer)");
   command
       ->add_option("--mpi-timeout", o->mpiTimeout,
-                   "with --cache-parallel: seconds a rank waits for another before the run "
-                   "fails (default 120)")
+                   "with --cache-parallel or --tensor-parallel: seconds a rank waits for another "
+                   "before the run fails (default 120)")
       ->check(CLI::PositiveNumber);
   return [o, promptIds, promptText]() {
     if (promptIds->count() == 0 && promptText->count() == 0)
@@ -421,10 +595,28 @@ Action addGenerateCommand(CLI::App& app) {
                     " runs no prompt: give the one id that follows the filled rows with "
                     "--prompt-ids (" +
                     std::to_string(o->promptIds.size()) + " given)");
-      if (o->cacheParallel || o->printPrefillBindings || !o->prefillPlan.empty())
+      if (o->cacheParallel || o->tensorParallel || o->printPrefillBindings ||
+          !o->prefillPlan.empty())
         throw Error(
             "--fill-rows and --cache-in run no prefill: they do not go with --cache-parallel, "
-            "--print-prefill-bindings or --prefill-plan");
+            "--tensor-parallel, --print-prefill-bindings or --prefill-plan");
+    }
+    if (o->cacheParallel && o->tensorParallel)
+      throw Error(
+          "--cache-parallel and --tensor-parallel are two ways to split the step across the "
+          "ranks (the cache by rows, or the heads): give one");
+    if (o->tensorParallel) {
+#ifdef COLLAGE_HAVE_MPI
+      if (o->printBindings || o->printPrefillBindings || !o->prefillPlan.empty())
+        throw Error(
+            "--print-bindings, --print-prefill-bindings and --prefill-plan do not go with "
+            "--tensor-parallel");
+      return generateTensorParallel(*o);
+#else
+      throw Error(
+          "--tensor-parallel needs MPI, and this build has none (install Open MPI and "
+          "rebuild)");
+#endif
     }
     if (o->cacheParallel) {
 #ifdef COLLAGE_HAVE_MPI
