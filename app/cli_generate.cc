@@ -299,15 +299,19 @@ int generateTensorParallel(const GenerateCommandOptions& o) {
     int64_t temperatureBits = 0;
     std::memcpy(&temperatureBits, &temperature, sizeof temperatureBits);
     for (int64_t x : {o.generate.maxNewTokens, o.maxLength, o.eos, o.generate.topK,
-                      static_cast<int64_t>(o.generate.seed), temperatureBits})
+                      static_cast<int64_t>(o.generate.seed), temperatureBits,
+                      static_cast<int64_t>(!o.plan.empty())})
       args.push_back(x);
-    exchange.requireSame(
-        args, "arguments (--prompt-ids, --max-new-tokens, --max-length, --eos, sampling)");
-    if (!o.plan.empty())
-      throw Error("--tensor-parallel runs its own plan of the step (the sharded MatMuls on the "
-                  "tensor_parallel backend, the rest native): it takes no --plan yet");
+    exchange.requireSame(args,
+                         "arguments (--prompt-ids, --max-new-tokens, --max-length, --eos, "
+                         "sampling, --plan)");
     const DecoderSignature signature = probeDecoderSignature(o.modelPath);
+    std::unique_ptr<Plan> plan;
+    if (!o.plan.empty() && !signature.useCacheFlag.empty())
+      throw Error(mergedDecoderPlanRefusal(o.modelPath, signature));
+    if (!o.plan.empty()) plan = std::make_unique<Plan>(loadPlan(o.plan));
     int64_t capacity = o.maxLength;
+    if (capacity <= 0 && plan) capacity = planCapacity(signature, plan->inputShapes);
     if (capacity <= 0)
       capacity = static_cast<int64_t>(o.promptIds.size()) + o.generate.maxNewTokens;
     const DecodeModel model = importDecodeModel(o.modelPath, capacity, &signature);
@@ -325,18 +329,43 @@ int generateTensorParallel(const GenerateCommandOptions& o) {
     Backend* nb = native.get();
     Backend* sb = sharded.get();
     PlannedDecoder planned;
-    planned.session = std::make_unique<Session>(
-        model.graph, native::tensorParallelPlan(model.graph, split),
-        [nb, sb](const std::string& name) -> Backend* {
-          return name == "native" ? nb : name == "tensor_parallel" ? sb : nullptr;
-        });
-    planned.decoder = std::make_unique<Decoder>(model, *planned.session);
-    // The prompt in one pass, on every rank, whole: the reference executor,
-    // as a one-device generate without a plan.
-    planned.decoder->setPrefillRunner([](const Graph& prefill, std::string&) -> Decoder::Step {
-      auto executor = std::make_shared<ReferenceExecutor>(prefill);
-      return [executor](const std::vector<Tensor>& in) { return executor->run(in); };
-    });
+    std::string planText;
+    std::unique_ptr<BackendSet> backends;
+    if (plan) {
+      // The plan's groups, but those holding a sharded MatMul or a decode
+      // attention split into the split's groups; the cache Concats alone
+      // (plannedDecoder), the prompt's pass on the plan's groups too, whole
+      // (its Session's MatMuls have no shard).
+      std::vector<std::string> warnings;
+      backends = std::make_unique<BackendSet>(
+          loadBackendsForPlan(*plan, model.graph, o.modelPath, {}, &warnings));
+      for (const auto& w : warnings) std::cerr << "warning: " << w << "\n";
+      size_t kept = 0;
+      const Plan tp = native::tensorParallelPlan(model.graph, split, *plan, &kept);
+      planned = plannedDecoder(model, tp, [&](const std::string& name) -> Backend* {
+        if (name == "tensor_parallel") return sb;
+        if (Backend* b = backends->find(name)) return b;
+        return name == "native" ? nb : nullptr;
+      });
+      if (!planned.fallback.empty() && r == 0)
+        std::cerr << "warning: the cache is copied into each step's present: " << planned.fallback
+                  << "\n";
+      planText = "plan " + o.plan + " (" + std::to_string(kept) + " of its " +
+                 std::to_string(plan->groups.size()) + " group(s) kept, the rest split), ";
+    } else {
+      planned.session = std::make_unique<Session>(
+          model.graph, native::tensorParallelPlan(model.graph, split),
+          [nb, sb](const std::string& name) -> Backend* {
+            return name == "native" ? nb : name == "tensor_parallel" ? sb : nullptr;
+          });
+      planned.decoder = std::make_unique<Decoder>(model, *planned.session);
+      // The prompt in one pass, on every rank, whole: the reference
+      // executor, as a one-device generate without a plan.
+      planned.decoder->setPrefillRunner([](const Graph& prefill, std::string&) -> Decoder::Step {
+        auto executor = std::make_shared<ReferenceExecutor>(prefill);
+        return [executor](const std::vector<Tensor>& in) { return executor->run(in); };
+      });
+    }
     // Each kernel its shard: the attentions their heads, the MatMuls their
     // columns or rows; each row-sharded one an all-reduce.
     const Session& session = *planned.session;
@@ -433,7 +462,8 @@ int generateTensorParallel(const GenerateCommandOptions& o) {
                   static_cast<long long>(p * t.heads / n),
                   static_cast<long long>((p + 1) * t.heads / n - 1), static_cast<long long>(p));
     std::printf("\n");
-    printGeneration(o, *planned.decoder, g, "native, tensor parallel");
+    printGeneration(o, *planned.decoder, g,
+                    (plan ? planText : std::string("native, ")) + "tensor parallel");
     return 0;
   } catch (const std::exception& e) {
     const std::string what = e.what();

@@ -442,6 +442,44 @@ Plan tensorParallelPlan(const Graph& graph, const TensorParallelSplit& split) {
   return plan;
 }
 
+Plan tensorParallelPlan(const Graph& graph, const TensorParallelSplit& split, const Plan& plan,
+                        size_t* kept) {
+  const Plan own = tensorParallelPlan(graph, split);
+  // Which of own's groups each node is in, and whether the user's group
+  // holding it must be split.
+  std::map<std::string, size_t> ownGroup;
+  for (size_t i = 0; i < own.groups.size(); ++i)
+    for (const std::string& n : own.groups[i].nodes) ownGroup[n] = i;
+  std::set<std::string> splits;
+  for (const TensorParallelMatMul& m : split.matmuls) splits.insert(graph.node(m.node).name);
+  for (const TensorParallelAttention& a : split.attentions)
+    for (NodeId n : a.nodes.members()) splits.insert(graph.node(n).name);
+  Plan out = plan;
+  out.groups.clear();
+  out.createdBy = plan.createdBy + " (tensor parallel: its groups with a sharded MatMul or an "
+                  "attention split)";
+  std::set<size_t> emitted;
+  size_t whole = 0;
+  for (const PlanGroup& group : plan.groups) {
+    const bool touched = std::any_of(group.nodes.begin(), group.nodes.end(),
+                                     [&](const std::string& n) { return splits.count(n) != 0; });
+    if (!touched) {
+      out.groups.push_back(group);
+      ++whole;
+      continue;
+    }
+    for (const std::string& n : group.nodes) {
+      auto at = ownGroup.find(n);
+      if (at == ownGroup.end())
+        throw Error("tensor parallel: the plan's group of " + n + " names a node the step graph "
+                    "lacks");
+      if (emitted.insert(at->second).second) out.groups.push_back(own.groups[at->second]);
+    }
+  }
+  if (kept) *kept = whole;
+  return out;
+}
+
 std::string describeSplit(const Graph& graph, const TensorParallelSplit& split) {
   (void)graph;
   int64_t rows = 0;

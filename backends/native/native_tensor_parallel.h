@@ -89,6 +89,14 @@ std::vector<std::pair<int64_t, int64_t>> ownedRanges(const Graph& graph,
 // --tensor-parallel` runs.
 Plan tensorParallelPlan(const Graph& graph, const TensorParallelSplit& split);
 
+// `plan` (the user's, for `graph`) with its groups that hold a sharded
+// MatMul or a node of a decode attention split: those attentions as
+// tensorParallelPlan groups them, the sharded MatMuls on `tensor_parallel`,
+// their other nodes native groups of one node; every other group as it is.
+// `kept` (optional) gets how many of the plan's groups were kept whole.
+Plan tensorParallelPlan(const Graph& graph, const TensorParallelSplit& split, const Plan& plan,
+                        size_t* kept = nullptr);
+
 // The one-line summary: "2 attention(s) split by heads, 8 MatMul(s) sharded
 // (6 by columns, 2 by rows), 1 left whole".
 std::string describeSplit(const Graph& graph, const TensorParallelSplit& split);

@@ -9,12 +9,16 @@
 #            Runtime's), and every step's logits are within the plan
 #            check's float32 bound (1e-4 of the row's largest |logit|) of
 #            the one-device run's;
+#  plan:     the same on 2 ranks with --plan (the plan `collage optimize`
+#            makes for the step graph on the native backend: its fused
+#            groups that hold a sharded MatMul or an attention are split,
+#            the others kept);
 #  refusals: KV heads that do not divide by the ranks, named with both
 #            numbers; --tensor-parallel with --cache-parallel; a rank that
 #            never answers fails the other's wait at --mpi-timeout, naming
 #            it. No run hangs (each is under `timeout`).
 # Exits 77 (ctest's SKIP_RETURN_CODE) where mpirun is missing. No timing is
-# checked. Usage: generate_tensor_parallel.sh COLLAGE MODELS_DIR run|refusals
+# checked. Usage: generate_tensor_parallel.sh COLLAGE MODELS_DIR run|plan|refusals
 set -euo pipefail
 collage=$1
 dir=$2
@@ -23,16 +27,28 @@ source "$(dirname "$0")/mpi_ranks.sh"
 mpi_setup generate_tensor_parallel
 source "$(dirname "$0")/greedy_ids.sh"
 
-if [[ $part == run ]]; then
-for spec in gpt2_style_tiny:2 gpt2_style_tiny:4 llama_style_tiny:2; do
+if [[ $part == run || $part == plan ]]; then
+specs=(gpt2_style_tiny:2 gpt2_style_tiny:4 llama_style_tiny:2)
+[[ $part == plan ]] && specs=(gpt2_style_tiny:2 llama_style_tiny:2)
+for spec in "${specs[@]}"; do
   model=${spec%:*}
   n=${spec#*:}
   read_greedy "$dir/$model.ort_greedy.txt"
   args=(generate "$dir/$model.onnx" --prompt-ids "$prompt" --max-new-tokens "$new")
+  plan=()
+  if [[ $part == plan ]]; then
+    nprompt=$(echo "$prompt" | tr ',' '\n' | wc -l)
+    mapfile -t bindings < <("$collage" generate "$dir/$model.onnx" --prompt-ids "$prompt" \
+      --max-length $((nprompt + new)) --print-bindings | tr ' ' '\n')
+    "$collage" optimize "$dir/$model.onnx" "${bindings[@]}" --backends native \
+      --db measurements.sqlite -o $model.plan.json --budget 10s > $model.optimize.txt
+    plan=(--plan $model.plan.json)
+  fi
   [[ -f $model.one.txt ]] || "$collage" "${args[@]}" --logits-out $model.one.txt | tee $model.one.out
   grep -q "^generated: $want$" $model.one.out
-  timeout 120 "${mpi[@]}" -n $n "$collage" "${args[@]}" --tensor-parallel --mpi-timeout 30 \
-    --logits-out $model.tp$n.txt | tee $model.tp$n.out
+  timeout 120 "${mpi[@]}" -n $n "$collage" "${args[@]}" "${plan[@]}" --tensor-parallel \
+    --mpi-timeout 30 --logits-out $model.tp$n.txt | tee $model.tp$n.out
+  [[ $part == run ]] || grep -q "^decode step: .*, plan $model.plan.json ([0-9]* of its [0-9]* group(s) kept, the rest split), tensor parallel$" $model.tp$n.out
   grep -q "^tensor parallel: $n rank(s), 2 attention(s) split by heads, [0-9]* MatMul(s) sharded" $model.tp$n.out
   grep -q "^generated: $want$" $model.tp$n.out
   /usr/bin/python3 - $model.one.txt $model.tp$n.txt <<'PY'
@@ -47,7 +63,7 @@ print(f"{sys.argv[2]}: {len(one)} rows of logits within 1e-4 of the one-device r
 PY
 done
 grep -q "^tensor parallel: 2 rank(s), 2 attention(s) split by heads, 14 MatMul(s) sharded (10 by columns, 4 by rows), 1 left whole; KV heads 0..0 (query heads 0..1) on rank 0, KV heads 1..1 (query heads 2..3) on rank 1$" llama_style_tiny.tp2.out
-echo "generate tensor parallel run: ok"
+echo "generate tensor parallel $part: ok"
 exit 0
 fi
 

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
@@ -13,6 +14,7 @@
 
 #include "backends/native/native_sharded_matmul.h"
 #include "core/decode/decoder.h"
+#include "core/plan/plan.h"
 
 namespace collage::native {
 namespace {
@@ -93,10 +95,59 @@ TEST(TensorParallelSplit, LlamaStyleSplitsQueryAndKvHeadsAndTheGatedMlp) {
   for (const TensorParallelMatMul& m : split.matmuls) {
     const auto r = ownedRanges(model.graph, m, 1, 2);
     const TensorParallelBlock& b = m.blocks[0];
-    if (b.units == 2) EXPECT_EQ(r, (std::vector<std::pair<int64_t, int64_t>>{{16, 32}}));
-    if (b.units == 4) EXPECT_EQ(r, (std::vector<std::pair<int64_t, int64_t>>{{32, 64}}));
-    if (b.units == 176) EXPECT_EQ(r, (std::vector<std::pair<int64_t, int64_t>>{{88, 176}}));
+    using Ranges = std::vector<std::pair<int64_t, int64_t>>;
+    const Ranges want = b.units == 2 ? Ranges{{16, 32}} : b.units == 4 ? Ranges{{32, 64}} : Ranges{{88, 176}};
+    EXPECT_EQ(r, want) << b.units;
   }
+}
+
+// A user's plan: its groups holding a sharded MatMul or an attention's node
+// are split (the MatMul on tensor_parallel, the rest native nodes, the
+// attention one group), the others kept as they are.
+TEST(TensorParallelSplit, APlanKeepsItsGroupsThatHoldNoSplitNode) {
+  const DecodeModel model = importDecodeModel(kDir + "gpt2_style_tiny.onnx", 8);
+  const Graph& g = model.graph;
+  const TensorParallelSplit split = findTensorParallelSplit(g);
+  Plan plan = singleNodePlan(g, "native");
+  // Fuse the first sharded MatMul with its bias Add, and the LM head (left
+  // whole) with the norm before it.
+  const std::string matmul = g.node(split.matmuls[0].node).name;
+  const std::string bias = g.node(g.value(g.node(split.matmuls[0].node).outputs[0]).consumers[0]).name;
+  auto groupOf = [&](const std::string& n) {
+    for (size_t i = 0; i < plan.groups.size(); ++i)
+      if (plan.groups[i].nodes == std::vector<std::string>{n}) return i;
+    return plan.groups.size();
+  };
+  const size_t a = groupOf(matmul), b = groupOf(bias);
+  ASSERT_LT(a, plan.groups.size());
+  ASSERT_LT(b, plan.groups.size());
+  plan.groups[a].nodes.push_back(bias);
+  plan.groups.erase(plan.groups.begin() + static_cast<std::ptrdiff_t>(b));
+  const NodeId head = g.value(*g.findValue("logits")).producer;
+  ASSERT_EQ(g.node(head).op, "MatMul");
+  const std::string norm = g.node(g.value(g.node(head).inputs[0]).producer).name;
+  const size_t c = groupOf(norm), d = groupOf(g.node(head).name);
+  ASSERT_LT(c, plan.groups.size());
+  ASSERT_LT(d, plan.groups.size());
+  plan.groups[c].nodes.push_back(g.node(head).name);
+  plan.groups.erase(plan.groups.begin() + static_cast<std::ptrdiff_t>(d));
+  size_t kept = 0;
+  const Plan out = tensorParallelPlan(g, split, plan, &kept);
+  const Plan own = tensorParallelPlan(g, split);
+  // Every node single or in its attention's group, as in the split's own plan.
+  EXPECT_EQ(out.groups.size(), own.groups.size() - 1);
+  EXPECT_TRUE(std::any_of(out.groups.begin(), out.groups.end(), [&](const PlanGroup& x) {
+    return x.nodes == std::vector<std::string>{norm, g.node(head).name};
+  }));
+  std::map<std::string, std::string> backendOf;
+  for (const PlanGroup& group : out.groups)
+    for (const std::string& n : group.nodes) backendOf[n] = group.backend;
+  EXPECT_EQ(backendOf.at(matmul), "tensor_parallel");
+  EXPECT_EQ(backendOf.at(bias), "native");
+  // Kept: the plan's groups with no sharded MatMul and no attention node.
+  size_t attentionNodes = 0;
+  for (const TensorParallelAttention& t : split.attentions) attentionNodes += t.nodes.count();
+  EXPECT_EQ(kept, plan.groups.size() - 1 - (split.matmuls.size() - 1) - attentionNodes);
 }
 
 // Column shards give the whole product's columns (the rest NaN); row
