@@ -315,6 +315,11 @@ int generateTensorParallel(const GenerateCommandOptions& o) {
     if (capacity <= 0)
       capacity = static_cast<int64_t>(o.promptIds.size()) + o.generate.maxNewTokens;
     const DecodeModel model = importDecodeModel(o.modelPath, capacity, &signature);
+    // The same step graph on every rank, or the sums would add another
+    // model's rows (an all-reduce's size alone does not tell).
+    const std::string digest = model.graph.digest();
+    exchange.requireSame(std::vector<int64_t>(digest.begin(), digest.end()),
+                         "step graphs (the model or its --max-length differ)");
     const native::TensorParallelSplit split = native::findTensorParallelSplit(model.graph);
     const int64_t n = exchange.size(), r = exchange.rank();
     for (size_t a = 0; a < split.attentions.size(); ++a)

@@ -14,7 +14,8 @@
 #            groups that hold a sharded MatMul or an attention are split,
 #            the others kept);
 #  refusals: KV heads that do not divide by the ranks, named with both
-#            numbers; --tensor-parallel with --cache-parallel; a rank that
+#            numbers; --tensor-parallel with --cache-parallel; ranks given
+#            different models; a rank that
 #            never answers fails the other's wait at --mpi-timeout, naming
 #            it. No run hangs (each is under `timeout`).
 # Exits 77 (ctest's SKIP_RETURN_CODE) where mpirun is missing. No timing is
@@ -78,6 +79,14 @@ grep -q "tensor parallel: attention 0 has 2 KV head(s), which do not split acros
 # The two splits at once: refused before MPI starts.
 expect_failure "both splits" both.txt "$collage" "${args[@]}" --tensor-parallel --cache-parallel
 grep -q "error: --cache-parallel and --tensor-parallel are two ways to split the step" both.txt
+
+# Rank 1 runs another model of the same sizes (the same arguments):
+# refused before any step, as its sums would mix the two.
+expect_failure "other model" other.txt \
+  timeout 60 "${mpi[@]}" -n 1 "$collage" "${args[@]}" --tensor-parallel --mpi-timeout 20 \
+  : -n 1 "$collage" generate "$dir/gpt2_style_tiny.onnx" --prompt-ids "$prompt" \
+  --max-new-tokens 4 --tensor-parallel --mpi-timeout 20
+grep -q "tensor parallel: the ranks were given different step graphs" other.txt
 
 # Rank 1 starts MPI and says nothing: rank 0's wait ends at the deadline
 # naming rank 1, and the run stops.
