@@ -5,6 +5,7 @@
 // out (`--prompt`) with the model's tokenizer (core/decode/tokenizer.h).
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -17,6 +18,8 @@
 #include "app/cli_common.h"
 #include "backends/backend_list.h"
 #include "backends/native/native_cache_parallel.h"
+#include "backends/native/native_sharded_matmul.h"
+#include "backends/native/native_tensor_parallel.h"
 #include "core/decode/cache_plan.h"
 #include "core/decode/decode_runs.h"
 #include "core/decode/decoder.h"
@@ -54,6 +57,7 @@ struct GenerateCommandOptions {
   std::string logitsOut;
   bool cacheParallel = false;
   bool dataParallel = false;  // every rank the whole generation, on its own
+  bool tensorParallel = false;
   double mpiTimeout = 120;
   // A run on ranks is stored here by rank 0 (core/decode/decode_runs.h).
   std::string db = MeasurementDb::defaultPath();
@@ -200,6 +204,71 @@ void reportRankRun(const GenerateCommandOptions& o, DecodeRunRecord run) {
   }
 }
 
+// Every rank must take the same steps, or one would wait on another: the
+// arguments that decide them, compared across the ranks before any step.
+void requireSameArguments(MpiCacheExchange& exchange, const GenerateCommandOptions& o) {
+  std::vector<int64_t> args(o.promptIds);
+  double temperature = o.generate.temperature;
+  int64_t temperatureBits = 0;
+  std::memcpy(&temperatureBits, &temperature, sizeof temperatureBits);
+  for (int64_t x : {o.generate.maxNewTokens, o.maxLength, o.eos, o.generate.topK,
+                    static_cast<int64_t>(o.generate.seed), temperatureBits,
+                    static_cast<int64_t>(!o.plan.empty()), o.fillRows,
+                    static_cast<int64_t>(o.fillSeed), static_cast<int64_t>(o.dataParallel),
+                    static_cast<int64_t>(o.tensorParallel)})
+    args.push_back(x);
+  exchange.requireSame(args,
+                       "arguments (--prompt-ids, --max-new-tokens, --max-length, --eos, "
+                       "sampling, --plan, --fill-rows, the split)");
+}
+
+// The cache's rows of a run on ranks: as asked, else the plan's, else the
+// filled rows or the prompt, and the new tokens.
+int64_t rankRunCapacity(const GenerateCommandOptions& o, const DecoderSignature& signature,
+                        const Plan* plan) {
+  int64_t capacity = o.maxLength;
+  if (capacity <= 0 && plan) capacity = planCapacity(signature, plan->inputShapes);
+  if (capacity <= 0 && o.fillRows >= 0) capacity = o.fillRows + o.generate.maxNewTokens;
+  if (capacity <= 0)
+    capacity = static_cast<int64_t>(o.promptIds.size()) + o.generate.maxNewTokens;
+  return capacity;
+}
+
+// The generation of a run on ranks: the prompt, or (--fill-rows) no
+// prompt's pass: each rank fills the rows it holds (seeded: a row's values
+// are the same on any rank), then the steps. `report` gets what was filled.
+Generation generateOnRank(const GenerateCommandOptions& o, Decoder& decoder,
+                          const GenerateOptions& options, GenerateCommandOptions& report,
+                          const std::string& whoFills) {
+  if (o.fillRows < 0) return decoder.generate(o.promptIds, options);
+  const auto t0 = std::chrono::steady_clock::now();
+  decoder.fillCache(o.fillRows, o.fillSeed);
+  report.fillWhat = std::to_string(o.fillRows) + " cache rows filled with seeded values (seed " +
+                    std::to_string(o.fillSeed) + whoFills + ")";
+  report.fillMs =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return decoder.generateFrom(o.fillRows, o.promptIds[0], options);
+}
+
+// The run rank 0 reports and stores: one device's medians.
+DecodeRunRecord rankRun(const std::string& strategy, int64_t ranks, const GenerateCommandOptions& o,
+                        int64_t capacity, const Generation& g, const RankStepTimes& times) {
+  std::vector<double> sorted = g.stepMs;
+  std::sort(sorted.begin(), sorted.end());
+  DecodeRunRecord run;
+  run.strategy = strategy;
+  run.ranks = static_cast<int>(ranks);
+  run.threadsPerRank = threadCount();
+  run.context = o.fillRows >= 0 ? o.fillRows : static_cast<int64_t>(o.promptIds.size());
+  run.capacity = capacity;
+  run.steps = static_cast<int64_t>(g.stepMs.size());
+  run.stepMs = sorted.empty() ? 0 : sorted[sorted.size() / 2];
+  run.attentionMs = times.attentionMs(g.stepMs.size());
+  run.exchangeMs = times.exchangeMs(g.stepMs.size());
+  run.tokensPerSecond = run.stepMs > 0 ? 1e3 / run.stepMs : 0;
+  return run;
+}
+
 // `collage generate ... --cache-parallel` in each rank mpirun starts
 // (docs/decoding.md): rank r of n holds rows [r*L/n, (r+1)*L/n) of the
 // cache; every layer's decode attention reads only those rows and the ranks
@@ -218,28 +287,12 @@ int generateCacheParallel(const GenerateCommandOptions& o) {
   const std::string rankName = "rank " + std::to_string(mpi.rank());
   try {
     MpiCacheExchange exchange(o.mpiTimeout);
-    // Every rank must take the same steps, or one would wait on another.
-    std::vector<int64_t> args(o.promptIds);
-    double temperature = o.generate.temperature;
-    int64_t temperatureBits = 0;
-    std::memcpy(&temperatureBits, &temperature, sizeof temperatureBits);
-    for (int64_t x : {o.generate.maxNewTokens, o.maxLength, o.eos, o.generate.topK,
-                      static_cast<int64_t>(o.generate.seed), temperatureBits,
-                      static_cast<int64_t>(!o.plan.empty()), o.fillRows,
-                      static_cast<int64_t>(o.fillSeed), static_cast<int64_t>(o.dataParallel)})
-      args.push_back(x);
-    exchange.requireSame(args,
-                         "arguments (--prompt-ids, --max-new-tokens, --max-length, --eos, "
-                         "sampling, --plan, --fill-rows, --data-parallel)");
+    requireSameArguments(exchange, o);
     const DecoderSignature signature = probeDecoderSignature(o.modelPath);
     std::unique_ptr<Plan> plan;
     if (!o.plan.empty()) plan = std::make_unique<Plan>(loadPlan(o.plan));
     if (plan) checkMergedDecoderPlan(*plan, signature, o.modelPath, false);
-    int64_t capacity = o.maxLength;
-    if (capacity <= 0 && plan) capacity = planCapacity(signature, plan->inputShapes);
-    if (capacity <= 0 && o.fillRows >= 0) capacity = o.fillRows + o.generate.maxNewTokens;
-    if (capacity <= 0)
-      capacity = static_cast<int64_t>(o.promptIds.size()) + o.generate.maxNewTokens;
+    const int64_t capacity = rankRunCapacity(o, signature, plan.get());
     if (capacity < exchange.size())
       throw Error("the cache's " + std::to_string(capacity) + " rows cannot be split across " +
                   std::to_string(exchange.size()) + " ranks (a slice each)");
@@ -342,46 +395,19 @@ int generateCacheParallel(const GenerateCommandOptions& o) {
     GenerateOptions options = o.generate;
     options.keepLogits = !o.logitsOut.empty();
     GenerateCommandOptions report = o;
-    Generation g;
-    if (o.fillRows >= 0) {
-      // No prompt's pass: each rank fills its rows (seeded), then the steps.
-      const auto t0 = std::chrono::steady_clock::now();
-      planned.decoder->fillCache(o.fillRows, o.fillSeed);
-      report.fillWhat = std::to_string(o.fillRows) +
-                        " cache rows filled with seeded values (seed " +
-                        std::to_string(o.fillSeed) +
-                        (o.dataParallel ? ")" : ", each rank its rows)");
-      report.fillMs =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      g = planned.decoder->generateFrom(o.fillRows, o.promptIds[0], options);
-    } else {
-      g = planned.decoder->generate(o.promptIds, options);
-    }
+    const Generation g = generateOnRank(o, *planned.decoder, options, report,
+                                        o.dataParallel ? "" : ", each rank its rows");
     times.boundary();
     exchange.requireSame(g.tokens, o.dataParallel ? "tokens (the ranks' generations differ)"
                                                   : "tokens (the ranks' merges disagree)");
-    std::vector<double> sorted = g.stepMs;
-    std::sort(sorted.begin(), sorted.end());
-    const double stepMs = sorted.empty() ? 0 : sorted[sorted.size() / 2];
-    const double attentionMs = times.attentionMs(g.stepMs.size());
-    const double exchangeMs = times.exchangeMs(g.stepMs.size());
+    DecodeRunRecord run = rankRun(o.dataParallel ? "DP" : "CP", n, o, capacity, g, times);
     // DP: each rank's median step and attention, gathered on every rank.
     std::vector<float> perRank;
     if (o.dataParallel)
-      perRank = exchange.allGather({static_cast<float>(stepMs), static_cast<float>(attentionMs)},
-                                   "the ranks' median steps");
+      perRank = exchange.allGather(
+          {static_cast<float>(run.stepMs), static_cast<float>(run.attentionMs)},
+          "the ranks' median steps");
     if (r != 0) return 0;
-    DecodeRunRecord run;
-    run.strategy = o.dataParallel ? "DP" : "CP";
-    run.ranks = static_cast<int>(n);
-    run.threadsPerRank = threadCount();
-    run.context = o.fillRows >= 0 ? o.fillRows : static_cast<int64_t>(o.promptIds.size());
-    run.capacity = capacity;
-    run.steps = static_cast<int64_t>(g.stepMs.size());
-    run.stepMs = stepMs;
-    run.attentionMs = attentionMs;
-    run.exchangeMs = exchangeMs;
-    run.tokensPerSecond = stepMs > 0 ? 1e3 / stepMs : 0;
     if (o.dataParallel) {
       std::vector<double> steps, attention;
       run.tokensPerSecond = 0;
@@ -420,6 +446,204 @@ int generateCacheParallel(const GenerateCommandOptions& o) {
   } catch (const std::exception& e) {
     const std::string what = e.what();
     const bool named = what.find("cache parallel: rank ") != std::string::npos;
+    abortMpiRun("error: generate: " + (named ? "" : rankName + ": ") + what, 1);
+  }
+}
+#endif
+
+#ifdef COLLAGE_HAVE_MPI
+// `collage generate ... --tensor-parallel` in each rank mpirun starts
+// (docs/decoding.md): rank r of n owns KV heads [r Hkv / n, (r + 1) Hkv / n)
+// of every decode attention and the query heads that read them; the weight
+// MatMuls feeding those heads and the MLP's first MatMuls compute only the
+// rank's columns, the MatMuls after them only the rank's rows, summed
+// across the ranks (an all-reduce through MpiCacheExchange, in rank order:
+// every rank gets the same bits, so the same token); the rest of the step
+// runs on every rank (native_tensor_parallel.h). Rank 0 prints. A rank that
+// fails stops the run (abortMpiRun), naming itself.
+int generateTensorParallel(const GenerateCommandOptions& o) {
+  MpiScope mpi;
+  const std::string rankName = "rank " + std::to_string(mpi.rank());
+  try {
+    MpiCacheExchange exchange(o.mpiTimeout, "tensor parallel");
+    requireSameArguments(exchange, o);
+    const DecoderSignature signature = probeDecoderSignature(o.modelPath);
+    std::unique_ptr<Plan> plan;
+    if (!o.plan.empty()) plan = std::make_unique<Plan>(loadPlan(o.plan));
+    if (plan) checkMergedDecoderPlan(*plan, signature, o.modelPath, false);
+    const int64_t capacity = rankRunCapacity(o, signature, plan.get());
+    const DecodeModel model = importDecodeModel(o.modelPath, capacity, &signature);
+    // The same step graph on every rank, or the sums would add another
+    // model's rows (an all-reduce's size alone does not tell).
+    const std::string digest = model.graph.digest();
+    exchange.requireSame(std::vector<int64_t>(digest.begin(), digest.end()),
+                         "step graphs (the model or its --max-length differ)");
+    const native::TensorParallelSplit split = native::findTensorParallelSplit(model.graph);
+    const int64_t n = exchange.size(), r = exchange.rank();
+    for (size_t a = 0; a < split.attentions.size(); ++a)
+      if (split.attentions[a].kvHeads % n != 0)
+        throw Error("tensor parallel: attention " + std::to_string(a) + " has " +
+                    std::to_string(split.attentions[a].kvHeads) + " KV head(s), which do not " +
+                    "split across " + std::to_string(n) + " ranks (each rank takes whole KV " +
+                    "heads and the query heads that read them): run on a divisor of " +
+                    std::to_string(split.attentions[a].kvHeads) + " ranks");
+    std::unique_ptr<Backend> native = createBackend("native");
+    std::unique_ptr<Backend> sharded = native::createTensorParallelBackend(threadCount());
+    Backend* nb = native.get();
+    Backend* sb = sharded.get();
+    PlannedDecoder planned;
+    std::string planText;
+    std::unique_ptr<BackendSet> backends;
+    if (plan) {
+      // The plan's groups, but those holding a sharded MatMul or a decode
+      // attention split into the split's groups; the cache Concats alone
+      // (plannedDecoder), the prompt's pass on the plan's groups too, whole
+      // (its Session's MatMuls have no shard).
+      std::vector<std::string> warnings;
+      backends = std::make_unique<BackendSet>(
+          loadBackendsForPlan(*plan, model.graph, o.modelPath, {}, &warnings));
+      for (const auto& w : warnings) std::cerr << "warning: " << w << "\n";
+      size_t kept = 0;
+      const Plan tp = native::tensorParallelPlan(model.graph, split, *plan, &kept);
+      planned = plannedDecoder(model, tp, [&](const std::string& name) -> Backend* {
+        if (name == "tensor_parallel") return sb;
+        if (Backend* b = backends->find(name)) return b;
+        return name == "native" ? nb : nullptr;
+      });
+      if (!planned.fallback.empty() && r == 0)
+        std::cerr << "warning: the cache is copied into each step's present: " << planned.fallback
+                  << "\n";
+      planText = "plan " + o.plan + " (" + std::to_string(kept) + " of its " +
+                 std::to_string(plan->groups.size()) + " group(s) kept, the rest split), ";
+    } else {
+      planned.session = std::make_unique<Session>(
+          model.graph, native::tensorParallelPlan(model.graph, split),
+          [nb, sb](const std::string& name) -> Backend* {
+            return name == "native" ? nb : name == "tensor_parallel" ? sb : nullptr;
+          });
+      planned.decoder = std::make_unique<Decoder>(model, *planned.session);
+      // The prompt in one pass, on every rank, whole: the reference
+      // executor, as a one-device generate without a plan.
+      planned.decoder->setPrefillRunner([](const Graph& prefill, std::string&) -> Decoder::Step {
+        auto executor = std::make_shared<ReferenceExecutor>(prefill);
+        return [executor](const std::vector<Tensor>& in) { return executor->run(in); };
+      });
+    }
+    // Each kernel its shard: the attentions their heads, the MatMuls their
+    // columns or rows; each row-sharded one an all-reduce.
+    Session& session = *planned.session;
+    RankStepTimes times(session);
+    int64_t stepRow = 0;
+    size_t attentionKernels = 0, reduced = 0;
+    for (size_t g = 0; g < session.groupCount(); ++g) {
+      const NodeId first = session.request(g).members().front();
+      if (auto* k = dynamic_cast<native::DecodeAttentionKernel*>(&session.groupKernel(g))) {
+        for (const native::TensorParallelAttention& t : split.attentions) {
+          if (!t.nodes.contains(first)) continue;
+          if (k->Hkv != t.kvHeads || k->H != t.heads)
+            throw Error("tensor parallel: the decode attention kernel of " +
+                        model.graph.node(first).name + " has " + std::to_string(k->H) + " on " +
+                        std::to_string(k->Hkv) + " heads, the graph " +
+                        std::to_string(t.heads) + " on " + std::to_string(t.kvHeads));
+          auto shard = std::make_shared<native::DecodeAttentionShard>();
+          shard->keys.assign(1, {0, k->L});
+          shard->kvHeadFirst = r * t.kvHeads / n;
+          shard->kvHeadEnd = (r + 1) * t.kvHeads / n;
+          k->shard = shard;
+          ++attentionKernels;
+        }
+        continue;
+      }
+      auto* k = dynamic_cast<native::ShardedMatMulKernel*>(&session.groupKernel(g));
+      if (!k) continue;
+      auto m = std::find_if(split.matmuls.begin(), split.matmuls.end(),
+                            [&](const native::TensorParallelMatMul& x) { return x.node == first; });
+      if (m == split.matmuls.end()) continue;
+      auto shard = std::make_shared<native::MatMulShard>();
+      shard->rows = m->rows;
+      shard->ranges = native::ownedRanges(model.graph, *m, r, n);
+      if (m->rows) {
+        // A header (the step's row, the kernel, the floats: every rank must
+        // be at the same MatMul, or the sum would mix layers), then the
+        // partial output; the sum in rank order.
+        const int64_t kernel = static_cast<int64_t>(reduced++);
+        shard->allReduce = [&exchange, &stepRow, &times, kernel, n, r](float* out, int64_t count) {
+          constexpr int64_t kHeader = 3;
+          const float header[kHeader] = {static_cast<float>(stepRow), static_cast<float>(kernel),
+                                         static_cast<float>(count)};
+          std::vector<float> block(static_cast<size_t>(kHeader + count));
+          std::copy(header, header + kHeader, block.begin());
+          std::copy(out, out + count, block.begin() + kHeader);
+          const std::string what = "the all-reduce of MatMul " + std::to_string(kernel) +
+                                   " at row " + std::to_string(stepRow);
+          const auto sent = std::chrono::steady_clock::now();
+          const std::vector<float> got = exchange.allGather(block, what);
+          times.addExchange(
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - sent)
+                  .count());
+          const size_t stride = block.size();
+          for (int64_t p = 0; p < n; ++p) {
+            const float* h = got.data() + p * stride;
+            if (!std::equal(header, header + kHeader, h))
+              throw Error("tensor parallel: rank " + std::to_string(r) + ": " + what +
+                          ": rank " + std::to_string(p) + " sent that of MatMul " +
+                          std::to_string(static_cast<int64_t>(h[1])) + " at row " +
+                          std::to_string(static_cast<int64_t>(h[0])) +
+                          " (the ranks must run the same model the same way)");
+          }
+          bool nan = false;
+          for (int64_t i = 0; i < count; ++i) {
+            float sum = got[static_cast<size_t>(kHeader + i)];
+            for (int64_t p = 1; p < n; ++p)
+              sum += got[static_cast<size_t>(p) * stride + static_cast<size_t>(kHeader + i)];
+            out[i] = sum;
+            nan = nan || std::isnan(sum);
+          }
+          // The columns and heads a rank does not compute are NaN: a sum
+          // that is NaN read one (or the model overflowed); say so rather
+          // than pick a token from NaN logits.
+          if (nan)
+            throw Error("tensor parallel: rank " + std::to_string(r) + ": " + what +
+                        ": the sum is NaN (a rank read columns or heads it does not compute: "
+                        "the split is wrong for this model, or the model overflows)");
+        };
+      }
+      k->shard = shard;
+    }
+    if (attentionKernels != split.attentions.size())
+      throw Error("tensor parallel: " + std::to_string(split.attentions.size()) +
+                  " decode attention(s) in the step graph, " + std::to_string(attentionKernels) +
+                  " native decode attention kernel(s) in its Session");
+    planned.decoder->setCacheSlice(0, capacity, [&stepRow, &times](int64_t row) {
+      times.boundary();
+      stepRow = row;
+    });
+    GenerateOptions options = o.generate;
+    options.keepLogits = !o.logitsOut.empty();
+    GenerateCommandOptions report = o;
+    const Generation g = generateOnRank(o, *planned.decoder, options, report, "");
+    times.boundary();
+    exchange.requireSame(g.tokens, "tokens (the ranks' sums disagree)");
+    if (r != 0) return 0;
+    std::printf("tensor parallel: %lld rank(s), %s;", static_cast<long long>(n),
+                native::describeSplit(model.graph, split).c_str());
+    const native::TensorParallelAttention& t = split.attentions.front();
+    for (int64_t p = 0; p < n; ++p)
+      std::printf("%s KV heads %lld..%lld (query heads %lld..%lld) on rank %lld", p ? "," : "",
+                  static_cast<long long>(p * t.kvHeads / n),
+                  static_cast<long long>((p + 1) * t.kvHeads / n - 1),
+                  static_cast<long long>(p * t.heads / n),
+                  static_cast<long long>((p + 1) * t.heads / n - 1), static_cast<long long>(p));
+    std::printf("\n");
+    printGeneration(report, *planned.decoder, g,
+                    (plan ? planText : std::string("native, ")) + "tensor parallel");
+    // The attention's part: the decode attention kernels (their heads); the
+    // exchange: the all-reduces, in the row-sharded MatMuls.
+    reportRankRun(o, rankRun("TP", n, o, capacity, g, times));
+    return 0;
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    const bool named = what.find("tensor parallel: rank ") != std::string::npos;
     abortMpiRun("error: generate: " + (named ? "" : rankName + ": ") + what, 1);
   }
 }
@@ -556,9 +780,14 @@ Action addGenerateCommand(CLI::App& app) {
   command->add_flag("--data-parallel", o->dataParallel,
                     "under mpirun -n N: every rank runs the whole generation on its own (data "
                     "parallelism, no messages); rank 0 gathers and stores the ranks' steps");
+  command->add_flag("--tensor-parallel", o->tensorParallel,
+                    "split the step by heads across MPI ranks (start with mpirun -n N): each "
+                    "rank computes its KV heads' attention and its share of the projections and "
+                    "the MLP, the ranks sum the partial outputs (two all-reduces per layer)");
   command
       ->add_option("--mpi-timeout", o->mpiTimeout,
-                   "with --cache-parallel or --data-parallel: seconds a rank waits for another "
+                   "with --cache-parallel, --data-parallel or --tensor-parallel: seconds a rank "
+                   "waits for another "
                    "before the run fails (default 120)")
       ->check(CLI::PositiveNumber);
   command->add_option("--db", o->db,
@@ -580,16 +809,32 @@ Action addGenerateCommand(CLI::App& app) {
                     " runs no prompt: give the one id that follows the filled rows with "
                     "--prompt-ids (" +
                     std::to_string(o->promptIds.size()) + " given)");
-      if (!o->cacheIn.empty() && (o->cacheParallel || o->dataParallel))
+      if (!o->cacheIn.empty() && (o->cacheParallel || o->dataParallel || o->tensorParallel))
         throw Error(
-            "--cache-in does not go with --cache-parallel or --data-parallel (--fill-rows does)");
+            "--cache-in does not go with --cache-parallel, --data-parallel or --tensor-parallel "
+            "(--fill-rows does)");
       if (o->printPrefillBindings || !o->prefillPlan.empty())
         throw Error(
             "--fill-rows and --cache-in run no prefill: they do not go with "
             "--print-prefill-bindings or --prefill-plan");
     }
-    if (o->cacheParallel && o->dataParallel)
-      throw Error("--cache-parallel and --data-parallel are two ways to use the ranks: give one");
+    if (int(o->cacheParallel) + int(o->dataParallel) + int(o->tensorParallel) > 1)
+      throw Error(
+          "--cache-parallel, --data-parallel and --tensor-parallel are three ways to use the "
+          "ranks (the cache split by rows, each rank on its own, the heads split): give one");
+    if (o->tensorParallel) {
+#ifdef COLLAGE_HAVE_MPI
+      if (o->printBindings || o->printPrefillBindings || !o->prefillPlan.empty())
+        throw Error(
+            "--print-bindings, --print-prefill-bindings and --prefill-plan do not go with "
+            "--tensor-parallel");
+      return generateTensorParallel(*o);
+#else
+      throw Error(
+          "--tensor-parallel needs MPI, and this build has none (install Open MPI and "
+          "rebuild)");
+#endif
+    }
     if (o->cacheParallel || o->dataParallel) {
 #ifdef COLLAGE_HAVE_MPI
       if (o->printBindings || o->printPrefillBindings || !o->prefillPlan.empty())
@@ -616,11 +861,6 @@ Action addGenerateCommand(CLI::App& app) {
     const auto promptLength = static_cast<int64_t>(o->promptIds.size());
     int64_t capacity = o->maxLength;
     if (capacity <= 0 && plan) capacity = planCapacity(signature, plan->inputShapes);
-    // The prefill graph's mask is the cache's rows and the prompt's.
-    if (capacity <= 0 && prefillPlan) {
-      const int64_t rows = planCapacity(signature, prefillPlan->inputShapes);
-      if (rows > 0) capacity = rows + 1 - promptLength;
-    }
     // The rows --cache-in's files hold (read again to fill, one at a time:
     // a long cache's files are large).
     int64_t fillRows = o->fillRows;

@@ -303,8 +303,12 @@ void combineAttentionPartials(const AttentionPartials& p, int64_t first, int64_t
   to.sumAt(toPart, toRow) = l;
 }
 
+int64_t DecodeAttentionKernel::kvHeadsRun() const {
+  return shard && shard->kvHeadEnd >= 0 ? shard->kvHeadEnd - shard->kvHeadFirst : Hkv;
+}
+
 int64_t DecodeAttentionKernel::parts() const {
-  const int64_t groups = B * Hkv;
+  const int64_t groups = B * std::max<int64_t>(1, kvHeadsRun());
   const int64_t nt = std::max(1, threads);
   const int64_t wanted = (nt + groups - 1) / groups;
   const int64_t most = std::max<int64_t>(1, L / std::max<int64_t>(1, minKeysPerPart));
@@ -330,7 +334,10 @@ void DecodeAttentionKernel::run(const std::vector<const DLTensor*>& inputs,
   const int nt = std::max(1, threads);
   const int64_t P = parts();
   const int64_t R = kvGroup * Sq;  // rows of one KV head: its query heads x queries
-  const int64_t groups = B * Hkv;
+  // Tensor parallel: only the shard's KV heads [g0, g0 + hn) (and their
+  // query heads); group grp is batch grp / hn, KV head g0 + grp % hn.
+  const int64_t hn = kvHeadsRun(), g0 = shard ? shard->kvHeadFirst : 0;
+  const int64_t groups = B * hn;
   const int64_t tasks = groups * P;
   const bool packK = k.strides[3] != 1, packV = v.strides[3] != 1;
   if (scratch_.size() < static_cast<size_t>(nt)) scratch_.resize(static_cast<size_t>(nt));
@@ -364,12 +371,12 @@ void DecodeAttentionKernel::run(const std::vector<const DLTensor*>& inputs,
     for (int64_t grp = 0; grp < groups; ++grp) {
       if (visibleSource_[static_cast<size_t>(grp)] != grp) continue;
       std::vector<std::pair<int64_t, int64_t>>& runs = visible_[static_cast<size_t>(grp)];
-      visibleKeys(slots, grp / Hkv, grp % Hkv, runs);
+      visibleKeys(slots, grp / hn, g0 + grp % hn, runs);
       if (shard) runs = intersectRuns(runs, shard->keys);
     }
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < tasks; ++t) {
-      const int64_t grp = t / P, part = t % P, b = grp / Hkv, g = grp % Hkv;
+      const int64_t grp = t / P, part = t % P, b = grp / hn, g = g0 + grp % hn;
       // The part's share of the group's visible keys, as key ranges.
       const std::vector<std::pair<int64_t, int64_t>>& runs =
           visible_[static_cast<size_t>(visibleSource_[static_cast<size_t>(grp)])];
@@ -433,17 +440,29 @@ void DecodeAttentionKernel::run(const std::vector<const DLTensor*>& inputs,
       }
     }
     // The merge: every (group, row) from its P parts, into the output.
-    if (!shard) {
+    if (!shard || !shard->exchange) {
 #pragma omp for schedule(static)
       for (int64_t x = 0; x < groups * R; ++x) {
-        const int64_t grp = x / R, r = x % R, b = grp / Hkv, g = grp % Hkv;
+        const int64_t grp = x / R, r = x % R, b = grp / hn, g = g0 + grp % hn;
         const int64_t h = g * kvGroup + r / Sq, i = r % Sq;
         float* orow = out + b * o.strides[0] + h * o.strides[1] + i * o.strides[2];
         mergeAttentionPartials(partials_, grp * P, P, r, orow, o.strides[3]);
       }
     }
   }
-  if (!shard) return;
+  if (shard && hn < Hkv) {
+    // Tensor parallel: the heads another device computes are NaN here, so
+    // that a split that let this device read them would show.
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h) {
+        if (h >= g0 * kvGroup && h < (g0 + hn) * kvGroup) continue;
+        for (int64_t i = 0; i < Sq; ++i)
+          for (int64_t d = 0; d < Dv; ++d)
+            out[b * o.strides[0] + h * o.strides[1] + i * o.strides[2] + d * o.strides[3]] = nan;
+      }
+  }
+  if (!shard || !shard->exchange) return;
   // Cache parallel: this device's parts as one per (group, row), every
   // device's from the exchange (on this thread: MPI is funneled), then the
   // same merge, in device order, on every device.
@@ -456,7 +475,7 @@ void DecodeAttentionKernel::run(const std::vector<const DLTensor*>& inputs,
                 " row(s) of " + std::to_string(all_.dv) + " column(s), expected " +
                 std::to_string(groups * R) + " of " + std::to_string(Dv));
   for (int64_t x = 0; x < groups * R; ++x) {
-    const int64_t grp = x / R, r = x % R, b = grp / Hkv, g = grp % Hkv;
+    const int64_t grp = x / R, r = x % R, b = grp / hn, g = g0 + grp % hn;
     const int64_t h = g * kvGroup + r / Sq, i = r % Sq;
     float* orow = out + b * o.strides[0] + h * o.strides[1] + i * o.strides[2];
     mergeAttentionPartials(all_, 0, all_.parts, x, orow, o.strides[3]);

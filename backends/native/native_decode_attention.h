@@ -109,9 +109,14 @@ void combineAttentionPartials(const AttentionPartials& p, int64_t first, int64_t
 // Sq, group-major), hands them to `exchange`, which returns every device's
 // (one part per device, in device order, the same order on every device),
 // and merges those into the output: every device computes the same output.
+// Tensor parallelism (native_tensor_parallel.h) splits by heads instead: a
+// shard with KV heads [kvHeadFirst, kvHeadEnd) computes only those heads and
+// the query heads that read them (the other heads' output rows are not
+// written), over `keys` (all of them), with no exchange (null).
 struct DecodeAttentionShard {
   std::vector<std::pair<int64_t, int64_t>> keys;
   std::function<void(const AttentionPartials& mine, AttentionPartials& all)> exchange;
+  int64_t kvHeadFirst = 0, kvHeadEnd = -1;  // -1: every KV head
 };
 
 class DecodeAttentionKernel : public Kernel {
@@ -132,6 +137,8 @@ class DecodeAttentionKernel : public Kernel {
 
   // The parts the keys are split into at `threads` threads.
   int64_t parts() const;
+  // The KV heads this kernel computes: Hkv, or its shard's.
+  int64_t kvHeadsRun() const;
   void run(const std::vector<const DLTensor*>& inputs,
            const std::vector<DLTensor*>& outputs) override;
   std::string describe() const;

@@ -7,6 +7,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 #include "core/ir/error.h"
 #include "core/pipeline/mpi_call.h"
@@ -25,7 +26,8 @@ std::string seconds(double s) {
 
 }  // namespace
 
-MpiCacheExchange::MpiCacheExchange(double timeoutSeconds) : timeoutSeconds_(timeoutSeconds) {
+MpiCacheExchange::MpiCacheExchange(double timeoutSeconds, std::string label)
+    : timeoutSeconds_(timeoutSeconds), label_(std::move(label)) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
   void* value = nullptr;
@@ -62,7 +64,7 @@ void MpiCacheExchange::wait(std::vector<MPI_Request>& requests, const std::vecto
       if (r == MPI_REQUEST_NULL) continue;
       int done = 0;
       checkMpi(MPI_Test(&r, &done, MPI_STATUS_IGNORE),
-            "cache parallel: rank " + std::to_string(rank_) + ": " + what);
+            label_ + ": rank " + std::to_string(rank_) + ": " + what);
       if (!done) all = false;
     }
     return all;
@@ -76,7 +78,7 @@ void MpiCacheExchange::wait(std::vector<MPI_Request>& requests, const std::vecto
                              std::to_string(peers[i]) + (receives[i] ? "" : " took nothing");
     break;
   }
-  throw Error("cache parallel: rank " + std::to_string(rank_) + ": " + what + ": " + who +
+  throw Error(label_ + ": rank " + std::to_string(rank_) + ": " + what + ": " + who +
               " within " + seconds(timeoutSeconds_) + " s (--mpi-timeout)");
 }
 
@@ -88,7 +90,7 @@ std::vector<float> MpiCacheExchange::allGather(const std::vector<float>& mine,
   if (size_ == 1) return all;
   const int tag = static_cast<int>(exchanges_++ % (static_cast<uint64_t>(tagUpperBound_) + 1));
   if (n > static_cast<size_t>(INT32_MAX))
-    throw Error("cache parallel: " + what + ": too many floats for one MPI message");
+    throw Error(label_ + ": " + what + ": too many floats for one MPI message");
   std::vector<MPI_Request> requests;
   std::vector<int> peers;
   std::vector<bool> receives;
@@ -123,13 +125,13 @@ void MpiCacheExchange::requireSame(const std::vector<int64_t>& values, const std
   std::vector<float> lengths = allGather({mine[0]}, "comparing the ranks' " + what);
   for (int p = 0; p < size_; ++p)
     if (lengths[static_cast<size_t>(p)] != mine[0])
-      throw Error("cache parallel: the ranks were given different " + what + ": rank " +
+      throw Error(label_ + ": the ranks were given different " + what + ": rank " +
                   std::to_string(p) + "'s differ from rank " + std::to_string(rank_) + "'s");
   const std::vector<float> all = allGather(mine, "comparing the ranks' " + what);
   for (int p = 0; p < size_; ++p)
     if (std::memcmp(all.data() + mine.size() * static_cast<size_t>(p), mine.data(),
                     mine.size() * sizeof(float)) != 0)
-      throw Error("cache parallel: the ranks were given different " + what + ": rank " +
+      throw Error(label_ + ": the ranks were given different " + what + ": rank " +
                   std::to_string(p) + "'s differ from rank " + std::to_string(rank_) + "'s");
 }
 

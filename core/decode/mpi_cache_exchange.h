@@ -21,8 +21,10 @@ namespace collage {
 class MpiCacheExchange {
  public:
   // Called on every rank of MPI_COMM_WORLD (MPI initialised, MpiScope):
-  // a communicator of its own, made within the deadline.
-  explicit MpiCacheExchange(double timeoutSeconds);
+  // a communicator of its own, made within the deadline. `label` starts its
+  // messages ("cache parallel: rank 0: ..."; tensor parallelism's all-reduce
+  // says "tensor parallel").
+  explicit MpiCacheExchange(double timeoutSeconds, std::string label = "cache parallel");
   ~MpiCacheExchange();
   MpiCacheExchange(const MpiCacheExchange&) = delete;
   MpiCacheExchange& operator=(const MpiCacheExchange&) = delete;
@@ -44,6 +46,7 @@ class MpiCacheExchange {
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
   double timeoutSeconds_ = 120;
+  std::string label_;
   int tagUpperBound_ = 32767;
   uint64_t exchanges_ = 0;
 };

@@ -103,9 +103,10 @@ TEST(ApiPipeline, RefusesWhatTheCommandLineRefuses) {
   EXPECT_NE(other.find("made for"), std::string::npos) << other;
   api::PipelineRunOptions odd;
   odd.batch = pipeline.microBatch() * 2 + 1;
-  if (pipeline.microBatch() > 1)
+  if (pipeline.microBatch() > 1) {
     EXPECT_NE(errorOf([&] { api::runPipeline(kModel, pipeline, odd); }).find("is not a multiple"),
               std::string::npos);
+  }
   options.devices = "gpu:2";
   EXPECT_NE(errorOf([&] { api::planPipeline(kModel, options); }).find("expected cpu:N"),
             std::string::npos);

@@ -514,7 +514,9 @@ TEST(NativeDecodeAttention, SplitAtAnyMinimumMatchesTheUnsplitKernel) {
         EXPECT_TRUE(r.ok) << k->describe() << ": " << r.message;
       }
       // Not vacuous: every length of two keys or more was split somewhere.
-      if (L >= 2) EXPECT_GT(mostParts, 1);
+      if (L >= 2) {
+        EXPECT_GT(mostParts, 1);
+      }
     }
   }
 }
@@ -635,6 +637,45 @@ TEST(NativeDecodeAttention, CacheSlicesOnTwoDevicesMergeToTheWholeCache) {
           << "the devices' outputs differ";
     }
   }
+}
+
+// Tensor parallelism: two kernels, each with a shard of the KV heads (and
+// the query heads reading them); each computes its heads as the whole
+// kernel does and fills the other heads with NaN (it does not compute them).
+TEST(NativeDecodeAttention, HeadShardsComputeTheirHeadsOnly) {
+  const DecodeShape shape{2, 4, 2, 1, 37, 8};
+  GraphBuilder b;
+  const NodeSet group = decodeGraph(b, shape, false, {3, 0});
+  const Graph& g = b.graph();
+  const std::vector<Tensor> env = referenceValues(g, randomInputs(g, 5));
+  auto backend = native();
+  const KernelRequest request = KernelRequest::of(g, group, "test");
+  const int64_t kvGroup = shape.H / shape.Hkv;
+  Tensor joined = env[request.outputs[0]].clone();
+  for (int64_t dev = 0; dev < 2; ++dev) {
+    CompileResult c = backend->compile(request);
+    ASSERT_TRUE(c) << c.refusal;
+    auto* k = dynamic_cast<native::DecodeAttentionKernel*>(c.kernel.get());
+    ASSERT_NE(k, nullptr);
+    k->shard = std::make_shared<native::DecodeAttentionShard>();
+    k->shard->keys = {{0, shape.L}};
+    k->shard->kvHeadFirst = dev;
+    k->shard->kvHeadEnd = dev + 1;
+    std::vector<Tensor> in;
+    for (ValueId v : request.inputs) in.push_back(env[v]);
+    const std::vector<Tensor> y = runKernel(*k, request, in);
+    // Y [B, H, Sq, D]: this device's heads into `joined`, the others NaN.
+    const float* o = y[0].data<float>();
+    float* all = joined.data<float>();
+    for (int64_t i = 0; i < y[0].numElements(); ++i) {
+      if ((i / (shape.Sq * shape.D)) % shape.H / kvGroup == dev)
+        all[i] = o[i];
+      else
+        EXPECT_TRUE(std::isnan(o[i])) << "device " << dev << ", element " << i;
+    }
+  }
+  const CompareResult r = compareScaled(joined, env[request.outputs[0]], kFloat32Bound);
+  EXPECT_TRUE(r.ok) << r.message;
 }
 
 // ---- refusals: each form the kernel does not take, with its reason.

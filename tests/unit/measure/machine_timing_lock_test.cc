@@ -241,8 +241,8 @@ TEST(FailureCauses, AFailureOfTheMachineIsNotKeptAndIsMeasuredAgainNextRun) {
   b.finish(b.op("Sigmoid", {b.op("Relu", {b.input({1, 4})})}));
   const Graph& g = b.graph();
   CandidateSet candidates(g.numNodes());
-  candidates.add(Candidate{NodeSet::of(g.numNodes(), {0}), "native"});
-  candidates.add(Candidate{NodeSet::of(g.numNodes(), {1}), "onednn"});
+  candidates.add(Candidate{NodeSet::of(g.numNodes(), {0}), "native", "", {}});
+  candidates.add(Candidate{NodeSet::of(g.numNodes(), {1}), "onednn", "", {}});
   const HardwareFingerprint here{"V", "M", "avx2", 2, 2, "native=1"};
   int reluAsked = 0, sigmoidAsked = 0;
   const MeasureFn measure = [&](const Candidate& c) {
