@@ -358,7 +358,7 @@ void DecodeAttentionKernel::run(const std::vector<const DLTensor*>& inputs,
   {
     std::vector<std::vector<std::vector<int64_t>>> operands;
     for (int64_t grp = 0; grp < groups; ++grp) {
-      operands.push_back(groupOperands(grp / Hkv, grp % Hkv));
+      operands.push_back(groupOperands(grp / hn, g0 + grp % hn));
       visibleSource_[static_cast<size_t>(grp)] =
           std::find(operands.begin(), operands.end(), operands.back()) - operands.begin();
     }
