@@ -7,6 +7,7 @@
 #include <limits>
 #include <string>
 
+#include "backends/native/native_gemv.h"
 #include "core/ir/error.h"
 
 namespace collage::native {
@@ -96,10 +97,15 @@ void ShardedMatMulKernel::run(const std::vector<const DLTensor*>& inputs,
       std::fill(out + m * N + c, out + m * N + N, nan);
     }
   }
-  // Tasks: blocks of kColumnBlock columns of the computed ranges.
+  // A few rows over one range of B's rows (the decode step's case): the
+  // gemv, which streams B once (native_gemv.h), each thread a contiguous
+  // share of the columns. Else tasks of kColumnBlock columns.
+  const bool gemv = M <= kGemvMaxRows && kRanges.size() == 1;
+  const int64_t block =
+      gemv ? std::max<int64_t>(16, (N / std::max(1, threads) + 15) / 16 * 16) : kColumnBlock;
   std::vector<std::pair<int64_t, int64_t>> tasks;
   for (const auto& [c0, c1] : columns)
-    for (int64_t c = c0; c < c1; c += kColumnBlock) tasks.emplace_back(c, std::min(c1, c + kColumnBlock));
+    for (int64_t c = c0; c < c1; c += block) tasks.emplace_back(c, std::min(c1, c + block));
   int64_t work = 0, kRows = 0;
   for (const auto& [k0, k1] : kRanges) kRows += k1 - k0;
   for (const auto& [c0, c1] : tasks) work += (c1 - c0) * kRows * M;
@@ -107,6 +113,11 @@ void ShardedMatMulKernel::run(const std::vector<const DLTensor*>& inputs,
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && count > 1 && work >= kParallelMinWork)
   for (int64_t t = 0; t < count; ++t) {
     const auto [c0, c1] = tasks[static_cast<size_t>(t)];
+    if (gemv) {
+      const auto [k0, k1] = kRanges.front();
+      gemvRows(M, c1 - c0, k1 - k0, a + k0, K, bw + k0 * N + c0, N, out + c0, N);
+      continue;
+    }
     for (int64_t m = 0; m < M; ++m) std::fill(out + m * N + c0, out + m * N + c1, 0.0f);
     for (const auto& [k0, k1] : kRanges) accumulate(a, bw, out, M, K, N, k0, k1, c0, c1);
   }

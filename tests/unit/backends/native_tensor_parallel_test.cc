@@ -96,7 +96,9 @@ TEST(TensorParallelSplit, LlamaStyleSplitsQueryAndKvHeadsAndTheGatedMlp) {
     const auto r = ownedRanges(model.graph, m, 1, 2);
     const TensorParallelBlock& b = m.blocks[0];
     using Ranges = std::vector<std::pair<int64_t, int64_t>>;
-    const Ranges want = b.units == 2 ? Ranges{{16, 32}} : b.units == 4 ? Ranges{{32, 64}} : Ranges{{88, 176}};
+    const Ranges want = b.units == 2   ? Ranges{{16, 32}}
+                        : b.units == 4 ? Ranges{{32, 64}}
+                                       : Ranges{{88, 176}};
     EXPECT_EQ(r, want) << b.units;
   }
 }
@@ -112,7 +114,8 @@ TEST(TensorParallelSplit, APlanKeepsItsGroupsThatHoldNoSplitNode) {
   // Fuse the first sharded MatMul with its bias Add, and the LM head (left
   // whole) with the norm before it.
   const std::string matmul = g.node(split.matmuls[0].node).name;
-  const std::string bias = g.node(g.value(g.node(split.matmuls[0].node).outputs[0]).consumers[0]).name;
+  const std::string bias =
+      g.node(g.value(g.node(split.matmuls[0].node).outputs[0]).consumers[0]).name;
   auto groupOf = [&](const std::string& n) {
     for (size_t i = 0; i < plan.groups.size(); ++i)
       if (plan.groups[i].nodes == std::vector<std::string>{n}) return i;
@@ -152,60 +155,64 @@ TEST(TensorParallelSplit, APlanKeepsItsGroupsThatHoldNoSplitNode) {
 
 // Column shards give the whole product's columns (the rest NaN); row
 // shards summed give the whole product.
+// At 2 rows (the gemv) and 6 (the blocked loop).
 TEST(ShardedMatMul, ColumnAndRowShardsMakeTheWholeProduct) {
-  const int64_t M = 2, K = 37, N = 300;
-  std::mt19937 rng(3);
-  std::uniform_real_distribution<float> u(-1, 1);
-  std::vector<float> a(M * K), bw(K * N);
-  for (float& x : a) x = u(rng);
-  for (float& x : bw) x = u(rng);
-  auto make = [&](std::shared_ptr<MatMulShard> shard) {
-    ShardedMatMulKernel k;
-    k.M = M;
-    k.K = K;
-    k.N = N;
-    k.b = Tensor::fromFloats({K, N}, bw);
-    k.threads = 2;
-    k.shard = std::move(shard);
-    Tensor ta = Tensor::fromFloats({M, K}, a);
-    Tensor out(ElementType::Float32, {M, N});
-    DLTensor in = ta.toDLTensor(), o = out.toDLTensor();
-    k.run({&in}, {&o});
-    return out.toFloats();
-  };
-  const std::vector<float> whole = make(nullptr);
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t n = 0; n < N; n += 37) {
-      double ref = 0;
-      for (int64_t k = 0; k < K; ++k) ref += double(a[m * K + k]) * bw[k * N + n];
-      EXPECT_NEAR(whole[m * N + n], ref, 1e-4);
-    }
-  auto cols = std::make_shared<MatMulShard>();
-  cols->ranges = {{10, 20}, {260, 300}};
-  const std::vector<float> c = make(cols);
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t n = 0; n < N; ++n) {
-      const bool owned = (n >= 10 && n < 20) || n >= 260;
-      if (owned)
-        EXPECT_EQ(c[m * N + n], whole[m * N + n]) << n;
-      else
-        EXPECT_TRUE(std::isnan(c[m * N + n])) << n;
-    }
-  std::vector<float> sum(M * N, 0.0f);
-  for (auto range : {std::pair<int64_t, int64_t>{0, 20}, {20, K}}) {
-    auto rows = std::make_shared<MatMulShard>();
-    rows->rows = true;
-    rows->ranges = {range};
-    int calls = 0;
-    rows->allReduce = [&](float* out, int64_t count) {
-      ++calls;
-      ASSERT_EQ(count, M * N);
-      for (int64_t i = 0; i < count; ++i) sum[i] += out[i];
+  for (const int64_t M : {int64_t{2}, int64_t{6}}) {
+    SCOPED_TRACE("M = " + std::to_string(M));
+    const int64_t K = 37, N = 300;
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<float> u(-1, 1);
+    std::vector<float> a(M * K), bw(K * N);
+    for (float& x : a) x = u(rng);
+    for (float& x : bw) x = u(rng);
+    auto make = [&](std::shared_ptr<MatMulShard> shard) {
+      ShardedMatMulKernel k;
+      k.M = M;
+      k.K = K;
+      k.N = N;
+      k.b = Tensor::fromFloats({K, N}, bw);
+      k.threads = 2;
+      k.shard = std::move(shard);
+      Tensor ta = Tensor::fromFloats({M, K}, a);
+      Tensor out(ElementType::Float32, {M, N});
+      DLTensor in = ta.toDLTensor(), o = out.toDLTensor();
+      k.run({&in}, {&o});
+      return out.toFloats();
     };
-    make(rows);
-    EXPECT_EQ(calls, 1);
+    const std::vector<float> whole = make(nullptr);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; n += 37) {
+        double ref = 0;
+        for (int64_t k = 0; k < K; ++k) ref += double(a[m * K + k]) * bw[k * N + n];
+        EXPECT_NEAR(whole[m * N + n], ref, 1e-4);
+      }
+    auto cols = std::make_shared<MatMulShard>();
+    cols->ranges = {{10, 20}, {260, 300}};
+    const std::vector<float> c = make(cols);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        const bool owned = (n >= 10 && n < 20) || n >= 260;
+        if (owned)
+          EXPECT_EQ(c[m * N + n], whole[m * N + n]) << n;
+        else
+          EXPECT_TRUE(std::isnan(c[m * N + n])) << n;
+      }
+    std::vector<float> sum(M * N, 0.0f);
+    for (auto range : {std::pair<int64_t, int64_t>{0, 20}, {20, K}}) {
+      auto rows = std::make_shared<MatMulShard>();
+      rows->rows = true;
+      rows->ranges = {range};
+      int calls = 0;
+      rows->allReduce = [&](float* out, int64_t count) {
+        ++calls;
+        ASSERT_EQ(count, M * N);
+        for (int64_t i = 0; i < count; ++i) sum[i] += out[i];
+      };
+      make(rows);
+      EXPECT_EQ(calls, 1);
+    }
+    for (int64_t i = 0; i < M * N; ++i) EXPECT_NEAR(sum[i], whole[i], 1e-5) << i;
   }
-  for (int64_t i = 0; i < M * N; ++i) EXPECT_NEAR(sum[i], whole[i], 1e-5) << i;
 }
 
 }  // namespace
