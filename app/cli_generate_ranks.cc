@@ -169,6 +169,31 @@ DecodeRunRecord rankRun(const std::string& strategy, int64_t ranks, const Genera
   return run;
 }
 
+// Every rank's `block` (its first `header` floats say where the rank is:
+// the step's row, then the kernel's index, then sizes), gathered in rank
+// order and timed into `times`. A rank whose header differs is at another
+// kernel or row: the run stops naming both (`label`: "cache parallel";
+// `kernelIs`: "those of kernel").
+std::vector<float> gatherAtTheSameKernel(MpiCacheExchange& exchange, RankStepTimes& times,
+                                         const std::vector<float>& block, size_t header,
+                                         const std::string& what, const std::string& label,
+                                         const std::string& kernelIs) {
+  const auto sent = std::chrono::steady_clock::now();
+  std::vector<float> got = exchange.allGather(block, what);
+  times.addExchange(
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - sent).count());
+  for (int64_t p = 0; p < exchange.size(); ++p) {
+    const float* h = got.data() + static_cast<size_t>(p) * block.size();
+    if (!std::equal(block.begin(), block.begin() + static_cast<long>(header), h))
+      throw Error(label + ": rank " + std::to_string(exchange.rank()) + ": " + what + ": rank " +
+                  std::to_string(p) + " sent " + kernelIs + " " +
+                  std::to_string(static_cast<int64_t>(h[1])) + " at row " +
+                  std::to_string(static_cast<int64_t>(h[0])) +
+                  " (the ranks must run the same model the same way)");
+  }
+  return got;
+}
+
 }  // namespace
 
 // `collage generate ... --cache-parallel` in each rank mpirun starts
@@ -255,20 +280,9 @@ int generateCacheParallel(const GenerateCommandOptions& o) {
       }
       const std::string what = "the attention partials of kernel " + std::to_string(kernel) +
                                " at row " + std::to_string(stepRow);
-      const auto sent = std::chrono::steady_clock::now();
-      const std::vector<float> got = exchange.allGather(block, what);
-      times.addExchange(
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - sent)
-              .count());
+      const std::vector<float> got = gatherAtTheSameKernel(exchange, times, block, kHeader, what,
+                                                           "cache parallel", "those of kernel");
       const size_t stride = block.size();
-      for (int64_t p = 0; p < n; ++p) {
-        const float* h = got.data() + p * stride;
-        if (!std::equal(header, header + kHeader, h))
-          throw Error("cache parallel: rank " + std::to_string(r) + ": " + what + ": rank " +
-                      std::to_string(p) + " sent those of kernel " + std::to_string(static_cast<int64_t>(h[1])) +
-                      " at row " + std::to_string(static_cast<int64_t>(h[0])) +
-                      " (the ranks must run the same model the same way)");
-      }
       all.resize(n, rows, dv);
       for (int64_t p = 0; p < n; ++p)
         for (int64_t x = 0; x < rows; ++x) {
@@ -476,21 +490,9 @@ int generateTensorParallel(const GenerateCommandOptions& o) {
           std::copy(out, out + count, block.begin() + kHeader);
           const std::string what = "the all-reduce of MatMul " + std::to_string(kernel) +
                                    " at row " + std::to_string(stepRow);
-          const auto sent = std::chrono::steady_clock::now();
-          const std::vector<float> got = exchange.allGather(block, what);
-          times.addExchange(
-              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - sent)
-                  .count());
+          const std::vector<float> got = gatherAtTheSameKernel(
+              exchange, times, block, kHeader, what, "tensor parallel", "that of MatMul");
           const size_t stride = block.size();
-          for (int64_t p = 0; p < n; ++p) {
-            const float* h = got.data() + p * stride;
-            if (!std::equal(header, header + kHeader, h))
-              throw Error("tensor parallel: rank " + std::to_string(r) + ": " + what +
-                          ": rank " + std::to_string(p) + " sent that of MatMul " +
-                          std::to_string(static_cast<int64_t>(h[1])) + " at row " +
-                          std::to_string(static_cast<int64_t>(h[0])) +
-                          " (the ranks must run the same model the same way)");
-          }
           bool nan = false;
           for (int64_t i = 0; i < count; ++i) {
             float sum = got[static_cast<size_t>(kHeader + i)];
