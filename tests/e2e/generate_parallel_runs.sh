@@ -53,12 +53,12 @@ grep -Eq "^  measured DP, 2 rank\(s\) x 1 thread\(s\), 2 request\(s\) at 32 rows
 grep -Eq "^  measured CP, 2 rank\(s\) x 1 thread\(s\), 1 request\(s\) at 48 rows, 4 step\(s\)" sim.out
 # The 1-rank CP run under the 1-device table, and the 2-rank run's gain on it.
 [[ $(grep -c "^  measured " sim.out) == 4 ]]
-awk '/^context 32:/{c=1} c && /plan for 1 device/{q=1} c && /plan for 2 device/{q=0}
-     c && /^  measured CP, 1 rank/{print q; exit}' sim.out | grep -q 1
+[[ $(awk '/^context 32:/{c=1} c && /plan for 1 device/{q=1} c && /plan for 2 device/{q=0}
+     c && /^  measured CP, 1 rank/{print q; exit}' sim.out) == 1 ]]
 grep -q "^  measured CP, 1 rank(s) x 1 thread(s), 1 request(s) at 32 rows" sim.out
 grep -Eq "^  CP attention on 2 ranks against 1: [0-9.]+x \([0-9.]+ ms against [0-9.]+ ms\)$" sim.out
 # Under the 2-device table of its context, not the 1-device one.
-awk '/^context 32:/{c=1} /^context 48:/{c=0} c && /plan for 2 device/{p=1} c && /^  measured CP, 2 rank/{print p; exit}' sim.out | grep -q 1
+[[ $(awk '/^context 32:/{c=1} /^context 48:/{c=0} c && /plan for 2 device/{p=1} c && /^  measured CP, 2 rank/{print p; exit}' sim.out) == 1 ]]
 
 # Another database: no run.
 "$collage" --threads 1 decode-parallel "$model" --devices 2 --contexts 32 \
