@@ -12,6 +12,7 @@
 #include <limits>
 #include <sstream>
 
+#include "backends/native/native_fma_tile.h"
 #include "backends/native/native_math.h"
 #include "core/ir/error.h"
 
@@ -133,57 +134,13 @@ void scoreRows(const float* qr, int64_t R, int64_t D, const float* kb, int64_t l
                        s + r * lds + j0);
 }
 
-// acc[RT rows][VC vectors from d0] += P[RT rows][nk] . V[nk][same columns];
-// the last vector masked by `last`. The accumulators stay in registers over
-// the block's keys: each V row is loaded once for the RT rows.
-template <int RT, int VC>
-void accumulateTile(const float* p, int64_t ldp, const float* vb, int64_t ldv, int64_t nk,
-                    float* acc, int64_t ldacc, __mmask16 last) {
-  __m512 a[RT][VC];
-#pragma GCC unroll 4
-  for (int r = 0; r < RT; ++r)
-#pragma GCC unroll 4
-    for (int c = 0; c < VC; ++c)
-      a[r][c] = _mm512_maskz_loadu_ps(c == VC - 1 ? last : static_cast<__mmask16>(0xFFFF),
-                                      acc + r * ldacc + 16 * c);
-  for (int64_t j = 0; j < nk; ++j) {
-    __m512 v[VC];
-#pragma GCC unroll 4
-    for (int c = 0; c < VC; ++c)
-      v[c] = _mm512_maskz_loadu_ps(c == VC - 1 ? last : static_cast<__mmask16>(0xFFFF),
-                                   vb + j * ldv + 16 * c);
-#pragma GCC unroll 4
-    for (int r = 0; r < RT; ++r) {
-      const __m512 e = _mm512_set1_ps(p[r * ldp + j]);
-#pragma GCC unroll 4
-      for (int c = 0; c < VC; ++c) a[r][c] = _mm512_fmadd_ps(e, v[c], a[r][c]);
-    }
-  }
-#pragma GCC unroll 4
-  for (int r = 0; r < RT; ++r)
-#pragma GCC unroll 4
-    for (int c = 0; c < VC; ++c)
-      _mm512_mask_storeu_ps(acc + r * ldacc + 16 * c,
-                            c == VC - 1 ? last : static_cast<__mmask16>(0xFFFF), a[r][c]);
-}
-
+// acc[RT rows][Dv] += P[RT rows][nk] . V[nk][Dv] (native_fma_tile.h): the
+// accumulators stay in registers over the block's keys, each V row loaded
+// once for the RT rows.
 template <int RT>
 void accumulateRows(const float* p, int64_t ldp, const float* vb, int64_t ldv, int64_t nk,
                     float* acc, int64_t Dv) {
-  for (int64_t d0 = 0; d0 < Dv; d0 += 64) {
-    const int64_t n = std::min<int64_t>(64, Dv - d0);
-    const int vc = static_cast<int>((n + 15) / 16);
-    const __mmask16 last =
-        n % 16 ? static_cast<__mmask16>((1u << (n % 16)) - 1) : static_cast<__mmask16>(0xFFFF);
-    float* a = acc + d0;
-    const float* v = vb + d0;
-    switch (vc) {
-      case 1: accumulateTile<RT, 1>(p, ldp, v, ldv, nk, a, Dv, last); break;
-      case 2: accumulateTile<RT, 2>(p, ldp, v, ldv, nk, a, Dv, last); break;
-      case 3: accumulateTile<RT, 3>(p, ldp, v, ldv, nk, a, Dv, last); break;
-      default: accumulateTile<RT, 4>(p, ldp, v, ldv, nk, a, Dv, last); break;
-    }
-  }
+  fmaRows<RT>(0, nk, Dv, p, ldp, vb, ldv, acc, Dv, true);
 }
 #endif
 
