@@ -82,6 +82,7 @@ class Builder {
   void addStep(const PD& pd, Args args) {
     const memory::desc scratch = pd.scratchpad_desc();
     if (scratch.get_size() > 0) args[DNNL_ARG_SCRATCHPAD] = owned(scratch);
+    warmLazyKernels(pd);
     dnnl::primitive p(pd.get());
     kernel_->steps.push_back(
         {p, std::move(args), kindName(pd.get_kind()) + "(" + pd.impl_info_str() + ")"});

@@ -3,6 +3,8 @@
 #include <dnnl_debug.h>
 
 #include <cstdlib>
+#include <mutex>
+#include <vector>
 
 namespace collage::onednn {
 
@@ -121,6 +123,24 @@ bool channelBlocked(memory::format_tag tag) {
 
 bool isRef(const dnnl::primitive_desc_base& pd) {
   return std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
+}
+
+void warmLazyKernels(const dnnl::primitive_desc_base& pd) {
+  if (std::string(pd.impl_info_str()).rfind("gemm:jit", 0) != 0) return;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // Big enough to take the driver's blocked path, not a gemv or a
+    // small-matrix shortcut: 64 x 64 x 64, a few microseconds once warm.
+    constexpr int64_t n = 64;
+    std::vector<float> a(n * n, 1.0f), b(n * n, 1.0f), c(n * n);
+    dnnl::sgemm('N', 'N', n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    std::vector<uint8_t> ua(n * n, 1);
+    std::vector<int8_t> sb(n * n, 1);
+    std::vector<int32_t> ic(n * n);
+    const int32_t offset = 0;
+    dnnl::gemm_u8s8s32('N', 'N', 'F', n, n, n, 1.0f, ua.data(), n, 0, sb.data(), n, 0, 0.0f,
+                       ic.data(), n, &offset);
+  });
 }
 
 std::string kindName(dnnl::primitive::kind k) {

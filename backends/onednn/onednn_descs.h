@@ -67,6 +67,14 @@ bool channelBlocked(dnnl::memory::format_tag tag);
 bool isRef(const dnnl::primitive_desc_base& pd);
 // "convolution", "reorder", ...: a primitive kind for describe().
 std::string kindName(dnnl::primitive::kind k);
+// Runs, once per process, what oneDNN's GEMM-based implementations (impl
+// "gemm:jit") generate on their first execution rather than at primitive
+// creation: the JIT GEMM driver builds its kernels lazily, on the first
+// sgemm (or int8 gemm) call, and that took 24-27 ms inside the first such
+// MatMul of a prefill's one timed pass (128 tokens, 2 threads), 15 % of the
+// pass. A kernel built on such a primitive calls this at compile, so that
+// cost is the compile's, as the primitives' own JIT code is.
+void warmLazyKernels(const dnnl::primitive_desc_base& pd);
 
 // Which layout a convolution computes in (COLLAGE_ONEDNN_CONV_LAYOUT, a
 // diagnostic switch). The kernel's boundary is always plain (NCHW);

@@ -762,6 +762,7 @@ class Int8Builder {
                std::unordered_map<int, memory> args, const std::string& kind) {
     const memory::desc scratch = pd.scratchpad_desc();
     if (scratch.get_size() > 0) args[DNNL_ARG_SCRATCHPAD] = owned(scratch);
+    warmLazyKernels(pd);
     k_->steps.push_back({std::move(p), std::move(args), kind + "(" + pd.impl_info_str() + ")"});
   }
   void addReorder(const memory& from, const memory& to) {
