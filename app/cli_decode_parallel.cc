@@ -154,6 +154,17 @@ int run(const DecodeParallelOptions& o) {
   // count and context.
   const std::vector<DecodeRunRecord> runs = storedDecodeRuns(o.db, decodeModelKey(o.modelPath));
   size_t runsShown = 0;
+  // Their exchanges price the simulated ones of their strategy on as many
+  // devices; the link the rest (decode_runs.h: measuredExchanges).
+  const std::vector<MeasuredExchange> exchanges = measuredExchanges(runs, costs);
+  if (exchanges.empty())
+    std::printf("exchanges: priced by the link (no run on ranks with an exchange is stored)\n");
+  for (const MeasuredExchange& e : exchanges)
+    std::printf(
+        "exchanges: %s on %d devices priced by %d measured run(s): %.4f ms + %.3g ms a row an "
+        "exchange (%s); other splits and device counts by the link\n",
+        e.strategy.c_str(), e.devices, e.runs, e.seconds * 1e3, e.secondsPerRow * 1e3,
+        e.strategy == "TP" ? "two a layer" : "one a layer");
 
   for (int64_t context : o.contexts) {
     const std::vector<DecodeRequest> requests = requestsAt(o, context);
@@ -166,14 +177,16 @@ int run(const DecodeParallelOptions& o) {
       std::vector<DecodeSimulation> sims;
       std::string pick;
       try {
-        const DecodeParallelPlan plan = planDecodeParallel(costs, link, n, requests, o.memoryLimit);
+        const DecodeParallelPlan plan =
+            planDecodeParallel(costs, link, n, requests, o.memoryLimit, &exchanges);
         sims = plan.options;
         const DecodeStrategy& s = plan.best().strategy;
         pick = s.name + " (projections " + toString(s.projections) + ", attention " +
                toString(s.attention) + ")";
       } catch (const Error& e) {
         for (const DecodeStrategy& s : decodeStrategies())
-          sims.push_back(simulateDecodeParallel(costs, link, n, requests, s, o.memoryLimit));
+          sims.push_back(
+              simulateDecodeParallel(costs, link, n, requests, s, o.memoryLimit, &exchanges));
         pick = e.what();
       }
       for (const DecodeSimulation& s : sims)
@@ -184,7 +197,8 @@ int run(const DecodeParallelOptions& o) {
       std::printf("  plan for %d device(s): %s\n", n, pick.c_str());
       for (const DecodeRunRecord& run : runs)
         if (run.ranks == n && run.context == context) {
-          std::printf("  %s\n", describeMeasuredRun(compareMeasuredRun(costs, link, run)).c_str());
+          std::printf("  %s\n",
+                      describeMeasuredRun(compareMeasuredRun(costs, link, run, &exchanges)).c_str());
           ++runsShown;
           // The attention's gain over the same run on one rank (#42's CP
           // goal), where that run is stored too.

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <set>
@@ -55,15 +56,22 @@ class RankStepTimes {
         if (attentionGroups_.count(t.group)) us += t.durUs;
       attention_.push_back(us / 1e3);
       exchange_.push_back(exchangeNow_);
+      waited_.push_back(waitedNow_);
     }
     started_ = true;
     exchangeNow_ = 0;
+    waitedNow_ = 0;
   }
-  void addExchange(double ms) { exchangeNow_ += ms; }
+  // An exchange of `ms`, of which `waitedMs` before the last peer had sent.
+  void addExchange(double ms, double waitedMs) {
+    exchangeNow_ += ms;
+    waitedNow_ += waitedMs;
+  }
   // Medians over the last `steps` runs: the decode steps (a prompt run a
   // token a step came first).
   double attentionMs(size_t steps) const { return medianOfLast(attention_, steps); }
   double exchangeMs(size_t steps) const { return medianOfLast(exchange_, steps); }
+  double waitedMs(size_t steps) const { return medianOfLast(waited_, steps); }
 
  private:
   static double medianOfLast(const std::vector<double>& v, size_t n) {
@@ -75,14 +83,15 @@ class RankStepTimes {
   }
   Session& session_;
   std::set<size_t> attentionGroups_;
-  std::vector<double> attention_, exchange_;
-  double exchangeNow_ = 0;
+  std::vector<double> attention_, exchange_, waited_;
+  double exchangeNow_ = 0, waitedNow_ = 0;
   bool started_ = false;
 };
 
 // The step's attention part (the line `decode-parallel` and the app set
 // beside the simulation) and the run stored by rank 0.
-void reportRankRun(const GenerateCommandOptions& o, DecodeRunRecord run) {
+// `waitedMs`: the part of the exchange before the last peer had sent.
+void reportRankRun(const GenerateCommandOptions& o, DecodeRunRecord run, double waitedMs) {
   // CP exchanges inside the attention kernels; TP in its row-sharded MatMuls.
   const bool inAttention = run.strategy != "TP";
   std::printf(
@@ -91,6 +100,14 @@ void reportRankRun(const GenerateCommandOptions& o, DecodeRunRecord run) {
       run.attentionMs,
       inAttention ? ", their exchange included" : "; the rest includes the all-reduces",
       run.exchangeMs, std::max(0.0, run.stepMs - run.attentionMs), run.threadsPerRank);
+  // Where the exchange's time goes: the wait for the slower rank (a barrier
+  // a layer), or the messages and the poll's lateness in seeing them.
+  if (run.exchangeMs > 0 && run.strategy != "DP")
+    std::printf(
+        "exchange: median %.4f ms a step, of which %.4f ms before the slower rank had sent (the "
+        "ranks' send times, this host's clock); the rest the messages and the poll seeing "
+        "them\n",
+        run.exchangeMs, std::min(waitedMs, run.exchangeMs));
   if (o.noDb || run.steps == 0) return;
   try {
     run.modelKey = decodeModelKey(o.modelPath);
@@ -169,19 +186,44 @@ DecodeRunRecord rankRun(const std::string& strategy, int64_t ranks, const Genera
   return run;
 }
 
+// The last floats of every gathered block: when its rank sent it, in
+// microseconds of steady_clock (CLOCK_MONOTONIC: one clock for the
+// processes of a host), 48 bits as two floats of 24.
+constexpr size_t kSentAt = 2;
+int64_t microsecondsNow() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 // Every rank's `block` (its first `header` floats say where the rank is:
-// the step's row, then the kernel's index, then sizes), gathered in rank
-// order and timed into `times`. A rank whose header differs is at another
+// the step's row, then the kernel's index, then sizes; its last kSentAt
+// floats are left for the send time), gathered in rank order and timed into
+// `times`: the exchange, and the part of it before the last peer had sent
+// (the wait for the slower rank; the rest is the transfer and the poll
+// seeing it: polling_wait.h). The split reads the peers' clocks, which
+// are this rank's on one host. A rank whose header differs is at another
 // kernel or row: the run stops naming both (`label`: "cache parallel";
 // `kernelIs`: "those of kernel").
 std::vector<float> gatherAtTheSameKernel(MpiCacheExchange& exchange, RankStepTimes& times,
-                                         const std::vector<float>& block, size_t header,
+                                         std::vector<float>& block, size_t header,
                                          const std::string& what, const std::string& label,
                                          const std::string& kernelIs) {
-  const auto sent = std::chrono::steady_clock::now();
+  const int64_t sentUs = microsecondsNow();
+  block[block.size() - 2] = static_cast<float>((sentUs >> 24) & 0xffffff);
+  block[block.size() - 1] = static_cast<float>(sentUs & 0xffffff);
   std::vector<float> got = exchange.allGather(block, what);
-  times.addExchange(
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - sent).count());
+  const int64_t doneUs = microsecondsNow();
+  int64_t lastSent = sentUs;
+  for (int64_t p = 0; p < exchange.size(); ++p) {
+    const float* t = got.data() + static_cast<size_t>(p + 1) * block.size() - kSentAt;
+    const int64_t peer = (static_cast<int64_t>(t[0]) << 24) + static_cast<int64_t>(t[1]);
+    // The same 48 bits of the same clock: a peer's is within the run's time.
+    const int64_t high = sentUs & ~((int64_t{1} << 48) - 1);
+    lastSent = std::max(lastSent, std::min(doneUs, high + peer));
+  }
+  times.addExchange(static_cast<double>(doneUs - sentUs) / 1e3,
+                    static_cast<double>(lastSent - sentUs) / 1e3);
   for (int64_t p = 0; p < exchange.size(); ++p) {
     const float* h = got.data() + static_cast<size_t>(p) * block.size();
     if (!std::equal(block.begin(), block.begin() + static_cast<long>(header), h))
@@ -192,6 +234,31 @@ std::vector<float> gatherAtTheSameKernel(MpiCacheExchange& exchange, RankStepTim
                   " (the ranks must run the same model the same way)");
   }
   return got;
+}
+
+// The cache bytes each rank holds (Decoder::cacheBytes), gathered on every
+// rank, and the line rank 0 prints: "cache per rank: 1.5 MiB of 3.0 MiB
+// (50.0 %; bytes: rank 0 N, rank 1 N, one device M)". Exact: each count goes
+// as two floats of 24 bits.
+std::string cachePerRank(MpiCacheExchange& exchange, const Decoder& decoder) {
+  const uint64_t bytes = decoder.cacheBytes();
+  const std::vector<float> got =
+      exchange.allGather({static_cast<float>(bytes >> 24), static_cast<float>(bytes & 0xffffff)},
+                         "the cache bytes each rank holds");
+  const double whole = static_cast<double>(decoder.wholeCacheBytes());
+  uint64_t most = 0;
+  std::string each;
+  for (int64_t p = 0; p < exchange.size(); ++p) {
+    const uint64_t b = (static_cast<uint64_t>(got[static_cast<size_t>(2 * p)]) << 24) +
+                       static_cast<uint64_t>(got[static_cast<size_t>(2 * p + 1)]);
+    most = std::max(most, b);
+    each += (p ? ", rank " : "rank ") + std::to_string(p) + " " + std::to_string(b);
+  }
+  char line[160];
+  std::snprintf(line, sizeof line, "cache per rank: %.1f MiB of %.1f MiB (%.1f %%; bytes: ",
+                static_cast<double>(most) / 1048576.0, whole / 1048576.0,
+                whole > 0 ? 100.0 * static_cast<double>(most) / whole : 0.0);
+  return line + each + ", one device " + std::to_string(decoder.wholeCacheBytes()) + ")";
 }
 
 }  // namespace
@@ -224,14 +291,27 @@ int generateCacheParallel(const GenerateCommandOptions& o) {
       throw Error("the cache's " + std::to_string(capacity) + " rows cannot be split across " +
                   std::to_string(exchange.size()) + " ranks (a slice each)");
     const DecodeModel model = importDecodeModel(o.modelPath, capacity, &signature);
+    // This rank's rows, the only ones it allocates (the share: a smaller
+    // buffer per present, the window Session::appendInPlace writes). The
+    // rows are a fixed range of the cache's capacity, so the rows the steps
+    // append go to the rank whose range holds them (after a prompt or
+    // --fill-rows of most of the cache, the last rank's). DP: every rank
+    // holds it all.
+    const int64_t n = exchange.size(), r = exchange.rank();
+    const int64_t first = r * capacity / n, end = (r + 1) * capacity / n;
+    CacheShare share;
+    if (!o.dataParallel && n > 1) {
+      share.rowFirst = first;
+      share.rowEnd = end;
+    }
     std::unique_ptr<BackendSet> backends;
     std::unique_ptr<Backend> native;
     PlannedDecoder planned;
     if (plan) {
       backends = std::make_unique<BackendSet>(
           loadBackendsForPlan(*plan, model.graph, o.modelPath, {}, nullptr));
-      planned =
-          plannedDecoder(model, *plan, [&](const std::string& n) { return backends->find(n); });
+      planned = plannedDecoder(
+          model, *plan, [&](const std::string& n) { return backends->find(n); }, share);
       if (!planned.fallback.empty())
         throw Error("cache parallelism appends each rank's rows in place; " + o.plan +
                     " cannot: " + planned.fallback);
@@ -241,7 +321,7 @@ int generateCacheParallel(const GenerateCommandOptions& o) {
       planned.session = std::make_unique<Session>(
           model.graph, native::decodeAttentionPlan(model.graph),
           [b](const std::string& n) { return n == "native" ? b : nullptr; });
-      planned.decoder = std::make_unique<Decoder>(model, *planned.session);
+      planned.decoder = std::make_unique<Decoder>(model, *planned.session, share);
       // The prompt in one pass, on every rank (it reads none of the cache):
       // the reference executor, as a one-device generate without a plan.
       planned.decoder->setPrefillRunner([](const Graph& prefill, std::string&) -> Decoder::Step {
@@ -256,13 +336,15 @@ int generateCacheParallel(const GenerateCommandOptions& o) {
                   " runs no native decode attention kernel: there is no attention to split "
                   "across ranks");
     // This rank's rows; the new row (the present's last, key `capacity`) is
-    // read by the rank that owns the step's row, which appends it.
-    const int64_t n = exchange.size(), r = exchange.rank();
-    const int64_t first = r * capacity / n, end = (r + 1) * capacity / n;
+    // read by the rank that owns the step's row, which appends it. Each
+    // kernel reads its rows from the rank's buffers (keys [first, end) at
+    // their rows 0.., the new one at their last row): the shard's second
+    // range is empty on the other ranks.
+    if (share.rowEnd >= 0) native::requireWindowedPresentsReadByDecodeAttention(*planned.session);
     RankStepTimes times(*planned.session);
-    auto shard = std::make_shared<native::DecodeAttentionShard>();
     int64_t stepRow = 0, layer = 0;
-    shard->exchange = [&](const native::AttentionPartials& mine, native::AttentionPartials& all) {
+    std::function<void(const native::AttentionPartials&, native::AttentionPartials&)> exchangeOf =
+        [&](const native::AttentionPartials& mine, native::AttentionPartials& all) {
       // A header (the step's row, the kernel, the rows, the columns: every
       // rank must be at the same attention, or the merge would mix layers),
       // then per row: max, sum, the unnormalised output.
@@ -270,7 +352,7 @@ int generateCacheParallel(const GenerateCommandOptions& o) {
       constexpr int64_t kHeader = 4;
       const float header[kHeader] = {static_cast<float>(stepRow), static_cast<float>(kernel),
                                      static_cast<float>(rows), static_cast<float>(dv)};
-      std::vector<float> block(static_cast<size_t>(kHeader + rows * width));
+      std::vector<float> block(static_cast<size_t>(kHeader + rows * width) + kSentAt);
       std::copy(header, header + kHeader, block.begin());
       for (int64_t x = 0; x < rows; ++x) {
         float* b = block.data() + kHeader + x * width;
@@ -292,22 +374,22 @@ int generateCacheParallel(const GenerateCommandOptions& o) {
           std::copy(b + 2, b + 2 + dv, all.accAt(p, x));
         }
     };
-    for (native::DecodeAttentionKernel* k : kernels) {
+    for (native::DecodeAttentionKernel* k : kernels)
       if (k->L != capacity + 1)
         throw Error("a decode attention kernel reads " + std::to_string(k->L) +
                     " keys, not the cache's " + std::to_string(capacity) +
                     " rows and the new one: it cannot be split by the cache's rows");
-      if (!o.dataParallel) k->shard = shard;
-    }
-    if (o.dataParallel)
+    if (o.dataParallel) {
       planned.decoder->setCacheSlice(0, capacity, [&](int64_t) { times.boundary(); });
-    else
-      planned.decoder->setCacheSlice(first, end, [&, shard](int64_t row) {
+    } else {
+      const std::function<void(int64_t)> keysAt = native::splitByCacheRows(
+          kernels, first, end, capacity, share.rowEnd >= 0, exchangeOf);
+      planned.decoder->setCacheSlice(first, end, [&, keysAt](int64_t row) {
         times.boundary();
         stepRow = row;
-        shard->keys.assign(1, {first, end});
-        if (row >= first && row < end) shard->keys.emplace_back(capacity, capacity + 1);
+        keysAt(row);
       });
+    }
     GenerateOptions options = o.generate;
     options.keepLogits = !o.logitsOut.empty();
     GenerateCommandOptions report = o;
@@ -318,6 +400,7 @@ int generateCacheParallel(const GenerateCommandOptions& o) {
                                                   : "tokens (the ranks' merges disagree)");
     DecodeRunRecord run = rankRun(o.dataParallel ? "DP" : "CP", n, o, capacity, g, times);
     // DP: each rank's median step and attention, gathered on every rank.
+    const std::string cacheLine = cachePerRank(exchange, *planned.decoder);
     std::vector<float> perRank;
     if (o.dataParallel)
       perRank = exchange.allGather(
@@ -357,7 +440,8 @@ int generateCacheParallel(const GenerateCommandOptions& o) {
     printGeneration(report, *planned.decoder, g,
                     (plan ? "plan " + o.plan : std::string("native decode attention")) +
                         (o.dataParallel ? ", data parallel" : ", cache parallel"));
-    reportRankRun(o, run);
+    std::printf("%s\n", cacheLine.c_str());
+    reportRankRun(o, run, times.waitedMs(g.stepMs.size()));
     return 0;
   } catch (const std::exception& e) {
     const std::string what = e.what();
@@ -401,6 +485,18 @@ int generateTensorParallel(const GenerateCommandOptions& o) {
                     "split across " + std::to_string(n) + " ranks (each rank takes whole KV " +
                     "heads and the query heads that read them): run on a divisor of " +
                     std::to_string(split.attentions[a].kvHeads) + " ranks");
+    // This rank's KV heads of every cache, the only ones it allocates (the
+    // share; every attention has the same KV heads in the exported models:
+    // where they differ, each rank holds every head, as before).
+    CacheShare share;
+    const int64_t kvHeads = split.attentions.empty() ? 0 : split.attentions.front().kvHeads;
+    const bool sameHeads =
+        std::all_of(split.attentions.begin(), split.attentions.end(),
+                    [&](const native::TensorParallelAttention& t) { return t.kvHeads == kvHeads; });
+    if (n > 1 && sameHeads && kvHeads > 0) {
+      share.headFirst = r * kvHeads / n;
+      share.headEnd = (r + 1) * kvHeads / n;
+    }
     std::unique_ptr<Backend> native = createBackend("native");
     std::unique_ptr<Backend> sharded = native::createTensorParallelBackend(threadCount());
     Backend* nb = native.get();
@@ -419,11 +515,14 @@ int generateTensorParallel(const GenerateCommandOptions& o) {
       for (const auto& w : warnings) std::cerr << "warning: " << w << "\n";
       size_t kept = 0;
       const Plan tp = native::tensorParallelPlan(model.graph, split, *plan, &kept);
-      planned = plannedDecoder(model, tp, [&](const std::string& name) -> Backend* {
-        if (name == "tensor_parallel") return sb;
-        if (Backend* b = backends->find(name)) return b;
-        return name == "native" ? nb : nullptr;
-      });
+      planned = plannedDecoder(
+          model, tp,
+          [&](const std::string& name) -> Backend* {
+            if (name == "tensor_parallel") return sb;
+            if (Backend* b = backends->find(name)) return b;
+            return name == "native" ? nb : nullptr;
+          },
+          share);
       if (!planned.fallback.empty() && r == 0)
         std::cerr << "warning: the cache is copied into each step's present: " << planned.fallback
                   << "\n";
@@ -435,7 +534,7 @@ int generateTensorParallel(const GenerateCommandOptions& o) {
           [nb, sb](const std::string& name) -> Backend* {
             return name == "native" ? nb : name == "tensor_parallel" ? sb : nullptr;
           });
-      planned.decoder = std::make_unique<Decoder>(model, *planned.session);
+      planned.decoder = std::make_unique<Decoder>(model, *planned.session, share);
       // The prompt in one pass, on every rank, whole: the reference
       // executor, as a one-device generate without a plan.
       planned.decoder->setPrefillRunner([](const Graph& prefill, std::string&) -> Decoder::Step {
@@ -446,6 +545,7 @@ int generateTensorParallel(const GenerateCommandOptions& o) {
     // Each kernel its shard: the attentions their heads, the MatMuls their
     // columns or rows; each row-sharded one an all-reduce.
     Session& session = *planned.session;
+    if (share.headEnd >= 0) native::requireWindowedPresentsReadByDecodeAttention(session);
     RankStepTimes times(session);
     int64_t stepRow = 0;
     size_t attentionKernels = 0, reduced = 0;
@@ -463,6 +563,13 @@ int generateTensorParallel(const GenerateCommandOptions& o) {
           shard->keys.assign(1, {0, k->L});
           shard->kvHeadFirst = r * t.kvHeads / n;
           shard->kvHeadEnd = (r + 1) * t.kvHeads / n;
+          if (share.headEnd >= 0) {
+            // K and V from the rank's buffers: its heads, every row.
+            auto stored = native::storedCacheViews(*k, share.headFirst,
+                                                   share.headEnd - share.headFirst, k->L);
+            stored->keyRows = {0};
+            shard->stored = std::move(stored);
+          }
           k->shard = shard;
           ++attentionKernels;
         }
@@ -485,7 +592,7 @@ int generateTensorParallel(const GenerateCommandOptions& o) {
           constexpr int64_t kHeader = 3;
           const float header[kHeader] = {static_cast<float>(stepRow), static_cast<float>(kernel),
                                          static_cast<float>(count)};
-          std::vector<float> block(static_cast<size_t>(kHeader + count));
+          std::vector<float> block(static_cast<size_t>(kHeader + count) + kSentAt);
           std::copy(header, header + kHeader, block.begin());
           std::copy(out, out + count, block.begin() + kHeader);
           const std::string what = "the all-reduce of MatMul " + std::to_string(kernel) +
@@ -526,6 +633,7 @@ int generateTensorParallel(const GenerateCommandOptions& o) {
     const Generation g = generateOnRank(o, *planned.decoder, options, report, "");
     times.boundary();
     exchange.requireSame(g.tokens, "tokens (the ranks' sums disagree)");
+    const std::string cacheLine = cachePerRank(exchange, *planned.decoder);
     if (r != 0) return 0;
     std::printf("tensor parallel: %lld rank(s), %s;", static_cast<long long>(n),
                 native::describeSplit(model.graph, split).c_str());
@@ -539,9 +647,10 @@ int generateTensorParallel(const GenerateCommandOptions& o) {
     std::printf("\n");
     printGeneration(report, *planned.decoder, g,
                     (plan ? planText : std::string("native, ")) + "tensor parallel");
+    std::printf("%s\n", cacheLine.c_str());
     // The attention's part: the decode attention kernels (their heads); the
     // exchange: the all-reduces, in the row-sharded MatMuls.
-    reportRankRun(o, rankRun("TP", n, o, capacity, g, times));
+    reportRankRun(o, rankRun("TP", n, o, capacity, g, times), times.waitedMs(g.stepMs.size()));
     return 0;
   } catch (const std::exception& e) {
     const std::string what = e.what();

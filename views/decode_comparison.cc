@@ -73,6 +73,13 @@ DecodeComparison compareDecodeParallel(DecodeStepCosts costs, const LinkCost& li
   out.costs = costs;
   out.link = link;
   out.linkSource = std::move(linkSource);
+  // The exchanges the stored runs measured price the simulated ones of
+  // their strategy on as many devices (decode_runs.h).
+  const std::vector<MeasuredExchange> exchanges = measuredExchanges(runs, costs);
+  for (const MeasuredExchange& e : exchanges)
+    if (e.devices == options.devices)
+      out.linkSource += "; " + e.strategy + "'s exchanges from " + std::to_string(e.runs) +
+                        " measured run(s)";
   const std::vector<DecodeStrategy> all = decodeStrategies();
   for (size_t s = 0; s < 3; ++s) out.strategies.push_back(all[s].name);  // DP, TP, CP
   out.curves.resize(out.strategies.size());
@@ -81,7 +88,8 @@ DecodeComparison compareDecodeParallel(DecodeStepCosts costs, const LinkCost& li
     for (size_t s = 0; s < out.strategies.size(); ++s)
       out.curves[s].push_back(
           {context,
-           simulateDecodeParallel(costs, link, options.devices, requests, all[s]).tokensPerSecond});
+           simulateDecodeParallel(costs, link, options.devices, requests, all[s], 0, &exchanges)
+               .tokensPerSecond});
     // A step at context L reads L rows (views/decode_profile.h).
     const double step = costs.restSeconds + costs.attentionAt(static_cast<double>(context));
     out.fit.push_back({context, step > 0 ? 1.0 / step : 0.0});
@@ -89,7 +97,8 @@ DecodeComparison compareDecodeParallel(DecodeStepCosts costs, const LinkCost& li
   for (const DecodePoint& p : measured)
     if (p.stepMs > 0) out.measured.push_back({p.context, 1e3 / p.stepMs});
   for (const DecodeRunRecord& run : runs)
-    if (run.ranks == options.devices) out.runs.push_back(compareMeasuredRun(costs, link, run));
+    if (run.ranks == options.devices)
+      out.runs.push_back(compareMeasuredRun(costs, link, run, &exchanges));
   return out;
 }
 

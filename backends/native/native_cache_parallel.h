@@ -10,6 +10,7 @@
 // the caller's.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -29,5 +30,34 @@ Plan decodeAttentionPlan(const Graph& graph);
 
 // The session's decode attention kernels, in group order.
 std::vector<DecodeAttentionKernel*> decodeAttentionKernels(const Session& session);
+
+// A device that holds only its share of the cache (cache parallelism: its
+// rows; tensor parallelism: its KV heads) keeps each present in a smaller
+// buffer, a window of it (Session::appendInPlace with offsets; the Decoder's
+// CacheShare). The views kernel `k` reads K and V through from buffers of
+// KV heads [headFirst, headFirst + heads) and `rows` rows (keyRows left to
+// the caller, per step): the presents' views rebased on the smaller
+// buffers. Error when the kernel reads K or V other than as the present's
+// rows [batch, KV head, key, col], row-major (then the window's layout is
+// not a view of its inputs).
+std::shared_ptr<StoredCache> storedCacheViews(const DecodeAttentionKernel& k, int64_t headFirst,
+                                              int64_t heads, int64_t rows);
+// Cache parallelism's shards for a device holding rows [first, end) of a
+// `capacity`-row cache (the step's new row is key `capacity`), one per
+// kernel, each handing its partials to `exchange`: each kernel reads keys
+// [first, end), and the new row on the device whose rows hold the step's
+// (the one that appends it). With `held` (the Decoder holds only those
+// rows: CacheShare), K and V are read from the smaller buffers
+// (storedCacheViews: the rows at 0.., the new one after them). Returns what
+// to call before each step with its row. Error as storedCacheViews.
+std::function<void(int64_t row)> splitByCacheRows(
+    const std::vector<DecodeAttentionKernel*>& kernels, int64_t first, int64_t end,
+    int64_t capacity, bool held,
+    const std::function<void(const AttentionPartials& mine, AttentionPartials& all)>& exchange);
+// Error, naming the group and the present, unless every group of `session`
+// that reads a windowed present (Session::windowedOutputs) is a decode
+// attention kernel reading it as its K or V: any other kernel would read the
+// smaller buffer as the whole present.
+void requireWindowedPresentsReadByDecodeAttention(const Session& session);
 
 }  // namespace collage::native

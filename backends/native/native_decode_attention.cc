@@ -296,7 +296,25 @@ void DecodeAttentionKernel::run(const std::vector<const DLTensor*>& inputs,
   const int64_t hn = kvHeadsRun(), g0 = shard ? shard->kvHeadFirst : 0;
   const int64_t groups = B * hn;
   const int64_t tasks = groups * P;
-  const bool packK = k.strides[3] != 1, packV = v.strides[3] != 1;
+  // Where K and V are read: the presents' views, or the share a device holds.
+  const StoredCache* stored = shard ? shard->stored.get() : nullptr;
+  const StridedView& kv = stored ? stored->k : k;
+  const StridedView& vv = stored ? stored->v : v;
+  const int64_t storedHead = stored ? stored->kvHeadFirst : 0;
+  if (stored && (stored->keyRows.size() != shard->keys.size() || g0 < storedHead))
+    throw Error("decode attention: the stored cache gives " +
+                std::to_string(stored->keyRows.size()) + " key row(s) for " +
+                std::to_string(shard->keys.size()) + " key range(s), from KV head " +
+                std::to_string(storedHead) + " (the shard's first is " + std::to_string(g0) + ")");
+  // The buffer row of key j, which lies in run [j0, j1) of the keys read.
+  auto storedRow = [&](int64_t j) {
+    if (!stored) return j;
+    for (size_t i = 0; i < shard->keys.size(); ++i)
+      if (j >= shard->keys[i].first && j < shard->keys[i].second)
+        return stored->keyRows[i] + (j - shard->keys[i].first);
+    return j;  // not reached: the runs read lie within the shard's keys
+  };
+  const bool packK = kv.strides[3] != 1, packV = vv.strides[3] != 1;
   if (scratch_.size() < static_cast<size_t>(nt)) scratch_.resize(static_cast<size_t>(nt));
   for (Scratch& w : scratch_) {
     w.qr.resize(static_cast<size_t>(R * D));
@@ -351,19 +369,22 @@ void DecodeAttentionKernel::run(const std::vector<const DLTensor*>& inputs,
       float* rowMax = &partials_.maxAt(t, 0);
       float* rowSum = &partials_.sumAt(t, 0);
       float* acc = partials_.accAt(t, 0);
-      const float* kg = K + b * k.strides[0] + g * k.strides[1];
-      const float* vg = V + b * v.strides[0] + g * v.strides[1];
+      const float* kg = K + b * kv.strides[0] + (g - storedHead) * kv.strides[1];
+      const float* vg = V + b * vv.strides[0] + (g - storedHead) * vv.strides[1];
       int64_t ordinal = 0;  // visible keys before the current run
       for (const auto& run : runs) {
         const int64_t j0 = run.first + std::max<int64_t>(0, o0 - ordinal);
         const int64_t j1 = run.first + std::min(run.second - run.first, o1 - ordinal);
         ordinal += run.second - run.first;
+        // The run's first key in the buffer (a run lies within one of the
+        // shard's ranges, so its rows are consecutive there too).
+        const int64_t rowShift = j0 < j1 ? storedRow(j0) - j0 : 0;
         for (int64_t jb = j0; jb < j1; jb += kKeyBlock) {
           const int64_t nk = std::min(kKeyBlock, j1 - jb);
           // K rows of the block, contiguous along D.
-          const float* kb = kg + jb * k.strides[2];
-          int64_t ldk = k.strides[2];
-          if (packK) packRows(kb, ldk, k.strides[3], nk, D, w.kp);
+          const float* kb = kg + (jb + rowShift) * kv.strides[2];
+          int64_t ldk = kv.strides[2];
+          if (packK) packRows(kb, ldk, kv.strides[3], nk, D, w.kp);
           // S [R][nk] = Q rows . K rows: each K row read once for every row of the group.
           float* s = w.s.data();
           scoreBlock(w.qr.data(), R, D, kb, ldk, nk, s, kKeyBlock);
@@ -389,9 +410,9 @@ void DecodeAttentionKernel::run(const std::vector<const DLTensor*>& inputs,
             }
           }
           // acc [R][Dv] += P [R][nk] . V rows: each V row read once for every row.
-          const float* vb = vg + jb * v.strides[2];
-          int64_t ldv = v.strides[2];
-          if (packV) packRows(vb, ldv, v.strides[3], nk, Dv, w.vp);
+          const float* vb = vg + (jb + rowShift) * vv.strides[2];
+          int64_t ldv = vv.strides[2];
+          if (packV) packRows(vb, ldv, vv.strides[3], nk, Dv, w.vp);
           accumulateBlock(s, kKeyBlock, R, vb, ldv, nk, acc, Dv);
         }
       }

@@ -113,10 +113,24 @@ void combineAttentionPartials(const AttentionPartials& p, int64_t first, int64_t
 // shard with KV heads [kvHeadFirst, kvHeadEnd) computes only those heads and
 // the query heads that read them (the other heads' output rows are not
 // written), over `keys` (all of them), with no exchange (null).
+//
+// A device that holds only its share of the cache (its rows, its KV heads)
+// sets `stored`: K and V are then read from buffers that are a window of
+// the graph's present, [B, heads held, rows held, col], through those views
+// (the input slots point at the buffers): KV head g is the buffer's head
+// g - stored->kvHeadFirst, and key j of keys[i] its row
+// stored->keyRows[i] + (j - keys[i].first). The masks are read at the
+// graph's key indices, as without it.
+struct StoredCache {
+  StridedView k, v;
+  int64_t kvHeadFirst = 0;
+  std::vector<int64_t> keyRows;  // per range of DecodeAttentionShard::keys
+};
 struct DecodeAttentionShard {
   std::vector<std::pair<int64_t, int64_t>> keys;
   std::function<void(const AttentionPartials& mine, AttentionPartials& all)> exchange;
   int64_t kvHeadFirst = 0, kvHeadEnd = -1;  // -1: every KV head
+  std::shared_ptr<const StoredCache> stored;  // null: K and V are the whole presents
 };
 
 class DecodeAttentionKernel : public Kernel {

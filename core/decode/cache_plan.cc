@@ -70,13 +70,19 @@ Plan planWithCacheConcatsAlone(const Plan& plan, const Graph& graph,
   return out;
 }
 
-PlannedDecoder plannedDecoder(const DecodeModel& model, const Plan& plan, BackendLookup backends) {
+PlannedDecoder plannedDecoder(const DecodeModel& model, const Plan& plan, BackendLookup backends,
+                              const CacheShare& share) {
   PlannedDecoder out;
+  const bool part =
+      share.rowFirst != 0 || share.rowEnd >= 0 || share.headFirst != 0 || share.headEnd >= 0;
   try {
     const Plan alone = planWithCacheConcatsAlone(plan, model.graph, model.signature, &out.split);
     out.session = std::make_unique<Session>(model.graph, alone, backends);
-    out.decoder = std::make_unique<Decoder>(model, *out.session);
+    out.decoder = std::make_unique<Decoder>(model, *out.session, share);
   } catch (const Error& e) {
+    if (part)
+      throw Error(std::string("this device holds a share of the cache, which it appends in place; ") +
+                  plan.displayName() + " cannot: " + e.what());
     out.fallback = e.what();
     out.decoder.reset();
     out.session = std::make_unique<Session>(model.graph, plan, backends);

@@ -53,7 +53,11 @@ struct PlannedDecoder {
   std::vector<std::string> split;  // planWithCacheConcatsAlone's lines
   std::string fallback;            // empty: in place
 };
-PlannedDecoder plannedDecoder(const DecodeModel& model, const Plan& plan, BackendLookup backends);
+// With a `share` other than the default (this device holds part of the
+// cache: Decoder's CacheShare), there is no fallback: a plan whose
+// Concats cannot run in place is an Error.
+PlannedDecoder plannedDecoder(const DecodeModel& model, const Plan& plan, BackendLookup backends,
+                              const CacheShare& share = {});
 
 // A merged decoder's plans (signature.useCacheFlag set): the decode loop runs
 // each branch inlined, its flag a constant (the steps: true, the prompt's

@@ -207,9 +207,21 @@ DecodeStepCosts decodeModelShape(const Graph& graph, const DecoderSignature& sig
   return c;
 }
 
+const MeasuredExchange* findMeasuredExchange(const std::vector<MeasuredExchange>& exchanges,
+                                             const DecodeStrategy& strategy, int devices) {
+  const char* name = strategy.attention == AttentionSplit::Sequence ? "CP"
+                     : strategy.attention == AttentionSplit::Heads  ? "TP"
+                                                                    : nullptr;
+  if (!name) return nullptr;
+  for (const MeasuredExchange& e : exchanges)
+    if (e.strategy == name && e.devices == devices) return &e;
+  return nullptr;
+}
+
 DecodeSimulation simulateDecodeParallel(const DecodeStepCosts& c, const LinkCost& link, int n,
                                         const std::vector<DecodeRequest>& rs,
-                                        const DecodeStrategy& strategy, double memoryLimitBytes) {
+                                        const DecodeStrategy& strategy, double memoryLimitBytes,
+                                        const std::vector<MeasuredExchange>* exchanges) {
   check(c, n, rs);
   DecodeSimulation sim;
   sim.strategy = strategy;
@@ -217,6 +229,23 @@ DecodeSimulation simulateDecodeParallel(const DecodeStepCosts& c, const LinkCost
   sim.memoryLimitBytes = memoryLimitBytes;
   const auto capacity = [&](size_t i) { return rs[i].prompt + rs[i].output; };
   const double nMinus1 = n - 1;
+  // The exchanges' price: the link's, or the measured one's (`rounds`
+  // exchanges at the step's largest request's rows, plus the link's time
+  // for the bytes beyond one request's: `link1` is the link's price of the
+  // same messages for one request).
+  const MeasuredExchange* measured =
+      n > 1 && exchanges ? findMeasuredExchange(*exchanges, strategy, n) : nullptr;
+  if (n > 1 && strategy.attention != AttentionSplit::Requests) {
+    sim.talkPricedBy = measured ? "measured" : "link";
+    sim.talkMeasuredRuns = measured ? measured->runs : 0;
+  }
+  const auto priced = [&](double linkSeconds, double link1, double rounds,
+                          const std::vector<size_t>& active, int64_t t) {
+    if (!measured) return linkSeconds;
+    int64_t rows = 0;
+    for (size_t i : active) rows = std::max(rows, rs[i].prompt + t);
+    return rounds * measured->at(static_cast<double>(rows)) + std::max(0.0, linkSeconds - link1);
+  };
 
   Timeline tl;
   if (strategy.attention == AttentionSplit::Requests) {
@@ -239,7 +268,9 @@ DecodeSimulation simulateDecodeParallel(const DecodeStepCosts& c, const LinkCost
         compute +=
             c.restSeconds / n + share * c.attentionAt(static_cast<double>(rs[i].prompt + t + 1));
       const double talk =
-          c.layers * 2 * allReduce(c.hiddenBytes * static_cast<double>(active.size()));
+          c.layers * 2 *
+          priced(allReduce(c.hiddenBytes * static_cast<double>(active.size())),
+                 allReduce(c.hiddenBytes), 1, active, t);
       return std::pair{compute, talk};
     });
     sim.memoryBytes = c.weightBytes / n;
@@ -271,7 +302,8 @@ DecodeSimulation simulateDecodeParallel(const DecodeStepCosts& c, const LinkCost
         double layer = 0;
         if (replicated) {
           // Every rank sends its partials of every active request to each peer.
-          layer = nMinus1 * link.seconds(b * partialBytes);
+          layer = priced(nMinus1 * link.seconds(b * partialBytes),
+                         nMinus1 * link.seconds(partialBytes), 1, active, t);
         } else {
           // An owner sends its requests' Q and new K, V rows to each peer;
           // then each device sends each owner the partials of its requests.
@@ -284,7 +316,9 @@ DecodeSimulation simulateDecodeParallel(const DecodeStepCosts& c, const LinkCost
               if (o != d) sends += link.seconds(owned[static_cast<size_t>(o)] * partialBytes);
             scatter = std::max(scatter, sends);
           }
-          layer = gather + scatter;
+          layer = priced(gather + scatter,
+                         nMinus1 * (link.seconds(qkvBytes) + link.seconds(partialBytes)), 2,
+                         active, t);
         }
         talk = c.layers * layer;
       }
@@ -313,13 +347,14 @@ DecodeSimulation simulateDecodeParallel(const DecodeStepCosts& c, const LinkCost
 
 DecodeParallelPlan planDecodeParallel(const DecodeStepCosts& costs, const LinkCost& link,
                                       int devices, const std::vector<DecodeRequest>& requests,
-                                      double memoryLimitBytes) {
+                                      double memoryLimitBytes,
+                                      const std::vector<MeasuredExchange>* exchanges) {
   DecodeParallelPlan plan;
   double smallest = std::numeric_limits<double>::infinity();
   std::string smallestName;
   for (const DecodeStrategy& s : decodeStrategies()) {
     plan.options.push_back(
-        simulateDecodeParallel(costs, link, devices, requests, s, memoryLimitBytes));
+        simulateDecodeParallel(costs, link, devices, requests, s, memoryLimitBytes, exchanges));
     const DecodeSimulation& sim = plan.options.back();
     if (sim.memoryBytes < smallest) {
       smallest = sim.memoryBytes;

@@ -103,6 +103,26 @@ std::vector<DecodeStrategy> decodeStrategies();
 std::string toString(ProjectionSplit split);
 std::string toString(AttentionSplit split);
 
+// The exchanges measured in runs on ranks (decode_runs.h: measuredExchanges),
+// which price the simulated exchanges of that strategy on that many devices
+// in place of the link fit (docs/decoding.md, "The exchange: measured or
+// the link"): one exchange's time, a line in the rows in the cache (the
+// measured exchange holds the wait for the slower rank, which grows with
+// them). An exchange is CP's all-gather of a layer's partials, or one of
+// TP's two all-reduces a layer.
+struct MeasuredExchange {
+  std::string strategy;  // "CP" (CP and CP-replicated) or "TP"
+  int devices = 0;
+  double seconds = 0;        // one exchange of one request at 0 rows
+  double secondsPerRow = 0;  // and per row in the cache
+  int runs = 0;              // the stored runs it was fitted from
+  double at(double rows) const { return seconds + secondsPerRow * rows; }
+};
+// The one for `strategy`'s attention split (sequence: "CP"; heads: "TP") on
+// `devices` devices, or null.
+const MeasuredExchange* findMeasuredExchange(const std::vector<MeasuredExchange>& exchanges,
+                                             const DecodeStrategy& strategy, int devices);
+
 struct DecodeSimulation {
   DecodeStrategy strategy;
   int devices = 0;
@@ -112,17 +132,26 @@ struct DecodeSimulation {
   double medianStepSeconds = 0;  // over tokens: the step each came from
   double maxStepSeconds = 0;
   double communicationSeconds = 0;  // the steps' messages, summed over steps
+  // What priced them: "link" (latency + bytes / bandwidth per message),
+  // "measured" (a MeasuredExchange), or empty (no message: DP, one device).
+  std::string talkPricedBy;
+  int talkMeasuredRuns = 0;  // "measured": the runs behind it
   double memoryBytes = 0;           // the fullest device: weights + its caches
   double memoryLimitBytes = 0;      // 0: none
   bool fits = true;
 };
 
 // Error naming the request with no output or a negative prompt, for fewer
-// than one device or a negative cost.
+// than one device or a negative cost. With `exchanges` holding one for the
+// strategy and device count, a step's exchanges cost its time at the step's
+// largest request's rows, plus what the link's bandwidth adds for a batch's
+// bytes beyond one request's (a measured run decodes one request); else
+// the link's.
 DecodeSimulation simulateDecodeParallel(const DecodeStepCosts& costs, const LinkCost& link,
                                         int devices, const std::vector<DecodeRequest>& requests,
                                         const DecodeStrategy& strategy,
-                                        double memoryLimitBytes = 0);
+                                        double memoryLimitBytes = 0,
+                                        const std::vector<MeasuredExchange>* exchanges = nullptr);
 
 struct DecodeParallelPlan {
   std::vector<DecodeSimulation> options;  // decodeStrategies()' order
@@ -135,6 +164,7 @@ struct DecodeParallelPlan {
 // fits, naming the smallest memory per device any needs and the limit.
 DecodeParallelPlan planDecodeParallel(const DecodeStepCosts& costs, const LinkCost& link,
                                       int devices, const std::vector<DecodeRequest>& requests,
-                                      double memoryLimitBytes = 0);
+                                      double memoryLimitBytes = 0,
+                                      const std::vector<MeasuredExchange>* exchanges = nullptr);
 
 }  // namespace collage

@@ -1,7 +1,9 @@
 #include "core/decode/decode_runs.h"
 
 #include <cstdio>
+#include <algorithm>
 #include <filesystem>
+#include <map>
 
 #include "core/ir/error.h"
 #include "core/ir/hashing.h"
@@ -28,7 +30,8 @@ std::vector<DecodeRequest> requestsOfRun(const DecodeRunRecord& run) {
 }
 
 MeasuredRunComparison compareMeasuredRun(const DecodeStepCosts& costs, const LinkCost& link,
-                                         const DecodeRunRecord& run) {
+                                         const DecodeRunRecord& run,
+                                         const std::vector<MeasuredExchange>* exchanges) {
   MeasuredRunComparison c;
   c.run = run;
   const std::optional<DecodeStrategy> strategy = simulatedStrategyOf(run.strategy);
@@ -40,7 +43,8 @@ MeasuredRunComparison compareMeasuredRun(const DecodeStepCosts& costs, const Lin
     c.why = "the run timed no step";
     return c;
   }
-  c.simulation = simulateDecodeParallel(costs, link, run.ranks, requestsOfRun(run), *strategy);
+  c.simulation =
+      simulateDecodeParallel(costs, link, run.ranks, requestsOfRun(run), *strategy, 0, exchanges);
   c.simulated = true;
   c.simulatedStepMs = c.simulation.medianStepSeconds * 1e3;
   c.simulatedTokensPerSecond = c.simulation.tokensPerSecond;
@@ -52,6 +56,59 @@ MeasuredRunComparison compareMeasuredRun(const DecodeStepCosts& costs, const Lin
   if (run.tokensPerSecond > 0)
     c.tokensPerSecondError = c.simulatedTokensPerSecond / run.tokensPerSecond - 1;
   return c;
+}
+
+std::vector<MeasuredExchange> measuredExchanges(const std::vector<DecodeRunRecord>& runs,
+                                                const DecodeStepCosts& costs) {
+  std::vector<MeasuredExchange> out;
+  if (costs.layers < 1) return out;
+  // Per (strategy, ranks): the points (context, seconds per exchange).
+  std::map<std::pair<std::string, int>, std::vector<std::pair<double, double>>> points;
+  for (const DecodeRunRecord& r : runs) {
+    if (r.ranks < 2 || !(r.exchangeMs > 0) || (r.strategy != "CP" && r.strategy != "TP")) continue;
+    const double perStep = r.strategy == "TP" ? 2.0 * costs.layers : costs.layers;
+    points[{r.strategy, r.ranks}].push_back(
+        {static_cast<double>(r.context), r.exchangeMs * 1e-3 / perStep});
+  }
+  for (auto& [key, p] : points) {
+    MeasuredExchange e;
+    e.strategy = key.first;
+    e.devices = key.second;
+    e.runs = static_cast<int>(p.size());
+    double mx = 0, my = 0;
+    for (const auto& [x, y] : p) {
+      mx += x;
+      my += y;
+    }
+    mx /= static_cast<double>(p.size());
+    my /= static_cast<double>(p.size());
+    double sxx = 0, sxy = 0;
+    for (const auto& [x, y] : p) {
+      sxx += (x - mx) * (x - mx);
+      sxy += (x - mx) * (y - my);
+    }
+    if (sxx > 0) {
+      e.secondsPerRow = std::max(0.0, sxy / sxx);
+      e.seconds = my - e.secondsPerRow * mx;
+      if (e.seconds < 0) {
+        // Through the origin, as the attention's fit does.
+        double xx = 0, xy = 0;
+        for (const auto& [x, y] : p) {
+          xx += x * x;
+          xy += x * y;
+        }
+        e.seconds = 0;
+        e.secondsPerRow = xx > 0 ? std::max(0.0, xy / xx) : 0;
+      }
+    } else {
+      std::vector<double> ys;
+      for (const auto& pt : p) ys.push_back(pt.second);
+      std::sort(ys.begin(), ys.end());
+      e.seconds = ys[ys.size() / 2];
+    }
+    out.push_back(e);
+  }
+  return out;
 }
 
 std::vector<DecodeRunRecord> storedDecodeRuns(const std::string& dbPath,
@@ -87,8 +144,11 @@ std::string describeMeasuredRun(const MeasuredRunComparison& c) {
     n = std::snprintf(b, sizeof b, ", exchange %.4f ms", r.exchangeMs);
     out.append(b, static_cast<size_t>(n));
     if (c.simulated) {
-      n = std::snprintf(b, sizeof b, " (simulated %.4f ms)", c.simulatedTalkMsPerStep);
+      n = std::snprintf(b, sizeof b, " (simulated %.4f ms, ", c.simulatedTalkMsPerStep);
       out.append(b, static_cast<size_t>(n));
+      out += c.simulation.talkPricedBy == "measured"
+                 ? "measured, " + std::to_string(c.simulation.talkMeasuredRuns) + " run(s))"
+                 : "link)";
     }
   }
   n = std::snprintf(b, sizeof b, ", %.1f tokens/s", r.tokensPerSecond);

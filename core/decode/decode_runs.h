@@ -47,9 +47,23 @@ struct MeasuredRunComparison {
   double tokensPerSecondError = 0;  // simulated / measured - 1
 };
 
-// The run simulated on `costs` and `link`.
+// The run simulated on `costs` and `link`, its exchanges priced by
+// `exchanges` where it has one for the run's strategy and ranks.
 MeasuredRunComparison compareMeasuredRun(const DecodeStepCosts& costs, const LinkCost& link,
-                                         const DecodeRunRecord& run);
+                                         const DecodeRunRecord& run,
+                                         const std::vector<MeasuredExchange>* exchanges = nullptr);
+
+// The exchanges the stored runs measured, for the simulator
+// (MeasuredExchange; docs/decoding.md, "The exchange: measured or the
+// link"). Per strategy ("CP", "TP") and rank count above 1, each run's
+// exchange per step (DecodeRunRecord::exchangeMs) over the exchanges a step
+// makes (CP: one a layer; TP: two a layer; `costs.layers`) is one point at
+// the run's context; the points are fitted to a line in the context by
+// least squares, both parts at least 0 (at one context: their median, flat).
+// Runs with no exchange time (0) are left out; DP has none. Empty for no
+// such run, or a model of no layer.
+std::vector<MeasuredExchange> measuredExchanges(const std::vector<DecodeRunRecord>& runs,
+                                                const DecodeStepCosts& costs);
 
 // The stored runs of the model on this machine (linkFingerprint) with
 // `ranks` ranks (0: any), from the database at `dbPath`; none when the file
@@ -59,8 +73,9 @@ std::vector<DecodeRunRecord> storedDecodeRuns(const std::string& dbPath,
 
 // One line for a run beside the simulation:
 // "measured CP, 2 rank(s) x 1 thread(s), 1 request at 64 rows, 31 steps: step 0.210 ms
-//  (simulated 0.180 ms, -14.3 %), attention 0.100 ms, exchange 0.020 ms (simulated 0.004 ms),
-//  4761.9 tokens/s (simulated 5555.6, +16.7 %)"
+//  (simulated 0.180 ms, -14.3 %), attention 0.100 ms, exchange 0.020 ms (simulated 0.004 ms,
+//  link), 4761.9 tokens/s (simulated 5555.6, +16.7 %)" (the simulated exchange
+// says what priced it: "link", or "measured, N run(s)")
 std::string describeMeasuredRun(const MeasuredRunComparison& c);
 
 }  // namespace collage

@@ -221,6 +221,11 @@ Decoder::Decoder(const DecodeModel& model, Session& session)
   init(true);
 }
 
+Decoder::Decoder(const DecodeModel& model, Session& session, const CacheShare& share)
+    : model_(model), session_(&session), capacity_(model.capacity), share_(share) {
+  init(true);
+}
+
 void Decoder::init(bool inPlace) {
   inPlace_ = inPlace;
   const Graph& g = model_.graph;
@@ -249,21 +254,61 @@ void Decoder::init(bool inPlace) {
       if (sig.cache[i].present == n) presentOutput_[i] = o;
   }
   vocabulary_ = g.value(g.outputs()[logitsOutput_]).type.shape.back();
-  // The cache: allocated once, here; in place, shaped as the present.
+  // The share this device holds: all of it unless the constructor said.
+  if (share_.rowEnd < 0) share_.rowEnd = capacity_;
+  if (share_.rowFirst < 0 || share_.rowFirst >= share_.rowEnd || share_.rowEnd > capacity_)
+    throw Error("cache share rows " + std::to_string(share_.rowFirst) + ".." +
+                std::to_string(share_.rowEnd) + " are empty or outside the cache's " +
+                std::to_string(capacity_) + " rows");
+  const bool headWindow = share_.headFirst != 0 || share_.headEnd >= 0;
+  heldRows_ = share_.rowEnd - share_.rowFirst;
+  wholeCache_ = heldRows_ == capacity_;
+  for (size_t i = 0; i < sig.cache.size() && headWindow; ++i) {
+    const Shape& past = g.value(*g.findValue(sig.cache[i].past)).type.shape;
+    const int64_t heads = past.size() > 1 ? past[1] : 0;
+    if (sig.cache[i].sequenceAxis < 2)
+      throw Error("cache '" + sig.cache[i].past + "' has no heads axis before its sequence axis " +
+                  std::to_string(sig.cache[i].sequenceAxis) + ": it cannot be held by heads");
+    if (share_.headEnd < 0) share_.headEnd = heads;
+    if (share_.headFirst < 0 || share_.headFirst >= share_.headEnd || share_.headEnd > heads)
+      throw Error("cache share KV heads " + std::to_string(share_.headFirst) + ".." +
+                  std::to_string(share_.headEnd) + " are empty or outside cache '" +
+                  sig.cache[i].past + "''s " + std::to_string(heads));
+    wholeCache_ = wholeCache_ && share_.headFirst == 0 && share_.headEnd == heads;
+  }
+  if (!wholeCache_) {
+    sliceFirst_ = share_.rowFirst;
+    sliceEnd_ = share_.rowEnd;
+  }
+  // The cache: allocated once, here; in place, shaped as the present (or
+  // the share's window of it).
   for (size_t i = 0; i < sig.cache.size(); ++i) {
     const ValueId past = *g.findValue(sig.cache[i].past);
     if (!inPlace_) {
       cache_.emplace_back(g.value(past).type);
       continue;
     }
-    cache_.emplace_back(g.value(g.outputs()[presentOutput_[i]]).type);
+    TensorType held = g.value(g.outputs()[presentOutput_[i]]).type;
+    std::vector<int64_t> offsets;
+    if (!wholeCache_) {
+      held.shape[static_cast<size_t>(sig.cache[i].sequenceAxis)] = heldRows_ + 1;
+      offsets.assign(static_cast<size_t>(sig.cache[i].sequenceAxis), 0);
+      if (headWindow) {
+        held.shape[1] = share_.headEnd - share_.headFirst;
+        offsets[1] = share_.headFirst;
+      }
+    }
+    cache_.emplace_back(held);
     // What the step is given for the past: a tensor of its type over the
     // buffer's storage, which neither the Session nor runReferenceInPlace
-    // reads (the rows are in place in the present).
+    // reads (the rows are in place in the present; with a share the buffer
+    // is smaller than that type, and still never read through it).
     pastViews_.push_back(Tensor::view(g.value(past).type, cache_.back().raw()));
     concatOf_.push_back(g.value(past).consumers.at(0));
-    if (session_) session_->appendInPlace(presentOutput_[i], cache_.back());
+    if (session_) session_->appendInPlace(presentOutput_[i], cache_.back(), offsets);
   }
+  if (!wholeCache_ && !session_)
+    throw Error("a cache share needs a Session (its attention reads the share's buffers)");
   if (inPlace_ && !session_) {
     lastUse_.assign(static_cast<size_t>(g.numValues()), -1);
     for (NodeId n = 0; n < g.numNodes(); ++n)
@@ -336,6 +381,45 @@ size_t Decoder::cacheBytes() const {
   return n;
 }
 
+size_t Decoder::wholeCacheBytes() const {
+  const Graph& g = model_.graph;
+  size_t n = 0;
+  for (size_t i = 0; i < cache_.size(); ++i)
+    n += inPlace_ ? g.value(g.outputs()[presentOutput_[i]]).type.byteSize()
+                  : g.value(*g.findValue(model_.signature.cache[i].past)).type.byteSize();
+  return n;
+}
+
+size_t Decoder::copyIntoShare(const Tensor& src, int64_t from, size_t i, int64_t to, int64_t n) {
+  Tensor& cache = cache_[i];
+  const int axis = model_.signature.cache[i].sequenceAxis;
+  if (wholeCache_ || share_.headEnd < 0) return copyRows(src, from, cache, to, n, axis);
+  // A head window: buffer block (b, h, p) is the source's (b, headFirst +
+  // h, p), p the index over axes 2..axis-1 (none in the exported [batch,
+  // heads, rows, width]), which are whole.
+  const Shape& ss = src.shape();
+  const Shape& ts = cache.shape();
+  int64_t inner = 1, per = 1;
+  for (size_t a = static_cast<size_t>(axis) + 1; a < ts.size(); ++a) inner *= ts[a];
+  for (int a = 2; a < axis; ++a) per *= ts[static_cast<size_t>(a)];
+  const size_t rowBytes = static_cast<size_t>(inner) * elementSize(cache.elementType());
+  const int64_t srcRows = ss[static_cast<size_t>(axis)], toRows = ts[static_cast<size_t>(axis)];
+  const int64_t heads = ts[1], srcHeads = ss[1];
+  const char* s = static_cast<const char*>(src.raw());
+  char* d = static_cast<char*>(cache.raw());
+  size_t bytes = 0;
+  for (int64_t b = 0; b < ts[0]; ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t p = 0; p < per; ++p) {
+        const int64_t o = (b * heads + h) * per + p;
+        const int64_t so = (b * srcHeads + share_.headFirst + h) * per + p;
+        std::memmove(d + (o * toRows + to) * rowBytes, s + (so * srcRows + from) * rowBytes,
+                     static_cast<size_t>(n) * rowBytes);
+        bytes += static_cast<size_t>(n) * rowBytes;
+      }
+  return bytes;
+}
+
 std::vector<Tensor> Decoder::inputsFor(const Graph& g, const std::vector<int64_t>& tokens,
                                        int64_t row) {
   const DecoderSignature& sig = model_.signature;
@@ -388,6 +472,10 @@ void Decoder::setCacheSlice(int64_t first, int64_t end,
   if (first < 0 || end > capacity_ || first >= end)
     throw Error("cache slice rows " + std::to_string(first) + ".." + std::to_string(end) +
                 " is empty or outside the cache's " + std::to_string(capacity_) + " rows");
+  if (!wholeCache_ && (first != share_.rowFirst || end != share_.rowEnd))
+    throw Error("cache slice rows " + std::to_string(first) + ".." + std::to_string(end) +
+                " are not the rows this device holds (" + std::to_string(share_.rowFirst) + ".." +
+                std::to_string(share_.rowEnd) + ")");
   sliceFirst_ = first;
   sliceEnd_ = end;
   beforeStep_ = std::move(beforeStep);
@@ -412,7 +500,7 @@ std::vector<float> Decoder::step(int64_t token, int64_t row) {
     const int axis = model_.signature.cache[i].sequenceAxis;
     const Shape& ps = present.shape();
     const Shape& cs = cache.shape();
-    if (ps.size() != cs.size() || ps[static_cast<size_t>(axis)] != capacity_ + 1)
+    if (ps.size() != cs.size() || ps[static_cast<size_t>(axis)] != heldRows_ + 1)
       throw Error("output '" + model_.signature.cache[i].present + "' is " +
                   present.type().toString() + ": expected the cache '" +
                   model_.signature.cache[i].past + "' (" + cache.type().toString() +
@@ -422,7 +510,7 @@ std::vector<float> Decoder::step(int64_t token, int64_t row) {
                   "' was not written into its cache buffer");
     if (!inPlace_) presentBytesWritten_ += present.byteSize();
     if (row >= sliceFirst_ && row < sliceEnd_)  // another device's row otherwise
-      bytesAppended_ += copyRows(present, capacity_, cache, row, 1, axis);
+      bytesAppended_ += copyRows(present, heldRows_, cache, row - share_.rowFirst, 1, axis);
   }
   const Tensor& logits = out.at(logitsOutput_);
   std::vector<float> all = logits.toFloats();
@@ -459,10 +547,22 @@ void Decoder::fillCache(int64_t rows, uint64_t seed) {
         type != ElementType::Float16 && type != ElementType::BFloat16)
       throw Error("cache '" + model_.signature.cache[i].past + "' is " + cache.type().toString() +
                   ": fillCache writes float32, float64, float16 or bfloat16 rows only");
+    // Block o of the buffer is block `whole` of one device's whole cache:
+    // with a share of the heads (axis 1), block (b, h, p) is (b, headFirst + h, p).
+    const bool headShare = !wholeCache_ && share_.headEnd >= 0;
+    const int64_t heads = headShare ? s[1] : 1, per = headShare ? outer / s[0] / heads : 1;
+    const int64_t allHeads =
+        headShare ? model_.graph.value(*model_.graph.findValue(model_.signature.cache[i].past))
+                        .type.shape[1]
+                  : 1;
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t r = first; r < end; ++r) {
-        const int64_t at = (o * rowsInBuffer + r) * inner;
-        state = seed ^ ((static_cast<uint64_t>(i) << 48) + (static_cast<uint64_t>(o) << 32) +
+        const int64_t at = (o * rowsInBuffer + (r - share_.rowFirst)) * inner;
+        const int64_t whole =
+            headShare ? ((o / (heads * per)) * allHeads + share_.headFirst + o / per % heads) * per +
+                            o % per
+                      : o;
+        state = seed ^ ((static_cast<uint64_t>(i) << 48) + (static_cast<uint64_t>(whole) << 32) +
                         static_cast<uint64_t>(r)) * 0xd6e8feb86659fd93ull;
         for (int64_t k = 0; k < inner; ++k) {
           const float v = next();
@@ -542,8 +642,7 @@ bool Decoder::prefill(const std::vector<int64_t>& prompt, std::vector<float>& lo
     const int64_t first = present.shape()[static_cast<size_t>(pair.sequenceAxis)] - n;
     // This device's rows of the prompt's (all of them, but with a slice).
     const int64_t a = std::max<int64_t>(0, sliceFirst_), b = std::min(n, sliceEnd_);
-    if (a < b)
-      bytesAppended_ += copyRows(present, first + a, cache_[i], a, b - a, pair.sequenceAxis);
+    if (a < b) bytesAppended_ += copyIntoShare(present, first + a, i, a - share_.rowFirst, b - a);
   }
   size_t o = 0;
   while (g.value(g.outputs()[o]).name != model_.signature.logits) ++o;
@@ -692,7 +791,7 @@ int64_t Decoder::setCacheRows(const std::string& past, const Tensor& rows) {
     throw Error("cache rows '" + past + "' hold " + std::to_string(n) + " rows: the cache has " +
                 std::to_string(capacity_));
   const int64_t a = std::max<int64_t>(0, sliceFirst_), b = std::min(n, sliceEnd_);
-  if (a < b) copyRows(rows, a, cache_[i], a, b - a, axis);
+  if (a < b) copyIntoShare(rows, a, i, a - share_.rowFirst, b - a);
   return n;
 }
 

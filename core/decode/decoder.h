@@ -133,6 +133,15 @@ DecoderSignature probeDecoderSignature(const std::string& path);
 int64_t planCapacity(const DecoderSignature& signature,
                      const std::map<std::string, Shape>& planInputShapes);
 
+// What one device holds of every cache buffer when the cache is split
+// across devices (docs/decoding.md): rows [rowFirst, rowEnd) of the
+// sequence axis (cache parallelism) and KV heads [headFirst, headEnd) of
+// axis 1 (tensor parallelism); -1: to the end. The defaults: all of it.
+struct CacheShare {
+  int64_t rowFirst = 0, rowEnd = -1;
+  int64_t headFirst = 0, headEnd = -1;
+};
+
 class Decoder {
  public:
   // Runs the step graph: inputs in graph.inputs() order, outputs in
@@ -150,6 +159,17 @@ class Decoder {
   // Decoder), the cache appended in place (Session::appendInPlace): Error
   // naming the present the Session cannot write in place.
   Decoder(const DecodeModel& model, Session& session);
+  // The same, this device holding only `share` of the cache: each buffer is
+  // [batch, its heads, its rows + the step's new row, ...], a window of the
+  // present (Session::appendInPlace with offsets), so its memory is the
+  // share's. The caller makes the Session's decode attention kernels read
+  // those buffers (native_cache_parallel.h: storedCacheViews). The rows are
+  // also the slice setCacheSlice sets (the prompt's and the steps' rows
+  // outside it are not kept, fillCache and setCacheRows write only the
+  // share). Error for a share outside the cache, a head window on a cache
+  // whose axis 1 is its sequence axis, or a Session that cannot write a
+  // present in place.
+  Decoder(const DecodeModel& model, Session& session, const CacheShare& share);
 
   // How the prompt runs in one pass: the default is the reference executor
   // for a Decoder without a step or Session, and one token a step for the
@@ -173,8 +193,10 @@ class Decoder {
   // is told each step's row before the step runs, so the attention knows
   // whether the new row is this device's. Error for an empty or out-of-range
   // slice.
+  // With a CacheShare, the slice is its rows (Error for others).
   void setCacheSlice(int64_t first, int64_t end, std::function<void(int64_t row)> beforeStep = {});
   std::pair<int64_t, int64_t> cacheSlice() const { return {sliceFirst_, sliceEnd_}; }
+  const CacheShare& cacheShare() const { return share_; }
 
   // Error for an empty prompt, a token id outside the vocabulary, or a
   // prompt (with the new tokens) longer than the cache.
@@ -225,6 +247,9 @@ class Decoder {
   // The bytes all cache buffers hold, and the bytes the last generate()
   // wrote into them (the new rows only).
   size_t cacheBytes() const;
+  // The bytes the cache buffers of one device holding all of the cache take
+  // (cacheBytes() without a CacheShare).
+  size_t wholeCacheBytes() const;
   size_t bytesAppended() const { return bytesAppended_; }
   // The bytes the steps' cache Concats wrote into the presents over the last
   // generate(): in place, the new rows only; with another Step, the whole
@@ -250,6 +275,10 @@ class Decoder {
   // its new rows into its buffer (the present) in place.
   std::vector<Tensor> runReferenceInPlace(const std::vector<Tensor>& in);
   void init(bool inPlace);
+  // Rows [from, from + n) of `src` (a tensor of the graph's present or past
+  // shape: every head) into the buffer of pair i at the buffer's row `to`,
+  // the share's heads only. The bytes written.
+  size_t copyIntoShare(const Tensor& src, int64_t from, size_t i, int64_t to, int64_t n);
 
   const DecodeModel& model_;
   Step step_;
@@ -279,6 +308,11 @@ class Decoder {
   double prefillSetupMs_ = 0;            // the last prefill's import and compile
   int64_t prefillSetupPreemptions_ = 0;  // and the preemptions during them
   int64_t promptRuns_ = 0;
+  // The share held (the constructor's, resolved: every bound set), and
+  // whether it is all of the cache; the buffers' rows before the new row.
+  CacheShare share_;
+  bool wholeCache_ = true;
+  int64_t heldRows_ = 0;
   // setCacheSlice's rows (all by default) and hook.
   int64_t sliceFirst_ = 0, sliceEnd_ = INT64_MAX;
   std::function<void(int64_t)> beforeStep_;

@@ -373,7 +373,7 @@ void Session::planMemory() {
   }
 }
 
-void Session::appendInPlace(size_t output, Tensor buffer) {
+void Session::appendInPlace(size_t output, Tensor buffer, const std::vector<int64_t>& offsets) {
   const auto& outs = graph_.outputs();
   if (output >= outs.size())
     throw Error("appendInPlace: output " + std::to_string(output) + " of " +
@@ -381,13 +381,35 @@ void Session::appendInPlace(size_t output, Tensor buffer) {
   const ValueId v = outs[output];
   const Value& value = graph_.value(v);
   const std::string label = "output '" + value.name + "' cannot be written in place: ";
-  if (!(buffer.type() == value.type) || !buffer.raw())
-    throw Error(label + "the buffer is " + buffer.type().toString() + ", not " +
-                value.type.toString());
   if (std::count(outs.begin(), outs.end(), v) != 1) throw Error(label + "it is returned twice");
   if (value.producer == kNoNode || graph_.node(value.producer).op != "Concat")
     throw Error(label + "it is not made by a Concat");
   const Node& concat = graph_.node(value.producer);
+  const Shape& out = value.type.shape;
+  const int64_t rank = static_cast<int64_t>(out.size());
+  int64_t axis = concat.attrs.getInt("axis");
+  if (axis < 0) axis += rank;
+  // The buffer: the output itself, or a window of it (offsets before the
+  // Concat's axis, its own rows along it, whole after it).
+  bool fits = buffer.raw() && buffer.elementType() == value.type.elementType &&
+              buffer.shape().size() == out.size() &&
+              static_cast<int64_t>(offsets.size()) <= axis;
+  int64_t newRows = 0;
+  for (size_t i = 1; i < concat.inputs.size(); ++i)
+    newRows += graph_.value(concat.inputs[i]).type.shape[static_cast<size_t>(axis)];
+  for (int64_t a = 0; fits && a < rank; ++a) {
+    const int64_t size = buffer.shape()[static_cast<size_t>(a)], whole = out[static_cast<size_t>(a)];
+    const int64_t offset = a < static_cast<int64_t>(offsets.size()) ? offsets[static_cast<size_t>(a)] : 0;
+    if (a < axis)
+      fits = offset >= 0 && size >= 1 && offset + size <= whole;
+    else if (a == axis)
+      fits = size >= newRows;
+    else
+      fits = size == whole;
+  }
+  if (!fits)
+    throw Error(label + "the buffer is " + buffer.type().toString() + ", neither " +
+                value.type.toString() + " nor a window of it");
   const Value& head = graph_.value(concat.inputs.at(0));
   if (!head.isGraphInput || head.consumers.size() != 1 || head.isGraphOutput)
     throw Error(label + "the first input of Concat '" + concat.name +
@@ -408,13 +430,28 @@ void Session::appendInPlace(size_t output, Tensor buffer) {
                     "' in a backend's own layout");
     inPlaceOutput_[g] = static_cast<int>(output);
     inPlaceBuffers_[output] = std::move(buffer);
+    inPlaceOffsets_.resize(outs.size());
+    inPlaceOffsets_[output] = offsets;
+    inPlaceOffsets_[output].resize(static_cast<size_t>(axis), 0);
     return;
   }
   throw Error(label + "no group holds Concat '" + concat.name + "'");
 }
 
+std::vector<ValueId> Session::windowedOutputs() const {
+  std::vector<ValueId> out;
+  for (size_t i = 0; i < inPlaceBuffers_.size(); ++i) {
+    const ValueId v = graph_.outputs()[i];
+    if (inPlaceBuffers_[i].raw() && !(inPlaceBuffers_[i].type() == graph_.value(v).type))
+      out.push_back(v);
+  }
+  return out;
+}
+
 // The group's Concat, its first input already at the head of the output:
 // each other input's rows go after it, one block per index before the axis.
+// With a window (appendInPlace's offsets), only the blocks inside it, at
+// the buffer's last rows.
 void Session::runInPlaceConcat(size_t group) {
   const Kernel_& k = *kernels_[group];
   const Node& concat = graph_.node(k.request.nodes.first());
@@ -422,13 +459,33 @@ void Session::runInPlaceConcat(size_t group) {
   const int64_t rank = static_cast<int64_t>(out.size());
   int64_t axis = concat.attrs.getInt("axis");
   if (axis < 0) axis += rank;
+  const size_t output = static_cast<size_t>(inPlaceOutput_[group]);
+  const Shape& held = inPlaceBuffers_[output].shape();
+  const std::vector<int64_t>& offsets = inPlaceOffsets_[output];
   int64_t outer = 1, inner = 1;
   for (int64_t a = 0; a < axis; ++a) outer *= out[static_cast<size_t>(a)];
   for (int64_t a = axis + 1; a < rank; ++a) inner *= out[static_cast<size_t>(a)];
   const size_t rowBytes =
       static_cast<size_t>(inner) * elementSize(graph_.value(concat.outputs[0]).type.elementType);
+  // Block o of the output (its index before the axis) is block heldAt[o] of
+  // the buffer, or -1 outside the window.
+  std::vector<int64_t> heldAt(static_cast<size_t>(outer));
+  for (int64_t o = 0; o < outer; ++o) {
+    int64_t rest = o, at = 0, scale = 1;
+    for (int64_t a = axis - 1; a >= 0 && at >= 0; --a) {
+      const int64_t i = rest % out[static_cast<size_t>(a)] - offsets[static_cast<size_t>(a)];
+      rest /= out[static_cast<size_t>(a)];
+      if (i < 0 || i >= held[static_cast<size_t>(a)]) at = -1;
+      else at += i * scale;
+      scale *= held[static_cast<size_t>(a)];
+    }
+    heldAt[static_cast<size_t>(o)] = at;
+  }
+  const int64_t heldRows = held[static_cast<size_t>(axis)];
   char* dst = static_cast<char*>(k.outputs.front()->data);
-  int64_t row = graph_.value(concat.inputs[0]).type.shape[static_cast<size_t>(axis)];
+  int64_t row = heldRows;
+  for (size_t i = 1; i < concat.inputs.size(); ++i)
+    row -= graph_.value(concat.inputs[i]).type.shape[static_cast<size_t>(axis)];
   for (size_t i = 1; i < concat.inputs.size(); ++i) {
     const ValueId v = concat.inputs[i];
     const int64_t rows = graph_.value(v).type.shape[static_cast<size_t>(axis)];
@@ -441,10 +498,12 @@ void Session::runInPlaceConcat(size_t group) {
     }
     const char* src = static_cast<const char*>(data);
     const size_t bytes = static_cast<size_t>(rows) * rowBytes;
-    for (int64_t o = 0; o < outer; ++o)
-      std::memcpy(dst + (o * out[static_cast<size_t>(axis)] + row) * rowBytes, src + o * bytes,
-                  bytes);
-    appendedBytes_ += static_cast<size_t>(outer) * bytes;
+    for (int64_t o = 0; o < outer; ++o) {
+      const int64_t at = heldAt[static_cast<size_t>(o)];
+      if (at < 0) continue;
+      std::memcpy(dst + (at * heldRows + row) * rowBytes, src + o * bytes, bytes);
+      appendedBytes_ += bytes;
+    }
     row += rows;
   }
 }

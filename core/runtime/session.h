@@ -99,7 +99,21 @@ class Session {
   // step's Concat(past, new) -> present would otherwise copy the whole KV
   // cache every step (core/decode/decoder.h, docs/decoding.md). Error naming
   // the output when it is not such a Concat.
-  void appendInPlace(size_t output, Tensor buffer);
+  //
+  // `offsets` (one per axis before the Concat's axis; empty: all 0) make
+  // `buffer` a window of the output, a device's share of a cache split
+  // across devices (docs/decoding.md): along each such axis the buffer holds
+  // the output's indices [offset, offset + its size), along the Concat's
+  // axis any number of rows of which the last ones take the new rows, and
+  // the axes after it are whole. run() then writes only the window's new
+  // rows, and hands every kernel reading the output `buffer` as it is: the
+  // caller must have made each of them read that layout (the decode
+  // attention kernel with a shard's stored views, native_cache_parallel.h).
+  // Error naming the output for a window that does not fit it.
+  void appendInPlace(size_t output, Tensor buffer, const std::vector<int64_t>& offsets = {});
+  // The graph outputs bound to a window of themselves (appendInPlace with a
+  // buffer other than the output's shape).
+  std::vector<ValueId> windowedOutputs() const;
   // Group `group`'s compiled kernel, for a caller that sets it up further
   // (cache parallelism hands the decode attention kernels their shard of
   // the cache, docs/decoding.md). Shared with the KernelCache, if any.
@@ -220,6 +234,7 @@ class Session {
   // and per graph output, the caller's buffer (empty: a fresh tensor).
   std::vector<int> inPlaceOutput_;
   std::vector<Tensor> inPlaceBuffers_;
+  std::vector<std::vector<int64_t>> inPlaceOffsets_;  // per graph output: its window's
   void runInPlaceConcat(size_t group);
   // Per graph output: the tensors run() returned lately, handed out again
   // once the caller has dropped them (outputTensor).

@@ -48,7 +48,10 @@ timeout 120 "${mpi[@]}" -n 2 "$collage" --threads 1 "${args[@]}" --cache-paralle
 
 "$collage" --threads 1 decode-parallel "$model" --devices 1,2 --contexts 32,48 \
   --measure-contexts 16,64 --repeats 1 --db "$db" | tee sim.out
-grep -Eq "^  measured CP, 2 rank\(s\) x 1 thread\(s\), 1 request\(s\) at 32 rows, 5 step\(s\): step [0-9.]+ ms \(simulated [0-9.]+ ms, [-+][0-9.]+ %\), attention [0-9.]+ ms, exchange [0-9.]+ ms \(simulated [0-9.]+ ms\), [0-9.]+ tokens/s \(simulated [0-9.]+, [-+][0-9.]+ %\)$" sim.out
+grep -Eq "^  measured CP, 2 rank\(s\) x 1 thread\(s\), 1 request\(s\) at 32 rows, 5 step\(s\): step [0-9.]+ ms \(simulated [0-9.]+ ms, [-+][0-9.]+ %\), attention [0-9.]+ ms, exchange [0-9.]+ ms \(simulated [0-9.]+ ms, measured, 2 run\(s\)\), [0-9.]+ tokens/s \(simulated [0-9.]+, [-+][0-9.]+ %\)$" sim.out
+# The two CP runs on 2 ranks (32 and 48 rows) price CP's simulated exchange
+# on 2 devices; the rest keeps the link.
+grep -Eq "^exchanges: CP on 2 devices priced by 2 measured run\(s\): [0-9.]+ ms \+ [-0-9.e]+ ms a row an exchange \(one a layer\); other splits and device counts by the link$" sim.out
 grep -Eq "^  measured DP, 2 rank\(s\) x 1 thread\(s\), 2 request\(s\) at 32 rows, 5 step\(s\): .*\(simulated [0-9.]+, [-+][0-9.]+ %\); median step per rank: rank 0 " sim.out
 grep -Eq "^  measured CP, 2 rank\(s\) x 1 thread\(s\), 1 request\(s\) at 48 rows, 4 step\(s\)" sim.out
 # The 1-rank CP run under the 1-device table, and the 2-rank run's gain on it.
@@ -65,4 +68,5 @@ grep -Eq "^  CP attention on 2 ranks against 1: [0-9.]+x \([0-9.]+ ms against [0
   --measure-contexts 16,64 --repeats 1 --db "$PWD/empty.sqlite" | tee none.out
 grep -q "^No run on ranks is stored for this model" none.out
 ! grep -q "^  measured " none.out
+grep -q "^exchanges: priced by the link (no run on ranks with an exchange is stored)$" none.out
 echo "generate parallel runs: ok"

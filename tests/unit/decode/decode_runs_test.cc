@@ -75,7 +75,104 @@ TEST(DecodeRuns, ACacheParallelRunIsSimulatedAsOneRequestWithReplicatedProjectio
   EXPECT_EQ(describeMeasuredRun(c),
             "measured CP, 2 rank(s) x 1 thread(s), 1 request(s) at 2 rows, 2 step(s): step "
             "4070.0000 ms (simulated 3700.0000 ms, -9.1 %), attention 1017.5000 ms, exchange "
-            "100.0000 ms (simulated 2500.0000 ms), 0.2 tokens/s (simulated 0.3, +10.0 %)");
+            "100.0000 ms (simulated 2500.0000 ms, link), 0.2 tokens/s (simulated 0.3, +10.0 %)");
+}
+
+// The simulator prices the exchange from the stored runs' measured one
+// where there is one for the strategy and ranks (measuredExchanges), else
+// from the link. A CP run on 2 ranks is planted in a database and read back
+// as `decode-parallel` reads it: its 100 ms exchange a step (one layer: one
+// exchange a step) prices the same run's simulation at 100 ms a step, not
+// the link's 2500; its steps are 1.2 + 0.1 s (the compute as above).
+TEST(DecodeRuns, AStoredRunsMeasuredExchangePricesTheSimulatedOne) {
+  const std::string dir = tempDir();
+  const std::string model = dir + "/exchange_model.onnx";
+  std::ofstream(model) << "a model whose exchange was measured";
+  const std::string db = dir + "/exchange_runs.sqlite";
+  std::filesystem::remove(db);
+  {
+    MeasurementDb store(db);
+    DecodeRunRecord r = run("CP", 2, 2, 4070, 1000.0 / 4070);
+    r.modelKey = decodeModelKey(model);
+    store.storeDecodeRun(linkFingerprint(), r);
+    r.ranks = 1;  // one rank exchanges nothing: not a measured exchange
+    r.exchangeMs = 0;
+    store.storeDecodeRun(linkFingerprint(), r);
+  }
+  const std::vector<DecodeRunRecord> runs = storedDecodeRuns(db, decodeModelKey(model));
+  ASSERT_EQ(runs.size(), 2u);
+  const std::vector<MeasuredExchange> exchanges = measuredExchanges(runs, handCosts());
+  ASSERT_EQ(exchanges.size(), 1u);
+  EXPECT_EQ(exchanges[0].strategy, "CP");
+  EXPECT_EQ(exchanges[0].devices, 2);
+  EXPECT_EQ(exchanges[0].runs, 1);
+  EXPECT_NEAR(exchanges[0].seconds, 0.1, 1e-12);
+  EXPECT_EQ(exchanges[0].secondsPerRow, 0);
+
+  const DecodeRunRecord& cp = runs[0].ranks == 2 ? runs[0] : runs[1];
+  const MeasuredRunComparison c = compareMeasuredRun(handCosts(), kHandLink, cp, &exchanges);
+  ASSERT_TRUE(c.simulated) << c.why;
+  EXPECT_EQ(c.simulation.talkPricedBy, "measured");
+  EXPECT_NEAR(c.simulatedTalkMsPerStep, 100, 1e-9);
+  EXPECT_NEAR(c.simulatedStepMs, 1300, 1e-9);
+  EXPECT_NE(describeMeasuredRun(c).find("exchange 100.0000 ms (simulated 100.0000 ms, measured, 1 "
+                                        "run(s))"),
+            std::string::npos)
+      << describeMeasuredRun(c);
+  // Without them, or on another device count, or for TP (no TP run): the link.
+  EXPECT_EQ(compareMeasuredRun(handCosts(), kHandLink, cp).simulation.talkPricedBy, "link");
+  const std::vector<DecodeRequest> one{{2, 2}};
+  const DecodeStrategy tp = *simulatedStrategyOf("TP");
+  const DecodeStrategy cpr = *simulatedStrategyOf("CP");
+  EXPECT_EQ(simulateDecodeParallel(handCosts(), kHandLink, 3, one, cpr, 0, &exchanges).talkPricedBy,
+            "link");
+  EXPECT_EQ(simulateDecodeParallel(handCosts(), kHandLink, 2, one, tp, 0, &exchanges).talkPricedBy,
+            "link");
+  EXPECT_EQ(simulateDecodeParallel(handCosts(), kHandLink, 1, one, cpr, 0, &exchanges).talkPricedBy,
+            "");
+  // The planner's CP options on 2 devices take it too (CP by requests: two
+  // exchanges a layer, 0.2 s a step).
+  const DecodeParallelPlan plan = planDecodeParallel(handCosts(), kHandLink, 2, one, 0, &exchanges);
+  for (const DecodeSimulation& s : plan.options) {
+    if (s.strategy.name == "CP") {
+      EXPECT_EQ(s.talkPricedBy, "measured");
+      EXPECT_NEAR(s.communicationSeconds, 2 * 0.2, 1e-9);
+    }
+    if (s.strategy.name == "CP-replicated") EXPECT_NEAR(s.communicationSeconds, 2 * 0.1, 1e-9);
+  }
+}
+
+// The fit: per strategy and ranks, seconds an exchange (a step's exchange
+// over its exchanges: CP one a layer, TP two) as a line in the context;
+// a batch's extra bytes add the link's bandwidth time.
+TEST(DecodeRuns, MeasuredExchangesAreALineInTheContextPerStrategyAndRanks) {
+  DecodeStepCosts costs = handCosts();
+  costs.layers = 2;
+  std::vector<DecodeRunRecord> runs;
+  for (auto [context, ms] : {std::pair<int64_t, double>{100, 20}, {300, 60}}) {
+    runs.push_back(run("CP", 2, context, 500, 2));
+    runs.back().exchangeMs = ms;
+  }
+  runs.push_back(run("TP", 2, 100, 500, 2));
+  runs.back().exchangeMs = 8;  // 4 all-reduces a step: 2 ms each
+  runs.push_back(run("DP", 2, 100, 500, 2));
+  const std::vector<MeasuredExchange> e = measuredExchanges(runs, costs);
+  ASSERT_EQ(e.size(), 2u);
+  const MeasuredExchange* cp = findMeasuredExchange(e, *simulatedStrategyOf("CP"), 2);
+  const MeasuredExchange* tp = findMeasuredExchange(e, *simulatedStrategyOf("TP"), 2);
+  ASSERT_TRUE(cp && tp);
+  EXPECT_EQ(cp->runs, 2);
+  EXPECT_NEAR(cp->seconds, 0, 1e-12);  // 10 ms at 100 rows, 30 at 300: 0.1 ms a row
+  EXPECT_NEAR(cp->secondsPerRow, 1e-4, 1e-12);
+  EXPECT_NEAR(tp->seconds, 2e-3, 1e-12);
+  EXPECT_EQ(findMeasuredExchange(e, *simulatedStrategyOf("TP"), 4), nullptr);
+  EXPECT_EQ(findMeasuredExchange(e, *simulatedStrategyOf("DP"), 2), nullptr);
+  // CP-replicated, 2 requests at 100 rows, one step: 2 layers x (0.01 s at
+  // 100 rows + the second request's partials, 32 B at 16 B/s: 2 s).
+  const std::vector<DecodeRequest> two{{100, 1}, {100, 1}};
+  const DecodeSimulation s =
+      simulateDecodeParallel(costs, kHandLink, 2, two, *simulatedStrategyOf("CP"), 0, &e);
+  EXPECT_NEAR(s.communicationSeconds, 2 * (0.01 + 2), 1e-9);
 }
 
 // DP: the request on each rank, on its own: steps of 1 + 0.3 and 1 + 0.4 s,

@@ -12,6 +12,9 @@
 #include <map>
 #include <memory>
 #include <sstream>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 
 #include "../test_support.h"
 #include "backends/backend_list.h"
@@ -364,6 +367,107 @@ TEST(Decoder, FillsTheCacheRowsTheNextStepAttendsOver) {
   expectError([&] { decoder.decodeStep(decoder.vocabulary(), 3); }, {"outside the vocabulary"});
 }
 
+// Cache parallelism with each device holding only its share (CacheShare):
+// two devices, each a Session and a Decoder on its own thread, rows [0, 8)
+// and [8, 16) of a 16-row cache, their attention partials gathered in
+// process (as MpiCacheExchange does between ranks). Each holds 9 of the 17
+// rows a buffer (its rows and the step's new one), about half the bytes, and
+// both generate one device's tokens, logits within float32's reordering,
+// after a prompt in one pass and after fillCache. A device that read
+// another's rows, or its own at the wrong place, would differ.
+TEST(Decoder, EachDeviceHoldsOnlyItsShareOfTheCacheRows) {
+  test_support::ThreadCountGuard guard;
+  setThreadCount(1);
+  for (const std::string& path : {kTiny, kDir + "llama_style_tiny.onnx"}) {
+    SCOPED_TRACE(path);
+    const DecodeModel model = importDecodeModel(path, 16);
+    std::unique_ptr<Backend> native = createBackend("native");
+    const BackendLookup lookup = [&](const std::string& n) {
+      return n == "native" ? native.get() : nullptr;
+    };
+    const Plan plan = native::decodeAttentionPlan(model.graph);
+    PlannedDecoder whole = plannedDecoder(model, plan, lookup);
+    ASSERT_EQ(whole.fallback, "");
+    // An all-gather of two threads' partials; the sent blocks kept per
+    // round's parity, so a fast thread's next round leaves the last alone.
+    std::mutex mutex;
+    std::condition_variable arrived;
+    native::AttentionPartials sent[2][2];
+    int waiting = 0;
+    uint64_t round = 0;
+    auto gather = [&](int dev, const native::AttentionPartials& mine,
+                      native::AttentionPartials& all) {
+      std::unique_lock<std::mutex> lock(mutex);
+      const uint64_t r = round;
+      sent[r % 2][dev] = mine;
+      if (++waiting == 2) {
+        waiting = 0;
+        ++round;
+        arrived.notify_all();
+      } else {
+        arrived.wait(lock, [&] { return round != r; });
+      }
+      all.resize(2, mine.rows, mine.dv);
+      for (int p = 0; p < 2; ++p)
+        for (int64_t x = 0; x < mine.rows; ++x)
+          native::combineAttentionPartials(sent[r % 2][p], 0, 1, x, all, p, x);
+    };
+    PlannedDecoder device[2];
+    for (int d = 0; d < 2; ++d) {
+      CacheShare share;
+      share.rowFirst = d * 8;
+      share.rowEnd = d * 8 + 8;
+      device[d] = plannedDecoder(model, plan, lookup, share);
+      native::requireWindowedPresentsReadByDecodeAttention(*device[d].session);
+      const auto keysAt = native::splitByCacheRows(
+          native::decodeAttentionKernels(*device[d].session), share.rowFirst, share.rowEnd, 16,
+          true, [&gather, d](const native::AttentionPartials& m, native::AttentionPartials& a) {
+            gather(d, m, a);
+          });
+      device[d].decoder->setCacheSlice(share.rowFirst, share.rowEnd, keysAt);
+      EXPECT_EQ(device[d].decoder->wholeCacheBytes(), whole.decoder->cacheBytes());
+      EXPECT_EQ(device[d].decoder->cacheBytes() * 17, whole.decoder->cacheBytes() * 9);
+    }
+    GenerateOptions options;
+    options.maxNewTokens = 10;
+    options.keepLogits = true;
+    // Both devices at once, each on its thread; `run` is one device's part.
+    auto both = [&](const std::function<Generation(Decoder&)>& run) {
+      Generation g[2];
+      std::string failed[2];
+      std::vector<std::thread> threads;
+      for (int d = 0; d < 2; ++d)
+        threads.emplace_back([&, d] {
+          try {
+            g[d] = run(*device[d].decoder);
+          } catch (const std::exception& e) {
+            failed[d] = e.what();
+          }
+        });
+      for (std::thread& t : threads) t.join();
+      EXPECT_EQ(failed[0] + failed[1], "");
+      EXPECT_EQ(g[0].tokens, g[1].tokens);
+      return g[0];
+    };
+    auto same = [](const Generation& a, const Generation& b) {
+      EXPECT_EQ(a.tokens, b.tokens);
+      ASSERT_EQ(a.logits.size(), b.logits.size());
+      for (size_t t = 0; t < a.logits.size(); ++t)
+        for (size_t i = 0; i < a.logits[t].size(); ++i)
+          ASSERT_NEAR(a.logits[t][i], b.logits[t][i], 1e-4) << "token " << t << " logit " << i;
+    };
+    same(both([&](Decoder& d) { return d.generate({1, 2, 3}, options); }),
+         whole.decoder->generate({1, 2, 3}, options));
+    // Filled rows: each device fills its share, with one device's values.
+    options.maxNewTokens = 4;
+    auto filled = [&](Decoder& d) {
+      d.fillCache(11, 5);
+      return d.generateFrom(11, 7, options);
+    };
+    same(both(filled), filled(*whole.decoder));
+  }
+}
+
 // On the plan that times a step (the decode attention kernel, which reads
 // only the rows the mask shows), the step at row 31 after fillCache(31)
 // reads row 0: changing it changes the logits; a step at row 20 does not
@@ -615,6 +719,21 @@ TEST(Decoder, TheSessionWritesAPresentInPlaceWithoutReadingThePast) {
   EXPECT_TRUE(compareTensors(out[logits], expected[logits], kPlanTolerance).ok);
   expectError([&] { session.appendInPlace(logits, Tensor(g.value(g.outputs()[logits]).type)); },
               {"output 'logits' cannot be written in place", "not made by a Concat"});
+  // A window of the present (a device's share: KV head 1, 4 rows and the
+  // new one): one that does not fit is refused; one that does is bound, and
+  // since this plan's nodes read the present whole, refused for it.
+  TensorType window = g.value(g.outputs()[present]).type;
+  window.shape = {1, 1, 5, 8};
+  expectError([&] { session.appendInPlace(present, Tensor(window), {0, 2}); },
+              {"output 'present.0.key'", "nor a window of it"});
+  window.shape = {1, 1, 5, 7};
+  expectError([&] { session.appendInPlace(present, Tensor(window), {0, 1}); },
+              {"nor a window of it"});
+  window.shape = {1, 1, 5, 8};
+  session.appendInPlace(present, Tensor(window), {0, 1});
+  EXPECT_EQ(session.windowedOutputs(), std::vector<ValueId>{g.outputs()[present]});
+  expectError([&] { native::requireWindowedPresentsReadByDecodeAttention(session); },
+              {"'present.0.key' is held in part on this device", "decode attention"});
 }
 
 TEST(Decoder, SeededSamplingIsReproducibleAndTheSeedMatters) {
