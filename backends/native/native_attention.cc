@@ -203,6 +203,9 @@ class AttentionKernel : public Kernel {
   // Per (query block, key block): the tile is all fill (markSkippableTiles).
   std::vector<uint8_t> skippable;
   float skipFill = 0.0f;
+  // The score ops after the fill (Adds only: a padding mask): a skipped
+  // tile's scores are at most the fill plus each addend's largest value.
+  std::vector<size_t> addsAfterFill;
 
   void run(const std::vector<const DLTensor*>& inputs, const std::vector<DLTensor*>& outputs) override {
     std::vector<const void*> slots(numInputs + constants.size());
@@ -229,6 +232,7 @@ class AttentionKernel : public Kernel {
     const int64_t kb = std::min(keyBlock, Sk);
     const int64_t kBlocks = (Sk + kb - 1) / kb;
     constexpr int64_t ld = kQueryBlock;  // of Qᵀ and Sᵀ
+    const float fillBound = skippable.empty() ? 0.0f : skippedScoreBound(slots);
 #pragma omp parallel num_threads(nt) if (nt > 1 && tasks > 1)
     {
       Scratch& w = scratch(omp_get_thread_num(), kb);
@@ -247,7 +251,7 @@ class AttentionKernel : public Kernel {
         for (int64_t j0 = 0; j0 < Sk; j0 += kb) {
           const int64_t nk = std::min(kb, Sk - j0);
           if (!skippable.empty() && skippable[static_cast<size_t>((t % qBlocks) * kBlocks + j0 / kb)] &&
-              fillVanishes(w, mq))
+              fillVanishes(w, mq, fillBound))
             continue;
           // Sᵀ [nk][mq] = K[j0:j0+nk] · Qᵀ.
           gemm(innerProduct, nk, mq, D, {kbh + j0 * k.strides[2], k.strides[2], k.strides[3]}, w.qt.data(), ld,
@@ -305,12 +309,42 @@ class AttentionKernel : public Kernel {
     return *s;
   }
 
-  // Whether exp(fill - max) underflows to 0 in float for every row (e^-104
-  // is below the smallest subnormal), so a tile of fills adds nothing.
-  bool fillVanishes(const Scratch& w, int64_t mq) const {
+  // Whether exp(s - max) underflows to 0 in float for every row and every
+  // score s <= bound (e^-104 is below the smallest subnormal), so a tile of
+  // fills adds nothing. A NaN bound never does.
+  bool fillVanishes(const Scratch& w, int64_t mq, float bound) const {
     for (int64_t i = 0; i < mq; ++i)
-      if (!(skipFill - w.rowMax[i] < -110.0f)) return false;
+      if (!(bound - w.rowMax[i] < -110.0f)) return false;
     return true;
+  }
+
+  // The largest score a skippable tile can hold this run: the fill, plus
+  // each later Add's largest addend, summed in float in the graph's order
+  // (rounded addition is monotonic, so no score of the tile exceeds it).
+  // NaN (never skip) if an addend holds a NaN, which the tile must carry.
+  float skippedScoreBound(const std::vector<const void*>& slots) const {
+    float bound = skipFill;
+    for (size_t index : addsAfterFill) {
+      const ScoreOp& op = ops[index];
+      const float* a = static_cast<const float*>(slots[static_cast<size_t>(op.slot)]);
+      const int64_t* st = op.view.strides.data();
+      const int64_t n0 = st[0] ? B : 1, n1 = st[1] ? H : 1, n2 = st[2] ? Sq : 1, n3 = st[3] ? Sk : 1;
+      float largest = -std::numeric_limits<float>::infinity();
+      bool nan = false;
+      for (int64_t b = 0; b < n0; ++b)
+        for (int64_t h = 0; h < n1; ++h)
+          for (int64_t i = 0; i < n2; ++i) {
+            const float* row = a + b * st[0] + h * st[1] + i * st[2];
+            for (int64_t j = 0; j < n3; ++j) {
+              const float x = row[j * st[3]];
+              nan |= x != x;
+              largest = x > largest ? x : largest;
+            }
+          }
+      if (nan) return std::numeric_limits<float>::quiet_NaN();
+      bound += largest;
+    }
+    return bound;
   }
 
   // Flash attention's update over one key block of Sᵀ [nk][mq]: the running
@@ -767,13 +801,17 @@ class AttentionCompiler {
     view.strides = {nb > 1 ? nh * sk * sq : 0, nh > 1 ? sk * sq : 0, 1, sq};
   }
 
-  // Causal attention skips key blocks: where the last score op replaces a
-  // whole (query block, key block) tile by a constant fill, the tile is
-  // marked, and the kernel skips it when exp(fill - running max) is 0 in
-  // float for every row (so the reference's terms are exactly 0 too).
+  // Causal attention skips key blocks: where the last select replaces a
+  // whole (query block, key block) tile by a constant fill, and only Adds
+  // follow it (GPT-2's exporters add the padding mask after the causal
+  // Where), the tile is marked, and the kernel skips it when exp(s - running
+  // max) is 0 in float for every row and every score s the tile can hold
+  // (skippedScoreBound), so the reference's terms are exactly 0 too.
   void markSkippableTiles() {
-    if (k_->ops.empty() || k_->ops.back().kind != ScoreOp::Select) return;
-    const ScoreOp& op = k_->ops.back();
+    size_t last = k_->ops.size();
+    while (last > 0 && k_->ops[last - 1].kind == ScoreOp::Add) --last;
+    if (last == 0 || k_->ops[last - 1].kind != ScoreOp::Select) return;
+    const ScoreOp& op = k_->ops[last - 1];
     const size_t first = req_.inputs.size();
     if (static_cast<size_t>(op.slot) < first || static_cast<size_t>(op.fillSlot) < first) return;
     if (op.view.strides[0] || op.view.strides[1]) return;
@@ -798,7 +836,9 @@ class AttentionCompiler {
     if (marked == 0) {
       k_->skippable.clear();
       k_->keyBlock = kKeyBlock;
+      return;
     }
+    for (size_t i = last; i < k_->ops.size(); ++i) k_->addsAfterFill.push_back(i);
   }
 
   const KernelRequest& req_;

@@ -30,7 +30,8 @@
 // scores read K in place; each V block is copied to contiguous rows. A
 // constant mask is copied once at compile time to the kernel's key-major
 // order, and causal tiles whose every score is a fill far below the running
-// max are skipped (exactly: their terms are 0 in float).
+// max, plus any padding mask added after it, are skipped (exactly: their
+// terms are 0 in float).
 #pragma once
 
 #include <string>

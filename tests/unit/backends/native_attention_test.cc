@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <tuple>
 
 #include "backends/backend_list.h"
 #include "backends/native/native_attention.h"
@@ -175,6 +176,28 @@ TEST(NativeAttention, CausalSelectInBothOperandOrders) {
       if (g.node(n).op != "Split") group.insert(n);
     const std::string d = expectAttentionMatches(g, group);
     EXPECT_NE(d.find("1 of 4 tiles skippable"), std::string::npos) << d;
+  }
+}
+
+TEST(NativeAttention, CausalSelectThenAPaddingMaskAddedStillSkipsTiles) {
+  // GPT-2's exporters add the padding mask after the causal Where. A tile
+  // of fills is skipped only if the fill plus the mask's largest value
+  // still vanishes in exp: with a fill of -1e4 and a mask up to +3e4 it
+  // does not, and skipping on the fill alone would differ from the
+  // reference.
+  for (auto [fillValue, maskLow, maskHigh] :
+       {std::tuple{-3.4028234663852886e38f, -5.0f, 0.0f}, std::tuple{-1e4f, 0.0f, 3e4f}}) {
+    SCOPED_TRACE(fillValue);
+    const int64_t B = 2, H = 3, S = 150, D = 16;
+    GraphBuilder b;
+    ValueId s = b.op("Div", {b.op("MatMul", {b.input({B, H, S, D}), b.input({B, H, D, S})}), b.scalar(4.0f)});
+    ValueId cond = boolConstant(b, {1, 1, S, S}, [](int64_t r, int64_t c) { return c <= r; });
+    ValueId w = b.op("Where", {cond, s, b.scalar(fillValue)});
+    ValueId masked = b.op("Add", {w, b.constant({B, 1, 1, S}, maskLow, maskHigh)});
+    ValueId p = b.op("Softmax", {masked}, attrs({{"axis", int64_t{-1}}}));
+    const NodeSet all = b.finish(b.op("MatMul", {p, b.input({B, H, S, D})}));
+    const std::string d = expectAttentionMatches(b.graph(), all);
+    EXPECT_NE(d.find("3 of 9 tiles skippable"), std::string::npos) << d;
   }
 }
 
