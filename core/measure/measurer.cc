@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "core/ir/error.h"
+#include "core/ir/memory_budget.h"
 #include "core/ir/threading.h"
 #include "core/measure/machine_timing_lock.h"
 #include "core/runtime/device_runtime.h"
@@ -207,6 +208,32 @@ struct PreparedKernel {
   volatile unsigned touched = 0;  // keeps the reads
 };
 
+// How a measurement refused for memory begins: the kernel's inputs and
+// outputs do not fit in this machine's memory now (core/ir/memory_budget.h).
+// It is Failed with FailureCause::OutOfMemory (the machine's, so never stored
+// as the kernel's verdict), before anything is compiled or allocated.
+constexpr const char* kDoesNotFitInMemory = "not measured: its tensors do not fit in memory: ";
+
+// Empty when what PreparedKernel allocates for `requests` (each one's inputs,
+// random, and its outputs) fits in this machine's memory now; else the
+// refusal, naming the largest tensor (core/ir/memory_budget.h). Checked
+// before compiling or allocating anything: a 64 GiB score tensor must be a
+// refused candidate, not a worker the out-of-memory killer takes (and with
+// it the measurement, or another process). A kernel's own workspace is not
+// counted: the kernel knows it, not the request.
+std::string kernelMemoryRefusal(const std::vector<const KernelRequest*>& requests) {
+  std::vector<TensorBytes> tensors;
+  for (const KernelRequest* request : requests) {
+    const Graph& g = *request->graph;
+    for (ValueId v : request->inputs)
+      tensors.push_back({"input '" + g.value(v).name + "' " + g.value(v).type.toString(), g.value(v).type.byteSize()});
+    for (ValueId v : request->outputs)
+      tensors.push_back({"output '" + g.value(v).name + "' " + g.value(v).type.toString(), g.value(v).type.byteSize()});
+  }
+  const std::string why = memoryRefusal(tensors);
+  return why.empty() ? "" : std::string(kDoesNotFitInMemory) + why;
+}
+
 // Writes `bytes` of a buffer kept for the purpose (one cache line in 64
 // bytes is enough to claim the line), displacing whatever the caches held.
 // Every thread of the pool writes its share, so each core's own cache is
@@ -391,6 +418,14 @@ Measurement measureKernel(Backend& backend, const KernelRequest& request,
                           const MeasurerOptions& options, bool nativeLayouts) {
   Measurement m;
   auto start = Clock::now();
+  // The machine's memory, not the kernel: refused (not stored), and checked
+  // again on the next run.
+  if (std::string why = kernelMemoryRefusal({&request}); !why.empty()) {
+    m.status = MeasurementStatus::Failed;
+    m.cause = FailureCause::OutOfMemory;
+    m.message = why;
+    return m;
+  }
   std::unique_ptr<PreparedKernel> k;
   try {
     k = std::make_unique<PreparedKernel>(backend, request, 42, nativeLayouts);
@@ -399,6 +434,13 @@ Measurement measureKernel(Backend& backend, const KernelRequest& request,
     m.status = MeasurementStatus::Failed;
     m.cause = FailureCause::OutOfMemory;
     m.message = std::string("compile ran out of memory: ") + e.what();
+    m.measureSeconds = secondsSince(start);
+    return m;
+  } catch (const DoesNotFitInMemory& e) {
+    // A kernel that refused to allocate its own intermediates, for the same reason.
+    m.status = MeasurementStatus::Failed;
+    m.cause = FailureCause::OutOfMemory;
+    m.message = std::string(kDoesNotFitInMemory) + e.what();
     m.measureSeconds = secondsSince(start);
     return m;
   } catch (const std::exception& e) {
@@ -478,6 +520,12 @@ Measurement measureSwitch(Backend& first, const KernelRequest& firstRequest, Bac
                           const KernelRequest& secondRequest, const MeasurerOptions& options) {
   Measurement m;
   auto start = Clock::now();
+  if (std::string why = kernelMemoryRefusal({&firstRequest, &secondRequest}); !why.empty()) {
+    m.status = MeasurementStatus::Failed;
+    m.cause = FailureCause::OutOfMemory;
+    m.message = why;
+    return m;
+  }
   try {
     PreparedKernel a(first, firstRequest, 1), b(second, secondRequest, 2);
     if (!a.compiled || !b.compiled) {
@@ -524,6 +572,10 @@ Measurement measureSwitch(Backend& first, const KernelRequest& firstRequest, Bac
     m.status = MeasurementStatus::Failed;
     m.cause = FailureCause::OutOfMemory;
     m.message = std::string("ran out of memory: ") + e.what();
+  } catch (const DoesNotFitInMemory& e) {
+    m.status = MeasurementStatus::Failed;
+    m.cause = FailureCause::OutOfMemory;
+    m.message = std::string(kDoesNotFitInMemory) + e.what();
   } catch (const std::exception& e) {
     m.status = MeasurementStatus::Failed;
     m.message = e.what();

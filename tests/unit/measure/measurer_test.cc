@@ -3,6 +3,7 @@
 // stood in for by small shell commands with exactly those behaviours.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <memory>
 
 #include "core/measure/measurer.h"
@@ -94,6 +95,56 @@ TEST(Measurer, ColdMeasurementEvictsBeforeEachRunAndTakesFewerSamples) {
   EXPECT_GE(c.samples, cold.minSamples);
   EXPECT_LE(c.samples, cold.coldMaxSamples);
   EXPECT_GT(c.medianNs, 0);
+}
+
+// A kernel whose tensors cannot fit in this machine's memory is refused by
+// name before anything is compiled or allocated (core/ir/memory_budget.h;
+// $COLLAGE_MEMORY_LIMIT plants a machine of 3 MiB): Failed, the machine's
+// memory its cause (never stored as the kernel's verdict), naming the
+// tensor. Before, it was measured (or, at a long prompt's 64 GiB scores,
+// thrown std::bad_alloc or the worker killed by the out-of-memory killer).
+TEST(Measurer, AKernelWhoseTensorsDoNotFitIsRefusedByNameBeforeItAllocates) {
+  GraphBuilder b;
+  const NodeSet nodes = b.finish(b.op("MatMul", {b.input({1024, 64}), b.input({64, 1024})}));
+  std::unique_ptr<Backend> native = createBackend("native");
+  const KernelRequest request = KernelRequest::of(b.graph(), nodes);
+  ASSERT_EQ(measureKernel(*native, request, MeasurerOptions{}).status, MeasurementStatus::Ok);
+  setenv("COLLAGE_MEMORY_LIMIT", "3MiB", 1);
+  const Measurement m = measureKernel(*native, request, MeasurerOptions{});
+  const Measurement pair = measureSwitch(*native, request, *native, request, MeasurerOptions{});
+  unsetenv("COLLAGE_MEMORY_LIMIT");
+  EXPECT_EQ(m.status, MeasurementStatus::Failed);
+  EXPECT_EQ(m.cause, FailureCause::OutOfMemory);
+  EXPECT_TRUE(m.environmental());
+  const std::string output = b.graph().value(request.outputs[0]).name;
+  for (const std::string& part : {std::string("not measured: its tensors do not fit in memory"), "output '" + output + "'",
+                                  std::string("float32[1024x1024] is 4.0 MiB"), std::string("3.0 MiB is available")})
+    EXPECT_NE(m.message.find(part), std::string::npos) << part << " not in: " << m.message;
+  EXPECT_EQ(pair.status, MeasurementStatus::Failed);
+  EXPECT_EQ(pair.cause, FailureCause::OutOfMemory);
+}
+
+// A kernel that would allocate intermediates of its own (oneDNN running
+// MatMul -> Softmax -> MatMul as a sequence keeps the scores between them)
+// refuses them the same way, though its inputs and outputs fit.
+TEST(Measurer, AKernelWhoseOwnIntermediatesDoNotFitIsRefusedByName) {
+  GraphBuilder b;
+  b.beginGroup();
+  const ValueId scores = b.op("MatMul", {b.input({1024, 64}), b.input({64, 1024})});
+  const NodeSet nodes = b.finish(b.op("MatMul", {b.op("Softmax", {scores}), b.input({1024, 16})}));
+  std::unique_ptr<Backend> onednn = createBackend("onednn");
+  if (!onednn) GTEST_SKIP() << "no oneDNN";
+  const KernelRequest request = KernelRequest::of(b.graph(), nodes);
+  const Measurement fits = measureKernel(*onednn, request, MeasurerOptions{});
+  if (fits.status == MeasurementStatus::Invalid) GTEST_SKIP() << "oneDNN does not run it: " << fits.message;
+  ASSERT_EQ(fits.status, MeasurementStatus::Ok) << fits.message;
+  setenv("COLLAGE_MEMORY_LIMIT", "3MiB", 1);
+  const Measurement m = measureKernel(*onednn, request, MeasurerOptions{});
+  unsetenv("COLLAGE_MEMORY_LIMIT");
+  EXPECT_EQ(m.status, MeasurementStatus::Failed) << m.message;
+  EXPECT_EQ(m.cause, FailureCause::OutOfMemory);
+  EXPECT_NE(m.message.find("oneDNN's own tensors"), std::string::npos) << m.message;
+  EXPECT_NE(m.message.find("3.0 MiB is available"), std::string::npos) << m.message;
 }
 
 // On a shared machine: runs during which another process took the core are
