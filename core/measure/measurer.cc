@@ -414,6 +414,17 @@ MeasurerOptions MeasurerOptions::forModel(const Graph& graph) {
   return o;
 }
 
+// Called after each run of a kernel being measured in the worker: it tells
+// the parent the worker is not hung (runMeasurementWorker sets it for the
+// request; empty elsewhere). The parent's deadline is for silence
+// (MeasurerOptions::timeoutSeconds), so a kernel of 15 s a run (a 32k-token
+// prompt's attention) is measured, not killed at 60 s with its runs done.
+thread_local std::function<void()> kernelRan;
+
+// The fewest timed runs of a kernel whose runs outlast MeasurerOptions::maxSeconds
+// (a median of three is still robust to one outlier).
+constexpr int kSlowKernelSamples = 3;
+
 Measurement measureKernel(Backend& backend, const KernelRequest& request,
                           const MeasurerOptions& options, bool nativeLayouts) {
   Measurement m;
@@ -460,6 +471,7 @@ Measurement measureKernel(Backend& backend, const KernelRequest& request,
     do {
       k->run();
     } while (secondsSince(warm) < options.warmupSeconds);
+    if (kernelRan && secondsSince(warm) > 1.0) kernelRan();
     // Runs another process preempted are set aside: the cost is the
     // kernel's, not the machine's load at the minute it was measured.
     std::vector<double> samples, preempted;
@@ -473,6 +485,7 @@ Measurement measureKernel(Backend& backend, const KernelRequest& request,
         wakeThreadPool();
       }
       const TimedRun run = timeRun([&] { k->run(); });
+      if (kernelRan && run.ns > 1e9) kernelRan();  // only slow runs: a fast kernel finishes well in time
       (run.preempted ? preempted : samples).push_back(run.ns);
       total += run.ns * 1e-9;
       const int n = static_cast<int>(samples.size());
@@ -490,7 +503,12 @@ Measurement measureKernel(Backend& backend, const KernelRequest& request,
         preempted.erase(preempted.begin(), preempted.begin() + static_cast<std::ptrdiff_t>(missing));
         break;
       }
-      if (n < options.minSamples || (!cold && total < options.minTotalSeconds)) continue;
+      // A kernel whose timed runs pass maxSeconds before minSamples (a long
+      // prompt's attention scores: seconds a run) stops at kSlowKernelSamples:
+      // its noise, the scheduler's milliseconds, is far below its spread of
+      // interest, and seven runs of a 4 s kernel were half a minute each.
+      const bool slowEnough = n >= kSlowKernelSamples && secondsSince(timed) >= options.maxSeconds;
+      if ((n < options.minSamples && !slowEnough) || (!cold && total < options.minTotalSeconds)) continue;
       if (n >= (cold ? options.coldMaxSamples : options.maxSamples) ||
           secondsSince(timed) >= options.maxSeconds)
         break;
@@ -686,7 +704,9 @@ void runMeasurementWorker(const Graph& graph,
                           KernelRequest::of(graph, nodesOf(req["then"].at("nodes")), "switch"),
                           options);
       } else {
+        kernelRan = [&out] { out << nlohmann::json{{"ran", true}}.dump() << "\n" << std::flush; };
         m = measureKernel(*backend, request, options, nativeLayouts);
+        kernelRan = nullptr;
       }
     } catch (const std::bad_alloc& e) {
       m.status = MeasurementStatus::Failed;
@@ -889,6 +909,7 @@ std::optional<nlohmann::json> IsolatedMeasurer::exchange(const std::string& json
   KernelActivity::Scope running;
   std::string line = json + "\n";
   auto start = Clock::now();
+  auto silentSince = start;  // the last word from the worker (see "ran" below)
   // What the machine's other processes used while this request ran: a
   // timeout while they held the cores is no verdict on the kernel.
   double othersAtStart = loadProbe_(pid_);
@@ -923,7 +944,14 @@ std::optional<nlohmann::json> IsolatedMeasurer::exchange(const std::string& json
         if (j.is_object() && j.contains("acquired")) {
           waitingForLock = false;
           start = Clock::now();
+          silentSince = start;
           othersAtStart = loadProbe_(pid_);
+          continue;
+        }
+        // A run of a slow kernel is done: the worker is not hung, and the
+        // deadline is for silence.
+        if (j.is_object() && j.contains("ran")) {
+          if (!waitingForLock) silentSince = Clock::now();
           continue;
         }
         return j;
@@ -934,7 +962,7 @@ std::optional<nlohmann::json> IsolatedMeasurer::exchange(const std::string& json
         return std::nullopt;
       }
     }
-    double left = waitingForLock ? timeoutSeconds : timeoutSeconds - secondsSince(start);
+    double left = waitingForLock ? timeoutSeconds : timeoutSeconds - secondsSince(silentSince);
     if (left <= 0) {
       const double wall = secondsSince(start);
       const double othersCores = (loadProbe_(pid_) - othersAtStart) / std::max(wall, 1e-3);

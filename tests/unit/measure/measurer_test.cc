@@ -39,6 +39,23 @@ TEST(IsolatedMeasurer, AHangingWorkerIsKilledAtTheDeadline) {
   EXPECT_LT(r.measureSeconds, 10.0);
 }
 
+// The deadline is for silence: a worker that says each slow run is done
+// (a 32k-token prompt's attention, 15 s a run) is not killed while it
+// makes progress; one that stops talking still is.
+TEST(IsolatedMeasurer, AWorkerThatReportsItsRunsIsNotKilledWhileItProgresses) {
+  MeasurerOptions options;
+  options.timeoutSeconds = 0.6;
+  IsolatedMeasurer talking({"/bin/sh", "-c",
+                            "read line; for i in 1 2 3 4 5; do sleep 0.3; echo '{\"ran\":true}'; done; "
+                            "echo '{\"status\":\"ok\",\"median_ns\":3e8,\"samples\":3}'; read line"},
+                           options);
+  const Measurement r = talking.measure("any", oneNode());
+  EXPECT_EQ(r.status, MeasurementStatus::Ok) << r.message;
+  EXPECT_EQ(r.samples, 3);
+  IsolatedMeasurer silent({"/bin/sh", "-c", "read line; echo '{\"ran\":true}'; exec sleep 60"}, options);
+  EXPECT_EQ(silent.measure("any", oneNode()).status, MeasurementStatus::TimedOut);
+}
+
 TEST(IsolatedMeasurer, RepliesAreParsedAndGarbageIsAFailure) {
   IsolatedMeasurer ok({"/bin/sh", "-c",
                        "while read line; do echo '{\"status\":\"ok\",\"median_ns\":1500,"
@@ -95,6 +112,23 @@ TEST(Measurer, ColdMeasurementEvictsBeforeEachRunAndTakesFewerSamples) {
   EXPECT_GE(c.samples, cold.minSamples);
   EXPECT_LE(c.samples, cold.coldMaxSamples);
   EXPECT_GT(c.medianNs, 0);
+}
+
+// A kernel whose timed runs pass maxSeconds before minSamples (a long
+// prompt's score tensors: seconds a run) stops at three timed runs instead
+// of seven: here every run passes a maxSeconds of a nanosecond.
+TEST(Measurer, AKernelSlowerThanTheTimeLimitStopsAtThreeRuns) {
+  GraphBuilder b;
+  const NodeSet nodes = b.finish(b.op("Relu", {b.input({64, 1024})}));
+  std::unique_ptr<Backend> native = createBackend("native");
+  MeasurerOptions options;
+  options.maxSeconds = 1e-9;
+  options.minTotalSeconds = 0;  // as any kernel of seconds a run has passed it
+  const Measurement m = measureKernel(*native, KernelRequest::of(b.graph(), nodes), options);
+  ASSERT_EQ(m.status, MeasurementStatus::Ok) << m.message;
+  EXPECT_GE(m.samples, 1);
+  EXPECT_LE(m.samples, 3);
+  EXPECT_GT(options.minSamples, 3);
 }
 
 // A kernel whose tensors cannot fit in this machine's memory is refused by
