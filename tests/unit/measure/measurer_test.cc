@@ -44,9 +44,9 @@ TEST(IsolatedMeasurer, AHangingWorkerIsKilledAtTheDeadline) {
 // makes progress; one that stops talking still is.
 TEST(IsolatedMeasurer, AWorkerThatReportsItsRunsIsNotKilledWhileItProgresses) {
   MeasurerOptions options;
-  options.timeoutSeconds = 0.6;
+  options.timeoutSeconds = 1.5;
   IsolatedMeasurer talking({"/bin/sh", "-c",
-                            "read line; for i in 1 2 3 4 5; do sleep 0.3; echo '{\"ran\":true}'; done; "
+                            "read line; for i in 1 2 3 4 5 6; do sleep 0.4; echo '{\"ran\":true}'; done; "
                             "echo '{\"status\":\"ok\",\"median_ns\":3e8,\"samples\":3}'; read line"},
                            options);
   const Measurement r = talking.measure("any", oneNode());
