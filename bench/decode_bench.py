@@ -30,8 +30,25 @@ For each model and context C:
      threads, read plus write bytes), with the share of that bound the
      step reaches (bound / step).
 
+The prompt's plan: up to --prefill-op-level-below (8192) it is optimized as
+the step's (the op-level DP, the end-to-end check, the graph-level search
+within --budget); from there on with `--op-level --no-end-to-end`: a prompt
+pass of 8k tokens takes seconds and one of 32k minutes, and each end-to-end
+pairing runs both plans at least 13 times. Candidates whose tensors cannot
+fit in this machine's memory (the [1,16,32768,32768] scores, 64 GiB) are
+refused by name as they are measured (docs/decoding.md, "Long prompts"), so
+the DP covers the attention with the kernel that never writes the scores.
+
+ONNX Runtime keeps each node's output: where the prompt graph's largest
+tensor (`collage inspect`'s "largest:" line, from the graph at the prompt's
+shapes) is larger than MemAvailable, its prompt pass cannot run here, and
+the row says so ("ORT: does not fit: ..."); its steps are then timed from a
+seeded past of C rows (as without a prefill), and there are no ids to
+compare. Where it runs, the greedy ids of both must be the same (the
+"logits" column: "ids match"; exit status 1 when they differ).
+
 Without a prefill (--no-prefill, and for every context above
---prefill-limit, 8192 by default: a prompt's pass at 32k would take hours):
+--prefill-limit, 32768 by default):
 the script writes one past K/V of C rows per past input (numpy, seeded,
 uniform in [-1, 1)), and both runners start from it: Collage through
 `generate --cache-in` (the rows copied straight into its cache), ONNX
@@ -191,8 +208,11 @@ def main():
     a.add_argument("--no-optimize", action="store_true", help="run Collage's reference executor (no plan)")
     a.add_argument("--no-prefill", action="store_true",
                    help="every context without a prefill: both runners start from the same seeded past")
-    a.add_argument("--prefill-limit", type=int, default=8192,
-                   help="contexts above this run without a prefill (default 8192)")
+    a.add_argument("--prefill-limit", type=int, default=32768,
+                   help="contexts above this run without a prefill (default 32768)")
+    a.add_argument("--prefill-op-level-below", type=int, default=8192,
+                   help="prompt plans for contexts from this on are op-level plans, without the end-to-end "
+                        "check (default 8192: a prompt pass there takes seconds to minutes)")
     a.add_argument("--seed", type=int, default=1, help="the seed of the past written without a prefill")
     o = a.parse_args()
 
@@ -213,7 +233,7 @@ def main():
     finally:
         shutil.rmtree(work, ignore_errors=True)
     table(o, rows, bandwidth)
-    bad = [r for r in rows if r.get("logits_ok") is False]
+    bad = [r for r in rows if r.get("logits_ok") is False or r.get("ids_ok") is False]
     if bad:
         sys.exit("logits or ids differ from ONNX Runtime's: %s"
                  % ", ".join("%s at %d" % (r["model"], r["context"]) for r in bad))
@@ -257,42 +277,94 @@ def step_plan(o, name, path, context, rows_in_cache, prompt, work):
     return ["--plan", plan_path]
 
 
+def available_memory():
+    """MemAvailable in /proc/meminfo, bytes (what collage sets tensors
+    against too: core/ir/memory_budget.h); None where it cannot be read."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def ort_prefill_refusal(o, path, bindings):
+    """Why ONNX Runtime's prompt pass cannot run here, or None: the prompt
+    graph's largest tensor (`collage inspect` at the prompt's shapes), which
+    ORT holds at least once as it keeps each node's output, against
+    MemAvailable. Computed, not tried: a try that fits the heuristic
+    overcommit but not the free memory wakes the out-of-memory killer."""
+    out = run([o.collage, "inspect", path] + bindings)
+    m = re.search(r"^largest: (\S+)  (\S+), (\d+) bytes \(([^)]*)\), the output of (\S+) '([^']*)'", out, re.M)
+    available = available_memory()
+    if not m or available is None or int(m.group(3)) <= available:
+        return None
+    return "ORT: does not fit: its %s output '%s' %s is %s, %.1f GiB available" % (
+        m.group(5), m.group(1), m.group(2), m.group(4), available / 2 ** 30)
+
+
 def bench_prefilled(o, name, path, node, context, work):
     prompt = ",".join(str(1 + i % 100) for i in range(context))  # as ort_greedy.js --bench
     rows_in_cache = context + o.steps
     plan = step_plan(o, name, path, context, rows_in_cache, prompt, work)
+    prefill_bindings = run([o.collage, "generate", path, "--prompt-ids", prompt, "--max-length",
+                            str(rows_in_cache), "--print-prefill-bindings"]).split()
     if plan:
         # The prompt's one pass runs 'context' rows at once: its own
         # plan, optimized for the prefill graph's shapes (same budget).
-        prefill_bindings = run([o.collage, "generate", path, "--prompt-ids", prompt, "--max-length",
-                                str(rows_in_cache), "--print-prefill-bindings"]).split()
         prefill_path = os.path.join(work, "%s_%d.prefill.plan.json" % (name, context))
+        long_prompt = ["--op-level", "--no-end-to-end"] if context >= o.prefill_op_level_below else []
         run([o.collage, "--threads", str(o.threads), "optimize", path] + prefill_bindings +
-            (["--backends"] + o.backends if o.backends else []) + ["--db", os.path.join(work, "measurements.sqlite"),
-                                                                   "-o", prefill_path, "--budget", o.budget])
+            (["--backends"] + o.backends if o.backends else []) + long_prompt +
+            ["--db", os.path.join(work, "measurements.sqlite"), "-o", prefill_path, "--budget", o.budget])
         plan += ["--prefill-plan", prefill_path]
-    step_ratio, prefill_ratio, ours, theirs = [], [], [], []
+    ort_note = ort_prefill_refusal(o, path, prefill_bindings)
+    manifest = None
+    if ort_note:
+        log("%s C=%d: %s; its steps are timed from a seeded past of %d rows" % (name, context, ort_note, context))
+        pbs, pasts = write_pasts(path, context, o.seed, work)
+        manifest = os.path.join(work, "past.json")
+        with open(manifest, "w") as f:
+            json.dump({"rows": context, "token": 1 + context % 100, "pasts": pasts}, f)
+    step_ratio, prefill_ratio, ours, theirs, same_ids = [], [], [], [], True
     for r in range(o.rounds):
         out = run([o.collage, "--threads", str(o.threads), "generate", path, "--prompt-ids", prompt,
                    "--max-new-tokens", str(o.steps + 1), "--max-length", str(rows_in_cache)] + plan)
         c_step = number(r"^decode step: median ([\d.]+) ms", out, "decode step")
         c_prefill = number(r"^prefill: ([\d.]+) ms", out, "prefill")
-        ort = json.loads(run(["node", node, path, "--bench", "--context", str(context), "--steps",
-                              str(o.steps + 1), "--threads", str(o.threads)]).strip().splitlines()[-1])
+        c_ids = re.search(r"^generated: (.*)$", out, re.M).group(1)
+        if manifest:
+            ort = json.loads(run(["node", node, path, "--bench", "--past", manifest, "--steps", str(o.steps),
+                                  "--threads", str(o.threads)]).strip().splitlines()[-1])
+        else:
+            ort = json.loads(run(["node", node, path, "--bench", "--context", str(context), "--steps",
+                                  str(o.steps + 1), "--threads", str(o.threads)]).strip().splitlines()[-1])
         o_step, o_prefill = statistics.median(ort["step_ms"]), ort["prefill_ms"]
+        ids_match = manifest is not None or c_ids == ",".join(str(i) for i in ort["ids"])
+        same_ids = same_ids and ids_match
         step_ratio.append(o_step / c_step)
-        prefill_ratio.append(o_prefill / c_prefill)
+        if o_prefill is not None:
+            prefill_ratio.append(o_prefill / c_prefill)
         ours.append((c_step, c_prefill))
         theirs.append((o_step, o_prefill))
         preempted = re.search(r"^preempted: .*", out, re.M)
-        log("%s C=%d round %d: step collage %.3f ms, ort %.3f ms; prefill collage %.1f ms, ort %.1f ms%s"
-            % (name, context, r + 1, c_step, o_step, c_prefill, o_prefill,
+        log("%s C=%d round %d: step collage %.3f ms, ort %.3f ms; prefill collage %.1f ms, %s%s%s"
+            % (name, context, r + 1, c_step, o_step, c_prefill,
+               "ort %.1f ms" % o_prefill if o_prefill is not None else ort_note,
+               "" if ids_match else "; ids differ: collage %s, ort %s" % (c_ids, ",".join(str(i) for i in ort["ids"])),
                " (collage %s)" % preempted.group(0).split(" (")[0] if preempted else ""))
-    return dict(step_x=statistics.median(step_ratio), prefill_x=statistics.median(prefill_ratio),
+    if manifest:
+        for f in pbs + [p["file"] for p in pasts.values()]:
+            os.remove(f)
+    return dict(step_x=statistics.median(step_ratio),
+                prefill_x=statistics.median(prefill_ratio) if prefill_ratio else None,
                 collage_step_ms=statistics.median(x[0] for x in ours),
                 ort_step_ms=statistics.median(x[0] for x in theirs),
                 collage_prefill_ms=statistics.median(x[1] for x in ours),
-                ort_prefill_ms=statistics.median(x[1] for x in theirs), logits_err=None, logits_ok=None)
+                ort_prefill_ms=statistics.median(x[1] for x in theirs) if prefill_ratio else None,
+                ort_note=ort_note, ids_ok=None if manifest else same_ids, logits_err=None, logits_ok=None)
 
 
 def bench_filled(o, name, path, node, context, work):
@@ -343,12 +415,22 @@ def table(o, rows, bandwidth):
         "prefill ms (Collage, ORT) | weights + cache MB | bound ms | share of bound | logits |")
     log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for r in rows:
-        filled = r["prefill_x"] is None
-        logits = "-" if r["logits_ok"] is None else "%s (%.1e)" % ("match" if r["logits_ok"] else "DIFFER", r["logits_err"])
+        filled = r["collage_prefill_ms"] is None
+        if r["logits_ok"] is not None:
+            logits = "%s (%.1e)" % ("match" if r["logits_ok"] else "DIFFER", r["logits_err"])
+        elif r.get("ids_ok") is not None:
+            logits = "ids match" if r["ids_ok"] else "ids DIFFER"
+        else:
+            logits = "-"
+        if filled:
+            prefill_x, prefill_ms = "-", "-"
+        elif r["prefill_x"] is None:
+            prefill_x, prefill_ms = "-", "%.1f, %s (steps from a seeded past)" % (r["collage_prefill_ms"], r["ort_note"])
+        else:
+            prefill_x, prefill_ms = "%.2fx" % r["prefill_x"], "%.1f, %.1f" % (r["collage_prefill_ms"], r["ort_prefill_ms"])
         log("| %s | %d%s | %.2fx | %s | %.3f, %.3f | %s | %.1f + %.1f | %.3f | %.0f %% | %s |" % (
-            r["model"], r["context"], " (no prefill)" if filled else "", r["step_x"],
-            "-" if filled else "%.2fx" % r["prefill_x"], r["collage_step_ms"], r["ort_step_ms"],
-            "-" if filled else "%.1f, %.1f" % (r["collage_prefill_ms"], r["ort_prefill_ms"]),
+            r["model"], r["context"], " (no prefill)" if filled else "", r["step_x"], prefill_x,
+            r["collage_step_ms"], r["ort_step_ms"], prefill_ms,
             r["weights_mb"], r["cache_mb"], r["bound_ms"], 100 * r["bound_share"], logits))
     log("(%d rounds, %d threads, %d decode steps per run, copy bandwidth %.1f GB/s; logits: the steps' "
         "largest difference from ORT's over the step's largest |logit|, within 1e-4, and the same ids)"

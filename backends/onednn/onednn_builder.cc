@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "core/ir/memory_budget.h"
+
 namespace collage::onednn {
 
 using dnnl::memory;
@@ -97,6 +99,17 @@ memory Builder::internalInput(const Operand& o) const {
 }
 
 memory Builder::owned(const memory::desc& md) {
+  // The kernel's own tensors (constants, a sequence's intermediates, its
+  // scratchpad) together must fit in this machine's memory: refused before
+  // allocating (core/ir/memory_budget.h), as a sequence that materialises a
+  // long prompt's attention scores would take 64 GiB at 32k tokens.
+  size_t bytes = md.get_size();
+  for (const memory& held : kernel_->owned) bytes += held.get_desc().get_size();
+  if (std::string why = memoryRefusal({{"oneDNN's own tensors for this kernel (the last of " +
+                                            std::to_string(md.get_size()) + " bytes)",
+                                        bytes}});
+      !why.empty())
+    throw DoesNotFitInMemory(why);
   memory m(md, engine());
   kernel_->owned.push_back(m);
   return m;

@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "backends/onednn/onednn_builder.h"
+#include "core/ir/memory_budget.h"
 #include "core/ir/threading.h"
 
 namespace collage::onednn {
@@ -188,6 +189,8 @@ CompileResult guardedLowering(const std::function<CompileResult()>& lower) {
     return CompileResult::refuse(r.reason);
   } catch (const dnnl::error& e) {
     return CompileResult::refuse("oneDNN: " + std::string(e.what()));
+  } catch (const DoesNotFitInMemory&) {
+    throw;  // the machine's memory now, not a kernel oneDNN cannot build (Builder::owned)
   } catch (const Error& e) {
     return CompileResult::refuse(e.what());
   }

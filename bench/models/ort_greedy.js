@@ -8,7 +8,7 @@
 //   past = the previous step's present; the argmax, the lowest id on a tie.
 // Timing:      node ort_greedy.js MODEL --bench --context C --steps K [--threads T]
 //   prefill of C tokens (ids 1..), then K decode steps; prints one JSON
-//   line {"prefill_ms", "step_ms": [..]}.
+//   line {"prefill_ms", "step_ms": [..], "ids": [..]} (the K greedy ids).
 // From a given past: node ort_greedy.js MODEL --bench --past PAST.json --steps K
 //   [--threads T] [--logits-out FILE]
 //   no prefill: PAST.json is {"rows": L, "token": T, "pasts": {NAME: {"file",
@@ -124,7 +124,7 @@ async function main() {
     return;
   }
   if (bench) {
-    console.log(JSON.stringify({prefill_ms: prefillMs, step_ms: stepMs, context: prompt.length}));
+    console.log(JSON.stringify({prefill_ms: prefillMs, step_ms: stepMs, context: prompt.length, ids: generated}));
     return;
   }
   const text = 'prompt: ' + prompt.join(' ') + '\ngenerated: ' + generated.join(' ') + '\n';

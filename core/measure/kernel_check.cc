@@ -4,6 +4,7 @@
 #include <cmath>
 #include <random>
 
+#include "core/ir/memory_budget.h"
 #include "core/ops/reference_executor.h"
 
 namespace collage {
@@ -32,6 +33,8 @@ std::vector<Tensor> referenceValues(const Graph& graph, const std::vector<Tensor
     if (graph.value(v).isConstant()) env[v] = *graph.value(v).constant;
   for (NodeId n = 0; n < graph.numNodes(); ++n) {
     const Node& node = graph.node(n);
+    if (std::string why = nodeMemoryRefusal(graph, node); !why.empty())
+      throw DoesNotFitInMemory(why + ": the reference executor cannot run it on this machine");
     std::vector<const Tensor*> in;
     for (ValueId v : node.inputs) in.push_back(v == kNoValue ? nullptr : &env[v]);
     std::vector<Tensor> out = evaluateNode(node, in);

@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "core/ir/error.h"
+#include "core/ir/memory_budget.h"
 #include "core/ir/threading.h"
 #include "core/measure/machine_timing_lock.h"
 #include "core/runtime/device_runtime.h"
@@ -38,20 +39,44 @@ double secondsSince(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+// SplitMix64's finaliser: element i of a tensor drawn with `key` is
+// mix(key + i), so the values do not depend on how the fill is split.
+inline uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Random values: floats uniform in [-1, 1) (24 bits), integers in [0, 4).
+// Filled in parallel from a hash of the index, not drawn one by one from
+// the generator: a long prompt's 4 GiB score tensor took 10-20 s to fill
+// with std::uniform_real_distribution (most of its measurement, 0.4-1.5 s
+// a run), and each candidate that reads it fills one.
 Tensor randomTensor(const TensorType& type, std::mt19937& rng) {
   Tensor t(type);
   const int64_t n = t.numElements();
-  std::uniform_real_distribution<float> real(-1.0f, 1.0f);
+  const uint64_t key = (static_cast<uint64_t>(rng()) << 32) | rng();
   switch (type.elementType) {
-    case ElementType::Float32:
-      for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = real(rng);
+    case ElementType::Float32: {
+      float* out = t.data<float>();
+#pragma omp parallel for num_threads(threadCount()) schedule(static)
+      for (int64_t i = 0; i < n; ++i)
+        out[i] = static_cast<float>(mix(key + static_cast<uint64_t>(i)) >> 40) * 0x1p-23f - 1.0f;
       break;
-    case ElementType::Int64:
-      for (int64_t i = 0; i < n; ++i) t.data<int64_t>()[i] = static_cast<int64_t>(rng() % 4);
+    }
+    case ElementType::Int64: {
+      int64_t* out = t.data<int64_t>();
+#pragma omp parallel for num_threads(threadCount()) schedule(static)
+      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<int64_t>(mix(key + static_cast<uint64_t>(i)) % 4);
       break;
-    case ElementType::Int32:
-      for (int64_t i = 0; i < n; ++i) t.data<int32_t>()[i] = static_cast<int32_t>(rng() % 4);
+    }
+    case ElementType::Int32: {
+      int32_t* out = t.data<int32_t>();
+#pragma omp parallel for num_threads(threadCount()) schedule(static)
+      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<int32_t>(mix(key + static_cast<uint64_t>(i)) % 4);
       break;
+    }
     default:
       break;  // zeros: valid for bools and indices
   }
@@ -206,6 +231,32 @@ struct PreparedKernel {
   }
   volatile unsigned touched = 0;  // keeps the reads
 };
+
+// How a measurement refused for memory begins: the kernel's inputs and
+// outputs do not fit in this machine's memory now (core/ir/memory_budget.h).
+// It is Failed with FailureCause::OutOfMemory (the machine's, so never stored
+// as the kernel's verdict), before anything is compiled or allocated.
+constexpr const char* kDoesNotFitInMemory = "not measured: its tensors do not fit in memory: ";
+
+// Empty when what PreparedKernel allocates for `requests` (each one's inputs,
+// random, and its outputs) fits in this machine's memory now; else the
+// refusal, naming the largest tensor (core/ir/memory_budget.h). Checked
+// before compiling or allocating anything: a 64 GiB score tensor must be a
+// refused candidate, not a worker the out-of-memory killer takes (and with
+// it the measurement, or another process). A kernel's own workspace is not
+// counted: the kernel knows it, not the request.
+std::string kernelMemoryRefusal(const std::vector<const KernelRequest*>& requests) {
+  std::vector<TensorBytes> tensors;
+  for (const KernelRequest* request : requests) {
+    const Graph& g = *request->graph;
+    for (ValueId v : request->inputs)
+      tensors.push_back({"input '" + g.value(v).name + "' " + g.value(v).type.toString(), g.value(v).type.byteSize()});
+    for (ValueId v : request->outputs)
+      tensors.push_back({"output '" + g.value(v).name + "' " + g.value(v).type.toString(), g.value(v).type.byteSize()});
+  }
+  const std::string why = memoryRefusal(tensors);
+  return why.empty() ? "" : std::string(kDoesNotFitInMemory) + why;
+}
 
 // Writes `bytes` of a buffer kept for the purpose (one cache line in 64
 // bytes is enough to claim the line), displacing whatever the caches held.
@@ -387,10 +438,29 @@ MeasurerOptions MeasurerOptions::forModel(const Graph& graph) {
   return o;
 }
 
+// Called after each run of a kernel being measured in the worker: it tells
+// the parent the worker is not hung (runMeasurementWorker sets it for the
+// request; empty elsewhere). The parent's deadline is for silence
+// (MeasurerOptions::timeoutSeconds), so a kernel of 15 s a run (a 32k-token
+// prompt's attention) is measured, not killed at 60 s with its runs done.
+thread_local std::function<void()> kernelRan;
+
+// The fewest timed runs of a kernel whose runs outlast MeasurerOptions::maxSeconds
+// (a median of three is still robust to one outlier).
+constexpr int kSlowKernelSamples = 3;
+
 Measurement measureKernel(Backend& backend, const KernelRequest& request,
                           const MeasurerOptions& options, bool nativeLayouts) {
   Measurement m;
   auto start = Clock::now();
+  // The machine's memory, not the kernel: refused (not stored), and checked
+  // again on the next run.
+  if (std::string why = kernelMemoryRefusal({&request}); !why.empty()) {
+    m.status = MeasurementStatus::Failed;
+    m.cause = FailureCause::OutOfMemory;
+    m.message = why;
+    return m;
+  }
   std::unique_ptr<PreparedKernel> k;
   try {
     k = std::make_unique<PreparedKernel>(backend, request, 42, nativeLayouts);
@@ -399,6 +469,13 @@ Measurement measureKernel(Backend& backend, const KernelRequest& request,
     m.status = MeasurementStatus::Failed;
     m.cause = FailureCause::OutOfMemory;
     m.message = std::string("compile ran out of memory: ") + e.what();
+    m.measureSeconds = secondsSince(start);
+    return m;
+  } catch (const DoesNotFitInMemory& e) {
+    // A kernel that refused to allocate its own intermediates, for the same reason.
+    m.status = MeasurementStatus::Failed;
+    m.cause = FailureCause::OutOfMemory;
+    m.message = std::string(kDoesNotFitInMemory) + e.what();
     m.measureSeconds = secondsSince(start);
     return m;
   } catch (const std::exception& e) {
@@ -418,6 +495,7 @@ Measurement measureKernel(Backend& backend, const KernelRequest& request,
     do {
       k->run();
     } while (secondsSince(warm) < options.warmupSeconds);
+    if (kernelRan && secondsSince(warm) > 1.0) kernelRan();
     // Runs another process preempted are set aside: the cost is the
     // kernel's, not the machine's load at the minute it was measured.
     std::vector<double> samples, preempted;
@@ -431,6 +509,7 @@ Measurement measureKernel(Backend& backend, const KernelRequest& request,
         wakeThreadPool();
       }
       const TimedRun run = timeRun([&] { k->run(); });
+      if (kernelRan && run.ns > 1e9) kernelRan();  // only slow runs: a fast kernel finishes well in time
       (run.preempted ? preempted : samples).push_back(run.ns);
       total += run.ns * 1e-9;
       const int n = static_cast<int>(samples.size());
@@ -448,7 +527,12 @@ Measurement measureKernel(Backend& backend, const KernelRequest& request,
         preempted.erase(preempted.begin(), preempted.begin() + static_cast<std::ptrdiff_t>(missing));
         break;
       }
-      if (n < options.minSamples || (!cold && total < options.minTotalSeconds)) continue;
+      // A kernel whose timed runs pass maxSeconds before minSamples (a long
+      // prompt's attention scores: seconds a run) stops at kSlowKernelSamples:
+      // its noise, the scheduler's milliseconds, is far below its spread of
+      // interest, and seven runs of a 4 s kernel were half a minute each.
+      const bool slowEnough = n >= kSlowKernelSamples && secondsSince(timed) >= options.maxSeconds;
+      if ((n < options.minSamples && !slowEnough) || (!cold && total < options.minTotalSeconds)) continue;
       if (n >= (cold ? options.coldMaxSamples : options.maxSamples) ||
           secondsSince(timed) >= options.maxSeconds)
         break;
@@ -478,6 +562,12 @@ Measurement measureSwitch(Backend& first, const KernelRequest& firstRequest, Bac
                           const KernelRequest& secondRequest, const MeasurerOptions& options) {
   Measurement m;
   auto start = Clock::now();
+  if (std::string why = kernelMemoryRefusal({&firstRequest, &secondRequest}); !why.empty()) {
+    m.status = MeasurementStatus::Failed;
+    m.cause = FailureCause::OutOfMemory;
+    m.message = why;
+    return m;
+  }
   try {
     PreparedKernel a(first, firstRequest, 1), b(second, secondRequest, 2);
     if (!a.compiled || !b.compiled) {
@@ -524,6 +614,10 @@ Measurement measureSwitch(Backend& first, const KernelRequest& firstRequest, Bac
     m.status = MeasurementStatus::Failed;
     m.cause = FailureCause::OutOfMemory;
     m.message = std::string("ran out of memory: ") + e.what();
+  } catch (const DoesNotFitInMemory& e) {
+    m.status = MeasurementStatus::Failed;
+    m.cause = FailureCause::OutOfMemory;
+    m.message = std::string(kDoesNotFitInMemory) + e.what();
   } catch (const std::exception& e) {
     m.status = MeasurementStatus::Failed;
     m.message = e.what();
@@ -634,7 +728,9 @@ void runMeasurementWorker(const Graph& graph,
                           KernelRequest::of(graph, nodesOf(req["then"].at("nodes")), "switch"),
                           options);
       } else {
+        kernelRan = [&out] { out << nlohmann::json{{"ran", true}}.dump() << "\n" << std::flush; };
         m = measureKernel(*backend, request, options, nativeLayouts);
+        kernelRan = nullptr;
       }
     } catch (const std::bad_alloc& e) {
       m.status = MeasurementStatus::Failed;
@@ -837,6 +933,7 @@ std::optional<nlohmann::json> IsolatedMeasurer::exchange(const std::string& json
   KernelActivity::Scope running;
   std::string line = json + "\n";
   auto start = Clock::now();
+  auto silentSince = start;  // the last word from the worker (see "ran" below)
   // What the machine's other processes used while this request ran: a
   // timeout while they held the cores is no verdict on the kernel.
   double othersAtStart = loadProbe_(pid_);
@@ -871,7 +968,14 @@ std::optional<nlohmann::json> IsolatedMeasurer::exchange(const std::string& json
         if (j.is_object() && j.contains("acquired")) {
           waitingForLock = false;
           start = Clock::now();
+          silentSince = start;
           othersAtStart = loadProbe_(pid_);
+          continue;
+        }
+        // A run of a slow kernel is done: the worker is not hung, and the
+        // deadline is for silence.
+        if (j.is_object() && j.contains("ran")) {
+          if (!waitingForLock) silentSince = Clock::now();
           continue;
         }
         return j;
@@ -882,7 +986,7 @@ std::optional<nlohmann::json> IsolatedMeasurer::exchange(const std::string& json
         return std::nullopt;
       }
     }
-    double left = waitingForLock ? timeoutSeconds : timeoutSeconds - secondsSince(start);
+    double left = waitingForLock ? timeoutSeconds : timeoutSeconds - secondsSince(silentSince);
     if (left <= 0) {
       const double wall = secondsSince(start);
       const double othersCores = (loadProbe_(pid_) - othersAtStart) / std::max(wall, 1e-3);

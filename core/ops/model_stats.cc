@@ -61,6 +61,22 @@ std::string describeModel(const Graph& graph, const std::string& modelPath) {
   out << "nodes:   " << stats.numNodes << "\n";
   out << "flops:   " << formatFlops(stats.totalFlops) << "\n";
   out << "params:  " << stats.parameterCount << " (" << formatBytes(stats.parameterBytes) << ")\n";
+  // The largest tensor a node makes: what a runtime that keeps every node's
+  // output in memory must hold at least once (a long prompt's attention
+  // scores; bench/decode_bench.py reads this line to say when ONNX Runtime's
+  // prompt pass cannot fit).
+  const Node* largestNode = nullptr;
+  ValueId largest = kNoValue;
+  for (const Node& node : graph.nodes())
+    for (ValueId v : node.outputs)
+      if (v != kNoValue && (largest == kNoValue || graph.value(v).type.byteSize() > graph.value(largest).type.byteSize())) {
+        largest = v;
+        largestNode = &node;
+      }
+  if (largestNode)
+    out << "largest: " << graph.value(largest).name << "  " << graph.value(largest).type.toString() << ", "
+        << graph.value(largest).type.byteSize() << " bytes (" << formatBytes(static_cast<double>(graph.value(largest).type.byteSize()))
+        << "), the output of " << largestNode->op << " '" << largestNode->name << "'\n";
   out << "ops:\n";
   for (const auto& [op, count] : stats.opCounts) {
     char line[64];

@@ -3,6 +3,7 @@
 #include <random>
 
 #include "core/ir/error.h"
+#include "core/ir/memory_budget.h"
 #include "core/ops/op_registry.h"
 #include "core/ops/runtime_inputs.h"
 
@@ -84,6 +85,10 @@ std::vector<Tensor> ReferenceExecutor::valuesOf(const std::vector<Tensor>& input
     in.reserve(node.inputs.size());
     for (ValueId v : node.inputs) in.push_back(v == kNoValue ? nullptr : &env[v]);
     std::vector<Tensor> out;
+    // A node whose outputs cannot fit stops the run, named, before it
+    // allocates (core/ir/memory_budget.h): not std::bad_alloc or a kill.
+    if (std::string why = nodeMemoryRefusal(graph_, node); !why.empty())
+      throw DoesNotFitInMemory(why + ": the reference executor cannot run it on this machine");
     try {
       out = evaluateNode(node, in);
     } catch (const Unsupported&) {

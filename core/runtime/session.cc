@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/ir/error.h"
+#include "core/ir/memory_budget.h"
 #include "core/ops/op_registry.h"
 #include "core/ops/reference_executor.h"
 #include "core/ir/sub_graph.h"
@@ -330,6 +331,43 @@ void Session::planMemory() {
       pools[pool].release(locations_[l].buffer);
       live[pool] -= bytesAt(l);
     }
+  }
+
+  // The host's buffers and the outputs a run returns must fit in this
+  // machine's memory (core/ir/memory_budget.h): refused here, naming the
+  // largest value, before anything is allocated, rather than std::bad_alloc
+  // or the out-of-memory killer in the middle of a run. Each buffer is named
+  // by the largest value it holds and the group that makes it.
+  {
+    std::vector<size_t> largest(pools[0].bufferCount(), SIZE_MAX);
+    for (size_t l = 0; l < locations_.size(); ++l) {
+      const Location& loc = locations_[l];
+      if (loc.pool != 0 || loc.buffer < 0) continue;
+      size_t& at = largest[static_cast<size_t>(loc.buffer)];
+      if (at == SIZE_MAX || bytesAt(l) > bytesAt(at)) at = l;
+    }
+    auto describe = [&](size_t l) {
+      const ValueId v = locations_[l].value;
+      std::string what = "'" + graph_.value(v).name + "' " + graph_.value(v).type.toString();
+      if (const int64_t step = producerStep[static_cast<size_t>(v)]; step >= 0) {
+        const Kernel_& k = *kernels_[order_[static_cast<size_t>(step)]];
+        what += " (made by group " + std::to_string(order_[static_cast<size_t>(step)]) + " on " +
+                k.backend->name() + ")";
+      }
+      return what;
+    };
+    std::vector<TensorBytes> tensors;
+    for (size_t b = 0; b < largest.size(); ++b)
+      if (largest[b] != SIZE_MAX)
+        tensors.push_back({"the buffer of " + describe(largest[b]), pools[0].bufferBytes(static_cast<int32_t>(b))});
+    for (size_t v = 0; v < numValues; ++v)
+      if (isOutput[v] && producerStep[v] >= 0 && locations_[v].pool == 0)
+        tensors.push_back({"output " + describe(v), bytesOf(static_cast<ValueId>(v))});
+    const std::string why = memoryRefusal(tensors);
+    if (!why.empty())
+      throw DoesNotFitInMemory(plan_.displayName() + ": its tensors do not fit in memory: " + why +
+                  " (a plan whose kernels keep such a tensor inside them, as an attention kernel keeps the "
+                  "scores, may fit)");
   }
 
   // Allocate once: the host's buffers as tensors, a device's through its runtime.

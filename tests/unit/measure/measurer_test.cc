@@ -3,6 +3,7 @@
 // stood in for by small shell commands with exactly those behaviours.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <memory>
 
 #include "core/measure/measurer.h"
@@ -36,6 +37,23 @@ TEST(IsolatedMeasurer, AHangingWorkerIsKilledAtTheDeadline) {
   Measurement r = m.measure("any", oneNode());
   EXPECT_EQ(r.status, MeasurementStatus::TimedOut);
   EXPECT_LT(r.measureSeconds, 10.0);
+}
+
+// The deadline is for silence: a worker that says each slow run is done
+// (a 32k-token prompt's attention, 15 s a run) is not killed while it
+// makes progress; one that stops talking still is.
+TEST(IsolatedMeasurer, AWorkerThatReportsItsRunsIsNotKilledWhileItProgresses) {
+  MeasurerOptions options;
+  options.timeoutSeconds = 1.5;
+  IsolatedMeasurer talking({"/bin/sh", "-c",
+                            "read line; for i in 1 2 3 4 5 6; do sleep 0.4; echo '{\"ran\":true}'; done; "
+                            "echo '{\"status\":\"ok\",\"median_ns\":3e8,\"samples\":3}'; read line"},
+                           options);
+  const Measurement r = talking.measure("any", oneNode());
+  EXPECT_EQ(r.status, MeasurementStatus::Ok) << r.message;
+  EXPECT_EQ(r.samples, 3);
+  IsolatedMeasurer silent({"/bin/sh", "-c", "read line; echo '{\"ran\":true}'; exec sleep 60"}, options);
+  EXPECT_EQ(silent.measure("any", oneNode()).status, MeasurementStatus::TimedOut);
 }
 
 TEST(IsolatedMeasurer, RepliesAreParsedAndGarbageIsAFailure) {
@@ -94,6 +112,73 @@ TEST(Measurer, ColdMeasurementEvictsBeforeEachRunAndTakesFewerSamples) {
   EXPECT_GE(c.samples, cold.minSamples);
   EXPECT_LE(c.samples, cold.coldMaxSamples);
   EXPECT_GT(c.medianNs, 0);
+}
+
+// A kernel whose timed runs pass maxSeconds before minSamples (a long
+// prompt's score tensors: seconds a run) stops at three timed runs instead
+// of seven: here every run passes a maxSeconds of a nanosecond.
+TEST(Measurer, AKernelSlowerThanTheTimeLimitStopsAtThreeRuns) {
+  GraphBuilder b;
+  const NodeSet nodes = b.finish(b.op("Relu", {b.input({64, 1024})}));
+  std::unique_ptr<Backend> native = createBackend("native");
+  MeasurerOptions options;
+  options.maxSeconds = 1e-9;
+  options.minTotalSeconds = 0;  // as any kernel of seconds a run has passed it
+  const Measurement m = measureKernel(*native, KernelRequest::of(b.graph(), nodes), options);
+  ASSERT_EQ(m.status, MeasurementStatus::Ok) << m.message;
+  EXPECT_GE(m.samples, 1);
+  EXPECT_LE(m.samples, 3);
+  EXPECT_GT(options.minSamples, 3);
+}
+
+// A kernel whose tensors cannot fit in this machine's memory is refused by
+// name before anything is compiled or allocated (core/ir/memory_budget.h;
+// $COLLAGE_MEMORY_LIMIT plants a machine of 3 MiB): Failed, the machine's
+// memory its cause (never stored as the kernel's verdict), naming the
+// tensor. Before, it was measured (or, at a long prompt's 64 GiB scores,
+// thrown std::bad_alloc or the worker killed by the out-of-memory killer).
+TEST(Measurer, AKernelWhoseTensorsDoNotFitIsRefusedByNameBeforeItAllocates) {
+  GraphBuilder b;
+  const NodeSet nodes = b.finish(b.op("MatMul", {b.input({1024, 64}), b.input({64, 1024})}));
+  std::unique_ptr<Backend> native = createBackend("native");
+  const KernelRequest request = KernelRequest::of(b.graph(), nodes);
+  ASSERT_EQ(measureKernel(*native, request, MeasurerOptions{}).status, MeasurementStatus::Ok);
+  setenv("COLLAGE_MEMORY_LIMIT", "3MiB", 1);
+  const Measurement m = measureKernel(*native, request, MeasurerOptions{});
+  const Measurement pair = measureSwitch(*native, request, *native, request, MeasurerOptions{});
+  unsetenv("COLLAGE_MEMORY_LIMIT");
+  EXPECT_EQ(m.status, MeasurementStatus::Failed);
+  EXPECT_EQ(m.cause, FailureCause::OutOfMemory);
+  EXPECT_TRUE(m.environmental());
+  const std::string output = b.graph().value(request.outputs[0]).name;
+  for (const std::string& part : {std::string("not measured: its tensors do not fit in memory"), "output '" + output + "'",
+                                  std::string("float32[1024x1024] is 4.0 MiB"), std::string("3.0 MiB is available")})
+    EXPECT_NE(m.message.find(part), std::string::npos) << part << " not in: " << m.message;
+  EXPECT_EQ(pair.status, MeasurementStatus::Failed);
+  EXPECT_EQ(pair.cause, FailureCause::OutOfMemory);
+}
+
+// A kernel that would allocate intermediates of its own (oneDNN running
+// MatMul -> Softmax -> MatMul as a sequence keeps the scores between them)
+// refuses them the same way, though its inputs and outputs fit.
+TEST(Measurer, AKernelWhoseOwnIntermediatesDoNotFitIsRefusedByName) {
+  GraphBuilder b;
+  b.beginGroup();
+  const ValueId scores = b.op("MatMul", {b.input({1024, 64}), b.input({64, 1024})});
+  const NodeSet nodes = b.finish(b.op("MatMul", {b.op("Softmax", {scores}), b.input({1024, 16})}));
+  std::unique_ptr<Backend> onednn = createBackend("onednn");
+  if (!onednn) GTEST_SKIP() << "no oneDNN";
+  const KernelRequest request = KernelRequest::of(b.graph(), nodes);
+  const Measurement fits = measureKernel(*onednn, request, MeasurerOptions{});
+  if (fits.status == MeasurementStatus::Invalid) GTEST_SKIP() << "oneDNN does not run it: " << fits.message;
+  ASSERT_EQ(fits.status, MeasurementStatus::Ok) << fits.message;
+  setenv("COLLAGE_MEMORY_LIMIT", "3MiB", 1);
+  const Measurement m = measureKernel(*onednn, request, MeasurerOptions{});
+  unsetenv("COLLAGE_MEMORY_LIMIT");
+  EXPECT_EQ(m.status, MeasurementStatus::Failed) << m.message;
+  EXPECT_EQ(m.cause, FailureCause::OutOfMemory);
+  EXPECT_NE(m.message.find("oneDNN's own tensors"), std::string::npos) << m.message;
+  EXPECT_NE(m.message.find("3.0 MiB is available"), std::string::npos) << m.message;
 }
 
 // On a shared machine: runs during which another process took the core are

@@ -151,6 +151,32 @@ TEST(Session, MissingBackendNamesTheGroup) {
   expectError([&] { Session(d.g, p, nullptr); }, {"not available"});
 }
 
+// A plan whose buffers cannot fit in this machine's memory is refused when
+// the Session plans them, naming the largest value and its group, before
+// anything is allocated ($COLLAGE_MEMORY_LIMIT plants a machine of 3 MiB;
+// core/ir/memory_budget.h). Without the limit it runs.
+TEST(Session, APlanWhoseBuffersDoNotFitIsRefusedNamingTheValue) {
+  Graph g;
+  const ValueId q = g.addInput("q", {ElementType::Float32, {1024, 64}});
+  const ValueId k = g.addInput("k", {ElementType::Float32, {64, 1024}});
+  const ValueId v = g.addInput("v", {ElementType::Float32, {1024, 16}});
+  const ValueId s = g.addValue("scores", {ElementType::Float32, {1024, 1024}});
+  const ValueId y = g.addValue("y", {ElementType::Float32, {1024, 16}});
+  g.addNode(Node{"qk", "MatMul", {}, {q, k}, {s}});
+  g.addNode(Node{"sv", "MatMul", {}, {s, v}, {y}});
+  g.markOutput(y);
+  g.finalize();
+  Plan apart;
+  apart.groups = {group({"qk"}), group({"sv"})};
+  setenv("COLLAGE_MEMORY_LIMIT", "3MiB", 1);
+  expectError([&] { Session(g, apart, kLookup); },
+              {"its tensors do not fit in memory", "the buffer of 'scores' float32[1024x1024] (made by group 0 on native)",
+               "is 4.0 MiB", "3.0 MiB is available"});
+  unsetenv("COLLAGE_MEMORY_LIMIT");
+  Session fits(g, apart, kLookup);
+  expectMatchesReference(fits, g, 1, "two groups");
+}
+
 // A backend that refuses everything, or compiles kernels that throw.
 class FakeBackend : public Backend {
  public:
