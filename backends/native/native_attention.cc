@@ -9,6 +9,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -200,12 +201,11 @@ class AttentionKernel : public Kernel {
   InnerProduct innerProduct = InnerProduct::OpenBlas;
   std::string label;
   int64_t keyBlock = kKeyBlock;
-  // Per (query block, key block): the tile is all fill (markSkippableTiles).
-  std::vector<uint8_t> skippable;
-  float skipFill = 0.0f;
-  // The score ops after the fill (Adds only: a padding mask): a skipped
-  // tile's scores are at most the fill plus each addend's largest value.
-  std::vector<size_t> addsAfterFill;
+  // A mask varies along the queries (a causal one): tiles the masks hide
+  // are looked for at run time (tileHidden) and skipped.
+  bool skipHiddenTiles = false;
+  // Tiles skipped in the last run (for describe() and the tests).
+  std::atomic<int64_t> tilesSkipped{0}, tilesRun{0};
 
   void run(const std::vector<const DLTensor*>& inputs, const std::vector<DLTensor*>& outputs) override {
     std::vector<const void*> slots(numInputs + constants.size());
@@ -232,7 +232,7 @@ class AttentionKernel : public Kernel {
     const int64_t kb = std::min(keyBlock, Sk);
     const int64_t kBlocks = (Sk + kb - 1) / kb;
     constexpr int64_t ld = kQueryBlock;  // of Qᵀ and Sᵀ
-    const float fillBound = skippable.empty() ? 0.0f : skippedScoreBound(slots);
+    std::atomic<int64_t> skipped{0};
 #pragma omp parallel num_threads(nt) if (nt > 1 && tasks > 1)
     {
       Scratch& w = scratch(omp_get_thread_num(), kb);
@@ -250,9 +250,12 @@ class AttentionKernel : public Kernel {
         const float* vbh = V + b * v.strides[0] + (h / kvGroup) * v.strides[1];
         for (int64_t j0 = 0; j0 < Sk; j0 += kb) {
           const int64_t nk = std::min(kb, Sk - j0);
-          if (!skippable.empty() && skippable[static_cast<size_t>((t % qBlocks) * kBlocks + j0 / kb)] &&
-              fillVanishes(w, mq, fillBound))
+          // A tile the masks push far below every row's running max: its
+          // terms are 0 in float, as the reference's (K and V not read).
+          if (skipHiddenTiles && j0 > 0 && tileHidden(slots, b, h, i0, mq, j0, nk, hiddenBelow(w, mq))) {
+            skipped.fetch_add(1, std::memory_order_relaxed);
             continue;
+          }
           // Sᵀ [nk][mq] = K[j0:j0+nk] · Qᵀ.
           gemm(innerProduct, nk, mq, D, {kbh + j0 * k.strides[2], k.strides[2], k.strides[3]}, w.qt.data(), ld,
                w.st.data(), ld, false);
@@ -283,6 +286,8 @@ class AttentionKernel : public Kernel {
         }
       }
     }
+    tilesSkipped = skipped.load();
+    tilesRun = tasks * kBlocks;
   }
 
  private:
@@ -309,42 +314,52 @@ class AttentionKernel : public Kernel {
     return *s;
   }
 
-  // Whether exp(s - max) underflows to 0 in float for every row and every
-  // score s <= bound (e^-104 is below the smallest subnormal), so a tile of
-  // fills adds nothing. A NaN bound never does.
-  bool fillVanishes(const Scratch& w, int64_t mq, float bound) const {
-    for (int64_t i = 0; i < mq; ++i)
-      if (!(bound - w.rowMax[i] < -110.0f)) return false;
-    return true;
+  // The bound below which a score adds exp(s - max) = 0 in float to every
+  // row (e^-110 is below the smallest subnormal; fastExp gives 0 from
+  // e^-87.4): 110 below the least running max. -inf while a row has no max.
+  double hiddenBelow(const Scratch& w, int64_t mq) const {
+    double least = std::numeric_limits<double>::infinity();
+    for (int64_t i = 0; i < mq; ++i) least = std::min(least, static_cast<double>(w.rowMax[i]));
+    return least - 110.0;
   }
 
-  // The largest score a skippable tile can hold this run: the fill, plus
-  // each later Add's largest addend, summed in float in the graph's order
-  // (rounded addition is monotonic, so no score of the tile exceeds it).
-  // NaN (never skip) if an addend holds a NaN, which the tile must carry.
-  float skippedScoreBound(const std::vector<const void*>& slots) const {
-    float bound = skipFill;
-    for (size_t index : addsAfterFill) {
-      const ScoreOp& op = ops[index];
-      const float* a = static_cast<const float*>(slots[static_cast<size_t>(op.slot)]);
-      const int64_t* st = op.view.strides.data();
-      const int64_t n0 = st[0] ? B : 1, n1 = st[1] ? H : 1, n2 = st[2] ? Sq : 1, n3 = st[3] ? Sk : 1;
-      float largest = -std::numeric_limits<float>::infinity();
-      bool nan = false;
-      for (int64_t b = 0; b < n0; ++b)
-        for (int64_t h = 0; h < n1; ++h)
-          for (int64_t i = 0; i < n2; ++i) {
-            const float* row = a + b * st[0] + h * st[1] + i * st[2];
-            for (int64_t j = 0; j < n3; ++j) {
-              const float x = row[j * st[3]];
-              nan |= x != x;
-              largest = x > largest ? x : largest;
-            }
+  // Whether the score ops bring every score of the tile (queries i0.., keys
+  // j0..) below `limit` whatever Q.Kᵀ is (raw scores within
+  // +-kRawScoreBound), bounding each score through the ops in the graph's
+  // order (a select's fill exactly, an addend added). Scanned from the
+  // tile's lower-left corner (the query that sees most, the first key),
+  // where a causal mask shows a score first, and stops at the first score
+  // that may be above: reading the masks costs a few percent of the tile's
+  // products, and a hidden tile saves them all.
+  bool tileHidden(const std::vector<const void*>& slots, int64_t b, int64_t h, int64_t i0, int64_t mq,
+                  int64_t j0, int64_t nk, double limit) const {
+    for (int64_t i = i0 + mq - 1; i >= i0; --i)
+      for (int64_t j = j0; j < j0 + nk; ++j) {
+        double lo = -kRawScoreBound, hi = kRawScoreBound;
+        for (const ScoreOp& op : ops) {
+          if (op.kind == ScoreOp::Scale) {
+            const double a = lo * op.scale, c = hi * op.scale;
+            lo = std::min(a, c);
+            hi = std::max(a, c);
+            continue;
           }
-      if (nan) return std::numeric_limits<float>::quiet_NaN();
-      bound += largest;
-    }
-    return bound;
+          const StridedView& w = op.view;
+          const int64_t at = b * w.strides[0] + h * w.strides[1] + i * w.strides[2] + j * w.strides[3];
+          if (op.kind == ScoreOp::Add) {
+            const float m = static_cast<const float*>(slots[static_cast<size_t>(op.slot)])[at];
+            lo += m;
+            hi += m;
+            continue;
+          }
+          if (static_cast<const bool*>(slots[static_cast<size_t>(op.slot)])[at] != op.scoresWhereTrue) {
+            const StridedView& fw = op.fillView;
+            lo = hi = static_cast<const float*>(slots[static_cast<size_t>(op.fillSlot)])
+                [b * fw.strides[0] + h * fw.strides[1] + i * fw.strides[2] + j * fw.strides[3]];
+          }
+        }
+        if (!(hi < limit)) return false;  // a NaN bound never hides
+      }
+    return true;
   }
 
   // Flash attention's update over one key block of Sᵀ [nk][mq]: the running
@@ -547,7 +562,7 @@ class AttentionCompiler {
     for (NodeId n : f->scores.ops) scoreOp(n, f->scores, dims4);
     outputView(f->second, member, batch);
     if (k_->Sq <= kDecodeMaxQueries) return decodeKernel();
-    markSkippableTiles();
+    chooseTileSkipping();
     return std::move(k_);
   }
 
@@ -801,44 +816,16 @@ class AttentionCompiler {
     view.strides = {nb > 1 ? nh * sk * sq : 0, nh > 1 ? sk * sq : 0, 1, sq};
   }
 
-  // Causal attention skips key blocks: where the last select replaces a
-  // whole (query block, key block) tile by a constant fill, and only Adds
-  // follow it (GPT-2's exporters add the padding mask after the causal
-  // Where), the tile is marked, and the kernel skips it when exp(s - running
-  // max) is 0 in float for every row and every score s the tile can hold
-  // (skippedScoreBound), so the reference's terms are exactly 0 too.
-  void markSkippableTiles() {
-    size_t last = k_->ops.size();
-    while (last > 0 && k_->ops[last - 1].kind == ScoreOp::Add) --last;
-    if (last == 0 || k_->ops[last - 1].kind != ScoreOp::Select) return;
-    const ScoreOp& op = k_->ops[last - 1];
-    const size_t first = req_.inputs.size();
-    if (static_cast<size_t>(op.slot) < first || static_cast<size_t>(op.fillSlot) < first) return;
-    if (op.view.strides[0] || op.view.strides[1]) return;
-    for (int64_t s : op.fillView.strides)
-      if (s) return;
-    const bool* c = k_->constants[static_cast<size_t>(op.slot) - first].data<bool>();
-    k_->skipFill = k_->constants[static_cast<size_t>(op.fillSlot) - first].data<float>()[0];
-    k_->keyBlock = kSkippingKeyBlock;
-    const int64_t qBlocks = (k_->Sq + kQueryBlock - 1) / kQueryBlock;
-    const int64_t kBlocks = (k_->Sk + k_->keyBlock - 1) / k_->keyBlock;
-    k_->skippable.assign(static_cast<size_t>(qBlocks * kBlocks), 0);
-    int64_t marked = 0;
-    for (int64_t qb = 0; qb < qBlocks; ++qb)
-      for (int64_t kb = 0; kb < kBlocks; ++kb) {
-        bool all = true;
-        for (int64_t i = qb * kQueryBlock; all && i < std::min(k_->Sq, (qb + 1) * kQueryBlock); ++i)
-          for (int64_t j = kb * k_->keyBlock; all && j < std::min(k_->Sk, (kb + 1) * k_->keyBlock); ++j)
-            all = c[i * op.view.strides[2] + j * op.view.strides[3]] != op.scoresWhereTrue;
-        k_->skippable[static_cast<size_t>(qb * kBlocks + kb)] = all;
-        marked += all;
-      }
-    if (marked == 0) {
-      k_->skippable.clear();
-      k_->keyBlock = kKeyBlock;
-      return;
-    }
-    for (size_t i = last; i < k_->ops.size(); ++i) k_->addsAfterFill.push_back(i);
+  // Causal attention skips key blocks: when a score op's operand varies
+  // along the queries (a causal mask, constant or made at run time; a
+  // [B,1,1,Sk] padding mask does not), the kernel looks for tiles the masks
+  // hide from every row (tileHidden) and skips them, in smaller key blocks,
+  // which skip more.
+  void chooseTileSkipping() {
+    for (const ScoreOp& op : k_->ops)
+      if (op.kind != ScoreOp::Scale && (op.view.strides[2] != 0 || (op.kind == ScoreOp::Select && op.fillView.strides[2] != 0)))
+        k_->skipHiddenTiles = true;
+    if (k_->skipHiddenTiles) k_->keyBlock = kSkippingKeyBlock;
   }
 
   const KernelRequest& req_;
@@ -917,11 +904,8 @@ std::string describeAttentionKernel(const Kernel& kernel) {
     << k->q.toString() << " k " << k->k.toString() << " v " << k->v.toString() << " o " << k->o.toString()
     << (k->innerProduct == InnerProduct::OpenBlas ? ", openblas" : ", microkernel") << ", key block "
     << k->keyBlock;
-  if (!k->skippable.empty()) {
-    int64_t n = 0;
-    for (uint8_t x : k->skippable) n += x;
-    s << ", " << n << " of " << k->skippable.size() << " tiles skippable";
-  }
+  if (k->skipHiddenTiles)
+    s << ", hidden tiles skipped (" << k->tilesSkipped.load() << " of " << k->tilesRun.load() << " in the last run)";
   return s.str();
 }
 

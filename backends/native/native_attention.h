@@ -29,9 +29,10 @@
 // softmax (flash attention's running max and sum), so Sk may be long. The
 // scores read K in place; each V block is copied to contiguous rows. A
 // constant mask is copied once at compile time to the kernel's key-major
-// order, and causal tiles whose every score is a fill far below the running
-// max, plus any padding mask added after it, are skipped (exactly: their
-// terms are 0 in float).
+// order. When a mask varies along the queries (a causal one, constant or
+// made at run time), each tile's masks are read first, and a tile they push
+// every score of far below each row's running max is skipped (exactly:
+// its terms are 0 in float).
 #pragma once
 
 #include <string>

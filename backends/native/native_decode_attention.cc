@@ -40,15 +40,8 @@ constexpr int64_t kKeyBlock = 64;
 // thread: the threads' start and barrier cost more (the fused passes'
 // threshold, native_pass.cc). A split cache always runs in parallel.
 constexpr int64_t kParallelMinWork = int64_t{1} << 15;
-// Key skipping (DecodeAttentionKernel::visibleKeys): raw scores Q.Kᵀ are
-// taken to be within +-kRawScoreBound (a softmax over larger scores is
-// already meaningless in float32); a key whose score the ops bring to
-// kHiddenBelow or lower is hidden (the masks' float minimum, -inf); a row
-// with a key whose score stays above kShownAbove has its max there, so a
-// hidden key's exp(s - max) is below any float: skipping it changes nothing.
-constexpr double kRawScoreBound = 1e20;
-constexpr double kHiddenBelow = -1e30;
-constexpr double kShownAbove = -1e29;
+// Key skipping (DecodeAttentionKernel::visibleKeys) bounds scores through
+// the score ops (kRawScoreBound, kHiddenBelow, kShownAbove: the header).
 
 // The keys in both lists of ranges [first, end) (each sorted, disjoint).
 std::vector<std::pair<int64_t, int64_t>> intersectRuns(

@@ -74,6 +74,16 @@ struct ScoreOp {
   bool scoresWhereTrue = true;
 };
 
+// Skipping masked keys (both kernels): raw scores Q.Kᵀ are taken to be
+// within +-kRawScoreBound (a softmax over larger scores is already
+// meaningless in float32); a score the ops bring to kHiddenBelow or lower
+// whatever Q.Kᵀ is, is hidden (the masks' float minimum, -inf); a row with
+// a score above kShownAbove has its max there, so a hidden score's
+// exp(s - max) is below any float: skipping it changes nothing.
+constexpr double kRawScoreBound = 1e20;
+constexpr double kHiddenBelow = -1e30;
+constexpr double kShownAbove = -1e29;
+
 // Partial attention results of `rows` rows over P parts of the keys: per
 // part and row the running max, the sum of exp(s - max) and the
 // unnormalised output row of Dv floats.

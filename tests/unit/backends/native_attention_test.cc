@@ -9,11 +9,12 @@
 // sample transformer models.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
-#include <tuple>
+#include <limits>
 
 #include "backends/backend_list.h"
 #include "backends/native/native_attention.h"
@@ -56,6 +57,23 @@ std::string expectAttentionMatches(const Graph& g, const NodeSet& group, uint64_
     EXPECT_TRUE(r.ok) << r.message;
   }
   return description;
+}
+
+// Compiles `group` at 2 threads and runs it once on random inputs (the
+// reference's values for inputs made inside the graph); returns the
+// kernel's description, which counts the tiles that run skipped.
+std::string describeAfterARun(const Graph& g, const NodeSet& group, uint64_t seed = 11) {
+  ThreadCountGuard guard;
+  setThreadCount(2);
+  KernelRequest request = KernelRequest::of(g, group, "test");
+  CompileResult c = native()->compile(request);
+  EXPECT_TRUE(c) << c.refusal;
+  if (!c) return {};
+  const std::vector<Tensor> env = referenceValues(g, randomInputs(g, seed));
+  std::vector<Tensor> inputs;
+  for (ValueId v : request.inputs) inputs.push_back(env[v].clone());
+  runKernel(*c.kernel, request, inputs);
+  return describeNativeKernel(*c.kernel);
 }
 
 std::string refusalOf(const Graph& g, const NodeSet& group) {
@@ -142,8 +160,9 @@ TEST(NativeAttention, ScaleOnKAndOnTheScoresAgree) {
 TEST(NativeAttention, CausalSelectInBothOperandOrders) {
   // GPT-2's Where(mask, scores, -big) over a constant lower-triangular
   // buffer, and Where(not-mask, -big, scores) over a run-time condition.
-  // A fill far below the scores lets the kernel skip the tiles above the
-  // diagonal; one near them (-0.5) must not.
+  // A fill far below the scores (float's lowest, or -1e4 against scores
+  // near 1) lets the kernel skip the tiles above the diagonal; one near
+  // them (-0.5) must not.
   for (auto [scoresWhereTrue, fillValue] : {std::pair{true, -3.4028234663852886e38f}, std::pair{false, -1e4f},
                                             std::pair{true, -0.5f}}) {
     SCOPED_TRACE(scoresWhereTrue ? "Where(mask, scores, fill)" : "Where(cond, fill, scores)");
@@ -174,31 +193,92 @@ TEST(NativeAttention, CausalSelectInBothOperandOrders) {
     NodeSet group(g.numNodes());
     for (NodeId n = 0; n < g.numNodes(); ++n)
       if (g.node(n).op != "Split") group.insert(n);
-    const std::string d = expectAttentionMatches(g, group);
-    EXPECT_NE(d.find("1 of 4 tiles skippable"), std::string::npos) << d;
+    expectAttentionMatches(g, group);
+    // 2 x 3 heads x 2 query blocks x 2 key blocks; above the diagonal, one
+    // tile per head.
+    const std::string d = describeAfterARun(g, group);
+    EXPECT_NE(d.find(fillValue < -100.0f ? "(6 of 24 in the last run)" : "(0 of 24 in the last run)"),
+              std::string::npos)
+        << d;
   }
 }
 
 TEST(NativeAttention, CausalSelectThenAPaddingMaskAddedStillSkipsTiles) {
   // GPT-2's exporters add the padding mask after the causal Where. A tile
-  // of fills is skipped only if the fill plus the mask's largest value
-  // still vanishes in exp: with a fill of -1e4 and a mask up to +3e4 it
-  // does not, and skipping on the fill alone would differ from the
-  // reference.
-  for (auto [fillValue, maskLow, maskHigh] :
-       {std::tuple{-3.4028234663852886e38f, -5.0f, 0.0f}, std::tuple{-1e4f, 0.0f, 3e4f}}) {
-    SCOPED_TRACE(fillValue);
+  // of fills is skipped only if the fill plus the mask still vanishes in
+  // exp: with a fill of -1e4 and a mask of +3e4 on every seventh key from
+  // key 64 on, the first 64 rows' largest scores are those fills, and a
+  // kernel skipping on the fill alone would differ from the reference (it
+  // skips 18 tiles and 6,523 of 14,400 outputs differ).
+  for (bool lifted : {false, true}) {
+    SCOPED_TRACE(lifted ? "fill -1e4, mask +3e4 on some keys" : "fill lowest, mask in [-5, 0]");
     const int64_t B = 2, H = 3, S = 150, D = 16;
     GraphBuilder b;
     ValueId s = b.op("Div", {b.op("MatMul", {b.input({B, H, S, D}), b.input({B, H, D, S})}), b.scalar(4.0f)});
     ValueId cond = boolConstant(b, {1, 1, S, S}, [](int64_t r, int64_t c) { return c <= r; });
-    ValueId w = b.op("Where", {cond, s, b.scalar(fillValue)});
-    ValueId masked = b.op("Add", {w, b.constant({B, 1, 1, S}, maskLow, maskHigh)});
-    ValueId p = b.op("Softmax", {masked}, attrs({{"axis", int64_t{-1}}}));
+    ValueId w = b.op("Where", {cond, s, b.scalar(lifted ? -1e4f : std::numeric_limits<float>::lowest())});
+    ValueId mask = b.constant({B, 1, 1, S}, -5.0f, 0.0f);
+    if (lifted) {
+      Tensor t(ElementType::Float32, {B, 1, 1, S});
+      for (int64_t j = 0; j < B * S; ++j) t.data<float>()[j] = j % S >= 64 && j % 7 == 3 ? 3e4f : 0.0f;
+      mask = b.graph().addConstant("lifting_mask", std::move(t));
+    }
+    ValueId p = b.op("Softmax", {b.op("Add", {w, mask})}, attrs({{"axis", int64_t{-1}}}));
     const NodeSet all = b.finish(b.op("MatMul", {p, b.input({B, H, S, D})}));
-    const std::string d = expectAttentionMatches(b.graph(), all);
-    EXPECT_NE(d.find("3 of 9 tiles skippable"), std::string::npos) << d;
+    expectAttentionMatches(b.graph(), all);
+    // 2 x 3 heads x 3 query blocks x 3 key blocks; 3 per head above the
+    // diagonal, none hidden from every row of its query block when lifted.
+    const std::string d = describeAfterARun(b.graph(), all);
+    EXPECT_NE(d.find(lifted ? "(0 of 54 in the last run)" : "(18 of 54 in the last run)"), std::string::npos) << d;
   }
+}
+
+TEST(NativeAttention, ACausalMaskMadeAtRunTimeSkipsTheTilesItHides) {
+  // LLaMA's exporters build the causal and padding mask at run time, one
+  // [B, 1, S, S] tensor added to the scores. The tiles it hides are found
+  // by reading it: the rows and keys of those tiles hold NaN in K and V,
+  // which the reference carries (0 x NaN) and a skipped tile never reads.
+  const int64_t B = 1, H = 2, S = 200, D = 16;
+  GraphBuilder b;
+  ValueId q = b.input({B, H, S, D}), k = b.input({B, H, S, D}), v = b.input({B, H, S, D});
+  ValueId mask = b.input({B, 1, S, S});
+  ValueId kt = b.op("Transpose", {k}, attrs({{"perm", Ints{0, 1, 3, 2}}}));
+  ValueId scores = b.op("Div", {b.op("MatMul", {q, kt}), b.scalar(4.0f)});
+  ValueId p = b.op("Softmax", {b.op("Add", {scores, mask})}, attrs({{"axis", int64_t{-1}}}));
+  const NodeSet all = b.finish(b.op("MatMul", {p, v}));
+  const Graph& g = b.graph();
+  std::vector<Tensor> in = randomInputs(g, 5);
+  const float lowest = std::numeric_limits<float>::lowest();
+  for (int64_t i = 0; i < S; ++i)
+    for (int64_t j = 0; j < S; ++j) in[3].data<float>()[i * S + j] = j <= i ? 0.0f : lowest;
+  const std::vector<Tensor> expected = referenceValues(g, in);
+  // Keys 192..199 sit only in the last key block (64 keys a block), which
+  // only the last query block (rows 192..199) reads: poison them for every
+  // other row's sake, then check the rows that never see them.
+  for (int idx : {1, 2})
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t j = 192; j < S; ++j)
+        for (int64_t d = 0; d < D; ++d)
+          in[static_cast<size_t>(idx)].data<float>()[(h * S + j) * D + d] = std::numeric_limits<float>::quiet_NaN();
+  ThreadCountGuard guard;
+  setThreadCount(2);
+  KernelRequest request = KernelRequest::of(g, all, "test");
+  CompileResult c = native()->compile(request);
+  ASSERT_TRUE(c) << c.refusal;
+  std::vector<Tensor> kernelInputs;
+  for (ValueId x : request.inputs)
+    kernelInputs.push_back(in[static_cast<size_t>(std::find(g.inputs().begin(), g.inputs().end(), x) - g.inputs().begin())]);
+  const Tensor y = runKernel(*c.kernel, request, kernelInputs).at(0);
+  const Tensor& want = expected[request.outputs[0]];
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t i = 0; i < 192; ++i)
+      for (int64_t d = 0; d < D; ++d) {
+        const int64_t at = (h * S + i) * D + d;
+        ASSERT_NEAR(y.data<float>()[at], want.data<float>()[at], 1e-5f) << "head " << h << " row " << i;
+      }
+  const std::string desc = describeNativeKernel(*c.kernel);
+  // 2 heads x 4 query blocks: 6 tiles above the diagonal each.
+  EXPECT_NE(desc.find("(12 of 32 in the last run)"), std::string::npos) << desc;
 }
 
 TEST(NativeAttention, RunTimeSelectWithTensorFillAndConstantCausalMaskAdded) {
