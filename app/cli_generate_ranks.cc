@@ -139,16 +139,28 @@ void requireSameArguments(MpiCacheExchange& exchange, const GenerateCommandOptio
                        "sampling, --plan, --fill-rows, the split)");
 }
 
-// The cache's rows of a run on ranks: as asked, else the plan's, else the
-// filled rows or the prompt, and the new tokens.
-int64_t rankRunCapacity(const GenerateCommandOptions& o, const DecoderSignature& signature,
-                        const Plan* plan) {
+// What a run on ranks reads before it imports the model: the decoder's
+// signature, its plan (checked against a merged decoder's flag) and the
+// cache's rows: as asked, else the plan's, else the filled rows or the
+// prompt, and the new tokens.
+struct RankRunInputs {
+  DecoderSignature signature;
+  std::unique_ptr<Plan> plan;
+  int64_t capacity = 0;
+};
+
+RankRunInputs rankRunInputs(const GenerateCommandOptions& o) {
+  RankRunInputs r;
+  r.signature = probeDecoderSignature(o.modelPath);
+  if (!o.plan.empty()) r.plan = std::make_unique<Plan>(loadPlan(o.plan));
+  if (r.plan) checkMergedDecoderPlan(*r.plan, r.signature, o.modelPath, false);
   int64_t capacity = o.maxLength;
-  if (capacity <= 0 && plan) capacity = planCapacity(signature, plan->inputShapes);
+  if (capacity <= 0 && r.plan) capacity = planCapacity(r.signature, r.plan->inputShapes);
   if (capacity <= 0 && o.fillRows >= 0) capacity = o.fillRows + o.generate.maxNewTokens;
   if (capacity <= 0)
     capacity = static_cast<int64_t>(o.promptIds.size()) + o.generate.maxNewTokens;
-  return capacity;
+  r.capacity = capacity;
+  return r;
 }
 
 // The generation of a run on ranks: the prompt, or (--fill-rows) no
@@ -282,11 +294,10 @@ int generateCacheParallel(const GenerateCommandOptions& o) {
   try {
     MpiCacheExchange exchange(o.mpiTimeout);
     requireSameArguments(exchange, o);
-    const DecoderSignature signature = probeDecoderSignature(o.modelPath);
-    std::unique_ptr<Plan> plan;
-    if (!o.plan.empty()) plan = std::make_unique<Plan>(loadPlan(o.plan));
-    if (plan) checkMergedDecoderPlan(*plan, signature, o.modelPath, false);
-    const int64_t capacity = rankRunCapacity(o, signature, plan.get());
+    RankRunInputs in = rankRunInputs(o);
+    const DecoderSignature& signature = in.signature;
+    const std::unique_ptr<Plan>& plan = in.plan;
+    const int64_t capacity = in.capacity;
     if (capacity < exchange.size())
       throw Error("the cache's " + std::to_string(capacity) + " rows cannot be split across " +
                   std::to_string(exchange.size()) + " ranks (a slice each)");
@@ -465,11 +476,10 @@ int generateTensorParallel(const GenerateCommandOptions& o) {
   try {
     MpiCacheExchange exchange(o.mpiTimeout, "tensor parallel");
     requireSameArguments(exchange, o);
-    const DecoderSignature signature = probeDecoderSignature(o.modelPath);
-    std::unique_ptr<Plan> plan;
-    if (!o.plan.empty()) plan = std::make_unique<Plan>(loadPlan(o.plan));
-    if (plan) checkMergedDecoderPlan(*plan, signature, o.modelPath, false);
-    const int64_t capacity = rankRunCapacity(o, signature, plan.get());
+    RankRunInputs in = rankRunInputs(o);
+    const DecoderSignature& signature = in.signature;
+    const std::unique_ptr<Plan>& plan = in.plan;
+    const int64_t capacity = in.capacity;
     const DecodeModel model = importDecodeModel(o.modelPath, capacity, &signature);
     // The same step graph on every rank, or the sums would add another
     // model's rows (an all-reduce's size alone does not tell).

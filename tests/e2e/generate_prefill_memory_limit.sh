@@ -31,7 +31,8 @@ if ! "$collage" optimize "$model" "${bindings[@]}" --db "$work/measurements.sqli
   --backends native -o "$work/prefill.json" --op-level --no-end-to-end > "$work/optimize.txt" 2>&1; then
   cat "$work/optimize.txt"; exit 1
 fi
-grep "do not fit in memory" "$work/optimize.txt" | head -3
+refusals=$(grep "do not fit in memory" "$work/optimize.txt" || true)
+printf '%s\n' "${refusals:0:600}"
 # Refused by name: the scores (an output of the MatMul, or an input of what
 # reads them), their size and the budget.
 grep -q "not measured: its tensors do not fit in memory: .*'[^']*' float32\[1x4x1024x1024\] is 16.0 MiB.* 12.0 MiB is available (\$COLLAGE_MEMORY_LIMIT)" \
