@@ -36,6 +36,14 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // Keys per block within a part: the block's scores (rows x 64 floats) stay
 // in L1 between the products, the softmax update and the V accumulation.
 constexpr int64_t kKeyBlock = 64;
+// K and V rows are prefetched this many keys ahead of the products that
+// read them: the cache streams from memory, and the hardware prefetcher
+// alone left the kernel at 15-16 GB/s where a plain read reaches 22 (its
+// streams restart at every 4 KiB page, 16 keys of a 64-wide head).
+// bench_decode_split --ring-mb 1024, LLaMA-style shape, 32k keys, 2
+// threads, interleaved: none 15.6-16.3 GB/s, 4 keys 17.4-18.3, 8 keys
+// 17.5-19.1, 12 keys 17.2-18.5, 16 keys 16.2-16.7.
+constexpr int64_t kPrefetchKeys = 8;
 // Multiply-adds below which one unsplit head group per task runs on one
 // thread: the threads' start and barrier cost more (the fused passes'
 // threshold, native_pass.cc). A split cache always runs in parallel.
@@ -115,12 +123,52 @@ __attribute__((always_inline)) inline void scoreSixteen(const float* q, const fl
   _mm512_mask_storeu_ps(s, static_cast<__mmask16>((1u << n) - 1), reduce16(t));
 }
 
+// The same for 16 keys and D = 16 x NC, the query row's vectors in
+// registers: no masks and no per-key branches, so the 16 accumulators, the
+// query and the tree stay in registers (the general form spilled: 12 %
+// slower on a cache in L2). With pf > 0, each K row pf keys ahead is
+// prefetched (kPrefetchKeys).
+template <int NC>
+__attribute__((always_inline)) inline void scoreSixteenFull(const __m512 (&qv)[NC], const float* kb,
+                                                           int64_t ldk, float* s, int64_t pf) {
+  __m512 t[16];
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; ++j) {
+    const float* k = kb + j * ldk;
+    if (pf > 0)
+#pragma GCC unroll 8
+      for (int c = 0; c < NC; ++c)
+        _mm_prefetch(reinterpret_cast<const char*>(k + pf * ldk + 16 * c), _MM_HINT_T0);
+    __m512 a = _mm512_mul_ps(qv[0], _mm512_loadu_ps(k));
+#pragma GCC unroll 8
+    for (int c = 1; c < NC; ++c) a = _mm512_fmadd_ps(qv[c], _mm512_loadu_ps(k + 16 * c), a);
+    t[kReduceLane[j]] = a;
+  }
+  _mm512_storeu_ps(s, reduce16(t));
+}
+
+// S [R][nk] = the query rows . the block's K rows; the rows of the first
+// query row's pass prefetch K pf keys ahead (the others read the block from
+// L1). Widths not a multiple of 16 take the masked form, unprefetched.
 template <int NC>
 void scoreRows(const float* qr, int64_t R, int64_t D, const float* kb, int64_t ldk, int64_t nk,
-               float* s, int64_t lds) {
+               float* s, int64_t lds, int64_t pf) {
   const int64_t nc = (D + 15) / 16;
   const __mmask16 tail =
       D % 16 ? static_cast<__mmask16>((1u << (D % 16)) - 1) : static_cast<__mmask16>(0xFFFF);
+  constexpr int kFull = NC > 0 ? NC : 1;
+  if (NC > 0 && D == 16 * NC) {
+    for (int64_t r = 0; r < R; ++r) {
+      __m512 qv[kFull];
+      for (int c = 0; c < kFull; ++c) qv[c] = _mm512_loadu_ps(qr + r * D + 16 * c);
+      int64_t j0 = 0;
+      for (; j0 + 16 <= nk; j0 += 16)
+        scoreSixteenFull<kFull>(qv, kb + j0 * ldk, ldk, s + r * lds + j0, r == 0 ? pf : 0);
+      if (j0 < nk)
+        scoreSixteen<NC>(qr + r * D, kb + j0 * ldk, ldk, nk - j0, nc, tail, s + r * lds + j0);
+    }
+    return;
+  }
   for (int64_t r = 0; r < R; ++r)
     for (int64_t j0 = 0; j0 < nk; j0 += 16)
       scoreSixteen<NC>(qr + r * D, kb + j0 * ldk, ldk, std::min<int64_t>(16, nk - j0), nc, tail,
@@ -132,8 +180,8 @@ void scoreRows(const float* qr, int64_t R, int64_t D, const float* kb, int64_t l
 // once for the RT rows.
 template <int RT>
 void accumulateRows(const float* p, int64_t ldp, const float* vb, int64_t ldv, int64_t nk,
-                    float* acc, int64_t Dv) {
-  fmaRows<RT>(0, nk, Dv, p, ldp, vb, ldv, acc, Dv, true);
+                    float* acc, int64_t Dv, int64_t pf) {
+  fmaRows<RT>(0, nk, Dv, p, ldp, vb, ldv, acc, Dv, true, pf);
 }
 #endif
 
@@ -141,19 +189,19 @@ void accumulateRows(const float* p, int64_t ldp, const float* vb, int64_t ldv, i
 // rows (kb, row stride ldk, contiguous along D): each K row read once for
 // all the rows of the group (from L1 after the first).
 void scoreBlock(const float* qr, int64_t R, int64_t D, const float* kb, int64_t ldk, int64_t nk,
-                float* s, int64_t lds) {
+                float* s, int64_t lds, int64_t pf) {
 #if defined(__AVX512F__)
   if (D == 0) {
     for (int64_t r = 0; r < R; ++r) std::fill(s + r * lds, s + r * lds + nk, 0.0f);
     return;
   }
   switch ((D + 15) / 16) {
-    case 1: scoreRows<1>(qr, R, D, kb, ldk, nk, s, lds); return;
-    case 2: scoreRows<2>(qr, R, D, kb, ldk, nk, s, lds); return;
-    case 3: scoreRows<3>(qr, R, D, kb, ldk, nk, s, lds); return;
-    case 4: scoreRows<4>(qr, R, D, kb, ldk, nk, s, lds); return;
-    case 8: scoreRows<8>(qr, R, D, kb, ldk, nk, s, lds); return;
-    default: scoreRows<0>(qr, R, D, kb, ldk, nk, s, lds); return;
+    case 1: scoreRows<1>(qr, R, D, kb, ldk, nk, s, lds, pf); return;
+    case 2: scoreRows<2>(qr, R, D, kb, ldk, nk, s, lds, pf); return;
+    case 3: scoreRows<3>(qr, R, D, kb, ldk, nk, s, lds, pf); return;
+    case 4: scoreRows<4>(qr, R, D, kb, ldk, nk, s, lds, pf); return;
+    case 8: scoreRows<8>(qr, R, D, kb, ldk, nk, s, lds, pf); return;
+    default: scoreRows<0>(qr, R, D, kb, ldk, nk, s, lds, pf); return;
   }
 #else
   for (int64_t j = 0; j < nk; ++j) {
@@ -170,16 +218,18 @@ void scoreBlock(const float* qr, int64_t R, int64_t D, const float* kb, int64_t 
 }
 
 // acc [R][Dv] += P [R][nk] (row stride ldp) . the block's V rows (vb, row
-// stride ldv, contiguous along Dv): each V row read once for all the rows.
+// stride ldv, contiguous along Dv): each V row read once for all the rows;
+// the first rows' pass prefetches V pf keys ahead.
 void accumulateBlock(const float* p, int64_t ldp, int64_t R, const float* vb, int64_t ldv,
-                     int64_t nk, float* acc, int64_t Dv) {
+                     int64_t nk, float* acc, int64_t Dv, int64_t pf) {
 #if defined(__AVX512F__)
   int64_t r = 0;
-  for (; r + 4 <= R; r += 4) accumulateRows<4>(p + r * ldp, ldp, vb, ldv, nk, acc + r * Dv, Dv);
+  for (; r + 4 <= R; r += 4)
+    accumulateRows<4>(p + r * ldp, ldp, vb, ldv, nk, acc + r * Dv, Dv, r == 0 ? pf : 0);
   switch (R - r) {
-    case 3: accumulateRows<3>(p + r * ldp, ldp, vb, ldv, nk, acc + r * Dv, Dv); break;
-    case 2: accumulateRows<2>(p + r * ldp, ldp, vb, ldv, nk, acc + r * Dv, Dv); break;
-    case 1: accumulateRows<1>(p + r * ldp, ldp, vb, ldv, nk, acc + r * Dv, Dv); break;
+    case 3: accumulateRows<3>(p + r * ldp, ldp, vb, ldv, nk, acc + r * Dv, Dv, r == 0 ? pf : 0); break;
+    case 2: accumulateRows<2>(p + r * ldp, ldp, vb, ldv, nk, acc + r * Dv, Dv, r == 0 ? pf : 0); break;
+    case 1: accumulateRows<1>(p + r * ldp, ldp, vb, ldv, nk, acc + r * Dv, Dv, r == 0 ? pf : 0); break;
     default: break;
   }
 #else
@@ -195,7 +245,48 @@ void accumulateBlock(const float* p, int64_t ldp, int64_t R, const float* vb, in
 #endif
 }
 
+// The largest of m and s[0..n), ignoring NaN scores as `s > m ? s : m`
+// does (their exp is NaN, which reaches the sum anyway). A scalar max is a
+// chain of dependent compares: 4 cycles a key, a quarter of the block's
+// time at R = 4 rows.
+float rowMaxFrom(const float* s, int64_t n, float m) {
+#if defined(__AVX512F__)
+  __m512 a = _mm512_set1_ps(m);
+  int64_t j = 0;
+  // max_ps(x, a) returns a where x is NaN.
+  for (; j + 16 <= n; j += 16) a = _mm512_max_ps(_mm512_loadu_ps(s + j), a);
+  if (j < n) {
+    const __mmask16 tail = static_cast<__mmask16>((1u << (n - j)) - 1);
+    a = _mm512_max_ps(_mm512_mask_loadu_ps(a, tail, s + j), a);
+  }
+  return _mm512_reduce_max_ps(a);
+#else
+  for (int64_t j = 0; j < n; ++j) m = s[j] > m ? s[j] : m;
+  return m;
+#endif
+}
+
 #pragma GCC diagnostic pop
+
+// s[j] = exp(s[j] - m) in place, returning their sum (zeros when m is -inf:
+// every score of the row so far hidden). In 512-bit vectors: GCC's default
+// for this target is 256, and the block's exps were a sixth of the
+// kernel's time.
+__attribute__((target("prefer-vector-width=512"))) float exponentiateRow(float* s, int64_t n,
+                                                                          float m) {
+  if (m == kNegInf) {
+    std::fill(s, s + n, 0.0f);
+    return 0.0f;
+  }
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < n; ++j) {
+    const float e = fastExp(s[j] - m);
+    s[j] = e;
+    sum += e;
+  }
+  return sum;
+}
 
 }  // namespace
 
@@ -380,22 +471,14 @@ void DecodeAttentionKernel::run(const std::vector<const DLTensor*>& inputs,
           if (packK) packRows(kb, ldk, kv.strides[3], nk, D, w.kp);
           // S [R][nk] = Q rows . K rows: each K row read once for every row of the group.
           float* s = w.s.data();
-          scoreBlock(w.qr.data(), R, D, kb, ldk, nk, s, kKeyBlock);
+          scoreBlock(w.qr.data(), R, D, kb, ldk, nk, s, kKeyBlock, packK ? 0 : kPrefetchKeys);
           applyScoreOps(slots, s, kKeyBlock, b, g, jb, nk);
           // Online softmax: new max, old terms rescaled, exp(s - max) in place.
           for (int64_t r = 0; r < R; ++r) {
             float* sr = s + r * kKeyBlock;
-            float m = rowMax[r];
-            for (int64_t j = 0; j < nk; ++j) m = sr[j] > m ? sr[j] : m;
+            const float m = rowMaxFrom(sr, nk, rowMax[r]);
             const float alpha = rowMax[r] == kNegInf ? 0.0f : fastExp(rowMax[r] - m);
-            float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-            for (int64_t j = 0; j < nk; ++j) {
-              const float e = m == kNegInf ? 0.0f : fastExp(sr[j] - m);
-              sr[j] = e;
-              sum += e;
-            }
-            rowSum[r] = rowSum[r] * alpha + sum;
+            rowSum[r] = rowSum[r] * alpha + exponentiateRow(sr, nk, m);
             rowMax[r] = m;
             if (alpha != 1.0f) {
               float* a = acc + r * Dv;
@@ -406,7 +489,7 @@ void DecodeAttentionKernel::run(const std::vector<const DLTensor*>& inputs,
           const float* vb = vg + (jb + rowShift) * vv.strides[2];
           int64_t ldv = vv.strides[2];
           if (packV) packRows(vb, ldv, vv.strides[3], nk, Dv, w.vp);
-          accumulateBlock(s, kKeyBlock, R, vb, ldv, nk, acc, Dv);
+          accumulateBlock(s, kKeyBlock, R, vb, ldv, nk, acc, Dv, packV ? 0 : kPrefetchKeys);
         }
       }
     }

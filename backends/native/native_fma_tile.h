@@ -22,7 +22,7 @@ template <int R, int VC>
 __attribute__((always_inline)) inline void fmaTile(int64_t k0, int64_t k1, const float* a,
                                                    int64_t lda, const float* b, int64_t ldb,
                                                    float* y, int64_t ldy, __mmask16 last,
-                                                   bool accumulate) {
+                                                   bool accumulate, int64_t prefetchRows) {
   __m512 acc[R][VC];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
@@ -33,6 +33,11 @@ __attribute__((always_inline)) inline void fmaTile(int64_t k0, int64_t k1, const
                              : _mm512_setzero_ps();
   for (int64_t k = k0; k < k1; ++k) {
     __m512 bv[VC];
+    if (prefetchRows > 0)
+#pragma GCC unroll 4
+      for (int c = 0; c < VC; ++c)
+        _mm_prefetch(reinterpret_cast<const char*>(b + (k + prefetchRows) * ldb + 16 * c),
+                     _MM_HINT_T0);
 #pragma GCC unroll 4
     for (int c = 0; c < VC; ++c)
       bv[c] = _mm512_maskz_loadu_ps(c == VC - 1 ? last : __mmask16(0xFFFF), b + k * ldb + 16 * c);
@@ -52,20 +57,24 @@ __attribute__((always_inline)) inline void fmaTile(int64_t k0, int64_t k1, const
 }
 
 // Every column of the R rows, in tiles of 64 columns and a masked tail.
+// With prefetchRows > 0, B's row k + prefetchRows is prefetched as row k is
+// read (B streamed from memory: the decode attention's V).
 template <int R>
 inline void fmaRows(int64_t k0, int64_t k1, int64_t n, const float* a, int64_t lda,
-                    const float* b, int64_t ldb, float* y, int64_t ldy, bool accumulate) {
+                    const float* b, int64_t ldb, float* y, int64_t ldy, bool accumulate,
+                    int64_t prefetchRows = 0) {
   int64_t j = 0;
   for (; j + 64 <= n; j += 64)
-    fmaTile<R, 4>(k0, k1, a, lda, b + j, ldb, y + j, ldy, __mmask16(0xFFFF), accumulate);
+    fmaTile<R, 4>(k0, k1, a, lda, b + j, ldb, y + j, ldy, __mmask16(0xFFFF), accumulate,
+                  prefetchRows);
   const int64_t rest = n - j;
   if (rest == 0) return;
   const __mmask16 last =
       rest % 16 ? static_cast<__mmask16>((1u << (rest % 16)) - 1) : __mmask16(0xFFFF);
   switch ((rest + 15) / 16) {
-    case 1: fmaTile<R, 1>(k0, k1, a, lda, b + j, ldb, y + j, ldy, last, accumulate); break;
-    case 2: fmaTile<R, 2>(k0, k1, a, lda, b + j, ldb, y + j, ldy, last, accumulate); break;
-    default: fmaTile<R, 3>(k0, k1, a, lda, b + j, ldb, y + j, ldy, last, accumulate); break;
+    case 1: fmaTile<R, 1>(k0, k1, a, lda, b + j, ldb, y + j, ldy, last, accumulate, prefetchRows); break;
+    case 2: fmaTile<R, 2>(k0, k1, a, lda, b + j, ldb, y + j, ldy, last, accumulate, prefetchRows); break;
+    default: fmaTile<R, 3>(k0, k1, a, lda, b + j, ldb, y + j, ldy, last, accumulate, prefetchRows); break;
   }
 }
 

@@ -18,8 +18,12 @@
 // `--clock cpu` times the calling thread's CPU time instead of the wall
 // clock: at --threads 1 on a shared machine, the kernel's own time (other
 // threads' time is not counted, so it means nothing at more threads).
+// `--ring-mb N` runs each sample over a ring of distinct K/V copies of at
+// least N MB, so that every call reads its cache from memory as a step
+// does across its layers (without it, one copy: at short L it stays in the
+// caches); each row then also gives the best cell's cache read in GB/s.
 //
-//   bench_decode_split [--threads 2] [--rounds 15] [--sample-ms 2]
+//   bench_decode_split [--threads 2] [--rounds 15] [--sample-ms 2] [--ring-mb 0]
 //                      [--lengths 64,96,...,32768] [--settings none,64,...,4096]
 //                      [--shapes 12/12/64,16/4/64,16/1/64] [--clock wall|cpu]
 //
@@ -131,6 +135,7 @@ int run(int argc, char** argv) {
   int threads = 2, rounds = 15;
   bool cpuClock = false;
   double sampleMs = 2.0;
+  int64_t ringMb = 0;
   std::vector<int64_t> lengths;
   for (int64_t p = 64; p <= 32768; p *= 2) {
     lengths.push_back(p);
@@ -151,6 +156,8 @@ int run(int argc, char** argv) {
       threads = std::max(1, std::atoi(value.c_str()));
     } else if (a == "--rounds") {
       rounds = std::max(3, std::atoi(value.c_str()));
+    } else if (a == "--ring-mb") {
+      ringMb = std::max(0LL, std::atoll(value.c_str()));
     } else if (a == "--sample-ms") {
       sampleMs = std::max(0.01, std::atof(value.c_str()));
     } else if (a == "--lengths") {
@@ -225,6 +232,23 @@ int run(int argc, char** argv) {
       std::vector<const DLTensor*> in;
       for (const DLTensor& d : inDl) in.push_back(&d);
       std::vector<DLTensor*> out{&outDl[0]};
+      // The ring (--ring-mb): copies of the inputs with the cache's shape
+      // (K and V), the others shared; ring[0] is `in`.
+      const int64_t cacheBytes = 2 * shape.Hkv * L * shape.D * 4;
+      const int64_t copies = std::max<int64_t>(1, (ringMb * 1000000 + cacheBytes - 1) / cacheBytes);
+      std::vector<Tensor> ringTensors;
+      std::vector<std::vector<DLTensor>> ringDl(static_cast<size_t>(copies));
+      std::vector<std::vector<const DLTensor*>> ring{in};
+      ringTensors.reserve(static_cast<size_t>((copies - 1) * static_cast<int64_t>(inputs.size())));
+      for (int64_t c = 1; c < copies; ++c) {
+        for (size_t i = 0; i < inputs.size(); ++i) {
+          const bool cache = inputs[i].shape() == std::vector<int64_t>{1, shape.Hkv, L, shape.D};
+          if (cache) ringTensors.push_back(inputs[i].clone());
+          ringDl[static_cast<size_t>(c)].push_back(cache ? ringTensors.back().toDLTensor() : inDl[i]);
+        }
+        ring.emplace_back();
+        for (const DLTensor& d : ringDl[static_cast<size_t>(c)]) ring.back().push_back(&d);
+      }
 
       // The distinct part counts, each with the largest setting giving it
       // (the one "best" names: the most keys per part for that P).
@@ -268,7 +292,8 @@ int run(int argc, char** argv) {
       auto t0 = Clock::now();
       kernel->run(in, out);
       const double oneUs = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-      const int reps = std::max(1, static_cast<int>(sampleMs * 1000.0 / std::max(oneUs, 0.1)));
+      const int reps = std::max(static_cast<int>(std::min<int64_t>(copies, 1000)),
+                                static_cast<int>(sampleMs * 1000.0 / std::max(oneUs, 0.1)));
       std::vector<int64_t> order;
       for (const auto& entry : byParts) order.push_back(entry.first);
       std::map<int64_t, std::vector<double>> samples;
@@ -278,7 +303,7 @@ int run(int argc, char** argv) {
           kernel->minKeysPerPart = byParts[P];
           t0 = Clock::now();
           const double cpu0 = threadCpuUs();
-          for (int rep = 0; rep < reps; ++rep) kernel->run(in, out);
+          for (int rep = 0; rep < reps; ++rep) kernel->run(ring[static_cast<size_t>(rep % copies)], out);
           samples[P].push_back((cpuClock ? threadCpuUs() - cpu0
                                          : std::chrono::duration<double, std::micro>(Clock::now() - t0).count()) /
                                reps);
@@ -297,6 +322,8 @@ int run(int argc, char** argv) {
         std::snprintf(cell, sizeof cell, "%.1f (%ld)", cells[partsOf[i]].median, static_cast<long>(partsOf[i]));
         std::printf(" %14s", cell);
       }
+      if (ringMb > 0)
+        std::printf(" %6.1f GB/s", static_cast<double>(cacheBytes) / (cells[bestP].median * 1e3));
       if (!row.splits) {
         std::printf("  %6s %9s %s\n", "none", "-", "no split at any setting");
       } else {

@@ -305,12 +305,12 @@ TEST(NativeDecodeAttention, GroupsOfOneToEightAtWidthsAcrossTheVectorTails) {
   // 8 query heads on 8, 4, 2 or 1 KV heads (each KV head's K and V read once
   // for its group: a group reading another's head, or a query head's row
   // landing in another's output, differs from the reference), head widths
-  // on and off the 16-float vectors (8, 64, 67, 130: the vectorised dot
+  // on and off the 16-float vectors (8, 64, 67, 128, 130: the vectorised dot
   // products' and V accumulation's tails), 1 and 4 queries, keys not a
   // multiple of the 16-key products or 64-key blocks.
   SmallParts parts;
   for (int64_t ratio : {1, 2, 4, 8})
-    for (int64_t D : {8, 64, 67, 130})
+    for (int64_t D : {8, 64, 67, 128, 130})
       for (int64_t Sq : {1, 4}) {
         SCOPED_TRACE("group " + std::to_string(ratio) + ", D " + std::to_string(D) + ", Sq " +
                      std::to_string(Sq));
