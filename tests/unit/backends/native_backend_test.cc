@@ -133,7 +133,7 @@ void expectRefusal(const Graph& g, const std::string& fragment, std::vector<Node
 TEST(NativeBackend, NameVersionAndKind) {
   auto b = native();
   EXPECT_EQ(b->name(), "native");
-  EXPECT_EQ(b->version().rfind("native 0.10 (OpenMP ", 0), 0u) << b->version();
+  EXPECT_EQ(b->version().rfind("native 0.11 (OpenMP ", 0), 0u) << b->version();
   EXPECT_EQ(b->kind(), BackendKind::GraphLibrary);
   EXPECT_EQ(b->device().toString(), "cpu");
   EXPECT_NE(b->codeRule(), nullptr);
