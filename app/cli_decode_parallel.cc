@@ -106,7 +106,7 @@ int run(const DecodeParallelOptions& o) {
   // The model's shape from its smallest step graph, then the measured points.
   const DecodeModel shapeModel =
       importDecodeModel(o.modelPath, o.measureContexts.front(), &signature);
-  DecodeStepCosts costs = decodeModelShape(shapeModel.graph, signature);
+  DecodeStepCosts costs = decodeStepShape(shapeModel.graph, signature);
   std::vector<DecodeCostPoint> points;
   std::printf("measured step (native decode attention plan, cache filled, median of %d):\n",
               o.repeats);
@@ -131,6 +131,8 @@ int run(const DecodeParallelOptions& o) {
       megabytes(costs.weightBytes).c_str(), costs.cacheBytesPerRow);
   std::printf("costs: rest %.4f ms; attention %.4f ms + %.3g ms a row\n", costs.restSeconds * 1e3,
               costs.attentionSeconds * 1e3, costs.attentionSecondsPerRow * 1e3);
+  std::printf("TP leaves %s of weight MatMuls whole (%.1f %% of the rest runs on every device)\n",
+              megabytes(costs.replicatedWeightBytes).c_str(), costs.replicatedRestShare * 100);
 
   LinkCost link = assumedDecodeLink();
   if (o.linkLatency >= 0 || o.linkBandwidth > 0) {

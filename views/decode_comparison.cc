@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <set>
 
+#include "backends/native/native_tensor_parallel.h"
 #include "core/decode/decoder.h"
 #include "core/ir/error.h"
 #include "core/pipeline/link_measurement.h"
@@ -102,6 +103,20 @@ DecodeComparison compareDecodeParallel(DecodeStepCosts costs, const LinkCost& li
   return out;
 }
 
+DecodeStepCosts decodeStepShape(const Graph& stepGraph, const DecoderSignature& signature) {
+  DecodeStepCosts costs = decodeModelShape(stepGraph, signature);
+  try {
+    const native::TensorParallelWeights w =
+        native::tensorParallelWeights(stepGraph, native::findTensorParallelSplit(stepGraph));
+    costs.replicatedWeightBytes = w.replicated;
+    if (w.sharded + w.replicated > 0)
+      costs.replicatedRestShare = w.replicated / (w.sharded + w.replicated);
+  } catch (const Error&) {
+    // No decode attention TP can split: its simulation divides the rest.
+  }
+  return costs;
+}
+
 DecodeComparison compareDecodeParallel(const std::string& modelPath,
                                        const DecoderSignature& signature,
                                        const std::vector<DecodePoint>& measured,
@@ -112,7 +127,7 @@ DecodeComparison compareDecodeParallel(const std::string& modelPath,
   int64_t shortest = INT64_MAX;
   for (const DecodePoint& p : measured) shortest = std::min(shortest, p.context);
   const DecodeModel model = importDecodeModel(modelPath, shortest, &signature);
-  const DecodeStepCosts shape = decodeModelShape(model.graph, signature);
+  const DecodeStepCosts shape = decodeStepShape(model.graph, signature);
   std::vector<DecodeRunRecord> runs;
   try {
     runs = storedDecodeRuns(dbPath, decodeModelKey(modelPath), options.devices);

@@ -76,6 +76,12 @@ struct DecodeComparison {
   std::string linkSource;  // "measured mpi link ..." or "assumed ..."
 };
 
+// decodeModelShape with TP's whole share: the weight MatMuls `generate
+// --tensor-parallel` cannot shard (native_tensor_parallel.h) run whole on
+// every device, so that share of the rest does not divide. A step graph TP
+// cannot split keeps the whole rest dividing.
+DecodeStepCosts decodeStepShape(const Graph& stepGraph, const DecoderSignature& signature);
+
 // The contexts charted: the measured ones, and powers of two from the
 // shortest measured one up to max(options.maxContext, the longest measured).
 std::vector<int64_t> comparisonContexts(const std::vector<DecodePoint>& measured,

@@ -387,7 +387,7 @@ TensorParallelSplit findTensorParallelSplit(const Graph& g) {
   std::map<NodeId, TensorParallelMatMul> mlpRows;
   for (auto& [n, w] : walks) {
     if (!w.why.empty()) {
-      if (!fed.count(n)) split.replicated.push_back(g.node(n).name + ": " + w.why);
+      if (!fed.count(n)) split.replicated.push_back({n, g.node(n).name + ": " + w.why});
       continue;
     }
     TensorParallelMatMul m;
@@ -478,6 +478,21 @@ Plan tensorParallelPlan(const Graph& graph, const TensorParallelSplit& split, co
   }
   if (kept) *kept = whole;
   return out;
+}
+
+TensorParallelWeights tensorParallelWeights(const Graph& graph, const TensorParallelSplit& split) {
+  const auto weightBytes = [&](NodeId n) {
+    double bytes = 0;
+    for (ValueId v : graph.node(n).inputs)
+      if (v != kNoValue && graph.value(v).isConstant())
+        bytes += static_cast<double>(graph.value(v).constant->byteSize());
+    return bytes;
+  };
+  TensorParallelWeights w;
+  for (const TensorParallelMatMul& m : split.matmuls) w.sharded += weightBytes(m.node);
+  for (const TensorParallelSplit::Replicated& r : split.replicated)
+    w.replicated += weightBytes(r.node);
+  return w;
 }
 
 std::string describeSplit(const Graph& graph, const TensorParallelSplit& split) {

@@ -67,8 +67,13 @@ struct TensorParallelAttention {
 struct TensorParallelSplit {
   std::vector<TensorParallelAttention> attentions;  // in the graph's order
   std::vector<TensorParallelMatMul> matmuls;        // in node order
-  // Weight MatMuls left whole (run on every device), each with the reason.
-  std::vector<std::string> replicated;
+  // Weight MatMuls left whole (run on every device), each with the reason
+  // ("NAME: why").
+  struct Replicated {
+    NodeId node = kNoNode;
+    std::string why;
+  };
+  std::vector<Replicated> replicated;
 };
 
 // The split of `graph` (a decode step). Error naming the attention when a
@@ -96,6 +101,14 @@ Plan tensorParallelPlan(const Graph& graph, const TensorParallelSplit& split);
 // `kept` (optional) gets how many of the plan's groups were kept whole.
 Plan tensorParallelPlan(const Graph& graph, const TensorParallelSplit& split, const Plan& plan,
                         size_t* kept = nullptr);
+
+// The weights' bytes (their constant inputs) of the split's sharded
+// MatMuls and of those it leaves whole: what the decode simulator prices
+// TP's rest by (the whole ones run on every device).
+struct TensorParallelWeights {
+  double sharded = 0, replicated = 0;
+};
+TensorParallelWeights tensorParallelWeights(const Graph& graph, const TensorParallelSplit& split);
 
 // The one-line summary: "2 attention(s) split by heads, 8 MatMul(s) sharded
 // (6 by columns, 2 by rows), 1 left whole".

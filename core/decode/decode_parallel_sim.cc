@@ -48,9 +48,12 @@ void check(const DecodeStepCosts& c, int devices, const std::vector<DecodeReques
     throw Error("decode simulation: " + std::to_string(devices) +
                 " device(s): at least one is needed");
   for (double x : {c.restSeconds, c.attentionSeconds, c.attentionSecondsPerRow, c.hiddenBytes,
-                   c.weightBytes, c.cacheBytesPerRow})
+                   c.weightBytes, c.cacheBytesPerRow, c.replicatedWeightBytes})
     if (!(x >= 0) || !std::isfinite(x))
       throw Error("decode simulation: a step cost is negative or not finite");
+  if (!(c.replicatedRestShare >= 0 && c.replicatedRestShare <= 1))
+    throw Error("decode simulation: the rest's share left whole by TP is " +
+                std::to_string(c.replicatedRestShare) + ", not within [0, 1]");
   if (requests.empty()) throw Error("decode simulation: no request to decode");
   for (size_t i = 0; i < requests.size(); ++i) {
     if (requests[i].prompt < 0)
@@ -264,16 +267,17 @@ DecodeSimulation simulateDecodeParallel(const DecodeStepCosts& c, const LinkCost
     };
     tl = synchronous(rs, [&](const std::vector<size_t>& active, int64_t t) {
       double compute = 0;
+      const double rest =
+          c.restSeconds * (c.replicatedRestShare + (1 - c.replicatedRestShare) / n);
       for (size_t i : active)
-        compute +=
-            c.restSeconds / n + share * c.attentionAt(static_cast<double>(rs[i].prompt + t + 1));
+        compute += rest + share * c.attentionAt(static_cast<double>(rs[i].prompt + t + 1));
       const double talk =
           c.layers * 2 *
           priced(allReduce(c.hiddenBytes * static_cast<double>(active.size())),
                  allReduce(c.hiddenBytes), 1, active, t);
       return std::pair{compute, talk};
     });
-    sim.memoryBytes = c.weightBytes / n;
+    sim.memoryBytes = (c.weightBytes - c.replicatedWeightBytes) / n + c.replicatedWeightBytes;
     for (size_t i = 0; i < rs.size(); ++i)
       sim.memoryBytes +=
           headShare(c.kvHeads, n) * c.cacheBytesPerRow * static_cast<double>(capacity(i));

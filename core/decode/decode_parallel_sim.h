@@ -8,8 +8,11 @@
 //                                     + attention(rows) = a + b * rows
 //   DP  requests spread (request i on device i mod N); each device steps its
 //       own requests, one after another, and never waits for another device
-//   TP  heads split: rest / N, attention x its heads' share, two all-reduces
-//       of the active requests' hidden rows per layer
+//   TP  heads split: the rest's sharded share / N and its whole share
+//       (the weight MatMuls TP cannot shard, e.g. a vocabulary-wide LM
+//       head, by their weights' bytes) on every device, attention x its
+//       heads' share, two all-reduces of the active requests' hidden rows
+//       per layer
 //   CP  the cache split along the sequence (device d holds rows
 //       [d C / N, (d + 1) C / N) of a C-row cache, as --cache-parallel does):
 //       every device attends over its rows of every active request; each
@@ -58,6 +61,11 @@ struct DecodeStepCosts {
   int headDim = 0;
   double hiddenBytes = 0;       // one token's rows between layers (TP's all-reduce)
   double weightBytes = 0;       // every constant of the step graph
+  // TP: the weights of the MatMuls it leaves whole (every device holds and
+  // reads them), and their share of the weight MatMuls' bytes: the share of
+  // the rest that does not divide (the rest is one token's weight reads).
+  double replicatedWeightBytes = 0;
+  double replicatedRestShare = 0;
   double cacheBytesPerRow = 0;  // K and V, every layer and KV head
   double attentionAt(double rows) const { return attentionSeconds + attentionSecondsPerRow * rows; }
 };

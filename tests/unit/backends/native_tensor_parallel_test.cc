@@ -57,9 +57,9 @@ TEST(TensorParallelSplit, GptStyleFusedQkvSplitsEachPieceByHeads) {
   EXPECT_EQ(d.at("mlp.c_proj.weight"), "rows 0+256/256; rows 0+256/256");
   EXPECT_EQ(split.matmuls.size(), 8u);
   // The LM head (the tied embedding) runs whole.
-  ASSERT_EQ(split.replicated.size(), 1u) << split.replicated[0];
-  EXPECT_NE(split.replicated[0].find("reaches no decode attention"), std::string::npos)
-      << split.replicated[0];
+  ASSERT_EQ(split.replicated.size(), 1u) << split.replicated[0].why;
+  EXPECT_NE(split.replicated[0].why.find("reaches no decode attention"), std::string::npos)
+      << split.replicated[0].why;
   // Rank 1 of 2: heads 2 and 3 of each piece; the upper half of the MLP.
   for (const TensorParallelMatMul& m : split.matmuls) {
     const auto r = ownedRanges(model.graph, m, 1, 2);
@@ -90,7 +90,17 @@ TEST(TensorParallelSplit, LlamaStyleSplitsQueryAndKvHeadsAndTheGatedMlp) {
   EXPECT_EQ(d.at("up_proj.weight"), "cols 0+176/176; cols 0+176/176");
   EXPECT_EQ(d.at("down_proj.weight"), "rows 0+176/176; rows 0+176/176");
   EXPECT_EQ(split.matmuls.size(), 14u);
-  EXPECT_EQ(split.replicated.size(), 1u);  // the LM head
+  ASSERT_EQ(split.replicated.size(), 1u);  // the LM head
+  // The weights TP divides: per layer Q 64x64, K and V 64x32, O 64x64, gate
+  // and up 64x176, down 176x64 floats; the one it leaves whole: the LM
+  // head's [64, vocabulary].
+  const TensorParallelWeights w = tensorParallelWeights(model.graph, split);
+  EXPECT_EQ(w.sharded, 2.0 * (64 * 64 * 2 + 64 * 32 * 2 + 64 * 176 * 3) * 4);
+  const Node& head = model.graph.node(split.replicated[0].node);
+  ASSERT_TRUE(model.graph.value(head.inputs.at(1)).isConstant());
+  const Shape& headShape = model.graph.value(head.inputs[1]).type.shape;
+  EXPECT_EQ(headShape.at(0), 64);
+  EXPECT_EQ(w.replicated, static_cast<double>(headShape.at(0) * headShape.at(1) * 4));
   // Rank 1 of 2 owns KV head 1 and the query heads 2 and 3 that read it.
   for (const TensorParallelMatMul& m : split.matmuls) {
     const auto r = ownedRanges(model.graph, m, 1, 2);

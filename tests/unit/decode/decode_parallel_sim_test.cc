@@ -77,6 +77,28 @@ TEST(DecodeParallelSim, TensorParallelSplitsHeadsAndAllReducesTwicePerLayer) {
   EXPECT_NEAR(s.memoryBytes, 95, kEps);
 }
 
+// A weight MatMul TP leaves whole holds 40 B of the 100 and half the rest:
+// the rest a request is 0.5 + 0.5 / 2 = 0.75 on each device. Steps (b = 3,
+// 2, 1): 2.25 + 0.3 + 8, 1.5 + 0.3 + 6, 0.75 + 0.15 + 4. Memory: 60 / 2 +
+// 40 + 0.5 x 10 x 9.
+TEST(DecodeParallelSim, TensorParallelRunsWhatItLeavesWholeOnEveryDevice) {
+  DecodeStepCosts c = handCosts();
+  c.replicatedWeightBytes = 40;
+  c.replicatedRestShare = 0.5;
+  const DecodeSimulation s = simulateDecodeParallel(c, kHandLink, 2, kHandRequests, strategy("TP"));
+  EXPECT_NEAR(s.seconds, 10.55 + 7.8 + 4.9, kEps);
+  EXPECT_NEAR(s.medianStepSeconds, 10.55, kEps);
+  EXPECT_NEAR(s.memoryBytes, 115, kEps);
+  // One device runs everything whatever TP leaves whole.
+  const DecodeSimulation one = simulateDecodeParallel(c, kHandLink, 1, kHandRequests, strategy("TP"));
+  const DecodeSimulation plain =
+      simulateDecodeParallel(handCosts(), kHandLink, 1, kHandRequests, strategy("TP"));
+  EXPECT_NEAR(one.seconds, plain.seconds, kEps);
+  c.replicatedRestShare = 1.5;
+  expectError([&] { simulateDecodeParallel(c, kHandLink, 2, kHandRequests, strategy("TP")); },
+              {"not within [0, 1]"});
+}
+
 // Caches split by rows: request 0 [0,2) [2,4), request 1 [0,1) [1,2),
 // request 2 [0,1) [1,3); owners 0, 1, 0.
 //  t0: rows read d0 2 1 1, d1 1 1 0; compute d0 0.4 + 2 R, d1 0.2 + R:
