@@ -32,6 +32,7 @@
 #include "core/runtime/session.h"
 #include "tests/unit/backends/cuda/cuda_test_support.h"
 #include "tests/unit/backends/cuda/host_block_emulation.h"
+#include "tests/unit/backends/decode_attention_graphs.h"
 #include "tests/unit/graph_builder.h"
 #include "tests/unit/test_support.h"
 
@@ -52,45 +53,13 @@ struct SmallSplits {
   ~SmallSplits() { unsetenv("COLLAGE_CUDA_DECODE_MIN_KEYS"); }
 };
 
-// KV heads [B, Hkv, L, D] repeated to [B, Hkv * r, L, D] as exporters write
-// it: Unsqueeze(2) -> Expand|Tile -> Reshape.
-ValueId repeatHeads(GraphBuilder& b, ValueId kv, int64_t r, bool tile) {
-  if (r == 1) return kv;
-  const Shape s = b.shape(kv);
-  ValueId u = b.op("Unsqueeze", {kv}, attrs({{"axes", Ints{2}}}));
-  u = tile ? b.op("Tile", {u}, attrs({{"repeats", Ints{1, 1, r, 1, 1}}}))
-           : b.op("Expand", {u}, attrs({{"shape", Ints{s[0], s[1], r, s[2], s[3]}}}));
-  return b.op("Reshape", {u}, attrs({{"shape", Ints{s[0], s[1] * r, s[2], s[3]}}}));
-}
+using decode_graphs::DecodeShape;
+using decode_graphs::paddingMask;
+using decode_graphs::repeatHeads;
 
-// A left-padded additive mask [B, 1, 1, L]: row b's first pad[b] keys at
-// the float minimum, the rest 0.
-ValueId paddingMask(GraphBuilder& b, int64_t B, int64_t L, const std::vector<int64_t>& pad) {
-  Tensor t(ElementType::Float32, {B, 1, 1, L});
-  for (int64_t i = 0; i < B; ++i)
-    for (int64_t j = 0; j < L; ++j)
-      t.data<float>()[i * L + j] = j < pad[static_cast<size_t>(i)] ? kMin : 0.0f;
-  static int count = 0;
-  return b.graph().addConstant("pad" + std::to_string(count++), std::move(t));
-}
-
-struct DecodeShape {
-  int64_t B, H, Hkv, Sq, L, D;
-};
-
-// Q [B, H, Sq, D] against the cache K, V [B, Hkv, L, D] repeated to H
-// heads, Kᵀ by Transpose, the scale a Div, a padding mask added.
+// The step's attention with the KV heads expanded.
 NodeSet decodeGraph(GraphBuilder& b, const DecodeShape& s, const std::vector<int64_t>& pad) {
-  const int64_t r = s.H / s.Hkv;
-  ValueId q = b.input({s.B, s.H, s.Sq, s.D});
-  ValueId k = repeatHeads(b, b.input({s.B, s.Hkv, s.L, s.D}), r, false);
-  ValueId v = repeatHeads(b, b.input({s.B, s.Hkv, s.L, s.D}), r, false);
-  ValueId kt = b.op("Transpose", {k}, attrs({{"perm", Ints{0, 1, 3, 2}}}));
-  ValueId scores =
-      b.op("Div", {b.op("MatMul", {q, kt}), b.scalar(std::sqrt(static_cast<float>(s.D)))});
-  scores = b.op("Add", {scores, paddingMask(b, s.B, s.L, pad)});
-  ValueId p = b.op("Softmax", {scores}, attrs({{"axis", int64_t{-1}}}));
-  return b.finish(b.op("MatMul", {p, v}));
+  return decode_graphs::decodeGraph(b, s, false, pad);
 }
 
 // Three new tokens (query i sees keys <= L - 3 + i) by a constant causal
@@ -505,6 +474,16 @@ TEST(CudaDecodeAttention, MergeKernelIsTheNativeLogSumExpMerge) {
 
 // ---- the rule: the groups the native rule names, on the generated decoders.
 
+// A committed decoder model of tests/models/decoder and its inputs.
+std::pair<Graph, std::vector<Tensor>> committedDecoder(const std::string& model) {
+  const std::string base = std::string(COLLAGE_SOURCE_DIR) + "/tests/models/decoder/" + model;
+  Graph g = importOnnx(base + ".onnx");
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < g.inputs().size(); ++i)
+    inputs.push_back(readTensorProtoFile(base + ".input_" + std::to_string(i) + ".pb"));
+  return {std::move(g), std::move(inputs)};
+}
+
 TEST(CudaDecodeAttention, RuleNamesTheNativeDecodeGroupsAndTheyRunOnTheHost) {
   const bool hostCompiler = std::system("c++ --version > /dev/null 2>&1") == 0;
   SmallSplits splits;
@@ -512,11 +491,7 @@ TEST(CudaDecodeAttention, RuleNamesTheNativeDecodeGroupsAndTheyRunOnTheHost) {
   ASSERT_TRUE(backend);
   for (const char* model : {"mha_where_two_layers", "gqa_expand_padded", "gqa_tile_two_tokens"}) {
     SCOPED_TRACE(model);
-    const std::string base = std::string(COLLAGE_SOURCE_DIR) + "/tests/models/decoder/" + model;
-    const Graph g = importOnnx(base + ".onnx");
-    std::vector<Tensor> inputs;
-    for (size_t i = 0; i < g.inputs().size(); ++i)
-      inputs.push_back(readTensorProtoFile(base + ".input_" + std::to_string(i) + ".pb"));
+    const auto [g, inputs] = committedDecoder(model);
     std::vector<std::pair<NodeSet, std::string>> expected;
     for (auto& [group, label] : native::attentionGroups(g))
       if (label.rfind("decode_attention", 0) == 0) expected.emplace_back(group, label);
@@ -550,11 +525,7 @@ TEST(CudaDecodeAttention, KernelsMatchTheReferenceOnTheGpu) {
   }
   for (const char* model : {"mha_where_two_layers", "gqa_expand_padded", "gqa_tile_two_tokens"}) {
     SCOPED_TRACE(model);
-    const std::string base = std::string(COLLAGE_SOURCE_DIR) + "/tests/models/decoder/" + model;
-    const Graph g = importOnnx(base + ".onnx");
-    std::vector<Tensor> inputs;
-    for (size_t i = 0; i < g.inputs().size(); ++i)
-      inputs.push_back(readTensorProtoFile(base + ".input_" + std::to_string(i) + ".pb"));
+    const auto [g, inputs] = committedDecoder(model);
     for (const auto& [group, label] : backend->codeRule()->wholeGroups(g))
       expectMatches(g, group, backend.get(), inputs);
   }
