@@ -29,7 +29,8 @@ struct Model::Impl {
   std::vector<std::string> importNotes;  // the import's notes (dynamic inputs and their binding)
   // Inputs bound to constants, as the optimizer's workers take them
   // ("use_cache_branch:=true", app/cli_common.h's ModelOptions): a merged
-  // decoder's step or prompt graph, its branch inlined (Generator::stepModel).
+  // decoder's step or prompt graph, its branch inlined (Generator::stepModel),
+  // and a prompt graph's last-row logits ("logits@last", prefillModel).
   std::vector<std::string> valueBindings;
 };
 

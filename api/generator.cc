@@ -83,7 +83,8 @@ Generator::Generator(const std::string& model, int64_t maxLength, const std::str
       }
       impl->planned =
           collage::plannedDecoder(impl->model, *impl->plan,
-                                  [impl](const std::string& n) { return impl->backends.find(n); });
+                                  [impl](const std::string& n) { return impl->backends.find(n); },
+                                  {}, "native");
     } else {
       impl->planned.decoder = std::make_unique<collage::Decoder>(impl->model);
     }
@@ -146,10 +147,11 @@ void Generator::setPrefillPlan(const std::string& plan) {
       std::shared_ptr<collage::Session> session;
       std::vector<std::string> warnings;
       try {
+        const collage::Plan forPrompt = planForPrompt(*loaded, prefill, "native");
         backends = std::make_shared<BackendSet>(loadBackendsForPlan(
-            *loaded, prefill, impl->modelPath, impl->options.backends, &warnings));
+            forPrompt, prefill, impl->modelPath, impl->options.backends, &warnings));
         session = std::make_shared<collage::Session>(
-            prefill, *loaded, [backends](const std::string& n) { return backends->find(n); });
+            prefill, forPrompt, [backends](const std::string& n) { return backends->find(n); });
       } catch (const collage::Error& e) {
         throw api::Error(std::string(e.what()) +
                          " (a prefill plan is made for the prefill graph of one prompt length "
@@ -179,7 +181,14 @@ Model modelOfGraph(collage::Graph graph, const std::string& path,
                    bool withPast) {
   auto impl = std::make_shared<Model::Impl>();
   impl->path = path;
-  for (const std::string& b : bindings) impl->inputShapes.insert(parseInputShapeBinding(b));
+  // Shapes; a prompt's last-row logits ("logits@last") travel as words.
+  const std::string lastRow = kLastRowBinding;
+  for (const std::string& b : bindings) {
+    if (b.ends_with(lastRow))
+      impl->valueBindings.push_back(b);
+    else
+      impl->inputShapes.insert(parseInputShapeBinding(b));
+  }
   if (!signature.useCacheFlag.empty())
     impl->valueBindings.push_back(signature.useCacheFlag + (withPast ? ":=true" : ":=false"));
   impl->graph = std::move(graph);
@@ -203,6 +212,10 @@ std::vector<std::string> Generator::prefillBindings(int64_t promptLength) const 
     if (!importPrefillGraph(impl_->model, promptLength, &why, &bindings))
       throw api::Error(impl_->model.path + ": no one-pass prefill graph for a " +
                        std::to_string(promptLength) + "-token prompt: " + why);
+    // The input shapes: a plan made on them runs the prompt with its last
+    // position's logits alone too (planForPrompt); prefillModel is that graph.
+    const std::string lastRow = kLastRowBinding;
+    std::erase_if(bindings, [&](const std::string& b) { return b.ends_with(lastRow); });
     return bindings;
   });
 }

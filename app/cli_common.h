@@ -22,10 +22,12 @@ struct ModelOptions {
   // (measurementWorkerCommand's --input-shape) carry it too.
   std::vector<std::string> inputShapes;
   std::vector<std::string> inputValues;  // --input-value "name=true"
+  std::vector<std::string> lastRows;     // --last-row logits: "logits@last"
 
   void addTo(CLI::App& command);
-  // inputShapes, then inputValues as "name:=value": every binding, as one
-  // list of words (OptimizationJobOptions::inputShapes).
+  // inputShapes, then inputValues as "name:=value", then lastRows as
+  // "name@last": every binding, as one list of words
+  // (OptimizationJobOptions::inputShapes).
   std::vector<std::string> bindings() const;
   ImportOptions importOptions() const;
   // Imports the model; prints the import's notes (dynamic inputs and their

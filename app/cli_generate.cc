@@ -330,7 +330,12 @@ Action addGenerateCommand(CLI::App& app) {
         if (!importPrefillGraph(model, promptLength, &why, &bindings))
           throw Error(o->modelPath + ": no one-pass prefill graph for a " +
                       std::to_string(promptLength) + "-token prompt: " + why);
-        for (const std::string& b : bindings) std::cout << "--input-shape " << b << "\n";
+        const std::string lastRow = kLastRowBinding;
+        for (const std::string& b : bindings)
+          if (b.ends_with(lastRow))
+            std::cout << "--last-row " << b.substr(0, b.size() - lastRow.size()) << "\n";
+          else
+            std::cout << "--input-shape " << b << "\n";
         if (!stepFlag.empty()) std::cout << "--input-value " << useCacheBinding(signature, false) << "\n";
       }
       return 0;
@@ -347,7 +352,8 @@ Action addGenerateCommand(CLI::App& app) {
         backends = std::make_unique<BackendSet>(
             loadBackendsForPlan(*plan, model.graph, o->modelPath, {}, &warnings));
         planned =
-            plannedDecoder(model, *plan, [&](const std::string& n) { return backends->find(n); });
+            plannedDecoder(model, *plan, [&](const std::string& n) { return backends->find(n); },
+                           {}, "native");
       } catch (const Error& e) {
         std::string hint;
         for (const std::string& b : model.bindings) hint += " --input-shape " + b;
@@ -382,11 +388,11 @@ Action addGenerateCommand(CLI::App& app) {
         std::shared_ptr<Session> session;
         std::vector<std::string> warnings;
         try {
+          const Plan forPrompt = planForPrompt(*prefillPlan, prefill, "native");
           backends = std::make_shared<BackendSet>(
-              loadBackendsForPlan(*prefillPlan, prefill, o->modelPath, {}, &warnings));
+              loadBackendsForPlan(forPrompt, prefill, o->modelPath, {}, &warnings));
           session = std::make_shared<Session>(
-              prefill, *prefillPlan,
-              [backends](const std::string& n) { return backends->find(n); });
+              prefill, forPrompt, [backends](const std::string& n) { return backends->find(n); });
         } catch (const Error& e) {
           throw Error(std::string(e.what()) +
                       " (--prefill-plan runs a plan made for the prefill graph of a " +

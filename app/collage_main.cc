@@ -19,6 +19,11 @@ void ModelOptions::addTo(CLI::App& command) {
                      "bind a one-element input to a constant, e.g. use_cache_branch=true: the "
                      "importer folds what it decides (an If on it keeps the branch taken; a merged "
                      "decoder's steps and prompt, docs/decoding.md) (repeatable)");
+  command.add_option("--last-row", lastRows,
+                     "compute this output at the last index of its second-to-last axis only, e.g. "
+                     "logits: a decoder's prompt pass, whose last position's logits are what "
+                     "generating reads (generate --print-prefill-bindings prints it; "
+                     "docs/decoding.md) (repeatable)");
 }
 
 std::vector<std::string> ModelOptions::bindings() const {
@@ -29,6 +34,7 @@ std::vector<std::string> ModelOptions::bindings() const {
       throw Error("bad --input-value '" + text + "': expected NAME=VALUE, e.g. use_cache_branch=true");
     words.push_back(text.substr(0, eq) + ":" + text.substr(eq));
   }
+  for (const std::string& name : lastRows) words.push_back(name + kLastRowBinding);
   return words;
 }
 
@@ -84,7 +90,12 @@ Tensor inputValueTensor(const std::string& modelPath, const std::string& name,
 
 ImportOptions ModelOptions::importOptions() const {
   ImportOptions options;
+  const std::string lastRow = kLastRowBinding;
   for (const auto& text : bindings()) {
+    if (text.size() > lastRow.size() && text.ends_with(lastRow)) {
+      options.lastRowOutputs.push_back(text.substr(0, text.size() - lastRow.size()));
+      continue;
+    }
     if (const size_t value = text.find(":="); value != std::string::npos) {
       const std::string name = text.substr(0, value);
       options.constantInputs[name] = inputValueTensor(modelPath, name, text.substr(value + 2));

@@ -75,7 +75,7 @@ DecodePoint measureDecodeStep(const std::string& modelPath, const DecoderSignatu
   const Plan chosen = point.withPlan ? *plan
                      : stepPlan     ? stepPlan(model.graph)
                                     : defaultDecodePlan(model.graph, backends);
-  PlannedDecoder planned = plannedDecoder(model, chosen, backends);
+  PlannedDecoder planned = plannedDecoder(model, chosen, backends, {}, "native");
   Session& session = *planned.session;
   session.setProfiling(true);
 

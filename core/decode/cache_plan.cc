@@ -1,11 +1,27 @@
 #include "core/decode/cache_plan.h"
 
 #include <algorithm>
+#include <set>
 
 #include "core/ir/error.h"
 #include "core/ir/node_set.h"
 
 namespace collage {
+
+Plan planForPrompt(const Plan& plan, const Graph& prompt, const std::string& backend) {
+  Plan out = plan;
+  std::set<std::string> named;
+  for (const PlanGroup& g : plan.groups) named.insert(g.nodes.begin(), g.nodes.end());
+  for (const Node& n : prompt.nodes())
+    if (!named.count(n.name)) {
+      PlanGroup alone;
+      alone.nodes = {n.name};
+      alone.backend = backend;
+      alone.pattern = "rule:op";
+      out.groups.push_back(std::move(alone));
+    }
+  return out;
+}
 
 Plan planWithCacheConcatsAlone(const Plan& plan, const Graph& graph,
                                const DecoderSignature& signature, std::vector<std::string>* split) {
@@ -71,7 +87,7 @@ Plan planWithCacheConcatsAlone(const Plan& plan, const Graph& graph,
 }
 
 PlannedDecoder plannedDecoder(const DecodeModel& model, const Plan& plan, BackendLookup backends,
-                              const CacheShare& share) {
+                              const CacheShare& share, const std::string& promptBackend) {
   PlannedDecoder out;
   const bool part =
       share.rowFirst != 0 || share.rowEnd >= 0 || share.headFirst != 0 || share.headEnd >= 0;
@@ -108,9 +124,11 @@ PlannedDecoder plannedDecoder(const DecodeModel& model, const Plan& plan, Backen
   // node folded away, a kernel refusing the longer sequence), one token a
   // step on the step graph's Session.
   out.decoder->setPrefillRunner(
-      [plan, backends](const Graph& prefill, std::string& why) -> Decoder::Step {
+      [plan, backends, promptBackend](const Graph& prefill, std::string& why) -> Decoder::Step {
         try {
-          auto session = std::make_shared<Session>(prefill, plan, backends);
+          auto session = std::make_shared<Session>(
+              prefill, promptBackend.empty() ? plan : planForPrompt(plan, prefill, promptBackend),
+              backends);
           return [session](const std::vector<Tensor>& in) { return session->run(in); };
         } catch (const Error& e) {
           why = std::string("the plan does not compile for the prompt's length: ") + e.what();

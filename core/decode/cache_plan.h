@@ -47,6 +47,14 @@ Plan planWithCacheConcatsAlone(const Plan& plan, const Graph& graph,
 // for its length (Decoder::setPrefillRunner), or one token a step where the
 // plan does not compile for that graph, or, for a merged decoder, whose
 // prompt runs its other branch (not named by the plan), one token a step.
+// `plan` for a prompt's graph (importPrefillGraph's): the graph's nodes no
+// group of the plan names run alone on `backend` (the callers pass the
+// native backend; core names none). That is the
+// Gather taking the last position's logits, which a step plan lacks, and so
+// does a prompt plan made on the model without --last-row (it measured the
+// LM head over every position; it runs it over one).
+Plan planForPrompt(const Plan& plan, const Graph& prompt, const std::string& backend);
+
 struct PlannedDecoder {
   std::unique_ptr<Session> session;
   std::unique_ptr<Decoder> decoder;
@@ -56,8 +64,10 @@ struct PlannedDecoder {
 // With a `share` other than the default (this device holds part of the
 // cache: Decoder's CacheShare), there is no fallback: a plan whose
 // Concats cannot run in place is an Error.
+// `promptBackend`: where the prompt's default pass on `plan` runs the nodes
+// the plan does not name (planForPrompt); empty: it runs one token a step.
 PlannedDecoder plannedDecoder(const DecodeModel& model, const Plan& plan, BackendLookup backends,
-                              const CacheShare& share = {});
+                              const CacheShare& share = {}, const std::string& promptBackend = {});
 
 // A merged decoder's plans (signature.useCacheFlag set): the decode loop runs
 // each branch inlined, its flag a constant (the steps: true, the prompt's

@@ -148,6 +148,13 @@ Graph importFor(const std::string& path, const DecoderSignature& sig, int64_t ca
     options.inputShapes[in.name] = shape;
     bindings.push_back(in.name + "=" + dimsText(shape));
   }
+  // A prompt's pass: the logits of its last position, the ones generating
+  // reads (the LM head over every position was a quarter of a 128-token
+  // pass); `optimize --last-row` plans the same graph.
+  if (prompt && sequence > 1) {
+    options.lastRowOutputs.push_back(sig.logits);
+    bindings.push_back(sig.logits + kLastRowBinding);
+  }
   return importOnnx(path, options);
 }
 

@@ -3,6 +3,7 @@
 // infer, fold, subgraphs), then the graph built from what reaches an output.
 // Also the vocabulary of the import's messages: every error about a node
 // starts with label(node), and one about the file with its path.
+#include "core/onnx/import_last_row.h"
 #include "core/onnx/onnx_import.h"
 
 #include "core/onnx/import_canonicalise.h"
@@ -291,7 +292,13 @@ namespace collage {
 
 Graph importOnnx(const std::string& path, const ImportOptions& options) {
   onnx_import::Importer importer(path, options);
-  return importer.run();
+  Graph graph = importer.run();
+  for (const std::string& output : options.lastRowOutputs) {
+    const std::string why = keepLastRow(graph, output);
+    if (!why.empty() && options.notes)
+      options.notes->push_back("output '" + output + "' is computed at every row: " + why);
+  }
+  return graph;
 }
 
 }  // namespace collage

@@ -37,11 +37,21 @@ struct ImportOptions {
   // default: exporters and model collections still hold such models and ONNX
   // Runtime runs them; the node conformance suite's older cases cover it.
   bool allowLegacyOpsets = true;
+  // Outputs computed at the last index of their second-to-last axis only
+  // (import_last_row.h): a decoder's prompt pass, whose logits generating
+  // reads at the last position alone. An output the rewrite cannot take
+  // stays whole, with a note saying why.
+  std::vector<std::string> lastRowOutputs;
   // Receives what the import chose that the user may want to know, one line
   // each (a dynamic input and the sizes it was bound to: DynamicInputBinding::note),
   // for front ends to show; may be null.
   std::vector<std::string>* notes = nullptr;
 };
+
+// A binding word "NAME@last" (the words a model's bindings travel in to the
+// measurement workers, beside "name=1x128" and "name:=true"): output NAME at
+// its last row only (ImportOptions::lastRowOutputs).
+inline constexpr const char* kLastRowBinding = "@last";
 
 // Default-domain opsets the importer canonicalises.
 inline constexpr int64_t kMinOnnxOpset = 9;

@@ -658,7 +658,8 @@ TEST(Decoder, APlanWithFusedCacheConcatsRunsInPlaceOnceTheyAreTakenOut) {
           group.nodes.end()) {
         EXPECT_EQ(group.nodes.size(), 1u) << pair.present;
       }
-  PlannedDecoder planned = plannedDecoder(model, fused, lookup);
+  // The prompt graph's last-row Gather, which the step plan lacks, runs on native.
+  PlannedDecoder planned = plannedDecoder(model, fused, lookup, {}, "native");
   ASSERT_EQ(planned.fallback, "");
   Decoder& decoder = *planned.decoder;
   ASSERT_TRUE(decoder.inPlace());
