@@ -102,9 +102,9 @@ __attribute__((always_inline)) inline __m512 reduce16(const __m512 t[16]) {
 // vectors of 16 along D (NC = 0: nc of them, a run-time count), the last
 // masked by `tail`.
 template <int NC>
-__attribute__((always_inline)) inline void scoreSixteen(const float* q, const float* kb, int64_t ldk,
-                                                       int64_t n, int64_t ncRun, __mmask16 tail,
-                                                       float* s) {
+__attribute__((always_inline)) inline void scoreSixteen(const float* q, const float* kb,
+                                                        int64_t ldk, int64_t n, int64_t ncRun,
+                                                        __mmask16 tail, float* s) {
   const int64_t nc = NC > 0 ? NC : ncRun;
   __m512 t[16];
 #pragma GCC unroll 16
@@ -130,7 +130,7 @@ __attribute__((always_inline)) inline void scoreSixteen(const float* q, const fl
 // prefetched (kPrefetchKeys).
 template <int NC>
 __attribute__((always_inline)) inline void scoreSixteenFull(const __m512 (&qv)[NC], const float* kb,
-                                                           int64_t ldk, float* s, int64_t pf) {
+                                                            int64_t ldk, float* s, int64_t pf) {
   __m512 t[16];
 #pragma GCC unroll 16
   for (int j = 0; j < 16; ++j) {
@@ -196,12 +196,24 @@ void scoreBlock(const float* qr, int64_t R, int64_t D, const float* kb, int64_t 
     return;
   }
   switch ((D + 15) / 16) {
-    case 1: scoreRows<1>(qr, R, D, kb, ldk, nk, s, lds, pf); return;
-    case 2: scoreRows<2>(qr, R, D, kb, ldk, nk, s, lds, pf); return;
-    case 3: scoreRows<3>(qr, R, D, kb, ldk, nk, s, lds, pf); return;
-    case 4: scoreRows<4>(qr, R, D, kb, ldk, nk, s, lds, pf); return;
-    case 8: scoreRows<8>(qr, R, D, kb, ldk, nk, s, lds, pf); return;
-    default: scoreRows<0>(qr, R, D, kb, ldk, nk, s, lds, pf); return;
+    case 1:
+      scoreRows<1>(qr, R, D, kb, ldk, nk, s, lds, pf);
+      return;
+    case 2:
+      scoreRows<2>(qr, R, D, kb, ldk, nk, s, lds, pf);
+      return;
+    case 3:
+      scoreRows<3>(qr, R, D, kb, ldk, nk, s, lds, pf);
+      return;
+    case 4:
+      scoreRows<4>(qr, R, D, kb, ldk, nk, s, lds, pf);
+      return;
+    case 8:
+      scoreRows<8>(qr, R, D, kb, ldk, nk, s, lds, pf);
+      return;
+    default:
+      scoreRows<0>(qr, R, D, kb, ldk, nk, s, lds, pf);
+      return;
   }
 #else
   for (int64_t j = 0; j < nk; ++j) {
@@ -227,10 +239,17 @@ void accumulateBlock(const float* p, int64_t ldp, int64_t R, const float* vb, in
   for (; r + 4 <= R; r += 4)
     accumulateRows<4>(p + r * ldp, ldp, vb, ldv, nk, acc + r * Dv, Dv, r == 0 ? pf : 0);
   switch (R - r) {
-    case 3: accumulateRows<3>(p + r * ldp, ldp, vb, ldv, nk, acc + r * Dv, Dv, r == 0 ? pf : 0); break;
-    case 2: accumulateRows<2>(p + r * ldp, ldp, vb, ldv, nk, acc + r * Dv, Dv, r == 0 ? pf : 0); break;
-    case 1: accumulateRows<1>(p + r * ldp, ldp, vb, ldv, nk, acc + r * Dv, Dv, r == 0 ? pf : 0); break;
-    default: break;
+    case 3:
+      accumulateRows<3>(p + r * ldp, ldp, vb, ldv, nk, acc + r * Dv, Dv, r == 0 ? pf : 0);
+      break;
+    case 2:
+      accumulateRows<2>(p + r * ldp, ldp, vb, ldv, nk, acc + r * Dv, Dv, r == 0 ? pf : 0);
+      break;
+    case 1:
+      accumulateRows<1>(p + r * ldp, ldp, vb, ldv, nk, acc + r * Dv, Dv, r == 0 ? pf : 0);
+      break;
+    default:
+      break;
   }
 #else
   for (int64_t j = 0; j < nk; ++j) {
@@ -273,7 +292,7 @@ float rowMaxFrom(const float* s, int64_t n, float m) {
 // for this target is 256, and the block's exps were a sixth of the
 // kernel's time.
 __attribute__((target("prefer-vector-width=512"))) float exponentiateRow(float* s, int64_t n,
-                                                                          float m) {
+                                                                         float m) {
   if (m == kNegInf) {
     std::fill(s, s + n, 0.0f);
     return 0.0f;

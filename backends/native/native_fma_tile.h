@@ -60,9 +60,8 @@ __attribute__((always_inline)) inline void fmaTile(int64_t k0, int64_t k1, const
 // With prefetchRows > 0, B's row k + prefetchRows is prefetched as row k is
 // read (B streamed from memory: the decode attention's V).
 template <int R>
-inline void fmaRows(int64_t k0, int64_t k1, int64_t n, const float* a, int64_t lda,
-                    const float* b, int64_t ldb, float* y, int64_t ldy, bool accumulate,
-                    int64_t prefetchRows = 0) {
+inline void fmaRows(int64_t k0, int64_t k1, int64_t n, const float* a, int64_t lda, const float* b,
+                    int64_t ldb, float* y, int64_t ldy, bool accumulate, int64_t prefetchRows = 0) {
   int64_t j = 0;
   for (; j + 64 <= n; j += 64)
     fmaTile<R, 4>(k0, k1, a, lda, b + j, ldb, y + j, ldy, __mmask16(0xFFFF), accumulate,
@@ -72,9 +71,15 @@ inline void fmaRows(int64_t k0, int64_t k1, int64_t n, const float* a, int64_t l
   const __mmask16 last =
       rest % 16 ? static_cast<__mmask16>((1u << (rest % 16)) - 1) : __mmask16(0xFFFF);
   switch ((rest + 15) / 16) {
-    case 1: fmaTile<R, 1>(k0, k1, a, lda, b + j, ldb, y + j, ldy, last, accumulate, prefetchRows); break;
-    case 2: fmaTile<R, 2>(k0, k1, a, lda, b + j, ldb, y + j, ldy, last, accumulate, prefetchRows); break;
-    default: fmaTile<R, 3>(k0, k1, a, lda, b + j, ldb, y + j, ldy, last, accumulate, prefetchRows); break;
+    case 1:
+      fmaTile<R, 1>(k0, k1, a, lda, b + j, ldb, y + j, ldy, last, accumulate, prefetchRows);
+      break;
+    case 2:
+      fmaTile<R, 2>(k0, k1, a, lda, b + j, ldb, y + j, ldy, last, accumulate, prefetchRows);
+      break;
+    default:
+      fmaTile<R, 3>(k0, k1, a, lda, b + j, ldb, y + j, ldy, last, accumulate, prefetchRows);
+      break;
   }
 }
 

@@ -244,7 +244,8 @@ int run(int argc, char** argv) {
         for (size_t i = 0; i < inputs.size(); ++i) {
           const bool cache = inputs[i].shape() == std::vector<int64_t>{1, shape.Hkv, L, shape.D};
           if (cache) ringTensors.push_back(inputs[i].clone());
-          ringDl[static_cast<size_t>(c)].push_back(cache ? ringTensors.back().toDLTensor() : inDl[i]);
+          ringDl[static_cast<size_t>(c)].push_back(cache ? ringTensors.back().toDLTensor()
+                                                         : inDl[i]);
         }
         ring.emplace_back();
         for (const DLTensor& d : ringDl[static_cast<size_t>(c)]) ring.back().push_back(&d);
@@ -303,7 +304,8 @@ int run(int argc, char** argv) {
           kernel->minKeysPerPart = byParts[P];
           t0 = Clock::now();
           const double cpu0 = threadCpuUs();
-          for (int rep = 0; rep < reps; ++rep) kernel->run(ring[static_cast<size_t>(rep % copies)], out);
+          for (int rep = 0; rep < reps; ++rep)
+            kernel->run(ring[static_cast<size_t>(rep % copies)], out);
           samples[P].push_back((cpuClock ? threadCpuUs() - cpu0
                                          : std::chrono::duration<double, std::micro>(Clock::now() - t0).count()) /
                                reps);

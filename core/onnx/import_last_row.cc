@@ -37,8 +37,10 @@ std::string keepLastRow(Graph& graph, const std::string& output) {
     const NodeId n = graph.value(at).producer;
     if (n == kNoNode) return "output '" + output + "' is not made by a weight product";
     const Node& node = graph.node(n);
-    if (graph.value(at).type.shape.size() != rank || graph.value(at).consumers.size() > (at == out ? 0u : 1u))
-      return "value '" + graph.value(at).name + "' on the way to '" + output + "' is read elsewhere or reshaped";
+    if (graph.value(at).type.shape.size() != rank ||
+        graph.value(at).consumers.size() > (at == out ? 0u : 1u))
+      return "value '" + graph.value(at).name + "' on the way to '" + output +
+             "' is read elsewhere or reshaped";
     chain.push_back(n);
     if (node.op == "MatMul" || node.op == "Gemm") {
       if (node.inputs.size() < 2 || !isConstant(graph, node.inputs[1]) ||
@@ -76,7 +78,8 @@ std::string keepLastRow(Graph& graph, const std::string& output) {
   const ValueId indices = graph.addConstant(output + "/last_row_index", std::move(index));
   Shape oneRow = xShape;
   oneRow[rowAxis] = 1;
-  const ValueId lastRow = graph.addValue(output + "/last_row", {graph.value(x).type.elementType, oneRow});
+  const ValueId lastRow =
+      graph.addValue(output + "/last_row", {graph.value(x).type.elementType, oneRow});
   Node gather;
   gather.name = output + "/last_row";
   gather.op = "Gather";

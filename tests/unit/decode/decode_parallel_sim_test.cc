@@ -90,7 +90,8 @@ TEST(DecodeParallelSim, TensorParallelRunsWhatItLeavesWholeOnEveryDevice) {
   EXPECT_NEAR(s.medianStepSeconds, 10.55, kEps);
   EXPECT_NEAR(s.memoryBytes, 115, kEps);
   // One device runs everything whatever TP leaves whole.
-  const DecodeSimulation one = simulateDecodeParallel(c, kHandLink, 1, kHandRequests, strategy("TP"));
+  const DecodeSimulation one =
+      simulateDecodeParallel(c, kHandLink, 1, kHandRequests, strategy("TP"));
   const DecodeSimulation plain =
       simulateDecodeParallel(handCosts(), kHandLink, 1, kHandRequests, strategy("TP"));
   EXPECT_NEAR(one.seconds, plain.seconds, kEps);
