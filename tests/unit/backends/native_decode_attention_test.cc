@@ -140,28 +140,11 @@ TEST(NativeDecodeAttention, PartsOfUnequalLengthAndSeveralKeyBlocksEach) {
 }
 
 TEST(NativeDecodeAttention, FewQueriesWithCausalSelectAndTileRepeat) {
-  // Three new tokens (query i sees keys <= L - 3 + i), GPT-2's
-  // Where(causal, scores, min) over a constant buffer, then the padding
-  // mask and a per-head bias; heads repeated by Tile; the scale a Mul on Q
-  // and on Kᵀ.
+  // decode_graphs::causalGraph: three new tokens, a causal Where, the
+  // padding mask and a per-head bias; heads repeated by Tile.
   SmallParts parts;
-  const int64_t B = 2, H = 6, Hkv = 3, Sq = 3, L = 41, D = 16;
   GraphBuilder b;
-  ValueId q = b.op("Mul", {b.input({B, H, Sq, D}), b.scalar(0.5f)});
-  ValueId k = repeatHeads(b, b.input({B, Hkv, L, D}), H / Hkv, true);
-  ValueId v = repeatHeads(b, b.input({B, Hkv, L, D}), H / Hkv, true);
-  ValueId kt =
-      b.op("Mul", {b.op("Transpose", {k}, attrs({{"perm", Ints{0, 1, 3, 2}}})), b.scalar(0.5f)});
-  Tensor causal(ElementType::Bool, {1, 1, Sq, L});
-  for (int64_t i = 0; i < Sq; ++i)
-    for (int64_t j = 0; j < L; ++j) causal.data<bool>()[i * L + j] = j <= L - Sq + i;
-  ValueId w = b.op("Where", {b.graph().addConstant("causal", std::move(causal)),
-                             b.op("MatMul", {q, kt}), b.scalar(kMin)});
-  // A per-head bias [1, H, Sq, L] (ALiBi's form) read at run time, too.
-  ValueId biased =
-      b.op("Add", {b.op("Add", {w, paddingMask(b, B, L, {9, 0})}), b.input({1, H, Sq, L})});
-  ValueId p = b.op("Softmax", {biased}, attrs({{"axis", int64_t{-1}}}));
-  const NodeSet all = b.finish(b.op("MatMul", {p, v}));
+  const NodeSet all = decode_graphs::causalGraph(b);
   const std::vector<std::string> d = expectDecodeMatches(b.graph(), all);
   ASSERT_EQ(d.size(), 3u);
   EXPECT_NE(d[0].find("H=6 Hkv=3 Sq=3 L=41"), std::string::npos) << d[0];

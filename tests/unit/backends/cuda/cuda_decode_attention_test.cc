@@ -42,7 +42,6 @@ namespace {
 using cuda_fusion::CudaDecodePlan;
 using cuda_fusion::planDecodeAttention;
 
-constexpr float kMin = std::numeric_limits<float>::lowest();
 // An H200's multiprocessors, for the plans made without a device.
 constexpr int kMultiprocessors = 132;
 
@@ -62,26 +61,7 @@ NodeSet decodeGraph(GraphBuilder& b, const DecodeShape& s, const std::vector<int
   return decode_graphs::decodeGraph(b, s, false, pad);
 }
 
-// Three new tokens (query i sees keys <= L - 3 + i) by a constant causal
-// Where, then a padding mask and a per-head bias read at run time; heads
-// repeated by Tile; the scale a Mul on Q and on Kᵀ.
-NodeSet causalGraph(GraphBuilder& b) {
-  const int64_t B = 2, H = 6, Hkv = 3, Sq = 3, L = 41, D = 16;
-  ValueId q = b.op("Mul", {b.input({B, H, Sq, D}), b.scalar(0.5f)});
-  ValueId k = repeatHeads(b, b.input({B, Hkv, L, D}), H / Hkv, true);
-  ValueId v = repeatHeads(b, b.input({B, Hkv, L, D}), H / Hkv, true);
-  ValueId kt =
-      b.op("Mul", {b.op("Transpose", {k}, attrs({{"perm", Ints{0, 1, 3, 2}}})), b.scalar(0.5f)});
-  Tensor causal(ElementType::Bool, {1, 1, Sq, L});
-  for (int64_t i = 0; i < Sq; ++i)
-    for (int64_t j = 0; j < L; ++j) causal.data<bool>()[i * L + j] = j <= L - Sq + i;
-  ValueId w = b.op("Where", {b.graph().addConstant("causal", std::move(causal)),
-                             b.op("MatMul", {q, kt}), b.scalar(kMin)});
-  ValueId biased =
-      b.op("Add", {b.op("Add", {w, paddingMask(b, B, L, {9, 0})}), b.input({1, H, Sq, L})});
-  ValueId p = b.op("Softmax", {biased}, attrs({{"axis", int64_t{-1}}}));
-  return b.finish(b.op("MatMul", {p, v}));
-}
+using decode_graphs::causalGraph;
 
 // K stored as Kᵀ [B, Hkv, D, L] and V transposed: neither has unit stride
 // along its columns (read through the strides, no copy).
