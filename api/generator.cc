@@ -182,9 +182,8 @@ Model modelOfGraph(collage::Graph graph, const std::string& path,
   auto impl = std::make_shared<Model::Impl>();
   impl->path = path;
   // Shapes; a prompt's last-row logits ("logits@last") travel as words.
-  const std::string lastRow = kLastRowBinding;
   for (const std::string& b : bindings) {
-    if (b.ends_with(lastRow))
+    if (!lastRowOutputOf(b).empty())
       impl->valueBindings.push_back(b);
     else
       impl->inputShapes.insert(parseInputShapeBinding(b));
@@ -214,8 +213,7 @@ std::vector<std::string> Generator::prefillBindings(int64_t promptLength) const 
                        std::to_string(promptLength) + "-token prompt: " + why);
     // The input shapes: a plan made on them runs the prompt with its last
     // position's logits alone too (planForPrompt); prefillModel is that graph.
-    const std::string lastRow = kLastRowBinding;
-    std::erase_if(bindings, [&](const std::string& b) { return b.ends_with(lastRow); });
+    std::erase_if(bindings, [](const std::string& b) { return !lastRowOutputOf(b).empty(); });
     return bindings;
   });
 }

@@ -330,10 +330,9 @@ Action addGenerateCommand(CLI::App& app) {
         if (!importPrefillGraph(model, promptLength, &why, &bindings))
           throw Error(o->modelPath + ": no one-pass prefill graph for a " +
                       std::to_string(promptLength) + "-token prompt: " + why);
-        const std::string lastRow = kLastRowBinding;
         for (const std::string& b : bindings)
-          if (b.ends_with(lastRow))
-            std::cout << "--last-row " << b.substr(0, b.size() - lastRow.size()) << "\n";
+          if (const std::string output = lastRowOutputOf(b); !output.empty())
+            std::cout << "--last-row " << output << "\n";
           else
             std::cout << "--input-shape " << b << "\n";
         if (!stepFlag.empty()) std::cout << "--input-value " << useCacheBinding(signature, false) << "\n";

@@ -34,7 +34,7 @@ std::vector<std::string> ModelOptions::bindings() const {
       throw Error("bad --input-value '" + text + "': expected NAME=VALUE, e.g. use_cache_branch=true");
     words.push_back(text.substr(0, eq) + ":" + text.substr(eq));
   }
-  for (const std::string& name : lastRows) words.push_back(name + kLastRowBinding);
+  for (const std::string& name : lastRows) words.push_back(name + std::string(kLastRowBinding));
   return words;
 }
 
@@ -90,10 +90,9 @@ Tensor inputValueTensor(const std::string& modelPath, const std::string& name,
 
 ImportOptions ModelOptions::importOptions() const {
   ImportOptions options;
-  const std::string lastRow = kLastRowBinding;
   for (const auto& text : bindings()) {
-    if (text.size() > lastRow.size() && text.ends_with(lastRow)) {
-      options.lastRowOutputs.push_back(text.substr(0, text.size() - lastRow.size()));
+    if (std::string output = lastRowOutputOf(text); !output.empty()) {
+      options.lastRowOutputs.push_back(std::move(output));
       continue;
     }
     if (const size_t value = text.find(":="); value != std::string::npos) {

@@ -153,7 +153,7 @@ Graph importFor(const std::string& path, const DecoderSignature& sig, int64_t ca
   // pass); `optimize --last-row` plans the same graph.
   if (prompt && sequence > 1) {
     options.lastRowOutputs.push_back(sig.logits);
-    bindings.push_back(sig.logits + kLastRowBinding);
+    bindings.push_back(sig.logits + std::string(kLastRowBinding));
   }
   return importOnnx(path, options);
 }

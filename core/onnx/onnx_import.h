@@ -18,6 +18,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/ir/graph.h"
@@ -51,7 +52,12 @@ struct ImportOptions {
 // A binding word "NAME@last" (the words a model's bindings travel in to the
 // measurement workers, beside "name=1x128" and "name:=true"): output NAME at
 // its last row only (ImportOptions::lastRowOutputs).
-inline constexpr const char* kLastRowBinding = "@last";
+inline constexpr std::string_view kLastRowBinding = "@last";
+// The output a "NAME@last" word names; empty for any other word.
+inline std::string lastRowOutputOf(std::string_view word) {
+  if (word.size() <= kLastRowBinding.size() || !word.ends_with(kLastRowBinding)) return {};
+  return std::string(word.substr(0, word.size() - kLastRowBinding.size()));
+}
 
 // Default-domain opsets the importer canonicalises.
 inline constexpr int64_t kMinOnnxOpset = 9;
